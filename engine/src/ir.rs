@@ -1,0 +1,19 @@
+//! The IR: types, tensors and constants, expression arenas, functions and modules.
+
+mod attrs;
+mod expr;
+mod function;
+mod ids;
+mod module;
+mod structural;
+mod tensor;
+mod ty;
+
+pub use attrs::{fn_attr, AttrValue, Attrs, FloatLit};
+pub use expr::{ExprKind, Node, Span};
+pub use function::{Closure, Function, FunctionBuilder};
+pub use ids::{AttrsIdx, ClosureIdx, ConstIdx, IdRange, NodeId, OpId, Sym};
+pub use module::{Module, ModuleError};
+pub use structural::{hash_function, module_structural_eq, module_structural_hash, structural_eq, structural_hash};
+pub use tensor::{Constant, Fill, Tensor, TensorData, TensorError, MAX_MATERIALIZED_ELEMENTS};
+pub use ty::{DType, FuncType, TensorType, Type};

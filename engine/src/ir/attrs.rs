@@ -1,0 +1,198 @@
+//! Attribute values of operator calls and functions.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::ty::DType;
+
+/// One attribute value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttrValue {
+    /// Boolean (`true` / `false`).
+    Bool(bool),
+    /// Integer.
+    Int(i64),
+    /// Float.
+    Float(f64),
+    /// String (`"…"`).
+    Str(Arc<str>),
+    /// List of integers (`[1, 2]`), e.g. axes, shapes, strides.
+    Ints(Arc<[i64]>),
+    /// Element type, e.g. a cast target.
+    DType(DType),
+}
+
+impl AttrValue {
+    /// Name of the value's kind, for error messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            AttrValue::Bool(_) => "bool",
+            AttrValue::Int(_) => "int",
+            AttrValue::Float(_) => "float",
+            AttrValue::Str(_) => "str",
+            AttrValue::Ints(_) => "ints",
+            AttrValue::DType(_) => "dtype",
+        }
+    }
+
+    /// The integer, if this is one (a bool counts as 0/1).
+    pub fn as_int(&self) -> Option<i64> {
+        match *self {
+            AttrValue::Int(v) => Some(v),
+            AttrValue::Bool(b) => Some(b as i64),
+            _ => None,
+        }
+    }
+
+    /// The float, if this is a number.
+    pub fn as_float(&self) -> Option<f64> {
+        match *self {
+            AttrValue::Float(v) => Some(v),
+            AttrValue::Int(v) => Some(v as f64),
+            _ => None,
+        }
+    }
+
+    /// The integers, if this is an integer list.
+    pub fn as_ints(&self) -> Option<&[i64]> {
+        match self {
+            AttrValue::Ints(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn key(&self) -> (u8, u64, Option<&str>, Option<&[i64]>) {
+        match self {
+            AttrValue::Bool(b) => (0, *b as u64, None, None),
+            AttrValue::Int(v) => (1, *v as u64, None, None),
+            AttrValue::Float(v) => (2, v.to_bits(), None, None),
+            AttrValue::Str(s) => (3, 0, Some(s), None),
+            AttrValue::Ints(v) => (4, 0, None, Some(v)),
+            AttrValue::DType(d) => (5, *d as u64, None, None),
+        }
+    }
+}
+
+impl Eq for AttrValue {}
+
+impl std::hash::Hash for AttrValue {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+impl fmt::Display for AttrValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttrValue::Bool(b) => write!(f, "{b}"),
+            AttrValue::Int(v) => write!(f, "{v}"),
+            AttrValue::Float(v) => write!(f, "{}", FloatLit(*v)),
+            AttrValue::Str(s) => write!(f, "{s:?}"),
+            AttrValue::Ints(v) => {
+                f.write_str("[")?;
+                for (i, x) in v.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{x}")?;
+                }
+                f.write_str("]")
+            }
+            AttrValue::DType(d) => write!(f, "{d}"),
+        }
+    }
+}
+
+/// Formats an f64 so that it always reads back as a float and round-trips exactly:
+/// `1.0`, `-0.5`, `1e-8`, `inf`, `-inf`, `nan`.
+pub struct FloatLit(pub f64);
+
+impl fmt::Display for FloatLit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.0;
+        if v.is_nan() {
+            f.write_str("nan")
+        } else if v.is_infinite() {
+            f.write_str(if v > 0.0 { "inf" } else { "-inf" })
+        } else {
+            // `{:?}` is Rust's shortest round-trip representation and always has a `.` or `e`.
+            write!(f, "{v:?}")
+        }
+    }
+}
+
+/// A sorted list of named attributes. Keys are unique and sorted, so equal attribute sets
+/// compare and print equal.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Attrs(Vec<(Arc<str>, AttrValue)>);
+
+impl Attrs {
+    /// No attributes.
+    pub fn new() -> Attrs {
+        Attrs(Vec::new())
+    }
+
+    /// Sets `key` to `value`, replacing any previous value.
+    pub fn set(&mut self, key: &str, value: AttrValue) {
+        match self.0.binary_search_by(|(k, _)| (**k).cmp(key)) {
+            Ok(i) => self.0[i].1 = value,
+            Err(i) => self.0.insert(i, (key.into(), value)),
+        }
+    }
+
+    /// Builder form of [`Attrs::set`].
+    pub fn with(mut self, key: &str, value: AttrValue) -> Attrs {
+        self.set(key, value);
+        self
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&AttrValue> {
+        self.0.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn remove(&mut self, key: &str) -> Option<AttrValue> {
+        match self.0.binary_search_by(|(k, _)| (**k).cmp(key)) {
+            Ok(i) => Some(self.0.remove(i).1),
+            Err(_) => None,
+        }
+    }
+
+    /// Whether `key` is present.
+    pub fn contains(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Whether `key` is present and true (a flag such as `SkipOptimization`).
+    pub fn flag(&self, key: &str) -> bool {
+        matches!(self.get(key), Some(AttrValue::Bool(true)) | Some(AttrValue::Int(1..)))
+    }
+
+    /// Entries in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &AttrValue)> {
+        self.0.iter().map(|(k, v)| (&**k, v))
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Well-known function attribute keys.
+pub mod fn_attr {
+    /// Function passes leave this function alone.
+    pub const SKIP_OPTIMIZATION: &str = "SkipOptimization";
+    /// A fused kernel produced by FuseOps.
+    pub const PRIMITIVE: &str = "Primitive";
+    /// Inline passes inline calls to this function.
+    pub const INLINE: &str = "Inline";
+    /// An entry point kept by dead-code elimination (besides `@main`).
+    pub const EXPORTED: &str = "Exported";
+}

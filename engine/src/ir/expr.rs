@@ -1,0 +1,114 @@
+//! Expression nodes of a function's arena.
+//!
+//! Expressions are trees: a compound node has exactly one user. Only atoms — variables,
+//! globals and constants — may be referenced from many places. Sharing a computed value is
+//! spelled with a binding (`let %x = …;` inside a [`ExprKind::Block`]). This keeps printing,
+//! equality and hashing linear, and makes a mutator's memo a plain `Vec` indexed by old id.
+
+use super::ids::{AttrsIdx, ClosureIdx, ConstIdx, IdRange, NodeId, OpId, Sym};
+use super::ty::Type;
+
+/// The kind and operands of one node. Operands always have smaller ids than the node
+/// (the arena is in post-order), so a forward loop over ids visits children first.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum ExprKind {
+    /// A local variable: a function parameter, a binding's variable or a nested function's
+    /// parameter. Its type annotation, if any, is the node's type.
+    Var {
+        /// Name hint (names do not matter for equality).
+        name: Sym,
+    },
+    /// A reference to a global function of the module (`@f`).
+    Global {
+        /// The global's name.
+        name: Sym,
+    },
+    /// A constant tensor.
+    Const {
+        /// Index into [`super::Function::constant`].
+        idx: ConstIdx,
+    },
+    /// An operator call `op(args…){attrs}`.
+    Call {
+        /// The operator.
+        op: OpId,
+        /// Its attributes.
+        attrs: AttrsIdx,
+        /// Arguments (in the extra table).
+        args: IdRange,
+    },
+    /// A call of a function value: a global, a local variable or a nested function.
+    Apply {
+        /// The function called.
+        callee: NodeId,
+        /// Arguments.
+        args: IdRange,
+    },
+    /// A tuple `(a, b, …)`.
+    Tuple {
+        /// Fields.
+        fields: IdRange,
+    },
+    /// Tuple projection `t.0`.
+    Proj {
+        /// The tuple.
+        tuple: NodeId,
+        /// Field index.
+        index: u32,
+    },
+    /// `if (cond) { … } else { … }`; only the taken branch is evaluated.
+    If {
+        /// Condition: a scalar bool tensor.
+        cond: NodeId,
+        /// Value when true.
+        then_: NodeId,
+        /// Value when false.
+        else_: NodeId,
+    },
+    /// A nested function (closure); see [`super::Closure`].
+    Func {
+        /// Index into the function's closure table.
+        idx: ClosureIdx,
+    },
+    /// A sequence of let-bindings followed by a result: `{ let %a = …; let %b = …; %b }`.
+    /// Bindings are evaluated in order; each variable is visible in later bindings and the
+    /// result.
+    Block {
+        /// `(var, value)` pairs flattened in the extra table: `2 * n` ids.
+        bindings: IdRange,
+        /// The block's value.
+        result: NodeId,
+    },
+}
+
+impl ExprKind {
+    /// Whether this node is an atom that may be referenced from many places.
+    pub fn is_atom(&self) -> bool {
+        matches!(self, ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. })
+    }
+}
+
+/// One arena slot: an expression and its type (filled by parsing annotations or InferType).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct Node {
+    /// What the node is.
+    pub kind: ExprKind,
+    /// Its type, if known.
+    pub ty: Option<Type>,
+}
+
+/// A byte range in source text.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct Span {
+    /// First byte.
+    pub start: u32,
+    /// One past the last byte.
+    pub end: u32,
+}
+
+impl Span {
+    /// A span from byte offsets.
+    pub fn new(start: usize, end: usize) -> Span {
+        Span { start: start as u32, end: end as u32 }
+    }
+}

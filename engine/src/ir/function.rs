@@ -1,0 +1,452 @@
+//! Functions: an immutable arena of expression nodes plus its side tables, and the builder
+//! that makes one.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::attrs::Attrs;
+use super::expr::{ExprKind, Node, Span};
+use super::ids::{AttrsIdx, ClosureIdx, ConstIdx, IdRange, NodeId, OpId, Sym};
+use super::tensor::Constant;
+use super::ty::Type;
+
+/// A nested function (closure) inside a function's arena. It may refer to variables of the
+/// enclosing scopes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Closure {
+    /// Parameters: `Var` nodes, in the extra table.
+    pub params: IdRange,
+    /// The body.
+    pub body: NodeId,
+    /// Declared result type.
+    pub ret_ty: Option<Type>,
+    /// Attributes (e.g. `Primitive`).
+    pub attrs: Attrs,
+}
+
+/// A function: parameters, a body expression, a declared result type and attributes, over an
+/// arena of nodes in post-order.
+///
+/// Immutable once built; share it as `Arc<Function>`. A pass that changes nothing returns the
+/// same `Arc`.
+#[derive(Clone, Debug)]
+pub struct Function {
+    nodes: Vec<Node>,
+    spans: Vec<Span>,
+    extra: Vec<NodeId>,
+    syms: Vec<Box<str>>,
+    consts: Vec<Arc<Constant>>,
+    call_attrs: Vec<Attrs>,
+    closures: Vec<Closure>,
+    params: IdRange,
+    body: NodeId,
+    ret_ty: Option<Type>,
+    attrs: Attrs,
+}
+
+impl Function {
+    /// The node `id`.
+    #[inline]
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.index()]
+    }
+
+    /// The kind of node `id`.
+    #[inline]
+    pub fn kind(&self, id: NodeId) -> &ExprKind {
+        &self.nodes[id.index()].kind
+    }
+
+    /// The known type of node `id`.
+    #[inline]
+    pub fn ty(&self, id: NodeId) -> Option<&Type> {
+        self.nodes[id.index()].ty.as_ref()
+    }
+
+    /// All nodes, in post-order (operands before users). May include dead nodes.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Number of nodes in the arena.
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Ids of all nodes in arena order.
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        (0..self.nodes.len() as u32).map(NodeId)
+    }
+
+    /// Source span of node `id`, when the function was parsed.
+    pub fn span(&self, id: NodeId) -> Option<Span> {
+        self.spans.get(id.index()).copied().filter(|s| *s != Span::default())
+    }
+
+    /// The ids of an [`IdRange`] (arguments, fields, closure params).
+    #[inline]
+    pub fn ids(&self, range: IdRange) -> &[NodeId] {
+        &self.extra[range.as_range()]
+    }
+
+    /// The `(var, value)` pairs of a block's binding range.
+    pub fn bindings(&self, range: IdRange) -> impl ExactSizeIterator<Item = (NodeId, NodeId)> + '_ {
+        self.extra[range.as_range()].chunks_exact(2).map(|p| (p[0], p[1]))
+    }
+
+    /// The text of a symbol.
+    #[inline]
+    pub fn sym(&self, sym: Sym) -> &str {
+        &self.syms[sym.0 as usize]
+    }
+
+    /// The name of a `Var` or `Global` node.
+    pub fn name_of(&self, id: NodeId) -> Option<&str> {
+        match *self.kind(id) {
+            ExprKind::Var { name } | ExprKind::Global { name } => Some(self.sym(name)),
+            _ => None,
+        }
+    }
+
+    /// The constant at `idx`.
+    #[inline]
+    pub fn constant(&self, idx: ConstIdx) -> &Arc<Constant> {
+        &self.consts[idx.0 as usize]
+    }
+
+    /// The attributes at `idx` of a call.
+    #[inline]
+    pub fn call_attrs(&self, idx: AttrsIdx) -> &Attrs {
+        &self.call_attrs[idx.0 as usize]
+    }
+
+    /// The closure at `idx`.
+    #[inline]
+    pub fn closure(&self, idx: ClosureIdx) -> &Closure {
+        &self.closures[idx.0 as usize]
+    }
+
+    /// Parameters: `Var` nodes.
+    pub fn params(&self) -> &[NodeId] {
+        self.ids(self.params)
+    }
+
+    /// The body expression.
+    pub fn body(&self) -> NodeId {
+        self.body
+    }
+
+    /// Declared result type.
+    pub fn ret_ty(&self) -> Option<&Type> {
+        self.ret_ty.as_ref()
+    }
+
+    /// Function attributes (`SkipOptimization`, `Primitive`, `Inline`, …).
+    pub fn attrs(&self) -> &Attrs {
+        &self.attrs
+    }
+
+    /// The function type, when every parameter and the result are annotated.
+    pub fn signature(&self) -> Option<Type> {
+        let params: Option<Vec<Type>> = self.params().iter().map(|&p| self.ty(p).cloned()).collect();
+        Some(Type::func(params?, self.ret_ty.clone()?))
+    }
+
+    /// Calls `f` on each operand of node `id` in evaluation order. For a block that is, for
+    /// each binding, its value and then its variable, and finally the result; for a nested
+    /// function, its parameters and then its body.
+    pub fn for_each_operand(&self, id: NodeId, mut f: impl FnMut(NodeId)) {
+        match *self.kind(id) {
+            ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
+            ExprKind::Call { args, .. } => self.ids(args).iter().for_each(|&a| f(a)),
+            ExprKind::Apply { callee, args } => {
+                f(callee);
+                self.ids(args).iter().for_each(|&a| f(a));
+            }
+            ExprKind::Tuple { fields } => self.ids(fields).iter().for_each(|&a| f(a)),
+            ExprKind::Proj { tuple, .. } => f(tuple),
+            ExprKind::If { cond, then_, else_ } => {
+                f(cond);
+                f(then_);
+                f(else_);
+            }
+            ExprKind::Func { idx } => {
+                let c = self.closure(idx);
+                self.ids(c.params).iter().for_each(|&p| f(p));
+                f(c.body);
+            }
+            ExprKind::Block { bindings, result } => {
+                for (var, value) in self.bindings(bindings) {
+                    f(value);
+                    f(var);
+                }
+                f(result);
+            }
+        }
+    }
+
+    /// Marks the nodes reachable from the parameters and the body. Dead nodes (left over by a
+    /// builder) are never printed, evaluated or compared.
+    pub fn live_mask(&self) -> Vec<bool> {
+        let mut live = vec![false; self.nodes.len()];
+        for &p in self.params() {
+            live[p.index()] = true;
+        }
+        live[self.body.index()] = true;
+        // Operands have smaller ids than their users, so one backward sweep suffices.
+        for i in (0..self.nodes.len()).rev() {
+            if live[i] {
+                self.for_each_operand(NodeId(i as u32), |c| live[c.index()] = true);
+            }
+        }
+        live
+    }
+
+    /// Number of let-bindings in all blocks of the function (a size measure for benchmarks).
+    pub fn num_bindings(&self) -> usize {
+        self.nodes
+            .iter()
+            .map(|n| match n.kind {
+                ExprKind::Block { bindings, .. } => bindings.len as usize / 2,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// A copy with different function attributes.
+    pub fn with_attrs(&self, attrs: Attrs) -> Function {
+        Function { attrs, ..self.clone() }
+    }
+
+    /// A copy with node `id`'s type set (used by type inference through the builder is
+    /// preferred; this is for small fix-ups).
+    pub fn with_types(&self, types: Vec<Option<Type>>) -> Function {
+        let mut f = self.clone();
+        for (node, ty) in f.nodes.iter_mut().zip(types) {
+            node.ty = ty;
+        }
+        f
+    }
+
+    /// A builder that starts from this function's tables: nodes pushed to it may refer to this
+    /// function's nodes by their ids. Used by mutators that append to an existing arena.
+    pub fn to_builder(&self) -> FunctionBuilder {
+        FunctionBuilder {
+            nodes: self.nodes.clone(),
+            spans: self.spans.clone(),
+            extra: self.extra.clone(),
+            syms: self.syms.clone(),
+            sym_index: HashMap::new(),
+            consts: self.consts.clone(),
+            call_attrs: self.call_attrs.clone(),
+            closures: self.closures.clone(),
+            span: Span::default(),
+        }
+    }
+}
+
+/// Builds a [`Function`]. Every push takes operands that already exist, so the arena stays in
+/// post-order.
+#[derive(Debug)]
+pub struct FunctionBuilder {
+    nodes: Vec<Node>,
+    spans: Vec<Span>,
+    extra: Vec<NodeId>,
+    syms: Vec<Box<str>>,
+    sym_index: HashMap<Box<str>, Sym>,
+    consts: Vec<Arc<Constant>>,
+    call_attrs: Vec<Attrs>,
+    closures: Vec<Closure>,
+    span: Span,
+}
+
+impl Default for FunctionBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FunctionBuilder {
+    /// An empty builder.
+    pub fn new() -> FunctionBuilder {
+        FunctionBuilder {
+            nodes: Vec::new(),
+            spans: Vec::new(),
+            extra: Vec::new(),
+            syms: Vec::new(),
+            sym_index: HashMap::new(),
+            consts: Vec::new(),
+            call_attrs: vec![Attrs::new()],
+            closures: Vec::new(),
+            span: Span::default(),
+        }
+    }
+
+    /// Sets the source span recorded for the nodes pushed next.
+    pub fn set_span(&mut self, span: Span) {
+        self.span = span;
+    }
+
+    /// Number of nodes pushed so far (including those of a function this builder started from).
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The node `id` pushed earlier.
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.index()]
+    }
+
+    /// Sets the type of an already-pushed node.
+    pub fn set_ty(&mut self, id: NodeId, ty: Option<Type>) {
+        self.nodes[id.index()].ty = ty;
+    }
+
+    /// Interns a string.
+    pub fn sym(&mut self, s: &str) -> Sym {
+        if let Some(&sym) = self.sym_index.get(s) {
+            return sym;
+        }
+        let sym = Sym(self.syms.len() as u32);
+        self.syms.push(s.into());
+        self.sym_index.insert(s.into(), sym);
+        sym
+    }
+
+    /// The text of a symbol interned earlier.
+    pub fn sym_str(&self, sym: Sym) -> &str {
+        &self.syms[sym.0 as usize]
+    }
+
+    /// Pushes a raw node. Operands must already exist.
+    pub fn push(&mut self, kind: ExprKind, ty: Option<Type>) -> NodeId {
+        let id = NodeId(self.nodes.len() as u32);
+        debug_assert!(self.operands_exist(&kind), "operand of {kind:?} does not precede {id}");
+        self.nodes.push(Node { kind, ty });
+        if self.span != Span::default() || !self.spans.is_empty() {
+            self.spans.resize(self.nodes.len() - 1, Span::default());
+            self.spans.push(self.span);
+        }
+        id
+    }
+
+    fn operands_exist(&self, kind: &ExprKind) -> bool {
+        let n = self.nodes.len() as u32;
+        let range_ok = |r: IdRange| self.extra[r.as_range()].iter().all(|a| a.0 < n);
+        match *kind {
+            ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => true,
+            ExprKind::Call { args, .. } => range_ok(args),
+            ExprKind::Apply { callee, args } => callee.0 < n && range_ok(args),
+            ExprKind::Tuple { fields } => range_ok(fields),
+            ExprKind::Proj { tuple, .. } => tuple.0 < n,
+            ExprKind::If { cond, then_, else_ } => cond.0 < n && then_.0 < n && else_.0 < n,
+            ExprKind::Func { idx } => (idx.0 as usize) < self.closures.len(),
+            ExprKind::Block { bindings, result } => range_ok(bindings) && result.0 < n,
+        }
+    }
+
+    fn range(&mut self, ids: &[NodeId]) -> IdRange {
+        let start = self.extra.len() as u32;
+        self.extra.extend_from_slice(ids);
+        IdRange { start, len: ids.len() as u32 }
+    }
+
+    /// A variable named `name` with an optional type annotation.
+    pub fn var(&mut self, name: &str, ty: Option<Type>) -> NodeId {
+        let name = self.sym(name);
+        self.push(ExprKind::Var { name }, ty)
+    }
+
+    /// A reference to global `name`.
+    pub fn global(&mut self, name: &str) -> NodeId {
+        let name = self.sym(name);
+        self.push(ExprKind::Global { name }, None)
+    }
+
+    /// A constant; its node is typed.
+    pub fn constant(&mut self, c: impl Into<Arc<Constant>>) -> NodeId {
+        let c = c.into();
+        let ty = c.ty();
+        let idx = ConstIdx(self.consts.len() as u32);
+        self.consts.push(c);
+        self.push(ExprKind::Const { idx }, Some(ty))
+    }
+
+    /// An operator call.
+    pub fn call(&mut self, op: OpId, args: &[NodeId], attrs: Attrs) -> NodeId {
+        let attrs = self.attrs(attrs);
+        let args = self.range(args);
+        self.push(ExprKind::Call { op, attrs, args }, None)
+    }
+
+    /// Interns call attributes (the empty set is always index 0).
+    pub fn attrs(&mut self, attrs: Attrs) -> AttrsIdx {
+        if attrs.is_empty() {
+            return AttrsIdx(0);
+        }
+        self.call_attrs.push(attrs);
+        AttrsIdx(self.call_attrs.len() as u32 - 1)
+    }
+
+    /// A call of a function value.
+    pub fn apply(&mut self, callee: NodeId, args: &[NodeId]) -> NodeId {
+        let args = self.range(args);
+        self.push(ExprKind::Apply { callee, args }, None)
+    }
+
+    /// A tuple.
+    pub fn tuple(&mut self, fields: &[NodeId]) -> NodeId {
+        let fields = self.range(fields);
+        self.push(ExprKind::Tuple { fields }, None)
+    }
+
+    /// A tuple projection.
+    pub fn proj(&mut self, tuple: NodeId, index: u32) -> NodeId {
+        self.push(ExprKind::Proj { tuple, index }, None)
+    }
+
+    /// A conditional.
+    pub fn if_(&mut self, cond: NodeId, then_: NodeId, else_: NodeId) -> NodeId {
+        self.push(ExprKind::If { cond, then_, else_ }, None)
+    }
+
+    /// A nested function.
+    pub fn closure(&mut self, params: &[NodeId], body: NodeId, ret_ty: Option<Type>, attrs: Attrs) -> NodeId {
+        let params = self.range(params);
+        let idx = ClosureIdx(self.closures.len() as u32);
+        self.closures.push(Closure { params, body, ret_ty, attrs });
+        self.push(ExprKind::Func { idx }, None)
+    }
+
+    /// A block of `(var, value)` bindings and a result.
+    pub fn block(&mut self, bindings: &[(NodeId, NodeId)], result: NodeId) -> NodeId {
+        let start = self.extra.len() as u32;
+        for &(var, value) in bindings {
+            self.extra.push(var);
+            self.extra.push(value);
+        }
+        let bindings = IdRange { start, len: bindings.len() as u32 * 2 };
+        self.push(ExprKind::Block { bindings, result }, None)
+    }
+
+    /// Finishes the function.
+    pub fn finish(mut self, params: &[NodeId], body: NodeId, ret_ty: Option<Type>, attrs: Attrs) -> Function {
+        let params = self.range(params);
+        if !self.spans.is_empty() {
+            self.spans.resize(self.nodes.len(), Span::default());
+        }
+        Function {
+            nodes: self.nodes,
+            spans: self.spans,
+            extra: self.extra,
+            syms: self.syms,
+            consts: self.consts,
+            call_attrs: self.call_attrs,
+            closures: self.closures,
+            params,
+            body,
+            ret_ty,
+            attrs,
+        }
+    }
+}

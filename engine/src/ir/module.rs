@@ -1,0 +1,130 @@
+//! Modules: an ordered map from global names to functions.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::function::Function;
+
+/// Errors from editing a module.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModuleError {
+    /// A function of that name exists already.
+    #[error("duplicate global function @{0}")]
+    Duplicate(String),
+    /// No function of that name.
+    #[error("unknown global function @{0}")]
+    Unknown(String),
+}
+
+/// An ordered map from global names (without the `@`) to functions. Order is insertion order,
+/// which is the order of the text the module was parsed from; printing follows it.
+#[derive(Clone, Debug, Default)]
+pub struct Module {
+    funcs: Vec<(Arc<str>, Arc<Function>)>,
+    index: HashMap<Arc<str>, usize>,
+}
+
+impl Module {
+    /// An empty module.
+    pub fn new() -> Module {
+        Module::default()
+    }
+
+    /// Adds a function at the end. A duplicate name is an error.
+    pub fn add(&mut self, name: &str, func: impl Into<Arc<Function>>) -> Result<(), ModuleError> {
+        if self.index.contains_key(name) {
+            return Err(ModuleError::Duplicate(name.to_string()));
+        }
+        let name: Arc<str> = name.into();
+        self.index.insert(name.clone(), self.funcs.len());
+        self.funcs.push((name, func.into()));
+        Ok(())
+    }
+
+    /// Replaces the function `name`, or adds it at the end if absent.
+    pub fn insert(&mut self, name: &str, func: impl Into<Arc<Function>>) {
+        match self.index.get(name) {
+            Some(&i) => self.funcs[i].1 = func.into(),
+            None => self.add(name, func).expect("absent"),
+        }
+    }
+
+    /// Removes the function `name`, keeping the order of the rest.
+    pub fn remove(&mut self, name: &str) -> Result<Arc<Function>, ModuleError> {
+        let i = self.index.remove(name).ok_or_else(|| ModuleError::Unknown(name.to_string()))?;
+        let (_, f) = self.funcs.remove(i);
+        for (_, idx) in self.index.iter_mut() {
+            if *idx > i {
+                *idx -= 1;
+            }
+        }
+        Ok(f)
+    }
+
+    /// Renames `old` to `new` in place (calls to it are not rewritten).
+    pub fn rename(&mut self, old: &str, new: &str) -> Result<(), ModuleError> {
+        if self.index.contains_key(new) {
+            return Err(ModuleError::Duplicate(new.to_string()));
+        }
+        let i = self.index.remove(old).ok_or_else(|| ModuleError::Unknown(old.to_string()))?;
+        let name: Arc<str> = new.into();
+        self.index.insert(name.clone(), i);
+        self.funcs[i].0 = name;
+        Ok(())
+    }
+
+    /// The function `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<Function>> {
+        self.index.get(name).map(|&i| &self.funcs[i].1)
+    }
+
+    /// Position of `name` in module order.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    /// Whether `name` is defined.
+    pub fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+
+    /// `(name, function)` pairs in module order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Arc<Function>)> + '_ {
+        self.funcs.iter().map(|(n, f)| (&**n, f))
+    }
+
+    /// The entries as a slice, in module order.
+    pub fn entries(&self) -> &[(Arc<str>, Arc<Function>)] {
+        &self.funcs
+    }
+
+    /// Replaces every function with `new[i]`, keeping names and order. Returns whether any
+    /// function changed (by pointer). Used by function passes, which cannot add or remove.
+    pub fn replace_all(&mut self, new: Vec<Arc<Function>>) -> bool {
+        assert_eq!(new.len(), self.funcs.len(), "function pass must return one function per function");
+        let mut changed = false;
+        for ((_, old), new) in self.funcs.iter_mut().zip(new) {
+            if !Arc::ptr_eq(old, &new) {
+                changed = true;
+                *old = new;
+            }
+        }
+        changed
+    }
+
+    /// Number of functions.
+    pub fn len(&self) -> usize {
+        self.funcs.len()
+    }
+
+    /// Whether the module has no functions.
+    pub fn is_empty(&self) -> bool {
+        self.funcs.is_empty()
+    }
+
+    /// Whether both modules hold the same functions by pointer, in the same order.
+    pub fn ptr_eq(&self, other: &Module) -> bool {
+        self.funcs.len() == other.funcs.len()
+            && self.funcs.iter().zip(&other.funcs).all(|((na, fa), (nb, fb))| na == nb && Arc::ptr_eq(fa, fb))
+    }
+}

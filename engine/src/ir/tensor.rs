@@ -1,0 +1,377 @@
+//! Concrete tensors (ndarray-backed, cheap to clone) and IR constants, which are either dense
+//! tensors or compact fills (`zeros`, `ones`, `full`, seeded `uniform` / `normal`) that stay
+//! compact in the IR and in text and are materialized only when evaluated.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+use half::f16;
+use ndarray::{ArcArray, IxDyn};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::ty::{DType, TensorType, Type};
+
+/// Largest tensor (in elements) that passel will materialize: 2^28 elements (1 GiB of f32).
+/// Declaring a bigger constant is fine; evaluating it is a [`TensorError::TooLarge`].
+pub const MAX_MATERIALIZED_ELEMENTS: u64 = 1 << 28;
+
+/// Errors from building or materializing tensors.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum TensorError {
+    /// The tensor would have more elements than [`MAX_MATERIALIZED_ELEMENTS`].
+    #[error("tensor of shape {shape:?} has too many elements to materialize (limit {limit})")]
+    TooLarge {
+        /// The requested shape.
+        shape: Vec<u64>,
+        /// The element limit.
+        limit: u64,
+    },
+    /// The number of values does not match the shape.
+    #[error("shape {shape:?} needs {expected} values, got {found}")]
+    WrongCount {
+        /// The requested shape.
+        shape: Vec<u64>,
+        /// Elements the shape needs.
+        expected: u64,
+        /// Values given.
+        found: usize,
+    },
+}
+
+/// The storage of a tensor, one variant per dtype.
+#[derive(Clone, Debug)]
+pub enum TensorData {
+    /// f32 elements.
+    F32(ArcArray<f32, IxDyn>),
+    /// f16 elements.
+    F16(ArcArray<f16, IxDyn>),
+    /// i64 elements.
+    I64(ArcArray<i64, IxDyn>),
+    /// i32 elements.
+    I32(ArcArray<i32, IxDyn>),
+    /// bool elements.
+    Bool(ArcArray<bool, IxDyn>),
+}
+
+/// A concrete tensor value. Cloning shares the buffer.
+#[derive(Clone, Debug)]
+pub struct Tensor(pub TensorData);
+
+/// Applies `$body` to the array inside any variant of a [`TensorData`].
+#[macro_export]
+#[doc(hidden)]
+macro_rules! for_each_dtype {
+    ($data:expr, $a:ident => $body:expr) => {
+        match $data {
+            $crate::ir::TensorData::F32($a) => $body,
+            $crate::ir::TensorData::F16($a) => $body,
+            $crate::ir::TensorData::I64($a) => $body,
+            $crate::ir::TensorData::I32($a) => $body,
+            $crate::ir::TensorData::Bool($a) => $body,
+        }
+    };
+}
+
+fn check_size(shape: &[u64]) -> Result<Vec<usize>, TensorError> {
+    let n = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+    match n {
+        Some(n) if n <= MAX_MATERIALIZED_ELEMENTS => Ok(shape.iter().map(|&d| d as usize).collect()),
+        _ => Err(TensorError::TooLarge { shape: shape.to_vec(), limit: MAX_MATERIALIZED_ELEMENTS }),
+    }
+}
+
+impl Tensor {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match &self.0 {
+            TensorData::F32(_) => DType::F32,
+            TensorData::F16(_) => DType::F16,
+            TensorData::I64(_) => DType::I64,
+            TensorData::I32(_) => DType::I32,
+            TensorData::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        for_each_dtype!(&self.0, a => a.shape())
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        for_each_dtype!(&self.0, a => a.len())
+    }
+
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The IR type of this tensor.
+    pub fn ty(&self) -> Type {
+        Type::tensor(self.shape().iter().map(|&d| d as u64).collect::<Vec<_>>(), self.dtype())
+    }
+
+    /// The tensor type of this tensor.
+    pub fn tensor_type(&self) -> TensorType {
+        TensorType { shape: self.shape().iter().map(|&d| d as u64).collect(), dtype: self.dtype() }
+    }
+
+    /// A scalar f32.
+    pub fn scalar_f32(v: f32) -> Tensor {
+        Tensor(TensorData::F32(ArcArray::from_elem(IxDyn(&[]), v)))
+    }
+
+    /// A scalar of `dtype` holding `v` converted (floats round, ints truncate, bool is `v != 0`).
+    pub fn scalar(dtype: DType, v: f64) -> Tensor {
+        Tensor::full(&[], dtype, v).expect("a scalar is never too large")
+    }
+
+    /// A tensor of `shape` filled with `v` converted to `dtype`.
+    pub fn full(shape: &[u64], dtype: DType, v: f64) -> Result<Tensor, TensorError> {
+        let dims = IxDyn(&check_size(shape)?);
+        Ok(Tensor(match dtype {
+            DType::F32 => TensorData::F32(ArcArray::from_elem(dims, v as f32)),
+            DType::F16 => TensorData::F16(ArcArray::from_elem(dims, f16::from_f64(v))),
+            DType::I64 => TensorData::I64(ArcArray::from_elem(dims, v as i64)),
+            DType::I32 => TensorData::I32(ArcArray::from_elem(dims, v as i32)),
+            DType::Bool => TensorData::Bool(ArcArray::from_elem(dims, v != 0.0)),
+        }))
+    }
+
+    /// A tensor of `shape` from `values` (row-major), converted to `dtype`.
+    pub fn from_f64s(shape: &[u64], dtype: DType, values: &[f64]) -> Result<Tensor, TensorError> {
+        let dims = check_size(shape)?;
+        let expected: usize = dims.iter().product();
+        if expected != values.len() {
+            return Err(TensorError::WrongCount {
+                shape: shape.to_vec(),
+                expected: expected as u64,
+                found: values.len(),
+            });
+        }
+        let dims = IxDyn(&dims);
+        let build = |v: Vec<_>| v;
+        Ok(Tensor(match dtype {
+            DType::F32 => TensorData::F32(
+                ArcArray::from_shape_vec(dims, build(values.iter().map(|&v| v as f32).collect()))
+                    .expect("length checked"),
+            ),
+            DType::F16 => TensorData::F16(
+                ArcArray::from_shape_vec(dims, values.iter().map(|&v| f16::from_f64(v)).collect())
+                    .expect("length checked"),
+            ),
+            DType::I64 => TensorData::I64(
+                ArcArray::from_shape_vec(dims, values.iter().map(|&v| v as i64).collect()).expect("length checked"),
+            ),
+            DType::I32 => TensorData::I32(
+                ArcArray::from_shape_vec(dims, values.iter().map(|&v| v as i32).collect()).expect("length checked"),
+            ),
+            DType::Bool => TensorData::Bool(
+                ArcArray::from_shape_vec(dims, values.iter().map(|&v| v != 0.0).collect()).expect("length checked"),
+            ),
+        }))
+    }
+
+    /// Elements converted to f64, row-major (bool is 0/1).
+    pub fn to_f64s(&self) -> Vec<f64> {
+        match &self.0 {
+            TensorData::F32(a) => a.iter().map(|&v| v as f64).collect(),
+            TensorData::F16(a) => a.iter().map(|&v| v.to_f64()).collect(),
+            TensorData::I64(a) => a.iter().map(|&v| v as f64).collect(),
+            TensorData::I32(a) => a.iter().map(|&v| v as f64).collect(),
+            TensorData::Bool(a) => a.iter().map(|&v| v as u8 as f64).collect(),
+        }
+    }
+
+    /// Bit patterns of the elements, row-major: the identity used by equality and hashing,
+    /// so NaN equals itself and `-0.0` differs from `0.0`.
+    fn bits(&self) -> Vec<u64> {
+        match &self.0 {
+            TensorData::F32(a) => a.iter().map(|v| v.to_bits() as u64).collect(),
+            TensorData::F16(a) => a.iter().map(|v| v.to_bits() as u64).collect(),
+            TensorData::I64(a) => a.iter().map(|&v| v as u64).collect(),
+            TensorData::I32(a) => a.iter().map(|&v| v as u32 as u64).collect(),
+            TensorData::Bool(a) => a.iter().map(|&v| v as u64).collect(),
+        }
+    }
+
+    /// Whether the two tensors have equal dtype, shape and element bits.
+    pub fn bit_eq(&self, other: &Tensor) -> bool {
+        self.dtype() == other.dtype() && self.shape() == other.shape() && self.bits() == other.bits()
+    }
+}
+
+impl PartialEq for Tensor {
+    fn eq(&self, other: &Self) -> bool {
+        self.bit_eq(other)
+    }
+}
+
+impl Eq for Tensor {}
+
+impl Hash for Tensor {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.dtype().hash(state);
+        self.shape().hash(state);
+        self.bits().hash(state);
+    }
+}
+
+/// A compact, deterministic fill pattern for a constant.
+#[derive(Clone, Copy, Debug)]
+pub enum Fill {
+    /// Every element is the value.
+    Full(f64),
+    /// Uniform in `[low, high)` from a ChaCha8 stream seeded with `seed`.
+    Uniform {
+        /// Seed of the stream.
+        seed: u64,
+        /// Inclusive lower bound.
+        low: f64,
+        /// Exclusive upper bound.
+        high: f64,
+    },
+    /// Normal with `mean` and `std` (Box–Muller on a ChaCha8 stream seeded with `seed`).
+    Normal {
+        /// Seed of the stream.
+        seed: u64,
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        std: f64,
+    },
+}
+
+impl Fill {
+    fn key(&self) -> (u8, u64, u64, u64) {
+        match *self {
+            Fill::Full(v) => (0, v.to_bits(), 0, 0),
+            Fill::Uniform { seed, low, high } => (1, seed, low.to_bits(), high.to_bits()),
+            Fill::Normal { seed, mean, std } => (2, seed, mean.to_bits(), std.to_bits()),
+        }
+    }
+}
+
+impl PartialEq for Fill {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl Eq for Fill {}
+impl Hash for Fill {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+/// A constant of the IR.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Constant {
+    /// Explicit values.
+    Dense(Tensor),
+    /// A compact fill of a (possibly large) tensor type; see [`Fill`].
+    Fill {
+        /// The constant's type.
+        ty: TensorType,
+        /// How elements are generated.
+        fill: Fill,
+    },
+}
+
+impl Constant {
+    /// A scalar f32 constant.
+    pub fn scalar_f32(v: f32) -> Constant {
+        Constant::Dense(Tensor::scalar_f32(v))
+    }
+
+    /// The constant's tensor type, without materializing it.
+    pub fn tensor_type(&self) -> TensorType {
+        match self {
+            Constant::Dense(t) => t.tensor_type(),
+            Constant::Fill { ty, .. } => ty.clone(),
+        }
+    }
+
+    /// The constant's type.
+    pub fn ty(&self) -> Type {
+        Type::Tensor(std::sync::Arc::new(self.tensor_type()))
+    }
+
+    /// The concrete tensor. Fills larger than [`MAX_MATERIALIZED_ELEMENTS`] are an error.
+    pub fn materialize(&self) -> Result<Tensor, TensorError> {
+        match self {
+            Constant::Dense(t) => Ok(t.clone()),
+            Constant::Fill { ty, fill } => match *fill {
+                Fill::Full(v) => Tensor::full(&ty.shape, ty.dtype, v),
+                Fill::Uniform { seed, low, high } => {
+                    let n = check_size(&ty.shape)?.iter().product::<usize>();
+                    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                    let vals: Vec<f64> = (0..n).map(|_| low + (high - low) * rng.gen::<f64>()).collect();
+                    Tensor::from_f64s(&ty.shape, ty.dtype, &vals)
+                }
+                Fill::Normal { seed, mean, std } => {
+                    let n = check_size(&ty.shape)?.iter().product::<usize>();
+                    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                    let vals: Vec<f64> = (0..n)
+                        .map(|_| {
+                            let u1: f64 = rng.gen::<f64>().max(f64::MIN_POSITIVE);
+                            let u2: f64 = rng.gen();
+                            mean + std * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+                        })
+                        .collect();
+                    Tensor::from_f64s(&ty.shape, ty.dtype, &vals)
+                }
+            },
+        }
+    }
+
+    /// The scalar value as f64 if this is a rank-0 dense constant or a `Full` fill.
+    pub fn as_uniform_value(&self) -> Option<f64> {
+        match self {
+            Constant::Dense(t) if t.len() == 1 => t.to_f64s().first().copied(),
+            Constant::Fill { fill: Fill::Full(v), .. } => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tensor<{:?}, {}>", self.shape(), self.dtype())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_fill_is_an_error_not_an_allocation() {
+        let c = Constant::Fill {
+            ty: TensorType { shape: vec![1 << 20, 1 << 20, 1 << 20].into(), dtype: DType::F32 },
+            fill: Fill::Full(0.0),
+        };
+        assert!(matches!(c.materialize(), Err(TensorError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn seeded_fill_is_deterministic() {
+        let c = Constant::Fill {
+            ty: TensorType { shape: vec![3, 5].into(), dtype: DType::F32 },
+            fill: Fill::Uniform { seed: 7, low: -1.0, high: 1.0 },
+        };
+        let a = c.materialize().unwrap();
+        let b = c.materialize().unwrap();
+        assert_eq!(a, b);
+        assert!(a.to_f64s().iter().all(|v| (-1.0..1.0).contains(v)));
+    }
+
+    #[test]
+    fn tensor_equality_is_bitwise() {
+        let nan = Tensor::scalar_f32(f32::NAN);
+        assert_eq!(nan, nan.clone());
+        assert_ne!(Tensor::scalar_f32(0.0), Tensor::scalar_f32(-0.0));
+    }
+}

@@ -1,0 +1,200 @@
+//! Types: tensors (static shape + dtype), tuples and functions.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Element type of a tensor.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub enum DType {
+    /// 32-bit IEEE float.
+    F32,
+    /// 16-bit IEEE float.
+    F16,
+    /// 64-bit signed integer.
+    I64,
+    /// 32-bit signed integer.
+    I32,
+    /// Boolean.
+    Bool,
+}
+
+impl DType {
+    /// All dtypes, in text-format order.
+    pub const ALL: [DType; 5] = [DType::F32, DType::F16, DType::I64, DType::I32, DType::Bool];
+
+    /// The text spelling (`f32`, `f16`, `i64`, `i32`, `bool`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::I64 => "i64",
+            DType::I32 => "i32",
+            DType::Bool => "bool",
+        }
+    }
+
+    /// Parses a text spelling; accepts TVM's long names (`float32`, `int64`) too.
+    pub fn from_name(s: &str) -> Option<DType> {
+        Some(match s {
+            "f32" | "float32" => DType::F32,
+            "f16" | "float16" => DType::F16,
+            "i64" | "int64" => DType::I64,
+            "i32" | "int32" => DType::I32,
+            "bool" => DType::Bool,
+            _ => return None,
+        })
+    }
+
+    /// Whether this is a floating-point type.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F16)
+    }
+
+    /// Whether this is a signed integer type.
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I64 | DType::I32)
+    }
+
+    /// Size of one element in bytes.
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::F16 => 2,
+            DType::I64 => 8,
+            DType::Bool => 1,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A tensor type: static shape and element type.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct TensorType {
+    /// Dimensions, outermost first. Empty for a scalar.
+    pub shape: Box<[u64]>,
+    /// Element type.
+    pub dtype: DType,
+}
+
+impl TensorType {
+    /// Number of elements, or `None` if it overflows `u64`.
+    pub fn num_elements(&self) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+    }
+}
+
+/// A function type.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct FuncType {
+    /// Parameter types.
+    pub params: Box<[Type]>,
+    /// Result type.
+    pub ret: Type,
+}
+
+/// A type. Cheap to clone (one reference count).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub enum Type {
+    /// A tensor.
+    Tensor(Arc<TensorType>),
+    /// A tuple of values.
+    Tuple(Arc<[Type]>),
+    /// A function.
+    Func(Arc<FuncType>),
+}
+
+impl Type {
+    /// A tensor type.
+    pub fn tensor(shape: impl Into<Box<[u64]>>, dtype: DType) -> Type {
+        Type::Tensor(Arc::new(TensorType { shape: shape.into(), dtype }))
+    }
+
+    /// A scalar tensor type.
+    pub fn scalar(dtype: DType) -> Type {
+        Type::tensor(Vec::new(), dtype)
+    }
+
+    /// A tuple type.
+    pub fn tuple(fields: impl Into<Arc<[Type]>>) -> Type {
+        Type::Tuple(fields.into())
+    }
+
+    /// A function type.
+    pub fn func(params: impl Into<Box<[Type]>>, ret: Type) -> Type {
+        Type::Func(Arc::new(FuncType { params: params.into(), ret }))
+    }
+
+    /// The tensor type, if this is one.
+    pub fn as_tensor(&self) -> Option<&TensorType> {
+        match self {
+            Type::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Type {
+    /// Text syntax: `Tensor[(4, 4), f32]`, `(T1, T2)`, `fn(T1, T2) -> T3`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Types nest only as deep as the text that wrote them, which the parser bounds.
+        match self {
+            Type::Tensor(t) => {
+                f.write_str("Tensor[(")?;
+                for (i, d) in t.shape.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{d}")?;
+                }
+                if t.shape.len() == 1 {
+                    f.write_str(",")?;
+                }
+                write!(f, "), {}]", t.dtype)
+            }
+            Type::Tuple(fields) => {
+                f.write_str("(")?;
+                for (i, t) in fields.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{t}")?;
+                }
+                if fields.len() == 1 {
+                    f.write_str(",")?;
+                }
+                f.write_str(")")
+            }
+            Type::Func(ft) => {
+                f.write_str("fn(")?;
+                for (i, t) in ft.params.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{t}")?;
+                }
+                write!(f, ") -> {}", ft.ret)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_display_is_text_syntax() {
+        assert_eq!(Type::tensor(vec![4, 4], DType::F32).to_string(), "Tensor[(4, 4), f32]");
+        assert_eq!(Type::tensor(vec![3], DType::I64).to_string(), "Tensor[(3,), i64]");
+        assert_eq!(Type::scalar(DType::Bool).to_string(), "Tensor[(), bool]");
+        let t = Type::tuple(vec![Type::scalar(DType::F32), Type::scalar(DType::I32)]);
+        assert_eq!(t.to_string(), "(Tensor[(), f32], Tensor[(), i32])");
+        let f = Type::func(vec![Type::scalar(DType::F32)], Type::scalar(DType::F16));
+        assert_eq!(f.to_string(), "fn(Tensor[(), f32]) -> Tensor[(), f16]");
+    }
+}

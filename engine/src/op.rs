@@ -1,0 +1,251 @@
+//! Operators: a registry of [`OpDef`]s (name, arity, attribute schema, type relation, fusion
+//! pattern, stateful flag, reference kernel). The registry is a static table, so an [`OpId`]
+//! means the same operator in every module, thread and run.
+
+mod defs;
+pub mod kernels;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::ir::{AttrValue, Attrs, OpId, Tensor, TensorError, Type};
+
+/// How an operator may be fused (TVM's `TOpPattern`, ordered from most to least fusable).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub enum OpPattern {
+    /// Output element i depends only on input element i (`exp`, `relu`).
+    Elementwise,
+    /// Elementwise with numpy broadcasting (`add`).
+    Broadcast,
+    /// Output elements are a rearrangement of inputs (`reshape`, `transpose`, `concatenate`).
+    Injective,
+    /// Reduction over axes (`sum`, `softmax`).
+    Reduce,
+    /// Anything else: a fusion boundary (`matmul`, `conv2d`).
+    Opaque,
+}
+
+impl OpPattern {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpPattern::Elementwise => "elementwise",
+            OpPattern::Broadcast => "broadcast",
+            OpPattern::Injective => "injective",
+            OpPattern::Reduce => "reduce",
+            OpPattern::Opaque => "opaque",
+        }
+    }
+}
+
+/// Number of arguments an operator takes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Arity {
+    /// Exactly this many.
+    Exact(usize),
+    /// At least this many.
+    AtLeast(usize),
+}
+
+impl Arity {
+    /// Whether `n` arguments are accepted.
+    pub fn accepts(self, n: usize) -> bool {
+        match self {
+            Arity::Exact(k) => n == k,
+            Arity::AtLeast(k) => n >= k,
+        }
+    }
+}
+
+impl std::fmt::Display for Arity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Arity::Exact(k) => write!(f, "{k}"),
+            Arity::AtLeast(k) => write!(f, "at least {k}"),
+        }
+    }
+}
+
+/// Kind of an attribute value in a schema.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AttrKind {
+    /// `true` / `false`.
+    Bool,
+    /// An integer.
+    Int,
+    /// A float (an integer literal is accepted).
+    Float,
+    /// A string.
+    Str,
+    /// A list of integers.
+    Ints,
+    /// A dtype name.
+    DType,
+}
+
+impl AttrKind {
+    /// Lower-case name, as in [`AttrValue::kind_name`].
+    pub fn name(self) -> &'static str {
+        match self {
+            AttrKind::Bool => "bool",
+            AttrKind::Int => "int",
+            AttrKind::Float => "float",
+            AttrKind::Str => "str",
+            AttrKind::Ints => "ints",
+            AttrKind::DType => "dtype",
+        }
+    }
+
+    /// Whether `v` is acceptable for this kind.
+    pub fn accepts(self, v: &AttrValue) -> bool {
+        matches!(
+            (self, v),
+            (AttrKind::Bool, AttrValue::Bool(_))
+                | (AttrKind::Int, AttrValue::Int(_))
+                | (AttrKind::Float, AttrValue::Float(_) | AttrValue::Int(_))
+                | (AttrKind::Str, AttrValue::Str(_))
+                | (AttrKind::Ints, AttrValue::Ints(_))
+                | (AttrKind::DType, AttrValue::DType(_))
+        )
+    }
+}
+
+/// One attribute of an operator's schema.
+#[derive(Clone, Copy, Debug)]
+pub struct AttrSpec {
+    /// Attribute name.
+    pub name: &'static str,
+    /// Value kind.
+    pub kind: AttrKind,
+    /// Whether a call must give it (otherwise the kernel uses its documented default).
+    pub required: bool,
+}
+
+/// Errors of type relations and kernels. Messages are lowercase phrases.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum OpError {
+    /// Arguments have types the operator does not accept.
+    #[error("{0}")]
+    Type(String),
+    /// A tensor could not be made.
+    #[error(transparent)]
+    Tensor(#[from] TensorError),
+    /// Anything else a kernel rejects (e.g. a value out of range).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Computes an operator's result type from argument types and attributes.
+pub type TypeRel = fn(args: &[Type], attrs: &Attrs) -> Result<Type, OpError>;
+
+/// Evaluates an operator on concrete tensors. Operators with several results (`split`,
+/// `batch_norm`) return one tensor per field of their tuple result type; others return one.
+pub type Kernel = fn(args: &[Tensor], attrs: &Attrs, ctx: &mut KernelCtx) -> Result<Vec<Tensor>, OpError>;
+
+/// State a kernel may use: the random stream of stateful operators.
+pub struct KernelCtx {
+    /// Random stream for stateful operators, seeded by the interpreter.
+    pub rng: rand_chacha::ChaCha8Rng,
+}
+
+/// The definition of an operator.
+#[derive(Clone, Copy)]
+pub struct OpDef {
+    /// Name, as written in text (`add`, `conv2d`).
+    pub name: &'static str,
+    /// Accepted argument counts.
+    pub arity: Arity,
+    /// Attribute schema; attributes not listed are errors.
+    pub attrs: &'static [AttrSpec],
+    /// Fusion pattern.
+    pub pattern: OpPattern,
+    /// Whether calls have effects (must not be folded, merged, reordered or removed).
+    pub stateful: bool,
+    /// Whether the result is a tuple (then the kernel returns one tensor per field).
+    pub tuple_result: bool,
+    /// Type relation.
+    pub type_rel: TypeRel,
+    /// Reference kernel.
+    pub kernel: Kernel,
+    /// One-line description for `passel ops` and docs.
+    pub doc: &'static str,
+}
+
+impl std::fmt::Debug for OpDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpDef").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl OpDef {
+    /// Checks `attrs` against the schema: unknown keys, missing required keys and values of the
+    /// wrong kind are errors naming the key.
+    pub fn check_attrs(&self, attrs: &Attrs) -> Result<(), String> {
+        for (key, value) in attrs.iter() {
+            match self.attrs.iter().find(|s| s.name == key) {
+                None => {
+                    let valid: Vec<&str> = self.attrs.iter().map(|s| s.name).collect();
+                    return Err(if valid.is_empty() {
+                        format!("operator `{}` takes no attributes, got `{key}`", self.name)
+                    } else {
+                        format!("unknown attribute `{key}` of `{}` (valid: {})", self.name, valid.join(", "))
+                    });
+                }
+                Some(spec) if !spec.kind.accepts(value) => {
+                    return Err(format!(
+                        "attribute `{key}` of `{}` must be {}, got {}",
+                        self.name,
+                        spec.kind.name(),
+                        value.kind_name()
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        for spec in self.attrs.iter().filter(|s| s.required) {
+            if !attrs.contains(spec.name) {
+                return Err(format!("operator `{}` needs attribute `{}`", self.name, spec.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Registry {
+    defs: Vec<OpDef>,
+    by_name: HashMap<&'static str, OpId>,
+}
+
+fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let defs = defs::all();
+        assert!(defs.len() < u16::MAX as usize);
+        let mut by_name = HashMap::new();
+        for (i, d) in defs.iter().enumerate() {
+            let prev = by_name.insert(d.name, OpId(i as u16));
+            assert!(prev.is_none(), "operator {} registered twice", d.name);
+        }
+        Registry { defs, by_name }
+    })
+}
+
+/// The operator named `name`.
+pub fn lookup(name: &str) -> Option<OpId> {
+    registry().by_name.get(name).copied()
+}
+
+/// The definition of `op`.
+pub fn get(op: OpId) -> &'static OpDef {
+    &registry().defs[op.0 as usize]
+}
+
+/// Every operator, in registry order.
+pub fn all() -> impl ExactSizeIterator<Item = (OpId, &'static OpDef)> {
+    registry().defs.iter().enumerate().map(|(i, d)| (OpId(i as u16), d))
+}
+
+/// Registered operator names close to `name` (for "did you mean" suggestions), best first.
+pub fn suggest(name: &str) -> Vec<&'static str> {
+    crate::util::suggest(name, registry().defs.iter().map(|d| d.name))
+}

@@ -1,0 +1,1 @@
+//! passel passes
