@@ -418,8 +418,12 @@ impl FunctionBuilder {
         self.push(ExprKind::Func { idx }, None)
     }
 
-    /// A block of `(var, value)` bindings and a result.
+    /// A block of `(var, value)` bindings and a result. A block without bindings is just its
+    /// result, so `{ e }` and `e` are the same IR.
     pub fn block(&mut self, bindings: &[(NodeId, NodeId)], result: NodeId) -> NodeId {
+        if bindings.is_empty() {
+            return result;
+        }
         let start = self.extra.len() as u32;
         for &(var, value) in bindings {
             self.extra.push(var);
