@@ -1,0 +1,5 @@
+//! passel-harness: the `passel` CLI, deterministic workload generators shared by tests,
+//! benches and fuzzing, and the bench runner. This is the only crate that does IO.
+
+pub mod diag;
+pub mod gen;
