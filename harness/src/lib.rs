@@ -2,4 +2,5 @@
 //! benches and fuzzing, and the bench runner. This is the only crate that does IO.
 
 pub mod diag;
+pub mod fuzz;
 pub mod gen;
