@@ -23,6 +23,13 @@
 
 pub mod ir;
 pub mod op;
+pub mod transform;
 mod util;
 
+pub use transform::{
+    function_pass, get_pass, module_pass, sequential, Instrument, Pass, PassContext, PassError, PassInfo, Sequential,
+};
 pub use util::{edit_distance, suggest};
+
+#[doc(hidden)]
+pub use inventory;
