@@ -281,3 +281,15 @@ pub fn module_pass(
 ) -> ModulePass {
     ModulePass::new(name, opt_level, body)
 }
+
+impl fmt::Debug for ModulePass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModulePass").field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for FunctionPass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FunctionPass").field("info", &self.info).finish_non_exhaustive()
+    }
+}

@@ -86,3 +86,9 @@ impl Pass for Sequential {
 pub fn sequential(name: &str, passes: Vec<Arc<dyn Pass>>) -> Sequential {
     Sequential::new(name, passes)
 }
+
+impl std::fmt::Debug for Sequential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sequential").field("info", &self.info).field("passes", &self.passes).finish()
+    }
+}
