@@ -198,10 +198,13 @@ impl Pass for FunctionPass {
     }
 }
 
-/// Runs `body` on every function of `module` (serially when `ctx.num_threads() == 1` or the
-/// module has one function, else fanned out with rayon, each task under its own context copy).
-/// Results and diagnostics are merged in module order, so the outcome does not depend on the
-/// thread count; the error reported is the first in module order.
+/// Runs `body` on every function of `module`: serially when `ctx.num_threads() == 1` or the
+/// module has one function, else fanned out on rayon's pool in at most `num_threads` tasks,
+/// each function under its own worker copy of the context (own diagnostics buffer; `current()`
+/// inside the body returns it). Results and diagnostics are merged in module order, so the
+/// outcome does not depend on the thread count; the error reported is the first in module order.
+///
+/// This is the seam for the parallel executor: it may replace this function wholesale.
 pub fn run_function_pass_over_module(
     info: &PassInfo,
     body: &FunctionBody,
@@ -209,27 +212,31 @@ pub fn run_function_pass_over_module(
     ctx: &PassContext,
 ) -> Result<Module, PassError> {
     let start = Instant::now();
-    let n_threads = ctx.num_threads();
-    let results: Vec<(Result<Arc<Function>, PassError>, Duration)> = if n_threads <= 1 || module.len() <= 1 {
+    let n_threads = ctx.num_threads().max(1);
+    let results: Vec<(Result<Arc<Function>, PassError>, Duration)> = if n_threads == 1 || module.len() <= 1 {
+        let _scope = ctx.push_silently();
         module.entries().iter().map(|(name, func)| run_one(info, body, name, func, &module, ctx)).collect()
     } else {
         let view = &module;
-        let fan_out = || {
-            view.entries()
-                .par_iter()
-                .map(|(name, func)| {
-                    let worker = ctx.worker_copy();
-                    let _scope = worker.push_silently();
-                    let res = run_one(info, body, name, func, view, &worker);
-                    (res, worker)
-                })
-                .collect::<Vec<_>>()
-        };
-        let done = match rayon::ThreadPoolBuilder::new().num_threads(n_threads).build() {
-            Ok(pool) if n_threads != rayon::current_num_threads() => pool.install(fan_out),
-            _ => fan_out(),
-        };
+        // Chunking caps the number of concurrent tasks at `n_threads` without building a pool.
+        let chunk = view.len().div_ceil(n_threads);
+        let done: Vec<Vec<_>> = view
+            .entries()
+            .par_chunks(chunk)
+            .map(|entries| {
+                entries
+                    .iter()
+                    .map(|(name, func)| {
+                        let worker = ctx.worker_copy();
+                        let _scope = worker.push_silently();
+                        let res = run_one(info, body, name, func, view, &worker);
+                        (res, worker)
+                    })
+                    .collect()
+            })
+            .collect();
         done.into_iter()
+            .flatten()
             .map(|(res, worker)| {
                 ctx.diagnostics().append(worker.diagnostics());
                 res
