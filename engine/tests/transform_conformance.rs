@@ -297,6 +297,20 @@ fn exiting_a_context_that_is_not_innermost_is_an_error() {
 }
 
 #[test]
+fn guard_exited_out_of_order_reports_and_still_leaves_the_stack_sound() {
+    let log = new_log();
+    let a = PassContext::builder().opt_level(1).instrument(rec("A", &log)).build().unwrap();
+    let b = PassContext::builder().opt_level(3).instrument(rec("B", &log)).build().unwrap();
+    let ga = a.enter().unwrap();
+    let gb = b.enter().unwrap();
+    assert!(matches!(ga.exit(), Err(PassError::Context(_))));
+    assert_eq!(PassContext::current().opt_level(), 3);
+    gb.exit().unwrap();
+    assert_eq!(PassContext::current().opt_level(), 2);
+    assert_eq!(events(&log), ["A enter", "B enter", "A exit", "B exit"]);
+}
+
+#[test]
 fn reentering_an_entered_context_runs_callbacks_once_per_entry() {
     let log = new_log();
     let ctx = ctx_with(vec![rec("A", &log)]);
@@ -1046,6 +1060,20 @@ fn timing_leaves_no_dangling_entry_after_a_failing_pass() {
     let lines: Vec<&str> = report.lines().collect();
     assert_eq!(lines.len(), 2, "{report}");
     check_timing_line(lines[1], 0, "After");
+}
+
+#[test]
+fn timing_leaves_no_dangling_entry_when_another_instrument_fails_after_the_pass() {
+    let timing = Arc::new(PassTimingInstrument::new());
+    let log = new_log();
+    let ctx = ctx_with(vec![rec_failing("A", &log, Fail::Err(Hook::AfterPass)), timing.clone()]);
+    let report = ctx
+        .scope(|| {
+            assert!(logging_pass("Broken", 0, &log).run(tiny_module(), &ctx).is_err());
+            timing.render().unwrap()
+        })
+        .unwrap();
+    assert_eq!(report.lines().count(), 1, "{report}");
 }
 
 // ---------------------------------------------------------------------------------------------

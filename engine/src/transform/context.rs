@@ -253,12 +253,18 @@ impl ContextGuard {
         self.ctx.as_ref()
     }
 
-    /// Exits the context, reporting out-of-order exits and instrument exit failures.
+    /// Exits the context, reporting out-of-order exits and instrument exit failures. An
+    /// out-of-order exit is reported and the context is then removed from the stack anyway
+    /// (running its exit callbacks), so the thread's stack stays sound.
     pub fn exit(mut self) -> Result<(), PassError> {
-        match self.ctx.take() {
-            Some(ctx) => ctx.exit(),
-            None => Ok(()),
+        let Some(ctx) = self.ctx.take() else { return Ok(()) };
+        let res = ctx.exit();
+        if let Err(PassError::Context(ContextError::ExitOutOfOrder)) = res {
+            if remove_from_stack(&ctx) {
+                let _ = ctx.exit_instruments();
+            }
         }
+        res
     }
 }
 

@@ -42,8 +42,10 @@ pub trait Instrument: Send + Sync {
         Ok(())
     }
 
-    /// passel: called (best effort, cannot fail) when a pass whose before-hook ran failed, so
-    /// instruments can drop per-pass state. Not part of the callback sequence of the reference.
+    /// passel: called (best effort, cannot fail) when this instrument's `run_before_pass`
+    /// succeeded but its `run_after_pass` will not come: the pass failed, or another
+    /// instrument's before or after hook failed. Lets instruments drop per-pass state. Not part
+    /// of the reference's callback sequence.
     fn on_pass_failed(&self, _info: &PassInfo) {}
 
     /// passel: a function pass fanned out over functions; `wall` is the elapsed time of the
@@ -103,7 +105,9 @@ pub(crate) fn exit_all(insts: &[Arc<dyn Instrument>]) -> Result<(), PassError> {
     Ok(())
 }
 
-/// The before-hook of one pass call (rule 20). Returns whether the pass runs.
+/// The before-hook of one pass call (rule 20). Returns whether the pass runs. When a
+/// `run_before_pass` fails, the instruments whose before-hook already succeeded get
+/// [`Instrument::on_pass_failed`].
 pub(crate) fn before_pass(
     insts: &[Arc<dyn Instrument>],
     module: &Module,
@@ -123,16 +127,23 @@ pub(crate) fn before_pass(
             return Ok(false);
         }
     }
-    for inst in insts {
-        call_hook(&**inst, Hook::BeforePass, || inst.run_before_pass(module, info))?;
+    for (i, inst) in insts.iter().enumerate() {
+        if let Err(e) = call_hook(&**inst, Hook::BeforePass, || inst.run_before_pass(module, info)) {
+            insts[..i].iter().for_each(|done| done.on_pass_failed(info));
+            return Err(e);
+        }
     }
     Ok(true)
 }
 
-/// The after-hook of one pass call (rule 21).
+/// The after-hook of one pass call (rule 21). When a `run_after_pass` fails, the instruments
+/// that will not see their after-hook get [`Instrument::on_pass_failed`].
 pub(crate) fn after_pass(insts: &[Arc<dyn Instrument>], module: &Module, info: &PassInfo) -> Result<(), PassError> {
-    for inst in insts {
-        call_hook(&**inst, Hook::AfterPass, || inst.run_after_pass(module, info))?;
+    for (i, inst) in insts.iter().enumerate() {
+        if let Err(e) = call_hook(&**inst, Hook::AfterPass, || inst.run_after_pass(module, info)) {
+            insts[i + 1..].iter().for_each(|pending| pending.on_pass_failed(info));
+            return Err(e);
+        }
     }
     Ok(())
 }
