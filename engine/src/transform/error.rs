@@ -189,6 +189,18 @@ impl PassError {
     }
 }
 
+impl PassError {
+    /// A caught panic in `pass` (and `function`).
+    pub(crate) fn panicked(pass: &str, function: Option<&str>, payload: &(dyn std::any::Any + Send)) -> PassError {
+        PassError::InPass {
+            pass: pass.to_string(),
+            function: function.map(str::to_string),
+            message: panic_message(payload),
+            panicked: true,
+        }
+    }
+}
+
 fn did_you_mean(suggestions: &[String]) -> String {
     if suggestions.is_empty() {
         String::new()

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use super::config::IMMUTABLE_MODULE;
 use super::context::PassContext;
-use super::error::{panic_message, PassError};
+use super::error::PassError;
 use super::info::PassInfo;
 use super::instrument::{after_pass, before_pass};
 use super::sequential::Sequential;
@@ -77,7 +77,7 @@ pub fn call_pass<P: Pass + ?Sized>(pass: &P, module: Module, ctx: &PassContext) 
     let hash_before = immutable.then(|| module_structural_hash(&module));
     let res = match catch_unwind(AssertUnwindSafe(|| pass.execute(module, ctx))) {
         Ok(res) => res,
-        Err(payload) => Err(PassError::msg(panic_message(&*payload))),
+        Err(payload) => Err(PassError::panicked(&info.name, None, &*payload)),
     };
     let res = res.map_err(|e| e.in_pass(&info.name, None)).and_then(|out| match hash_before {
         Some(h) if h != module_structural_hash(&out) => {
@@ -266,7 +266,7 @@ fn run_one(
     let start = Instant::now();
     let res = match catch_unwind(AssertUnwindSafe(|| body(func.clone(), module, ctx))) {
         Ok(res) => res,
-        Err(payload) => Err(PassError::msg(panic_message(&*payload))),
+        Err(payload) => Err(PassError::panicked(&info.name, Some(name), &*payload)),
     };
     (res.map_err(|e| e.in_pass(&info.name, Some(name))), start.elapsed())
 }
