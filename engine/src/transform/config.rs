@@ -205,7 +205,7 @@ macro_rules! register_config {
     };
 }
 
-/// Fails every pass with "Immutable module has been modified in pass: <name>" when a pass
+/// Fails every pass with `Immutable module has been modified in pass: <name>` when a pass
 /// changes the module's structural hash.
 pub const IMMUTABLE_MODULE: &str = "testing.immutable_module";
 
