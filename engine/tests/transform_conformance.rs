@@ -1016,6 +1016,21 @@ fn timing_renders_a_tree_in_call_order_with_tvm_columns() {
 }
 
 #[test]
+fn timing_keeps_data_until_the_outermost_entry_exits() {
+    let timing = Arc::new(PassTimingInstrument::new());
+    let ctx = ctx_with(vec![timing.clone()]);
+    let log = new_log();
+    let report = ctx
+        .scope(|| {
+            ctx.scope(|| logging_pass("Inner", 0, &log).run(tiny_module(), &ctx).unwrap()).unwrap();
+            timing.render().unwrap()
+        })
+        .unwrap();
+    assert_eq!(report.lines().count(), 2, "{report}");
+    assert_eq!(timing.render().unwrap().lines().count(), 1);
+}
+
+#[test]
 fn timing_render_during_a_pass_is_an_error() {
     let timing = Arc::new(PassTimingInstrument::new());
     let ctx = ctx_with(vec![timing.clone()]);

@@ -9,7 +9,7 @@ use crate::transform::info::PassInfo;
 use crate::transform::instrument::Instrument;
 
 /// After each pass, writes the module to `<dir>/NNN_<pass>.pir`, numbering from 000 in call
-/// order. The directory is created when the context is entered; IO errors are instrument
+/// order over the instrument's lifetime (re-entering a context does not overwrite files). The directory is created when the context is entered; IO errors are instrument
 /// failures.
 #[derive(Debug)]
 pub struct DumpIrInstrument {
@@ -30,7 +30,6 @@ impl Instrument for DumpIrInstrument {
     }
 
     fn enter_pass_ctx(&self) -> Result<(), InstrumentError> {
-        *self.counter.lock().unwrap_or_else(PoisonError::into_inner) = 0;
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| InstrumentError::new(format!("cannot create {}: {e}", self.dir.display())))
     }

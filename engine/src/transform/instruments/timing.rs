@@ -31,11 +31,13 @@ struct Open {
 struct State {
     roots: Vec<Node>,
     open: Vec<Open>,
+    /// How many entered contexts hold this instrument; data is cleared when the last exits.
+    depth: usize,
 }
 
 /// Records how long each pass took, as a tree in call order. Render it with
-/// [`PassTimingInstrument::render`] before leaving the context: exiting clears the data.
-/// Each instance has its own state.
+/// [`PassTimingInstrument::render`] before leaving the context: exiting the outermost context
+/// that holds the instrument clears the data. Each instance has its own state.
 #[derive(Debug, Default)]
 pub struct PassTimingInstrument {
     state: Mutex<State>,
@@ -98,12 +100,16 @@ impl Instrument for PassTimingInstrument {
     }
 
     fn enter_pass_ctx(&self) -> Result<(), InstrumentError> {
-        *self.lock() = State::default();
+        self.lock().depth += 1;
         Ok(())
     }
 
     fn exit_pass_ctx(&self) -> Result<(), InstrumentError> {
-        *self.lock() = State::default();
+        let mut state = self.lock();
+        state.depth = state.depth.saturating_sub(1);
+        if state.depth == 0 {
+            *state = State::default();
+        }
         Ok(())
     }
 
