@@ -107,6 +107,13 @@ impl DiagnosticSink {
         self.lock().iter().any(|d| d.severity == Severity::Error)
     }
 
+    /// Sets the function of every diagnostic that has none.
+    pub(crate) fn fill_function(&self, function: &str) {
+        for d in self.lock().iter_mut().filter(|d| d.function.is_none()) {
+            d.function = Some(function.to_string());
+        }
+    }
+
     pub(crate) fn same_as(&self, other: &DiagnosticSink) -> bool {
         Arc::ptr_eq(&self.buf, &other.buf)
     }

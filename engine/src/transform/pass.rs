@@ -199,10 +199,12 @@ impl Pass for FunctionPass {
 }
 
 /// Runs `body` on every function of `module`: serially when `ctx.num_threads() == 1` or the
-/// module has one function, else fanned out on rayon's pool in at most `num_threads` tasks,
-/// each function under its own worker copy of the context (own diagnostics buffer; `current()`
-/// inside the body returns it). Results and diagnostics are merged in module order, so the
-/// outcome does not depend on the thread count; the error reported is the first in module order.
+/// module has one function, else fanned out on rayon's pool in at most `num_threads` tasks.
+/// Either way each function runs under its own worker copy of the context (own diagnostics
+/// buffer; `current()` inside the body returns it); diagnostics the body emits without a
+/// function name get the function's name. Results and diagnostics are merged in module order,
+/// so the outcome does not depend on the thread count; the error reported is the first in
+/// module order.
 ///
 /// This is the seam for the parallel executor: it may replace this function wholesale.
 pub fn run_function_pass_over_module(
@@ -213,41 +215,42 @@ pub fn run_function_pass_over_module(
 ) -> Result<Module, PassError> {
     let start = Instant::now();
     let n_threads = ctx.num_threads().max(1);
-    let results: Vec<(Result<Arc<Function>, PassError>, Duration)> = if n_threads == 1 || module.len() <= 1 {
-        let _scope = ctx.push_silently();
-        module.entries().iter().map(|(name, func)| run_one(info, body, name, func, &module, ctx)).collect()
+    let view = &module;
+    let task = |(name, func): &(Arc<str>, Arc<Function>)| {
+        let worker = ctx.worker_copy();
+        let _scope = worker.push_silently();
+        let res = run_one(info, body, name, func, view, &worker);
+        worker.diagnostics().fill_function(name);
+        (res, worker)
+    };
+    let results: Vec<_> = if n_threads == 1 || view.len() <= 1 {
+        view.entries().iter().map(task).collect()
     } else {
-        let view = &module;
         // Chunking caps the number of concurrent tasks at `n_threads` without building a pool.
         let chunk = view.len().div_ceil(n_threads);
-        let done: Vec<Vec<_>> = view
-            .entries()
-            .par_chunks(chunk)
-            .map(|entries| {
-                entries
-                    .iter()
-                    .map(|(name, func)| {
-                        let worker = ctx.worker_copy();
-                        let _scope = worker.push_silently();
-                        let res = run_one(info, body, name, func, view, &worker);
-                        (res, worker)
-                    })
-                    .collect()
-            })
-            .collect();
-        done.into_iter()
-            .flatten()
-            .map(|(res, worker)| {
-                ctx.diagnostics().append(worker.diagnostics());
-                res
-            })
-            .collect()
+        let done: Vec<Vec<_>> =
+            view.entries().par_chunks(chunk).map(|entries| entries.iter().map(task).collect()).collect();
+        done.into_iter().flatten().collect()
     };
-    let busy = results.iter().map(|(_, d)| *d).sum();
+    let mut busy = Duration::ZERO;
+    let mut new = Vec::with_capacity(results.len());
+    let mut first_err = None;
+    for ((res, elapsed), worker) in results {
+        ctx.diagnostics().append(worker.diagnostics());
+        busy += elapsed;
+        match res {
+            Ok(func) => new.push(func),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
     for inst in ctx.instruments() {
         inst.record_worker_time(info, start.elapsed(), busy);
     }
-    let new = results.into_iter().map(|(r, _)| r).collect::<Result<Vec<_>, _>>()?;
+    if let Some(e) = first_err {
+        return Err(e);
+    }
     module.replace_all(new);
     Ok(module)
 }
