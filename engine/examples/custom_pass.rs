@@ -67,7 +67,7 @@ fn main() -> Result<(), PassError> {
 
     println!("{}", print_module(&module));
     for diag in ctx.diagnostics().take() {
-        println!("warning in {}: {}", diag.pass, diag.message);
+        println!("warning in {} on @{}: {}", diag.pass, diag.function.unwrap_or_default(), diag.message);
     }
     print!("{report}");
     Ok(())
