@@ -19,10 +19,27 @@
 //!
 //! Functions are immutable, `Send + Sync` and shared by `Arc`; a pass that changes nothing
 //! returns the same `Arc`.
+//!
+//! ## Passes in brief
+//!
+//! [`transform`] holds the pass infrastructure: a [`Pass`] is a module-to-module
+//! transformation with a [`PassInfo`]; it runs under a [`PassContext`] (opt level, required and
+//! disabled passes, typed config, diagnostics, instruments) entered as a per-thread scope.
+//! Passes are written with [`function_pass`], [`module_pass`] and [`sequential`], registered
+//! with [`register_pass!`] and looked up with [`get_pass`]; textual pipelines such as
+//! `FoldConstant,[EliminateCommonSubexpr,DeadCodeElimination]` parse with
+//! [`transform::parse_pipeline`].
 #![warn(missing_docs)]
 
 pub mod ir;
 pub mod op;
+pub mod transform;
 mod util;
 
+pub use transform::{
+    function_pass, get_pass, module_pass, sequential, Instrument, Pass, PassContext, PassError, PassInfo, Sequential,
+};
 pub use util::{edit_distance, suggest};
+
+#[doc(hidden)]
+pub use inventory;

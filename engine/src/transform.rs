@@ -1,0 +1,39 @@
+//! The pass infrastructure: pass descriptions ([`PassInfo`]), the context passes run under
+//! ([`PassContext`]), the pass kinds (module, function, [`Sequential`]), the static pass and
+//! config registries, instruments and textual pipelines.
+//!
+//! Semantics follow `reference/tvm-pass-semantics.md`; rule numbers in comments refer to it.
+//!
+//! Invariant: every pass call, including required dependencies and nested sequentials, goes
+//! through [`call_pass`], which applies the instrument hooks, the `testing.immutable_module`
+//! check and error location.
+
+mod config;
+mod context;
+mod diagnostics;
+mod error;
+mod info;
+mod instrument;
+mod instruments;
+mod pass;
+mod pipeline;
+mod registry;
+mod sequential;
+
+pub use config::{
+    list_configs, parse_config_assignment, validate_config, ConfigKey, ConfigType, ConfigValue, FromConfigValue,
+    IMMUTABLE_MODULE,
+};
+pub use context::{ContextGuard, PassContext, PassContextBuilder};
+pub use diagnostics::{Diagnostic, DiagnosticSink, Severity};
+pub use error::{ConfigError, ContextError, Hook, InstrumentError, PassError, PipelineError};
+pub use info::PassInfo;
+pub use instrument::{stderr_sink, Instrument, Sink};
+pub use instruments::{DumpIrInstrument, PassTimingInstrument, PrintIr, PrintIrInstrument};
+pub use pass::{
+    call_pass, function_pass, module_pass, run_function_pass_over_module, FunctionBody, FunctionPass, ModuleBody,
+    ModulePass, Pass, PassKind,
+};
+pub use pipeline::{parse_pipeline, print_pipeline};
+pub use registry::{canonical_pass_name, get_pass, list_passes, PassListing, PassRegistration};
+pub use sequential::{sequential, Sequential};

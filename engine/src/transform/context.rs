@@ -1,0 +1,369 @@
+//! `PassContext`: opt level, required / disabled passes, typed config, diagnostics and
+//! instruments, entered as a per-thread scope.
+//!
+//! Invariant: each thread has its own stack of entered contexts and its own default context;
+//! [`PassContext::current`] never sees another thread's scopes (rule 2).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::config::{validate_config, ConfigValue, FromConfigValue};
+use super::diagnostics::{Diagnostic, DiagnosticSink};
+use super::error::{ContextError, PassError};
+use super::info::PassInfo;
+use super::instrument::{enter_all, exit_all, Instrument};
+
+struct Inner {
+    opt_level: u32,
+    required_pass: Vec<String>,
+    disabled_pass: Vec<String>,
+    config: BTreeMap<String, ConfigValue>,
+    num_threads: usize,
+    // Mutable because a failing enter/exit clears the list and `override_instruments`
+    // replaces it; callbacks run on a snapshot, never under the lock.
+    instruments: Mutex<Vec<Arc<dyn Instrument>>>,
+}
+
+/// The settings passes run under. Clones are cheap and share everything; a worker copy made
+/// with [`PassContext::worker_copy`] has its own diagnostics buffer.
+#[derive(Clone)]
+pub struct PassContext {
+    inner: Arc<Inner>,
+    diagnostics: DiagnosticSink,
+}
+
+impl std::fmt::Debug for PassContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PassContext")
+            .field("opt_level", &self.inner.opt_level)
+            .field("required_pass", &self.inner.required_pass)
+            .field("disabled_pass", &self.inner.disabled_pass)
+            .field("config", &self.inner.config)
+            .field("num_threads", &self.inner.num_threads)
+            .field("instruments", &self.instruments().iter().map(|i| i.name().to_string()).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+thread_local! {
+    static STACK: RefCell<Vec<PassContext>> = const { RefCell::new(Vec::new()) };
+    static DEFAULT: RefCell<Option<PassContext>> = const { RefCell::new(None) };
+}
+
+impl Default for PassContext {
+    fn default() -> PassContext {
+        PassContext::new_unchecked(PassContextBuilder::default(), BTreeMap::new())
+    }
+}
+
+impl PassContext {
+    /// A builder with the defaults (opt level 2, all cores, no config, no instruments).
+    pub fn builder() -> PassContextBuilder {
+        PassContextBuilder::default()
+    }
+
+    fn new_unchecked(b: PassContextBuilder, config: BTreeMap<String, ConfigValue>) -> PassContext {
+        PassContext {
+            inner: Arc::new(Inner {
+                opt_level: b.opt_level,
+                required_pass: b.required_pass,
+                disabled_pass: b.disabled_pass,
+                config,
+                num_threads: b.num_threads.unwrap_or_else(default_threads),
+                instruments: Mutex::new(b.instruments),
+            }),
+            diagnostics: DiagnosticSink::new(),
+        }
+    }
+
+    /// The innermost context entered on this thread, else this thread's default context.
+    pub fn current() -> PassContext {
+        if let Some(top) = STACK.with(|s| s.borrow().last().cloned()) {
+            return top;
+        }
+        DEFAULT.with(|d| d.borrow_mut().get_or_insert_with(PassContext::default).clone())
+    }
+
+    /// The opt level.
+    pub fn opt_level(&self) -> u32 {
+        self.inner.opt_level
+    }
+
+    /// Passes that run regardless of opt level (unless disabled) and skip `should_run`.
+    pub fn required_pass(&self) -> &[String] {
+        &self.inner.required_pass
+    }
+
+    /// Passes a `Sequential` never runs.
+    pub fn disabled_pass(&self) -> &[String] {
+        &self.inner.disabled_pass
+    }
+
+    /// Worker threads for function passes (1 = serial).
+    pub fn num_threads(&self) -> usize {
+        self.inner.num_threads
+    }
+
+    /// The validated config, sorted by key.
+    pub fn config(&self) -> &BTreeMap<String, ConfigValue> {
+        &self.inner.config
+    }
+
+    /// The value of `key`, or `default` when it is absent (or of another type).
+    pub fn get_config<T: FromConfigValue>(&self, key: &str, default: T) -> T {
+        self.inner.config.get(key).and_then(T::from_config).unwrap_or(default)
+    }
+
+    /// This context's diagnostics.
+    pub fn diagnostics(&self) -> &DiagnosticSink {
+        &self.diagnostics
+    }
+
+    /// Reports a diagnostic.
+    pub fn emit(&self, diag: Diagnostic) {
+        self.diagnostics.emit(diag)
+    }
+
+    /// A snapshot of the instrument list.
+    pub fn instruments(&self) -> Vec<Arc<dyn Instrument>> {
+        self.lock_instruments().clone()
+    }
+
+    fn lock_instruments(&self) -> std::sync::MutexGuard<'_, Vec<Arc<dyn Instrument>>> {
+        self.inner.instruments.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Rule 12: disabled beats required, required beats opt level.
+    pub fn pass_enabled(&self, info: &PassInfo) -> bool {
+        if self.inner.disabled_pass.contains(&info.name) {
+            false
+        } else if self.is_required(&info.name) {
+            true
+        } else {
+            self.inner.opt_level >= info.opt_level
+        }
+    }
+
+    /// Whether `name` is in `required_pass`.
+    pub fn is_required(&self, name: &str) -> bool {
+        self.inner.required_pass.iter().any(|p| p == name)
+    }
+
+    /// A copy for a parallel worker: shares config and instruments, has its own diagnostics.
+    pub fn worker_copy(&self) -> PassContext {
+        PassContext { inner: self.inner.clone(), diagnostics: DiagnosticSink::new() }
+    }
+
+    fn same(&self, other: &PassContext) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner) && self.diagnostics.same_as(&other.diagnostics)
+    }
+
+    /// Enters the context on this thread (rule 3): every instrument's enter callback runs in
+    /// order, then the context is pushed. The guard exits it when dropped; call
+    /// [`ContextGuard::exit`] to see exit errors.
+    pub fn enter(&self) -> Result<ContextGuard, PassError> {
+        let insts = self.instruments();
+        if let Err(e) = enter_all(&insts) {
+            self.lock_instruments().clear();
+            return Err(e);
+        }
+        STACK.with(|s| s.borrow_mut().push(self.clone()));
+        Ok(ContextGuard { ctx: Some(self.clone()), _not_send: PhantomData })
+    }
+
+    /// Exits the context (rule 4): it must be the innermost one of this thread; it is popped,
+    /// then every instrument's exit callback runs (rule 24 on failure).
+    pub fn exit(&self) -> Result<(), PassError> {
+        let popped = STACK.with(|s| {
+            let mut s = s.borrow_mut();
+            match s.last() {
+                Some(top) if top.same(self) => s.pop().is_some(),
+                _ => false,
+            }
+        });
+        if !popped {
+            return Err(ContextError::ExitOutOfOrder.into());
+        }
+        self.exit_instruments()
+    }
+
+    fn exit_instruments(&self) -> Result<(), PassError> {
+        let insts = self.instruments();
+        exit_all(&insts).inspect_err(|_| self.lock_instruments().clear())
+    }
+
+    /// Runs `f` inside the context. A panic in `f` still exits the context.
+    pub fn scope<R>(&self, f: impl FnOnce() -> R) -> Result<R, PassError> {
+        let guard = self.enter()?;
+        let res = f();
+        guard.exit()?;
+        Ok(res)
+    }
+
+    /// Rule 26: exits the current instruments, replaces the list and enters the new ones, with
+    /// the enter/exit failure rules. On a thread's default context the change persists.
+    pub fn override_instruments(&self, new: Vec<Arc<dyn Instrument>>) -> Result<(), PassError> {
+        self.exit_instruments()?;
+        *self.lock_instruments() = new.clone();
+        if let Err(e) = enter_all(&new) {
+            self.lock_instruments().clear();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Pushes a worker copy on this thread's stack without calling instruments, so that
+    /// `current()` inside a parallel task returns the copy.
+    pub(crate) fn push_silently(&self) -> SilentScope {
+        STACK.with(|s| s.borrow_mut().push(self.clone()));
+        SilentScope { ctx: self.clone(), _not_send: PhantomData }
+    }
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Removes the last stack entry that is `ctx` (the top, unless scopes were leaked).
+fn remove_from_stack(ctx: &PassContext) -> bool {
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        match s.iter().rposition(|c| c.same(ctx)) {
+            Some(i) => {
+                s.remove(i);
+                true
+            }
+            None => false,
+        }
+    })
+}
+
+/// An entered context; dropping it exits the context (ignoring exit errors).
+#[must_use = "dropping the guard exits the context"]
+pub struct ContextGuard {
+    ctx: Option<PassContext>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl ContextGuard {
+    /// The entered context.
+    pub fn context(&self) -> Option<&PassContext> {
+        self.ctx.as_ref()
+    }
+
+    /// Exits the context, reporting out-of-order exits and instrument exit failures. An
+    /// out-of-order exit is reported and the context is then removed from the stack anyway
+    /// (running its exit callbacks), so the thread's stack stays sound.
+    pub fn exit(mut self) -> Result<(), PassError> {
+        let Some(ctx) = self.ctx.take() else { return Ok(()) };
+        let res = ctx.exit();
+        if let Err(PassError::Context(ContextError::ExitOutOfOrder)) = res {
+            if remove_from_stack(&ctx) {
+                let _ = ctx.exit_instruments();
+            }
+        }
+        res
+    }
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        if let Some(ctx) = self.ctx.take() {
+            // Drop cannot report errors. If the context is not on top (a leaked inner guard),
+            // remove it anyway so the stack stays sound.
+            if ctx.exit().is_err() && remove_from_stack(&ctx) {
+                let _ = ctx.exit_instruments();
+            }
+        }
+    }
+}
+
+/// A worker copy pushed without instrument callbacks.
+pub(crate) struct SilentScope {
+    ctx: PassContext,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for SilentScope {
+    fn drop(&mut self) {
+        remove_from_stack(&self.ctx);
+    }
+}
+
+/// Builds a [`PassContext`], validating config entries.
+pub struct PassContextBuilder {
+    opt_level: u32,
+    required_pass: Vec<String>,
+    disabled_pass: Vec<String>,
+    config: Vec<(String, Option<ConfigValue>)>,
+    num_threads: Option<usize>,
+    instruments: Vec<Arc<dyn Instrument>>,
+}
+
+impl Default for PassContextBuilder {
+    fn default() -> PassContextBuilder {
+        PassContextBuilder {
+            opt_level: 2,
+            required_pass: Vec::new(),
+            disabled_pass: Vec::new(),
+            config: Vec::new(),
+            num_threads: None,
+            instruments: Vec::new(),
+        }
+    }
+}
+
+impl PassContextBuilder {
+    /// Sets the opt level (default 2).
+    pub fn opt_level(mut self, level: u32) -> Self {
+        self.opt_level = level;
+        self
+    }
+
+    /// Adds a required pass.
+    pub fn require(mut self, name: &str) -> Self {
+        self.required_pass.push(name.to_string());
+        self
+    }
+
+    /// Adds a disabled pass.
+    pub fn disable(mut self, name: &str) -> Self {
+        self.disabled_pass.push(name.to_string());
+        self
+    }
+
+    /// Sets a config entry (checked by [`PassContextBuilder::build`]).
+    pub fn config(self, key: &str, value: impl Into<ConfigValue>) -> Self {
+        self.config_entry(key, Some(value.into()))
+    }
+
+    /// Sets a config entry that may lack a value (a missing value fails the build).
+    pub fn config_entry(mut self, key: &str, value: Option<ConfigValue>) -> Self {
+        self.config.push((key.to_string(), value));
+        self
+    }
+
+    /// Adds an instrument.
+    pub fn instrument(mut self, inst: Arc<dyn Instrument>) -> Self {
+        self.instruments.push(inst);
+        self
+    }
+
+    /// Sets the number of worker threads for function passes (1 = serial, 0 = all cores).
+    pub fn num_threads(mut self, n: usize) -> Self {
+        self.num_threads = (n > 0).then_some(n);
+        self
+    }
+
+    /// Validates the config (rule 8) and builds the context.
+    pub fn build(mut self) -> Result<PassContext, PassError> {
+        let mut config = BTreeMap::new();
+        for (key, value) in std::mem::take(&mut self.config) {
+            let value = validate_config(&key, value)?;
+            config.insert(key, value);
+        }
+        Ok(PassContext::new_unchecked(self, config))
+    }
+}

@@ -1,0 +1,305 @@
+//! The `Pass` trait, the instrumented call of one pass, and the module and function pass kinds.
+
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use super::config::IMMUTABLE_MODULE;
+use super::context::PassContext;
+use super::error::PassError;
+use super::info::PassInfo;
+use super::instrument::{after_pass, before_pass};
+use super::sequential::Sequential;
+use crate::ir::{fn_attr, module_structural_hash, Function, Module};
+
+/// The three kinds of passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PassKind {
+    /// Sees and may change the whole module.
+    Module,
+    /// Runs on each function independently.
+    Function,
+    /// Runs a list of passes.
+    Sequential,
+}
+
+impl fmt::Display for PassKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PassKind::Module => "module",
+            PassKind::Function => "function",
+            PassKind::Sequential => "sequential",
+        })
+    }
+}
+
+/// A module-to-module transformation.
+pub trait Pass: Send + Sync {
+    /// Name, opt level and required passes.
+    fn info(&self) -> &PassInfo;
+
+    /// Module, function or sequential.
+    fn kind(&self) -> PassKind;
+
+    /// The transformation itself, without instruments. Implement this; call [`Pass::run`].
+    fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError>;
+
+    /// One pass call under `ctx`: instrument hooks (rules 19–22), the `immutable_module` check
+    /// (rule 11), panics caught and errors located in this pass (rule 29). Not meant to be
+    /// overridden.
+    fn run(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+        call_pass(self, module, ctx)
+    }
+
+    /// The pass as a `Sequential`, if it is one (pipelines print through this).
+    fn as_sequential(&self) -> Option<&Sequential> {
+        None
+    }
+}
+
+impl fmt::Debug for dyn Pass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} pass {}", self.kind(), self.info().name)
+    }
+}
+
+/// The instrumented call of `pass` (what [`Pass::run`] does).
+pub fn call_pass<P: Pass + ?Sized>(pass: &P, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    let info = pass.info();
+    let insts = ctx.instruments();
+    if !before_pass(&insts, &module, info, ctx.is_required(&info.name))? {
+        return Ok(module);
+    }
+    let immutable = ctx.get_config(IMMUTABLE_MODULE, false);
+    let hash_before = immutable.then(|| module_structural_hash(&module));
+    let res = match catch_unwind(AssertUnwindSafe(|| pass.execute(module, ctx))) {
+        Ok(res) => res,
+        Err(payload) => Err(PassError::panicked(&info.name, None, &*payload)),
+    };
+    let res = res.map_err(|e| e.in_pass(&info.name, None)).and_then(|out| match hash_before {
+        Some(h) if h != module_structural_hash(&out) => {
+            Err(PassError::ImmutableModuleModified { pass: info.name.clone() })
+        }
+        _ => Ok(out),
+    });
+    match res {
+        Ok(out) => {
+            after_pass(&insts, &out, info)?;
+            Ok(out)
+        }
+        Err(e) => {
+            for inst in &insts {
+                inst.on_pass_failed(info);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The body of a module pass.
+pub type ModuleBody = dyn Fn(Module, &PassContext) -> Result<Module, PassError> + Send + Sync;
+
+/// A pass over the whole module; it may add and remove functions (rule 27).
+#[derive(Clone)]
+pub struct ModulePass {
+    info: PassInfo,
+    body: Arc<ModuleBody>,
+}
+
+impl ModulePass {
+    /// A module pass named `name` at `opt_level`.
+    pub fn new(
+        name: &str,
+        opt_level: u32,
+        body: impl Fn(Module, &PassContext) -> Result<Module, PassError> + Send + Sync + 'static,
+    ) -> ModulePass {
+        ModulePass { info: PassInfo::new(name, opt_level), body: Arc::new(body) }
+    }
+
+    /// Builder form: the passes a `Sequential` runs before this one.
+    pub fn with_required(mut self, required: &[&str]) -> ModulePass {
+        self.info = self.info.with_required(required);
+        self
+    }
+
+    /// The pass behind an `Arc`, for `Sequential` lists.
+    pub fn shared(self) -> Arc<dyn Pass> {
+        Arc::new(self)
+    }
+}
+
+impl Pass for ModulePass {
+    fn info(&self) -> &PassInfo {
+        &self.info
+    }
+
+    fn kind(&self) -> PassKind {
+        PassKind::Module
+    }
+
+    fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+        (self.body)(module, ctx)
+    }
+}
+
+/// The body of a function pass: one function, a read-only view of the module, the context.
+pub type FunctionBody = dyn Fn(Arc<Function>, &Module, &PassContext) -> Result<Arc<Function>, PassError> + Send + Sync;
+
+/// A pass run on each function on its own (rule 28). Functions with `SkipOptimization` are
+/// left alone; it cannot add or remove functions. When the body returns every function
+/// unchanged (same `Arc`), the result holds the same functions.
+#[derive(Clone)]
+pub struct FunctionPass {
+    info: PassInfo,
+    body: Arc<FunctionBody>,
+}
+
+impl FunctionPass {
+    /// A function pass named `name` at `opt_level`.
+    pub fn new(
+        name: &str,
+        opt_level: u32,
+        body: impl Fn(Arc<Function>, &Module, &PassContext) -> Result<Arc<Function>, PassError> + Send + Sync + 'static,
+    ) -> FunctionPass {
+        FunctionPass { info: PassInfo::new(name, opt_level), body: Arc::new(body) }
+    }
+
+    /// Builder form: the passes a `Sequential` runs before this one.
+    pub fn with_required(mut self, required: &[&str]) -> FunctionPass {
+        self.info = self.info.with_required(required);
+        self
+    }
+
+    /// The pass behind an `Arc`, for `Sequential` lists.
+    pub fn shared(self) -> Arc<dyn Pass> {
+        Arc::new(self)
+    }
+
+    /// The per-function body.
+    pub fn body(&self) -> &FunctionBody {
+        &*self.body
+    }
+}
+
+impl Pass for FunctionPass {
+    fn info(&self) -> &PassInfo {
+        &self.info
+    }
+
+    fn kind(&self) -> PassKind {
+        PassKind::Function
+    }
+
+    fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+        run_function_pass_over_module(&self.info, self.body(), module, ctx)
+    }
+}
+
+/// Runs `body` on every function of `module`: serially when `ctx.num_threads() == 1` or the
+/// module has one function, else fanned out on rayon's pool in at most `num_threads` tasks.
+/// Either way each function runs under its own worker copy of the context (own diagnostics
+/// buffer; `current()` inside the body returns it); diagnostics the body emits without a
+/// function name get the function's name. Results and diagnostics are merged in module order,
+/// so the outcome does not depend on the thread count; the error reported is the first in
+/// module order.
+///
+/// This is the seam for the parallel executor: it may replace this function wholesale.
+pub fn run_function_pass_over_module(
+    info: &PassInfo,
+    body: &FunctionBody,
+    mut module: Module,
+    ctx: &PassContext,
+) -> Result<Module, PassError> {
+    let start = Instant::now();
+    let n_threads = ctx.num_threads().max(1);
+    let view = &module;
+    let task = |(name, func): &(Arc<str>, Arc<Function>)| {
+        let worker = ctx.worker_copy();
+        let _scope = worker.push_silently();
+        let res = run_one(info, body, name, func, view, &worker);
+        worker.diagnostics().fill_function(name);
+        (res, worker)
+    };
+    let results: Vec<_> = if n_threads == 1 || view.len() <= 1 {
+        view.entries().iter().map(task).collect()
+    } else {
+        // Chunking caps the number of concurrent tasks at `n_threads` without building a pool.
+        let chunk = view.len().div_ceil(n_threads);
+        let done: Vec<Vec<_>> =
+            view.entries().par_chunks(chunk).map(|entries| entries.iter().map(task).collect()).collect();
+        done.into_iter().flatten().collect()
+    };
+    let mut busy = Duration::ZERO;
+    let mut new = Vec::with_capacity(results.len());
+    let mut first_err = None;
+    for ((res, elapsed), worker) in results {
+        ctx.diagnostics().append(worker.diagnostics());
+        busy += elapsed;
+        match res {
+            Ok(func) => new.push(func),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    for inst in ctx.instruments() {
+        inst.record_worker_time(info, start.elapsed(), busy);
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    module.replace_all(new);
+    Ok(module)
+}
+
+fn run_one(
+    info: &PassInfo,
+    body: &FunctionBody,
+    name: &str,
+    func: &Arc<Function>,
+    module: &Module,
+    ctx: &PassContext,
+) -> (Result<Arc<Function>, PassError>, Duration) {
+    if func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) {
+        return (Ok(func.clone()), Duration::ZERO);
+    }
+    let start = Instant::now();
+    let res = match catch_unwind(AssertUnwindSafe(|| body(func.clone(), module, ctx))) {
+        Ok(res) => res,
+        Err(payload) => Err(PassError::panicked(&info.name, Some(name), &*payload)),
+    };
+    (res.map_err(|e| e.in_pass(&info.name, Some(name))), start.elapsed())
+}
+
+/// A function pass from a closure: `function_pass("Name", 1, |func, module, ctx| Ok(func))`.
+pub fn function_pass(
+    name: &str,
+    opt_level: u32,
+    body: impl Fn(Arc<Function>, &Module, &PassContext) -> Result<Arc<Function>, PassError> + Send + Sync + 'static,
+) -> FunctionPass {
+    FunctionPass::new(name, opt_level, body)
+}
+
+/// A module pass from a closure: `module_pass("Name", 0, |module, ctx| Ok(module))`.
+pub fn module_pass(
+    name: &str,
+    opt_level: u32,
+    body: impl Fn(Module, &PassContext) -> Result<Module, PassError> + Send + Sync + 'static,
+) -> ModulePass {
+    ModulePass::new(name, opt_level, body)
+}
+
+impl fmt::Debug for ModulePass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModulePass").field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for FunctionPass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FunctionPass").field("info", &self.info).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,106 @@
+//! The pass registry: name → constructor, filled statically with
+//! [`register_pass!`](crate::register_pass) (`inventory`). Lookups accept the TVM spelling
+//! `FoldConstant` and the CLI spelling `fold-constant`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use super::error::PassError;
+use super::pass::{Pass, PassKind};
+
+/// One registered pass; submit with [`register_pass!`](crate::register_pass).
+pub struct PassRegistration {
+    /// The TVM-style name.
+    pub name: &'static str,
+    /// Makes a fresh instance.
+    pub make: fn() -> Box<dyn Pass>,
+}
+
+inventory::collect!(PassRegistration);
+
+/// Registers a pass constructor under a TVM-style name:
+/// `register_pass!("FoldConstant", || Box::new(fold_constant_pass()));`
+#[macro_export]
+macro_rules! register_pass {
+    ($name:expr, $make:expr $(,)?) => {
+        $crate::inventory::submit! {
+            $crate::transform::PassRegistration { name: $name, make: $make }
+        }
+    };
+}
+
+/// A registry entry as listed by [`list_passes`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassListing {
+    /// The TVM-style name.
+    pub name: String,
+    /// Its kind.
+    pub kind: PassKind,
+    /// Its opt level.
+    pub opt_level: u32,
+    /// Its required passes.
+    pub required: Vec<String>,
+}
+
+struct Registry {
+    by_key: BTreeMap<String, &'static PassRegistration>,
+    by_name: BTreeMap<&'static str, &'static PassRegistration>,
+    duplicates: Vec<String>,
+}
+
+/// `FoldConstant`, `fold-constant`, `fold_constant` all become `foldconstant`.
+fn normalize(name: &str) -> String {
+    name.chars().filter(|c| *c != '-' && *c != '_').flat_map(char::to_lowercase).collect()
+}
+
+fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let mut reg = Registry { by_key: BTreeMap::new(), by_name: BTreeMap::new(), duplicates: Vec::new() };
+        for r in inventory::iter::<PassRegistration> {
+            let key = normalize(r.name);
+            if reg.by_key.insert(key.clone(), r).is_some() {
+                reg.duplicates.push(key);
+            }
+            reg.by_name.insert(r.name, r);
+        }
+        reg
+    })
+}
+
+/// The registered pass `name` (TVM or CLI spelling), freshly constructed.
+pub fn get_pass(name: &str) -> Result<Arc<dyn Pass>, PassError> {
+    let reg = registry();
+    let key = normalize(name);
+    match reg.by_key.get(&key) {
+        Some(_) if reg.duplicates.contains(&key) => Err(PassError::DuplicatePass { name: name.to_string() }),
+        Some(r) => Ok(Arc::from((r.make)())),
+        None => Err(PassError::UnknownPass {
+            name: name.to_string(),
+            suggestions: crate::suggest(name, reg.by_name.keys().copied()).into_iter().map(str::to_string).collect(),
+        }),
+    }
+}
+
+/// The canonical (registered) spelling of `name`, if registered.
+pub fn canonical_pass_name(name: &str) -> Option<&'static str> {
+    registry().by_key.get(&normalize(name)).map(|r| r.name)
+}
+
+/// Every registered pass, sorted by name.
+pub fn list_passes() -> Vec<PassListing> {
+    registry()
+        .by_name
+        .values()
+        .map(|r| {
+            let pass = (r.make)();
+            let info = pass.info();
+            PassListing {
+                name: r.name.to_string(),
+                kind: pass.kind(),
+                opt_level: info.opt_level,
+                required: info.required.clone(),
+            }
+        })
+        .collect()
+}
