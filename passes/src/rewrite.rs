@@ -129,11 +129,6 @@ impl<'f> Rewriter<'f> {
         self.drop_binding(var);
     }
 
-    /// Records that the output differs from the input.
-    pub(crate) fn mark_changed(&mut self) {
-        self.changed = true;
-    }
-
     /// The constant of new node `new`, if it is a constant.
     pub(crate) fn new_const(&self, new: NodeId) -> Option<&Arc<Constant>> {
         match self.b.node(new).kind {
@@ -361,7 +356,10 @@ impl<'f> Rewriter<'f> {
     /// Copies the function. `visit` is called on every live compound node in arena order and
     /// returns `Some(new)` to replace it (counted as a change) or `None` for a plain copy.
     /// Returns `None` when nothing changed or the input is malformed.
-    pub(crate) fn run(mut self, mut visit: impl FnMut(&mut Rewriter<'f>, NodeId) -> Option<NodeId>) -> Option<Function> {
+    pub(crate) fn run(
+        mut self,
+        mut visit: impl FnMut(&mut Rewriter<'f>, NodeId) -> Option<NodeId>,
+    ) -> Option<Function> {
         let func = self.func;
         let live = self.live_mask();
         for (i, &is_live) in live.iter().enumerate() {
