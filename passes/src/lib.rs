@@ -17,5 +17,5 @@ pub use canonicalize_bindings::canonicalize_bindings;
 pub use dead_code_elimination::{dead_code_elimination, remove_unreachable_functions};
 pub use eliminate_common_subexpr::eliminate_common_subexpr;
 pub use fold_constant::fold_constant;
-//pub use infer_type::{infer_function, infer_module, TypeDiagnostic};
+pub use infer_type::{infer_function, infer_module, TypeDiagnostic};
 pub use simplify_expr::simplify_expr;
