@@ -1,7 +1,13 @@
 //! A small copying rewriter shared by the passes.
 //!
-//! [`Rewriter`] copies the live nodes of a function, in arena (post-) order, into a fresh
-//! [`FunctionBuilder`], keeping an old→new `Vec` memo. A pass may, before the copy, drop
+//! [`Rewriter`] copies the live nodes of a function, in arena (post-) order, into a new
+//! [`FunctionBuilder`], keeping an old→new `Vec` memo. It works in one of two modes, chosen
+//! from the input's garbage: *compact* copies every live node into a fresh arena; *append*
+//! starts from the input's own tables ([`Function::to_builder`]) and pushes only the nodes
+//! that change (and their users up to the enclosing binding), reusing every unchanged node by
+//! its id. Append mode avoids re-interning names and re-pushing most nodes, at the price of
+//! leaving the replaced nodes behind as dead arena entries; once dead nodes or dead extra
+//! entries outweigh the live ones, the next rewrite compacts. A pass may, before the copy, drop
 //! bindings and alias variables to other atoms; during the copy it may replace any compound
 //! node (its operands are already copied and can be inspected through [`Rewriter::map`]).
 //! Atoms (variables, globals, constants) are copied lazily, on first use, so atoms that
@@ -86,6 +92,10 @@ pub(crate) struct Rewriter<'f> {
     /// Old variable → its binding is removed.
     dropped: Vec<bool>,
     propagate: Propagate,
+    /// Append mode (see the module docs): unchanged nodes keep their ids.
+    append: bool,
+    /// The builder's constant index of `consts[0]`.
+    const_base: u32,
     changed: bool,
     scratch: Vec<NodeId>,
     chain: Vec<NodeId>,
@@ -104,6 +114,8 @@ impl<'f> Rewriter<'f> {
             alias: Vec::new(),
             dropped: vec![false; n],
             propagate,
+            append: false,
+            const_base: 0,
             changed: false,
             scratch: Vec::with_capacity(8),
             chain: Vec::new(),
@@ -132,7 +144,10 @@ impl<'f> Rewriter<'f> {
     /// The constant of new node `new`, if it is a constant.
     pub(crate) fn new_const(&self, new: NodeId) -> Option<&Arc<Constant>> {
         match self.b.node(new).kind {
-            ExprKind::Const { idx } => self.consts.get(idx.0 as usize),
+            ExprKind::Const { idx } if !self.consts.is_empty() && idx.0 >= self.const_base => {
+                self.consts.get((idx.0 - self.const_base) as usize)
+            }
+            ExprKind::Const { idx } if self.append => Some(self.func.constant(idx)),
             _ => None,
         }
     }
@@ -140,7 +155,13 @@ impl<'f> Rewriter<'f> {
     /// Pushes a constant into the new function.
     pub(crate) fn constant(&mut self, c: Arc<Constant>) -> NodeId {
         self.consts.push(Arc::clone(&c));
-        self.b.constant(c)
+        let id = self.b.constant(c);
+        if self.consts.len() == 1 {
+            if let ExprKind::Const { idx } = self.b.node(id).kind {
+                self.const_base = idx.0;
+            }
+        }
+        id
     }
 
     /// The new node for old node `old`. Atoms are copied (or substituted) on first use;
@@ -171,6 +192,10 @@ impl<'f> Rewriter<'f> {
                     }
                     Forward::Keep => break self.copy_var(cur, name),
                 },
+                ExprKind::Global { .. } | ExprKind::Const { .. } if self.append => {
+                    self.memo[cur.index()] = cur;
+                    break cur;
+                }
                 ExprKind::Global { name } => {
                     let sym = self.sym(name);
                     self.set_span(cur);
@@ -212,6 +237,10 @@ impl<'f> Rewriter<'f> {
     }
 
     fn copy_var(&mut self, var: NodeId, name: Sym) -> NodeId {
+        if self.append {
+            self.memo[var.index()] = var;
+            return var;
+        }
         let sym = self.sym(name);
         self.set_span(var);
         let new = self.b.push(ExprKind::Var { name: sym }, self.func.ty(var).cloned());
@@ -275,6 +304,10 @@ impl<'f> Rewriter<'f> {
     /// Copies compound node `old` with its operands mapped, keeping its type and span.
     pub(crate) fn copy(&mut self, old: NodeId) -> NodeId {
         let func = self.func;
+        if self.append && self.unchanged(old) {
+            self.memo[old.index()] = old;
+            return old;
+        }
         let mut ids = std::mem::take(&mut self.scratch);
         ids.clear();
         let new = match *func.kind(old) {
@@ -353,6 +386,35 @@ impl<'f> Rewriter<'f> {
         new
     }
 
+    /// In append mode: whether `old` can be reused because its operands map to themselves
+    /// and none of its bindings is removed.
+    fn unchanged(&mut self, old: NodeId) -> bool {
+        let func = self.func;
+        let mut same = true;
+        match *func.kind(old) {
+            ExprKind::Block { bindings, result } => {
+                for (var, value) in func.bindings(bindings) {
+                    if self.dropped[var.index()] || self.map(var) != var || self.dropped[var.index()] {
+                        return false;
+                    }
+                    same &= self.map(value) == value;
+                }
+                same && self.map(result) == result
+            }
+            ExprKind::Func { idx } => {
+                let c = func.closure(idx);
+                for &p in func.ids(c.params) {
+                    same &= self.map(p) == p;
+                }
+                same && self.map(c.body) == c.body
+            }
+            _ => {
+                func.for_each_operand(old, |o| same &= self.map(o) == o);
+                same
+            }
+        }
+    }
+
     /// Copies the function. `visit` is called on every live compound node in arena order and
     /// returns `Some(new)` to replace it (counted as a change) or `None` for a plain copy.
     /// Returns `None` when nothing changed or the input is malformed.
@@ -362,6 +424,7 @@ impl<'f> Rewriter<'f> {
     ) -> Option<Function> {
         let func = self.func;
         let live = self.live_mask();
+        self.choose_mode(&live);
         for (i, &is_live) in live.iter().enumerate() {
             let id = NodeId(i as u32);
             if !is_live || func.kind(id).is_atom() {
@@ -386,6 +449,31 @@ impl<'f> Rewriter<'f> {
             return None;
         }
         Some(self.b.finish(&params, body, func.ret_ty().cloned(), func.attrs().clone()))
+    }
+
+    /// Appends to the input arena unless its dead nodes or dead extra entries outweigh the
+    /// live ones.
+    fn choose_mode(&mut self, live: &[bool]) {
+        let func = self.func;
+        let (mut live_nodes, mut live_extra, mut extra_end) = (0usize, 0usize, 0usize);
+        for (i, node) in func.nodes().iter().enumerate() {
+            let range = match node.kind {
+                ExprKind::Call { args, .. } | ExprKind::Apply { args, .. } => args,
+                ExprKind::Tuple { fields } => fields,
+                ExprKind::Block { bindings, .. } => bindings,
+                ExprKind::Func { idx } => func.closure(idx).params,
+                _ => Default::default(),
+            };
+            extra_end = extra_end.max(range.as_range().end);
+            if live[i] {
+                live_nodes += 1;
+                live_extra += range.len as usize;
+            }
+        }
+        self.append = live_nodes * 2 >= func.num_nodes() && live_extra * 2 + 64 >= extra_end;
+        if self.append {
+            self.b = func.to_builder();
+        }
     }
 
     /// Like [`Function::live_mask`], but the values of dropped bindings are not live.
@@ -439,4 +527,18 @@ pub(crate) fn bound_values(func: &Function) -> Vec<NodeId> {
         bound[v.index()] = NONE;
     }
     bound
+}
+
+/// Number of bindings in live blocks (dead arena nodes left by append mode do not count).
+#[cfg(test)]
+pub(crate) fn live_bindings(func: &Function) -> usize {
+    let live = func.live_mask();
+    func.nodes()
+        .iter()
+        .zip(live)
+        .map(|(n, l)| match n.kind {
+            ExprKind::Block { bindings, .. } if l => bindings.len as usize / 2,
+            _ => 0,
+        })
+        .sum()
 }
