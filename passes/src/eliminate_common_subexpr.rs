@@ -28,7 +28,7 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use passel_engine::ir::{Constant, ExprKind, Function, NodeId};
+use passel_engine::ir::{Constant, ExprKind, Function, NodeId, TensorData};
 use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter};
@@ -70,6 +70,8 @@ struct Numbering<'f> {
     reps: Vec<NodeId>,
     by_hash: FxHashMap<u64, u32>,
     consts: FxHashMap<&'f Constant, u32>,
+    /// Rank-0 dense constants by dtype and bits (hashing a `Constant` allocates).
+    scalars: FxHashMap<(u8, u64), u32>,
     globals: FxHashMap<&'f str, u32>,
 }
 
@@ -158,6 +160,22 @@ impl<'f> Numbering<'f> {
     }
 }
 
+/// Identity of a rank-0 dense constant: its dtype and element bits (so `-0.0` and `0.0`
+/// differ and NaN payloads are kept apart, as in constant equality).
+fn scalar_key(c: &Constant) -> Option<(u8, u64)> {
+    let Constant::Dense(t) = c else { return None };
+    if !t.shape().is_empty() {
+        return None;
+    }
+    Some(match &t.0 {
+        TensorData::F32(a) => (0, a.iter().next()?.to_bits() as u64),
+        TensorData::F16(a) => (1, a.iter().next()?.to_bits() as u64),
+        TensorData::I64(a) => (2, *a.iter().next()? as u64),
+        TensorData::I32(a) => (3, *a.iter().next()? as u32 as u64),
+        TensorData::Bool(a) => (4, *a.iter().next()? as u64),
+    })
+}
+
 /// Finds `(var, earlier var)` pairs to merge.
 fn find_merges(func: &Function) -> Vec<(NodeId, NodeId)> {
     let n = func.num_nodes();
@@ -167,6 +185,7 @@ fn find_merges(func: &Function) -> Vec<(NodeId, NodeId)> {
         reps: Vec::with_capacity(n / 2),
         by_hash: FxHashMap::with_capacity_and_hasher(n / 2, Default::default()),
         consts: FxHashMap::default(),
+        scalars: FxHashMap::default(),
         globals: FxHashMap::default(),
     };
     let mut avail: FxHashMap<u32, NodeId> = FxHashMap::with_capacity_and_hasher(n / 4, Default::default());
@@ -192,7 +211,11 @@ fn find_merges(func: &Function) -> Vec<(NodeId, NodeId)> {
                 }
                 ExprKind::Const { idx } => {
                     let next = num.reps.len() as u32;
-                    let v = *num.consts.entry(&**func.constant(idx)).or_insert(next);
+                    let c = &**func.constant(idx);
+                    let v = match scalar_key(c) {
+                        Some(key) => *num.scalars.entry(key).or_insert(next),
+                        None => *num.consts.entry(c).or_insert(next),
+                    };
                     if v == next {
                         num.reps.push(id);
                     }

@@ -7,7 +7,7 @@
 //! that change (and their users up to the enclosing binding), reusing every unchanged node by
 //! its id. Append mode avoids re-interning names and re-pushing most nodes, at the price of
 //! leaving the replaced nodes behind as dead arena entries; once dead nodes or dead extra
-//! entries outweigh the live ones, the next rewrite compacts. A pass may, before the copy, drop
+//! entries are more than twice the live ones, the next rewrite compacts. A pass may, before the copy, drop
 //! bindings and alias variables to other atoms; during the copy it may replace any compound
 //! node (its operands are already copied and can be inspected through [`Rewriter::map`]).
 //! Atoms (variables, globals, constants) are copied lazily, on first use, so atoms that
@@ -470,7 +470,9 @@ impl<'f> Rewriter<'f> {
                 live_extra += range.len as usize;
             }
         }
-        self.append = live_nodes * 2 >= func.num_nodes() && live_extra * 2 + 64 >= extra_end;
+        // Garbage up to twice the live size is tolerated, so that a pipeline of passes that
+        // each change a little compacts only every few passes.
+        self.append = live_nodes * 3 >= func.num_nodes() && live_extra * 3 + 64 >= extra_end;
         if self.append {
             self.b = func.to_builder();
         }

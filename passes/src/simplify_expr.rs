@@ -35,7 +35,9 @@
 
 use std::sync::Arc;
 
-use passel_engine::ir::{AttrValue, Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, OpId, Tensor, Type};
+use passel_engine::ir::{
+    AttrValue, Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, OpId, Tensor, TensorData, Type,
+};
 use passel_engine::op;
 use rustc_hash::FxHashMap;
 
@@ -216,12 +218,29 @@ fn compose(p: &[i64], q: &[i64]) -> Option<Vec<i64>> {
 /// The value every element of `c` has, converted exactly as the dtype stores it.
 fn uniform_value(c: &Constant) -> Option<(f64, DType)> {
     match c {
-        Constant::Dense(t) if t.len() == 1 => Some((t.to_f64s()[0], t.dtype())),
+        Constant::Dense(t) if t.len() == 1 => {
+            let v = match &t.0 {
+                TensorData::F32(a) => a.iter().next().map(|&v| v as f64),
+                TensorData::F16(a) => a.iter().next().map(|v| v.to_f64()),
+                TensorData::I64(a) => a.iter().next().map(|&v| v as f64),
+                TensorData::I32(a) => a.iter().next().map(|&v| v as f64),
+                TensorData::Bool(a) => a.iter().next().map(|&v| v as u8 as f64),
+            };
+            Some((v?, t.dtype()))
+        }
         Constant::Fill { ty, fill: Fill::Full(v) } => {
             let stored = Tensor::scalar(ty.dtype, *v).to_f64s()[0];
             Some((stored, ty.dtype))
         }
         _ => None,
+    }
+}
+
+/// Whether `c` is rank 0, and its dtype.
+fn scalar_dtype(c: &Constant) -> (bool, DType) {
+    match c {
+        Constant::Dense(t) => (t.shape().is_empty(), t.dtype()),
+        Constant::Fill { ty, .. } => (ty.shape.is_empty(), ty.dtype),
     }
 }
 
@@ -284,16 +303,16 @@ fn binary(rw: &mut Rewriter<'_>, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: 
 fn type_preserved(func: &Function, call: NodeId, op: OpId, keep: NodeId, c: NodeId, cst: &Constant) -> bool {
     let Some(def) = op_def(op) else { return false };
     let ExprKind::Call { attrs, args, .. } = *func.kind(call) else { return false };
-    let ct = cst.ty();
     match func.ty(keep) {
         Some(kt) => {
+            let ct = cst.ty();
             let tys: Vec<Type> = func.ids(args).iter().map(|&a| if a == c { ct.clone() } else { kt.clone() }).collect();
             let same_call_ty = func.ty(call).is_none_or(|t| t == kt);
             same_call_ty && (def.type_rel)(&tys, func.call_attrs(attrs)).is_ok_and(|t| &t == kt)
         }
         None => {
-            let ctt = cst.tensor_type();
-            ctt.shape.is_empty() && func.ty(call).is_none_or(|t| t.as_tensor().is_some_and(|t| t.dtype == ctt.dtype))
+            let (rank0, dtype) = scalar_dtype(cst);
+            rank0 && func.ty(call).is_none_or(|t| t.as_tensor().is_some_and(|t| t.dtype == dtype))
         }
     }
 }
