@@ -44,8 +44,14 @@ pub struct TypeDiagnostic {
 /// Infers the types of `func`, a function of `module` (whose globals give the types of
 /// global references). Returns `func` itself when it is fully typed already.
 pub fn infer_function(module: &Module, func: &Arc<Function>) -> Result<Arc<Function>, Vec<TypeDiagnostic>> {
-    let name = module.iter().find(|(_, f)| Arc::ptr_eq(f, func)).map(|(n, _)| n).unwrap_or("");
-    infer_named(module, name, func)
+    // The name is only needed for diagnostics, so it is looked up only when there are some.
+    infer_named(module, "", func).map_err(|mut diags| {
+        let name: Arc<str> = module.iter().find(|(_, f)| Arc::ptr_eq(f, func)).map_or("", |(n, _)| n).into();
+        for d in &mut diags {
+            d.func = Arc::clone(&name);
+        }
+        diags
+    })
 }
 
 /// Infers the types of every function of `m`. Functions with errors are kept unchanged, and
