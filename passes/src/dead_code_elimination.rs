@@ -248,6 +248,41 @@ mod tests {
     }
 
     #[test]
+    fn dead_code_elimination_cleans_closure_bodies_but_keeps_captured_values_they_use() {
+        // let a = relu(x); let f = fn(y) { let d = relu(y); let e = add(y, a); e }; f
+        let add = op::lookup("add").unwrap();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let y = b.var("y", None);
+        let dv = b.call(relu(), &[y], Attrs::new());
+        let d = b.var("d", None);
+        let ev = b.call(add, &[y, a], Attrs::new());
+        let e = b.var("e", None);
+        let inner = b.block(&[(d, dv), (e, ev)], e);
+        let fv = b.closure(&[y], inner, None, Attrs::new());
+        let f = b.var("f", None);
+        let body = b.block(&[(a, av), (f, fv)], f);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = dead_code_elimination(&func);
+
+        let mut e2 = FunctionBuilder::new();
+        let x = e2.var("x", None);
+        let av = e2.call(relu(), &[x], Attrs::new());
+        let a = e2.var("a", None);
+        let y = e2.var("y", None);
+        let ev = e2.call(add, &[y, a], Attrs::new());
+        let e = e2.var("e", None);
+        let inner = e2.block(&[(e, ev)], e);
+        let fv = e2.closure(&[y], inner, None, Attrs::new());
+        let f = e2.var("f", None);
+        let body = e2.block(&[(a, av), (f, fv)], f);
+        let expected = e2.finish(&[x], body, None, Attrs::new());
+        assert!(structural_eq(&out, &expected));
+    }
+
+    #[test]
     fn dead_code_elimination_keeps_unused_apply_and_stateful_calls() {
         let mut b = FunctionBuilder::new();
         let x = b.var("x", None);

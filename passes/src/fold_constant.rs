@@ -280,6 +280,33 @@ mod tests {
     }
 
     #[test]
+    fn fold_constant_skips_outputs_over_the_budget_even_from_small_inputs() {
+        // [1024, 1] + [1, 2048] broadcasts to 2M elements: over the budget.
+        let fill = |shape: Vec<u64>| Constant::Fill {
+            ty: passel_engine::ir::TensorType { shape: shape.into(), dtype: DType::F32 },
+            fill: passel_engine::ir::Fill::Full(1.0),
+        };
+        let mut b = FunctionBuilder::new();
+        let c1 = b.constant(fill(vec![1024, 1]));
+        let c2 = b.constant(fill(vec![1, 2048]));
+        let body = b.call(add(), &[c1, c2], Attrs::new());
+        let func = Arc::new(b.finish(&[], body, None, Attrs::new()));
+        assert!(Arc::ptr_eq(&fold_constant(&func), &func));
+    }
+
+    #[test]
+    fn fold_constant_keeps_projection_that_would_drop_a_stateful_field() {
+        let Some(rand) = op::lookup("random_uniform") else { return };
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let r = b.call(rand, &[], Attrs::new());
+        let t = b.tuple(&[x, r]);
+        let body = b.proj(t, 0);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        assert!(Arc::ptr_eq(&fold_constant(&func), &func));
+    }
+
+    #[test]
     fn fold_constant_keeps_stateful_and_zero_argument_calls() {
         for name in ["random_uniform", "zeros"] {
             let Some(op) = op::lookup(name) else { continue };
