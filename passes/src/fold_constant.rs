@@ -31,7 +31,7 @@
 
 use std::sync::Arc;
 
-use passel_engine::ir::{Constant, ExprKind, Function, NodeId, Type};
+use passel_engine::ir::{Constant, ExprKind, Function, NodeId, TensorType, Type};
 use passel_engine::op::KernelCtx;
 use rand_chacha::rand_core::SeedableRng;
 use rustc_hash::FxHashMap;
@@ -85,6 +85,18 @@ fn has_candidate(func: &Function) -> bool {
     })
 }
 
+/// Whether constant `c` has tensor type `tt` (without building its type).
+fn has_type(c: &Constant, tt: &TensorType) -> bool {
+    match c {
+        Constant::Dense(t) => {
+            t.dtype() == tt.dtype
+                && t.shape().len() == tt.shape.len()
+                && t.shape().iter().zip(tt.shape.iter()).all(|(&a, &b)| a as u64 == b)
+        }
+        Constant::Fill { ty, .. } => ty == tt,
+    }
+}
+
 fn fold_node(
     rw: &mut Rewriter<'_>,
     id: NodeId,
@@ -102,23 +114,25 @@ fn fold_node(
             let attrs = f.call_attrs(attrs);
             def.check_attrs(attrs).ok()?;
             let mut consts = Vec::with_capacity(args.len());
+            let mut tys = Vec::with_capacity(args.len());
             for &a in args {
-                let c = match *f.kind(a) {
-                    ExprKind::Const { idx } => Arc::clone(f.constant(idx)),
+                // Constant nodes carry their type, so reusing it avoids building a new one.
+                let (c, ty) = match *f.kind(a) {
+                    ExprKind::Const { idx } => (f.constant(idx), f.ty(a)),
                     _ => {
                         let new = rw.map(a);
-                        Arc::clone(rw.new_const(new)?)
+                        (rw.new_const(new)?, rw.b.node(new).ty.as_ref())
                     }
                 };
-                consts.push(c);
-            }
-            let mut tys = Vec::with_capacity(consts.len());
-            for c in &consts {
-                let ty = c.tensor_type();
-                if ty.num_elements().is_none_or(|n| n > FOLD_ELEMENT_BUDGET) {
+                let ty = match ty {
+                    Some(t @ Type::Tensor(tt)) if has_type(c, tt) => t.clone(),
+                    _ => c.ty(),
+                };
+                if ty.as_tensor().and_then(|t| t.num_elements()).is_none_or(|n| n > FOLD_ELEMENT_BUDGET) {
                     return None;
                 }
-                tys.push(c.ty());
+                consts.push(Arc::clone(c));
+                tys.push(ty);
             }
             let out_ty = (def.type_rel)(&tys, attrs).ok()?;
             let out_tys: Vec<Type> = match (&out_ty, def.tuple_result) {
@@ -139,11 +153,12 @@ fn fold_node(
             }
             let mut ctx = KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) };
             let results = (def.kernel)(&tensors, attrs, &mut ctx).ok()?;
-            if results.len() != out_tys.len() || results.iter().zip(&out_tys).any(|(r, t)| &r.ty() != t) {
+            let results: Vec<Constant> = results.into_iter().map(Constant::Dense).collect();
+            let same = |(r, t): (&Constant, &Type)| t.as_tensor().is_some_and(|t| has_type(r, t));
+            if results.len() != out_tys.len() || !results.iter().zip(&out_tys).all(same) {
                 return None;
             }
-            let mut fields: Vec<NodeId> =
-                results.into_iter().map(|t| rw.constant(Arc::new(Constant::Dense(t)))).collect();
+            let mut fields: Vec<NodeId> = results.into_iter().map(|c| rw.constant(Arc::new(c))).collect();
             if !def.tuple_result {
                 return fields.pop();
             }
