@@ -133,6 +133,15 @@ fn uncount(func: &Function, root: NodeId, dropped: &[bool], uses: &mut [u32], st
     }
 }
 
+/// The module pass: removes unreachable functions, then unused bindings in every remaining
+/// function. Returns a module whose unchanged functions are the input's `Arc`s.
+pub fn dead_code_elimination_module(m: &Module) -> Module {
+    let mut out = remove_unreachable_functions(m);
+    let new: Vec<Arc<Function>> = out.iter().map(|(_, f)| dead_code_elimination(f)).collect();
+    out.replace_all(new);
+    out
+}
+
 /// Whether `func` is an entry point: `@main` or marked `Exported`.
 fn is_entry(name: &str, func: &Function) -> bool {
     name == "main"
@@ -358,6 +367,18 @@ mod tests {
         let out = remove_unreachable_functions(&m);
         let names: Vec<&str> = out.iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["main", "f", "g", "api"]);
+    }
+
+    #[test]
+    fn dead_code_elimination_module_keeps_unchanged_functions_pointer_equal() {
+        let mut m = Module::new();
+        m.add("main", calling(Some("f"), Attrs::new())).unwrap();
+        m.add("f", calling(None, Attrs::new())).unwrap();
+        m.add("unused", calling(None, Attrs::new())).unwrap();
+        let out = dead_code_elimination_module(&m);
+        assert_eq!(out.len(), 2);
+        assert!(Arc::ptr_eq(out.get("main").unwrap(), m.get("main").unwrap()));
+        assert!(dead_code_elimination_module(&out).ptr_eq(&out));
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub mod infer_type;
 pub mod simplify_expr;
 
 pub use canonicalize_bindings::canonicalize_bindings;
-pub use dead_code_elimination::{dead_code_elimination, remove_unreachable_functions};
+pub use dead_code_elimination::{dead_code_elimination, dead_code_elimination_module, remove_unreachable_functions};
 pub use eliminate_common_subexpr::eliminate_common_subexpr;
 pub use fold_constant::fold_constant;
 pub use infer_type::{infer_function, infer_module, TypeDiagnostic};
