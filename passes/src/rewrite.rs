@@ -94,6 +94,9 @@ pub(crate) struct Rewriter<'f> {
     propagate: Propagate,
     /// Append mode (see the module docs): unchanged nodes keep their ids.
     append: bool,
+    /// Set when the input turns out to be malformed; the result is then discarded.
+    failed: bool,
+    placeholder: NodeId,
     /// The builder's constant index of `consts[0]`.
     const_base: u32,
     changed: bool,
@@ -115,6 +118,8 @@ impl<'f> Rewriter<'f> {
             dropped: vec![false; n],
             propagate,
             append: false,
+            failed: false,
+            placeholder: NONE,
             const_base: 0,
             changed: false,
             scratch: Vec::with_capacity(8),
@@ -172,6 +177,9 @@ impl<'f> Rewriter<'f> {
         if m != NONE {
             return m;
         }
+        if self.failed {
+            return self.placeholder();
+        }
         // Follow a chain of substituted variables iteratively: `let b = a; let c = b; …`.
         self.chain.clear();
         let mut cur = old;
@@ -179,6 +187,11 @@ impl<'f> Rewriter<'f> {
             let m = self.memo[cur.index()];
             if m != NONE {
                 break m;
+            }
+            if self.chain.len() > self.memo.len() {
+                // A cycle of let-bound variables (`let a = b; let b = a;`): malformed input.
+                self.failed = true;
+                break NONE;
             }
             match *self.func.kind(cur) {
                 ExprKind::Var { name } => match self.forward(cur) {
@@ -210,13 +223,14 @@ impl<'f> Rewriter<'f> {
                     break new;
                 }
                 // A compound operand not visited yet: only possible in a malformed arena.
-                _ => break NONE,
+                _ => {
+                    self.failed = true;
+                    break NONE;
+                }
             }
         };
-        if self.propagate == Propagate::Consts
-            && !self.chain.is_empty()
-            && (resolved == NONE || self.new_const(resolved).is_none())
-        {
+        let resolved = if resolved == NONE { self.placeholder() } else { resolved };
+        if self.propagate == Propagate::Consts && !self.chain.is_empty() && self.new_const(resolved).is_none() {
             // Only constants propagate in this mode: each variable of the chain stays.
             let chain = std::mem::take(&mut self.chain);
             for &v in &chain {
@@ -234,6 +248,16 @@ impl<'f> Rewriter<'f> {
             self.changed = true;
         }
         resolved
+    }
+
+    /// A valid node to hand out once the input is known to be malformed, so the builder never
+    /// sees a dangling operand; the result of the rewrite is discarded anyway.
+    fn placeholder(&mut self) -> NodeId {
+        if self.placeholder == NONE {
+            let name = self.b.sym("");
+            self.placeholder = self.b.push(ExprKind::Var { name }, None);
+        }
+        self.placeholder
     }
 
     fn copy_var(&mut self, var: NodeId, name: Sym) -> NodeId {
@@ -427,6 +451,9 @@ impl<'f> Rewriter<'f> {
         self.choose_mode(&live);
         for (i, &is_live) in live.iter().enumerate() {
             let id = NodeId(i as u32);
+            if self.failed {
+                return None;
+            }
             if !is_live || func.kind(id).is_atom() {
                 continue;
             }
@@ -445,7 +472,7 @@ impl<'f> Rewriter<'f> {
             params.push(self.map(p));
         }
         let body = self.map(func.body());
-        if !self.changed || body == NONE || params.contains(&NONE) {
+        if !self.changed || self.failed || body == NONE || params.contains(&NONE) {
             return None;
         }
         Some(self.b.finish(&params, body, func.ret_ty().cloned(), func.attrs().clone()))

@@ -172,3 +172,21 @@ fn passes_survive_variables_bound_twice_and_used_before_binding() {
     m.add("main", Arc::clone(&func)).unwrap();
     let _ = infer_function(&m, &func);
 }
+
+#[test]
+fn passes_return_input_for_cyclic_rebindings() {
+    // let a = b; let b = a; a — malformed, must not hang or panic.
+    let mut b = FunctionBuilder::new();
+    let x = b.var("x", None);
+    let va = b.var("a", None);
+    let vb = b.var("b", None);
+    let r = b.call(relu(), &[va], Attrs::new());
+    let body = b.block(&[(va, vb), (vb, va)], r);
+    let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+    for (name, pass) in PASSES {
+        let out = pass(&func);
+        if name == "CanonicalizeBindings" {
+            assert!(Arc::ptr_eq(&out, &func));
+        }
+    }
+}
