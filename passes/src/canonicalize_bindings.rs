@@ -1,0 +1,101 @@
+//! CanonicalizeBindings (function pass, opt level 1): removes trivial rebindings.
+//!
+//! What it does: a binding whose value is an atom — `let %y = %x;`, `let %y = @f;`,
+//! `let %y = 1f;` — is removed and its variable replaced by the atom in every use, following
+//! chains (`let b = a; let c = b;`) to their end.
+//!
+//! What it deliberately does not do: remove bindings of compound values (even unused ones:
+//! that is DeadCodeElimination), or flatten nested blocks.
+//!
+//! Phases:
+//! 1. Quick scan for a live binding whose value is an atom; none → the same `Arc`.
+//! 2. One copy of the live nodes ([`crate::rewrite::Rewriter`] with atom propagation).
+
+use std::sync::Arc;
+
+use passel_engine::ir::{ExprKind, Function};
+
+use crate::rewrite::{well_formed, Propagate, Rewriter};
+
+/// Runs CanonicalizeBindings on `func`; returns `func` itself when there is no rebinding.
+pub fn canonicalize_bindings(func: &Arc<Function>) -> Arc<Function> {
+    let has_rebinding = func.nodes().iter().any(|n| match n.kind {
+        ExprKind::Block { bindings, .. } => func.bindings(bindings).any(|(_, value)| func.kind(value).is_atom()),
+        _ => false,
+    });
+    if !has_rebinding || !well_formed(func) {
+        return Arc::clone(func);
+    }
+    match Rewriter::new(func, Propagate::Atoms).run(|_, _| None) {
+        Some(f) => Arc::new(f),
+        None => Arc::clone(func),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use passel_engine::ir::{structural_eq, Attrs, Constant, FunctionBuilder};
+    use passel_engine::op;
+
+    use super::*;
+
+    #[test]
+    fn canonicalize_bindings_substitutes_var_global_and_constant_rebindings() {
+        // let a = x; let b = a; let g = @f; let k = 2.0; add(b, k) applied through g
+        let add = op::lookup("add").unwrap();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let a = b.var("a", None);
+        let bb = b.var("b", None);
+        let gv = b.global("f");
+        let g = b.var("g", None);
+        let kv = b.constant(Constant::scalar_f32(2.0));
+        let k = b.var("k", None);
+        let s = b.call(add, &[bb, k], Attrs::new());
+        let res = b.apply(g, &[s]);
+        let body = b.block(&[(a, x), (bb, a), (g, gv), (k, kv)], res);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = canonicalize_bindings(&func);
+
+        let mut e = FunctionBuilder::new();
+        let x = e.var("x", None);
+        let kv = e.constant(Constant::scalar_f32(2.0));
+        let s = e.call(add, &[x, kv], Attrs::new());
+        let g = e.global("f");
+        let body = e.apply(g, &[s]);
+        let expected = e.finish(&[x], body, None, Attrs::new());
+        assert!(structural_eq(&out, &expected));
+        assert!(Arc::ptr_eq(&canonicalize_bindings(&out), &out));
+    }
+
+    #[test]
+    fn canonicalize_bindings_keeps_compound_bindings() {
+        let relu = op::lookup("relu").unwrap();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let v = b.call(relu, &[x], Attrs::new());
+        let a = b.var("a", None);
+        let dead = b.call(relu, &[x], Attrs::new());
+        let d = b.var("d", None);
+        let body = b.block(&[(a, v), (d, dead)], a);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        assert!(Arc::ptr_eq(&canonicalize_bindings(&func), &func));
+    }
+
+    #[test]
+    fn canonicalize_bindings_follows_long_chains_without_recursion() {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let mut pairs = Vec::new();
+        let mut cur = x;
+        for i in 0..200_000 {
+            let v = b.var(&format!("v{i}"), None);
+            pairs.push((v, cur));
+            cur = v;
+        }
+        let body = b.block(&pairs, cur);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = canonicalize_bindings(&func);
+        assert_eq!(out.body(), out.params()[0]);
+    }
+}

@@ -1,0 +1,391 @@
+//! DeadCodeElimination (module pass, opt level 1): removes bindings whose variable is never
+//! used, and global functions that no entry point reaches.
+//!
+//! What it does:
+//! - per function ([`dead_code_elimination`]): removes `let %v = value;` when `%v` has no
+//!   use, including uses that only became dead because another binding was removed
+//!   (`let a = f(x); let b = g(a);` with `b` unused removes both);
+//! - per module ([`remove_unreachable_functions`]): keeps the entry points — `@main` and every
+//!   function with the `Exported` attribute ([`fn_attr::EXPORTED`]) — and every function they
+//!   reach through global references (calls or function values), removing the rest.
+//!
+//! What it deliberately does not do:
+//! - remove a binding whose value contains a stateful operator call, or an `Apply` of any
+//!   function value: the callee might have effects and a function pass cannot see its body,
+//!   so such calls are conservatively kept;
+//! - remove anything from a module without entry points: that is a library, and every
+//!   function in it may be used from outside;
+//! - remove unused function parameters (that changes the signature) or simplify expressions.
+//!
+//! Phases (function level):
+//! 1. Count the uses of every variable among live nodes and mark the values that contain an
+//!    effect.
+//! 2. One backward sweep over each block's bindings, innermost blocks first (they have
+//!    smaller ids): a pure binding with no uses is removed, and the uses inside its value
+//!    are uncounted (a walk with an explicit stack), so earlier bindings that only it used
+//!    are removed in the same sweep. Inner blocks go first because removing a binding there
+//!    can free a variable of an enclosing block, never the other way round (a removed outer
+//!    value is uncounted as a whole, skipping the inner bindings already removed).
+//! 3. Copy the live nodes without the removed bindings; nothing removed → the same `Arc`.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use passel_engine::ir::{fn_attr, AttrValue, ExprKind, Function, Module, NodeId};
+
+use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter};
+
+/// Removes unused pure bindings of `func`; returns `func` itself when none is unused.
+pub fn dead_code_elimination(func: &Arc<Function>) -> Arc<Function> {
+    if !func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Block { .. })) || !well_formed(func) {
+        return Arc::clone(func);
+    }
+    let n = func.num_nodes();
+    let live = func.live_mask();
+    let mut uses = vec![0u32; n];
+    let mut impure = vec![false; n];
+    let mut blocks = Vec::new();
+    for i in 0..n {
+        if !live[i] {
+            continue;
+        }
+        let id = NodeId(i as u32);
+        let mut imp = false;
+        match *func.kind(id) {
+            ExprKind::Block { bindings, result } => {
+                blocks.push(id);
+                for (_, value) in func.bindings(bindings) {
+                    uses[value.index()] += 1;
+                    imp |= impure[value.index()];
+                }
+                uses[result.index()] += 1;
+                imp |= impure[result.index()];
+            }
+            ExprKind::Func { idx } => uses[func.closure(idx).body.index()] += 1,
+            kind => {
+                func.for_each_operand(id, |o| {
+                    uses[o.index()] += 1;
+                    imp |= impure[o.index()];
+                });
+                match kind {
+                    ExprKind::Call { op, .. } => imp |= is_stateful(op),
+                    ExprKind::Apply { .. } => imp = true,
+                    _ => {}
+                }
+            }
+        }
+        impure[i] = imp;
+    }
+
+    let mut dropped = vec![false; n];
+    let mut any = false;
+    let mut stack = Vec::new();
+    for &block in &blocks {
+        let ExprKind::Block { bindings, .. } = *func.kind(block) else { continue };
+        let pairs = func.ids(bindings);
+        for pair in pairs.chunks_exact(2).rev() {
+            let (var, value) = (pair[0], pair[1]);
+            if uses[var.index()] != 0 || impure[value.index()] || dropped[var.index()] {
+                continue;
+            }
+            dropped[var.index()] = true;
+            any = true;
+            uncount(func, value, &dropped, &mut uses, &mut stack);
+        }
+    }
+    if !any {
+        return Arc::clone(func);
+    }
+    let mut rw = Rewriter::new(func, Propagate::Nothing);
+    for (i, &d) in dropped.iter().enumerate() {
+        if d {
+            rw.drop_binding(NodeId(i as u32));
+        }
+    }
+    match rw.run(|_, _| None) {
+        Some(f) => Arc::new(f),
+        None => Arc::clone(func),
+    }
+}
+
+/// Subtracts the uses made by the expression `root` (skipping removed bindings).
+fn uncount(func: &Function, root: NodeId, dropped: &[bool], uses: &mut [u32], stack: &mut Vec<NodeId>) {
+    let visit = |o: NodeId, uses: &mut [u32], stack: &mut Vec<NodeId>| match func.kind(o) {
+        ExprKind::Var { .. } => uses[o.index()] = uses[o.index()].saturating_sub(1),
+        kind if kind.is_atom() => {}
+        _ => stack.push(o),
+    };
+    stack.clear();
+    visit(root, uses, stack);
+    while let Some(id) = stack.pop() {
+        match *func.kind(id) {
+            ExprKind::Block { bindings, result } => {
+                for (var, value) in func.bindings(bindings) {
+                    if !dropped[var.index()] {
+                        visit(value, uses, stack);
+                    }
+                }
+                visit(result, uses, stack);
+            }
+            ExprKind::Func { idx } => visit(func.closure(idx).body, uses, stack),
+            _ => func.for_each_operand(id, |o| visit(o, uses, stack)),
+        }
+    }
+}
+
+/// The module pass: removes unreachable functions, then unused bindings in every remaining
+/// function. Returns a module whose unchanged functions are the input's `Arc`s.
+pub fn dead_code_elimination_module(m: &Module) -> Module {
+    let mut out = remove_unreachable_functions(m);
+    let new: Vec<Arc<Function>> = out.iter().map(|(_, f)| dead_code_elimination(f)).collect();
+    out.replace_all(new);
+    out
+}
+
+/// Whether `func` is an entry point: `@main` or marked `Exported`.
+fn is_entry(name: &str, func: &Function) -> bool {
+    name == "main"
+        || match func.attrs().get(fn_attr::EXPORTED) {
+            None | Some(AttrValue::Bool(false)) | Some(AttrValue::Int(0)) => false,
+            Some(_) => true,
+        }
+}
+
+/// Removes the functions of `m` that no entry point reaches through global references. A
+/// module without entry points is returned as it is (a library module).
+pub fn remove_unreachable_functions(m: &Module) -> Module {
+    let mut reached = vec![false; m.len()];
+    let mut work: Vec<usize> = Vec::new();
+    for (i, (name, func)) in m.iter().enumerate() {
+        if is_entry(name, func) {
+            reached[i] = true;
+            work.push(i);
+        }
+    }
+    if work.is_empty() {
+        return m.clone();
+    }
+    let mut seen_syms = HashSet::new();
+    while let Some(i) = work.pop() {
+        let func = &m.entries()[i].1;
+        let live = func.live_mask();
+        seen_syms.clear();
+        for (j, node) in func.nodes().iter().enumerate() {
+            if let ExprKind::Global { name } = node.kind {
+                if !live[j] || !seen_syms.insert(name) {
+                    continue;
+                }
+                if let Some(k) = m.position(func.sym(name)) {
+                    if !reached[k] {
+                        reached[k] = true;
+                        work.push(k);
+                    }
+                }
+            }
+        }
+    }
+    if reached.iter().all(|&r| r) {
+        return m.clone();
+    }
+    let mut out = Module::new();
+    for ((name, func), keep) in m.iter().zip(reached) {
+        if keep {
+            // Names of a module are unique, so adding them again cannot fail.
+            let _ = out.add(name, Arc::clone(func));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use passel_engine::ir::{structural_eq, Attrs, FunctionBuilder};
+    use passel_engine::op;
+
+    use super::*;
+
+    fn relu() -> passel_engine::ir::OpId {
+        op::lookup("relu").unwrap()
+    }
+
+    #[test]
+    fn dead_code_elimination_removes_unused_chain_in_one_run() {
+        // let a = relu(x); let b = relu(a); let c = relu(x); c
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let bv = b.call(relu(), &[a], Attrs::new());
+        let bb = b.var("b", None);
+        let cv = b.call(relu(), &[x], Attrs::new());
+        let c = b.var("c", None);
+        let body = b.block(&[(a, av), (bb, bv), (c, cv)], c);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = dead_code_elimination(&func);
+
+        let mut e = FunctionBuilder::new();
+        let x = e.var("x", None);
+        let cv = e.call(relu(), &[x], Attrs::new());
+        let c = e.var("c", None);
+        let body = e.block(&[(c, cv)], c);
+        let expected = e.finish(&[x], body, None, Attrs::new());
+        assert!(structural_eq(&out, &expected));
+        assert!(Arc::ptr_eq(&dead_code_elimination(&out), &out));
+    }
+
+    #[test]
+    fn dead_code_elimination_frees_outer_binding_used_only_by_dead_inner_binding() {
+        // let a = relu(x); let r = { let d = relu(a); x }; r
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let dv = b.call(relu(), &[a], Attrs::new());
+        let d = b.var("d", None);
+        let inner = b.block(&[(d, dv)], x);
+        let r = b.var("r", None);
+        let body = b.block(&[(a, av), (r, inner)], r);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = dead_code_elimination(&func);
+
+        let mut e = FunctionBuilder::new();
+        let x = e.var("x", None);
+        let r = e.var("r", None);
+        let body = e.block(&[(r, x)], r);
+        let expected = e.finish(&[x], body, None, Attrs::new());
+        assert!(structural_eq(&out, &expected));
+    }
+
+    #[test]
+    fn dead_code_elimination_cleans_closure_bodies_but_keeps_captured_values_they_use() {
+        // let a = relu(x); let f = fn(y) { let d = relu(y); let e = add(y, a); e }; f
+        let add = op::lookup("add").unwrap();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let y = b.var("y", None);
+        let dv = b.call(relu(), &[y], Attrs::new());
+        let d = b.var("d", None);
+        let ev = b.call(add, &[y, a], Attrs::new());
+        let e = b.var("e", None);
+        let inner = b.block(&[(d, dv), (e, ev)], e);
+        let fv = b.closure(&[y], inner, None, Attrs::new());
+        let f = b.var("f", None);
+        let body = b.block(&[(a, av), (f, fv)], f);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = dead_code_elimination(&func);
+
+        let mut e2 = FunctionBuilder::new();
+        let x = e2.var("x", None);
+        let av = e2.call(relu(), &[x], Attrs::new());
+        let a = e2.var("a", None);
+        let y = e2.var("y", None);
+        let ev = e2.call(add, &[y, a], Attrs::new());
+        let e = e2.var("e", None);
+        let inner = e2.block(&[(e, ev)], e);
+        let fv = e2.closure(&[y], inner, None, Attrs::new());
+        let f = e2.var("f", None);
+        let body = e2.block(&[(a, av), (f, fv)], f);
+        let expected = e2.finish(&[x], body, None, Attrs::new());
+        assert!(structural_eq(&out, &expected));
+    }
+
+    #[test]
+    fn dead_code_elimination_keeps_unused_apply_and_stateful_calls() {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let g = b.global("g");
+        let av = b.apply(g, &[x]);
+        let a = b.var("a", None);
+        let mut pairs = vec![(a, av)];
+        if let Some(rand) = op::lookup("random_uniform") {
+            let rv = b.call(rand, &[], Attrs::new());
+            let r = b.var("r", None);
+            pairs.push((r, rv));
+        }
+        let body = b.block(&pairs, x);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        assert!(Arc::ptr_eq(&dead_code_elimination(&func), &func));
+    }
+
+    #[test]
+    fn dead_code_elimination_returns_same_arc_when_everything_is_used() {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let body = b.block(&[(a, av)], a);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        assert!(Arc::ptr_eq(&dead_code_elimination(&func), &func));
+    }
+
+    #[test]
+    fn dead_code_elimination_handles_a_million_bindings() {
+        // Every other binding is dead; the live ones form a chain.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let mut pairs = Vec::with_capacity(1_000_000);
+        let mut cur = x;
+        for i in 0..500_000 {
+            let dv = b.call(relu(), &[cur], Attrs::new());
+            let d = b.var(&format!("d{i}"), None);
+            pairs.push((d, dv));
+            let v = b.call(relu(), &[cur], Attrs::new());
+            let var = b.var(&format!("v{i}"), None);
+            pairs.push((var, v));
+            cur = var;
+        }
+        let body = b.block(&pairs, cur);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = dead_code_elimination(&func);
+        assert_eq!(crate::rewrite::live_bindings(&out), 500_000);
+        assert!(Arc::ptr_eq(&dead_code_elimination(&out), &out));
+    }
+
+    fn calling(callee: Option<&str>, attrs: Attrs) -> Function {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let body = match callee {
+            Some(c) => {
+                let g = b.global(c);
+                b.apply(g, &[x])
+            }
+            None => x,
+        };
+        b.finish(&[x], body, None, attrs)
+    }
+
+    #[test]
+    fn remove_unreachable_functions_keeps_entries_and_what_they_reach() {
+        let mut m = Module::new();
+        m.add("main", calling(Some("f"), Attrs::new())).unwrap();
+        m.add("f", calling(Some("g"), Attrs::new())).unwrap();
+        m.add("g", calling(None, Attrs::new())).unwrap();
+        m.add("dead", calling(Some("g"), Attrs::new())).unwrap();
+        m.add("api", calling(None, Attrs::new().with(fn_attr::EXPORTED, AttrValue::Bool(true)))).unwrap();
+        let out = remove_unreachable_functions(&m);
+        let names: Vec<&str> = out.iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["main", "f", "g", "api"]);
+    }
+
+    #[test]
+    fn dead_code_elimination_module_keeps_unchanged_functions_pointer_equal() {
+        let mut m = Module::new();
+        m.add("main", calling(Some("f"), Attrs::new())).unwrap();
+        m.add("f", calling(None, Attrs::new())).unwrap();
+        m.add("unused", calling(None, Attrs::new())).unwrap();
+        let out = dead_code_elimination_module(&m);
+        assert_eq!(out.len(), 2);
+        assert!(Arc::ptr_eq(out.get("main").unwrap(), m.get("main").unwrap()));
+        assert!(dead_code_elimination_module(&out).ptr_eq(&out));
+    }
+
+    #[test]
+    fn remove_unreachable_functions_leaves_library_module_alone() {
+        let mut m = Module::new();
+        m.add("f", calling(None, Attrs::new())).unwrap();
+        m.add("g", calling(None, Attrs::new())).unwrap();
+        assert!(remove_unreachable_functions(&m).ptr_eq(&m));
+    }
+}

@@ -1,0 +1,475 @@
+//! SimplifyExpr (function pass, opt level 0): algebraic identities that keep meaning exactly.
+//!
+//! What it does, when the operators exist in the registry (they are found by name):
+//! - `multiply(x, 1)`, `multiply(1, x)`, `divide(x, 1)` → `x` (exact for every float, NaN,
+//!   infinities and `-0.0` included);
+//! - `add(x, 0)`, `add(0, x)`, `subtract(x, 0)` → `x` for integer dtypes. For floats only the
+//!   exact cases are rewritten: `x + (-0.0)` and `x - (+0.0)` are `x` for every `x`, while
+//!   `x + 0.0` maps `-0.0` to `+0.0` and is left alone;
+//! - `subtract(x, x)` → a zero constant of `x`'s type, for integer dtypes only (for floats
+//!   `inf - inf` and `NaN - NaN` are NaN);
+//! - `negative(negative(x))` → `x` (integer negation wraps, so this is exact too);
+//! - `reshape(reshape(x, a), b)` → `reshape(x, b)` when `b` has no shape codes that refer to
+//!   the input shape (every entry positive or `-1`);
+//! - `transpose(transpose(x, p), q)` → `transpose(x, p∘q)`, or `x` when that is the identity,
+//!   when both calls give their axes explicitly.
+//!
+//! The constant of a binary identity must have all elements equal to the identity value
+//! (a scalar, or a `full` fill). The rewrite is made only when the result type provably stays
+//! the same: with `x`'s type known, the operator's type relation on `(x, c)` must give `x`'s
+//! type; with `x`'s type unknown, `c` must be a rank-0 scalar (broadcasting a scalar never
+//! changes the shape) and the call's type, when known, must match `c`'s dtype. A dtype
+//! mismatch between an untyped `x` and `c` would be a type error that InferType (required
+//! before this pass) reports.
+//!
+//! Inner calls are seen directly (`negative(negative(x))`) or through a let-bound variable;
+//! through a variable the inner operand must be an atom, since expressions are trees.
+//!
+//! What it deliberately does not do: reassociate or fold constants (FoldConstant), change
+//! float results in any bit, or remove the now unused inner bindings (DeadCodeElimination).
+//!
+//! Phases:
+//! 1. Quick scan for calls of the operators above; none → the same `Arc`.
+//! 2. One copy of the live nodes ([`crate::rewrite::Rewriter`]), rewriting each call once its
+//!    operands are copied, so nested chains (`transpose³`) simplify in one run.
+
+use std::sync::Arc;
+
+use passel_engine::ir::{
+    AttrValue, Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, OpId, Tensor, TensorData, Type,
+};
+use passel_engine::op;
+use rustc_hash::FxHashMap;
+
+use crate::rewrite::{bound_values, op_def, well_formed, Propagate, Rewriter, NONE};
+
+struct Ops {
+    add: Option<OpId>,
+    subtract: Option<OpId>,
+    multiply: Option<OpId>,
+    divide: Option<OpId>,
+    negative: Option<OpId>,
+    reshape: Option<OpId>,
+    transpose: Option<OpId>,
+}
+
+impl Ops {
+    fn lookup() -> Ops {
+        Ops {
+            add: op::lookup("add"),
+            subtract: op::lookup("subtract"),
+            multiply: op::lookup("multiply"),
+            divide: op::lookup("divide"),
+            negative: op::lookup("negative"),
+            reshape: op::lookup("reshape"),
+            transpose: op::lookup("transpose"),
+        }
+    }
+
+    fn relevant(&self, op: OpId) -> bool {
+        [self.add, self.subtract, self.multiply, self.divide, self.negative, self.reshape, self.transpose]
+            .contains(&Some(op))
+    }
+}
+
+/// A simplified reshape/transpose made by this run: its new operand and, for transposes,
+/// its axes.
+struct Made {
+    arg: NodeId,
+    axes: Option<(Arc<str>, Vec<i64>)>,
+}
+
+/// Runs SimplifyExpr on `func`; returns `func` itself when no identity applies.
+pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
+    let ops = Ops::lookup();
+    let any = func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { op, .. } if ops.relevant(op)));
+    if !any || !well_formed(func) {
+        return Arc::clone(func);
+    }
+    let mut bound: Option<Vec<NodeId>> = None;
+    let mut made: FxHashMap<u32, Made> = FxHashMap::default();
+    let rw = Rewriter::new(func, Propagate::Nothing);
+    let out = rw.run(|rw, id| {
+        let ExprKind::Call { op, attrs, args } = *rw.func.kind(id) else { return None };
+        if !ops.relevant(op) {
+            return None;
+        }
+        let args = rw.func.ids(args);
+        match args.len() {
+            2 => binary(rw, &ops, id, op, args[0], args[1]),
+            1 if Some(op) == ops.negative => {
+                let (inner, via_var) = inner_value(rw.func, args[0], &mut bound)?;
+                match *rw.func.kind(inner) {
+                    ExprKind::Call { op: o, args: a, .. } if o == op && a.len == 1 => {
+                        let y = rw.func.ids(a)[0];
+                        if via_var && !rw.func.kind(y).is_atom() {
+                            return None;
+                        }
+                        Some(rw.map(y))
+                    }
+                    _ => None,
+                }
+            }
+            1 if Some(op) == ops.reshape || Some(op) == ops.transpose => {
+                let is_transpose = Some(op) == ops.transpose;
+                let outer_attrs = rw.func.call_attrs(attrs);
+                let (inner, via_var) = inner_value(rw.func, args[0], &mut bound)?;
+                let new_inner = rw.map(inner);
+                if new_inner == NONE {
+                    return None;
+                }
+                let (y, inner_axes) = match made.get(&new_inner.0) {
+                    Some(m) => (m.arg, m.axes.clone()),
+                    None => match *rw.func.kind(inner) {
+                        ExprKind::Call { op: o, attrs: ia, args: a, .. } if o == op && a.len == 1 => {
+                            let axes = if is_transpose { Some(single_ints(rw.func.call_attrs(ia))?) } else { None };
+                            (rw.map(rw.func.ids(a)[0]), axes)
+                        }
+                        _ => return None,
+                    },
+                };
+                if via_var && !rw.b.node(y).kind.is_atom() {
+                    return None;
+                }
+                let ty = rw.func.ty(id).cloned();
+                if is_transpose {
+                    let (key, p) = inner_axes?;
+                    let (key2, q) = single_ints(outer_attrs)?;
+                    if key != key2 {
+                        return None;
+                    }
+                    let r = compose(&p, &q)?;
+                    if r.iter().enumerate().all(|(i, &a)| a == i as i64) {
+                        return Some(y);
+                    }
+                    let new = rw.b.call(op, &[y], Attrs::new().with(&key, AttrValue::Ints(r.clone().into())));
+                    rw.b.set_ty(new, ty);
+                    made.insert(new.0, Made { arg: y, axes: Some((key, r)) });
+                    Some(new)
+                } else {
+                    let codes_ok = outer_attrs.iter().all(|(_, v)| match v {
+                        AttrValue::Ints(s) => s.iter().all(|&d| d > 0 || d == -1),
+                        _ => true,
+                    });
+                    if !codes_ok {
+                        return None;
+                    }
+                    let new = rw.b.call(op, &[y], outer_attrs.clone());
+                    rw.b.set_ty(new, ty);
+                    made.insert(new.0, Made { arg: y, axes: None });
+                    Some(new)
+                }
+            }
+            _ => None,
+        }
+    });
+    match out {
+        Some(f) => Arc::new(f),
+        None => Arc::clone(func),
+    }
+}
+
+/// The expression an operand stands for: itself if compound, or the value of the binding of
+/// a let-bound variable (with `true`).
+fn inner_value(func: &Function, arg: NodeId, bound: &mut Option<Vec<NodeId>>) -> Option<(NodeId, bool)> {
+    match func.kind(arg) {
+        ExprKind::Var { .. } => {
+            let value = bound.get_or_insert_with(|| bound_values(func))[arg.index()];
+            (value != NONE && !func.kind(value).is_atom()).then_some((value, true))
+        }
+        kind if kind.is_atom() => None,
+        _ => Some((arg, false)),
+    }
+}
+
+/// The only attribute, if it is an integer list (the axes of a transpose).
+fn single_ints(attrs: &Attrs) -> Option<(Arc<str>, Vec<i64>)> {
+    let mut it = attrs.iter();
+    let (key, value) = it.next()?;
+    if it.next().is_some() {
+        return None;
+    }
+    Some((key.into(), value.as_ints()?.to_vec()))
+}
+
+/// `transpose(transpose(x, p), q) = transpose(x, r)` with `r[j] = p[q[j]]`.
+fn compose(p: &[i64], q: &[i64]) -> Option<Vec<i64>> {
+    let rank = p.len();
+    if q.len() != rank {
+        return None;
+    }
+    let norm = |axes: &[i64]| -> Option<Vec<usize>> {
+        let mut seen = vec![false; rank];
+        let mut out = Vec::with_capacity(rank);
+        for &a in axes {
+            let a = if a < 0 { a + rank as i64 } else { a };
+            let a = usize::try_from(a).ok().filter(|&a| a < rank)?;
+            if std::mem::replace(&mut seen[a], true) {
+                return None;
+            }
+            out.push(a);
+        }
+        Some(out)
+    };
+    let (p, q) = (norm(p)?, norm(q)?);
+    Some(q.iter().map(|&j| p[j] as i64).collect())
+}
+
+/// The value every element of `c` has, converted exactly as the dtype stores it.
+fn uniform_value(c: &Constant) -> Option<(f64, DType)> {
+    match c {
+        Constant::Dense(t) if t.len() == 1 => {
+            let v = match &t.0 {
+                TensorData::F32(a) => a.iter().next().map(|&v| v as f64),
+                TensorData::F16(a) => a.iter().next().map(|v| v.to_f64()),
+                TensorData::I64(a) => a.iter().next().map(|&v| v as f64),
+                TensorData::I32(a) => a.iter().next().map(|&v| v as f64),
+                TensorData::Bool(a) => a.iter().next().map(|&v| v as u8 as f64),
+            };
+            Some((v?, t.dtype()))
+        }
+        Constant::Fill { ty, fill: Fill::Full(v) } => {
+            let stored = Tensor::scalar(ty.dtype, *v).to_f64s()[0];
+            Some((stored, ty.dtype))
+        }
+        _ => None,
+    }
+}
+
+/// Whether `c` is rank 0, and its dtype.
+fn scalar_dtype(c: &Constant) -> (bool, DType) {
+    match c {
+        Constant::Dense(t) => (t.shape().is_empty(), t.dtype()),
+        Constant::Fill { ty, .. } => (ty.shape.is_empty(), ty.dtype),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Identity {
+    One,
+    /// Zero for `x + c`: integers any zero, floats only `-0.0`.
+    AddZero,
+    /// Zero for `x - c`: integers any zero, floats only `+0.0`.
+    SubZero,
+}
+
+fn is_identity(c: &Constant, want: Identity) -> bool {
+    let Some((v, dtype)) = uniform_value(c) else { return false };
+    let int = dtype.is_int();
+    match want {
+        Identity::One => v == 1.0 && (int || dtype.is_float()),
+        Identity::AddZero => v == 0.0 && (int || (dtype.is_float() && v.is_sign_negative())),
+        Identity::SubZero => v == 0.0 && (int || (dtype.is_float() && v.is_sign_positive())),
+    }
+}
+
+fn const_of(func: &Function, id: NodeId) -> Option<&Arc<Constant>> {
+    match *func.kind(id) {
+        ExprKind::Const { idx } => Some(func.constant(idx)),
+        _ => None,
+    }
+}
+
+fn binary(rw: &mut Rewriter<'_>, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: NodeId) -> Option<NodeId> {
+    let func = rw.func;
+    let o = Some(op);
+    // (operand kept, constant operand, identity needed)
+    let mut candidates: [Option<(NodeId, NodeId, Identity)>; 2] = [None, None];
+    if o == ops.multiply {
+        candidates = [Some((l, r, Identity::One)), Some((r, l, Identity::One))];
+    } else if o == ops.divide {
+        candidates[0] = Some((l, r, Identity::One));
+    } else if o == ops.add {
+        candidates = [Some((l, r, Identity::AddZero)), Some((r, l, Identity::AddZero))];
+    } else if o == ops.subtract {
+        candidates[0] = Some((l, r, Identity::SubZero));
+        if let Some(zero) = self_subtract(rw, id, l, r) {
+            return Some(zero);
+        }
+    } else {
+        return None;
+    }
+    for (keep, c, want) in candidates.into_iter().flatten() {
+        let Some(cst) = const_of(func, c) else { continue };
+        if !is_identity(cst, want) || !type_preserved(func, id, op, keep, c, cst) {
+            continue;
+        }
+        return Some(rw.map(keep));
+    }
+    None
+}
+
+/// Whether `op(keep, c)` (in the call's operand order) has the type of `keep`.
+fn type_preserved(func: &Function, call: NodeId, op: OpId, keep: NodeId, c: NodeId, cst: &Constant) -> bool {
+    let Some(def) = op_def(op) else { return false };
+    let ExprKind::Call { attrs, args, .. } = *func.kind(call) else { return false };
+    match func.ty(keep) {
+        Some(kt) => {
+            let ct = cst.ty();
+            let tys: Vec<Type> = func.ids(args).iter().map(|&a| if a == c { ct.clone() } else { kt.clone() }).collect();
+            let same_call_ty = func.ty(call).is_none_or(|t| t == kt);
+            same_call_ty && (def.type_rel)(&tys, func.call_attrs(attrs)).is_ok_and(|t| &t == kt)
+        }
+        None => {
+            let (rank0, dtype) = scalar_dtype(cst);
+            rank0 && func.ty(call).is_none_or(|t| t.as_tensor().is_some_and(|t| t.dtype == dtype))
+        }
+    }
+}
+
+/// `subtract(x, x)` for an integer `x` of known type: a zero constant.
+fn self_subtract(rw: &mut Rewriter<'_>, call: NodeId, l: NodeId, r: NodeId) -> Option<NodeId> {
+    let func = rw.func;
+    if l != r || !func.kind(l).is_atom() {
+        return None;
+    }
+    let ty = func.ty(l).or(func.ty(call))?.as_tensor()?.clone();
+    if !ty.dtype.is_int() || func.ty(call).is_some_and(|t| t.as_tensor() != Some(&ty)) {
+        return None;
+    }
+    Some(rw.constant(Arc::new(Constant::Fill { ty, fill: Fill::Full(0.0) })))
+}
+
+#[cfg(test)]
+mod tests {
+    use passel_engine::ir::{structural_eq, FunctionBuilder, TensorType};
+
+    use super::*;
+
+    fn add() -> OpId {
+        op::lookup("add").unwrap()
+    }
+
+    fn scalar(dtype: DType, v: f64) -> Constant {
+        Constant::Dense(Tensor::scalar(dtype, v))
+    }
+
+    /// `fn(x: ty) { op(x, c) }` or with operands swapped.
+    fn binary_fn(op: OpId, ty: Option<Type>, c: Constant, swap: bool) -> Arc<Function> {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", ty);
+        let k = b.constant(c);
+        let args = if swap { [k, x] } else { [x, k] };
+        let body = b.call(op, &args, Attrs::new());
+        Arc::new(b.finish(&[x], body, None, Attrs::new()))
+    }
+
+    fn is_param(f: &Function) -> bool {
+        f.body() == f.params()[0]
+    }
+
+    #[test]
+    fn simplify_expr_removes_integer_add_of_zero_on_either_side() {
+        let ty = Some(Type::tensor(vec![3], DType::I32));
+        for swap in [false, true] {
+            let f = binary_fn(add(), ty.clone(), scalar(DType::I32, 0.0), swap);
+            let out = simplify_expr(&f);
+            assert!(is_param(&out));
+            assert!(Arc::ptr_eq(&simplify_expr(&out), &out));
+        }
+    }
+
+    #[test]
+    fn simplify_expr_keeps_float_add_of_positive_zero_but_removes_negative_zero() {
+        let ty = Some(Type::tensor(vec![3], DType::F32));
+        let f = binary_fn(add(), ty.clone(), scalar(DType::F32, 0.0), false);
+        assert!(Arc::ptr_eq(&simplify_expr(&f), &f));
+        let f = binary_fn(add(), ty, scalar(DType::F32, -0.0), false);
+        assert!(is_param(&simplify_expr(&f)));
+    }
+
+    #[test]
+    fn simplify_expr_keeps_add_of_zero_that_broadcasts_to_a_bigger_shape() {
+        let zeros =
+            Constant::Fill { ty: TensorType { shape: vec![4, 3].into(), dtype: DType::I32 }, fill: Fill::Full(0.0) };
+        let f = binary_fn(add(), Some(Type::tensor(vec![3], DType::I32)), zeros.clone(), false);
+        assert!(Arc::ptr_eq(&simplify_expr(&f), &f));
+        // Unknown type of x: only a rank-0 constant is provably harmless.
+        let f = binary_fn(add(), None, zeros, false);
+        assert!(Arc::ptr_eq(&simplify_expr(&f), &f));
+        let f = binary_fn(add(), None, scalar(DType::I64, 0.0), false);
+        assert!(is_param(&simplify_expr(&f)));
+    }
+
+    #[test]
+    fn simplify_expr_keeps_add_of_nonzero_and_fill_truncating_to_zero_counts_as_zero() {
+        let ty = Some(Type::tensor(vec![2], DType::I32));
+        let f = binary_fn(add(), ty.clone(), scalar(DType::I32, 2.0), false);
+        assert!(Arc::ptr_eq(&simplify_expr(&f), &f));
+        // A fill of 0.5 stored as i32 is 0.
+        let half = Constant::Fill { ty: TensorType { shape: vec![].into(), dtype: DType::I32 }, fill: Fill::Full(0.5) };
+        let f = binary_fn(add(), ty, half, false);
+        assert!(is_param(&simplify_expr(&f)));
+    }
+
+    #[test]
+    fn simplify_expr_applies_multiply_subtract_negative_identities_when_ops_exist() {
+        let ty = Some(Type::tensor(vec![2], DType::F32));
+        if let Some(mul) = op::lookup("multiply") {
+            let f = binary_fn(mul, ty.clone(), scalar(DType::F32, 1.0), true);
+            assert!(is_param(&simplify_expr(&f)));
+        }
+        if let Some(sub) = op::lookup("subtract") {
+            let f = binary_fn(sub, ty.clone(), scalar(DType::F32, 0.0), false);
+            assert!(is_param(&simplify_expr(&f)));
+            let f = binary_fn(sub, ty.clone(), scalar(DType::F32, -0.0), false);
+            assert!(Arc::ptr_eq(&simplify_expr(&f), &f));
+            // x - x is folded for integers only.
+            for (dtype, folds) in [(DType::I64, true), (DType::F32, false)] {
+                let mut b = FunctionBuilder::new();
+                let x = b.var("x", Some(Type::tensor(vec![2], dtype)));
+                let body = b.call(sub, &[x, x], Attrs::new());
+                let f = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+                let out = simplify_expr(&f);
+                assert_eq!(matches!(out.kind(out.body()), ExprKind::Const { .. }), folds);
+            }
+        }
+        if let Some(neg) = op::lookup("negative") {
+            let mut b = FunctionBuilder::new();
+            let x = b.var("x", None);
+            let n1 = b.call(neg, &[x], Attrs::new());
+            let body = b.call(neg, &[n1], Attrs::new());
+            let f = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+            assert!(is_param(&simplify_expr(&f)));
+        }
+    }
+
+    #[test]
+    fn simplify_expr_composes_transposes_and_reshapes_when_ops_exist() {
+        if let Some(tr) = op::lookup("transpose") {
+            let axes = |v: &[i64]| Attrs::new().with("axes", AttrValue::Ints(v.into()));
+            let mut b = FunctionBuilder::new();
+            let x = b.var("x", None);
+            let t1 = b.call(tr, &[x], axes(&[1, 2, 0]));
+            let t2 = b.call(tr, &[t1], axes(&[1, 2, 0]));
+            let body = b.call(tr, &[t2], axes(&[1, 2, 0]));
+            let f = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+            let out = simplify_expr(&f);
+            assert!(is_param(&out));
+            assert!(Arc::ptr_eq(&simplify_expr(&out), &out));
+        }
+        if let Some(rs) = op::lookup("reshape") {
+            let shape = |v: &[i64]| Attrs::new().with("newshape", AttrValue::Ints(v.into()));
+            let mut b = FunctionBuilder::new();
+            let x = b.var("x", None);
+            let r1 = b.call(rs, &[x], shape(&[6]));
+            let body = b.call(rs, &[r1], shape(&[3, 2]));
+            let f = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+            let out = simplify_expr(&f);
+
+            let mut e = FunctionBuilder::new();
+            let x = e.var("x", None);
+            let body = e.call(rs, &[x], shape(&[3, 2]));
+            let expected = e.finish(&[x], body, None, Attrs::new());
+            assert!(structural_eq(&out, &expected));
+        }
+    }
+
+    #[test]
+    fn compose_of_transposes_matches_applying_both() {
+        assert_eq!(compose(&[1, 2, 0], &[1, 2, 0]), Some(vec![2, 0, 1]));
+        assert_eq!(compose(&[1, 0], &[1, 0]), Some(vec![0, 1]));
+        assert_eq!(compose(&[0, 0], &[1, 0]), None);
+        assert_eq!(compose(&[-1, 0], &[1, 0]), Some(vec![0, 1]));
+    }
+}
