@@ -5,7 +5,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use std::sync::Arc;
+
 use passel_engine::ir::{parse_module, print_module, Module};
+use passel_engine::transform::{
+    get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, DumpIrInstrument, Pass, PassContext,
+    PassTimingInstrument, PrintIrInstrument, Severity,
+};
 use passel_harness::{diag, gen};
 
 /// passel: a parallel, incremental compiler pass engine.
@@ -31,6 +37,55 @@ enum Command {
     /// Generate a deterministic workload as .pir text on stdout.
     #[command(subcommand)]
     Gen(GenCommand),
+    /// Run a pass pipeline over a .pir file and print the resulting module.
+    Run(RunArgs),
+    /// List the registered passes with kind, opt level and required passes.
+    Passes,
+    /// List the registered PassContext config keys with their types.
+    Configs,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The .pir file ("-" for stdin).
+    file: PathBuf,
+    /// Pipeline, e.g. `FoldConstant,EliminateCommonSubexpr,[SimplifyExpr,DeadCodeElimination]`
+    /// (brackets nest a group); default: the standard pipeline for the opt level.
+    #[arg(long)]
+    passes: Option<String>,
+    /// Optimization level: passes with a higher opt level are skipped by pipelines.
+    #[arg(short = 'O', long = "opt-level", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=3))]
+    opt_level: u32,
+    /// Never run this pass (beats --require). Repeatable.
+    #[arg(long = "disable", value_name = "NAME")]
+    disable: Vec<String>,
+    /// Run this pass whatever the opt level. Repeatable.
+    #[arg(long = "require", value_name = "NAME")]
+    require: Vec<String>,
+    /// Set a config key (`passel configs` lists them), e.g. `--config testing.immutable_module=true`.
+    #[arg(long = "config", value_name = "KEY=VALUE")]
+    config: Vec<String>,
+    /// Worker threads for function passes (1 = serial; default: all cores).
+    #[arg(short = 'j', long = "threads", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    threads: Option<u64>,
+    /// Print a timing tree of every pass to stderr.
+    #[arg(long)]
+    timing: bool,
+    /// Print the module to stderr before this pass. Repeatable; `all` for every pass.
+    #[arg(long = "print-ir-before", value_name = "NAME")]
+    print_ir_before: Vec<String>,
+    /// Print the module to stderr after this pass. Repeatable; `all` for every pass.
+    #[arg(long = "print-ir-after", value_name = "NAME")]
+    print_ir_after: Vec<String>,
+    /// Print the module to stderr after every pass that changed it.
+    #[arg(long)]
+    print_ir_after_change: bool,
+    /// Write the module after each pass to DIR/NNN_<pass>.pir.
+    #[arg(long, value_name = "DIR")]
+    dump_ir: Option<PathBuf>,
+    /// Write the result here instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    output: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -90,6 +145,119 @@ fn write_stdout(text: &str) -> ExitCode {
     }
 }
 
+fn run(args: RunArgs) -> ExitCode {
+    match try_run(args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn try_run(args: RunArgs) -> Result<ExitCode, String> {
+    let module = match load(&args.file) {
+        Ok(m) => m,
+        Err(code) => return Ok(code),
+    };
+    let pipeline = match &args.passes {
+        Some(text) => parse_pipeline(text).map_err(|e| e.to_string())?,
+        None => passel_passes::default_pipeline(args.opt_level),
+    };
+    let mut builder = PassContext::builder().opt_level(args.opt_level);
+    for name in &args.disable {
+        builder = builder.disable(&resolve_pass_name(name)?);
+    }
+    for name in &args.require {
+        builder = builder.require(&resolve_pass_name(name)?);
+    }
+    for entry in &args.config {
+        let (key, value) = parse_config_assignment(entry).map_err(|e| e.to_string())?;
+        builder = builder.config(&key, value);
+    }
+    if let Some(n) = args.threads {
+        builder = builder.num_threads(n as usize);
+    }
+    let timing = Arc::new(PassTimingInstrument::new());
+    if args.timing {
+        builder = builder.instrument(timing.clone());
+    }
+    if !args.print_ir_before.is_empty() || !args.print_ir_after.is_empty() || args.print_ir_after_change {
+        let mut p = PrintIrInstrument::new();
+        for name in &args.print_ir_before {
+            p = if name == "all" { p.before_all() } else { p.before(&resolve_pass_name(name)?) };
+        }
+        for name in &args.print_ir_after {
+            p = if name == "all" { p.after_all() } else { p.after(&resolve_pass_name(name)?) };
+        }
+        if args.print_ir_after_change {
+            p = p.after_change();
+        }
+        builder = builder.instrument(Arc::new(p));
+    }
+    if let Some(dir) = &args.dump_ir {
+        builder = builder.instrument(Arc::new(DumpIrInstrument::new(dir)));
+    }
+    let ctx = builder.build().map_err(|e| e.to_string())?;
+    let outcome = ctx
+        .scope(|| {
+            let res = pipeline.run(module, &ctx);
+            let report = if args.timing { timing.render().ok() } else { None };
+            (res, report)
+        })
+        .map_err(|e| e.to_string())?;
+    let (res, report) = outcome;
+    if let Some(report) = report {
+        eprint!("{report}");
+    }
+    let diags = ctx.diagnostics().take();
+    for d in &diags {
+        let func = d.function.as_deref().map(|f| format!(" @{f}")).unwrap_or_default();
+        let sev = if d.severity == Severity::Error { "error" } else { "warning" };
+        eprintln!("{sev} in pass {}{func}: {}", d.pass, d.message);
+    }
+    let module = res.map_err(|e| e.to_string())?;
+    let text = print_module(&module);
+    match &args.output {
+        Some(path) => std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+        None => {
+            let code = write_stdout(&text);
+            if code != ExitCode::SUCCESS {
+                return Ok(code);
+            }
+        }
+    }
+    let failed = diags.iter().any(|d| d.severity == Severity::Error);
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Resolves a pass name in either spelling to its registry name, with suggestions on error.
+fn resolve_pass_name(name: &str) -> Result<String, String> {
+    get_pass(name).map(|p| p.info().name.clone()).map_err(|e| e.to_string())
+}
+
+fn list_passes_text() -> String {
+    let mut out = String::from("name                      kind        opt  required\n");
+    for p in list_passes() {
+        out.push_str(&format!(
+            "{:<25} {:<11} {:<4} {}\n",
+            p.name,
+            format!("{:?}", p.kind).to_lowercase(),
+            p.opt_level,
+            p.required.join(",")
+        ));
+    }
+    out
+}
+
+fn list_configs_text() -> String {
+    let mut out = String::new();
+    for c in list_configs() {
+        out.push_str(&format!("{:<32} {:<6} {}\n", c.key, format!("{:?}", c.ty).to_lowercase(), c.doc));
+    }
+    out
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -113,5 +281,8 @@ fn main() -> ExitCode {
             });
             write_stdout(&print_module(&m))
         }
+        Command::Run(args) => run(args),
+        Command::Passes => write_stdout(&list_passes_text()),
+        Command::Configs => write_stdout(&list_configs_text()),
     }
 }
