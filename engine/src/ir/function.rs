@@ -34,7 +34,8 @@ pub struct Function {
     nodes: Vec<Node>,
     spans: Vec<Span>,
     extra: Vec<NodeId>,
-    syms: Vec<Box<str>>,
+    // Shared with builders made by `to_builder`, which copy it only when they add a name.
+    syms: Arc<Vec<Box<str>>>,
     consts: Vec<Arc<Constant>>,
     call_attrs: Vec<Attrs>,
     closures: Vec<Closure>,
@@ -231,11 +232,17 @@ impl Function {
     /// A builder that starts from this function's tables: nodes pushed to it may refer to this
     /// function's nodes by their ids. Used by mutators that append to an existing arena.
     pub fn to_builder(&self) -> FunctionBuilder {
+        // Passes append a few nodes to a copy: leave room so the first push does not reallocate.
+        fn copy<T: Clone>(v: &[T]) -> Vec<T> {
+            let mut out = Vec::with_capacity(v.len() + v.len() / 4 + 4);
+            out.extend_from_slice(v);
+            out
+        }
         FunctionBuilder {
-            nodes: self.nodes.clone(),
-            spans: self.spans.clone(),
-            extra: self.extra.clone(),
-            syms: self.syms.clone(),
+            nodes: copy(&self.nodes),
+            spans: copy(&self.spans),
+            extra: copy(&self.extra),
+            syms: Arc::clone(&self.syms),
             sym_index: HashMap::new(),
             consts: self.consts.clone(),
             call_attrs: self.call_attrs.clone(),
@@ -252,7 +259,9 @@ pub struct FunctionBuilder {
     nodes: Vec<Node>,
     spans: Vec<Span>,
     extra: Vec<NodeId>,
-    syms: Vec<Box<str>>,
+    syms: Arc<Vec<Box<str>>>,
+    // Index of names interned by this builder; a builder from `to_builder` starts without one
+    // and may then intern a name twice, which is harmless (names do not matter for identity).
     sym_index: HashMap<Box<str>, Sym>,
     consts: Vec<Arc<Constant>>,
     call_attrs: Vec<Attrs>,
@@ -273,7 +282,7 @@ impl FunctionBuilder {
             nodes: Vec::new(),
             spans: Vec::new(),
             extra: Vec::new(),
-            syms: Vec::new(),
+            syms: Arc::new(Vec::new()),
             sym_index: HashMap::new(),
             consts: Vec::new(),
             call_attrs: vec![Attrs::new()],
@@ -308,7 +317,7 @@ impl FunctionBuilder {
             return sym;
         }
         let sym = Sym(self.syms.len() as u32);
-        self.syms.push(s.into());
+        Arc::make_mut(&mut self.syms).push(s.into());
         self.sym_index.insert(s.into(), sym);
         sym
     }
