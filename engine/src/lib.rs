@@ -21,6 +21,7 @@
 //! returns the same `Arc`.
 #![warn(missing_docs)]
 
+pub mod interp;
 pub mod ir;
 pub mod op;
 mod util;

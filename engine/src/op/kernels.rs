@@ -224,6 +224,15 @@ pub(crate) fn dims_usize(shape: &[u64]) -> Result<Vec<usize>, OpError> {
     }
 }
 
+/// Number of elements of `shape`, or [`TensorError::TooLarge`] when it exceeds
+/// [`MAX_MATERIALIZED_ELEMENTS`] (or overflows).
+pub fn element_count(shape: &[u64]) -> Result<usize, TensorError> {
+    match shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)) {
+        Some(n) if n <= MAX_MATERIALIZED_ELEMENTS => Ok(n as usize),
+        _ => Err(TensorError::TooLarge { shape: shape.to_vec(), limit: MAX_MATERIALIZED_ELEMENTS }),
+    }
+}
+
 /// Checks that `dims` (already `usize`) is small enough to materialize.
 pub(crate) fn check_dims(dims: &[usize]) -> Result<(), OpError> {
     dims_usize(&dims.iter().map(|&d| d as u64).collect::<Vec<_>>()).map(|_| ())
