@@ -111,30 +111,45 @@ struct FnInfo {
     /// captures by closures); a value is dropped when its count reaches zero.
     uses: Vec<u32>,
     /// Free variables of each nested function, by closure index.
-    free: Vec<Arc<[NodeId]>>,
+    free: HashMap<u32, Arc<[NodeId]>>,
 }
 
 impl FnInfo {
+    /// Facts about every node of `func`.
     fn new(func: &Function) -> FnInfo {
+        FnInfo::of_nodes(func, func.node_ids())
+    }
+
+    /// Facts about the subtree of `root` only, so that [`eval_closed`] on a small expression of
+    /// a big function costs time in the expression's size, not the function's.
+    fn for_subtree(func: &Function, root: NodeId) -> FnInfo {
+        let mut nodes = Vec::new();
+        let mut stack = vec![root];
+        while let Some(id) = stack.pop() {
+            nodes.push(id);
+            func.for_each_operand(id, |c| stack.push(c));
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        FnInfo::of_nodes(func, nodes.into_iter())
+    }
+
+    fn of_nodes(func: &Function, nodes: impl Iterator<Item = NodeId>) -> FnInfo {
+        // Zeroed allocations are cheap even for big arenas (the pages are mapped lazily).
         let mut uses = vec![0u32; func.num_nodes()];
-        for id in func.node_ids() {
+        let mut free = HashMap::new();
+        for id in nodes {
             read_operands(func, id, |v| {
                 if matches!(func.kind(v), ExprKind::Var { .. }) {
                     uses[v.index()] = uses[v.index()].saturating_add(1);
                 }
             });
-        }
-        let mut free = Vec::new();
-        for id in func.node_ids() {
             if let ExprKind::Func { idx } = *func.kind(id) {
-                if free.len() <= idx.0 as usize {
-                    free.resize(idx.0 as usize + 1, Arc::from(Vec::new()));
-                }
                 let vars = free_vars(func, id);
                 for &v in vars.iter() {
                     uses[v.index()] = uses[v.index()].saturating_add(1);
                 }
-                free[idx.0 as usize] = vars;
+                free.insert(idx.0, vars);
             }
         }
         FnInfo { uses, free }
@@ -294,7 +309,7 @@ pub fn eval_closed(func: &Function, node: NodeId) -> Result<Value, EvalError> {
     m.frames.push(Frame {
         func: FuncRef::Borrowed(func),
         name: "<closed>".into(),
-        info: Arc::new(FnInfo::new(func)),
+        info: Arc::new(FnInfo::for_subtree(func, node)),
         vars: HashMap::new(),
         ret_ty: None,
     });
@@ -479,7 +494,7 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
                 shared
             }
         };
-        let free = frame.info.free.get(idx.0 as usize).cloned().unwrap_or_else(|| Arc::from(Vec::new()));
+        let free = frame.info.free.get(&idx.0).cloned().unwrap_or_else(|| Arc::from(Vec::new()));
         let owner = frame.name.clone();
         let mut env = Vec::with_capacity(free.len());
         for &v in free.iter() {

@@ -1,5 +1,8 @@
 //! Hand-computed results for every operator, and type-relation errors.
 
+// `&[x.clone()]` reads better than `std::slice::from_ref(&x)` in a table of cases.
+#![allow(clippy::cloned_ref_to_slice_refs)]
+
 use rand::SeedableRng;
 
 use crate::ir::{AttrValue, Attrs, DType, Tensor, TensorError, Type};
