@@ -511,3 +511,59 @@ fn kernels_reject_bad_input_without_panicking() {
         }
     }
 }
+
+#[test]
+fn float_kernels_accept_f16() {
+    let h = |shape: &[u64], vals: &[f64]| tt(shape, DType::F16, vals);
+    let a = h(&[1, 2], &[1.0, 2.0]);
+    check(&run1("matmul", &[a.clone(), h(&[2, 1], &[3.0, 4.0])], Attrs::new()), DType::F16, &[1, 1], &[11.0]);
+    check(&run1("dense", &[a.clone(), h(&[1, 2], &[1.0, 1.0])], Attrs::new()), DType::F16, &[1, 1], &[3.0]);
+    let x = h(&[1, 1, 1, 2], &[1.0, 2.0]);
+    check(&run1("conv2d", &[x, h(&[1, 1, 1, 1], &[2.0])], Attrs::new()), DType::F16, &[1, 1, 1, 2], &[2.0, 4.0]);
+    check(&run1("softmax", &[a.clone()], Attrs::new()), DType::F16, &[1, 2], &[0.268941, 0.731059]);
+    check(&run1("mean", &[a], Attrs::new()), DType::F16, &[], &[1.5]);
+}
+
+#[test]
+fn injective_kernels_accept_every_dtype() {
+    for dtype in DType::ALL {
+        let x = tt(&[2, 2], dtype, &[1.0, 0.0, 0.0, 1.0]);
+        let r = run1("reshape", &[x.clone()], ints("newshape", &[-1]));
+        check(&r, dtype, &[4], &[1.0, 0.0, 0.0, 1.0]);
+        let t = run1("transpose", &[x.clone()], Attrs::new());
+        let c = run1("concatenate", &[x.clone(), t], int("axis", 1));
+        check(&c, dtype, &[2, 4], &[1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0]);
+        let w = run1("where", &[tt(&[2], DType::Bool, &[1.0, 0.0]), x.clone(), x], Attrs::new());
+        assert_eq!(w.dtype(), dtype);
+    }
+}
+
+#[test]
+fn nn_relations_infer_shapes_and_reject_mismatches() {
+    let f32t = |s: &[u64]| ty(s, DType::F32);
+    let attrs = ints("padding", &[1, 2]).with("strides", AttrValue::Ints(vec![2, 1].into()));
+    let t = rel("conv2d", &[f32t(&[2, 4, 7, 7]), f32t(&[8, 2, 3, 3])], attrs.with("groups", AttrValue::Int(2)));
+    assert_eq!(t.unwrap().to_string(), "Tensor[(2, 8, 4, 9), f32]");
+    assert_eq!(
+        rel_err("conv2d", &[f32t(&[1, 3, 5, 5]), f32t(&[4, 2, 3, 3])], Attrs::new()),
+        "conv2d: data has 3 channels but weight (4, 2, 3, 3) with groups 1 expects 2"
+    );
+    assert_eq!(
+        rel_err("conv2d", &[f32t(&[1, 3, 5]), f32t(&[4, 3, 3, 3])], Attrs::new()),
+        "conv2d: expected 4-d data (NCHW) and weight (OIHW), got shapes (1, 3, 5) and (4, 3, 3, 3)"
+    );
+    assert_eq!(
+        rel_err("layer_norm", &[f32t(&[2, 3]), f32t(&[2]), f32t(&[3])], Attrs::new()),
+        "layer_norm: gamma must have shape (3,), got (2,)"
+    );
+    assert_eq!(
+        rel_err("matmul", &[ty(&[2, 2], DType::I32), ty(&[2, 2], DType::I32)], Attrs::new()),
+        "matmul: expected a float tensor (f32 or f16), got dtype i32"
+    );
+    let t = rel("matmul", &[f32t(&[1, 2, 3]), f32t(&[5, 3, 4])], Attrs::new()).unwrap();
+    assert_eq!(t.to_string(), "Tensor[(5, 2, 4), f32]");
+    let t = rel("split", &[f32t(&[6, 2])], int("indices_or_sections", 3)).unwrap();
+    assert_eq!(t.to_string(), "(Tensor[(2, 2), f32], Tensor[(2, 2), f32], Tensor[(2, 2), f32])");
+    let t = rel("sum", &[f32t(&[2, 3, 4])], ints("axis", &[0, 2]).with("keepdims", AttrValue::Bool(true)));
+    assert_eq!(t.unwrap().to_string(), "Tensor[(1, 3, 1), f32]");
+}
