@@ -407,20 +407,21 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
         let Some(frame) = self.frames.last_mut() else {
             return Err(self.error(Some(var), "internal error: no frame"));
         };
-        let last = match frame.vars.get_mut(&var) {
-            None => {
-                let name = frame.func.get().name_of(var).unwrap_or("?").to_string();
-                return Err(self.error(Some(var), format!("unbound variable %{name}")));
-            }
+        match frame.vars.get_mut(&var) {
             Some((v, n)) if *n > 1 => {
                 *n -= 1;
-                return Ok(v.clone());
+                Ok(v.clone())
             }
-            Some(_) => true,
-        };
-        debug_assert!(last);
-        let (v, _) = frame.vars.remove(&var).ok_or_else(|| self.error(Some(var), "internal error: lost variable"))?;
-        Ok(v)
+            // The last read moves the value out, so a chain of bindings keeps only live values.
+            Some(_) => match frame.vars.remove(&var) {
+                Some((v, _)) => Ok(v),
+                None => Err(self.error(Some(var), "internal error: lost variable")),
+            },
+            None => {
+                let name = frame.func.get().name_of(var).unwrap_or("?").to_string();
+                Err(self.error(Some(var), format!("unbound variable %{name}")))
+            }
+        }
     }
 
     fn eval(&mut self, id: NodeId) -> Result<(), EvalError> {
