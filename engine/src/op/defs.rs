@@ -1,31 +1,306 @@
-//! The operator table.
+//! The operator table: every operator passel knows, with its arity, attribute schema, fusion
+//! pattern, stateful flag, type relation and reference kernel.
+//!
+//! Relations and kernels are shared by families and take the operator's name so that their
+//! errors name it; the non-capturing closures below bind that name and coerce to the plain
+//! function pointers of [`OpDef`].
 
-use super::{kernels, Arity, OpDef, OpPattern};
+use super::kernels::elementwise::{self, Arith, Cmp, Unary};
+use super::kernels::reduce::{self, Reduce as ReduceKind};
+use super::kernels::{create, nn, shape};
+use super::{Arity, AttrKind, AttrSpec, OpDef, OpPattern};
 
-/// Every operator passel knows, in registry order.
-pub(super) fn all() -> Vec<OpDef> {
-    vec![
+// Macros rather than `const fn`s so that `&[attr!(…)]` is promoted to a `'static` slice.
+macro_rules! attr {
+    ($name:literal, $kind:ident) => {
+        AttrSpec { name: $name, kind: AttrKind::$kind, required: false }
+    };
+}
+
+macro_rules! required {
+    ($name:literal, $kind:ident) => {
+        AttrSpec { name: $name, kind: AttrKind::$kind, required: true }
+    };
+}
+
+const AXIS: AttrSpec = attr!("axis", Int);
+const EPSILON: AttrSpec = attr!("epsilon", Float);
+const REDUCE_ATTRS: &[AttrSpec] = &[attr!("axis", Ints), attr!("keepdims", Bool)];
+const FILL_ATTRS: &[AttrSpec] = &[required!("shape", Ints), attr!("dtype", DType)];
+
+macro_rules! unary {
+    ($name:literal, $f:ident, $doc:literal) => {
         OpDef {
-            name: "add",
-            arity: Arity::Exact(2),
-            attrs: &[],
-            pattern: OpPattern::Broadcast,
-            stateful: false,
-            tuple_result: false,
-            type_rel: kernels::broadcast_rel,
-            kernel: kernels::add,
-            doc: "elementwise sum with numpy broadcasting",
-        },
-        OpDef {
-            name: "relu",
+            name: $name,
             arity: Arity::Exact(1),
             attrs: &[],
             pattern: OpPattern::Elementwise,
             stateful: false,
             tuple_result: false,
-            type_rel: kernels::identity_rel,
-            kernel: kernels::relu,
-            doc: "max(x, 0)",
+            type_rel: |args, _| elementwise::unary_rel($name, Unary::$f, args),
+            kernel: |args, attrs, ctx| elementwise::unary($name, Unary::$f, args, attrs, ctx),
+            doc: $doc,
+        }
+    };
+}
+
+macro_rules! arith {
+    ($name:literal, $f:ident, $doc:literal) => {
+        OpDef {
+            name: $name,
+            arity: Arity::Exact(2),
+            attrs: &[],
+            pattern: OpPattern::Broadcast,
+            stateful: false,
+            tuple_result: false,
+            type_rel: |args, _| elementwise::arith_rel($name, args),
+            kernel: |args, attrs, ctx| elementwise::arith($name, Arith::$f, args, attrs, ctx),
+            doc: $doc,
+        }
+    };
+}
+
+macro_rules! compare {
+    ($name:literal, $f:ident, $doc:literal) => {
+        OpDef {
+            name: $name,
+            arity: Arity::Exact(2),
+            attrs: &[],
+            pattern: OpPattern::Broadcast,
+            stateful: false,
+            tuple_result: false,
+            type_rel: |args, _| elementwise::compare_rel($name, args),
+            kernel: |args, attrs, ctx| elementwise::compare($name, Cmp::$f, args, attrs, ctx),
+            doc: $doc,
+        }
+    };
+}
+
+macro_rules! reduction {
+    ($name:literal, $f:ident, $doc:literal) => {
+        OpDef {
+            name: $name,
+            arity: Arity::Exact(1),
+            attrs: REDUCE_ATTRS,
+            pattern: OpPattern::Reduce,
+            stateful: false,
+            tuple_result: false,
+            type_rel: |args, attrs| reduce::reduce_rel($name, ReduceKind::$f, args, attrs),
+            kernel: |args, attrs, ctx| reduce::reduce($name, ReduceKind::$f, args, attrs, ctx),
+            doc: $doc,
+        }
+    };
+}
+
+/// A pure operator with a single result.
+#[allow(clippy::too_many_arguments)]
+const fn simple(
+    name: &'static str,
+    arity: Arity,
+    attrs: &'static [AttrSpec],
+    pattern: OpPattern,
+    type_rel: super::TypeRel,
+    kernel: super::Kernel,
+    doc: &'static str,
+) -> OpDef {
+    OpDef { name, arity, attrs, pattern, stateful: false, tuple_result: false, type_rel, kernel, doc }
+}
+
+/// Every operator passel knows, in registry order.
+pub(super) fn all() -> Vec<OpDef> {
+    use Arity::{AtLeast, Exact};
+    use OpPattern::*;
+    vec![
+        arith!("add", Add, "elementwise sum with numpy broadcasting"),
+        arith!("subtract", Sub, "elementwise difference with numpy broadcasting"),
+        arith!("multiply", Mul, "elementwise product with numpy broadcasting"),
+        arith!(
+            "divide",
+            Div,
+            "elementwise quotient with numpy broadcasting (integers truncate; dividing by zero is an error)"
+        ),
+        arith!("power", Pow, "elementwise power a^b with numpy broadcasting"),
+        arith!("maximum", Max, "elementwise maximum with numpy broadcasting (NaN propagates)"),
+        arith!("minimum", Min, "elementwise minimum with numpy broadcasting (NaN propagates)"),
+        unary!("negative", Negative, "elementwise -x"),
+        unary!("exp", Exp, "elementwise e^x"),
+        unary!("log", Log, "elementwise natural logarithm"),
+        unary!("sqrt", Sqrt, "elementwise square root"),
+        unary!("tanh", Tanh, "elementwise hyperbolic tangent"),
+        unary!("sigmoid", Sigmoid, "elementwise 1 / (1 + e^-x)"),
+        unary!("relu", Relu, "elementwise max(x, 0)"),
+        unary!("gelu", Gelu, "elementwise gelu, tanh approximation: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))"),
+        compare!("equal", Eq, "elementwise a == b with broadcasting, bool result"),
+        compare!("not_equal", Ne, "elementwise a != b with broadcasting, bool result"),
+        compare!("less", Lt, "elementwise a < b with broadcasting, bool result"),
+        compare!("less_equal", Le, "elementwise a <= b with broadcasting, bool result"),
+        compare!("greater", Gt, "elementwise a > b with broadcasting, bool result"),
+        compare!("greater_equal", Ge, "elementwise a >= b with broadcasting, bool result"),
+        simple(
+            "where",
+            Exact(3),
+            &[],
+            Broadcast,
+            |args, _| elementwise::where_rel(args),
+            elementwise::where_,
+            "where(cond, a, b): a where cond is true, else b; all three broadcast",
+        ),
+        simple(
+            "cast",
+            Exact(1),
+            &[required!("dtype", DType)],
+            Elementwise,
+            elementwise::cast_rel,
+            elementwise::cast,
+            "converts elements to `dtype` (floats to ints truncate and saturate, nonzero is true)",
+        ),
+        simple(
+            "matmul",
+            Exact(2),
+            &[],
+            Opaque,
+            nn::matmul_rel,
+            nn::matmul,
+            "matrix product [M,K]x[K,N]->[M,N], batched over a leading dimension of either side",
+        ),
+        simple(
+            "dense",
+            Exact(2),
+            &[],
+            Opaque,
+            nn::dense_rel,
+            nn::dense,
+            "fully connected layer: x[...,K] times w[M,K] transposed -> [...,M]",
+        ),
+        simple(
+            "conv2d",
+            Exact(2),
+            &[attr!("strides", Ints), attr!("padding", Ints), attr!("dilation", Ints), attr!("groups", Int)],
+            Opaque,
+            nn::conv2d_rel,
+            nn::conv2d,
+            "2-d convolution, data NCHW, weight OIHW; padding [p], [ph,pw] or [top,left,bottom,right]",
+        ),
+        simple(
+            "bias_add",
+            Exact(2),
+            &[AXIS],
+            Broadcast,
+            nn::bias_add_rel,
+            nn::bias_add,
+            "adds a 1-d bias along `axis` (default 1)",
+        ),
+        OpDef {
+            name: "batch_norm",
+            arity: Exact(5),
+            attrs: &[AXIS, EPSILON],
+            pattern: Opaque,
+            stateful: false,
+            tuple_result: true,
+            type_rel: nn::batch_norm_rel,
+            kernel: nn::batch_norm,
+            doc: "inference batch norm of (x, gamma, beta, mean, var) along `axis`; returns (out, mean, var)",
+        },
+        simple(
+            "layer_norm",
+            Exact(3),
+            &[AXIS, EPSILON],
+            Opaque,
+            nn::layer_norm_rel,
+            nn::layer_norm,
+            "normalises x over `axis` (default -1), then scales by gamma and shifts by beta",
+        ),
+        simple("softmax", Exact(1), &[AXIS], Reduce, nn::softmax_rel, nn::softmax, "softmax over `axis` (default -1)"),
+        // Dropout is the identity in inference, which is what the reference kernel computes;
+        // it is therefore pure (not stateful), but opaque so that fusion leaves it for
+        // SimplifyInference to remove.
+        simple(
+            "dropout",
+            Exact(1),
+            &[attr!("rate", Float)],
+            Opaque,
+            nn::dropout_rel,
+            nn::dropout,
+            "dropout with `rate` in [0, 1); the identity in inference semantics",
+        ),
+        simple(
+            "reshape",
+            Exact(1),
+            &[required!("newshape", Ints)],
+            Injective,
+            shape::reshape_rel,
+            shape::reshape,
+            "reshapes to `newshape` (one -1 is inferred) keeping row-major element order",
+        ),
+        simple(
+            "transpose",
+            Exact(1),
+            &[attr!("axes", Ints)],
+            Injective,
+            shape::transpose_rel,
+            shape::transpose,
+            "permutes dimensions by `axes` (default: reversed)",
+        ),
+        simple(
+            "concatenate",
+            AtLeast(1),
+            &[AXIS],
+            Injective,
+            shape::concatenate_rel,
+            shape::concatenate,
+            "joins tensors along `axis` (default 0)",
+        ),
+        OpDef {
+            name: "split",
+            arity: Exact(1),
+            attrs: &[required!("indices_or_sections", Int), AXIS],
+            pattern: Injective,
+            stateful: false,
+            tuple_result: true,
+            type_rel: shape::split_rel,
+            kernel: shape::split,
+            doc: "splits x along `axis` into `indices_or_sections` equal parts (a tuple)",
+        },
+        simple(
+            "broadcast_to",
+            Exact(1),
+            &[required!("shape", Ints)],
+            Broadcast,
+            shape::broadcast_to_rel,
+            shape::broadcast_to,
+            "broadcasts x to `shape` under numpy rules",
+        ),
+        reduction!("sum", Sum, "sum over `axis` (default all axes), `keepdims` keeps them as 1"),
+        reduction!("mean", Mean, "mean over `axis` (default all axes), `keepdims` keeps them as 1"),
+        reduction!("max", Max, "maximum over `axis` (default all axes), `keepdims` keeps them as 1"),
+        simple(
+            "zeros",
+            Exact(0),
+            FILL_ATTRS,
+            Elementwise,
+            |args, attrs| create::fill_rel("zeros", args, attrs),
+            |args, attrs, ctx| create::fill("zeros", 0.0, args, attrs, ctx),
+            "a tensor of `shape` and `dtype` (default f32) filled with 0",
+        ),
+        simple(
+            "ones",
+            Exact(0),
+            FILL_ATTRS,
+            Elementwise,
+            |args, attrs| create::fill_rel("ones", args, attrs),
+            |args, attrs, ctx| create::fill("ones", 1.0, args, attrs, ctx),
+            "a tensor of `shape` and `dtype` (default f32) filled with 1",
+        ),
+        OpDef {
+            name: "random_uniform",
+            arity: Exact(0),
+            attrs: &[required!("shape", Ints), attr!("dtype", DType), attr!("low", Float), attr!("high", Float)],
+            pattern: Opaque,
+            stateful: true,
+            tuple_result: false,
+            type_rel: create::random_uniform_rel,
+            kernel: create::random_uniform,
+            doc: "uniform samples in [low, high) from the evaluator's random stream (stateful)",
         },
     ]
 }

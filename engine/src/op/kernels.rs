@@ -1,48 +1,359 @@
-//! Type relations and reference kernels (placeholder set, extended by the full op library).
+//! Type relations and reference kernels of the operator library, plus the helpers they share:
+//! argument and attribute access with lowercase errors naming the operator, numpy
+//! broadcasting, and dtype dispatch.
+//!
+//! Every kernel starts by running its own type relation on the types of its concrete
+//! arguments, so a kernel called on unchecked tensors reports exactly the errors type
+//! inference would, and never panics on a bad shape or attribute. Float kernels compute in
+//! f32; f16 tensors are widened to f32 and narrowed back. Integer arithmetic wraps, as in
+//! TVM's generated code, so overflow is never a panic.
+//!
+//! The kernels are split by family: `elementwise` (unary, binary, comparisons, `where`,
+//! `cast`), `nn` (matmul, dense, conv2d, normalisations, softmax, dropout), `shape` (reshape,
+//! transpose, concatenate, split, broadcast_to), `reduce` (sum, mean, max) and `create`
+//! (zeros, ones, random_uniform).
+
+pub(crate) mod create;
+pub(crate) mod elementwise;
+pub(crate) mod nn;
+pub(crate) mod reduce;
+pub(crate) mod shape;
+#[cfg(test)]
+mod tests;
+
+use half::f16;
+use ndarray::{ArcArray, ArrayD, IxDyn, Zip};
 
 use super::{KernelCtx, OpError};
-use crate::ir::{Attrs, Tensor, TensorData, Type};
+use crate::ir::{
+    AttrValue, Attrs, DType, Tensor, TensorData, TensorError, TensorType, Type, MAX_MATERIALIZED_ELEMENTS,
+};
 
-/// Result type = the single argument's type.
+/// What every kernel returns: one tensor per result field.
+pub(crate) type KResult = Result<Vec<Tensor>, OpError>;
+
+/// Result type = the single argument's type (any value).
 pub fn identity_rel(args: &[Type], _attrs: &Attrs) -> Result<Type, OpError> {
-    Ok(args[0].clone())
+    args.first().cloned().ok_or_else(|| OpError::Type("expected one argument, got none".into()))
 }
 
-/// Numpy broadcasting of two tensor types with the same dtype.
+/// Numpy broadcasting of two tensor types with the same dtype (generic messages; the
+/// registered operators use per-operator relations that name the operator).
 pub fn broadcast_rel(args: &[Type], _attrs: &Attrs) -> Result<Type, OpError> {
-    let (Some(a), Some(b)) = (args[0].as_tensor(), args[1].as_tensor()) else {
-        return Err(OpError::Type("expected tensor arguments".into()));
+    check_arity("broadcast", args.len(), 2)?;
+    let a = tensor_arg("broadcast", args, 0)?;
+    let b = tensor_arg("broadcast", args, 1)?;
+    same_dtype("broadcast", a, b)?;
+    Ok(Type::tensor(broadcast_shapes("broadcast", &a.shape, &b.shape)?, a.dtype))
+}
+
+/// `add` on any numeric dtype (kept for callers of the original placeholder table).
+pub fn add(args: &[Tensor], attrs: &Attrs, ctx: &mut KernelCtx) -> Result<Vec<Tensor>, OpError> {
+    elementwise::arith("add", elementwise::Arith::Add, args, attrs, ctx)
+}
+
+/// `relu` on any numeric dtype (kept for callers of the original placeholder table).
+pub fn relu(args: &[Tensor], attrs: &Attrs, ctx: &mut KernelCtx) -> Result<Vec<Tensor>, OpError> {
+    elementwise::unary("relu", elementwise::Unary::Relu, args, attrs, ctx)
+}
+
+// ---- error and formatting helpers ----
+
+/// `op: msg` as a type error.
+pub(crate) fn type_err(op: &str, msg: impl std::fmt::Display) -> OpError {
+    OpError::Type(format!("{op}: {msg}"))
+}
+
+/// `op: msg` as an invalid-value error.
+pub(crate) fn invalid(op: &str, msg: impl std::fmt::Display) -> OpError {
+    OpError::Invalid(format!("{op}: {msg}"))
+}
+
+/// A shape in the text syntax of types: `(2, 3)`, `(4,)`, `()`.
+pub(crate) fn shape_str<D: std::fmt::Display>(shape: &[D]) -> String {
+    let inner: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    if inner.len() == 1 {
+        format!("({},)", inner[0])
+    } else {
+        format!("({})", inner.join(", "))
+    }
+}
+
+pub(crate) fn check_arity(op: &str, n: usize, expected: usize) -> Result<(), OpError> {
+    if n == expected {
+        Ok(())
+    } else {
+        Err(type_err(op, format_args!("expected {expected} arguments, got {n}")))
+    }
+}
+
+/// Argument `i` as a tensor type; tuples and functions are errors.
+pub(crate) fn tensor_arg<'a>(op: &str, args: &'a [Type], i: usize) -> Result<&'a TensorType, OpError> {
+    match args.get(i) {
+        Some(Type::Tensor(t)) => Ok(t),
+        Some(other) => Err(type_err(op, format_args!("argument {} must be a tensor, got {other}", i + 1))),
+        None => Err(type_err(op, format_args!("missing argument {}", i + 1))),
+    }
+}
+
+pub(crate) fn same_dtype(op: &str, a: &TensorType, b: &TensorType) -> Result<(), OpError> {
+    if a.dtype == b.dtype {
+        Ok(())
+    } else {
+        Err(type_err(op, format_args!("dtype mismatch: {} vs {}", a.dtype, b.dtype)))
+    }
+}
+
+pub(crate) fn require_float(op: &str, t: &TensorType) -> Result<(), OpError> {
+    if t.dtype.is_float() {
+        Ok(())
+    } else {
+        Err(type_err(op, format_args!("expected a float tensor (f32 or f16), got dtype {}", t.dtype)))
+    }
+}
+
+pub(crate) fn require_numeric(op: &str, t: &TensorType) -> Result<(), OpError> {
+    if t.dtype == DType::Bool {
+        Err(type_err(op, "expected a numeric tensor, got dtype bool"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Numpy broadcasting of two shapes.
+pub(crate) fn broadcast_shapes(op: &str, a: &[u64], b: &[u64]) -> Result<Vec<u64>, OpError> {
+    let n = a.len().max(b.len());
+    let dim = |s: &[u64], i: usize| if i + s.len() >= n { s[i + s.len() - n] } else { 1 };
+    (0..n)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Ok(x),
+            (1, y) => Ok(y),
+            (x, 1) => Ok(x),
+            _ => Err(type_err(op, format_args!("shapes {} and {} do not broadcast", shape_str(a), shape_str(b)))),
+        })
+        .collect()
+}
+
+/// Normalises a possibly negative axis against `rank`.
+pub(crate) fn norm_axis(op: &str, axis: i64, rank: usize) -> Result<usize, OpError> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if (0..r).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(type_err(op, format_args!("axis {axis} is out of range for a tensor of rank {rank}")))
+    }
+}
+
+// ---- attributes ----
+
+fn attr_kind_err(op: &str, key: &str, want: &str, got: &AttrValue) -> OpError {
+    type_err(op, format_args!("attribute `{key}` must be {want}, got {}", got.kind_name()))
+}
+
+pub(crate) fn attr_int(op: &str, attrs: &Attrs, key: &str, default: i64) -> Result<i64, OpError> {
+    match attrs.get(key) {
+        None => Ok(default),
+        Some(AttrValue::Int(v)) => Ok(*v),
+        Some(v) => Err(attr_kind_err(op, key, "int", v)),
+    }
+}
+
+pub(crate) fn attr_float(op: &str, attrs: &Attrs, key: &str, default: f64) -> Result<f64, OpError> {
+    match attrs.get(key) {
+        None => Ok(default),
+        Some(v @ (AttrValue::Float(_) | AttrValue::Int(_))) => Ok(v.as_float().unwrap_or(default)),
+        Some(v) => Err(attr_kind_err(op, key, "float", v)),
+    }
+}
+
+pub(crate) fn attr_bool(op: &str, attrs: &Attrs, key: &str, default: bool) -> Result<bool, OpError> {
+    match attrs.get(key) {
+        None => Ok(default),
+        Some(AttrValue::Bool(b)) => Ok(*b),
+        Some(v) => Err(attr_kind_err(op, key, "bool", v)),
+    }
+}
+
+pub(crate) fn attr_ints<'a>(op: &str, attrs: &'a Attrs, key: &str) -> Result<Option<&'a [i64]>, OpError> {
+    match attrs.get(key) {
+        None => Ok(None),
+        Some(AttrValue::Ints(v)) => Ok(Some(v)),
+        Some(v) => Err(attr_kind_err(op, key, "ints", v)),
+    }
+}
+
+pub(crate) fn attr_dtype(op: &str, attrs: &Attrs, key: &str, default: Option<DType>) -> Result<DType, OpError> {
+    match (attrs.get(key), default) {
+        (Some(AttrValue::DType(d)), _) => Ok(*d),
+        (Some(v), _) => Err(attr_kind_err(op, key, "dtype", v)),
+        (None, Some(d)) => Ok(d),
+        (None, None) => Err(type_err(op, format_args!("missing attribute `{key}`"))),
+    }
+}
+
+/// A shape attribute: required, every dimension non-negative.
+pub(crate) fn attr_shape(op: &str, attrs: &Attrs, key: &str) -> Result<Vec<u64>, OpError> {
+    let dims = attr_ints(op, attrs, key)?.ok_or_else(|| type_err(op, format_args!("missing attribute `{key}`")))?;
+    dims.iter()
+        .map(|&d| u64::try_from(d).map_err(|_| type_err(op, format_args!("`{key}` has negative dimension {d}"))))
+        .collect()
+}
+
+// ---- kernel plumbing ----
+
+/// The IR types of concrete arguments, to run a type relation inside a kernel.
+pub(crate) fn types_of(args: &[Tensor]) -> Vec<Type> {
+    args.iter().map(Tensor::ty).collect()
+}
+
+/// The tensor type of a relation's result, as `usize` dims.
+pub(crate) fn out_dims(ty: &Type) -> Result<(Vec<usize>, DType), OpError> {
+    match ty {
+        Type::Tensor(t) => Ok((dims_usize(&t.shape)?, t.dtype)),
+        _ => Err(OpError::Invalid("expected a tensor result type".into())),
+    }
+}
+
+/// `shape` as `usize` dims, checked against [`MAX_MATERIALIZED_ELEMENTS`] so that a kernel
+/// never tries to allocate an absurd tensor.
+pub(crate) fn dims_usize(shape: &[u64]) -> Result<Vec<usize>, OpError> {
+    match shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)) {
+        Some(n) if n <= MAX_MATERIALIZED_ELEMENTS => Ok(shape.iter().map(|&d| d as usize).collect()),
+        _ => Err(TensorError::TooLarge { shape: shape.to_vec(), limit: MAX_MATERIALIZED_ELEMENTS }.into()),
+    }
+}
+
+/// Number of elements of `shape`, or [`TensorError::TooLarge`] when it exceeds
+/// [`MAX_MATERIALIZED_ELEMENTS`] (or overflows).
+pub fn element_count(shape: &[u64]) -> Result<usize, TensorError> {
+    match shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)) {
+        Some(n) if n <= MAX_MATERIALIZED_ELEMENTS => Ok(n as usize),
+        _ => Err(TensorError::TooLarge { shape: shape.to_vec(), limit: MAX_MATERIALIZED_ELEMENTS }),
+    }
+}
+
+/// Checks that `dims` (already `usize`) is small enough to materialize.
+pub(crate) fn check_dims(dims: &[usize]) -> Result<(), OpError> {
+    dims_usize(&dims.iter().map(|&d| d as u64).collect::<Vec<_>>()).map(|_| ())
+}
+
+/// An element type of a tensor variant, so kernels can be written once generically.
+pub(crate) trait Elem: Copy + PartialOrd + Send + Sync + std::fmt::Debug + 'static {
+    /// The array inside `t` if it has this element type.
+    fn array(t: &Tensor) -> Option<&ArcArray<Self, IxDyn>>;
+    /// Wraps an array as a tensor.
+    fn wrap(a: ArcArray<Self, IxDyn>) -> Tensor;
+    fn to_f64(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+    fn to_i64(self) -> i64;
+    fn from_i64(v: i64) -> Self;
+}
+
+macro_rules! impl_elem {
+    ($t:ty, $variant:ident, to_f64: |$a:ident| $to:expr, from_f64: |$b:ident| $from:expr,
+     to_i64: |$c:ident| $toi:expr, from_i64: |$d:ident| $fromi:expr) => {
+        impl Elem for $t {
+            fn array(t: &Tensor) -> Option<&ArcArray<Self, IxDyn>> {
+                match &t.0 {
+                    TensorData::$variant(a) => Some(a),
+                    _ => None,
+                }
+            }
+            fn wrap(a: ArcArray<Self, IxDyn>) -> Tensor {
+                Tensor(TensorData::$variant(a))
+            }
+            fn to_f64(self) -> f64 {
+                let $a = self;
+                $to
+            }
+            fn from_f64(v: f64) -> Self {
+                let $b = v;
+                $from
+            }
+            fn to_i64(self) -> i64 {
+                let $c = self;
+                $toi
+            }
+            fn from_i64(v: i64) -> Self {
+                let $d = v;
+                $fromi
+            }
+        }
     };
-    if a.dtype != b.dtype {
-        return Err(OpError::Type(format!("dtype mismatch: {} vs {}", a.dtype, b.dtype)));
-    }
-    let n = a.shape.len().max(b.shape.len());
-    let mut out = vec![0u64; n];
-    for i in 0..n {
-        let da = if i + a.shape.len() >= n { a.shape[i + a.shape.len() - n] } else { 1 };
-        let db = if i + b.shape.len() >= n { b.shape[i + b.shape.len() - n] } else { 1 };
-        out[i] = match (da, db) {
-            (x, y) if x == y => x,
-            (1, y) => y,
-            (x, 1) => x,
-            _ => return Err(OpError::Type(format!("shapes {:?} and {:?} do not broadcast", a.shape, b.shape))),
-        };
-    }
-    Ok(Type::tensor(out, a.dtype))
 }
 
-/// `add`.
-pub fn add(args: &[Tensor], _attrs: &Attrs, _ctx: &mut KernelCtx) -> Result<Vec<Tensor>, OpError> {
-    match (&args[0].0, &args[1].0) {
-        (TensorData::F32(a), TensorData::F32(b)) => Ok(vec![Tensor(TensorData::F32((a + b).into_shared()))]),
-        _ => Err(OpError::Invalid("add: unsupported dtypes".into())),
+impl_elem!(f32, F32, to_f64: |a| a as f64, from_f64: |v| v as f32, to_i64: |a| a as i64, from_i64: |v| v as f32);
+impl_elem!(f16, F16, to_f64: |a| a.to_f64(), from_f64: |v| f16::from_f64(v),
+    to_i64: |a| a.to_f64() as i64, from_i64: |v| f16::from_f64(v as f64));
+impl_elem!(i64, I64, to_f64: |a| a as f64, from_f64: |v| v as i64, to_i64: |a| a, from_i64: |v| v);
+impl_elem!(i32, I32, to_f64: |a| a as f64, from_f64: |v| v as i32, to_i64: |a| a as i64, from_i64: |v| v as i32);
+impl_elem!(bool, Bool, to_f64: |a| a as u8 as f64, from_f64: |v| v != 0.0, to_i64: |a| a as i64, from_i64: |v| v != 0);
+
+/// Runs `$body` with `$t` bound to the Rust element type of `$dtype`.
+macro_rules! with_elem {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            $crate::ir::DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            $crate::ir::DType::F16 => {
+                type $t = half::f16;
+                $body
+            }
+            $crate::ir::DType::I64 => {
+                type $t = i64;
+                $body
+            }
+            $crate::ir::DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            $crate::ir::DType::Bool => {
+                type $t = bool;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_elem;
+
+/// The array of `t` as element type `T`, or an error naming the dtypes (relations have checked
+/// the dtype already, so this only fires on an internal inconsistency).
+pub(crate) fn arr<'a, T: Elem>(op: &str, t: &'a Tensor) -> Result<&'a ArcArray<T, IxDyn>, OpError> {
+    T::array(t).ok_or_else(|| invalid(op, format_args!("unexpected dtype {}", t.dtype())))
+}
+
+/// A float tensor widened to f32 (f16 converts, f32 shares the buffer).
+pub(crate) fn to_f32(op: &str, t: &Tensor) -> Result<ArcArray<f32, IxDyn>, OpError> {
+    match &t.0 {
+        TensorData::F32(a) => Ok(a.clone()),
+        TensorData::F16(a) => Ok(a.mapv(f16::to_f32).into_shared()),
+        _ => Err(type_err(op, format_args!("expected a float tensor (f32 or f16), got dtype {}", t.dtype()))),
     }
 }
 
-/// `relu`.
-pub fn relu(args: &[Tensor], _attrs: &Attrs, _ctx: &mut KernelCtx) -> Result<Vec<Tensor>, OpError> {
-    match &args[0].0 {
-        TensorData::F32(a) => Ok(vec![Tensor(TensorData::F32(a.mapv(|v| v.max(0.0)).into_shared()))]),
-        _ => Err(OpError::Invalid("relu: unsupported dtype".into())),
+/// An f32 result narrowed back to `dtype` (f32 or f16).
+pub(crate) fn from_f32(op: &str, a: ArrayD<f32>, dtype: DType) -> Result<Tensor, OpError> {
+    match dtype {
+        DType::F32 => Ok(Tensor(TensorData::F32(a.into_shared()))),
+        DType::F16 => Ok(Tensor(TensorData::F16(a.mapv(f16::from_f32).into_shared()))),
+        other => Err(invalid(op, format_args!("unexpected dtype {other}"))),
     }
+}
+
+/// Applies `f` elementwise to `a` and `b` broadcast to `shape`.
+pub(crate) fn zip2<A: Copy, B: Copy, C>(
+    op: &str,
+    a: &ArcArray<A, IxDyn>,
+    b: &ArcArray<B, IxDyn>,
+    shape: &[usize],
+    f: impl Fn(A, B) -> C,
+) -> Result<ArrayD<C>, OpError> {
+    check_dims(shape)?;
+    let bad = || invalid(op, format_args!("cannot broadcast to {}", shape_str(shape)));
+    let av = a.broadcast(IxDyn(shape)).ok_or_else(bad)?;
+    let bv = b.broadcast(IxDyn(shape)).ok_or_else(bad)?;
+    Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
 }

@@ -1,0 +1,569 @@
+//! Hand-computed results for every operator, and type-relation errors.
+
+// `&[x.clone()]` reads better than `std::slice::from_ref(&x)` in a table of cases.
+#![allow(clippy::cloned_ref_to_slice_refs)]
+
+use rand::SeedableRng;
+
+use crate::ir::{AttrValue, Attrs, DType, Tensor, TensorError, Type};
+use crate::op::{self, KernelCtx, OpError};
+
+fn ctx() -> KernelCtx {
+    KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) }
+}
+
+fn tt(shape: &[u64], dtype: DType, vals: &[f64]) -> Tensor {
+    Tensor::from_f64s(shape, dtype, vals).unwrap()
+}
+
+fn f(shape: &[u64], vals: &[f64]) -> Tensor {
+    tt(shape, DType::F32, vals)
+}
+
+fn ints(key: &str, v: &[i64]) -> Attrs {
+    Attrs::new().with(key, AttrValue::Ints(v.into()))
+}
+
+fn int(key: &str, v: i64) -> Attrs {
+    Attrs::new().with(key, AttrValue::Int(v))
+}
+
+fn run(name: &str, args: &[Tensor], attrs: Attrs) -> Result<Vec<Tensor>, OpError> {
+    let def = op::get(op::lookup(name).unwrap());
+    def.check_attrs(&attrs).map_err(OpError::Invalid)?;
+    (def.kernel)(args, &attrs, &mut ctx())
+}
+
+fn run1(name: &str, args: &[Tensor], attrs: Attrs) -> Tensor {
+    let mut out = run(name, args, attrs).unwrap();
+    assert_eq!(out.len(), 1);
+    out.remove(0)
+}
+
+fn err(name: &str, args: &[Tensor], attrs: Attrs) -> String {
+    run(name, args, attrs).unwrap_err().to_string()
+}
+
+/// Asserts shape, dtype and values (floats within 1e-4 relative / absolute).
+#[track_caller]
+fn check(t: &Tensor, dtype: DType, shape: &[usize], expected: &[f64]) {
+    assert_eq!(t.dtype(), dtype, "dtype of {t}");
+    assert_eq!(t.shape(), shape, "shape of {t}");
+    let got = t.to_f64s();
+    assert_eq!(got.len(), expected.len());
+    for (g, e) in got.iter().zip(expected) {
+        let ok = (g.is_nan() && e.is_nan()) || g == e || (g - e).abs() <= 1e-4 * (1.0 + e.abs());
+        assert!(ok, "got {got:?}, expected {expected:?}");
+    }
+}
+
+fn rel(name: &str, args: &[Type], attrs: Attrs) -> Result<Type, OpError> {
+    (op::get(op::lookup(name).unwrap()).type_rel)(args, &attrs)
+}
+
+fn rel_err(name: &str, args: &[Type], attrs: Attrs) -> String {
+    rel(name, args, attrs).unwrap_err().to_string()
+}
+
+fn ty(shape: &[u64], dtype: DType) -> Type {
+    Type::tensor(shape.to_vec(), dtype)
+}
+
+#[test]
+fn registry_names_are_unique_and_documented() {
+    let mut names: Vec<&str> = op::all().map(|(_, d)| d.name).collect();
+    for (id, d) in op::all() {
+        assert!(!d.doc.is_empty(), "{} has no doc", d.name);
+        assert_eq!(op::lookup(d.name), Some(id));
+        let mut seen = std::collections::HashSet::new();
+        assert!(d.attrs.iter().all(|a| seen.insert(a.name)), "{} repeats an attribute", d.name);
+    }
+    let n = names.len();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), n);
+    for name in [
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "power",
+        "maximum",
+        "minimum",
+        "negative",
+        "exp",
+        "log",
+        "sqrt",
+        "tanh",
+        "sigmoid",
+        "relu",
+        "gelu",
+        "equal",
+        "not_equal",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+        "where",
+        "cast",
+        "matmul",
+        "dense",
+        "conv2d",
+        "bias_add",
+        "batch_norm",
+        "layer_norm",
+        "softmax",
+        "dropout",
+        "reshape",
+        "transpose",
+        "concatenate",
+        "split",
+        "broadcast_to",
+        "sum",
+        "mean",
+        "max",
+        "zeros",
+        "ones",
+        "random_uniform",
+    ] {
+        assert!(op::lookup(name).is_some(), "{name} is not registered");
+    }
+    let stateful: Vec<&str> = op::all().filter(|(_, d)| d.stateful).map(|(_, d)| d.name).collect();
+    assert_eq!(stateful, ["random_uniform"]);
+}
+
+#[test]
+fn binary_arithmetic_broadcasts() {
+    let a = f(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let b = f(&[2], &[10.0, 20.0]);
+    check(&run1("add", &[a.clone(), b.clone()], Attrs::new()), DType::F32, &[2, 2], &[11.0, 22.0, 13.0, 24.0]);
+    check(&run1("subtract", &[a.clone(), b.clone()], Attrs::new()), DType::F32, &[2, 2], &[-9.0, -18.0, -7.0, -16.0]);
+    check(&run1("multiply", &[a.clone(), b.clone()], Attrs::new()), DType::F32, &[2, 2], &[10.0, 40.0, 30.0, 80.0]);
+    check(&run1("divide", &[b.clone(), a.clone()], Attrs::new()), DType::F32, &[2, 2], &[10.0, 10.0, 10.0 / 3.0, 5.0]);
+    check(&run1("power", &[a.clone(), f(&[], &[2.0])], Attrs::new()), DType::F32, &[2, 2], &[1.0, 4.0, 9.0, 16.0]);
+    let c = f(&[2, 1], &[2.5, 0.0]);
+    check(&run1("maximum", &[a.clone(), c.clone()], Attrs::new()), DType::F32, &[2, 2], &[2.5, 2.5, 3.0, 4.0]);
+    check(&run1("minimum", &[a, c], Attrs::new()), DType::F32, &[2, 2], &[1.0, 2.0, 0.0, 0.0]);
+}
+
+#[test]
+fn integer_arithmetic_wraps_and_truncates() {
+    let a = tt(&[3], DType::I32, &[7.0, -7.0, i32::MAX as f64]);
+    let b = tt(&[3], DType::I32, &[2.0, 2.0, 1.0]);
+    check(&run1("divide", &[a.clone(), b.clone()], Attrs::new()), DType::I32, &[3], &[3.0, -3.0, i32::MAX as f64]);
+    check(&run1("add", &[a.clone(), b.clone()], Attrs::new()), DType::I32, &[3], &[9.0, -5.0, i32::MIN as f64]);
+    check(&run1("power", &[b.clone(), tt(&[], DType::I32, &[3.0])], Attrs::new()), DType::I32, &[3], &[8.0, 8.0, 1.0]);
+    let zero = tt(&[1], DType::I64, &[0.0]);
+    assert_eq!(err("divide", &[zero.clone(), zero], Attrs::new()), "divide: integer division by zero");
+}
+
+#[test]
+fn f16_computes_through_f32() {
+    let a = tt(&[2], DType::F16, &[1.5, -2.0]);
+    check(&run1("add", &[a.clone(), a.clone()], Attrs::new()), DType::F16, &[2], &[3.0, -4.0]);
+    check(&run1("relu", &[a], Attrs::new()), DType::F16, &[2], &[1.5, 0.0]);
+}
+
+#[test]
+fn unary_math() {
+    let x = f(&[3], &[-1.0, 0.0, 2.0]);
+    let map = |g: fn(f64) -> f64| [-1.0f64, 0.0, 2.0].map(g);
+    check(&run1("negative", &[x.clone()], Attrs::new()), DType::F32, &[3], &[1.0, 0.0, -2.0]);
+    check(&run1("exp", &[x.clone()], Attrs::new()), DType::F32, &[3], &map(f64::exp));
+    check(&run1("tanh", &[x.clone()], Attrs::new()), DType::F32, &[3], &map(f64::tanh));
+    check(&run1("sigmoid", &[x.clone()], Attrs::new()), DType::F32, &[3], &map(|v| 1.0 / (1.0 + (-v).exp())));
+    check(&run1("relu", &[x.clone()], Attrs::new()), DType::F32, &[3], &[0.0, 0.0, 2.0]);
+    // gelu (tanh form): gelu(-1) = -0.158808, gelu(2) = 1.954598.
+    check(&run1("gelu", &[x], Attrs::new()), DType::F32, &[3], &[-0.158808, 0.0, 1.954598]);
+    let p = f(&[3], &[1.0, 4.0, 0.0]);
+    check(&run1("log", &[p.clone()], Attrs::new()), DType::F32, &[3], &[0.0, 4f64.ln(), f64::NEG_INFINITY]);
+    check(&run1("sqrt", &[p], Attrs::new()), DType::F32, &[3], &[1.0, 2.0, 0.0]);
+    let i = tt(&[2], DType::I64, &[-3.0, 5.0]);
+    check(&run1("negative", &[i.clone()], Attrs::new()), DType::I64, &[2], &[3.0, -5.0]);
+    assert_eq!(err("exp", &[i], Attrs::new()), "exp: expected a float tensor (f32 or f16), got dtype i64");
+}
+
+#[test]
+fn comparisons_give_bool() {
+    let a = f(&[3], &[1.0, 2.0, 3.0]);
+    let b = f(&[], &[2.0]);
+    let cases = [
+        ("equal", [0.0, 1.0, 0.0]),
+        ("not_equal", [1.0, 0.0, 1.0]),
+        ("less", [1.0, 0.0, 0.0]),
+        ("less_equal", [1.0, 1.0, 0.0]),
+        ("greater", [0.0, 0.0, 1.0]),
+        ("greater_equal", [0.0, 1.0, 1.0]),
+    ];
+    for (name, expected) in cases {
+        check(&run1(name, &[a.clone(), b.clone()], Attrs::new()), DType::Bool, &[3], &expected);
+    }
+    let x = tt(&[2], DType::Bool, &[1.0, 0.0]);
+    check(&run1("equal", &[x.clone(), x], Attrs::new()), DType::Bool, &[2], &[1.0, 1.0]);
+    let i = tt(&[2], DType::I32, &[1.0, 5.0]);
+    check(&run1("less", &[i, tt(&[1], DType::I32, &[3.0])], Attrs::new()), DType::Bool, &[2], &[1.0, 0.0]);
+}
+
+#[test]
+fn where_selects_with_broadcasting() {
+    let c = tt(&[2, 1], DType::Bool, &[1.0, 0.0]);
+    let a = f(&[2], &[1.0, 2.0]);
+    let b = f(&[], &[9.0]);
+    check(&run1("where", &[c.clone(), a, b], Attrs::new()), DType::F32, &[2, 2], &[1.0, 2.0, 9.0, 9.0]);
+    let msg = err("where", &[f(&[1], &[1.0]), f(&[1], &[1.0]), f(&[1], &[1.0])], Attrs::new());
+    assert_eq!(msg, "where: condition must have dtype bool, got f32");
+}
+
+#[test]
+fn cast_converts() {
+    let x = f(&[4], &[1.7, -1.7, 0.0, 3e10]);
+    let to = |d| Attrs::new().with("dtype", AttrValue::DType(d));
+    check(&run1("cast", &[x.clone()], to(DType::I32)), DType::I32, &[4], &[1.0, -1.0, 0.0, i32::MAX as f64]);
+    check(&run1("cast", &[x.clone()], to(DType::Bool)), DType::Bool, &[4], &[1.0, 1.0, 0.0, 1.0]);
+    let big = tt(&[1], DType::I64, &[(1i64 << 60) as f64 + 0.0]);
+    let back = run1("cast", &[big.clone()], to(DType::I64));
+    assert_eq!(back, big);
+    assert_eq!(err("cast", &[x], Attrs::new()), "operator `cast` needs attribute `dtype`");
+}
+
+#[test]
+fn matmul_2d_and_batched() {
+    let a = f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let b = f(&[3, 2], &[7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
+    check(&run1("matmul", &[a.clone(), b.clone()], Attrs::new()), DType::F32, &[2, 2], &[58.0, 64.0, 139.0, 154.0]);
+    let a3 = f(&[2, 1, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let b3 = f(&[2, 2, 1], &[1.0, 1.0, 2.0, 0.0]);
+    check(&run1("matmul", &[a3.clone(), b3], Attrs::new()), DType::F32, &[2, 1, 1], &[3.0, 6.0]);
+    let b2 = f(&[2, 1], &[1.0, 10.0]);
+    check(&run1("matmul", &[a3, b2], Attrs::new()), DType::F32, &[2, 1, 1], &[21.0, 43.0]);
+    assert_eq!(
+        err("matmul", &[a.clone(), a], Attrs::new()),
+        "matmul: inner dimensions do not match: shapes (2, 3) and (2, 3)"
+    );
+}
+
+#[test]
+fn dense_transposes_weight() {
+    let x = f(&[1, 3], &[1.0, 2.0, 3.0]);
+    let w = f(&[2, 3], &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    check(&run1("dense", &[x.clone(), w], Attrs::new()), DType::F32, &[1, 2], &[1.0, 6.0]);
+    assert_eq!(
+        rel_err("dense", &[ty(&[1, 3], DType::F32), ty(&[3, 2], DType::F32)], Attrs::new()),
+        "dense: weight (3, 2) does not match data (1, 3): expected weight shape (M, 3)"
+    );
+}
+
+#[test]
+fn conv2d_with_padding_stride_and_groups() {
+    // 1x1x3x3 input 1..9, 1x1x2x2 all-ones kernel: window sums.
+    let x = f(&[1, 1, 3, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    let w = f(&[1, 1, 2, 2], &[1.0; 4]);
+    check(&run1("conv2d", &[x.clone(), w.clone()], Attrs::new()), DType::F32, &[1, 1, 2, 2], &[12.0, 16.0, 24.0, 28.0]);
+    let attrs = ints("padding", &[1]).with("strides", AttrValue::Ints(vec![2].into()));
+    // Padded 5x5, windows at rows/cols 0 and 2.
+    check(&run1("conv2d", &[x.clone(), w.clone()], attrs), DType::F32, &[1, 1, 2, 2], &[1.0, 5.0, 11.0, 28.0]);
+    let dil = ints("dilation", &[2]);
+    check(&run1("conv2d", &[x.clone(), w], dil), DType::F32, &[1, 1, 1, 1], &[20.0]);
+    // Depthwise: two channels, each scaled by its own 1x1 weight.
+    let x2 = f(&[1, 2, 1, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let w2 = f(&[2, 1, 1, 1], &[10.0, -1.0]);
+    check(&run1("conv2d", &[x2, w2], int("groups", 2)), DType::F32, &[1, 2, 1, 2], &[10.0, 20.0, -3.0, -4.0]);
+    let big = f(&[1, 1, 4, 4], &[1.0; 16]);
+    assert_eq!(
+        err("conv2d", &[x, big], Attrs::new()),
+        "conv2d: kernel extent 4 is larger than the padded input 3 (data (1, 1, 3, 3), weight (1, 1, 4, 4))"
+    );
+}
+
+#[test]
+fn bias_add_along_axis() {
+    let x = f(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    check(
+        &run1("bias_add", &[x.clone(), f(&[2], &[10.0, 20.0])], Attrs::new()),
+        DType::F32,
+        &[2, 2],
+        &[11.0, 22.0, 13.0, 24.0],
+    );
+    check(
+        &run1("bias_add", &[x.clone(), f(&[2], &[10.0, 20.0])], int("axis", 0)),
+        DType::F32,
+        &[2, 2],
+        &[11.0, 12.0, 23.0, 24.0],
+    );
+    assert_eq!(
+        err("bias_add", &[x.clone(), f(&[3], &[0.0; 3])], Attrs::new()),
+        "bias_add: bias must have shape (2,), got (3,)"
+    );
+    assert_eq!(
+        err("bias_add", &[x, f(&[2], &[0.0; 2])], int("axis", 2)),
+        "bias_add: axis 2 is out of range for a tensor of rank 2"
+    );
+}
+
+#[test]
+fn batch_norm_returns_a_tuple() {
+    let x = f(&[1, 2], &[1.0, 5.0]);
+    let args = [x, f(&[2], &[1.0, 2.0]), f(&[2], &[0.0, 1.0]), f(&[2], &[1.0, 1.0]), f(&[2], &[4.0, 16.0])];
+    let attrs = Attrs::new().with("epsilon", AttrValue::Float(0.0));
+    let out = run("batch_norm", &args, attrs).unwrap();
+    assert_eq!(out.len(), 3);
+    // (1-1)/2*1+0 = 0, (5-1)/4*2+1 = 3.
+    check(&out[0], DType::F32, &[1, 2], &[0.0, 3.0]);
+    assert_eq!(out[1], args[3]);
+    assert_eq!(out[2], args[4]);
+    let t = rel("batch_norm", &args.iter().map(Tensor::ty).collect::<Vec<_>>(), Attrs::new()).unwrap();
+    assert_eq!(t.to_string(), "(Tensor[(1, 2), f32], Tensor[(2,), f32], Tensor[(2,), f32])");
+}
+
+#[test]
+fn layer_norm_normalises_last_axis() {
+    let x = f(&[1, 2], &[1.0, 3.0]);
+    let attrs = Attrs::new().with("epsilon", AttrValue::Float(0.0));
+    let out = run1("layer_norm", &[x, f(&[2], &[1.0, 2.0]), f(&[2], &[0.5, 0.0])], attrs);
+    // mean 2, variance 1: (-1, 1) * gamma + beta.
+    check(&out, DType::F32, &[1, 2], &[-0.5, 2.0]);
+}
+
+#[test]
+fn softmax_over_axis() {
+    let x = f(&[2, 2], &[0.0, 0.0, 0.0, 2f64.ln()]);
+    check(&run1("softmax", &[x.clone()], Attrs::new()), DType::F32, &[2, 2], &[0.5, 0.5, 1.0 / 3.0, 2.0 / 3.0]);
+    check(&run1("softmax", &[x], int("axis", 0)), DType::F32, &[2, 2], &[0.5, 1.0 / 3.0, 0.5, 2.0 / 3.0]);
+}
+
+#[test]
+fn dropout_is_identity_and_checks_rate() {
+    let x = f(&[2], &[1.0, -1.0]);
+    assert_eq!(run1("dropout", &[x.clone()], Attrs::new()), x);
+    let bad = Attrs::new().with("rate", AttrValue::Float(1.5));
+    assert_eq!(err("dropout", &[x], bad), "dropout: `rate` must be in [0, 1), got 1.5");
+}
+
+#[test]
+fn reshape_infers_minus_one() {
+    let x = tt(&[2, 3], DType::I64, &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    check(
+        &run1("reshape", &[x.clone()], ints("newshape", &[3, -1])),
+        DType::I64,
+        &[3, 2],
+        &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0],
+    );
+    assert_eq!(
+        err("reshape", &[x], ints("newshape", &[4, -1])),
+        "reshape: cannot reshape (2, 3) (6 elements) to (4, -1)"
+    );
+}
+
+#[test]
+fn transpose_default_and_explicit() {
+    let x = f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    check(&run1("transpose", &[x.clone()], Attrs::new()), DType::F32, &[3, 2], &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    check(
+        &run1("transpose", &[x.clone()], ints("axes", &[0, 1])),
+        DType::F32,
+        &[2, 3],
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+    );
+    assert_eq!(err("transpose", &[x], ints("axes", &[0, 0])), "transpose: `axes` repeats axis 0");
+}
+
+#[test]
+fn transposed_views_feed_other_kernels() {
+    let x = f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let t = run1("transpose", &[x], Attrs::new());
+    check(&run1("reshape", &[t.clone()], ints("newshape", &[6])), DType::F32, &[6], &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    check(&run1("dense", &[t, f(&[1, 2], &[1.0, 1.0])], Attrs::new()), DType::F32, &[3, 1], &[5.0, 7.0, 9.0]);
+}
+
+#[test]
+fn concatenate_variadic() {
+    let a = tt(&[1, 2], DType::I32, &[1.0, 2.0]);
+    let b = tt(&[2, 2], DType::I32, &[3.0, 4.0, 5.0, 6.0]);
+    check(
+        &run1("concatenate", &[a.clone(), b.clone(), a.clone()], Attrs::new()),
+        DType::I32,
+        &[4, 2],
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 1.0, 2.0],
+    );
+    assert_eq!(
+        err("concatenate", &[a, b], int("axis", 1)),
+        "concatenate: argument 2 has shape (2, 2), incompatible with (1, 2) along axis 1"
+    );
+}
+
+#[test]
+fn split_into_sections() {
+    let x = f(&[2, 4], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+    let out = run("split", &[x.clone()], int("indices_or_sections", 2).with("axis", AttrValue::Int(1))).unwrap();
+    assert_eq!(out.len(), 2);
+    check(&out[0], DType::F32, &[2, 2], &[1.0, 2.0, 5.0, 6.0]);
+    check(&out[1], DType::F32, &[2, 2], &[3.0, 4.0, 7.0, 8.0]);
+    assert_eq!(
+        err("split", &[x], int("indices_or_sections", 3)),
+        "split: axis 0 of (2, 4) (length 2) does not split into 3 equal sections"
+    );
+}
+
+#[test]
+fn broadcast_to_expands() {
+    let x = tt(&[2, 1], DType::Bool, &[1.0, 0.0]);
+    check(&run1("broadcast_to", &[x.clone()], ints("shape", &[2, 2])), DType::Bool, &[2, 2], &[1.0, 1.0, 0.0, 0.0]);
+    assert_eq!(err("broadcast_to", &[x], ints("shape", &[3, 2])), "broadcast_to: cannot broadcast (2, 1) to (3, 2)");
+}
+
+#[test]
+fn reductions() {
+    let x = f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    check(&run1("sum", &[x.clone()], Attrs::new()), DType::F32, &[], &[21.0]);
+    check(&run1("sum", &[x.clone()], ints("axis", &[0])), DType::F32, &[3], &[5.0, 7.0, 9.0]);
+    let keep = ints("axis", &[-1]).with("keepdims", AttrValue::Bool(true));
+    check(&run1("mean", &[x.clone()], keep.clone()), DType::F32, &[2, 1], &[2.0, 5.0]);
+    check(&run1("max", &[x.clone()], keep), DType::F32, &[2, 1], &[3.0, 6.0]);
+    let i = tt(&[3], DType::I64, &[-5.0, 2.0, 4.0]);
+    check(&run1("max", &[i.clone()], Attrs::new()), DType::I64, &[], &[4.0]);
+    check(&run1("mean", &[i.clone()], Attrs::new()), DType::I64, &[], &[0.0]);
+    check(&run1("sum", &[i], Attrs::new()), DType::I64, &[], &[1.0]);
+    assert_eq!(err("sum", &[x.clone()], ints("axis", &[1, -1])), "sum: `axis` repeats axis 1");
+    let empty = f(&[0, 2], &[]);
+    assert_eq!(err("max", &[empty], ints("axis", &[0])), "max: cannot reduce (0, 2) over an empty axis");
+}
+
+#[test]
+fn zeros_ones_and_random_uniform() {
+    let shape = ints("shape", &[2]);
+    check(&run1("zeros", &[], shape.clone()), DType::F32, &[2], &[0.0, 0.0]);
+    let i = shape.clone().with("dtype", AttrValue::DType(DType::I32));
+    check(&run1("ones", &[], i), DType::I32, &[2], &[1.0, 1.0]);
+    let r = shape.with("low", AttrValue::Float(2.0)).with("high", AttrValue::Float(3.0));
+    let a = run1("random_uniform", &[], r.clone());
+    assert!(a.to_f64s().iter().all(|v| (2.0..3.0).contains(v)));
+    // Same seed, same draws.
+    assert_eq!(a, run1("random_uniform", &[], r));
+}
+
+#[test]
+fn absurd_shapes_type_check_but_do_not_materialize() {
+    let huge = ints("shape", &[1_000_000_000, 1_000_000_000]);
+    assert_eq!(rel("zeros", &[], huge.clone()).unwrap().to_string(), "Tensor[(1000000000, 1000000000), f32]");
+    for name in ["zeros", "ones", "random_uniform"] {
+        let e = run(name, &[], huge.clone()).unwrap_err();
+        assert!(matches!(e, OpError::Tensor(TensorError::TooLarge { .. })), "{name}: {e}");
+    }
+    let x = f(&[1], &[1.0]);
+    let e = run("broadcast_to", &[x], ints("shape", &[1 << 20, 1 << 20])).unwrap_err();
+    assert!(matches!(e, OpError::Tensor(TensorError::TooLarge { .. })));
+    let a = f(&[1 << 15, 1], &vec![0.0; 1 << 15]);
+    let b = f(&[1, 1 << 15], &vec![0.0; 1 << 15]);
+    assert!(matches!(run("add", &[a, b], Attrs::new()), Err(OpError::Tensor(TensorError::TooLarge { .. }))));
+}
+
+#[test]
+fn relations_broadcast_and_reject_mismatches() {
+    let t = rel("add", &[ty(&[4, 1, 3], DType::F32), ty(&[2, 1], DType::F32)], Attrs::new()).unwrap();
+    assert_eq!(t.to_string(), "Tensor[(4, 2, 3), f32]");
+    assert_eq!(
+        rel_err("add", &[ty(&[2, 3], DType::F32), ty(&[4], DType::F32)], Attrs::new()),
+        "add: shapes (2, 3) and (4,) do not broadcast"
+    );
+    assert_eq!(
+        rel_err("multiply", &[ty(&[2], DType::F32), ty(&[2], DType::I32)], Attrs::new()),
+        "multiply: dtype mismatch: f32 vs i32"
+    );
+    assert_eq!(
+        rel_err("add", &[ty(&[2], DType::Bool), ty(&[2], DType::Bool)], Attrs::new()),
+        "add: expected a numeric tensor, got dtype bool"
+    );
+    assert_eq!(rel_err("add", &[ty(&[2], DType::F32)], Attrs::new()), "add: expected 2 arguments, got 1");
+    let tup = Type::tuple(vec![ty(&[], DType::F32)]);
+    assert_eq!(rel_err("relu", &[tup], Attrs::new()), "relu: argument 1 must be a tensor, got (Tensor[(), f32],)");
+    assert_eq!(
+        rel_err("softmax", &[ty(&[2, 2], DType::F32)], int("axis", -3)),
+        "softmax: axis -3 is out of range for a tensor of rank 2"
+    );
+    assert_eq!(rel_err("sum", &[ty(&[2], DType::F32)], int("axis", 0)), "sum: attribute `axis` must be ints, got int");
+}
+
+#[test]
+fn kernels_reject_bad_input_without_panicking() {
+    // Every operator, called with no arguments, several kinds of wrong arguments and junk
+    // attributes, must return an error or a value, never panic.
+    let junk = [
+        Attrs::new(),
+        int("axis", 99).with("groups", AttrValue::Int(0)).with("indices_or_sections", AttrValue::Int(-1)),
+        ints("shape", &[-1]).with("newshape", AttrValue::Ints(vec![-1, -1].into())),
+        ints("strides", &[0]).with("padding", AttrValue::Ints(vec![i64::MAX].into())),
+        ints("axis", &[5]).with("dilation", AttrValue::Ints(vec![i64::MAX].into())),
+    ];
+    let arg_sets = [
+        vec![],
+        vec![f(&[], &[1.0])],
+        vec![f(&[2, 2], &[1.0; 4]), tt(&[2], DType::I32, &[1.0, 2.0])],
+        vec![f(&[1, 1, 1, 1], &[1.0]); 5],
+        vec![tt(&[0, 3], DType::Bool, &[]); 3],
+    ];
+    for (_, def) in op::all() {
+        for attrs in &junk {
+            for args in &arg_sets {
+                let _ = (def.kernel)(args, attrs, &mut ctx());
+                let types: Vec<Type> = args.iter().map(Tensor::ty).collect();
+                let _ = (def.type_rel)(&types, attrs);
+            }
+        }
+    }
+}
+
+#[test]
+fn float_kernels_accept_f16() {
+    let h = |shape: &[u64], vals: &[f64]| tt(shape, DType::F16, vals);
+    let a = h(&[1, 2], &[1.0, 2.0]);
+    check(&run1("matmul", &[a.clone(), h(&[2, 1], &[3.0, 4.0])], Attrs::new()), DType::F16, &[1, 1], &[11.0]);
+    check(&run1("dense", &[a.clone(), h(&[1, 2], &[1.0, 1.0])], Attrs::new()), DType::F16, &[1, 1], &[3.0]);
+    let x = h(&[1, 1, 1, 2], &[1.0, 2.0]);
+    check(&run1("conv2d", &[x, h(&[1, 1, 1, 1], &[2.0])], Attrs::new()), DType::F16, &[1, 1, 1, 2], &[2.0, 4.0]);
+    check(&run1("softmax", &[a.clone()], Attrs::new()), DType::F16, &[1, 2], &[0.268941, 0.731059]);
+    check(&run1("mean", &[a], Attrs::new()), DType::F16, &[], &[1.5]);
+}
+
+#[test]
+fn injective_kernels_accept_every_dtype() {
+    for dtype in DType::ALL {
+        let x = tt(&[2, 2], dtype, &[1.0, 0.0, 0.0, 1.0]);
+        let r = run1("reshape", &[x.clone()], ints("newshape", &[-1]));
+        check(&r, dtype, &[4], &[1.0, 0.0, 0.0, 1.0]);
+        let t = run1("transpose", &[x.clone()], Attrs::new());
+        let c = run1("concatenate", &[x.clone(), t], int("axis", 1));
+        check(&c, dtype, &[2, 4], &[1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0]);
+        let w = run1("where", &[tt(&[2], DType::Bool, &[1.0, 0.0]), x.clone(), x], Attrs::new());
+        assert_eq!(w.dtype(), dtype);
+    }
+}
+
+#[test]
+fn nn_relations_infer_shapes_and_reject_mismatches() {
+    let f32t = |s: &[u64]| ty(s, DType::F32);
+    let attrs = ints("padding", &[1, 2]).with("strides", AttrValue::Ints(vec![2, 1].into()));
+    let t = rel("conv2d", &[f32t(&[2, 4, 7, 7]), f32t(&[8, 2, 3, 3])], attrs.with("groups", AttrValue::Int(2)));
+    assert_eq!(t.unwrap().to_string(), "Tensor[(2, 8, 4, 9), f32]");
+    assert_eq!(
+        rel_err("conv2d", &[f32t(&[1, 3, 5, 5]), f32t(&[4, 2, 3, 3])], Attrs::new()),
+        "conv2d: data has 3 channels but weight (4, 2, 3, 3) with groups 1 expects 2"
+    );
+    assert_eq!(
+        rel_err("conv2d", &[f32t(&[1, 3, 5]), f32t(&[4, 3, 3, 3])], Attrs::new()),
+        "conv2d: expected 4-d data (NCHW) and weight (OIHW), got shapes (1, 3, 5) and (4, 3, 3, 3)"
+    );
+    assert_eq!(
+        rel_err("layer_norm", &[f32t(&[2, 3]), f32t(&[2]), f32t(&[3])], Attrs::new()),
+        "layer_norm: gamma must have shape (3,), got (2,)"
+    );
+    assert_eq!(
+        rel_err("matmul", &[ty(&[2, 2], DType::I32), ty(&[2, 2], DType::I32)], Attrs::new()),
+        "matmul: expected a float tensor (f32 or f16), got dtype i32"
+    );
+    let t = rel("matmul", &[f32t(&[1, 2, 3]), f32t(&[5, 3, 4])], Attrs::new()).unwrap();
+    assert_eq!(t.to_string(), "Tensor[(5, 2, 4), f32]");
+    let t = rel("split", &[f32t(&[6, 2])], int("indices_or_sections", 3)).unwrap();
+    assert_eq!(t.to_string(), "(Tensor[(2, 2), f32], Tensor[(2, 2), f32], Tensor[(2, 2), f32])");
+    let t = rel("sum", &[f32t(&[2, 3, 4])], ints("axis", &[0, 2]).with("keepdims", AttrValue::Bool(true)));
+    assert_eq!(t.unwrap().to_string(), "Tensor[(1, 3, 1), f32]");
+}
