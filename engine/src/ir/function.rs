@@ -380,6 +380,14 @@ impl FunctionBuilder {
         id
     }
 
+    /// Pushes a raw node without the debug check that its operands exist, to build malformed
+    /// arenas in verifier tests.
+    #[cfg(test)]
+    pub(crate) fn push_unchecked(&mut self, kind: ExprKind, ty: Option<Type>) -> NodeId {
+        self.nodes.push(Node { kind, ty });
+        NodeId(self.nodes.len() as u32 - 1)
+    }
+
     fn operands_exist(&self, kind: &ExprKind) -> bool {
         let n = self.nodes.len() as u32;
         let range_ok = |r: IdRange| self.extra[r.as_range()].iter().all(|a| a.0 < n);

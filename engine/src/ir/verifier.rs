@@ -158,11 +158,11 @@ impl Verifier<'_> {
             return;
         };
         let body = func.body();
+        let mut params_ok = true;
         if body.index() >= n {
             self.err(None, format!("body {body} out of range"));
-            return;
+            params_ok = false;
         }
-        let mut params_ok = true;
         for &p in params {
             match nodes.get(p.index()) {
                 None => {
@@ -176,6 +176,7 @@ impl Verifier<'_> {
                 Some(_) => {}
             }
         }
+        // Without valid roots there is no live tree to check.
         if !params_ok {
             return;
         }
@@ -550,5 +551,340 @@ impl Verifier<'_> {
                 self.err(Some(id), format!("call has type {nt} but the callee returns {rt}"));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use expect_test::{expect, Expect};
+
+    use super::*;
+    use crate::ir::{AttrValue, Attrs, Constant, FunctionBuilder, IdRange, OpId};
+
+    fn ops() -> (OpId, OpId) {
+        (op::lookup("add").unwrap(), op::lookup("relu").unwrap())
+    }
+
+    fn t(shape: &[u64]) -> Type {
+        Type::tensor(shape.to_vec(), DType::F32)
+    }
+
+    /// Verifies `func` as `@main` (in `module` when given) and renders the errors, one a line.
+    fn check_in(module: Option<&Module>, func: &Function, expect: Expect) {
+        let actual = match verify_function(module, "main", func) {
+            Ok(()) => "ok".to_string(),
+            Err(errs) => errs.iter().map(|e| format!("{e}\n")).collect(),
+        };
+        expect.assert_eq(&actual);
+    }
+
+    fn check(func: &Function, expect: Expect) {
+        check_in(None, func, expect)
+    }
+
+    #[test]
+    fn verify_accepts_well_formed_function() {
+        let (add, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[2])));
+        let c = b.var("c", Some(Type::scalar(DType::Bool)));
+        let r = b.call(relu, &[x], Attrs::new());
+        b.set_ty(r, Some(t(&[2])));
+        let a = b.var("a", Some(t(&[2])));
+        // A closure using its parameter and the outer binding `%a`.
+        let p = b.var("p", Some(t(&[2])));
+        let s = b.call(add, &[p, a], Attrs::new());
+        let f = b.closure(&[p], s, None, Attrs::new());
+        let g = b.var("g", None);
+        let ap = b.apply(g, &[x]);
+        let then_ = b.block(&[], ap);
+        let tup = b.tuple(&[x, a]);
+        let pr = b.proj(tup, 1);
+        let iff = b.if_(c, then_, pr);
+        let body = b.block(&[(a, r), (g, f)], iff);
+        let func = b.finish(&[x, c], body, None, Attrs::new());
+        check(&func, expect![[r#"ok"#]]);
+    }
+
+    #[test]
+    fn verify_reports_malformed_arena_without_panicking() {
+        let (add, _) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let bad_sym = b.push(ExprKind::Var { name: crate::ir::Sym(99) }, None);
+        let bad_const = b.push(ExprKind::Const { idx: crate::ir::ConstIdx(7) }, None);
+        let forward = b.push_unchecked(ExprKind::Proj { tuple: NodeId(10), index: 0 }, None);
+        let range = IdRange { start: 1000, len: 2 };
+        let bad_range = b.push_unchecked(ExprKind::Call { op: add, attrs: crate::ir::AttrsIdx(0), args: range }, None);
+        let bad_op =
+            b.push(ExprKind::Call { op: OpId(999), attrs: crate::ir::AttrsIdx(0), args: IdRange::default() }, None);
+        let bad_closure = b.push_unchecked(ExprKind::Func { idx: ClosureIdx(5) }, None);
+        let empty_block = b.push(ExprKind::Block { bindings: IdRange::default(), result: x }, None);
+        let tup = b.tuple(&[bad_sym, bad_const, forward, bad_range, bad_op, bad_closure, empty_block]);
+        let func = b.finish(&[x], tup, None, Attrs::new());
+        check(
+            &func,
+            expect![[r#"
+                @main %1: symbol index 99 out of bounds
+                @main %2: constant index 7 out of bounds
+                @main %3: operand %10 out of range
+                @main %4: operand range out of bounds
+                @main %5: unknown operator id 999
+                @main %6: closure index 5 out of bounds
+                @main %7: block without bindings or with an odd binding range
+            "#]],
+        );
+
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let fwd = b.push_unchecked(ExprKind::Proj { tuple: NodeId(2), index: 0 }, None);
+        let _later = b.tuple(&[x]);
+        let func = b.finish(&[x], fwd, None, Attrs::new());
+        check(
+            &func,
+            expect![[r#"
+            @main %1: operand %2 does not precede its user
+        "#]],
+        );
+
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let r = b.tuple(&[x]);
+        let func = b.finish(&[r], NodeId(40), None, Attrs::new());
+        check(
+            &func,
+            expect![[r#"
+                @main: body %40 out of range
+                @main %1: parameter is not a variable
+            "#]],
+        );
+    }
+
+    #[test]
+    fn verify_reports_shared_compound_node() {
+        let (add, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let r = b.call(relu, &[x], Attrs::new());
+        let s = b.call(add, &[r, r], Attrs::new());
+        let func = b.finish(&[x], s, None, Attrs::new());
+        check(
+            &func,
+            expect![[r#"
+            @main %1: compound expression has 2 users; bind it to a variable to share it
+        "#]],
+        );
+    }
+
+    #[test]
+    fn verify_reports_unbound_and_out_of_scope_variables() {
+        let (add, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let c = b.var("c", None);
+        let free = b.var("free", None);
+        // `%t` is bound inside the then-branch and used after the `if`.
+        let t = b.var("t", None);
+        let r = b.call(relu, &[x], Attrs::new());
+        let then_ = b.block(&[(t, r)], t);
+        let if_ = b.if_(c, then_, x);
+        // `%p` is a closure parameter used outside the closure.
+        let p = b.var("p", None);
+        let f = b.closure(&[p], p, None, Attrs::new());
+        let g = b.var("g", None);
+        // `%late` is used in the binding before its own.
+        let late = b.var("late", None);
+        let early = b.var("early", None);
+        let use_late = b.call(relu, &[late], Attrs::new());
+        let v = b.var("v", None);
+        let s1 = b.call(add, &[t, p], Attrs::new());
+        let s2 = b.call(add, &[s1, free], Attrs::new());
+        let body = b.block(&[(v, if_), (g, f), (early, use_late), (late, x)], s2);
+        let func = b.finish(&[x, c], body, None, Attrs::new());
+        check(
+            &func,
+            expect![[r#"
+                @main %10: variable %late used outside its scope
+                @main %3: variable %t used outside its scope
+                @main %7: variable %p used outside its scope
+                @main %2: unbound variable %free
+            "#]],
+        );
+    }
+
+    #[test]
+    fn verify_reports_variable_bound_twice() {
+        let (_, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let r = b.call(relu, &[x], Attrs::new());
+        let body = b.block(&[(x, r)], x);
+        let func = b.finish(&[x], body, None, Attrs::new());
+        check(
+            &func,
+            expect![[r#"
+            @main %0: variable %x is bound 2 times
+        "#]],
+        );
+    }
+
+    #[test]
+    fn verify_checks_operator_arity_and_attributes() {
+        let (add, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[2])));
+        let a = b.call(add, &[x], Attrs::new());
+        let r = b.call(relu, &[a], Attrs::new().with("axis", AttrValue::Int(1)));
+        let func = b.finish(&[x], r, None, Attrs::new());
+        check(
+            &func,
+            expect![[r#"
+            @main %1: `add` takes 2 arguments, got 1
+            @main %2: operator `relu` takes no attributes, got `axis`
+        "#]],
+        );
+    }
+
+    #[test]
+    fn verify_checks_known_types() {
+        let (add, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[2])));
+        let i = b.var("i", Some(Type::tensor(vec![2], DType::I32)));
+        let c = b.var("c", Some(t(&[])));
+        // Type relation fails: f32 + i32.
+        let bad_add = b.call(add, &[x, i], Attrs::new());
+        // Annotated with the wrong type.
+        let r = b.call(relu, &[x], Attrs::new());
+        b.set_ty(r, Some(t(&[3])));
+        // Binding annotation differs from the value's type.
+        let v = b.var("v", Some(t(&[4])));
+        let k = b.constant(Constant::scalar_f32(1.0));
+        // Projection out of range of a known tuple type.
+        let tup = b.tuple(&[x]);
+        b.set_ty(tup, Some(Type::tuple(vec![t(&[2])])));
+        let pr = b.proj(tup, 3);
+        // Condition is not a scalar bool.
+        let if_ = b.if_(c, bad_add, pr);
+        let out = b.tuple(&[if_, r, v]);
+        b.set_ty(out, Some(Type::tuple(vec![t(&[9])])));
+        let body = b.block(&[(v, k)], out);
+        b.set_ty(body, Some(t(&[1])));
+        let func = b.finish(&[x, i, c], body, Some(t(&[2])), Attrs::new());
+        check(
+            &func,
+            expect![[r#"
+                @main %3: type error in `add`: dtype mismatch: f32 vs i32
+                @main %4: call has type Tensor[(3,), f32] but `relu` gives Tensor[(2,), f32]
+                @main %8: projection .3 out of range for (Tensor[(2,), f32],)
+                @main %2: if condition has type Tensor[(), f32], expected Tensor[(), bool]
+                @main %5: binding annotated Tensor[(4,), f32] but its value has type Tensor[(), f32]
+                @main %11: block has type Tensor[(1,), f32] but its result has type (Tensor[(9,), f32],)
+                @main %11: function returns Tensor[(2,), f32] but its body has type Tensor[(1,), f32]
+            "#]],
+        );
+    }
+
+    fn callee(n_params: usize) -> Function {
+        let mut b = FunctionBuilder::new();
+        let params: Vec<NodeId> = (0..n_params).map(|i| b.var(&format!("p{i}"), Some(t(&[2])))).collect();
+        let body = params.first().copied().unwrap_or_else(|| b.constant(Constant::scalar_f32(0.0)));
+        b.finish(&params, body, None, Attrs::new())
+    }
+
+    #[test]
+    fn verify_resolves_globals_in_module() {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[3])));
+        let g = b.global("f");
+        let a1 = b.apply(g, &[x, x]);
+        let g2 = b.global("f");
+        let a2 = b.apply(g2, &[x]);
+        let h = b.global("missing");
+        let tup = b.tuple(&[a1, a2, h]);
+        let func = b.finish(&[x], tup, None, Attrs::new());
+        let mut m = Module::new();
+        m.add("f", callee(1)).unwrap();
+        check_in(
+            Some(&m),
+            &func,
+            expect![[r#"
+            @main %2: callee takes 1 arguments, got 2
+            @main %0: argument 0 has type Tensor[(3,), f32] but the callee expects Tensor[(2,), f32]
+            @main %5: unknown global function @missing
+        "#]],
+        );
+        // Without a module, globals are not resolved.
+        check(&func, expect![[r#"ok"#]]);
+    }
+
+    #[test]
+    fn verify_module_reports_all_functions_in_order() {
+        let (add, _) = ops();
+        let mut m = Module::new();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let a = b.call(add, &[x], Attrs::new());
+        m.add("second_bad", b.finish(&[x], a, None, Attrs::new())).unwrap();
+        m.add("good", callee(1)).unwrap();
+        let mut b = FunctionBuilder::new();
+        let g = b.global("nope");
+        m.add("first_bad", b.finish(&[], g, None, Attrs::new())).unwrap();
+        let errs = verify_module(&m).unwrap_err();
+        let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        expect![[r#"
+            [
+                "@second_bad %1: `add` takes 2 arguments, got 1",
+                "@first_bad %0: unknown global function @nope",
+            ]
+        "#]]
+        .assert_debug_eq(&text);
+        assert_eq!(errs[0].node, Some(NodeId(1)));
+    }
+
+    /// `fn(%x) { let %v0 = relu(%x); let %v1 = relu(%v0); …; %v{n-1} }`
+    pub(crate) fn chain(n: usize) -> Function {
+        let (_, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let mut prev = x;
+        let mut bindings = Vec::with_capacity(n);
+        for i in 0..n {
+            let r = b.call(relu, &[prev], Attrs::new());
+            let v = b.var(&format!("v{}", i % 16), None);
+            bindings.push((v, r));
+            prev = v;
+        }
+        let body = b.block(&bindings, prev);
+        b.finish(&[x], body, None, Attrs::new())
+    }
+
+    /// Blocks, `if`s and closures nested `depth` deep around `relu(%x)`.
+    pub(crate) fn nested(depth: usize) -> Function {
+        let (_, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let c = b.var("c", None);
+        let mut e = b.call(relu, &[x], Attrs::new());
+        for i in 0..depth {
+            e = match i % 3 {
+                0 => {
+                    let v = b.var("v", None);
+                    b.block(&[(v, e)], v)
+                }
+                1 => b.if_(c, e, x),
+                _ => {
+                    let p = b.var("p", None);
+                    b.closure(&[p], e, None, Attrs::new())
+                }
+            };
+        }
+        b.finish(&[x, c], e, None, Attrs::new())
+    }
+
+    #[test]
+    fn verify_handles_million_bindings_and_deep_nesting() {
+        assert_eq!(verify_function(None, "main", &chain(1_000_000)), Ok(()));
+        assert_eq!(verify_function(None, "main", &nested(100_000)), Ok(()));
     }
 }
