@@ -555,7 +555,7 @@ impl Verifier<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use expect_test::{expect, Expect};
 
     use super::*;

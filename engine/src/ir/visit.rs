@@ -640,7 +640,9 @@ fn builder_operands(b: &FunctionBuilder, kind: &ExprKind, out: &mut Vec<NodeId>)
 
 /// Rewrites `func` with `mutator` (see [`ExprMutator`]). Returns `func` itself (pointer-equal)
 /// when no hook replaced a node or dropped a binding; otherwise a new function whose arena
-/// holds only live nodes plus whatever the hooks pushed.
+/// holds the copies of the input's live nodes and whatever the hooks pushed. Nodes that a
+/// rewrite made unreachable (e.g. the copy of a constant whose user was replaced) stay in the
+/// arena as dead nodes, which are never printed, evaluated or compared.
 pub fn mutate(func: &Arc<Function>, mutator: &mut impl ExprMutator) -> Arc<Function> {
     let old: &Function = func;
     let n = old.num_nodes();
@@ -763,4 +765,397 @@ pub fn mutate(func: &Arc<Function>, mutator: &mut impl ExprMutator) -> Arc<Funct
     cx.b.set_span(Span::default());
     let body = cx.attach(body);
     Arc::new(cx.b.finish(&params, body, old.ret_ty().cloned(), old.attrs().clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{structural_eq, verify_function, Attrs, Constant, DType, FunctionBuilder, Tensor, Type};
+    use crate::op::{self, KernelCtx};
+    use rand::SeedableRng;
+
+    fn ops() -> (OpId, OpId) {
+        (op::lookup("add").unwrap(), op::lookup("relu").unwrap())
+    }
+
+    fn assert_valid(func: &Function) {
+        assert_eq!(verify_function(None, "main", func), Ok(()));
+    }
+
+    fn assert_same(actual: &Function, expected: &Function) {
+        assert_valid(actual);
+        assert!(structural_eq(actual, expected), "got {actual:#?}\nexpected {expected:#?}");
+    }
+
+    /// The seed's `ConstantChecker`: whether an expression is built from constants only.
+    struct ConstantChecker;
+
+    impl ExprFunctor<bool> for ConstantChecker {
+        fn visit_default(&mut self, _: &Function, _: NodeId, _: &Memo<bool>) -> bool {
+            false
+        }
+        fn visit_const(&mut self, _: &Function, _: NodeId, _: &Memo<bool>) -> bool {
+            true
+        }
+        fn visit_tuple(&mut self, _: &Function, _: NodeId, fields: &[NodeId], memo: &Memo<bool>) -> bool {
+            fields.iter().all(|&f| memo.get(f) == Some(&true))
+        }
+    }
+
+    #[test]
+    fn fold_checks_constant_tuples() {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let c1 = b.constant(Constant::scalar_f32(1.0));
+        let c2 = b.constant(Constant::scalar_f32(2.0));
+        let inner = b.tuple(&[c1, c2]);
+        let mixed = b.tuple(&[inner, x]);
+        let dead = b.tuple(&[x]);
+        let func = b.finish(&[x], mixed, None, Attrs::new());
+        let res = fold(&func, &mut ConstantChecker);
+        assert_eq!(res[inner.index()], Some(true));
+        assert_eq!(res[mixed.index()], Some(false));
+        assert_eq!(res[x.index()], Some(false));
+        assert_eq!(res[dead.index()], None);
+    }
+
+    /// The seed's `CallChecker`, counting calls, and recording the scope events.
+    #[derive(Default)]
+    struct CallChecker {
+        calls: usize,
+        events: Vec<String>,
+    }
+
+    impl ExprVisitor for CallChecker {
+        fn visit_call(&mut self, _: &Function, id: NodeId) {
+            self.calls += 1;
+            self.events.push(format!("call {id}"));
+        }
+        fn enter_scope(&mut self, _: &Function, id: NodeId, scope: Scope) {
+            self.events.push(format!("enter {scope:?} {id}"));
+        }
+        fn exit_scope(&mut self, _: &Function, id: NodeId, scope: Scope) {
+            self.events.push(format!("exit {scope:?} {id}"));
+        }
+    }
+
+    #[test]
+    fn visit_finds_calls_in_post_order_inside_scopes() {
+        let (add, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let c = b.var("c", None);
+        let r = b.call(relu, &[x], Attrs::new());
+        let v = b.var("v", None);
+        let p = b.var("p", None);
+        let s = b.call(add, &[p, v], Attrs::new());
+        let f = b.closure(&[p], s, None, Attrs::new());
+        let iff = b.if_(c, f, x);
+        let body = b.block(&[(v, r)], iff);
+        let func = b.finish(&[x, c], body, None, Attrs::new());
+        let mut checker = CallChecker::default();
+        visit(&func, &mut checker);
+        assert_eq!(checker.calls, 2);
+        assert_eq!(
+            checker.events,
+            [
+                "enter Block %8",
+                "call %2",
+                "enter Then %7",
+                "enter Closure %6",
+                "call %5",
+                "exit Closure %6",
+                "exit Then %7",
+                "enter Else %7",
+                "exit Else %7",
+                "exit Block %8",
+            ]
+        );
+    }
+
+    /// SimplifyExpr-style: `relu(relu(e))` → `relu(e)` and `add(e, 0)` → `e`.
+    struct Simplify;
+
+    impl ExprMutator for Simplify {
+        fn rewrite(&mut self, cx: &mut RewriteCx<'_>, _old: NodeId, kind: &ExprKind) -> Option<NodeId> {
+            let (add, relu) = ops();
+            if let Some(inner) = cx.call_arg(kind, relu, 0) {
+                return cx.call_arg(cx.kind(inner), relu, 0).map(|_| inner);
+            }
+            let rhs = cx.call_arg(kind, add, 1)?;
+            let zero = cx.constant(rhs)?.as_uniform_value() == Some(0.0);
+            if zero {
+                cx.call_arg(kind, add, 0)
+            } else {
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn mutate_simplifies_patterns() {
+        let (add, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let r1 = b.call(relu, &[x], Attrs::new());
+        let r2 = b.call(relu, &[r1], Attrs::new());
+        let zero = b.constant(Constant::scalar_f32(0.0));
+        let a = b.call(add, &[r2, zero], Attrs::new());
+        let r3 = b.call(relu, &[a], Attrs::new());
+        let func = Arc::new(b.finish(&[x], r3, None, Attrs::new()));
+        let out = mutate(&func, &mut Simplify);
+
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let r = b.call(relu, &[x], Attrs::new());
+        let expected = b.finish(&[x], r, None, Attrs::new());
+        assert_same(&out, &expected);
+        // The copy of the constant `0` is left dead: atoms are copied before their users'
+        // hooks run. Nothing else is left over.
+        assert_eq!(out.num_nodes(), 3);
+    }
+
+    /// FoldConstant-style: a call whose arguments are all constants becomes a constant.
+    struct FoldConstant;
+
+    impl ExprMutator for FoldConstant {
+        fn rewrite(&mut self, cx: &mut RewriteCx<'_>, _old: NodeId, kind: &ExprKind) -> Option<NodeId> {
+            let ExprKind::Call { op, attrs, args } = *kind else { return None };
+            let def = op::get(op);
+            let values: Option<Vec<Tensor>> =
+                cx.ids(args).iter().map(|&a| cx.constant(a)?.materialize().ok()).collect();
+            let mut ctx = KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) };
+            let mut out = (def.kernel)(&values?, cx.call_attrs(attrs), &mut ctx).ok()?;
+            (out.len() == 1 && !def.stateful).then(|| cx.constant_node(Constant::Dense(out.remove(0))))
+        }
+    }
+
+    #[test]
+    fn mutate_folds_constant_calls() {
+        let (add, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(Type::scalar(DType::F32)));
+        let c1 = b.constant(Constant::scalar_f32(-1.0));
+        let c2 = b.constant(Constant::scalar_f32(-2.0));
+        let s = b.call(add, &[c1, c2], Attrs::new());
+        let r = b.call(relu, &[s], Attrs::new());
+        let a = b.call(add, &[x, r], Attrs::new());
+        let func = Arc::new(b.finish(&[x], a, None, Attrs::new()));
+        let out = mutate(&func, &mut FoldConstant);
+
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(Type::scalar(DType::F32)));
+        let c = b.constant(Constant::scalar_f32(0.0));
+        let a = b.call(add, &[x, c], Attrs::new());
+        let expected = b.finish(&[x], a, None, Attrs::new());
+        assert_same(&out, &expected);
+    }
+
+    struct Nothing;
+    impl ExprMutator for Nothing {}
+
+    #[test]
+    fn mutate_without_change_returns_same_arc() {
+        let func = Arc::new(crate::ir::verifier::tests::nested(30));
+        assert!(Arc::ptr_eq(&mutate(&func, &mut Nothing), &func));
+        // Hooks that match nothing leave the function untouched too.
+        assert!(Arc::ptr_eq(&mutate(&func, &mut Simplify), &func));
+        let chain = Arc::new(crate::ir::verifier::tests::chain(10));
+        assert!(Arc::ptr_eq(&mutate(&chain, &mut FoldConstant), &chain));
+    }
+
+    /// Substitutes the uses of chosen old variables by the rewritten node of another old node
+    /// (or a fresh constant).
+    struct Subst {
+        by_node: Vec<(NodeId, NodeId)>,
+        by_const: Vec<(NodeId, f32)>,
+    }
+
+    impl ExprMutator for Subst {
+        fn rewrite(&mut self, cx: &mut RewriteCx<'_>, old: NodeId, _: &ExprKind) -> Option<NodeId> {
+            if let Some(&(_, v)) = self.by_const.iter().find(|(o, _)| *o == old) {
+                return Some(cx.constant_node(Constant::scalar_f32(v)));
+            }
+            let &(_, with) = self.by_node.iter().find(|(o, _)| *o == old)?;
+            cx.mapped(with)
+        }
+    }
+
+    #[test]
+    fn mutate_substitutes_variable_and_drops_its_binding() {
+        let (add, _) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let k = b.constant(Constant::scalar_f32(1.0));
+        let c = b.var("c", None);
+        let s = b.call(add, &[x, c], Attrs::new());
+        let body = b.block(&[(c, k)], s);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = mutate(&func, &mut Subst { by_node: vec![], by_const: vec![(c, 1.0)] });
+
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let k = b.constant(Constant::scalar_f32(1.0));
+        let s = b.call(add, &[x, k], Attrs::new());
+        let expected = b.finish(&[x], s, None, Attrs::new());
+        assert_same(&out, &expected);
+
+        // A substituted parameter stays a parameter; only its uses change.
+        let out = mutate(&func, &mut Subst { by_node: vec![], by_const: vec![(x, 5.0)] });
+        assert_valid(&out);
+        assert_eq!(out.params().len(), 1);
+        assert!(matches!(out.kind(out.params()[0]), ExprKind::Var { .. }));
+    }
+
+    #[test]
+    fn mutate_copies_compound_substitute_for_each_use() {
+        let (add, relu) = ops();
+        // fn(%x) { let %a = { let %t = relu(%x); relu(%t) }; add(%a, %a) }
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let r = b.call(relu, &[x], Attrs::new());
+        let t = b.var("t", None);
+        let rt = b.call(relu, &[t], Attrs::new());
+        let value = b.block(&[(t, r)], rt);
+        let a = b.var("a", None);
+        let s = b.call(add, &[a, a], Attrs::new());
+        let body = b.block(&[(a, value)], s);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        // Inline `%a`: its value is a block binding `%t`, so the copy needs a fresh `%t`.
+        let out = mutate(&func, &mut Subst { by_node: vec![(a, value)], by_const: vec![] });
+
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let mut inlined = || {
+            let r = b.call(relu, &[x], Attrs::new());
+            let t = b.var("t", None);
+            let rt = b.call(relu, &[t], Attrs::new());
+            b.block(&[(t, r)], rt)
+        };
+        let (v1, v2) = (inlined(), inlined());
+        let s = b.call(add, &[v1, v2], Attrs::new());
+        let expected = b.finish(&[x], s, None, Attrs::new());
+        assert_same(&out, &expected);
+    }
+
+    /// DCE-style: drops bindings whose variable is never used (counted on the input).
+    struct DropUnused {
+        uses: Vec<u32>,
+    }
+
+    impl DropUnused {
+        fn new(func: &Function) -> DropUnused {
+            let mut uses = vec![0; func.num_nodes()];
+            let live = func.live_mask();
+            for id in func.node_ids().filter(|id| live[id.index()]) {
+                // Binding variables are operands of their block but not uses.
+                if let ExprKind::Block { bindings, result } = *func.kind(id) {
+                    func.bindings(bindings).for_each(|(_, value)| uses[value.index()] += 1);
+                    uses[result.index()] += 1;
+                } else {
+                    func.for_each_operand(id, |o| uses[o.index()] += 1);
+                }
+            }
+            uses[func.body().index()] += 1;
+            DropUnused { uses }
+        }
+    }
+
+    impl ExprMutator for DropUnused {
+        fn keep_binding(&mut self, _: &RewriteCx<'_>, _: NodeId, old_var: NodeId, _: NodeId) -> bool {
+            self.uses[old_var.index()] > 0
+        }
+    }
+
+    #[test]
+    fn mutate_drops_bindings() {
+        let (_, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let r1 = b.call(relu, &[x], Attrs::new());
+        let r2 = b.call(relu, &[x], Attrs::new());
+        let (a, c) = (b.var("a", None), b.var("c", None));
+        let body = b.block(&[(a, r1), (c, r2)], c);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = mutate(&func, &mut DropUnused::new(&func));
+
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let r2 = b.call(relu, &[x], Attrs::new());
+        let c = b.var("c", None);
+        let body = b.block(&[(c, r2)], c);
+        let expected = b.finish(&[x], body, None, Attrs::new());
+        assert_same(&out, &expected);
+
+        // Dropping every binding leaves the result.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let r = b.call(relu, &[x], Attrs::new());
+        let a = b.var("a", None);
+        let body = b.block(&[(a, r)], x);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = mutate(&func, &mut DropUnused::new(&func));
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let expected = b.finish(&[x], x, None, Attrs::new());
+        assert_same(&out, &expected);
+    }
+
+    /// Replaces every `relu` call by a fresh copy (changes every node, structurally a no-op).
+    struct Recall;
+
+    impl ExprMutator for Recall {
+        fn rewrite(&mut self, cx: &mut RewriteCx<'_>, _: NodeId, kind: &ExprKind) -> Option<NodeId> {
+            let (_, relu) = ops();
+            let arg = cx.call_arg(kind, relu, 0)?;
+            Some(cx.call(relu, &[arg], Attrs::new()))
+        }
+    }
+
+    #[test]
+    fn visitors_handle_million_bindings() {
+        let func = Arc::new(crate::ir::verifier::tests::chain(1_000_000));
+        let res = fold(&func, &mut ConstantChecker);
+        assert_eq!(res[func.body().index()], Some(false));
+        let mut checker = CallChecker::default();
+        visit(&func, &mut checker);
+        assert_eq!(checker.calls, 1_000_000);
+        assert!(Arc::ptr_eq(&mutate(&func, &mut Nothing), &func));
+        let out = mutate(&func, &mut Recall);
+        assert!(!Arc::ptr_eq(&out, &func));
+        assert_same(&out, &func);
+    }
+
+    #[test]
+    fn visitors_handle_deep_nesting() {
+        let func = Arc::new(crate::ir::verifier::tests::nested(100_000));
+        let res = fold(&func, &mut ConstantChecker);
+        assert_eq!(res[func.body().index()], Some(false));
+        let mut checker = CallChecker::default();
+        visit(&func, &mut checker);
+        assert_eq!(checker.calls, 1);
+        assert_eq!(checker.events.len(), 1 + 2 * 100_000 + 2 * (100_000 / 3));
+        assert!(Arc::ptr_eq(&mutate(&func, &mut Nothing), &func));
+        let out = mutate(&func, &mut Recall);
+        assert_same(&out, &func);
+
+        // 100,000 nested relu calls collapse to one; the copy of a deep compound substitute
+        // is iterative too.
+        let (add, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let mut e = x;
+        for _ in 0..100_000 {
+            e = b.call(relu, &[e], Attrs::new());
+        }
+        let a = b.var("a", None);
+        let s = b.call(add, &[a, a], Attrs::new());
+        let body = b.block(&[(a, e)], s);
+        let deep = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = mutate(&deep, &mut Simplify);
+        assert_eq!(out.num_nodes(), deep.num_nodes() - 99_999);
+        let inlined = mutate(&deep, &mut Subst { by_node: vec![(a, e)], by_const: vec![] });
+        assert_valid(&inlined);
+        assert_eq!(inlined.live_mask().iter().filter(|&&l| l).count(), 2 + 2 * 100_000);
+    }
 }
