@@ -1113,6 +1113,32 @@ mod tests {
     }
 
     #[test]
+    fn mutate_keeps_spans_and_types() {
+        let (add, relu) = ops();
+        let ty = Some(Type::scalar(DType::F32));
+        let mut b = FunctionBuilder::new();
+        b.set_span(Span::new(1, 2));
+        let x = b.var("x", ty.clone());
+        b.set_span(Span::new(3, 9));
+        let r = b.call(relu, &[x], Attrs::new());
+        b.set_ty(r, ty.clone());
+        b.set_span(Span::new(10, 20));
+        let a = b.call(add, &[r, x], Attrs::new());
+        b.set_ty(a, ty.clone());
+        let func = Arc::new(b.finish(&[x], a, ty.clone(), Attrs::new()));
+        let out = mutate(&func, &mut Recall);
+        assert!(!Arc::ptr_eq(&out, &func));
+        assert_same(&out, &func);
+        let body = out.body();
+        assert_eq!((out.span(body), out.ty(body)), (Some(Span::new(10, 20)), ty.as_ref()));
+        // The hook's new `relu` call gets the span of the node it replaces.
+        let ExprKind::Call { args, .. } = *out.kind(body) else { panic!("body is a call") };
+        let new_relu = out.ids(args)[0];
+        assert_eq!(out.span(new_relu), Some(Span::new(3, 9)));
+        assert_eq!(out.span(out.params()[0]), Some(Span::new(1, 2)));
+    }
+
+    #[test]
     fn visitors_handle_million_bindings() {
         let func = Arc::new(crate::ir::verifier::tests::chain(1_000_000));
         let res = fold(&func, &mut ConstantChecker);
