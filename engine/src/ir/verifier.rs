@@ -12,6 +12,9 @@
 //! - types, where known: call type relations, binding annotations, `if` conditions, tuple
 //!   projections, block, closure and function result types, `Apply` argument types.
 //!
+//! Only live nodes (reachable from the parameters and the body) are checked: dead nodes left
+//! over by builders are never printed, evaluated or compared.
+//!
 //! It deliberately does not infer types: a node without a type is not checked against one.
 //! Every walk is a loop over the arena or over an explicit stack, so neither input size nor
 //! nesting depth reaches the call stack, and malformed arenas are reported, never indexed
@@ -725,6 +728,25 @@ pub(crate) mod tests {
             expect![[r#"
             @main %0: variable %x is bound 2 times
         "#]],
+        );
+    }
+
+    #[test]
+    fn verify_reports_non_variable_binders() {
+        let (_, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let k = b.constant(Constant::scalar_f32(1.0));
+        let r = b.call(relu, &[x], Attrs::new());
+        let f = b.closure(&[k], x, None, Attrs::new());
+        let body = b.block(&[(k, r)], f);
+        let func = b.finish(&[x], body, None, Attrs::new());
+        check(
+            &func,
+            expect![[r#"
+                @main %3: bound %1 is not a variable
+                @main %4: bound %1 is not a variable
+            "#]],
         );
     }
 
