@@ -10,6 +10,8 @@ mod printer;
 mod structural;
 mod tensor;
 mod ty;
+mod verifier;
+mod visit;
 
 pub use attrs::{fn_attr, AttrValue, Attrs, FloatLit};
 pub use expr::{ExprKind, Node, Span};
@@ -21,3 +23,5 @@ pub use printer::{print_function, print_module};
 pub use structural::{hash_function, module_structural_eq, module_structural_hash, structural_eq, structural_hash};
 pub use tensor::{Constant, Fill, Tensor, TensorData, TensorError, MAX_MATERIALIZED_ELEMENTS};
 pub use ty::{DType, FuncType, TensorType, Type};
+pub use verifier::{verify_function, verify_module, VerifyError};
+pub use visit::{fold, mutate, visit, ExprFunctor, ExprMutator, ExprVisitor, Memo, RewriteCx, Scope};

@@ -229,6 +229,56 @@ impl Function {
         f
     }
 
+    /// The ids of `range`, or `None` when it lies outside the extra table (malformed arenas;
+    /// the verifier uses the `try_` accessors so that it never panics).
+    pub fn try_ids(&self, range: IdRange) -> Option<&[NodeId]> {
+        let end = range.start.checked_add(range.len)?;
+        self.extra.get(range.start as usize..end as usize)
+    }
+
+    /// The closure at `idx`, or `None` when out of range.
+    pub fn try_closure(&self, idx: ClosureIdx) -> Option<&Closure> {
+        self.closures.get(idx.0 as usize)
+    }
+
+    /// The constant at `idx`, or `None` when out of range.
+    pub fn try_constant(&self, idx: ConstIdx) -> Option<&Arc<Constant>> {
+        self.consts.get(idx.0 as usize)
+    }
+
+    /// The call attributes at `idx`, or `None` when out of range.
+    pub fn try_call_attrs(&self, idx: AttrsIdx) -> Option<&Attrs> {
+        self.call_attrs.get(idx.0 as usize)
+    }
+
+    /// The text of `sym`, or `None` when out of range.
+    pub fn try_sym(&self, sym: Sym) -> Option<&str> {
+        self.syms.get(sym.0 as usize).map(|s| &**s)
+    }
+
+    /// The parameter ids, or `None` when the parameter range is malformed.
+    pub fn try_params(&self) -> Option<&[NodeId]> {
+        self.try_ids(self.params)
+    }
+
+    /// A builder with this function's symbol, constant and attribute tables but an empty arena:
+    /// `Sym`, `ConstIdx` and `AttrsIdx` values of this function stay valid in it. Mutators copy
+    /// nodes into it so that the result has no dead nodes from the input.
+    pub fn builder_with_tables(&self) -> FunctionBuilder {
+        let sym_index = self.syms.iter().enumerate().map(|(i, s)| (s.clone(), Sym(i as u32))).collect();
+        FunctionBuilder {
+            nodes: Vec::new(),
+            spans: Vec::new(),
+            extra: Vec::new(),
+            syms: self.syms.clone(),
+            sym_index,
+            consts: self.consts.clone(),
+            call_attrs: self.call_attrs.clone(),
+            closures: Vec::new(),
+            span: Span::default(),
+        }
+    }
+
     /// A builder that starts from this function's tables: nodes pushed to it may refer to this
     /// function's nodes by their ids. Used by mutators that append to an existing arena.
     pub fn to_builder(&self) -> FunctionBuilder {
@@ -339,6 +389,14 @@ impl FunctionBuilder {
         id
     }
 
+    /// Pushes a raw node without the debug check that its operands exist, to build malformed
+    /// arenas in verifier tests.
+    #[cfg(test)]
+    pub(crate) fn push_unchecked(&mut self, kind: ExprKind, ty: Option<Type>) -> NodeId {
+        self.nodes.push(Node { kind, ty });
+        NodeId(self.nodes.len() as u32 - 1)
+    }
+
     fn operands_exist(&self, kind: &ExprKind) -> bool {
         let n = self.nodes.len() as u32;
         let range_ok = |r: IdRange| self.extra[r.as_range()].iter().all(|a| a.0 < n);
@@ -355,9 +413,46 @@ impl FunctionBuilder {
     }
 
     fn range(&mut self, ids: &[NodeId]) -> IdRange {
+        self.push_ids(ids)
+    }
+
+    /// Appends `ids` to the extra table without making a node, for building an [`ExprKind`] by
+    /// hand (pass it to [`FunctionBuilder::push`]).
+    pub fn push_ids(&mut self, ids: &[NodeId]) -> IdRange {
         let start = self.extra.len() as u32;
         self.extra.extend_from_slice(ids);
         IdRange { start, len: ids.len() as u32 }
+    }
+
+    /// The ids of a range made by this builder.
+    pub fn ids(&self, range: IdRange) -> &[NodeId] {
+        &self.extra[range.as_range()]
+    }
+
+    /// Adds a closure to the closure table without making its `Func` node.
+    pub fn push_closure(&mut self, closure: Closure) -> ClosureIdx {
+        self.closures.push(closure);
+        ClosureIdx(self.closures.len() as u32 - 1)
+    }
+
+    /// The closure at `idx` of this builder.
+    pub fn closure_at(&self, idx: ClosureIdx) -> &Closure {
+        &self.closures[idx.0 as usize]
+    }
+
+    /// The constant at `idx` of this builder.
+    pub fn constant_at(&self, idx: ConstIdx) -> &Arc<Constant> {
+        &self.consts[idx.0 as usize]
+    }
+
+    /// The call attributes at `idx` of this builder.
+    pub fn call_attrs_at(&self, idx: AttrsIdx) -> &Attrs {
+        &self.call_attrs[idx.0 as usize]
+    }
+
+    /// The span recorded for node `id` (the default span when none was set).
+    pub fn span_at(&self, id: NodeId) -> Span {
+        self.spans.get(id.index()).copied().unwrap_or_default()
     }
 
     /// A variable named `name` with an optional type annotation.
