@@ -1,11 +1,47 @@
-//! Parser of the `.pir` text format. (Interim: replaced by the real parser.)
+//! Parser of the `.pir` text format (grammar: `docs/text-format.md`).
+//!
+//! A recursive-descent parser over the on-demand [`lexer`], building each function with a
+//! [`FunctionBuilder`] so that every node carries its source span. Besides syntax it checks
+//! what needs no types: operators exist and get the right number of arguments and valid
+//! attributes, variables are defined before use and defined once per function, and global
+//! functions are defined once. Unknown `@globals` are left to the verifier.
+//!
+//! Expressions nest by recursion, bounded by [`MAX_NESTING`]: deeper input is a clear error,
+//! never a stack overflow. Errors do not stop the parse: after an error the parser skips to
+//! the next `;`, `}` or `def` and goes on, reporting up to [`MAX_ERRORS`] errors.
 
+mod lexer;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use half::f16;
+use ndarray::{ArcArray, IxDyn};
+
+use self::lexer::{Lexer, Tok, Token};
+use super::attrs::{AttrValue, Attrs};
 use super::expr::Span;
+use super::function::FunctionBuilder;
+use super::ids::NodeId;
 use super::module::Module;
+use super::tensor::{Constant, Fill, Tensor, TensorData};
+use super::ty::{DType, TensorType, Type};
+use crate::op;
 
-/// One parse error: where, what was expected, what was found.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{line}:{col}: expected {expected}, found {found}")]
+/// How deeply expressions, blocks and types may nest. Deeper input is a parse error.
+pub const MAX_NESTING: u32 = 512;
+
+/// A parse stops after this many errors.
+pub const MAX_ERRORS: usize = 100;
+
+/// Largest tensor rank the parser accepts.
+const MAX_RANK: usize = 64;
+
+/// One parse error: where, and either what was expected and found (syntax errors) or a
+/// message (semantic errors such as an unknown operator).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParseError {
     /// Byte range of the offending text.
     pub span: Span,
@@ -13,11 +49,24 @@ pub struct ParseError {
     pub line: u32,
     /// 1-based column (in characters).
     pub col: u32,
-    /// What the parser expected.
+    /// What the parser expected (empty for semantic errors).
     pub expected: String,
-    /// What it found.
+    /// What it found (empty for semantic errors).
     pub found: String,
+    /// The message of a semantic error; `None` for a syntax error.
+    pub message: Option<String>,
 }
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.message {
+            Some(m) => write!(f, "{}:{}: {m}", self.line, self.col),
+            None => write!(f, "{}:{}: expected {}, found {}", self.line, self.col, self.expected, self.found),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
 
 /// All errors of one parse, in source order (never empty).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -25,12 +74,980 @@ pub struct ParseError {
 pub struct ParseErrors(pub Vec<ParseError>);
 
 /// Parses a module.
-pub fn parse_module(_src: &str) -> Result<Module, ParseErrors> {
-    Err(ParseErrors(vec![ParseError {
-        span: Span::default(),
-        line: 1,
-        col: 1,
-        expected: "a parser".into(),
-        found: "none yet".into(),
-    }]))
+pub fn parse_module(src: &str) -> Result<Module, ParseErrors> {
+    let mut p = Parser::new(src);
+    let module = p.module();
+    if p.errors.is_empty() {
+        Ok(module)
+    } else {
+        Err(ParseErrors(p.errors))
+    }
+}
+
+/// FxHash: the parser's maps are keyed by short names and never iterated.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// The error was recorded already; unwind to a recovery point.
+struct Reported;
+
+type PResult<T> = Result<T, Reported>;
+
+/// Keywords, which are not operator names.
+const KEYWORDS: &[&str] =
+    &["def", "let", "if", "else", "fn", "tensor", "full", "uniform", "normal", "true", "false", "Tensor"];
+
+struct Parser<'s> {
+    src: &'s str,
+    lexer: Lexer<'s>,
+    tok: Token,
+    peek: Token,
+    /// End of the previous token, for spans of compound expressions.
+    prev_end: u32,
+    errors: Vec<ParseError>,
+    /// Cache for line/column computation: (byte offset, line, col) of the last error.
+    pos_cache: (usize, u32, u32),
+    depth: u32,
+    // Per function:
+    b: FunctionBuilder,
+    /// Variables in scope by name.
+    scope: FxMap<&'s str, NodeId>,
+    /// Names in scope in definition order, so a block can drop its own when it ends.
+    scope_names: Vec<&'s str>,
+    /// Where each variable of the function was defined (single definition).
+    defined: FxMap<&'s str, u32>,
+    /// Whether this function had an error (it is then not added to the module).
+    poisoned: bool,
+}
+
+impl<'s> Parser<'s> {
+    fn new(src: &'s str) -> Parser<'s> {
+        let mut lexer = Lexer::new(src);
+        let tok = lexer.next_token();
+        let peek = lexer.next_token();
+        Parser {
+            src,
+            lexer,
+            tok,
+            peek,
+            prev_end: 0,
+            errors: Vec::new(),
+            pos_cache: (0, 1, 1),
+            depth: 0,
+            b: FunctionBuilder::new(),
+            scope: FxMap::default(),
+            scope_names: Vec::new(),
+            defined: FxMap::default(),
+            poisoned: false,
+        }
+    }
+
+    // ---- tokens ----
+
+    fn bump(&mut self) -> Token {
+        let t = self.tok;
+        self.prev_end = t.end;
+        self.tok = self.peek;
+        self.peek = self.lexer.next_token();
+        t
+    }
+
+    fn text(&self, t: Token) -> &'s str {
+        &self.src[t.start as usize..t.end as usize]
+    }
+
+    fn at(&self, kind: Tok) -> bool {
+        self.tok.kind == kind
+    }
+
+    fn at_kw(&self, kw: &str) -> bool {
+        self.tok.kind == Tok::Ident && self.text(self.tok) == kw
+    }
+
+    fn eat(&mut self, kind: Tok) -> bool {
+        if self.at(kind) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, kind: Tok, what: &str) -> PResult<Token> {
+        if self.at(kind) {
+            Ok(self.bump())
+        } else {
+            Err(self.unexpected(what))
+        }
+    }
+
+    fn expect_kw(&mut self, kw: &str) -> PResult<Token> {
+        if self.at_kw(kw) {
+            Ok(self.bump())
+        } else {
+            Err(self.unexpected(&format!("`{kw}`")))
+        }
+    }
+
+    fn span_from(&self, start: u32) -> Span {
+        Span { start, end: self.prev_end.max(start) }
+    }
+
+    // ---- errors ----
+
+    fn describe(&self, t: Token) -> String {
+        match t.kind {
+            Tok::Eof => "end of input".into(),
+            Tok::UnterminatedStr => "unterminated string".into(),
+            _ => {
+                let text = self.text(t);
+                match text.char_indices().nth(24) {
+                    Some((i, _)) => format!("`{}…`", &text[..i]),
+                    None => format!("`{text}`"),
+                }
+            }
+        }
+    }
+
+    fn line_col(&mut self, offset: usize) -> (u32, u32) {
+        let (mut pos, mut line, mut col) = self.pos_cache;
+        if offset < pos {
+            (pos, line, col) = (0, 1, 1);
+        }
+        for &b in &self.src.as_bytes()[pos..offset] {
+            if b == b'\n' {
+                line += 1;
+                col = 1;
+            } else if b & 0xC0 != 0x80 {
+                col += 1;
+            }
+        }
+        self.pos_cache = (offset, line, col);
+        (line, col)
+    }
+
+    fn push_error(&mut self, span: Span, expected: String, found: String, message: Option<String>) {
+        self.poisoned = true;
+        if self.errors.len() >= MAX_ERRORS {
+            return;
+        }
+        let (line, col) = self.line_col(span.start as usize);
+        self.errors.push(ParseError { span, line, col, expected, found, message });
+    }
+
+    fn unexpected(&mut self, expected: &str) -> Reported {
+        let found = self.describe(self.tok);
+        let span = Span { start: self.tok.start, end: self.tok.end };
+        self.push_error(span, expected.to_string(), found, None);
+        Reported
+    }
+
+    fn error_at(&mut self, span: Span, message: String) -> Reported {
+        self.push_error(span, String::new(), String::new(), Some(message));
+        Reported
+    }
+
+    fn too_many_errors(&self) -> bool {
+        self.errors.len() >= MAX_ERRORS
+    }
+
+    /// Skips to a recovery point: past the next `;`, or before the next `}` or `def`, at the
+    /// current nesting level.
+    fn recover(&mut self) {
+        let mut depth = 0u32;
+        loop {
+            match self.tok.kind {
+                Tok::Eof => return,
+                Tok::Semi if depth == 0 => {
+                    self.bump();
+                    return;
+                }
+                Tok::RBrace if depth == 0 => return,
+                Tok::Ident if self.text(self.tok) == "def" => return,
+                Tok::LParen | Tok::LBrack | Tok::LBrace => depth += 1,
+                Tok::RParen | Tok::RBrack | Tok::RBrace => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            self.bump();
+        }
+    }
+
+    /// Runs `f` one nesting level deeper, or fails if that is too deep.
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
+        if self.depth >= MAX_NESTING {
+            let span = Span { start: self.tok.start, end: self.tok.end };
+            return Err(self.error_at(span, format!("nesting deeper than {MAX_NESTING} levels")));
+        }
+        self.depth += 1;
+        let r = f(self);
+        self.depth -= 1;
+        r
+    }
+
+    // ---- module and functions ----
+
+    fn module(&mut self) -> Module {
+        let mut module = Module::new();
+        let mut first_def: FxMap<&'s str, u32> = FxMap::default();
+        while !self.at(Tok::Eof) && !self.too_many_errors() {
+            let start = self.tok.start;
+            match self.function() {
+                Ok((name_tok, func)) => {
+                    let name = &self.text(name_tok)[1..];
+                    if let Some(&first) = first_def.get(name) {
+                        let (line, col) = self.line_col(first as usize);
+                        let span = Span { start: name_tok.start, end: name_tok.end };
+                        self.error_at(span, format!("function `@{name}` is defined twice (first at {line}:{col})"));
+                    } else {
+                        first_def.insert(name, name_tok.start);
+                        if let Some(func) = func {
+                            // Names are unique here, so adding cannot fail.
+                            let _ = module.add(name, func);
+                        }
+                    }
+                }
+                Err(Reported) => {
+                    // Skip to the next function.
+                    if self.tok.start == start {
+                        self.bump();
+                    }
+                    while !self.at(Tok::Eof) && !self.at_kw("def") && !self.at(Tok::Hash) {
+                        self.bump();
+                    }
+                }
+            }
+        }
+        module
+    }
+
+    /// Parses `[#[attrs]] def @name(params) [-> T] { body }`. Returns the name token and the
+    /// function, unless the function had errors.
+    fn function(&mut self) -> PResult<(Token, Option<super::function::Function>)> {
+        self.b = FunctionBuilder::new();
+        self.scope.clear();
+        self.scope_names.clear();
+        self.defined.clear();
+        self.poisoned = false;
+        let attrs = if self.at(Tok::Hash) { self.attr_list()? } else { Attrs::new() };
+        self.expect_kw("def")?;
+        let name = self.expect(Tok::Global, "a global name `@name`")?;
+        let params = self.params()?;
+        let ret_ty = if self.eat(Tok::Arrow) { Some(self.ty()?) } else { None };
+        let body = self.block()?;
+        if self.poisoned {
+            return Ok((name, None));
+        }
+        let b = std::mem::take(&mut self.b);
+        Ok((name, Some(b.finish(&params, body, ret_ty, attrs))))
+    }
+
+    /// `#[Key, Key=value, …]`.
+    fn attr_list(&mut self) -> PResult<Attrs> {
+        self.expect(Tok::Hash, "`#`")?;
+        self.expect(Tok::LBrack, "`[`")?;
+        let mut attrs = Attrs::new();
+        while !self.at(Tok::RBrack) {
+            let key = self.expect(Tok::Ident, "an attribute name")?;
+            let value = if self.eat(Tok::Eq) { self.attr_value()? } else { AttrValue::Bool(true) };
+            attrs.set(self.text(key), value);
+            if !self.eat(Tok::Comma) {
+                break;
+            }
+        }
+        self.expect(Tok::RBrack, "`,` or `]`")?;
+        Ok(attrs)
+    }
+
+    /// `(%x: T, …)`: defines the parameters in the current scope.
+    fn params(&mut self) -> PResult<Vec<NodeId>> {
+        self.expect(Tok::LParen, "`(`")?;
+        let mut params = Vec::new();
+        while !self.at(Tok::RParen) {
+            let name = self.expect(Tok::Local, "a parameter `%name`")?;
+            let ty = if self.eat(Tok::Colon) { Some(self.ty()?) } else { None };
+            self.b.set_span(Span { start: name.start, end: self.prev_end });
+            let var = self.b.var(&self.text(name)[1..], ty);
+            self.define(name, var);
+            params.push(var);
+            if !self.eat(Tok::Comma) {
+                break;
+            }
+        }
+        self.expect(Tok::RParen, "`,` or `)`")?;
+        Ok(params)
+    }
+
+    fn define(&mut self, name_tok: Token, var: NodeId) {
+        let name = &self.text(name_tok)[1..];
+        if let Some(&first) = self.defined.get(name) {
+            let (line, col) = self.line_col(first as usize);
+            let span = Span { start: name_tok.start, end: name_tok.end };
+            self.error_at(
+                span,
+                format!(
+                    "`%{name}` is already defined at {line}:{col} (a variable has a single definition per function)"
+                ),
+            );
+            return;
+        }
+        self.defined.insert(name, name_tok.start);
+        self.scope.insert(name, var);
+        self.scope_names.push(name);
+    }
+
+    fn pop_scope(&mut self, mark: usize) {
+        for name in self.scope_names.drain(mark..) {
+            self.scope.remove(name);
+        }
+    }
+
+    // ---- blocks and expressions ----
+
+    /// `{ let …; … result }`.
+    fn block(&mut self) -> PResult<NodeId> {
+        let open = self.expect(Tok::LBrace, "`{`")?;
+        self.nested(|p| p.block_rest(open))
+    }
+
+    fn block_rest(&mut self, open: Token) -> PResult<NodeId> {
+        let mark = self.scope_names.len();
+        let r = self.block_inner(open);
+        self.pop_scope(mark);
+        r
+    }
+
+    fn block_inner(&mut self, open: Token) -> PResult<NodeId> {
+        let mut bindings = Vec::new();
+        let mut failed = false;
+        let result = loop {
+            if self.too_many_errors() {
+                return Err(Reported);
+            }
+            if self.at(Tok::Eof) {
+                let (line, col) = self.line_col(open.start as usize);
+                let span = Span { start: self.tok.start, end: self.tok.end };
+                return Err(self.error_at(span, format!("unterminated block (the `{{` at {line}:{col} is not closed)")));
+            }
+            if self.at_kw("let") {
+                match self.binding() {
+                    Ok(pair) => bindings.push(pair),
+                    Err(Reported) => {
+                        failed = true;
+                        self.recover();
+                        if self.at_kw("def") {
+                            return Err(Reported);
+                        }
+                    }
+                }
+                continue;
+            }
+            if self.at(Tok::RBrace) && failed {
+                // The result was lost to an error.
+                self.bump();
+                return Err(Reported);
+            }
+            match self.expr() {
+                Ok(e) => {
+                    if self.eat(Tok::RBrace) {
+                        break e;
+                    }
+                    let _ = self.unexpected("`}` after the block's result");
+                }
+                Err(Reported) => {}
+            }
+            // Skip to this block's `}`.
+            self.recover();
+            if self.at(Tok::RBrace) {
+                self.bump();
+            }
+            return Err(Reported);
+        };
+        if failed {
+            return Err(Reported);
+        }
+        self.b.set_span(Span { start: open.start, end: self.prev_end });
+        Ok(self.b.block(&bindings, result))
+    }
+
+    /// `let %x[: T] = value;` — returns `(var, value)`.
+    fn binding(&mut self) -> PResult<(NodeId, NodeId)> {
+        let let_tok = self.expect_kw("let")?;
+        let name = self.expect(Tok::Local, "a variable `%name`")?;
+        let ty = if self.eat(Tok::Colon) { Some(self.ty()?) } else { None };
+        self.expect(Tok::Eq, "`=`")?;
+        let value = self.expr()?;
+        self.expect(Tok::Semi, "`;`")?;
+        self.b.set_span(Span { start: let_tok.start, end: name.end });
+        let var = self.b.var(&self.text(name)[1..], ty);
+        self.define(name, var);
+        Ok((var, value))
+    }
+
+    fn expr(&mut self) -> PResult<NodeId> {
+        self.nested(Self::postfix)
+    }
+
+    /// A primary expression followed by projections `.0` and calls `(args)`.
+    fn postfix(&mut self) -> PResult<NodeId> {
+        let start = self.tok.start;
+        let mut e = self.primary()?;
+        loop {
+            if self.eat(Tok::Dot) {
+                let t = self.expect(Tok::Number, "a tuple index")?;
+                let Ok(index) = self.text(t).parse::<u32>() else {
+                    let span = Span { start: t.start, end: t.end };
+                    return Err(self.error_at(span, format!("invalid tuple index `{}`", self.text(t))));
+                };
+                self.b.set_span(self.span_from(start));
+                e = self.b.proj(e, index);
+            } else if self.at(Tok::LParen) {
+                let (args, attrs) = self.args()?;
+                if !attrs.is_empty() {
+                    let span = self.span_from(start);
+                    return Err(self.error_at(span, "only operator calls take attributes".into()));
+                }
+                self.b.set_span(self.span_from(start));
+                e = self.b.apply(e, &args);
+            } else {
+                return Ok(e);
+            }
+        }
+    }
+
+    /// `(arg, …, key=value, …)`.
+    fn args(&mut self) -> PResult<(Vec<NodeId>, Attrs)> {
+        self.expect(Tok::LParen, "`(`")?;
+        let mut args = Vec::new();
+        let mut attrs = Attrs::new();
+        while !self.at(Tok::RParen) {
+            if self.at(Tok::Ident) && self.peek.kind == Tok::Eq {
+                let key = self.bump();
+                self.bump();
+                let value = self.attr_value()?;
+                attrs.set(self.text(key), value);
+            } else if !attrs.is_empty() {
+                return Err(self.unexpected("an attribute `key=value` (arguments come first)"));
+            } else {
+                args.push(self.expr()?);
+            }
+            if !self.eat(Tok::Comma) {
+                break;
+            }
+        }
+        self.expect(Tok::RParen, "`,` or `)`")?;
+        Ok((args, attrs))
+    }
+
+    fn primary(&mut self) -> PResult<NodeId> {
+        let start = self.tok.start;
+        match self.tok.kind {
+            Tok::Local => {
+                let t = self.bump();
+                let name = &self.text(t)[1..];
+                match self.scope.get(name) {
+                    Some(&v) => Ok(v),
+                    None => {
+                        let span = Span { start: t.start, end: t.end };
+                        self.error_at(span, format!("undefined variable `%{name}`"));
+                        // Keep parsing with a stand-in so later errors are found too.
+                        Ok(self.b.var(name, None))
+                    }
+                }
+            }
+            Tok::Global => {
+                let t = self.bump();
+                self.b.set_span(Span { start: t.start, end: t.end });
+                Ok(self.b.global(&self.text(t)[1..]))
+            }
+            Tok::Number => {
+                let c = self.scalar_literal()?;
+                self.b.set_span(self.span_from(start));
+                Ok(self.b.constant(c))
+            }
+            Tok::LParen => self.tuple(),
+            Tok::LBrace => self.block(),
+            Tok::Hash => self.closure(),
+            Tok::Ident => match self.text(self.tok) {
+                "true" | "false" => {
+                    let t = self.bump();
+                    let v = self.text(t) == "true";
+                    self.b.set_span(self.span_from(start));
+                    Ok(self.b.constant(Constant::Dense(Tensor(TensorData::Bool(ArcArray::from_elem(IxDyn(&[]), v))))))
+                }
+                "if" => self.if_(),
+                "fn" => self.closure(),
+                "tensor" => {
+                    let c = self.dense()?;
+                    self.b.set_span(self.span_from(start));
+                    Ok(self.b.constant(c))
+                }
+                "full" | "uniform" | "normal" => {
+                    let c = self.fill()?;
+                    self.b.set_span(self.span_from(start));
+                    Ok(self.b.constant(c))
+                }
+                name if !KEYWORDS.contains(&name) && self.peek.kind == Tok::LParen => self.op_call(),
+                _ => Err(self.unexpected("an expression")),
+            },
+            _ => Err(self.unexpected("an expression")),
+        }
+    }
+
+    /// `op(args, key=value)`, checked against the operator registry.
+    fn op_call(&mut self) -> PResult<NodeId> {
+        let name_tok = self.bump();
+        let name = self.text(name_tok);
+        let name_span = Span { start: name_tok.start, end: name_tok.end };
+        let op = op::lookup(name);
+        if op.is_none() {
+            let suggestions = op::suggest(name);
+            let hint = if suggestions.is_empty() {
+                String::new()
+            } else {
+                let names: Vec<String> = suggestions.iter().map(|s| format!("`{s}`")).collect();
+                format!(" (did you mean {}?)", names.join(" or "))
+            };
+            self.error_at(name_span, format!("unknown operator `{name}`{hint}"));
+        }
+        let (args, attrs) = self.args()?;
+        let span = self.span_from(name_tok.start);
+        let Some(op) = op else {
+            return Ok(self.b.tuple(&args));
+        };
+        let def = op::get(op);
+        if !def.arity.accepts(args.len()) {
+            let plural = if matches!(def.arity, op::Arity::Exact(1)) { "" } else { "s" };
+            self.error_at(span, format!("operator `{name}` takes {} argument{plural}, got {}", def.arity, args.len()));
+        }
+        if let Err(msg) = def.check_attrs(&attrs) {
+            self.error_at(span, msg);
+        }
+        self.b.set_span(span);
+        Ok(self.b.call(op, &args, attrs))
+    }
+
+    /// `()`, `(e)`, `(e,)`, `(a, b, …)`.
+    fn tuple(&mut self) -> PResult<NodeId> {
+        let start = self.expect(Tok::LParen, "`(`")?.start;
+        let mut fields = Vec::new();
+        let mut trailing_comma = false;
+        while !self.at(Tok::RParen) {
+            fields.push(self.expr()?);
+            trailing_comma = self.eat(Tok::Comma);
+            if !trailing_comma {
+                break;
+            }
+        }
+        self.expect(Tok::RParen, "`,` or `)`")?;
+        if fields.len() == 1 && !trailing_comma {
+            return Ok(fields[0]);
+        }
+        self.b.set_span(self.span_from(start));
+        Ok(self.b.tuple(&fields))
+    }
+
+    /// `if (cond) { … } else { … }`.
+    fn if_(&mut self) -> PResult<NodeId> {
+        let start = self.expect_kw("if")?.start;
+        self.expect(Tok::LParen, "`(`")?;
+        let cond = self.expr()?;
+        self.expect(Tok::RParen, "`)`")?;
+        let then_ = self.block()?;
+        self.expect_kw("else")?;
+        let else_ = self.block()?;
+        self.b.set_span(self.span_from(start));
+        Ok(self.b.if_(cond, then_, else_))
+    }
+
+    /// `[#[attrs]] fn (params) [-> T] { body }`.
+    fn closure(&mut self) -> PResult<NodeId> {
+        let start = self.tok.start;
+        let attrs = if self.at(Tok::Hash) { self.attr_list()? } else { Attrs::new() };
+        self.expect_kw("fn")?;
+        let mark = self.scope_names.len();
+        let r = (|| {
+            let params = self.params()?;
+            let ret_ty = if self.eat(Tok::Arrow) { Some(self.ty()?) } else { None };
+            let body = self.block()?;
+            Ok((params, ret_ty, body))
+        })();
+        self.pop_scope(mark);
+        let (params, ret_ty, body) = r?;
+        self.b.set_span(self.span_from(start));
+        Ok(self.b.closure(&params, body, ret_ty, attrs))
+    }
+
+    // ---- types ----
+
+    fn ty(&mut self) -> PResult<Type> {
+        self.nested(Self::ty_inner)
+    }
+
+    fn ty_inner(&mut self) -> PResult<Type> {
+        if self.at_kw("Tensor") {
+            self.bump();
+            self.expect(Tok::LBrack, "`[`")?;
+            let shape = self.shape()?;
+            self.expect(Tok::Comma, "`,`")?;
+            let dtype = self.dtype()?;
+            self.expect(Tok::RBrack, "`]`")?;
+            Ok(Type::tensor(shape, dtype))
+        } else if self.at_kw("fn") {
+            self.bump();
+            self.expect(Tok::LParen, "`(`")?;
+            let mut params = Vec::new();
+            while !self.at(Tok::RParen) {
+                params.push(self.ty()?);
+                if !self.eat(Tok::Comma) {
+                    break;
+                }
+            }
+            self.expect(Tok::RParen, "`,` or `)`")?;
+            self.expect(Tok::Arrow, "`->`")?;
+            let ret = self.ty()?;
+            Ok(Type::func(params, ret))
+        } else if self.eat(Tok::LParen) {
+            let mut fields = Vec::new();
+            while !self.at(Tok::RParen) {
+                fields.push(self.ty()?);
+                if !self.eat(Tok::Comma) {
+                    break;
+                }
+            }
+            self.expect(Tok::RParen, "`,` or `)`")?;
+            Ok(Type::tuple(fields))
+        } else {
+            Err(self.unexpected("a type"))
+        }
+    }
+
+    /// `(d, …)`: a shape.
+    fn shape(&mut self) -> PResult<Vec<u64>> {
+        self.expect(Tok::LParen, "`(` starting a shape")?;
+        let mut dims = Vec::new();
+        while !self.at(Tok::RParen) {
+            let t = self.expect(Tok::Number, "a dimension")?;
+            let Ok(d) = self.text(t).parse::<u64>() else {
+                let span = Span { start: t.start, end: t.end };
+                return Err(self.error_at(span, format!("invalid dimension `{}`", self.text(t))));
+            };
+            if dims.len() == MAX_RANK {
+                let span = Span { start: t.start, end: t.end };
+                return Err(self.error_at(span, format!("tensor rank above {MAX_RANK}")));
+            }
+            dims.push(d);
+            if !self.eat(Tok::Comma) {
+                break;
+            }
+        }
+        self.expect(Tok::RParen, "`,` or `)`")?;
+        Ok(dims)
+    }
+
+    fn dtype(&mut self) -> PResult<DType> {
+        if self.at(Tok::Ident) {
+            if let Some(d) = DType::from_name(self.text(self.tok)) {
+                self.bump();
+                return Ok(d);
+            }
+        }
+        Err(self.unexpected("a dtype (f32, f16, i64, i32, bool)"))
+    }
+
+    /// `<(shape), dtype>` of a constant.
+    fn tensor_type(&mut self) -> PResult<TensorType> {
+        self.expect(Tok::Lt, "`<`")?;
+        let shape = self.shape()?;
+        self.expect(Tok::Comma, "`,`")?;
+        let dtype = self.dtype()?;
+        self.expect(Tok::Gt, "`>`")?;
+        Ok(TensorType { shape: shape.into(), dtype })
+    }
+
+    // ---- constants and attribute values ----
+
+    /// A scalar literal: `2.0f`, `1.5f16`, `3i64`, `3i32`, bare `2.0` (f32) or `3` (i64).
+    fn scalar_literal(&mut self) -> PResult<Constant> {
+        let t = self.bump();
+        let text = self.text(t);
+        let split = (t.aux - t.start) as usize;
+        let (body, suffix) = text.split_at(split);
+        let is_float = body.contains(['.', 'e', 'E', 'n']);
+        let dtype = match suffix {
+            "" if is_float => DType::F32,
+            "" => DType::I64,
+            "f" | "f32" => DType::F32,
+            "f16" => DType::F16,
+            "i64" if !is_float => DType::I64,
+            "i32" if !is_float => DType::I32,
+            _ => {
+                let span = Span { start: t.start, end: t.end };
+                return Err(self.error_at(span, format!("invalid number literal `{text}`")));
+            }
+        };
+        let data = match dtype {
+            DType::F32 => body.parse::<f32>().ok().map(|v| TensorData::F32(scalar(v))),
+            DType::F16 => body.parse::<f64>().ok().map(|v| TensorData::F16(scalar(f16::from_f64(v)))),
+            DType::I64 => body.parse::<i64>().ok().map(|v| TensorData::I64(scalar(v))),
+            DType::I32 => body.parse::<i32>().ok().map(|v| TensorData::I32(scalar(v))),
+            DType::Bool => None,
+        };
+        match data {
+            Some(d) => Ok(Constant::Dense(Tensor(d))),
+            None => {
+                let span = Span { start: t.start, end: t.end };
+                Err(self.error_at(span, format!("number `{text}` is out of range for {dtype}")))
+            }
+        }
+    }
+
+    /// One element of a dense tensor or a fill parameter, as the text of a number without a
+    /// suffix, `nan`, `inf`, or a bool.
+    fn element(&mut self) -> PResult<(Token, &'s str)> {
+        let t = self.tok;
+        let text = self.text(t);
+        let ok = match t.kind {
+            Tok::Number => t.aux == t.end,
+            Tok::Ident => matches!(text, "nan" | "inf" | "true" | "false"),
+            _ => false,
+        };
+        if !ok {
+            return Err(self.unexpected("a number"));
+        }
+        self.bump();
+        Ok((t, text))
+    }
+
+    fn float_element(&mut self) -> PResult<f64> {
+        let (t, text) = self.element()?;
+        match text.parse::<f64>() {
+            Ok(v) => Ok(v),
+            Err(_) => {
+                let span = Span { start: t.start, end: t.end };
+                Err(self.error_at(span, format!("expected a float, found `{text}`")))
+            }
+        }
+    }
+
+    /// `tensor<(shape), dtype>[v, …]`.
+    #[inline(never)]
+    fn dense(&mut self) -> PResult<Constant> {
+        let start = self.expect_kw("tensor")?.start;
+        let ty = self.tensor_type()?;
+        self.expect(Tok::LBrack, "`[`")?;
+        let (mut f32s, mut f16s, mut i64s, mut i32s, mut bools) = (vec![], vec![], vec![], vec![], vec![]);
+        while !self.at(Tok::RBrack) {
+            let (t, text) = self.element()?;
+            let ok = match ty.dtype {
+                DType::F32 => text.parse::<f32>().map(|v| f32s.push(v)).is_ok(),
+                DType::F16 => text.parse::<f64>().map(|v| f16s.push(f16::from_f64(v))).is_ok(),
+                DType::I64 => text.parse::<i64>().map(|v| i64s.push(v)).is_ok(),
+                DType::I32 => text.parse::<i32>().map(|v| i32s.push(v)).is_ok(),
+                DType::Bool => match text {
+                    "true" => Some(true),
+                    "false" => Some(false),
+                    _ => None,
+                }
+                .map(|v| bools.push(v))
+                .is_some(),
+            };
+            if !ok {
+                let span = Span { start: t.start, end: t.end };
+                return Err(self.error_at(span, format!("`{text}` is not a valid {} value", ty.dtype)));
+            }
+            if !self.eat(Tok::Comma) {
+                break;
+            }
+        }
+        self.expect(Tok::RBrack, "`,` or `]`")?;
+        let found = f32s.len() + f16s.len() + i64s.len() + i32s.len() + bools.len();
+        let expected = ty.num_elements();
+        if expected != Some(found as u64) {
+            let span = self.span_from(start);
+            let expected = expected.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
+            return Err(
+                self.error_at(span, format!("tensor of shape {:?} needs {expected} values, got {found}", ty.shape))
+            );
+        }
+        let dims = IxDyn(&ty.shape.iter().map(|&d| d as usize).collect::<Vec<_>>());
+        let shaped = match ty.dtype {
+            DType::F32 => ArcArray::from_shape_vec(dims, f32s).map(TensorData::F32),
+            DType::F16 => ArcArray::from_shape_vec(dims, f16s).map(TensorData::F16),
+            DType::I64 => ArcArray::from_shape_vec(dims, i64s).map(TensorData::I64),
+            DType::I32 => ArcArray::from_shape_vec(dims, i32s).map(TensorData::I32),
+            DType::Bool => ArcArray::from_shape_vec(dims, bools).map(TensorData::Bool),
+        };
+        match shaped {
+            Ok(d) => Ok(Constant::Dense(Tensor(d))),
+            Err(e) => {
+                let span = self.span_from(start);
+                Err(self.error_at(span, format!("invalid tensor: {e}")))
+            }
+        }
+    }
+
+    /// `full<T>(v)`, `uniform<T>(seed=s, low=a, high=b)`, `normal<T>(seed=s, mean=m, std=d)`.
+    #[inline(never)]
+    fn fill(&mut self) -> PResult<Constant> {
+        let t = self.bump();
+        let kind = self.text(t);
+        let ty = self.tensor_type()?;
+        self.expect(Tok::LParen, "`(`")?;
+        let fill = if kind == "full" {
+            Fill::Full(self.float_element()?)
+        } else {
+            self.named("seed")?;
+            let t = self.expect(Tok::Number, "a seed")?;
+            let Ok(seed_v) = self.text(t).parse::<u64>() else {
+                let span = Span { start: t.start, end: t.end };
+                return Err(self.error_at(span, format!("invalid seed `{}`", self.text(t))));
+            };
+            self.expect(Tok::Comma, "`,`")?;
+            let (k1, k2) = if kind == "uniform" { ("low", "high") } else { ("mean", "std") };
+            self.named(k1)?;
+            let a = self.float_element()?;
+            self.expect(Tok::Comma, "`,`")?;
+            self.named(k2)?;
+            let b = self.float_element()?;
+            if kind == "uniform" {
+                Fill::Uniform { seed: seed_v, low: a, high: b }
+            } else {
+                Fill::Normal { seed: seed_v, mean: a, std: b }
+            }
+        };
+        self.expect(Tok::RParen, "`)`")?;
+        Ok(Constant::Fill { ty, fill })
+    }
+
+    /// `key=` of a fill parameter.
+    fn named(&mut self, key: &str) -> PResult<()> {
+        self.expect_kw(key)?;
+        self.expect(Tok::Eq, "`=`")?;
+        Ok(())
+    }
+
+    /// An attribute value: bool, int, float, string, int list or dtype.
+    #[inline(never)]
+    fn attr_value(&mut self) -> PResult<AttrValue> {
+        let t = self.tok;
+        let text = self.text(t);
+        let span = Span { start: t.start, end: t.end };
+        match t.kind {
+            Tok::Ident => {
+                let v = match text {
+                    "true" => AttrValue::Bool(true),
+                    "false" => AttrValue::Bool(false),
+                    "nan" => AttrValue::Float(f64::NAN),
+                    "inf" => AttrValue::Float(f64::INFINITY),
+                    _ => match DType::from_name(text) {
+                        Some(d) => AttrValue::DType(d),
+                        None => return Err(self.unexpected("an attribute value")),
+                    },
+                };
+                self.bump();
+                Ok(v)
+            }
+            Tok::Number => {
+                self.bump();
+                if t.aux != t.end {
+                    return Err(self.error_at(span, format!("attribute values take no suffix: `{text}`")));
+                }
+                if text.contains(['.', 'e', 'E', 'n']) {
+                    text.parse::<f64>()
+                        .map(AttrValue::Float)
+                        .map_err(|_| self.error_at(span, format!("invalid float `{text}`")))
+                } else {
+                    text.parse::<i64>()
+                        .map(AttrValue::Int)
+                        .map_err(|_| self.error_at(span, format!("integer `{text}` is out of range for i64")))
+                }
+            }
+            Tok::Str => {
+                self.bump();
+                match unescape(&text[1..text.len() - 1]) {
+                    Some(s) => Ok(AttrValue::Str(s.into())),
+                    None => Err(self.error_at(span, "invalid escape in string".into())),
+                }
+            }
+            Tok::LBrack => {
+                self.bump();
+                let mut ints = Vec::new();
+                while !self.at(Tok::RBrack) {
+                    let t = self.expect(Tok::Number, "an integer")?;
+                    match self.text(t).parse::<i64>() {
+                        Ok(v) => ints.push(v),
+                        Err(_) => {
+                            let span = Span { start: t.start, end: t.end };
+                            return Err(self.error_at(span, format!("invalid integer `{}`", self.text(t))));
+                        }
+                    }
+                    if !self.eat(Tok::Comma) {
+                        break;
+                    }
+                }
+                self.expect(Tok::RBrack, "`,` or `]`")?;
+                Ok(AttrValue::Ints(Arc::from(ints)))
+            }
+            _ => Err(self.unexpected("an attribute value")),
+        }
+    }
+}
+
+fn scalar<T: Clone>(v: T) -> ArcArray<T, IxDyn> {
+    ArcArray::from_elem(IxDyn(&[]), v)
+}
+
+/// Undoes the escapes of Rust's `{:?}` string formatting (which the printer uses).
+fn unescape(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        out.push(match chars.next()? {
+            'n' => '\n',
+            't' => '\t',
+            'r' => '\r',
+            '0' => '\0',
+            '\\' => '\\',
+            '"' => '"',
+            '\'' => '\'',
+            'u' => {
+                if chars.next()? != '{' {
+                    return None;
+                }
+                let mut code = 0u32;
+                let mut digits = 0;
+                loop {
+                    let c = chars.next()?;
+                    if c == '}' {
+                        break;
+                    }
+                    code = code.checked_mul(16)?.checked_add(c.to_digit(16)?)?;
+                    digits += 1;
+                    if digits > 6 {
+                        return None;
+                    }
+                }
+                char::from_u32(code)?
+            }
+            _ => return None,
+        });
+    }
+    Some(out)
 }

@@ -1,18 +1,408 @@
-//! Printer of the `.pir` text format. (Interim: replaced by the real printer.)
+//! Printer of the `.pir` text format: deterministic, canonical and lossless, so that
+//! `parse(print(m))` is structurally equal to `m` and printing it again gives the same bytes.
+//!
+//! The walk uses an explicit work stack, so it never recurses on expression depth. Only nodes
+//! reachable from the parameters and the body are printed, inferred types of non-variable
+//! nodes are not printed (they are a cache), and variable names are made unique and valid per
+//! function (a second `%x` prints as `%x_1`) so the output always parses. Indentation stops
+//! growing after [`MAX_INDENT`] levels, which keeps the output of very deep nesting linear.
 
+use std::collections::HashSet;
+use std::fmt::{self, Write};
+
+use super::attrs::{AttrValue, Attrs, FloatLit};
+use super::expr::ExprKind;
 use super::function::Function;
+use super::ids::NodeId;
 use super::module::Module;
+use super::tensor::{Constant, Fill, Tensor, TensorData};
+use crate::op;
 
-/// Prints a module in canonical text.
+/// Indentation (two spaces a level) grows up to this many levels.
+pub const MAX_INDENT: usize = 64;
+
+/// Prints a module in canonical text: functions in module order, separated by a blank line.
 pub fn print_module(m: &Module) -> String {
-    let mut out = String::new();
-    for (name, f) in m.iter() {
-        out.push_str(&print_function(name, f));
+    let mut out = String::with_capacity(m.iter().map(|(_, f)| f.num_nodes() * 16 + 64).sum());
+    for (i, (name, f)) in m.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        write_function(&mut out, name, f);
     }
     out
 }
 
 /// Prints one global function `@name` in canonical text.
 pub fn print_function(name: &str, f: &Function) -> String {
-    format!("def @{name} {f:?}\n")
+    let mut out = String::with_capacity(f.num_nodes() * 16 + 64);
+    write_function(&mut out, name, f);
+    out
+}
+
+impl fmt::Display for Module {
+    /// The canonical text of the module, as [`print_module`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&print_module(self))
+    }
+}
+
+/// One step of the printing walk.
+#[derive(Clone, Copy)]
+enum Work {
+    /// An expression.
+    Expr(NodeId),
+    /// The inside of a `{ … }`: a block's bindings and result, or a lone expression.
+    Body(NodeId),
+    /// A variable's definition: its name and type annotation.
+    Def(NodeId),
+    /// Fixed text.
+    Str(&'static str),
+    /// A projection index, `.1`.
+    Index(u32),
+    /// The attributes of a call; `bool` says whether arguments precede them.
+    CallAttrs(super::ids::AttrsIdx, bool),
+    /// A line break at the current indentation.
+    Newline,
+    /// One indentation level in.
+    Indent,
+    /// One indentation level out.
+    Dedent,
+}
+
+struct Printer<'a> {
+    f: &'a Function,
+    out: &'a mut String,
+    /// The printed name of each variable node, once it has one.
+    names: Vec<Option<Box<str>>>,
+    used: HashSet<Box<str>>,
+    indent: usize,
+    stack: Vec<Work>,
+}
+
+fn write_function(out: &mut String, name: &str, f: &Function) {
+    if !f.attrs().is_empty() {
+        write_attrs(out, f.attrs());
+        out.push('\n');
+    }
+    out.push_str("def @");
+    out.push_str(name);
+    let mut p =
+        Printer { f, out, names: vec![None; f.num_nodes()], used: HashSet::new(), indent: 0, stack: Vec::new() };
+    p.params(f.params());
+    if let Some(ty) = f.ret_ty() {
+        let _ = write!(p.out, " -> {ty}");
+    }
+    p.out.push_str(" {");
+    p.stack.extend([Work::Str("\n"), Work::Str("}"), Work::Newline, Work::Dedent, Work::Body(f.body()), Work::Indent]);
+    p.run();
+}
+
+/// `#[Key, Key=value]`.
+fn write_attrs(out: &mut String, attrs: &Attrs) {
+    out.push_str("#[");
+    for (i, (key, value)) in attrs.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(key);
+        if *value != AttrValue::Bool(true) {
+            let _ = write!(out, "={value}");
+        }
+    }
+    out.push(']');
+}
+
+/// A name made of `[A-Za-z0-9_.]`, where a `.` is followed by a letter or `_` (a `.` before a
+/// digit would read as a projection).
+fn sanitize(name: &str) -> String {
+    let bytes = name.as_bytes();
+    let mut s = String::with_capacity(name.len().max(1));
+    for (i, &b) in bytes.iter().enumerate() {
+        let next = bytes.get(i + 1).copied().unwrap_or(0);
+        let ok = b.is_ascii_alphanumeric() || b == b'_' || (b == b'.' && (next.is_ascii_alphabetic() || next == b'_'));
+        s.push(if ok { b as char } else { '_' });
+    }
+    if s.is_empty() {
+        s.push('v');
+    }
+    s
+}
+
+impl Printer<'_> {
+    fn params(&mut self, params: &[NodeId]) {
+        self.out.push('(');
+        for (i, &p) in params.iter().enumerate() {
+            if i > 0 {
+                self.out.push_str(", ");
+            }
+            self.def(p);
+        }
+        self.out.push(')');
+    }
+
+    /// The printed name of variable `var`, chosen on first sight in text order.
+    fn name(&mut self, var: NodeId) {
+        if self.names[var.index()].is_none() {
+            let base = match self.f.name_of(var) {
+                Some(n) => sanitize(n),
+                None => "v".to_string(),
+            };
+            let mut name = base.clone();
+            let mut k = 1u32;
+            while self.used.contains(name.as_str()) {
+                name = format!("{base}_{k}");
+                k += 1;
+            }
+            let name: Box<str> = name.into();
+            self.used.insert(name.clone());
+            self.names[var.index()] = Some(name);
+        }
+    }
+
+    fn def(&mut self, var: NodeId) {
+        self.var(var);
+        if let Some(ty) = self.f.ty(var) {
+            let _ = write!(self.out, ": {ty}");
+        }
+    }
+
+    /// `%name` of a variable.
+    fn var(&mut self, var: NodeId) {
+        self.name(var);
+        let name = self.names[var.index()].as_deref().unwrap_or("v");
+        self.out.push('%');
+        self.out.push_str(name);
+    }
+
+    fn newline(&mut self) {
+        self.out.push('\n');
+        for _ in 0..self.indent.min(MAX_INDENT) {
+            self.out.push_str("  ");
+        }
+    }
+
+    /// Pushes `items` separated by `, ` so that they print in order.
+    fn push_list(&mut self, items: &[NodeId]) {
+        for (i, &x) in items.iter().enumerate().rev() {
+            self.stack.push(Work::Expr(x));
+            if i > 0 {
+                self.stack.push(Work::Str(", "));
+            }
+        }
+    }
+
+    fn run(&mut self) {
+        let f = self.f;
+        while let Some(w) = self.stack.pop() {
+            match w {
+                Work::Str(s) => self.out.push_str(s),
+                Work::Newline => self.newline(),
+                Work::Indent => self.indent += 1,
+                Work::Dedent => self.indent -= 1,
+                Work::Index(i) => {
+                    let _ = write!(self.out, ".{i}");
+                }
+                Work::Def(var) => self.def(var),
+                Work::CallAttrs(idx, has_args) => {
+                    for (i, (key, value)) in f.call_attrs(idx).iter().enumerate() {
+                        if i > 0 || has_args {
+                            self.out.push_str(", ");
+                        }
+                        let _ = write!(self.out, "{key}={value}");
+                    }
+                }
+                Work::Body(id) => {
+                    let mut items = Vec::new();
+                    let result = match *f.kind(id) {
+                        ExprKind::Block { bindings, result } => {
+                            for (var, value) in f.bindings(bindings) {
+                                items.extend([
+                                    Work::Newline,
+                                    Work::Str("let "),
+                                    Work::Def(var),
+                                    Work::Str(" = "),
+                                    Work::Expr(value),
+                                    Work::Str(";"),
+                                ]);
+                            }
+                            result
+                        }
+                        _ => id,
+                    };
+                    items.extend([Work::Newline, Work::Expr(result)]);
+                    self.stack.extend(items.into_iter().rev());
+                }
+                Work::Expr(id) => self.expr(id),
+            }
+        }
+    }
+
+    fn expr(&mut self, id: NodeId) {
+        let f = self.f;
+        match *f.kind(id) {
+            ExprKind::Var { .. } => self.var(id),
+            ExprKind::Global { name } => {
+                self.out.push('@');
+                self.out.push_str(f.sym(name));
+            }
+            ExprKind::Const { idx } => write_constant(self.out, f.constant(idx)),
+            ExprKind::Call { op, attrs, args } => {
+                self.out.push_str(op::get(op).name);
+                self.out.push('(');
+                self.stack.push(Work::Str(")"));
+                self.stack.push(Work::CallAttrs(attrs, args.len > 0));
+                self.push_list(f.ids(args));
+            }
+            ExprKind::Apply { callee, args } => {
+                self.stack.push(Work::Str(")"));
+                self.push_list(f.ids(args));
+                self.stack.push(Work::Str("("));
+                self.stack.push(Work::Expr(callee));
+            }
+            ExprKind::Tuple { fields } => {
+                self.out.push('(');
+                self.stack.push(Work::Str(if fields.len == 1 { ",)" } else { ")" }));
+                self.push_list(f.ids(fields));
+            }
+            ExprKind::Proj { tuple, index } => {
+                self.stack.push(Work::Index(index));
+                self.stack.push(Work::Expr(tuple));
+            }
+            ExprKind::If { cond, then_, else_ } => {
+                self.out.push_str("if (");
+                self.stack.extend([
+                    Work::Str("}"),
+                    Work::Newline,
+                    Work::Dedent,
+                    Work::Body(else_),
+                    Work::Indent,
+                    Work::Str("} else {"),
+                    Work::Newline,
+                    Work::Dedent,
+                    Work::Body(then_),
+                    Work::Indent,
+                    Work::Str(") {"),
+                    Work::Expr(cond),
+                ]);
+            }
+            ExprKind::Func { idx } => {
+                let c = f.closure(idx);
+                if !c.attrs.is_empty() {
+                    write_attrs(self.out, &c.attrs);
+                    self.out.push(' ');
+                }
+                self.out.push_str("fn ");
+                self.params(f.ids(c.params));
+                if let Some(ty) = &c.ret_ty {
+                    let _ = write!(self.out, " -> {ty}");
+                }
+                self.out.push_str(" {");
+                self.stack.extend([Work::Str("}"), Work::Newline, Work::Dedent, Work::Body(c.body), Work::Indent]);
+            }
+            ExprKind::Block { .. } => {
+                self.out.push('{');
+                self.stack.extend([Work::Str("}"), Work::Newline, Work::Dedent, Work::Body(id), Work::Indent]);
+            }
+        }
+    }
+}
+
+/// `(4, 4)`, `(3,)`, `()`.
+fn write_shape(out: &mut String, shape: impl ExactSizeIterator<Item = u64>) {
+    let n = shape.len();
+    out.push('(');
+    for (i, d) in shape.enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{d}");
+    }
+    if n == 1 {
+        out.push(',');
+    }
+    out.push(')');
+}
+
+/// An f32 in its shortest round-trip form: `1.0`, `1e-8`, `nan`, `-inf`.
+fn write_f32(out: &mut String, v: f32) {
+    if v.is_nan() {
+        out.push_str("nan");
+    } else if v.is_infinite() {
+        out.push_str(if v > 0.0 { "inf" } else { "-inf" });
+    } else {
+        let _ = write!(out, "{v:?}");
+    }
+}
+
+fn write_constant(out: &mut String, c: &Constant) {
+    match c {
+        Constant::Dense(t) => write_dense(out, t),
+        Constant::Fill { ty, fill } => {
+            let name = match fill {
+                Fill::Full(_) => "full",
+                Fill::Uniform { .. } => "uniform",
+                Fill::Normal { .. } => "normal",
+            };
+            out.push_str(name);
+            out.push('<');
+            write_shape(out, ty.shape.iter().copied());
+            let _ = write!(out, ", {}>", ty.dtype);
+            let _ = match *fill {
+                Fill::Full(v) => write!(out, "({})", FloatLit(v)),
+                Fill::Uniform { seed, low, high } => {
+                    write!(out, "(seed={seed}, low={}, high={})", FloatLit(low), FloatLit(high))
+                }
+                Fill::Normal { seed, mean, std } => {
+                    write!(out, "(seed={seed}, mean={}, std={})", FloatLit(mean), FloatLit(std))
+                }
+            };
+        }
+    }
+}
+
+fn write_dense(out: &mut String, t: &Tensor) {
+    if t.shape().is_empty() {
+        // Finite scalars have a short form.
+        let short = match &t.0 {
+            TensorData::F32(a) => a.iter().next().filter(|v| v.is_finite()).map(|v| write!(out, "{v:?}f")),
+            TensorData::F16(a) => a.iter().next().filter(|v| v.is_finite()).map(|v| write!(out, "{:?}f16", v.to_f32())),
+            TensorData::I64(a) => a.iter().next().map(|v| write!(out, "{v}i64")),
+            TensorData::I32(a) => a.iter().next().map(|v| write!(out, "{v}i32")),
+            TensorData::Bool(a) => a.iter().next().map(|v| write!(out, "{v}")),
+        };
+        if short.is_some() {
+            return;
+        }
+    }
+    write_dense_long(out, t);
+}
+
+/// `tensor<(2, 2), f32>[1.0, 2.0, 3.0, 4.0]`.
+fn write_dense_long(out: &mut String, t: &Tensor) {
+    out.push_str("tensor<");
+    write_shape(out, t.shape().iter().map(|&d| d as u64));
+    let _ = write!(out, ", {}>[", t.dtype());
+    fn list<T>(out: &mut String, items: impl Iterator<Item = T>, mut each: impl FnMut(&mut String, T)) {
+        for (i, x) in items.enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            each(out, x);
+        }
+    }
+    match &t.0 {
+        TensorData::F32(a) => list(out, a.iter(), |o, &v| write_f32(o, v)),
+        TensorData::F16(a) => list(out, a.iter(), |o, v| write_f32(o, v.to_f32())),
+        TensorData::I64(a) => list(out, a.iter(), |o, v| {
+            let _ = write!(o, "{v}");
+        }),
+        TensorData::I32(a) => list(out, a.iter(), |o, v| {
+            let _ = write!(o, "{v}");
+        }),
+        TensorData::Bool(a) => list(out, a.iter(), |o, v| {
+            let _ = write!(o, "{v}");
+        }),
+    }
+    out.push(']');
 }

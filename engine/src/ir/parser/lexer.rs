@@ -1,0 +1,221 @@
+//! Lexer of the `.pir` text format: a hand-written scanner over bytes that produces tokens
+//! on demand. Tokens are spans into the source; no token allocates.
+
+/// The kind of a token.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Tok {
+    /// End of input.
+    Eof,
+    /// `[A-Za-z_][A-Za-z0-9_.]*`: keywords, op names, dtypes, attribute keys.
+    Ident,
+    /// `%name`.
+    Local,
+    /// `@name`.
+    Global,
+    /// A number with an optional suffix (`2.0f`, `-3i64`, `1e-8`, `-inf`); after a `.`, only
+    /// digits (a projection index).
+    Number,
+    /// A `"…"` string with escapes.
+    Str,
+    /// A string without its closing quote.
+    UnterminatedStr,
+    /// A byte that starts no token.
+    Bad,
+    LParen,
+    RParen,
+    LBrack,
+    RBrack,
+    LBrace,
+    RBrace,
+    Lt,
+    Gt,
+    Comma,
+    Semi,
+    Colon,
+    Eq,
+    Dot,
+    Arrow,
+    Hash,
+}
+
+/// One token: its kind and byte range. For numbers, `aux` is where the suffix starts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Token {
+    pub kind: Tok,
+    pub start: u32,
+    pub end: u32,
+    pub aux: u32,
+}
+
+/// Scans tokens from a source string.
+pub(crate) struct Lexer<'s> {
+    src: &'s [u8],
+    pos: usize,
+    after_dot: bool,
+}
+
+fn is_ident_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_'
+}
+
+fn is_ident_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'.'
+}
+
+impl<'s> Lexer<'s> {
+    pub fn new(src: &'s str) -> Lexer<'s> {
+        Lexer { src: src.as_bytes(), pos: 0, after_dot: false }
+    }
+
+    fn at(&self, i: usize) -> u8 {
+        self.src.get(i).copied().unwrap_or(0)
+    }
+
+    fn skip_trivia(&mut self) {
+        loop {
+            match self.at(self.pos) {
+                b' ' | b'\t' | b'\r' | b'\n' => self.pos += 1,
+                b'/' if self.at(self.pos + 1) == b'/' => {
+                    while self.pos < self.src.len() && self.src[self.pos] != b'\n' {
+                        self.pos += 1;
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// The next token.
+    pub fn next_token(&mut self) -> Token {
+        self.skip_trivia();
+        let start = self.pos;
+        let after_dot = std::mem::replace(&mut self.after_dot, false);
+        let tok = |kind, end: usize| Token { kind, start: start as u32, end: end as u32, aux: end as u32 };
+        if start >= self.src.len() {
+            return tok(Tok::Eof, start);
+        }
+        let b = self.src[start];
+        let single = |k| (k, start + 1);
+        let (kind, end) = match b {
+            b'(' => single(Tok::LParen),
+            b')' => single(Tok::RParen),
+            b'[' => single(Tok::LBrack),
+            b']' => single(Tok::RBrack),
+            b'{' => single(Tok::LBrace),
+            b'}' => single(Tok::RBrace),
+            b'<' => single(Tok::Lt),
+            b'>' => single(Tok::Gt),
+            b',' => single(Tok::Comma),
+            b';' => single(Tok::Semi),
+            b':' => single(Tok::Colon),
+            b'=' => single(Tok::Eq),
+            b'#' => single(Tok::Hash),
+            b'.' => {
+                self.after_dot = true;
+                single(Tok::Dot)
+            }
+            b'-' if self.at(start + 1) == b'>' => (Tok::Arrow, start + 2),
+            b'0'..=b'9' if after_dot => {
+                let mut i = start;
+                while self.at(i).is_ascii_digit() {
+                    i += 1;
+                }
+                (Tok::Number, i)
+            }
+            b'0'..=b'9' | b'-' => return self.number(start),
+            b'%' | b'@' => {
+                let local = b == b'%';
+                let mut i = start + 1;
+                loop {
+                    let c = self.at(i);
+                    // In a local name, `.` followed by a digit starts a projection (`%t.1`).
+                    let dot_ok = c == b'.' && (!local || is_ident_start(self.at(i + 1)));
+                    if c.is_ascii_alphanumeric() || c == b'_' || dot_ok {
+                        i += 1;
+                    } else {
+                        break;
+                    }
+                }
+                if i == start + 1 {
+                    (Tok::Bad, i)
+                } else {
+                    (if local { Tok::Local } else { Tok::Global }, i)
+                }
+            }
+            b'"' => {
+                let mut i = start + 1;
+                loop {
+                    match self.at(i) {
+                        b'"' => break (Tok::Str, i + 1),
+                        b'\\' if i + 1 < self.src.len() => i += 2,
+                        _ if i >= self.src.len() => break (Tok::UnterminatedStr, self.src.len()),
+                        _ => i += 1,
+                    }
+                }
+            }
+            _ if is_ident_start(b) => {
+                let mut i = start + 1;
+                while is_ident_char(self.at(i)) {
+                    i += 1;
+                }
+                (Tok::Ident, i)
+            }
+            _ => {
+                // Take the whole UTF-8 character so the token text stays a valid `str`.
+                let mut i = start + 1;
+                while i < self.src.len() && (self.src[i] & 0xC0) == 0x80 {
+                    i += 1;
+                }
+                (Tok::Bad, i)
+            }
+        };
+        // A string may end inside a multi-byte character only if escapes split one; keep ends
+        // on character boundaries.
+        let mut end = end.min(self.src.len());
+        while end < self.src.len() && (self.src[end] & 0xC0) == 0x80 {
+            end += 1;
+        }
+        self.pos = end;
+        tok(kind, end)
+    }
+
+    fn number(&mut self, start: usize) -> Token {
+        let mut i = start;
+        if self.at(i) == b'-' {
+            i += 1;
+            if self.src[i..].starts_with(b"inf") && !is_ident_char(self.at(i + 3)) {
+                i += 3;
+                self.pos = i;
+                return Token { kind: Tok::Number, start: start as u32, end: i as u32, aux: i as u32 };
+            }
+            if !self.at(i).is_ascii_digit() {
+                self.pos = i;
+                return Token { kind: Tok::Bad, start: start as u32, end: i as u32, aux: i as u32 };
+            }
+        }
+        while self.at(i).is_ascii_digit() {
+            i += 1;
+        }
+        if self.at(i) == b'.' && self.at(i + 1).is_ascii_digit() {
+            i += 1;
+            while self.at(i).is_ascii_digit() {
+                i += 1;
+            }
+        }
+        if matches!(self.at(i), b'e' | b'E') {
+            let sign = matches!(self.at(i + 1), b'+' | b'-') as usize;
+            if self.at(i + 1 + sign).is_ascii_digit() {
+                i += 1 + sign;
+                while self.at(i).is_ascii_digit() {
+                    i += 1;
+                }
+            }
+        }
+        let aux = i;
+        while self.at(i).is_ascii_alphanumeric() || self.at(i) == b'_' {
+            i += 1;
+        }
+        self.pos = i;
+        Token { kind: Tok::Number, start: start as u32, end: i as u32, aux: aux as u32 }
+    }
+}
