@@ -1,7 +1,7 @@
 //! Rendering of engine errors for humans: miette reports with source snippets.
 
 use miette::{LabeledSpan, MietteDiagnostic, NamedSource, Report};
-use passel_engine::ir::ParseErrors;
+use passel_engine::ir::{ParseErrors, VerifyError};
 
 /// One error to render: a message and, when known, the byte range it points at.
 pub struct SourceError {
@@ -35,9 +35,24 @@ pub fn parse_errors(errors: &ParseErrors) -> Vec<SourceError> {
         .0
         .iter()
         .map(|e| SourceError {
-            message: format!("{}:{}: {}", e.line, e.col, e.to_string().splitn(3, ':').nth(2).unwrap_or("").trim()),
+            message: e.to_string(),
             span: Some((e.span.start as usize, e.span.end as usize)),
-            label: format!("expected {}", e.expected),
+            label: match &e.message {
+                Some(m) => m.clone(),
+                None => format!("expected {}", e.expected),
+            },
+        })
+        .collect()
+}
+
+/// Converts verifier errors into renderable errors.
+pub fn verify_errors(errors: &[VerifyError]) -> Vec<SourceError> {
+    errors
+        .iter()
+        .map(|e| SourceError {
+            message: e.to_string(),
+            span: e.span.map(|s| (s.start as usize, s.end as usize)),
+            label: e.msg.clone(),
         })
         .collect()
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use std::sync::Arc;
 
-use passel_engine::ir::{parse_module, print_module, Module};
+use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
     get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, DumpIrInstrument, Pass, PassContext,
     PassTimingInstrument, PrintIrInstrument, Severity,
@@ -127,6 +127,10 @@ fn load(path: &PathBuf) -> Result<Module, ExitCode> {
     let name = path.display().to_string();
     let module = parse_module(&src).map_err(|errors| {
         eprint!("{}", diag::render(&name, &src, &diag::parse_errors(&errors)));
+        ExitCode::FAILURE
+    })?;
+    verify_module(&module).map_err(|errors| {
+        eprint!("{}", diag::render(&name, &src, &diag::verify_errors(&errors)));
         ExitCode::FAILURE
     })?;
     Ok(module)

@@ -1,0 +1,23 @@
+/// Check that var-to-var rebindings are removed.
+def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  let %a = relu(%x);
+  let %b = %a;
+  let %c = %b;
+  exp(%c)
+}
+// CHECK:
+// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   let %a = relu(%x);
+//   exp(%a)
+// }
+// -----
+/// Check that a binding of a computation is kept.
+def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  let %a = relu(%x);
+  exp(%a)
+}
+// CHECK:
+// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   let %a = relu(%x);
+//   exp(%a)
+// }
