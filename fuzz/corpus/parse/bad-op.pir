@@ -1,0 +1,4 @@
+def @main(%x: Tensor[(4,), f32]) {
+  let %a = ad(%x, %x)
+  %a
+}
