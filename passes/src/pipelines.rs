@@ -6,7 +6,7 @@ use passel_engine::transform::{get_pass, Pass, Sequential};
 /// pipeline under a context with opt level N runs exactly the passes whose level is at most N
 /// (TVM's rule); required passes such as InferType run before the passes that need them.
 pub const STANDARD_PIPELINE: &[&str] =
-    &["FoldConstant", "SimplifyExpr", "CanonicalizeBindings", "EliminateCommonSubexpr", "DeadCodeElimination"];
+    &["FoldConstant", "SimplifyExpr", "EliminateCommonSubexpr", "CanonicalizeBindings", "DeadCodeElimination"];
 
 /// The standard pipeline for `opt_level` (0–3): [`STANDARD_PIPELINE`] as one `Sequential`
 /// named `default-O<N>`. The context's opt level decides which passes run.

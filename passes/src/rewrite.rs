@@ -542,7 +542,10 @@ enum Forward {
 pub(crate) fn bound_values(func: &Function) -> Vec<NodeId> {
     let mut bound = vec![NONE; func.num_nodes()];
     let mut twice = Vec::new();
-    for node in func.nodes() {
+    // Only live blocks count: append mode leaves the old copy of a rewritten block behind, and
+    // its bindings must not make every variable look bound twice.
+    let live = func.live_mask();
+    for (node, _) in func.nodes().iter().zip(&live).filter(|(_, &l)| l) {
         if let ExprKind::Block { bindings, .. } = node.kind {
             for (var, value) in func.bindings(bindings) {
                 if bound[var.index()] != NONE {

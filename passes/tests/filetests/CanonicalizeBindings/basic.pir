@@ -21,3 +21,17 @@ def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //   let %a = relu(%x);
 //   exp(%a)
 // }
+// -----
+/// Check that rebindings made by an earlier pass in the same run are removed (regression: the
+/// dead copy of a rewritten block made every variable look bound twice).
+// pipeline: SimplifyExpr,CanonicalizeBindings
+def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  let %a = multiply(%x, 1.0f);
+  let %b = relu(%a);
+  exp(%b)
+}
+// CHECK:
+// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   let %b: Tensor[(2,), f32] = relu(%x);
+//   exp(%b)
+// }
