@@ -8,7 +8,7 @@ use super::attrs::Attrs;
 use super::expr::{ExprKind, Node, Span};
 use super::ids::{AttrsIdx, ClosureIdx, ConstIdx, IdRange, NodeId, OpId, Sym};
 use super::tensor::Constant;
-use super::ty::Type;
+use super::ty::{DType, Type};
 
 /// A nested function (closure) inside a function's arena. It may refer to variables of the
 /// enclosing scopes.
@@ -272,6 +272,7 @@ impl Function {
             extra: Vec::new(),
             syms: self.syms.clone(),
             sym_index,
+            scalar_consts: HashMap::new(),
             consts: self.consts.clone(),
             call_attrs: self.call_attrs.clone(),
             closures: Vec::new(),
@@ -294,6 +295,7 @@ impl Function {
             extra: copy(&self.extra),
             syms: Arc::clone(&self.syms),
             sym_index: HashMap::new(),
+            scalar_consts: HashMap::new(),
             consts: self.consts.clone(),
             call_attrs: self.call_attrs.clone(),
             closures: self.closures.clone(),
@@ -313,6 +315,7 @@ pub struct FunctionBuilder {
     // Index of names interned by this builder; a builder from `to_builder` starts without one
     // and may then intern a name twice, which is harmless (names do not matter for identity).
     sym_index: HashMap<Box<str>, Sym>,
+    scalar_consts: HashMap<(DType, u64), (ConstIdx, Type)>,
     consts: Vec<Arc<Constant>>,
     call_attrs: Vec<Attrs>,
     closures: Vec<Closure>,
@@ -334,6 +337,7 @@ impl FunctionBuilder {
             extra: Vec::new(),
             syms: Arc::new(Vec::new()),
             sym_index: HashMap::new(),
+            scalar_consts: HashMap::new(),
             consts: Vec::new(),
             call_attrs: vec![Attrs::new()],
             closures: Vec::new(),
@@ -467,12 +471,26 @@ impl FunctionBuilder {
         self.push(ExprKind::Global { name }, None)
     }
 
-    /// A constant; its node is typed.
+    /// A constant; its node is typed. Scalars repeat a lot (`1.0f`, `0.5f`), so equal dense
+    /// scalars share one table entry and one allocation within a function.
     pub fn constant(&mut self, c: impl Into<Arc<Constant>>) -> NodeId {
         let c = c.into();
+        let scalar_key = match &*c {
+            Constant::Dense(t) if t.shape().is_empty() => t.to_bits_scalar().map(|bits| (t.dtype(), bits)),
+            _ => None,
+        };
+        if let Some(key) = scalar_key {
+            if let Some(&(idx, ref ty)) = self.scalar_consts.get(&key) {
+                let ty = ty.clone();
+                return self.push(ExprKind::Const { idx }, Some(ty));
+            }
+        }
         let ty = c.ty();
         let idx = ConstIdx(self.consts.len() as u32);
         self.consts.push(c);
+        if let Some(key) = scalar_key {
+            self.scalar_consts.insert(key, (idx, ty.clone()));
+        }
         self.push(ExprKind::Const { idx }, Some(ty))
     }
 

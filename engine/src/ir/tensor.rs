@@ -197,6 +197,14 @@ impl Tensor {
         }
     }
 
+    /// The bit pattern of a one-element tensor (as in equality and hashing), else `None`.
+    pub fn to_bits_scalar(&self) -> Option<u64> {
+        if self.len() != 1 {
+            return None;
+        }
+        self.bits().first().copied()
+    }
+
     /// Whether the two tensors have equal dtype, shape and element bits.
     pub fn bit_eq(&self, other: &Tensor) -> bool {
         self.dtype() == other.dtype() && self.shape() == other.shape() && self.bits() == other.bits()
