@@ -131,6 +131,9 @@ struct Parser<'s> {
     defined: FxMap<&'s str, u32>,
     /// Whether this function had an error (it is then not added to the module).
     poisoned: bool,
+    /// Whether the rest of this function is skipped (after a nesting error, whose recovery
+    /// inside the deep nest would only report follow-on errors).
+    abandoned: bool,
 }
 
 impl<'s> Parser<'s> {
@@ -152,6 +155,7 @@ impl<'s> Parser<'s> {
             scope_names: Vec::new(),
             defined: FxMap::default(),
             poisoned: false,
+            abandoned: false,
         }
     }
 
@@ -267,6 +271,12 @@ impl<'s> Parser<'s> {
     /// Skips to a recovery point: past the next `;`, or before the next `}` or `def`, at the
     /// current nesting level.
     fn recover(&mut self) {
+        if self.abandoned {
+            while !self.at(Tok::Eof) && !self.at_kw("def") {
+                self.bump();
+            }
+            return;
+        }
         let mut depth = 0u32;
         loop {
             match self.tok.kind {
@@ -289,6 +299,7 @@ impl<'s> Parser<'s> {
     fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
         if self.depth >= MAX_NESTING {
             let span = Span { start: self.tok.start, end: self.tok.end };
+            self.abandoned = true;
             return Err(self.error_at(span, format!("nesting deeper than {MAX_NESTING} levels")));
         }
         self.depth += 1;
@@ -341,6 +352,7 @@ impl<'s> Parser<'s> {
         self.scope_names.clear();
         self.defined.clear();
         self.poisoned = false;
+        self.abandoned = false;
         let attrs = if self.at(Tok::Hash) { self.attr_list()? } else { Attrs::new() };
         self.expect_kw("def")?;
         let name = self.expect(Tok::Global, "a global name `@name`")?;
@@ -433,7 +445,7 @@ impl<'s> Parser<'s> {
         let mut bindings = Vec::new();
         let mut failed = false;
         let result = loop {
-            if self.too_many_errors() {
+            if self.too_many_errors() || self.abandoned {
                 return Err(Reported);
             }
             if self.at(Tok::Eof) {

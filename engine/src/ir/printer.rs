@@ -7,7 +7,7 @@
 //! function (a second `%x` prints as `%x_1`) so the output always parses. Indentation stops
 //! growing after [`MAX_INDENT`] levels, which keeps the output of very deep nesting linear.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write};
 
 use super::attrs::{AttrValue, Attrs, FloatLit};
@@ -76,6 +76,8 @@ struct Printer<'a> {
     /// The printed name of each variable node, once it has one.
     names: Vec<Option<Box<str>>>,
     used: HashSet<Box<str>>,
+    /// The next suffix to try for each base name, so renaming stays linear.
+    next_suffix: HashMap<String, u32>,
     indent: usize,
     stack: Vec<Work>,
 }
@@ -87,8 +89,15 @@ fn write_function(out: &mut String, name: &str, f: &Function) {
     }
     out.push_str("def @");
     out.push_str(name);
-    let mut p =
-        Printer { f, out, names: vec![None; f.num_nodes()], used: HashSet::new(), indent: 0, stack: Vec::new() };
+    let mut p = Printer {
+        f,
+        out,
+        names: vec![None; f.num_nodes()],
+        used: HashSet::new(),
+        next_suffix: HashMap::new(),
+        indent: 0,
+        stack: Vec::new(),
+    };
     p.params(f.params());
     if let Some(ty) = f.ret_ty() {
         let _ = write!(p.out, " -> {ty}");
@@ -149,10 +158,15 @@ impl Printer<'_> {
                 None => "v".to_string(),
             };
             let mut name = base.clone();
-            let mut k = 1u32;
-            while self.used.contains(name.as_str()) {
-                name = format!("{base}_{k}");
-                k += 1;
+            if self.used.contains(name.as_str()) {
+                let k = self.next_suffix.entry(base.clone()).or_insert(1);
+                loop {
+                    name = format!("{base}_{k}");
+                    *k += 1;
+                    if !self.used.contains(name.as_str()) {
+                        break;
+                    }
+                }
             }
             let name: Box<str> = name.into();
             self.used.insert(name.clone());
