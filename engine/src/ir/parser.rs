@@ -84,22 +84,47 @@ pub fn parse_module(src: &str) -> Result<Module, ParseErrors> {
     }
 }
 
-/// FxHash: the parser's maps are keyed by short names and never iterated.
+/// FxHash: the text format's maps are keyed by short names and never iterated, so a fast
+/// non-cryptographic hash is enough.
 #[derive(Default)]
-struct FxHasher(u64);
+pub(super) struct FxHasher(u64);
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
 
 impl Hasher for FxHasher {
     fn finish(&self) -> u64 {
         self.0
     }
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
         }
+        let mut w = [0u8; 8];
+        let rest = chunks.remainder();
+        w[..rest.len()].copy_from_slice(rest);
+        self.add(u64::from_le_bytes(w));
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
     }
 }
 
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// A hash map with [`FxHasher`].
+pub(super) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// The error was recorded already; unwind to a recovery point.
 struct Reported;
@@ -131,6 +156,11 @@ struct Parser<'s> {
     defined: FxMap<&'s str, u32>,
     /// Whether this function had an error (it is then not added to the module).
     poisoned: bool,
+    /// Scratch stack of call arguments and tuple fields being parsed, so that calls do not
+    /// allocate; a construct uses the entries above the length it found on entry.
+    operands: Vec<NodeId>,
+    /// Scratch stack of the bindings of the blocks being parsed.
+    pairs: Vec<(NodeId, NodeId)>,
     /// Whether the rest of this function is skipped (after a nesting error, whose recovery
     /// inside the deep nest would only report follow-on errors).
     abandoned: bool,
@@ -156,6 +186,8 @@ impl<'s> Parser<'s> {
             defined: FxMap::default(),
             poisoned: false,
             abandoned: false,
+            operands: Vec::new(),
+            pairs: Vec::new(),
         }
     }
 
@@ -353,6 +385,8 @@ impl<'s> Parser<'s> {
         self.defined.clear();
         self.poisoned = false;
         self.abandoned = false;
+        self.operands.clear();
+        self.pairs.clear();
         let attrs = if self.at(Tok::Hash) { self.attr_list()? } else { Attrs::new() };
         self.expect_kw("def")?;
         let name = self.expect(Tok::Global, "a global name `@name`")?;
@@ -442,7 +476,7 @@ impl<'s> Parser<'s> {
     }
 
     fn block_inner(&mut self, open: Token) -> PResult<NodeId> {
-        let mut bindings = Vec::new();
+        let mark = self.pairs.len();
         let mut failed = false;
         let result = loop {
             if self.too_many_errors() || self.abandoned {
@@ -455,7 +489,7 @@ impl<'s> Parser<'s> {
             }
             if self.at_kw("let") {
                 match self.binding() {
-                    Ok(pair) => bindings.push(pair),
+                    Ok(pair) => self.pairs.push(pair),
                     Err(Reported) => {
                         failed = true;
                         self.recover();
@@ -471,14 +505,11 @@ impl<'s> Parser<'s> {
                 self.bump();
                 return Err(Reported);
             }
-            match self.expr() {
-                Ok(e) => {
-                    if self.eat(Tok::RBrace) {
-                        break e;
-                    }
-                    let _ = self.unexpected("`}` after the block's result");
+            if let Ok(e) = self.expr() {
+                if self.eat(Tok::RBrace) {
+                    break e;
                 }
-                Err(Reported) => {}
+                let _ = self.unexpected("`}` after the block's result");
             }
             // Skip to this block's `}`.
             self.recover();
@@ -491,7 +522,9 @@ impl<'s> Parser<'s> {
             return Err(Reported);
         }
         self.b.set_span(Span { start: open.start, end: self.prev_end });
-        Ok(self.b.block(&bindings, result))
+        let node = self.b.block(&self.pairs[mark..], result);
+        self.pairs.truncate(mark);
+        Ok(node)
     }
 
     /// `let %x[: T] = value;` — returns `(var, value)`.
@@ -526,23 +559,25 @@ impl<'s> Parser<'s> {
                 self.b.set_span(self.span_from(start));
                 e = self.b.proj(e, index);
             } else if self.at(Tok::LParen) {
-                let (args, attrs) = self.args()?;
+                let (mark, attrs) = self.args()?;
                 if !attrs.is_empty() {
                     let span = self.span_from(start);
                     return Err(self.error_at(span, "only operator calls take attributes".into()));
                 }
                 self.b.set_span(self.span_from(start));
-                e = self.b.apply(e, &args);
+                e = self.b.apply(e, &self.operands[mark..]);
+                self.operands.truncate(mark);
             } else {
                 return Ok(e);
             }
         }
     }
 
-    /// `(arg, …, key=value, …)`.
-    fn args(&mut self) -> PResult<(Vec<NodeId>, Attrs)> {
+    /// `(arg, …, key=value, …)`: the arguments are pushed on `operands` above the returned
+    /// length.
+    fn args(&mut self) -> PResult<(usize, Attrs)> {
         self.expect(Tok::LParen, "`(`")?;
-        let mut args = Vec::new();
+        let mark = self.operands.len();
         let mut attrs = Attrs::new();
         while !self.at(Tok::RParen) {
             if self.at(Tok::Ident) && self.peek.kind == Tok::Eq {
@@ -553,14 +588,15 @@ impl<'s> Parser<'s> {
             } else if !attrs.is_empty() {
                 return Err(self.unexpected("an attribute `key=value` (arguments come first)"));
             } else {
-                args.push(self.expr()?);
+                let e = self.expr()?;
+                self.operands.push(e);
             }
             if !self.eat(Tok::Comma) {
                 break;
             }
         }
         self.expect(Tok::RParen, "`,` or `)`")?;
-        Ok((args, attrs))
+        Ok((mark, attrs))
     }
 
     fn primary(&mut self) -> PResult<NodeId> {
@@ -634,41 +670,54 @@ impl<'s> Parser<'s> {
             };
             self.error_at(name_span, format!("unknown operator `{name}`{hint}"));
         }
-        let (args, attrs) = self.args()?;
+        let (mark, attrs) = self.args()?;
         let span = self.span_from(name_tok.start);
-        let Some(op) = op else {
-            return Ok(self.b.tuple(&args));
+        let n_args = self.operands.len() - mark;
+        let node = match op {
+            // A stand-in; the function is not kept.
+            None => self.b.tuple(&self.operands[mark..]),
+            Some(op) => {
+                let def = op::get(op);
+                if !def.arity.accepts(n_args) {
+                    let plural = if matches!(def.arity, op::Arity::Exact(1)) { "" } else { "s" };
+                    self.error_at(
+                        span,
+                        format!("operator `{name}` takes {} argument{plural}, got {n_args}", def.arity),
+                    );
+                }
+                if let Err(msg) = def.check_attrs(&attrs) {
+                    self.error_at(span, msg);
+                }
+                self.b.set_span(span);
+                self.b.call(op, &self.operands[mark..], attrs)
+            }
         };
-        let def = op::get(op);
-        if !def.arity.accepts(args.len()) {
-            let plural = if matches!(def.arity, op::Arity::Exact(1)) { "" } else { "s" };
-            self.error_at(span, format!("operator `{name}` takes {} argument{plural}, got {}", def.arity, args.len()));
-        }
-        if let Err(msg) = def.check_attrs(&attrs) {
-            self.error_at(span, msg);
-        }
-        self.b.set_span(span);
-        Ok(self.b.call(op, &args, attrs))
+        self.operands.truncate(mark);
+        Ok(node)
     }
 
     /// `()`, `(e)`, `(e,)`, `(a, b, …)`.
     fn tuple(&mut self) -> PResult<NodeId> {
         let start = self.expect(Tok::LParen, "`(`")?.start;
-        let mut fields = Vec::new();
+        let mark = self.operands.len();
         let mut trailing_comma = false;
         while !self.at(Tok::RParen) {
-            fields.push(self.expr()?);
+            let e = self.expr()?;
+            self.operands.push(e);
             trailing_comma = self.eat(Tok::Comma);
             if !trailing_comma {
                 break;
             }
         }
         self.expect(Tok::RParen, "`,` or `)`")?;
-        if fields.len() == 1 && !trailing_comma {
-            return Ok(fields[0]);
-        }
-        self.b.set_span(self.span_from(start));
-        Ok(self.b.tuple(&fields))
+        let node = if self.operands.len() == mark + 1 && !trailing_comma {
+            self.operands[mark]
+        } else {
+            self.b.set_span(self.span_from(start));
+            self.b.tuple(&self.operands[mark..])
+        };
+        self.operands.truncate(mark);
+        Ok(node)
     }
 
     /// `if (cond) { … } else { … }`.
