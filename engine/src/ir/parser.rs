@@ -98,7 +98,13 @@ impl FxHasher {
 
 impl Hasher for FxHasher {
     fn finish(&self) -> u64 {
-        self.0
+        // A multiplicative hash leaves the low bits depending on the first bytes only (which
+        // names such as `%v1`, `%v2` share), and hash tables index by the low bits: mix
+        // (splitmix64's finalizer).
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
