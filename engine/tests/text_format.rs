@@ -597,3 +597,19 @@ const TOKENS: &[&str] = &[
     "// c\n",
     "é",
 ];
+
+fn nested_types(depth: usize) -> String {
+    format!("def @f(%x: {}Tensor[(), f32]{}) {{\n  %x\n}}\n", "(".repeat(depth), ",)".repeat(depth))
+}
+
+#[test]
+fn the_nesting_limit_is_reached_within_a_one_mebibyte_stack() {
+    // About 1 KiB of stack per level at opt-level 0 and half that at opt-level 1, so any
+    // thread with a default stack can parse untrusted text.
+    let worker = std::thread::Builder::new().stack_size(1 << 20).spawn(|| {
+        for src in [nested_calls(600), nested_ifs(600), nested_types(600), nested_fns_and_tuples(600)] {
+            assert!(!round_trip_or_nesting_error(&src));
+        }
+    });
+    assert!(worker.expect("spawn").join().is_ok());
+}

@@ -605,58 +605,88 @@ impl<'s> Parser<'s> {
         Ok((mark, attrs))
     }
 
+    // The functions on the recursive path (`expr`, `postfix`, `primary`, `args`, `op_call`,
+    // `tuple`, `if_`, `closure`, `block`) keep their frames small: constants and error
+    // messages are built in out-of-line helpers, so the nesting limit fits in a small stack.
+
     fn primary(&mut self) -> PResult<NodeId> {
-        let start = self.tok.start;
         match self.tok.kind {
-            Tok::Local => {
-                let t = self.bump();
-                let name = &self.text(t)[1..];
-                match self.scope.get(name) {
-                    Some(&v) => Ok(v),
-                    None => {
-                        let span = Span { start: t.start, end: t.end };
-                        self.error_at(span, format!("undefined variable `%{name}`"));
-                        // Keep parsing with a stand-in so later errors are found too.
-                        Ok(self.b.var(name, None))
-                    }
-                }
-            }
+            Tok::Local => self.local_use(),
             Tok::Global => {
                 let t = self.bump();
                 self.b.set_span(Span { start: t.start, end: t.end });
                 Ok(self.b.global(&self.text(t)[1..]))
             }
-            Tok::Number => {
-                let c = self.scalar_literal()?;
-                self.b.set_span(self.span_from(start));
-                Ok(self.b.constant(c))
-            }
+            Tok::Number => self.constant_expr(),
             Tok::LParen => self.tuple(),
             Tok::LBrace => self.block(),
             Tok::Hash => self.closure(),
             Tok::Ident => match self.text(self.tok) {
-                "true" | "false" => {
-                    let t = self.bump();
-                    let v = self.text(t) == "true";
-                    self.b.set_span(self.span_from(start));
-                    Ok(self.b.constant(Constant::Dense(Tensor(TensorData::Bool(ArcArray::from_elem(IxDyn(&[]), v))))))
-                }
+                "true" | "false" | "tensor" | "full" | "uniform" | "normal" => self.constant_expr(),
                 "if" => self.if_(),
                 "fn" => self.closure(),
-                "tensor" => {
-                    let c = self.dense()?;
-                    self.b.set_span(self.span_from(start));
-                    Ok(self.b.constant(c))
-                }
-                "full" | "uniform" | "normal" => {
-                    let c = self.fill()?;
-                    self.b.set_span(self.span_from(start));
-                    Ok(self.b.constant(c))
-                }
                 name if !KEYWORDS.contains(&name) && self.peek.kind == Tok::LParen => self.op_call(),
                 _ => Err(self.unexpected("an expression")),
             },
             _ => Err(self.unexpected("an expression")),
+        }
+    }
+
+    /// A use of `%name`.
+    #[inline(never)]
+    fn local_use(&mut self) -> PResult<NodeId> {
+        let t = self.bump();
+        let name = &self.text(t)[1..];
+        match self.scope.get(name) {
+            Some(&v) => Ok(v),
+            None => {
+                let span = Span { start: t.start, end: t.end };
+                self.error_at(span, format!("undefined variable `%{name}`"));
+                // Keep parsing with a stand-in so later errors are found too.
+                Ok(self.b.var(name, None))
+            }
+        }
+    }
+
+    /// A constant: scalar literal, `true` / `false`, dense tensor or fill.
+    #[inline(never)]
+    fn constant_expr(&mut self) -> PResult<NodeId> {
+        let start = self.tok.start;
+        let c = match self.text(self.tok) {
+            "true" | "false" => {
+                let t = self.bump();
+                Constant::Dense(Tensor(TensorData::Bool(scalar(self.text(t) == "true"))))
+            }
+            "tensor" => self.dense()?,
+            "full" | "uniform" | "normal" => self.fill()?,
+            _ => self.scalar_literal()?,
+        };
+        self.b.set_span(self.span_from(start));
+        Ok(self.b.constant(c))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unknown_op(&mut self, name: &str, span: Span) {
+        let suggestions = op::suggest(name);
+        let hint = if suggestions.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<String> = suggestions.iter().map(|s| format!("`{s}`")).collect();
+            format!(" (did you mean {}?)", names.join(" or "))
+        };
+        self.error_at(span, format!("unknown operator `{name}`{hint}"));
+    }
+
+    /// Checks arity and attributes of a call of `def`.
+    #[inline(never)]
+    fn check_call(&mut self, def: &op::OpDef, n_args: usize, attrs: &Attrs, span: Span) {
+        if !def.arity.accepts(n_args) {
+            let plural = if matches!(def.arity, op::Arity::Exact(1)) { "" } else { "s" };
+            self.error_at(span, format!("operator `{}` takes {} argument{plural}, got {n_args}", def.name, def.arity));
+        }
+        if let Err(msg) = def.check_attrs(attrs) {
+            self.error_at(span, msg);
         }
     }
 
@@ -667,14 +697,7 @@ impl<'s> Parser<'s> {
         let name_span = Span { start: name_tok.start, end: name_tok.end };
         let op = op::lookup(name);
         if op.is_none() {
-            let suggestions = op::suggest(name);
-            let hint = if suggestions.is_empty() {
-                String::new()
-            } else {
-                let names: Vec<String> = suggestions.iter().map(|s| format!("`{s}`")).collect();
-                format!(" (did you mean {}?)", names.join(" or "))
-            };
-            self.error_at(name_span, format!("unknown operator `{name}`{hint}"));
+            self.unknown_op(name, name_span);
         }
         let (mark, attrs) = self.args()?;
         let span = self.span_from(name_tok.start);
@@ -683,17 +706,7 @@ impl<'s> Parser<'s> {
             // A stand-in; the function is not kept.
             None => self.b.tuple(&self.operands[mark..]),
             Some(op) => {
-                let def = op::get(op);
-                if !def.arity.accepts(n_args) {
-                    let plural = if matches!(def.arity, op::Arity::Exact(1)) { "" } else { "s" };
-                    self.error_at(
-                        span,
-                        format!("operator `{name}` takes {} argument{plural}, got {n_args}", def.arity),
-                    );
-                }
-                if let Err(msg) = def.check_attrs(&attrs) {
-                    self.error_at(span, msg);
-                }
+                self.check_call(op::get(op), n_args, &attrs, span);
                 self.b.set_span(span);
                 self.b.call(op, &self.operands[mark..], attrs)
             }
