@@ -73,8 +73,20 @@ impl std::error::Error for ParseError {}
 #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
 pub struct ParseErrors(pub Vec<ParseError>);
 
-/// Parses a module.
+/// Parses a module. On failure, returns every error found (up to [`MAX_ERRORS`]), in source
+/// order; no function is returned then.
 pub fn parse_module(src: &str) -> Result<Module, ParseErrors> {
+    // Spans are `u32` byte offsets.
+    if src.len() > u32::MAX as usize {
+        return Err(ParseErrors(vec![ParseError {
+            span: Span::default(),
+            line: 1,
+            col: 1,
+            expected: String::new(),
+            found: String::new(),
+            message: Some("input larger than 4 GiB".into()),
+        }]));
+    }
     let mut p = Parser::new(src);
     let module = p.module();
     if p.errors.is_empty() {
