@@ -613,3 +613,43 @@ fn the_nesting_limit_is_reached_within_a_one_mebibyte_stack() {
     });
     assert!(worker.expect("spawn").join().is_ok());
 }
+
+#[test]
+fn literal_errors_name_the_literal() {
+    let rank65 = vec!["1"; 65].join(", ");
+    let src = format!(
+        "def @a() {{ full<(18446744073709551616,), f32>(0.0) }}\n\
+         def @b() {{ full<({rank65}), f32>(0.0) }}\n\
+         def @c() {{ tensor<(2,), i32>[1, 2, 3] }}\n\
+         def @d() {{ tensor<(1,), i32>[1.5] }}\n\
+         def @e() {{ 99999999999999999999 }}\n\
+         def @f() {{ relu(1.0f, \"x\") }}\n"
+    );
+    expect_test::expect![[r#"
+        1:18: invalid dimension `18446744073709551616`
+        2:210: tensor rank above 64
+        3:12: tensor of shape [2] needs 2 values, got 3
+        4:30: `1.5` is not a valid i32 value
+        5:12: number `99999999999999999999` is out of range for i64
+        6:23: expected an expression, found `"x"`"#]]
+    .assert_eq(&errors(&src));
+}
+
+#[test]
+fn huge_fills_and_long_dtype_names_parse_without_materializing() {
+    let m = parse_module("def @w() { full<(1073741824, 1073741824), float32>(0.5) }").expect("parses");
+    expect_test::expect![[r#"
+        def @w() {
+          full<(1073741824, 1073741824), f32>(0.5)
+        }
+    "#]]
+    .assert_eq(&m.to_string());
+}
+
+#[test]
+fn a_block_without_bindings_is_its_result() {
+    let a = parse_module("def @f(%x: Tensor[(), f32]) { { { relu({ %x }) } } }").expect("parses");
+    let b = parse_module("def @f(%x: Tensor[(), f32]) { relu(%x) }").expect("parses");
+    assert!(module_structural_eq(&a, &b));
+    assert_eq!(a.to_string(), b.to_string());
+}
