@@ -26,21 +26,21 @@ pub const MAX_INDENT: usize = 64;
 
 /// Prints a module in canonical text: functions in module order, separated by a blank line.
 pub fn print_module(m: &Module) -> String {
-    let mut out = String::with_capacity(m.iter().map(|(_, f)| f.num_nodes() * 16 + 64).sum());
+    let mut p = Printer::new(m.iter().map(|(_, f)| f.num_nodes() * 16 + 64).sum());
     for (i, (name, f)) in m.iter().enumerate() {
         if i > 0 {
-            out.push('\n');
+            p.out.push('\n');
         }
-        write_function(&mut out, name, f);
+        p.function(name, f);
     }
-    out
+    p.out
 }
 
 /// Prints one global function `@name` in canonical text.
 pub fn print_function(name: &str, f: &Function) -> String {
-    let mut out = String::with_capacity(f.num_nodes() * 16 + 64);
-    write_function(&mut out, name, f);
-    out
+    let mut p = Printer::new(f.num_nodes() * 16 + 64);
+    p.function(name, f);
+    p.out
 }
 
 impl fmt::Display for Module {
@@ -73,9 +73,11 @@ enum Work {
     Dedent,
 }
 
+/// The printing state; one printer prints all functions of a module, reusing its tables.
 struct Printer<'a> {
-    f: &'a Function,
-    out: &'a mut String,
+    /// The function being printed.
+    f: Option<&'a Function>,
+    out: String,
     /// The printed name of each variable node, once it has one.
     names: Vec<Option<Cow<'a, str>>>,
     used: HashSet<Cow<'a, str>, BuildHasherDefault<FxHasher>>,
@@ -83,31 +85,6 @@ struct Printer<'a> {
     next_suffix: FxMap<Cow<'a, str>, u32>,
     indent: usize,
     stack: Vec<Work>,
-}
-
-fn write_function(out: &mut String, name: &str, f: &Function) {
-    if !f.attrs().is_empty() {
-        write_attrs(out, f.attrs());
-        out.push('\n');
-    }
-    out.push_str("def @");
-    out.push_str(name);
-    let mut p = Printer {
-        f,
-        out,
-        names: vec![None; f.num_nodes()],
-        used: HashSet::default(),
-        next_suffix: FxMap::default(),
-        indent: 0,
-        stack: Vec::new(),
-    };
-    p.params(f.params());
-    if let Some(ty) = f.ret_ty() {
-        let _ = write!(p.out, " -> {ty}");
-    }
-    p.out.push_str(" {");
-    p.stack.extend([Work::Str("\n"), Work::Str("}"), Work::Newline, Work::Dedent, Work::Body(f.body()), Work::Indent]);
-    p.run();
 }
 
 /// `#[Key, Key=value]`.
@@ -147,7 +124,51 @@ fn sanitize(name: &str) -> Cow<'_, str> {
     Cow::Owned(s)
 }
 
-impl Printer<'_> {
+impl<'a> Printer<'a> {
+    fn new(capacity: usize) -> Printer<'a> {
+        Printer {
+            f: None,
+            out: String::with_capacity(capacity),
+            names: Vec::new(),
+            used: HashSet::default(),
+            next_suffix: FxMap::default(),
+            indent: 0,
+            stack: Vec::new(),
+        }
+    }
+
+    fn func(&self) -> &'a Function {
+        self.f.expect("printing a function")
+    }
+
+    fn function(&mut self, name: &str, f: &'a Function) {
+        self.f = Some(f);
+        self.names.clear();
+        self.names.resize(f.num_nodes(), None);
+        self.used.clear();
+        self.next_suffix.clear();
+        self.indent = 0;
+        if !f.attrs().is_empty() {
+            write_attrs(&mut self.out, f.attrs());
+            self.out.push('\n');
+        }
+        self.out.push_str("def @");
+        self.out.push_str(name);
+        self.params(f.params());
+        if let Some(ty) = f.ret_ty() {
+            let _ = write!(self.out, " -> {ty}");
+        }
+        self.out.push_str(" {");
+        self.stack.extend([
+            Work::Str("\n"),
+            Work::Str("}"),
+            Work::Newline,
+            Work::Dedent,
+            Work::Body(f.body()),
+            Work::Indent,
+        ]);
+        self.run();
+    }
     fn params(&mut self, params: &[NodeId]) {
         self.out.push('(');
         for (i, &p) in params.iter().enumerate() {
@@ -164,29 +185,31 @@ impl Printer<'_> {
         if self.names[var.index()].is_some() {
             return;
         }
-        let base = match self.f.name_of(var) {
+        let base = match self.func().name_of(var) {
             Some(n) => sanitize(n),
             None => Cow::Borrowed("v"),
         };
-        let name = if self.used.contains(&base) {
+        // One hash in the common case of a name not seen before.
+        let name = if self.used.insert(base.clone()) {
+            base
+        } else {
             let k = self.next_suffix.entry(base.clone()).or_insert(1);
             loop {
                 let name = format!("{base}_{k}");
                 *k += 1;
                 if !self.used.contains(name.as_str()) {
-                    break Cow::Owned(name);
+                    let name: Cow<'_, str> = Cow::Owned(name);
+                    self.used.insert(name.clone());
+                    break name;
                 }
             }
-        } else {
-            base
         };
-        self.used.insert(name.clone());
         self.names[var.index()] = Some(name);
     }
 
     fn def(&mut self, var: NodeId) {
         self.var(var);
-        if let Some(ty) = self.f.ty(var) {
+        if let Some(ty) = self.func().ty(var) {
             let _ = write!(self.out, ": {ty}");
         }
     }
@@ -219,7 +242,7 @@ impl Printer<'_> {
     }
 
     fn run(&mut self) {
-        let f = self.f;
+        let f = self.func();
         while let Some(w) = self.stack.pop() {
             match w {
                 Work::Str(s) => self.out.push_str(s),
@@ -261,14 +284,14 @@ impl Printer<'_> {
     }
 
     fn expr(&mut self, id: NodeId) {
-        let f = self.f;
+        let f = self.func();
         match *f.kind(id) {
             ExprKind::Var { .. } => self.var(id),
             ExprKind::Global { name } => {
                 self.out.push('@');
                 self.out.push_str(f.sym(name));
             }
-            ExprKind::Const { idx } => write_constant(self.out, f.constant(idx)),
+            ExprKind::Const { idx } => write_constant(&mut self.out, f.constant(idx)),
             ExprKind::Call { op, attrs, args } => {
                 self.out.push_str(op::get(op).name);
                 self.out.push('(');
@@ -311,7 +334,7 @@ impl Printer<'_> {
             ExprKind::Func { idx } => {
                 let c = f.closure(idx);
                 if !c.attrs.is_empty() {
-                    write_attrs(self.out, &c.attrs);
+                    write_attrs(&mut self.out, &c.attrs);
                     self.out.push(' ');
                 }
                 self.out.push_str("fn ");
