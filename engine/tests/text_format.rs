@@ -653,3 +653,37 @@ fn a_block_without_bindings_is_its_result() {
     assert!(module_structural_eq(&a, &b));
     assert_eq!(a.to_string(), b.to_string());
 }
+
+#[test]
+fn every_live_node_carries_its_source_span() {
+    let src = "def @f(%x: Tensor[(), f32], %c: Tensor[(), bool]) {\n  let %t = (relu(%x), 1.0f);\n  let %g = fn (%y) { add(%y, %t.0) };\n  if (%c) { %g(%x) } else { @f(%x, %c) }\n}\n";
+    let m = parse_module(src).expect("parses");
+    let f = m.get("f").expect("f");
+    let live = f.live_mask();
+    let mut texts = Vec::new();
+    for id in f.node_ids().filter(|id| live[id.index()]) {
+        let span = f.span(id).unwrap_or_else(|| panic!("{id} has no span"));
+        texts.push(src[span.start as usize..span.end as usize].replace('\n', " "));
+    }
+    expect_test::expect![[r#"
+        [
+            "%x: Tensor[(), f32]",
+            "%c: Tensor[(), bool]",
+            "relu(%x)",
+            "1.0f",
+            "(relu(%x), 1.0f)",
+            "let %t",
+            "%y",
+            "%t.0",
+            "add(%y, %t.0)",
+            "fn (%y) { add(%y, %t.0) }",
+            "let %g",
+            "%g(%x)",
+            "@f",
+            "@f(%x, %c)",
+            "if (%c) { %g(%x) } else { @f(%x, %c) }",
+            "{   let %t = (relu(%x), 1.0f);   let %g = fn (%y) { add(%y, %t.0) };   if (%c) { %g(%x) } else { @f(%x, %c) } }",
+        ]
+    "#]]
+    .assert_debug_eq(&texts);
+}
