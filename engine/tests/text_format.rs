@@ -75,3 +75,615 @@ def @main(%x: Tensor[(4, 4), f32], %w: Tensor[(4,), f32], %cond: Tensor[(), bool
     "#]]
     .assert_eq(&text);
 }
+
+#[test]
+fn unexpected_token_is_reported_with_line_and_col() {
+    let src = "def @f(%x: Tensor[(), f32]) {\n  let %a = relu(%x) ;\n  let = %a;\n  %a\n}\n";
+    expect_test::expect!["3:7: expected a variable `%name`, found `=`"].assert_eq(&errors(src));
+}
+
+#[test]
+fn unterminated_block_names_its_opening_brace() {
+    let src = "def @f(%x: Tensor[(), f32]) {\n  let %a = relu(%x);\n";
+    expect_test::expect!["3:1: unterminated block (the `{` at 1:29 is not closed)"].assert_eq(&errors(src));
+}
+
+#[test]
+fn unknown_op_suggests_close_names() {
+    let src = "def @f(%x: Tensor[(), f32]) {\n  ad(%x, %x)\n}\n";
+    expect_test::expect!["2:3: unknown operator `ad` (did you mean `add`?)"].assert_eq(&errors(src));
+    let src = "def @f(%x: Tensor[(), f32]) {\n  conv2d(%x, %x)\n}\n";
+    expect_test::expect!["2:3: unknown operator `conv2d`"].assert_eq(&errors(src));
+}
+
+#[test]
+fn wrong_arity_is_reported_at_the_call() {
+    let src = "def @f(%x: Tensor[(), f32]) {\n  relu(add(%x))\n}\n";
+    expect_test::expect!["2:8: operator `add` takes 2 arguments, got 1"].assert_eq(&errors(src));
+}
+
+#[test]
+fn bad_attribute_is_reported_at_the_call() {
+    let src = "def @f(%x: Tensor[(), f32]) {\n  relu(%x, axis=1)\n}\n";
+    expect_test::expect!["2:3: operator `relu` takes no attributes, got `axis`"].assert_eq(&errors(src));
+}
+
+#[test]
+fn undefined_variable_is_an_error() {
+    let src = "def @f(%x: Tensor[(), f32]) {\n  let %a = { let %inner = relu(%x); %inner };\n  add(%y, %inner)\n}\n";
+    expect_test::expect![[r#"
+        3:7: undefined variable `%y`
+        3:11: undefined variable `%inner`"#]]
+    .assert_eq(&errors(src));
+}
+
+#[test]
+fn duplicate_definitions_are_errors() {
+    let src = "def @f(%x: Tensor[(), f32]) {\n  let %x = relu(%x);\n  %x\n}\n\ndef @f() { 1.0f }\n";
+    expect_test::expect![[r#"
+        2:7: `%x` is already defined at 1:8 (a variable has a single definition per function)
+        6:5: function `@f` is defined twice (first at 1:5)"#]]
+    .assert_eq(&errors(src));
+}
+
+#[test]
+fn several_errors_are_reported_in_one_parse() {
+    let src = "\
+def @f(%x: Tensor[(), f32]) {
+  let %a = relu(%x;
+  let %b = reluu(%x);
+  let %c = add(%x, %x, %x);
+  %c
+}
+
+def @g() -> Tensor[(), f32] {
+  let %q = (1.0f, ;
+  @f(%nope)
+}
+
+def @h() { 2i8 }
+";
+    expect_test::expect![[r#"
+        2:19: expected `,` or `)`, found `;`
+        3:12: unknown operator `reluu` (did you mean `relu`?)
+        4:12: operator `add` takes 2 arguments, got 3
+        9:19: expected an expression, found `;`
+        10:6: undefined variable `%nope`
+        13:12: invalid number literal `2i8`"#]]
+    .assert_eq(&errors(src));
+}
+
+#[test]
+fn unknown_globals_are_left_to_the_verifier() {
+    round_trip("def @main() {\n  @missing(1.0f)\n}\n");
+}
+
+// ---- size and depth ----
+
+use passel_engine::ir::{
+    print_function, structural_eq, AttrValue, Attrs, Constant, DType, Fill, FunctionBuilder, Module, NodeId, Tensor,
+    TensorData, TensorType, Type,
+};
+use passel_engine::op;
+
+#[test]
+fn a_million_bindings_parse_print_and_round_trip() {
+    let n = 1_000_000;
+    let mut src = String::with_capacity(n * 32);
+    src.push_str("def @main(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {\n  let %v0 = relu(%x);\n");
+    for i in 1..n {
+        src.push_str(&format!("  let %v{i} = add(%v{}, %x);\n", i - 1));
+    }
+    src.push_str(&format!("  %v{}\n}}\n", n - 1));
+    let m = parse_module(&src).expect("parses");
+    assert_eq!(m.get("main").map(|f| f.num_bindings()), Some(n));
+    let text = print_module(&m);
+    assert_eq!(text, src, "the canonical text is the input");
+    let m2 = parse_module(&text).expect("reparses");
+    assert!(module_structural_eq(&m, &m2));
+}
+
+/// Checks that `src` either round-trips or fails only with the nesting error.
+fn round_trip_or_nesting_error(src: &str) -> bool {
+    match parse_module(src) {
+        Ok(_) => {
+            round_trip(src);
+            true
+        }
+        Err(e) => {
+            assert_eq!(e.0.len(), 1, "{e}");
+            assert!(e.0[0].to_string().ends_with("nesting deeper than 512 levels"), "{e}");
+            false
+        }
+    }
+}
+
+fn nested_calls(depth: usize) -> String {
+    format!("def @f(%x: Tensor[(), f32]) {{\n  {}%x{}\n}}\n", "relu(".repeat(depth), ")".repeat(depth))
+}
+
+fn nested_ifs(depth: usize) -> String {
+    let mut s = String::from("def @f(%c: Tensor[(), bool]) {\n");
+    for i in 0..depth {
+        s.push_str(&format!("if (%c) {{ let %a{i} = relu(1.0f); %a{i} }} else {{\n"));
+    }
+    s.push_str("2.0f");
+    s.push_str(&"}".repeat(depth));
+    s.push_str("\n}\n");
+    s
+}
+
+fn nested_fns_and_tuples(depth: usize) -> String {
+    format!("def @f() {{\n  {}1.0f{}\n}}\n", "fn () { ((".repeat(depth), ",),) }".repeat(depth))
+}
+
+#[test]
+fn deep_nesting_round_trips_up_to_the_limit_and_is_an_error_beyond() {
+    // Near the limit the parser's own stack must suffice on a 2 MiB test thread.
+    // The body block and the innermost `%x` take one level each.
+    for depth in [10, 200, 500, 510, 511] {
+        assert!(round_trip_or_nesting_error(&nested_calls(depth)) == (depth <= 510), "calls at {depth}");
+    }
+    for depth in [10, 100, 254, 255, 256, 300] {
+        round_trip_or_nesting_error(&nested_ifs(depth));
+        round_trip_or_nesting_error(&nested_fns_and_tuples(depth));
+    }
+    assert!(!round_trip_or_nesting_error(&nested_calls(100_000)));
+    assert!(!round_trip_or_nesting_error(&nested_ifs(100_000)));
+    assert!(!round_trip_or_nesting_error(&nested_fns_and_tuples(100_000)));
+}
+
+#[test]
+fn printing_a_hundred_thousand_deep_tree_does_not_recurse() {
+    let relu = op::lookup("relu").expect("relu");
+    let mut b = FunctionBuilder::new();
+    let x = b.var("x", Some(Type::scalar(DType::F32)));
+    let c = b.var("c", Some(Type::scalar(DType::Bool)));
+    let mut e = x;
+    for i in 0..100_000 {
+        e = match i % 4 {
+            0 => b.call(relu, &[e], Attrs::new()),
+            1 => {
+                let one = b.constant(Constant::scalar_f32(1.0));
+                let v = b.var("v", None);
+                let then_ = b.block(&[(v, one)], v);
+                b.if_(c, then_, e)
+            }
+            2 => {
+                let t = b.tuple(&[e]);
+                b.proj(t, 0)
+            }
+            _ => {
+                let v = b.var("v", None);
+                b.block(&[(v, e)], v)
+            }
+        };
+    }
+    let func = b.finish(&[x, c], e, None, Attrs::new());
+    let text = print_function("deep", &func);
+    assert!(text.len() < 100_000 * 400, "indentation is capped, output stays linear: {}", text.len());
+    assert!(text.contains("%v_49999"), "names are made unique");
+    assert!(!round_trip_or_nesting_error(&text));
+}
+
+// ---- properties ----
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Builds random well-formed functions with [`FunctionBuilder`].
+struct Gen {
+    rng: ChaCha8Rng,
+    b: FunctionBuilder,
+    scope: Vec<NodeId>,
+}
+
+/// Names include duplicates and spellings the printer must repair.
+const NAMES: &[&str] = &["x", "x", "x_1", "a.b", "0", "t.1", "weird name", "", "ünï", "y."];
+const KEYS: &[&str] = &["SkipOptimization", "Primitive", "Compiler", "Level", "k.v", "_x"];
+
+impl Gen {
+    fn new(seed: u64) -> Gen {
+        Gen { rng: ChaCha8Rng::seed_from_u64(seed), b: FunctionBuilder::new(), scope: Vec::new() }
+    }
+
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.rng.gen_range(0..xs.len())]
+    }
+
+    fn dtype(&mut self) -> DType {
+        *self.pick(&DType::ALL)
+    }
+
+    fn shape(&mut self) -> Vec<u64> {
+        let rank = self.rng.gen_range(0..4);
+        (0..rank).map(|_| self.rng.gen_range(0..4)).collect()
+    }
+
+    fn ty(&mut self, depth: u32) -> Type {
+        match if depth == 0 { 0 } else { self.rng.gen_range(0..4) } {
+            0 | 1 => {
+                let (shape, dtype) = (self.shape(), self.dtype());
+                Type::tensor(shape, dtype)
+            }
+            2 => {
+                let n = self.rng.gen_range(0..3);
+                Type::tuple((0..n).map(|_| self.ty(depth - 1)).collect::<Vec<_>>())
+            }
+            _ => {
+                let n = self.rng.gen_range(0..3);
+                let params: Vec<Type> = (0..n).map(|_| self.ty(depth - 1)).collect();
+                Type::func(params, self.ty(depth - 1))
+            }
+        }
+    }
+
+    fn opt_ty(&mut self) -> Option<Type> {
+        self.rng.gen_bool(0.5).then(|| self.ty(2))
+    }
+
+    fn f64(&mut self) -> f64 {
+        let v = match self.rng.gen_range(0..4) {
+            0 => f64::from_bits(self.rng.gen()),
+            1 => self.rng.gen_range(-10.0..10.0),
+            2 => *self.pick(&[f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -0.0, 1e300, 5e-324]),
+            _ => self.rng.gen_range(-5..5) as f64,
+        };
+        if v.is_nan() {
+            f64::NAN // NaN payloads are not kept by the text format.
+        } else {
+            v
+        }
+    }
+
+    fn attr_value(&mut self) -> AttrValue {
+        match self.rng.gen_range(0..6) {
+            0 => AttrValue::Bool(self.rng.gen()),
+            1 => AttrValue::Int(self.rng.gen()),
+            // NaN is left out: `AttrValue`'s equality is IEEE, so a NaN attribute never equals itself.
+            2 => AttrValue::Float(self.f64())
+                .as_float()
+                .filter(|v| !v.is_nan())
+                .map_or(AttrValue::Int(0), AttrValue::Float),
+            3 => {
+                let n = self.rng.gen_range(0..6);
+                let s: String =
+                    (0..n).map(|_| *self.pick(&['a', '"', '\\', '\n', '\u{7f}', 'é', '\0', '\'', '{'])).collect();
+                AttrValue::Str(s.into())
+            }
+            4 => {
+                let n = self.rng.gen_range(0..4);
+                AttrValue::Ints((0..n).map(|_| self.rng.gen()).collect::<Vec<i64>>().into())
+            }
+            _ => AttrValue::DType(self.dtype()),
+        }
+    }
+
+    fn attrs(&mut self) -> Attrs {
+        let mut attrs = Attrs::new();
+        for _ in 0..self.rng.gen_range(0..3) {
+            let key = *self.pick(KEYS);
+            let value = self.attr_value();
+            attrs.set(key, value);
+        }
+        attrs
+    }
+
+    fn constant(&mut self) -> Constant {
+        let shape = if self.rng.gen_bool(0.5) { vec![] } else { self.shape() };
+        let dtype = self.dtype();
+        if self.rng.gen_bool(0.3) {
+            let fill = match self.rng.gen_range(0..3) {
+                0 => Fill::Full(self.f64()),
+                1 => Fill::Uniform { seed: self.rng.gen(), low: self.f64(), high: self.f64() },
+                _ => Fill::Normal { seed: self.rng.gen(), mean: self.f64(), std: self.f64() },
+            };
+            let mut shape = shape;
+            if self.rng.gen_bool(0.1) {
+                shape = vec![1 << 40, 1 << 20]; // never materialized
+            }
+            return Constant::Fill { ty: TensorType { shape: shape.into(), dtype }, fill };
+        }
+        let n: u64 = shape.iter().product();
+        let dims = ndarray::IxDyn(&shape.iter().map(|&d| d as usize).collect::<Vec<_>>());
+        let data = match dtype {
+            DType::F32 => TensorData::F32(ndarray::ArcArray::from_shape_fn(dims, |_| {
+                let v = self.f64() as f32;
+                if v.is_nan() {
+                    f32::NAN
+                } else {
+                    v
+                }
+            })),
+            DType::F16 => TensorData::F16(ndarray::ArcArray::from_shape_fn(dims, |_| {
+                let v = half::f16::from_f64(self.f64());
+                if v.is_nan() {
+                    half::f16::NAN
+                } else {
+                    v
+                }
+            })),
+            DType::I64 => TensorData::I64(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
+            DType::I32 => TensorData::I32(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
+            DType::Bool => TensorData::Bool(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
+        };
+        let t = Tensor(data);
+        assert_eq!(t.len() as u64, n);
+        Constant::Dense(t)
+    }
+
+    fn expr(&mut self, depth: u32) -> NodeId {
+        let choice = if depth == 0 { self.rng.gen_range(0..3) } else { self.rng.gen_range(0..12) };
+        match choice {
+            0 if !self.scope.is_empty() => *self.pick(&self.scope.clone()),
+            0 | 1 => {
+                let c = self.constant();
+                self.b.constant(c)
+            }
+            2 => {
+                let name = *self.pick(&["main", "helper", "f.x", "g_1"]);
+                self.b.global(name)
+            }
+            3 => {
+                let e = self.expr(depth - 1);
+                let relu = op::lookup("relu").expect("relu");
+                self.b.call(relu, &[e], Attrs::new())
+            }
+            4 => {
+                let (a, c) = (self.expr(depth - 1), self.expr(depth - 1));
+                let add = op::lookup("add").expect("add");
+                self.b.call(add, &[a, c], Attrs::new())
+            }
+            5 => {
+                let n = self.rng.gen_range(0..4);
+                let fields: Vec<NodeId> = (0..n).map(|_| self.expr(depth - 1)).collect();
+                self.b.tuple(&fields)
+            }
+            6 => {
+                let t = self.expr(depth - 1);
+                let i = self.rng.gen_range(0..3);
+                self.b.proj(t, i)
+            }
+            7 => {
+                let c = self.expr(depth - 1);
+                let t = self.block(depth - 1);
+                let e = self.block(depth - 1);
+                self.b.if_(c, t, e)
+            }
+            8 => {
+                let mark = self.scope.len();
+                let n = self.rng.gen_range(0..3);
+                let params: Vec<NodeId> = (0..n)
+                    .map(|_| {
+                        let (name, ty) = (*self.pick(NAMES), self.opt_ty());
+                        let p = self.b.var(name, ty);
+                        self.scope.push(p);
+                        p
+                    })
+                    .collect();
+                let body = self.block(depth - 1);
+                self.scope.truncate(mark);
+                let (ret, attrs) = (self.opt_ty(), self.attrs());
+                self.b.closure(&params, body, ret, attrs)
+            }
+            9 => {
+                let callee = self.expr(depth - 1);
+                let n = self.rng.gen_range(0..3);
+                let args: Vec<NodeId> = (0..n).map(|_| self.expr(depth - 1)).collect();
+                self.b.apply(callee, &args)
+            }
+            _ => self.block(depth - 1),
+        }
+    }
+
+    fn block(&mut self, depth: u32) -> NodeId {
+        let mark = self.scope.len();
+        let n = self.rng.gen_range(0..4);
+        let mut pairs = Vec::new();
+        for _ in 0..n {
+            let value = self.expr(depth);
+            let (name, ty) = (*self.pick(NAMES), self.opt_ty());
+            let var = self.b.var(name, ty);
+            self.scope.push(var);
+            pairs.push((var, value));
+        }
+        let result = self.expr(depth);
+        self.scope.truncate(mark);
+        self.b.block(&pairs, result)
+    }
+
+    fn function(mut self) -> passel_engine::ir::Function {
+        let n = self.rng.gen_range(0..3);
+        let params: Vec<NodeId> = (0..n)
+            .map(|_| {
+                let (name, ty) = (*self.pick(NAMES), self.opt_ty());
+                let p = self.b.var(name, ty);
+                self.scope.push(p);
+                p
+            })
+            .collect();
+        // Dead nodes are not printed.
+        let _dead = self.expr(1);
+        let depth = self.rng.gen_range(0..5);
+        let body = self.block(depth);
+        let (ret, attrs) = (self.opt_ty(), self.attrs());
+        self.b.finish(&params, body, ret, attrs)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn print_then_parse_round_trips(seed in any::<u64>()) {
+        let mut m = Module::new();
+        let f = Gen::new(seed).function();
+        let g = Gen::new(seed ^ 0x9e37_79b9).function();
+        m.add("main", f).expect("fresh");
+        m.add("helper", g).expect("fresh");
+        let text = print_module(&m);
+        let m2 = match parse_module(&text) {
+            Ok(m2) => m2,
+            Err(e) => panic!("{e}\n{text}"),
+        };
+        for ((_, a), (_, b)) in m.iter().zip(m2.iter()) {
+            prop_assert!(structural_eq(a, b), "{}", text);
+        }
+        prop_assert_eq!(print_module(&m2), text);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let src = String::from_utf8_lossy(&bytes);
+        let _ = parse_module(&src);
+    }
+
+    #[test]
+    fn token_soup_never_panics(toks in proptest::collection::vec(0usize..TOKENS.len(), 0..120)) {
+        let src: Vec<&str> = toks.iter().map(|&i| TOKENS[i]).collect();
+        if let Ok(m) = parse_module(&src.join(" ")) {
+            round_trip(&print_module(&m));
+        }
+    }
+}
+
+const TOKENS: &[&str] = &[
+    "def",
+    "@f",
+    "@main",
+    "(",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    "<",
+    ">",
+    "%x",
+    "%y",
+    "%t.1",
+    "let",
+    "=",
+    ";",
+    ":",
+    ",",
+    ".",
+    "0",
+    "1",
+    "relu",
+    "add",
+    "nope",
+    "1.0f",
+    "2i64",
+    "-inf",
+    "nan",
+    "true",
+    "if",
+    "else",
+    "fn",
+    "->",
+    "Tensor",
+    "f32",
+    "bool",
+    "tensor",
+    "full",
+    "uniform",
+    "seed",
+    "#",
+    "\"s\\",
+    "\"a\"",
+    "99999999999999999999",
+    "// c\n",
+    "é",
+];
+
+fn nested_types(depth: usize) -> String {
+    format!("def @f(%x: {}Tensor[(), f32]{}) {{\n  %x\n}}\n", "(".repeat(depth), ",)".repeat(depth))
+}
+
+#[test]
+fn the_nesting_limit_is_reached_within_a_one_mebibyte_stack() {
+    // About 1 KiB of stack per level at opt-level 0 and half that at opt-level 1, so any
+    // thread with a default stack can parse untrusted text.
+    let worker = std::thread::Builder::new().stack_size(1 << 20).spawn(|| {
+        for src in [nested_calls(600), nested_ifs(600), nested_types(600), nested_fns_and_tuples(600)] {
+            assert!(!round_trip_or_nesting_error(&src));
+        }
+    });
+    assert!(worker.expect("spawn").join().is_ok());
+}
+
+#[test]
+fn literal_errors_name_the_literal() {
+    let rank65 = vec!["1"; 65].join(", ");
+    let src = format!(
+        "def @a() {{ full<(18446744073709551616,), f32>(0.0) }}\n\
+         def @b() {{ full<({rank65}), f32>(0.0) }}\n\
+         def @c() {{ tensor<(2,), i32>[1, 2, 3] }}\n\
+         def @d() {{ tensor<(1,), i32>[1.5] }}\n\
+         def @e() {{ 99999999999999999999 }}\n\
+         def @f() {{ relu(1.0f, \"x\") }}\n"
+    );
+    expect_test::expect![[r#"
+        1:18: invalid dimension `18446744073709551616`
+        2:210: tensor rank above 64
+        3:12: tensor of shape [2] needs 2 values, got 3
+        4:30: `1.5` is not a valid i32 value
+        5:12: number `99999999999999999999` is out of range for i64
+        6:23: expected an expression, found `"x"`"#]]
+    .assert_eq(&errors(&src));
+}
+
+#[test]
+fn huge_fills_and_long_dtype_names_parse_without_materializing() {
+    let m = parse_module("def @w() { full<(1073741824, 1073741824), float32>(0.5) }").expect("parses");
+    expect_test::expect![[r#"
+        def @w() {
+          full<(1073741824, 1073741824), f32>(0.5)
+        }
+    "#]]
+    .assert_eq(&m.to_string());
+}
+
+#[test]
+fn a_block_without_bindings_is_its_result() {
+    let a = parse_module("def @f(%x: Tensor[(), f32]) { { { relu({ %x }) } } }").expect("parses");
+    let b = parse_module("def @f(%x: Tensor[(), f32]) { relu(%x) }").expect("parses");
+    assert!(module_structural_eq(&a, &b));
+    assert_eq!(a.to_string(), b.to_string());
+}
+
+#[test]
+fn every_live_node_carries_its_source_span() {
+    let src = "def @f(%x: Tensor[(), f32], %c: Tensor[(), bool]) {\n  let %t = (relu(%x), 1.0f);\n  let %g = fn (%y) { add(%y, %t.0) };\n  if (%c) { %g(%x) } else { @f(%x, %c) }\n}\n";
+    let m = parse_module(src).expect("parses");
+    let f = m.get("f").expect("f");
+    let live = f.live_mask();
+    let mut texts = Vec::new();
+    for id in f.node_ids().filter(|id| live[id.index()]) {
+        let span = f.span(id).unwrap_or_else(|| panic!("{id} has no span"));
+        texts.push(src[span.start as usize..span.end as usize].replace('\n', " "));
+    }
+    expect_test::expect![[r#"
+        [
+            "%x: Tensor[(), f32]",
+            "%c: Tensor[(), bool]",
+            "relu(%x)",
+            "1.0f",
+            "(relu(%x), 1.0f)",
+            "let %t",
+            "%y",
+            "%t.0",
+            "add(%y, %t.0)",
+            "fn (%y) { add(%y, %t.0) }",
+            "let %g",
+            "%g(%x)",
+            "@f",
+            "@f(%x, %c)",
+            "if (%c) { %g(%x) } else { @f(%x, %c) }",
+            "{   let %t = (relu(%x), 1.0f);   let %g = fn (%y) { add(%y, %t.0) };   if (%c) { %g(%x) } else { @f(%x, %c) } }",
+        ]
+    "#]]
+    .assert_debug_eq(&texts);
+}

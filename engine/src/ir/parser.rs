@@ -1,7 +1,8 @@
 //! Parser of the `.pir` text format (grammar: `docs/text-format.md`).
 //!
-//! A recursive-descent parser over the on-demand [`lexer`], building each function with a
-//! [`FunctionBuilder`] so that every node carries its source span. Besides syntax it checks
+//! A recursive-descent parser over the on-demand `lexer` (literals are in `literals`),
+//! building each function with a [`FunctionBuilder`] so that every node carries its source
+//! span. Besides syntax it checks
 //! what needs no types: operators exist and get the right number of arguments and valid
 //! attributes, variables are defined before use and defined once per function, and global
 //! functions are defined once. Unknown `@globals` are left to the verifier.
@@ -11,22 +12,20 @@
 //! the next `;`, `}` or `def` and goes on, reporting up to [`MAX_ERRORS`] errors.
 
 mod lexer;
+mod literals;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
-
-use half::f16;
-use ndarray::{ArcArray, IxDyn};
 
 use self::lexer::{Lexer, Tok, Token};
+use self::literals::scalar;
 use super::attrs::{AttrValue, Attrs};
 use super::expr::Span;
 use super::function::FunctionBuilder;
 use super::ids::NodeId;
 use super::module::Module;
-use super::tensor::{Constant, Fill, Tensor, TensorData};
+use super::tensor::{Constant, Tensor, TensorData};
 use super::ty::{DType, TensorType, Type};
 use crate::op;
 
@@ -73,8 +72,20 @@ impl std::error::Error for ParseError {}
 #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
 pub struct ParseErrors(pub Vec<ParseError>);
 
-/// Parses a module.
+/// Parses a module. On failure, returns every error found (up to [`MAX_ERRORS`]), in source
+/// order; no function is returned then.
 pub fn parse_module(src: &str) -> Result<Module, ParseErrors> {
+    // Spans are `u32` byte offsets.
+    if src.len() > u32::MAX as usize {
+        return Err(ParseErrors(vec![ParseError {
+            span: Span::default(),
+            line: 1,
+            col: 1,
+            expected: String::new(),
+            found: String::new(),
+            message: Some("input larger than 4 GiB".into()),
+        }]));
+    }
     let mut p = Parser::new(src);
     let module = p.module();
     if p.errors.is_empty() {
@@ -84,22 +95,53 @@ pub fn parse_module(src: &str) -> Result<Module, ParseErrors> {
     }
 }
 
-/// FxHash: the parser's maps are keyed by short names and never iterated.
+/// FxHash: the text format's maps are keyed by short names and never iterated, so a fast
+/// non-cryptographic hash is enough.
 #[derive(Default)]
-struct FxHasher(u64);
+pub(super) struct FxHasher(u64);
 
-impl Hasher for FxHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 }
 
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+impl Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        // A multiplicative hash leaves the low bits depending on the first bytes only (which
+        // names such as `%v1`, `%v2` share), and hash tables index by the low bits: mix
+        // (splitmix64's finalizer).
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let mut w = [0u8; 8];
+        let rest = chunks.remainder();
+        w[..rest.len()].copy_from_slice(rest);
+        self.add(u64::from_le_bytes(w));
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+}
+
+/// A hash map with [`FxHasher`].
+pub(super) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// The error was recorded already; unwind to a recovery point.
 struct Reported;
@@ -131,6 +173,14 @@ struct Parser<'s> {
     defined: FxMap<&'s str, u32>,
     /// Whether this function had an error (it is then not added to the module).
     poisoned: bool,
+    /// Scratch stack of call arguments and tuple fields being parsed, so that calls do not
+    /// allocate; a construct uses the entries above the length it found on entry.
+    operands: Vec<NodeId>,
+    /// Scratch stack of the bindings of the blocks being parsed.
+    pairs: Vec<(NodeId, NodeId)>,
+    /// Whether the rest of this function is skipped (after a nesting error, whose recovery
+    /// inside the deep nest would only report follow-on errors).
+    abandoned: bool,
 }
 
 impl<'s> Parser<'s> {
@@ -152,6 +202,9 @@ impl<'s> Parser<'s> {
             scope_names: Vec::new(),
             defined: FxMap::default(),
             poisoned: false,
+            abandoned: false,
+            operands: Vec::new(),
+            pairs: Vec::new(),
         }
     }
 
@@ -267,6 +320,12 @@ impl<'s> Parser<'s> {
     /// Skips to a recovery point: past the next `;`, or before the next `}` or `def`, at the
     /// current nesting level.
     fn recover(&mut self) {
+        if self.abandoned {
+            while !self.at(Tok::Eof) && !self.at_kw("def") {
+                self.bump();
+            }
+            return;
+        }
         let mut depth = 0u32;
         loop {
             match self.tok.kind {
@@ -289,6 +348,7 @@ impl<'s> Parser<'s> {
     fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
         if self.depth >= MAX_NESTING {
             let span = Span { start: self.tok.start, end: self.tok.end };
+            self.abandoned = true;
             return Err(self.error_at(span, format!("nesting deeper than {MAX_NESTING} levels")));
         }
         self.depth += 1;
@@ -341,6 +401,9 @@ impl<'s> Parser<'s> {
         self.scope_names.clear();
         self.defined.clear();
         self.poisoned = false;
+        self.abandoned = false;
+        self.operands.clear();
+        self.pairs.clear();
         let attrs = if self.at(Tok::Hash) { self.attr_list()? } else { Attrs::new() };
         self.expect_kw("def")?;
         let name = self.expect(Tok::Global, "a global name `@name`")?;
@@ -430,10 +493,10 @@ impl<'s> Parser<'s> {
     }
 
     fn block_inner(&mut self, open: Token) -> PResult<NodeId> {
-        let mut bindings = Vec::new();
+        let mark = self.pairs.len();
         let mut failed = false;
         let result = loop {
-            if self.too_many_errors() {
+            if self.too_many_errors() || self.abandoned {
                 return Err(Reported);
             }
             if self.at(Tok::Eof) {
@@ -443,7 +506,7 @@ impl<'s> Parser<'s> {
             }
             if self.at_kw("let") {
                 match self.binding() {
-                    Ok(pair) => bindings.push(pair),
+                    Ok(pair) => self.pairs.push(pair),
                     Err(Reported) => {
                         failed = true;
                         self.recover();
@@ -459,14 +522,11 @@ impl<'s> Parser<'s> {
                 self.bump();
                 return Err(Reported);
             }
-            match self.expr() {
-                Ok(e) => {
-                    if self.eat(Tok::RBrace) {
-                        break e;
-                    }
-                    let _ = self.unexpected("`}` after the block's result");
+            if let Ok(e) = self.expr() {
+                if self.eat(Tok::RBrace) {
+                    break e;
                 }
-                Err(Reported) => {}
+                let _ = self.unexpected("`}` after the block's result");
             }
             // Skip to this block's `}`.
             self.recover();
@@ -479,7 +539,9 @@ impl<'s> Parser<'s> {
             return Err(Reported);
         }
         self.b.set_span(Span { start: open.start, end: self.prev_end });
-        Ok(self.b.block(&bindings, result))
+        let node = self.b.block(&self.pairs[mark..], result);
+        self.pairs.truncate(mark);
+        Ok(node)
     }
 
     /// `let %x[: T] = value;` — returns `(var, value)`.
@@ -514,23 +576,25 @@ impl<'s> Parser<'s> {
                 self.b.set_span(self.span_from(start));
                 e = self.b.proj(e, index);
             } else if self.at(Tok::LParen) {
-                let (args, attrs) = self.args()?;
+                let (mark, attrs) = self.args()?;
                 if !attrs.is_empty() {
                     let span = self.span_from(start);
                     return Err(self.error_at(span, "only operator calls take attributes".into()));
                 }
                 self.b.set_span(self.span_from(start));
-                e = self.b.apply(e, &args);
+                e = self.b.apply(e, &self.operands[mark..]);
+                self.operands.truncate(mark);
             } else {
                 return Ok(e);
             }
         }
     }
 
-    /// `(arg, …, key=value, …)`.
-    fn args(&mut self) -> PResult<(Vec<NodeId>, Attrs)> {
+    /// `(arg, …, key=value, …)`: the arguments are pushed on `operands` above the returned
+    /// length.
+    fn args(&mut self) -> PResult<(usize, Attrs)> {
         self.expect(Tok::LParen, "`(`")?;
-        let mut args = Vec::new();
+        let mark = self.operands.len();
         let mut attrs = Attrs::new();
         while !self.at(Tok::RParen) {
             if self.at(Tok::Ident) && self.peek.kind == Tok::Eq {
@@ -541,68 +605,99 @@ impl<'s> Parser<'s> {
             } else if !attrs.is_empty() {
                 return Err(self.unexpected("an attribute `key=value` (arguments come first)"));
             } else {
-                args.push(self.expr()?);
+                let e = self.expr()?;
+                self.operands.push(e);
             }
             if !self.eat(Tok::Comma) {
                 break;
             }
         }
         self.expect(Tok::RParen, "`,` or `)`")?;
-        Ok((args, attrs))
+        Ok((mark, attrs))
     }
 
+    // The functions on the recursive path (`expr`, `postfix`, `primary`, `args`, `op_call`,
+    // `tuple`, `if_`, `closure`, `block`) keep their frames small: constants and error
+    // messages are built in out-of-line helpers, so the nesting limit fits in a small stack.
+
     fn primary(&mut self) -> PResult<NodeId> {
-        let start = self.tok.start;
         match self.tok.kind {
-            Tok::Local => {
-                let t = self.bump();
-                let name = &self.text(t)[1..];
-                match self.scope.get(name) {
-                    Some(&v) => Ok(v),
-                    None => {
-                        let span = Span { start: t.start, end: t.end };
-                        self.error_at(span, format!("undefined variable `%{name}`"));
-                        // Keep parsing with a stand-in so later errors are found too.
-                        Ok(self.b.var(name, None))
-                    }
-                }
-            }
+            Tok::Local => self.local_use(),
             Tok::Global => {
                 let t = self.bump();
                 self.b.set_span(Span { start: t.start, end: t.end });
                 Ok(self.b.global(&self.text(t)[1..]))
             }
-            Tok::Number => {
-                let c = self.scalar_literal()?;
-                self.b.set_span(self.span_from(start));
-                Ok(self.b.constant(c))
-            }
+            Tok::Number => self.constant_expr(),
             Tok::LParen => self.tuple(),
             Tok::LBrace => self.block(),
             Tok::Hash => self.closure(),
             Tok::Ident => match self.text(self.tok) {
-                "true" | "false" => {
-                    let t = self.bump();
-                    let v = self.text(t) == "true";
-                    self.b.set_span(self.span_from(start));
-                    Ok(self.b.constant(Constant::Dense(Tensor(TensorData::Bool(ArcArray::from_elem(IxDyn(&[]), v))))))
-                }
+                "true" | "false" | "tensor" | "full" | "uniform" | "normal" => self.constant_expr(),
                 "if" => self.if_(),
                 "fn" => self.closure(),
-                "tensor" => {
-                    let c = self.dense()?;
-                    self.b.set_span(self.span_from(start));
-                    Ok(self.b.constant(c))
-                }
-                "full" | "uniform" | "normal" => {
-                    let c = self.fill()?;
-                    self.b.set_span(self.span_from(start));
-                    Ok(self.b.constant(c))
-                }
                 name if !KEYWORDS.contains(&name) && self.peek.kind == Tok::LParen => self.op_call(),
                 _ => Err(self.unexpected("an expression")),
             },
             _ => Err(self.unexpected("an expression")),
+        }
+    }
+
+    /// A use of `%name`.
+    #[inline(never)]
+    fn local_use(&mut self) -> PResult<NodeId> {
+        let t = self.bump();
+        let name = &self.text(t)[1..];
+        match self.scope.get(name) {
+            Some(&v) => Ok(v),
+            None => {
+                let span = Span { start: t.start, end: t.end };
+                self.error_at(span, format!("undefined variable `%{name}`"));
+                // Keep parsing with a stand-in so later errors are found too.
+                Ok(self.b.var(name, None))
+            }
+        }
+    }
+
+    /// A constant: scalar literal, `true` / `false`, dense tensor or fill.
+    #[inline(never)]
+    fn constant_expr(&mut self) -> PResult<NodeId> {
+        let start = self.tok.start;
+        let c = match self.text(self.tok) {
+            "true" | "false" => {
+                let t = self.bump();
+                Constant::Dense(Tensor(TensorData::Bool(scalar(self.text(t) == "true"))))
+            }
+            "tensor" => self.dense()?,
+            "full" | "uniform" | "normal" => self.fill()?,
+            _ => self.scalar_literal()?,
+        };
+        self.b.set_span(self.span_from(start));
+        Ok(self.b.constant(c))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unknown_op(&mut self, name: &str, span: Span) {
+        let suggestions = op::suggest(name);
+        let hint = if suggestions.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<String> = suggestions.iter().map(|s| format!("`{s}`")).collect();
+            format!(" (did you mean {}?)", names.join(" or "))
+        };
+        self.error_at(span, format!("unknown operator `{name}`{hint}"));
+    }
+
+    /// Checks arity and attributes of a call of `def`.
+    #[inline(never)]
+    fn check_call(&mut self, def: &op::OpDef, n_args: usize, attrs: &Attrs, span: Span) {
+        if !def.arity.accepts(n_args) {
+            let plural = if matches!(def.arity, op::Arity::Exact(1)) { "" } else { "s" };
+            self.error_at(span, format!("operator `{}` takes {} argument{plural}, got {n_args}", def.name, def.arity));
+        }
+        if let Err(msg) = def.check_attrs(attrs) {
+            self.error_at(span, msg);
         }
     }
 
@@ -613,50 +708,46 @@ impl<'s> Parser<'s> {
         let name_span = Span { start: name_tok.start, end: name_tok.end };
         let op = op::lookup(name);
         if op.is_none() {
-            let suggestions = op::suggest(name);
-            let hint = if suggestions.is_empty() {
-                String::new()
-            } else {
-                let names: Vec<String> = suggestions.iter().map(|s| format!("`{s}`")).collect();
-                format!(" (did you mean {}?)", names.join(" or "))
-            };
-            self.error_at(name_span, format!("unknown operator `{name}`{hint}"));
+            self.unknown_op(name, name_span);
         }
-        let (args, attrs) = self.args()?;
+        let (mark, attrs) = self.args()?;
         let span = self.span_from(name_tok.start);
-        let Some(op) = op else {
-            return Ok(self.b.tuple(&args));
+        let n_args = self.operands.len() - mark;
+        let node = match op {
+            // A stand-in; the function is not kept.
+            None => self.b.tuple(&self.operands[mark..]),
+            Some(op) => {
+                self.check_call(op::get(op), n_args, &attrs, span);
+                self.b.set_span(span);
+                self.b.call(op, &self.operands[mark..], attrs)
+            }
         };
-        let def = op::get(op);
-        if !def.arity.accepts(args.len()) {
-            let plural = if matches!(def.arity, op::Arity::Exact(1)) { "" } else { "s" };
-            self.error_at(span, format!("operator `{name}` takes {} argument{plural}, got {}", def.arity, args.len()));
-        }
-        if let Err(msg) = def.check_attrs(&attrs) {
-            self.error_at(span, msg);
-        }
-        self.b.set_span(span);
-        Ok(self.b.call(op, &args, attrs))
+        self.operands.truncate(mark);
+        Ok(node)
     }
 
     /// `()`, `(e)`, `(e,)`, `(a, b, …)`.
     fn tuple(&mut self) -> PResult<NodeId> {
         let start = self.expect(Tok::LParen, "`(`")?.start;
-        let mut fields = Vec::new();
+        let mark = self.operands.len();
         let mut trailing_comma = false;
         while !self.at(Tok::RParen) {
-            fields.push(self.expr()?);
+            let e = self.expr()?;
+            self.operands.push(e);
             trailing_comma = self.eat(Tok::Comma);
             if !trailing_comma {
                 break;
             }
         }
         self.expect(Tok::RParen, "`,` or `)`")?;
-        if fields.len() == 1 && !trailing_comma {
-            return Ok(fields[0]);
-        }
-        self.b.set_span(self.span_from(start));
-        Ok(self.b.tuple(&fields))
+        let node = if self.operands.len() == mark + 1 && !trailing_comma {
+            self.operands[mark]
+        } else {
+            self.b.set_span(self.span_from(start));
+            self.b.tuple(&self.operands[mark..])
+        };
+        self.operands.truncate(mark);
+        Ok(node)
     }
 
     /// `if (cond) { … } else { … }`.
@@ -776,278 +867,4 @@ impl<'s> Parser<'s> {
         self.expect(Tok::Gt, "`>`")?;
         Ok(TensorType { shape: shape.into(), dtype })
     }
-
-    // ---- constants and attribute values ----
-
-    /// A scalar literal: `2.0f`, `1.5f16`, `3i64`, `3i32`, bare `2.0` (f32) or `3` (i64).
-    fn scalar_literal(&mut self) -> PResult<Constant> {
-        let t = self.bump();
-        let text = self.text(t);
-        let split = (t.aux - t.start) as usize;
-        let (body, suffix) = text.split_at(split);
-        let is_float = body.contains(['.', 'e', 'E', 'n']);
-        let dtype = match suffix {
-            "" if is_float => DType::F32,
-            "" => DType::I64,
-            "f" | "f32" => DType::F32,
-            "f16" => DType::F16,
-            "i64" if !is_float => DType::I64,
-            "i32" if !is_float => DType::I32,
-            _ => {
-                let span = Span { start: t.start, end: t.end };
-                return Err(self.error_at(span, format!("invalid number literal `{text}`")));
-            }
-        };
-        let data = match dtype {
-            DType::F32 => body.parse::<f32>().ok().map(|v| TensorData::F32(scalar(v))),
-            DType::F16 => body.parse::<f64>().ok().map(|v| TensorData::F16(scalar(f16::from_f64(v)))),
-            DType::I64 => body.parse::<i64>().ok().map(|v| TensorData::I64(scalar(v))),
-            DType::I32 => body.parse::<i32>().ok().map(|v| TensorData::I32(scalar(v))),
-            DType::Bool => None,
-        };
-        match data {
-            Some(d) => Ok(Constant::Dense(Tensor(d))),
-            None => {
-                let span = Span { start: t.start, end: t.end };
-                Err(self.error_at(span, format!("number `{text}` is out of range for {dtype}")))
-            }
-        }
-    }
-
-    /// One element of a dense tensor or a fill parameter, as the text of a number without a
-    /// suffix, `nan`, `inf`, or a bool.
-    fn element(&mut self) -> PResult<(Token, &'s str)> {
-        let t = self.tok;
-        let text = self.text(t);
-        let ok = match t.kind {
-            Tok::Number => t.aux == t.end,
-            Tok::Ident => matches!(text, "nan" | "inf" | "true" | "false"),
-            _ => false,
-        };
-        if !ok {
-            return Err(self.unexpected("a number"));
-        }
-        self.bump();
-        Ok((t, text))
-    }
-
-    fn float_element(&mut self) -> PResult<f64> {
-        let (t, text) = self.element()?;
-        match text.parse::<f64>() {
-            Ok(v) => Ok(v),
-            Err(_) => {
-                let span = Span { start: t.start, end: t.end };
-                Err(self.error_at(span, format!("expected a float, found `{text}`")))
-            }
-        }
-    }
-
-    /// `tensor<(shape), dtype>[v, …]`.
-    #[inline(never)]
-    fn dense(&mut self) -> PResult<Constant> {
-        let start = self.expect_kw("tensor")?.start;
-        let ty = self.tensor_type()?;
-        self.expect(Tok::LBrack, "`[`")?;
-        let (mut f32s, mut f16s, mut i64s, mut i32s, mut bools) = (vec![], vec![], vec![], vec![], vec![]);
-        while !self.at(Tok::RBrack) {
-            let (t, text) = self.element()?;
-            let ok = match ty.dtype {
-                DType::F32 => text.parse::<f32>().map(|v| f32s.push(v)).is_ok(),
-                DType::F16 => text.parse::<f64>().map(|v| f16s.push(f16::from_f64(v))).is_ok(),
-                DType::I64 => text.parse::<i64>().map(|v| i64s.push(v)).is_ok(),
-                DType::I32 => text.parse::<i32>().map(|v| i32s.push(v)).is_ok(),
-                DType::Bool => match text {
-                    "true" => Some(true),
-                    "false" => Some(false),
-                    _ => None,
-                }
-                .map(|v| bools.push(v))
-                .is_some(),
-            };
-            if !ok {
-                let span = Span { start: t.start, end: t.end };
-                return Err(self.error_at(span, format!("`{text}` is not a valid {} value", ty.dtype)));
-            }
-            if !self.eat(Tok::Comma) {
-                break;
-            }
-        }
-        self.expect(Tok::RBrack, "`,` or `]`")?;
-        let found = f32s.len() + f16s.len() + i64s.len() + i32s.len() + bools.len();
-        let expected = ty.num_elements();
-        if expected != Some(found as u64) {
-            let span = self.span_from(start);
-            let expected = expected.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
-            return Err(
-                self.error_at(span, format!("tensor of shape {:?} needs {expected} values, got {found}", ty.shape))
-            );
-        }
-        let dims = IxDyn(&ty.shape.iter().map(|&d| d as usize).collect::<Vec<_>>());
-        let shaped = match ty.dtype {
-            DType::F32 => ArcArray::from_shape_vec(dims, f32s).map(TensorData::F32),
-            DType::F16 => ArcArray::from_shape_vec(dims, f16s).map(TensorData::F16),
-            DType::I64 => ArcArray::from_shape_vec(dims, i64s).map(TensorData::I64),
-            DType::I32 => ArcArray::from_shape_vec(dims, i32s).map(TensorData::I32),
-            DType::Bool => ArcArray::from_shape_vec(dims, bools).map(TensorData::Bool),
-        };
-        match shaped {
-            Ok(d) => Ok(Constant::Dense(Tensor(d))),
-            Err(e) => {
-                let span = self.span_from(start);
-                Err(self.error_at(span, format!("invalid tensor: {e}")))
-            }
-        }
-    }
-
-    /// `full<T>(v)`, `uniform<T>(seed=s, low=a, high=b)`, `normal<T>(seed=s, mean=m, std=d)`.
-    #[inline(never)]
-    fn fill(&mut self) -> PResult<Constant> {
-        let t = self.bump();
-        let kind = self.text(t);
-        let ty = self.tensor_type()?;
-        self.expect(Tok::LParen, "`(`")?;
-        let fill = if kind == "full" {
-            Fill::Full(self.float_element()?)
-        } else {
-            self.named("seed")?;
-            let t = self.expect(Tok::Number, "a seed")?;
-            let Ok(seed_v) = self.text(t).parse::<u64>() else {
-                let span = Span { start: t.start, end: t.end };
-                return Err(self.error_at(span, format!("invalid seed `{}`", self.text(t))));
-            };
-            self.expect(Tok::Comma, "`,`")?;
-            let (k1, k2) = if kind == "uniform" { ("low", "high") } else { ("mean", "std") };
-            self.named(k1)?;
-            let a = self.float_element()?;
-            self.expect(Tok::Comma, "`,`")?;
-            self.named(k2)?;
-            let b = self.float_element()?;
-            if kind == "uniform" {
-                Fill::Uniform { seed: seed_v, low: a, high: b }
-            } else {
-                Fill::Normal { seed: seed_v, mean: a, std: b }
-            }
-        };
-        self.expect(Tok::RParen, "`)`")?;
-        Ok(Constant::Fill { ty, fill })
-    }
-
-    /// `key=` of a fill parameter.
-    fn named(&mut self, key: &str) -> PResult<()> {
-        self.expect_kw(key)?;
-        self.expect(Tok::Eq, "`=`")?;
-        Ok(())
-    }
-
-    /// An attribute value: bool, int, float, string, int list or dtype.
-    #[inline(never)]
-    fn attr_value(&mut self) -> PResult<AttrValue> {
-        let t = self.tok;
-        let text = self.text(t);
-        let span = Span { start: t.start, end: t.end };
-        match t.kind {
-            Tok::Ident => {
-                let v = match text {
-                    "true" => AttrValue::Bool(true),
-                    "false" => AttrValue::Bool(false),
-                    "nan" => AttrValue::Float(f64::NAN),
-                    "inf" => AttrValue::Float(f64::INFINITY),
-                    _ => match DType::from_name(text) {
-                        Some(d) => AttrValue::DType(d),
-                        None => return Err(self.unexpected("an attribute value")),
-                    },
-                };
-                self.bump();
-                Ok(v)
-            }
-            Tok::Number => {
-                self.bump();
-                if t.aux != t.end {
-                    return Err(self.error_at(span, format!("attribute values take no suffix: `{text}`")));
-                }
-                if text.contains(['.', 'e', 'E', 'n']) {
-                    text.parse::<f64>()
-                        .map(AttrValue::Float)
-                        .map_err(|_| self.error_at(span, format!("invalid float `{text}`")))
-                } else {
-                    text.parse::<i64>()
-                        .map(AttrValue::Int)
-                        .map_err(|_| self.error_at(span, format!("integer `{text}` is out of range for i64")))
-                }
-            }
-            Tok::Str => {
-                self.bump();
-                match unescape(&text[1..text.len() - 1]) {
-                    Some(s) => Ok(AttrValue::Str(s.into())),
-                    None => Err(self.error_at(span, "invalid escape in string".into())),
-                }
-            }
-            Tok::LBrack => {
-                self.bump();
-                let mut ints = Vec::new();
-                while !self.at(Tok::RBrack) {
-                    let t = self.expect(Tok::Number, "an integer")?;
-                    match self.text(t).parse::<i64>() {
-                        Ok(v) => ints.push(v),
-                        Err(_) => {
-                            let span = Span { start: t.start, end: t.end };
-                            return Err(self.error_at(span, format!("invalid integer `{}`", self.text(t))));
-                        }
-                    }
-                    if !self.eat(Tok::Comma) {
-                        break;
-                    }
-                }
-                self.expect(Tok::RBrack, "`,` or `]`")?;
-                Ok(AttrValue::Ints(Arc::from(ints)))
-            }
-            _ => Err(self.unexpected("an attribute value")),
-        }
-    }
-}
-
-fn scalar<T: Clone>(v: T) -> ArcArray<T, IxDyn> {
-    ArcArray::from_elem(IxDyn(&[]), v)
-}
-
-/// Undoes the escapes of Rust's `{:?}` string formatting (which the printer uses).
-fn unescape(s: &str) -> Option<String> {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        out.push(match chars.next()? {
-            'n' => '\n',
-            't' => '\t',
-            'r' => '\r',
-            '0' => '\0',
-            '\\' => '\\',
-            '"' => '"',
-            '\'' => '\'',
-            'u' => {
-                if chars.next()? != '{' {
-                    return None;
-                }
-                let mut code = 0u32;
-                let mut digits = 0;
-                loop {
-                    let c = chars.next()?;
-                    if c == '}' {
-                        break;
-                    }
-                    code = code.checked_mul(16)?.checked_add(c.to_digit(16)?)?;
-                    digits += 1;
-                    if digits > 6 {
-                        return None;
-                    }
-                }
-                char::from_u32(code)?
-            }
-            _ => return None,
-        });
-    }
-    Some(out)
 }

@@ -7,14 +7,17 @@
 //! function (a second `%x` prints as `%x_1`) so the output always parses. Indentation stops
 //! growing after [`MAX_INDENT`] levels, which keeps the output of very deep nesting linear.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::{self, Write};
+use std::hash::BuildHasherDefault;
 
 use super::attrs::{AttrValue, Attrs, FloatLit};
 use super::expr::ExprKind;
 use super::function::Function;
 use super::ids::NodeId;
 use super::module::Module;
+use super::parser::{FxHasher, FxMap};
 use super::tensor::{Constant, Fill, Tensor, TensorData};
 use crate::op;
 
@@ -23,21 +26,21 @@ pub const MAX_INDENT: usize = 64;
 
 /// Prints a module in canonical text: functions in module order, separated by a blank line.
 pub fn print_module(m: &Module) -> String {
-    let mut out = String::with_capacity(m.iter().map(|(_, f)| f.num_nodes() * 16 + 64).sum());
+    let mut p = Printer::new(m.iter().map(|(_, f)| f.num_nodes() * 16 + 64).sum());
     for (i, (name, f)) in m.iter().enumerate() {
         if i > 0 {
-            out.push('\n');
+            p.out.push('\n');
         }
-        write_function(&mut out, name, f);
+        p.function(name, f);
     }
-    out
+    p.out
 }
 
 /// Prints one global function `@name` in canonical text.
 pub fn print_function(name: &str, f: &Function) -> String {
-    let mut out = String::with_capacity(f.num_nodes() * 16 + 64);
-    write_function(&mut out, name, f);
-    out
+    let mut p = Printer::new(f.num_nodes() * 16 + 64);
+    p.function(name, f);
+    p.out
 }
 
 impl fmt::Display for Module {
@@ -70,32 +73,18 @@ enum Work {
     Dedent,
 }
 
+/// The printing state; one printer prints all functions of a module, reusing its tables.
 struct Printer<'a> {
-    f: &'a Function,
-    out: &'a mut String,
+    /// The function being printed.
+    f: Option<&'a Function>,
+    out: String,
     /// The printed name of each variable node, once it has one.
-    names: Vec<Option<Box<str>>>,
-    used: HashSet<Box<str>>,
+    names: Vec<Option<Cow<'a, str>>>,
+    used: HashSet<Cow<'a, str>, BuildHasherDefault<FxHasher>>,
+    /// The next suffix to try for each base name, so renaming stays linear.
+    next_suffix: FxMap<Cow<'a, str>, u32>,
     indent: usize,
     stack: Vec<Work>,
-}
-
-fn write_function(out: &mut String, name: &str, f: &Function) {
-    if !f.attrs().is_empty() {
-        write_attrs(out, f.attrs());
-        out.push('\n');
-    }
-    out.push_str("def @");
-    out.push_str(name);
-    let mut p =
-        Printer { f, out, names: vec![None; f.num_nodes()], used: HashSet::new(), indent: 0, stack: Vec::new() };
-    p.params(f.params());
-    if let Some(ty) = f.ret_ty() {
-        let _ = write!(p.out, " -> {ty}");
-    }
-    p.out.push_str(" {");
-    p.stack.extend([Work::Str("\n"), Work::Str("}"), Work::Newline, Work::Dedent, Work::Body(f.body()), Work::Indent]);
-    p.run();
 }
 
 /// `#[Key, Key=value]`.
@@ -114,22 +103,72 @@ fn write_attrs(out: &mut String, attrs: &Attrs) {
 }
 
 /// A name made of `[A-Za-z0-9_.]`, where a `.` is followed by a letter or `_` (a `.` before a
-/// digit would read as a projection).
-fn sanitize(name: &str) -> String {
+/// digit would read as a projection). Valid names are borrowed.
+fn sanitize(name: &str) -> Cow<'_, str> {
     let bytes = name.as_bytes();
-    let mut s = String::with_capacity(name.len().max(1));
-    for (i, &b) in bytes.iter().enumerate() {
+    let ok = |i: usize| {
+        let b = bytes[i];
         let next = bytes.get(i + 1).copied().unwrap_or(0);
-        let ok = b.is_ascii_alphanumeric() || b == b'_' || (b == b'.' && (next.is_ascii_alphabetic() || next == b'_'));
-        s.push(if ok { b as char } else { '_' });
+        b.is_ascii_alphanumeric() || b == b'_' || (b == b'.' && (next.is_ascii_alphabetic() || next == b'_'))
+    };
+    if !name.is_empty() && (0..bytes.len()).all(ok) {
+        return Cow::Borrowed(name);
     }
+    let mut s: String = (0..bytes.len())
+        .filter(|&i| name.is_char_boundary(i))
+        .map(|i| if ok(i) { bytes[i] as char } else { '_' })
+        .collect();
     if s.is_empty() {
         s.push('v');
     }
-    s
+    Cow::Owned(s)
 }
 
-impl Printer<'_> {
+impl<'a> Printer<'a> {
+    fn new(capacity: usize) -> Printer<'a> {
+        Printer {
+            f: None,
+            out: String::with_capacity(capacity),
+            names: Vec::new(),
+            used: HashSet::default(),
+            next_suffix: FxMap::default(),
+            indent: 0,
+            stack: Vec::new(),
+        }
+    }
+
+    fn func(&self) -> &'a Function {
+        self.f.expect("printing a function")
+    }
+
+    fn function(&mut self, name: &str, f: &'a Function) {
+        self.f = Some(f);
+        self.names.clear();
+        self.names.resize(f.num_nodes(), None);
+        self.used.clear();
+        self.next_suffix.clear();
+        self.indent = 0;
+        if !f.attrs().is_empty() {
+            write_attrs(&mut self.out, f.attrs());
+            self.out.push('\n');
+        }
+        self.out.push_str("def @");
+        self.out.push_str(name);
+        self.params(f.params());
+        if let Some(ty) = f.ret_ty() {
+            let _ = write!(self.out, " -> {ty}");
+        }
+        self.out.push_str(" {");
+        self.stack.extend([
+            Work::Str("\n"),
+            Work::Str("}"),
+            Work::Newline,
+            Work::Dedent,
+            Work::Body(f.body()),
+            Work::Indent,
+        ]);
+        self.run();
+    }
     fn params(&mut self, params: &[NodeId]) {
         self.out.push('(');
         for (i, &p) in params.iter().enumerate() {
@@ -143,26 +182,34 @@ impl Printer<'_> {
 
     /// The printed name of variable `var`, chosen on first sight in text order.
     fn name(&mut self, var: NodeId) {
-        if self.names[var.index()].is_none() {
-            let base = match self.f.name_of(var) {
-                Some(n) => sanitize(n),
-                None => "v".to_string(),
-            };
-            let mut name = base.clone();
-            let mut k = 1u32;
-            while self.used.contains(name.as_str()) {
-                name = format!("{base}_{k}");
-                k += 1;
-            }
-            let name: Box<str> = name.into();
-            self.used.insert(name.clone());
-            self.names[var.index()] = Some(name);
+        if self.names[var.index()].is_some() {
+            return;
         }
+        let base = match self.func().name_of(var) {
+            Some(n) => sanitize(n),
+            None => Cow::Borrowed("v"),
+        };
+        // One hash in the common case of a name not seen before.
+        let name = if self.used.insert(base.clone()) {
+            base
+        } else {
+            let k = self.next_suffix.entry(base.clone()).or_insert(1);
+            loop {
+                let name = format!("{base}_{k}");
+                *k += 1;
+                if !self.used.contains(name.as_str()) {
+                    let name: Cow<'_, str> = Cow::Owned(name);
+                    self.used.insert(name.clone());
+                    break name;
+                }
+            }
+        };
+        self.names[var.index()] = Some(name);
     }
 
     fn def(&mut self, var: NodeId) {
         self.var(var);
-        if let Some(ty) = self.f.ty(var) {
+        if let Some(ty) = self.func().ty(var) {
             let _ = write!(self.out, ": {ty}");
         }
     }
@@ -176,10 +223,12 @@ impl Printer<'_> {
     }
 
     fn newline(&mut self) {
+        const SPACES: &str = match std::str::from_utf8(&[b' '; 2 * MAX_INDENT]) {
+            Ok(s) => s,
+            Err(_) => "",
+        };
         self.out.push('\n');
-        for _ in 0..self.indent.min(MAX_INDENT) {
-            self.out.push_str("  ");
-        }
+        self.out.push_str(&SPACES[..2 * self.indent.min(MAX_INDENT)]);
     }
 
     /// Pushes `items` separated by `, ` so that they print in order.
@@ -193,7 +242,7 @@ impl Printer<'_> {
     }
 
     fn run(&mut self) {
-        let f = self.f;
+        let f = self.func();
         while let Some(w) = self.stack.pop() {
             match w {
                 Work::Str(s) => self.out.push_str(s),
@@ -213,25 +262,21 @@ impl Printer<'_> {
                     }
                 }
                 Work::Body(id) => {
-                    let mut items = Vec::new();
-                    let result = match *f.kind(id) {
-                        ExprKind::Block { bindings, result } => {
-                            for (var, value) in f.bindings(bindings) {
-                                items.extend([
-                                    Work::Newline,
-                                    Work::Str("let "),
-                                    Work::Def(var),
-                                    Work::Str(" = "),
-                                    Work::Expr(value),
-                                    Work::Str(";"),
-                                ]);
-                            }
-                            result
-                        }
-                        _ => id,
+                    let (pairs, result) = match *f.kind(id) {
+                        ExprKind::Block { bindings, result } => (f.ids(bindings), result),
+                        _ => (&[][..], id),
                     };
-                    items.extend([Work::Newline, Work::Expr(result)]);
-                    self.stack.extend(items.into_iter().rev());
+                    self.stack.extend([Work::Expr(result), Work::Newline]);
+                    for pair in pairs.chunks_exact(2).rev() {
+                        self.stack.extend([
+                            Work::Str(";"),
+                            Work::Expr(pair[1]),
+                            Work::Str(" = "),
+                            Work::Def(pair[0]),
+                            Work::Str("let "),
+                            Work::Newline,
+                        ]);
+                    }
                 }
                 Work::Expr(id) => self.expr(id),
             }
@@ -239,14 +284,14 @@ impl Printer<'_> {
     }
 
     fn expr(&mut self, id: NodeId) {
-        let f = self.f;
+        let f = self.func();
         match *f.kind(id) {
             ExprKind::Var { .. } => self.var(id),
             ExprKind::Global { name } => {
                 self.out.push('@');
                 self.out.push_str(f.sym(name));
             }
-            ExprKind::Const { idx } => write_constant(self.out, f.constant(idx)),
+            ExprKind::Const { idx } => write_constant(&mut self.out, f.constant(idx)),
             ExprKind::Call { op, attrs, args } => {
                 self.out.push_str(op::get(op).name);
                 self.out.push('(');
@@ -289,7 +334,7 @@ impl Printer<'_> {
             ExprKind::Func { idx } => {
                 let c = f.closure(idx);
                 if !c.attrs.is_empty() {
-                    write_attrs(self.out, &c.attrs);
+                    write_attrs(&mut self.out, &c.attrs);
                     self.out.push(' ');
                 }
                 self.out.push_str("fn ");
@@ -405,4 +450,122 @@ fn write_dense_long(out: &mut String, t: &Tensor) {
         }),
     }
     out.push(']');
+}
+
+#[cfg(test)]
+mod tests {
+    use expect_test::{expect, Expect};
+
+    use super::*;
+    use crate::ir::{parse_module, structural_eq, DType, FunctionBuilder, Type};
+
+    /// Parses `src`, checks the canonical print and that it parses back to the same text.
+    fn check(src: &str, expected: Expect) {
+        let m = parse_module(src).unwrap_or_else(|e| panic!("{e}"));
+        let text = print_module(&m);
+        expected.assert_eq(&text);
+        let again = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(print_module(&again), text);
+    }
+
+    #[test]
+    fn prints_functions_attrs_and_signatures() {
+        check(
+            "#[Level=2, SkipOptimization, Compiler=\"c\\n\", Axes=[1, -2], D=float16, F=1e-9]\
+             def @main(%x: Tensor[(4, 4), f32], %u) -> (Tensor[(), f32], fn(Tensor[(3,), i64]) -> Tensor[(), bool]) { %x }\
+             def @g() { () }",
+            expect![[r#"
+                #[Axes=[1, -2], Compiler="c\n", D=f16, F=1e-9, Level=2, SkipOptimization]
+                def @main(%x: Tensor[(4, 4), f32], %u) -> (Tensor[(), f32], fn(Tensor[(3,), i64]) -> Tensor[(), bool]) {
+                  %x
+                }
+
+                def @g() {
+                  ()
+                }
+            "#]],
+        );
+    }
+
+    #[test]
+    fn prints_constants_as_their_variant() {
+        check(
+            "def @c() { (2.0, 2.0f32, 1.5f16, 3, -3i32, true, 1e30f, tensor<(), f16>[nan], tensor<(1,), f32>[2.5],
+              tensor<(2, 2), i64>[1, -2, 3, 4], tensor<(0,), bool>[], tensor<(2,), bool>[true, false],
+              full<(64, 3), f32>(0), uniform<(1073741824, 2), f32>(seed=1, low=-0.1, high=0.1),
+              normal<(128,), i32>(seed=2, mean=0.0, std=inf)) }",
+            expect![[r#"
+                def @c() {
+                  (2.0f, 2.0f, 1.5f16, 3i64, -3i32, true, 1e30f, tensor<(), f16>[nan], tensor<(1,), f32>[2.5], tensor<(2, 2), i64>[1, -2, 3, 4], tensor<(0,), bool>[], tensor<(2,), bool>[true, false], full<(64, 3), f32>(0.0), uniform<(1073741824, 2), f32>(seed=1, low=-0.1, high=0.1), normal<(128,), i32>(seed=2, mean=0.0, std=inf))
+                }
+            "#]],
+        );
+    }
+
+    #[test]
+    fn prints_nested_blocks_ifs_closures_and_projections() {
+        check(
+            "def @f(%c: Tensor[(), bool], %t: (Tensor[(), f32], Tensor[(), f32])) {
+               let %a = { let %b = relu(%t.0); add(%b, %t.1) };
+               let %g = #[Primitive] fn (%y) -> Tensor[(), f32] { let %z = relu(%y); %z };
+               let %h = if (%c) { %g(%a) } else { if (%c) { let %q = (%a,); %q.0 } else { @other(%a, %g) } };
+               { let %r = %h; (%r, %t).1.0 }
+             }",
+            expect![[r#"
+                def @f(%c: Tensor[(), bool], %t: (Tensor[(), f32], Tensor[(), f32])) {
+                  let %a = {
+                    let %b = relu(%t.0);
+                    add(%b, %t.1)
+                  };
+                  let %g = #[Primitive] fn (%y) -> Tensor[(), f32] {
+                    let %z = relu(%y);
+                    %z
+                  };
+                  let %h = if (%c) {
+                    %g(%a)
+                  } else {
+                    if (%c) {
+                      let %q = (%a,);
+                      %q.0
+                    } else {
+                      @other(%a, %g)
+                    }
+                  };
+                  {
+                    let %r = %h;
+                    (%r, %t).1.0
+                  }
+                }
+            "#]],
+        );
+    }
+
+    #[test]
+    fn makes_names_unique_and_valid_and_skips_dead_nodes() {
+        let relu = crate::op::lookup("relu").expect("relu");
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(Type::scalar(DType::F32)));
+        let _dead = b.call(relu, &[x], Attrs::new());
+        let v1 = b.call(relu, &[x], Attrs::new());
+        let x2 = b.var("x", None);
+        let v2 = b.call(relu, &[x2], Attrs::new());
+        let t = b.var("t.1", None);
+        let v3 = b.tuple(&[t]);
+        let e = b.var("", None);
+        let body = b.block(&[(x2, v1), (t, v2), (e, v3)], e);
+        let f = b.finish(&[x], body, None, Attrs::new());
+        let text = print_function("f", &f);
+        expect![[r#"
+            def @f(%x: Tensor[(), f32]) {
+              let %x_1 = relu(%x);
+              let %t_1 = relu(%x_1);
+              let %v = (%t_1,);
+              %v
+            }
+        "#]]
+        .assert_eq(&text);
+        let m = parse_module(&text).expect("parses");
+        assert!(structural_eq(&f, m.get("f").expect("f")));
+        assert_eq!(m.to_string(), text);
+    }
 }

@@ -58,8 +58,12 @@ fn is_ident_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_'
 }
 
-fn is_ident_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'.'
+/// Whether the name continues at `i`: `[A-Za-z0-9_]`, or a `.` followed by a letter or `_`
+/// (a `.` before a digit starts a projection, as in `%t.1`).
+fn continues_name(src: &[u8], i: usize) -> bool {
+    let at = |i: usize| src.get(i).copied().unwrap_or(0);
+    let b = at(i);
+    b.is_ascii_alphanumeric() || b == b'_' || (b == b'.' && is_ident_start(at(i + 1)))
 }
 
 impl<'s> Lexer<'s> {
@@ -126,15 +130,8 @@ impl<'s> Lexer<'s> {
             b'%' | b'@' => {
                 let local = b == b'%';
                 let mut i = start + 1;
-                loop {
-                    let c = self.at(i);
-                    // In a local name, `.` followed by a digit starts a projection (`%t.1`).
-                    let dot_ok = c == b'.' && (!local || is_ident_start(self.at(i + 1)));
-                    if c.is_ascii_alphanumeric() || c == b'_' || dot_ok {
-                        i += 1;
-                    } else {
-                        break;
-                    }
+                while continues_name(self.src, i) {
+                    i += 1;
                 }
                 if i == start + 1 {
                     (Tok::Bad, i)
@@ -155,7 +152,7 @@ impl<'s> Lexer<'s> {
             }
             _ if is_ident_start(b) => {
                 let mut i = start + 1;
-                while is_ident_char(self.at(i)) {
+                while continues_name(self.src, i) {
                     i += 1;
                 }
                 (Tok::Ident, i)
@@ -183,7 +180,7 @@ impl<'s> Lexer<'s> {
         let mut i = start;
         if self.at(i) == b'-' {
             i += 1;
-            if self.src[i..].starts_with(b"inf") && !is_ident_char(self.at(i + 3)) {
+            if self.src[i..].starts_with(b"inf") && !continues_name(self.src, i + 3) {
                 i += 3;
                 self.pos = i;
                 return Token { kind: Tok::Number, start: start as u32, end: i as u32, aux: i as u32 };

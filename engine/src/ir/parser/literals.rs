@@ -1,0 +1,287 @@
+//! Literals of the `.pir` text format: scalars, dense tensors, fills and attribute values.
+
+use std::sync::Arc;
+
+use half::f16;
+use ndarray::{ArcArray, IxDyn};
+
+use super::lexer::{Tok, Token};
+use super::{PResult, Parser};
+use crate::ir::attrs::AttrValue;
+use crate::ir::expr::Span;
+use crate::ir::tensor::{Constant, Fill, Tensor, TensorData};
+use crate::ir::ty::DType;
+
+impl<'s> Parser<'s> {
+    /// A scalar literal: `2.0f`, `1.5f16`, `3i64`, `3i32`, bare `2.0` (f32) or `3` (i64).
+    pub(super) fn scalar_literal(&mut self) -> PResult<Constant> {
+        let t = self.bump();
+        let text = self.text(t);
+        let split = (t.aux - t.start) as usize;
+        let (body, suffix) = text.split_at(split);
+        let is_float = body.contains(['.', 'e', 'E', 'n']);
+        let dtype = match suffix {
+            "" if is_float => DType::F32,
+            "" => DType::I64,
+            "f" | "f32" => DType::F32,
+            "f16" => DType::F16,
+            "i64" if !is_float => DType::I64,
+            "i32" if !is_float => DType::I32,
+            _ => {
+                let span = Span { start: t.start, end: t.end };
+                return Err(self.error_at(span, format!("invalid number literal `{text}`")));
+            }
+        };
+        let data = match dtype {
+            DType::F32 => body.parse::<f32>().ok().map(|v| TensorData::F32(scalar(v))),
+            DType::F16 => body.parse::<f64>().ok().map(|v| TensorData::F16(scalar(f16::from_f64(v)))),
+            DType::I64 => body.parse::<i64>().ok().map(|v| TensorData::I64(scalar(v))),
+            DType::I32 => body.parse::<i32>().ok().map(|v| TensorData::I32(scalar(v))),
+            DType::Bool => None,
+        };
+        match data {
+            Some(d) => Ok(Constant::Dense(Tensor(d))),
+            None => {
+                let span = Span { start: t.start, end: t.end };
+                Err(self.error_at(span, format!("number `{text}` is out of range for {dtype}")))
+            }
+        }
+    }
+
+    /// One element of a dense tensor or a fill parameter, as the text of a number without a
+    /// suffix, `nan`, `inf`, or a bool.
+    fn element(&mut self) -> PResult<(Token, &'s str)> {
+        let t = self.tok;
+        let text = self.text(t);
+        let ok = match t.kind {
+            Tok::Number => t.aux == t.end,
+            Tok::Ident => matches!(text, "nan" | "inf" | "true" | "false"),
+            _ => false,
+        };
+        if !ok {
+            return Err(self.unexpected("a number"));
+        }
+        self.bump();
+        Ok((t, text))
+    }
+
+    fn float_element(&mut self) -> PResult<f64> {
+        let (t, text) = self.element()?;
+        match text.parse::<f64>() {
+            Ok(v) => Ok(v),
+            Err(_) => {
+                let span = Span { start: t.start, end: t.end };
+                Err(self.error_at(span, format!("expected a float, found `{text}`")))
+            }
+        }
+    }
+
+    /// `tensor<(shape), dtype>[v, …]`.
+    #[inline(never)]
+    pub(super) fn dense(&mut self) -> PResult<Constant> {
+        let start = self.expect_kw("tensor")?.start;
+        let ty = self.tensor_type()?;
+        self.expect(Tok::LBrack, "`[`")?;
+        let (mut f32s, mut f16s, mut i64s, mut i32s, mut bools) = (vec![], vec![], vec![], vec![], vec![]);
+        while !self.at(Tok::RBrack) {
+            let (t, text) = self.element()?;
+            let ok = match ty.dtype {
+                DType::F32 => text.parse::<f32>().map(|v| f32s.push(v)).is_ok(),
+                DType::F16 => text.parse::<f64>().map(|v| f16s.push(f16::from_f64(v))).is_ok(),
+                DType::I64 => text.parse::<i64>().map(|v| i64s.push(v)).is_ok(),
+                DType::I32 => text.parse::<i32>().map(|v| i32s.push(v)).is_ok(),
+                DType::Bool => match text {
+                    "true" => Some(true),
+                    "false" => Some(false),
+                    _ => None,
+                }
+                .map(|v| bools.push(v))
+                .is_some(),
+            };
+            if !ok {
+                let span = Span { start: t.start, end: t.end };
+                return Err(self.error_at(span, format!("`{text}` is not a valid {} value", ty.dtype)));
+            }
+            if !self.eat(Tok::Comma) {
+                break;
+            }
+        }
+        self.expect(Tok::RBrack, "`,` or `]`")?;
+        let found = f32s.len() + f16s.len() + i64s.len() + i32s.len() + bools.len();
+        let expected = ty.num_elements();
+        if expected != Some(found as u64) {
+            let span = self.span_from(start);
+            let expected = expected.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
+            return Err(
+                self.error_at(span, format!("tensor of shape {:?} needs {expected} values, got {found}", ty.shape))
+            );
+        }
+        let dims = IxDyn(&ty.shape.iter().map(|&d| d as usize).collect::<Vec<_>>());
+        let shaped = match ty.dtype {
+            DType::F32 => ArcArray::from_shape_vec(dims, f32s).map(TensorData::F32),
+            DType::F16 => ArcArray::from_shape_vec(dims, f16s).map(TensorData::F16),
+            DType::I64 => ArcArray::from_shape_vec(dims, i64s).map(TensorData::I64),
+            DType::I32 => ArcArray::from_shape_vec(dims, i32s).map(TensorData::I32),
+            DType::Bool => ArcArray::from_shape_vec(dims, bools).map(TensorData::Bool),
+        };
+        match shaped {
+            Ok(d) => Ok(Constant::Dense(Tensor(d))),
+            Err(e) => {
+                let span = self.span_from(start);
+                Err(self.error_at(span, format!("invalid tensor: {e}")))
+            }
+        }
+    }
+
+    /// `full<T>(v)`, `uniform<T>(seed=s, low=a, high=b)`, `normal<T>(seed=s, mean=m, std=d)`.
+    #[inline(never)]
+    pub(super) fn fill(&mut self) -> PResult<Constant> {
+        let t = self.bump();
+        let kind = self.text(t);
+        let ty = self.tensor_type()?;
+        self.expect(Tok::LParen, "`(`")?;
+        let fill = if kind == "full" {
+            Fill::Full(self.float_element()?)
+        } else {
+            self.named("seed")?;
+            let t = self.expect(Tok::Number, "a seed")?;
+            let Ok(seed_v) = self.text(t).parse::<u64>() else {
+                let span = Span { start: t.start, end: t.end };
+                return Err(self.error_at(span, format!("invalid seed `{}`", self.text(t))));
+            };
+            self.expect(Tok::Comma, "`,`")?;
+            let (k1, k2) = if kind == "uniform" { ("low", "high") } else { ("mean", "std") };
+            self.named(k1)?;
+            let a = self.float_element()?;
+            self.expect(Tok::Comma, "`,`")?;
+            self.named(k2)?;
+            let b = self.float_element()?;
+            if kind == "uniform" {
+                Fill::Uniform { seed: seed_v, low: a, high: b }
+            } else {
+                Fill::Normal { seed: seed_v, mean: a, std: b }
+            }
+        };
+        self.expect(Tok::RParen, "`)`")?;
+        Ok(Constant::Fill { ty, fill })
+    }
+
+    /// `key=` of a fill parameter.
+    fn named(&mut self, key: &str) -> PResult<()> {
+        self.expect_kw(key)?;
+        self.expect(Tok::Eq, "`=`")?;
+        Ok(())
+    }
+
+    /// An attribute value: bool, int, float, string, int list or dtype.
+    #[inline(never)]
+    pub(super) fn attr_value(&mut self) -> PResult<AttrValue> {
+        let t = self.tok;
+        let text = self.text(t);
+        let span = Span { start: t.start, end: t.end };
+        match t.kind {
+            Tok::Ident => {
+                let v = match text {
+                    "true" => AttrValue::Bool(true),
+                    "false" => AttrValue::Bool(false),
+                    "nan" => AttrValue::Float(f64::NAN),
+                    "inf" => AttrValue::Float(f64::INFINITY),
+                    _ => match DType::from_name(text) {
+                        Some(d) => AttrValue::DType(d),
+                        None => return Err(self.unexpected("an attribute value")),
+                    },
+                };
+                self.bump();
+                Ok(v)
+            }
+            Tok::Number => {
+                self.bump();
+                if t.aux != t.end {
+                    return Err(self.error_at(span, format!("attribute values take no suffix: `{text}`")));
+                }
+                if text.contains(['.', 'e', 'E', 'n']) {
+                    text.parse::<f64>()
+                        .map(AttrValue::Float)
+                        .map_err(|_| self.error_at(span, format!("invalid float `{text}`")))
+                } else {
+                    text.parse::<i64>()
+                        .map(AttrValue::Int)
+                        .map_err(|_| self.error_at(span, format!("integer `{text}` is out of range for i64")))
+                }
+            }
+            Tok::Str => {
+                self.bump();
+                match unescape(&text[1..text.len() - 1]) {
+                    Some(s) => Ok(AttrValue::Str(s.into())),
+                    None => Err(self.error_at(span, "invalid escape in string".into())),
+                }
+            }
+            Tok::LBrack => {
+                self.bump();
+                let mut ints = Vec::new();
+                while !self.at(Tok::RBrack) {
+                    let t = self.expect(Tok::Number, "an integer")?;
+                    match self.text(t).parse::<i64>() {
+                        Ok(v) => ints.push(v),
+                        Err(_) => {
+                            let span = Span { start: t.start, end: t.end };
+                            return Err(self.error_at(span, format!("invalid integer `{}`", self.text(t))));
+                        }
+                    }
+                    if !self.eat(Tok::Comma) {
+                        break;
+                    }
+                }
+                self.expect(Tok::RBrack, "`,` or `]`")?;
+                Ok(AttrValue::Ints(Arc::from(ints)))
+            }
+            _ => Err(self.unexpected("an attribute value")),
+        }
+    }
+}
+
+pub(super) fn scalar<T: Clone>(v: T) -> ArcArray<T, IxDyn> {
+    ArcArray::from_elem(IxDyn(&[]), v)
+}
+
+/// Undoes the escapes of Rust's `{:?}` string formatting (which the printer uses).
+fn unescape(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        out.push(match chars.next()? {
+            'n' => '\n',
+            't' => '\t',
+            'r' => '\r',
+            '0' => '\0',
+            '\\' => '\\',
+            '"' => '"',
+            '\'' => '\'',
+            'u' => {
+                if chars.next()? != '{' {
+                    return None;
+                }
+                let mut code = 0u32;
+                let mut digits = 0;
+                loop {
+                    let c = chars.next()?;
+                    if c == '}' {
+                        break;
+                    }
+                    code = code.checked_mul(16)?.checked_add(c.to_digit(16)?)?;
+                    digits += 1;
+                    if digits > 6 {
+                        return None;
+                    }
+                }
+                char::from_u32(code)?
+            }
+            _ => return None,
+        });
+    }
+    Some(out)
+}
