@@ -38,7 +38,7 @@ enum Command {
     #[command(subcommand)]
     Gen(GenCommand),
     /// Run a pass pipeline over a .pir file and print the resulting module.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the registered passes with kind, opt level and required passes.
     Passes,
     /// List the registered PassContext config keys with their types.
@@ -285,7 +285,7 @@ fn main() -> ExitCode {
             });
             write_stdout(&print_module(&m))
         }
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Passes => write_stdout(&list_passes_text()),
         Command::Configs => write_stdout(&list_configs_text()),
     }

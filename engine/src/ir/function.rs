@@ -1,7 +1,6 @@
 //! Functions: an immutable arena of expression nodes plus its side tables, and the builder
 //! that makes one.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::attrs::Attrs;
@@ -272,7 +271,7 @@ impl Function {
             extra: Vec::new(),
             syms: self.syms.clone(),
             sym_index,
-            scalar_consts: HashMap::new(),
+            scalar_consts: Default::default(),
             consts: self.consts.clone(),
             call_attrs: self.call_attrs.clone(),
             closures: Vec::new(),
@@ -294,8 +293,8 @@ impl Function {
             spans: copy(&self.spans),
             extra: copy(&self.extra),
             syms: Arc::clone(&self.syms),
-            sym_index: HashMap::new(),
-            scalar_consts: HashMap::new(),
+            sym_index: Default::default(),
+            scalar_consts: Default::default(),
             consts: self.consts.clone(),
             call_attrs: self.call_attrs.clone(),
             closures: self.closures.clone(),
@@ -314,8 +313,8 @@ pub struct FunctionBuilder {
     syms: Arc<Vec<Box<str>>>,
     // Index of names interned by this builder; a builder from `to_builder` starts without one
     // and may then intern a name twice, which is harmless (names do not matter for identity).
-    sym_index: HashMap<Box<str>, Sym>,
-    scalar_consts: HashMap<(DType, u64), (ConstIdx, Type)>,
+    sym_index: rustc_hash::FxHashMap<Box<str>, Sym>,
+    scalar_consts: rustc_hash::FxHashMap<(DType, u64), (ConstIdx, Type)>,
     consts: Vec<Arc<Constant>>,
     call_attrs: Vec<Attrs>,
     closures: Vec<Closure>,
@@ -336,8 +335,8 @@ impl FunctionBuilder {
             spans: Vec::new(),
             extra: Vec::new(),
             syms: Arc::new(Vec::new()),
-            sym_index: HashMap::new(),
-            scalar_consts: HashMap::new(),
+            sym_index: Default::default(),
+            scalar_consts: Default::default(),
             consts: Vec::new(),
             call_attrs: vec![Attrs::new()],
             closures: Vec::new(),

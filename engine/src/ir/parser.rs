@@ -14,9 +14,7 @@
 mod lexer;
 mod literals;
 
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use self::lexer::{Lexer, Tok, Token};
 use self::literals::scalar;
@@ -95,53 +93,9 @@ pub fn parse_module(src: &str) -> Result<Module, ParseErrors> {
     }
 }
 
-/// FxHash: the text format's maps are keyed by short names and never iterated, so a fast
+/// The text format's maps are keyed by short names and never iterated, so rustc's fast
 /// non-cryptographic hash is enough.
-#[derive(Default)]
-pub(super) struct FxHasher(u64);
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FxHasher {
-    fn finish(&self) -> u64 {
-        // A multiplicative hash leaves the low bits depending on the first bytes only (which
-        // names such as `%v1`, `%v2` share), and hash tables index by the low bits: mix
-        // (splitmix64's finalizer).
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-        let mut w = [0u8; 8];
-        let rest = chunks.remainder();
-        w[..rest.len()].copy_from_slice(rest);
-        self.add(u64::from_le_bytes(w));
-    }
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-}
-
-/// A hash map with [`FxHasher`].
-pub(super) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub(super) type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// The error was recorded already; unwind to a recovery point.
 struct Reported;

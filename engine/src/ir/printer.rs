@@ -10,14 +10,13 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::{self, Write};
-use std::hash::BuildHasherDefault;
 
 use super::attrs::{AttrValue, Attrs, FloatLit};
 use super::expr::ExprKind;
 use super::function::Function;
 use super::ids::NodeId;
 use super::module::Module;
-use super::parser::{FxHasher, FxMap};
+use super::parser::FxMap;
 use super::tensor::{Constant, Fill, Tensor, TensorData};
 use crate::op;
 
@@ -80,7 +79,7 @@ struct Printer<'a> {
     out: String,
     /// The printed name of each variable node, once it has one.
     names: Vec<Option<Cow<'a, str>>>,
-    used: HashSet<Cow<'a, str>, BuildHasherDefault<FxHasher>>,
+    used: rustc_hash::FxHashSet<Cow<'a, str>>,
     /// The next suffix to try for each base name, so renaming stays linear.
     next_suffix: FxMap<Cow<'a, str>, u32>,
     indent: usize,
