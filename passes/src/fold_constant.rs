@@ -270,11 +270,12 @@ mod tests {
 
     #[test]
     fn fold_constant_keeps_call_when_kernel_fails() {
-        // The placeholder `add` kernel rejects i32; the call must stay and the Arc be reused.
+        // Integer division by zero is a kernel error: the call must stay.
         let mut b = FunctionBuilder::new();
         let c1 = b.constant(Constant::Dense(Tensor::scalar(DType::I32, 1.0)));
-        let c2 = b.constant(Constant::Dense(Tensor::scalar(DType::I32, 2.0)));
-        let body = b.call(add(), &[c1, c2], Attrs::new());
+        let c2 = b.constant(Constant::Dense(Tensor::scalar(DType::I32, 0.0)));
+        let divide = passel_engine::op::lookup("divide").expect("divide is a built-in operator");
+        let body = b.call(divide, &[c1, c2], Attrs::new());
         let func = Arc::new(b.finish(&[], body, None, Attrs::new()));
         let out = fold_constant(&func);
         assert!(matches!(out.kind(out.body()), ExprKind::Call { .. }));

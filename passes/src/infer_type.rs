@@ -158,9 +158,7 @@ impl Infer<'_> {
                     }
                     Some(def) => match def.check_attrs(func.call_attrs(attrs)) {
                         Err(e) => Err(e),
-                        Ok(()) => {
-                            (def.type_rel)(&arg_tys, func.call_attrs(attrs)).map_err(|e| format!("`{}`: {e}", def.name))
-                        }
+                        Ok(()) => (def.type_rel)(&arg_tys, func.call_attrs(attrs)).map_err(|e| e.to_string()),
                     },
                 }
             }

@@ -424,7 +424,7 @@ impl Verifier<'_> {
                     let arg_tys: Option<Vec<Type>> = args.iter().map(|&a| self.ty(a).cloned()).collect();
                     if let (true, Some(arg_tys)) = (ok, arg_tys) {
                         match (def.type_rel)(&arg_tys, attrs) {
-                            Err(e) => self.err(Some(id), format!("type error in `{}`: {e}", def.name)),
+                            Err(e) => self.err(Some(id), format!("type error: {e}")),
                             Ok(t) => {
                                 if let Some(nt) = &node_ty {
                                     if *nt != t {
@@ -796,7 +796,7 @@ pub(crate) mod tests {
         check(
             &func,
             expect![[r#"
-                @main %3: type error in `add`: dtype mismatch: f32 vs i32
+                @main %3: type error: add: dtype mismatch: f32 vs i32
                 @main %4: call has type Tensor[(3,), f32] but `relu` gives Tensor[(2,), f32]
                 @main %8: projection .3 out of range for (Tensor[(2,), f32],)
                 @main %2: if condition has type Tensor[(), f32], expected Tensor[(), bool]

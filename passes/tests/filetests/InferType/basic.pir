@@ -18,7 +18,7 @@ def @main(%x: Tensor[(2, 3), f32], %y: Tensor[(4,), f32]) -> Tensor[(2, 3), f32]
   add(%x, %y)
 }
 // CHECK:
-// error: InferType @main: `add`: add: shapes (2, 3) and (4,) do not broadcast
+// error: InferType @main: add: shapes (2, 3) and (4,) do not broadcast
 // -----
 /// Check that calls between functions are typed through the callee's signature.
 def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
