@@ -1,6 +1,7 @@
 //! passel-harness: the `passel` CLI, deterministic workload generators shared by tests,
 //! benches and fuzzing, and the bench runner. This is the only crate that does IO.
 
+pub mod bench;
 pub mod diag;
 pub mod fuzz;
 pub mod gen;

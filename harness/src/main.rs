@@ -12,7 +12,7 @@ use passel_engine::transform::{
     get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, DumpIrInstrument, Pass, PassContext,
     PassTimingInstrument, PrintIrInstrument, Severity,
 };
-use passel_harness::{diag, gen};
+use passel_harness::{bench, diag, gen};
 
 /// passel: a parallel, incremental compiler pass engine.
 #[derive(Parser)]
@@ -39,10 +39,34 @@ enum Command {
     Gen(GenCommand),
     /// Run a pass pipeline over a .pir file and print the resulting module.
     Run(Box<RunArgs>),
+    /// Benchmark a pipeline on a generated chain workload: serial vs parallel, with a table.
+    Bench(BenchArgs),
     /// List the registered passes with kind, opt level and required passes.
     Passes,
     /// List the registered PassContext config keys with their types.
     Configs,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Functions in the generated chain workload.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    functions: u64,
+    /// Operations per function.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    ops: u64,
+    /// Thread counts for the parallel rows, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [2usize])]
+    threads: Vec<usize>,
+    /// Pipeline to run.
+    #[arg(long, default_value = "FoldConstant,EliminateCommonSubexpr,DeadCodeElimination,SimplifyExpr")]
+    passes: String,
+    /// Repetitions per configuration (the best time is reported).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    repeats: u64,
+    /// Seed of the workload.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 #[derive(Args)]
@@ -262,6 +286,42 @@ fn list_configs_text() -> String {
     out
 }
 
+fn bench(args: BenchArgs) -> ExitCode {
+    if let Some(bad) = args.threads.iter().find(|&&t| t == 0 || t > 1024) {
+        eprintln!("error: --threads {bad} is out of range (1..=1024)");
+        return ExitCode::FAILURE;
+    }
+    let module = gen::chain(&gen::ChainOptions {
+        functions: args.functions as usize,
+        ops: args.ops as usize,
+        seed: args.seed,
+        ..Default::default()
+    });
+    let n_bindings: usize = module.iter().map(|(_, f)| f.num_bindings()).sum();
+    eprintln!("workload: chain, {} functions, {n_bindings} bindings; pipeline: {}", module.len(), args.passes);
+    let total = (1 + args.threads.len()) as u64 * args.repeats;
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs {elapsed}")
+            .expect("valid progress template"),
+    );
+    let cfg = bench::BenchConfig {
+        module: &module,
+        pipeline: &args.passes,
+        threads: &args.threads,
+        repeats: args.repeats as usize,
+    };
+    let res = bench::run_bench(&cfg, || bar.inc(1));
+    bar.finish_and_clear();
+    match res {
+        Ok(rows) => write_stdout(&bench::render_table(&rows, module.len(), n_bindings)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -286,6 +346,7 @@ fn main() -> ExitCode {
             write_stdout(&print_module(&m))
         }
         Command::Run(args) => run(*args),
+        Command::Bench(args) => bench(args),
         Command::Passes => write_stdout(&list_passes_text()),
         Command::Configs => write_stdout(&list_configs_text()),
     }
