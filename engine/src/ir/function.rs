@@ -458,9 +458,12 @@ impl FunctionBuilder {
         self.spans.get(id.index()).copied().unwrap_or_default()
     }
 
-    /// A variable named `name` with an optional type annotation.
+    /// A variable named `name` with an optional type annotation. Variable names are not
+    /// interned (each variable is defined once, so its name is rarely repeated).
     pub fn var(&mut self, name: &str, ty: Option<Type>) -> NodeId {
-        let name = self.sym(name);
+        let sym = Sym(self.syms.len() as u32);
+        Arc::make_mut(&mut self.syms).push(name.into());
+        let name = sym;
         self.push(ExprKind::Var { name }, ty)
     }
 

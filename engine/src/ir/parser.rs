@@ -125,6 +125,9 @@ struct Parser<'s> {
     scope_names: Vec<&'s str>,
     /// Where each variable of the function was defined (single definition).
     defined: FxMap<&'s str, u32>,
+    /// Scalar literals of this function by their text (`0.5f`), mapped to the first node that
+    /// holds one: a repeat is a new node over the same constant, with no parsing or allocation.
+    scalars: FxMap<&'s str, NodeId>,
     /// Whether this function had an error (it is then not added to the module).
     poisoned: bool,
     /// Scratch stack of call arguments and tuple fields being parsed, so that calls do not
@@ -153,6 +156,7 @@ impl<'s> Parser<'s> {
             depth: 0,
             b: FunctionBuilder::new(),
             scope: FxMap::default(),
+            scalars: FxMap::default(),
             scope_names: Vec::new(),
             defined: FxMap::default(),
             poisoned: false,
@@ -351,6 +355,7 @@ impl<'s> Parser<'s> {
     /// function, unless the function had errors.
     fn function(&mut self) -> PResult<(Token, Option<super::function::Function>)> {
         self.b = FunctionBuilder::new();
+        self.scalars.clear();
         self.scope.clear();
         self.scope_names.clear();
         self.defined.clear();
@@ -624,7 +629,19 @@ impl<'s> Parser<'s> {
             }
             "tensor" => self.dense()?,
             "full" | "uniform" | "normal" => self.fill()?,
-            _ => self.scalar_literal()?,
+            text => {
+                if let Some(&first) = self.scalars.get(text) {
+                    self.bump();
+                    self.b.set_span(self.span_from(start));
+                    let node = self.b.node(first).clone();
+                    return Ok(self.b.push(node.kind, node.ty));
+                }
+                let c = self.scalar_literal()?;
+                self.b.set_span(self.span_from(start));
+                let id = self.b.constant(c);
+                self.scalars.insert(text, id);
+                return Ok(id);
+            }
         };
         self.b.set_span(self.span_from(start));
         Ok(self.b.constant(c))
