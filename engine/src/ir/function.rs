@@ -218,14 +218,28 @@ impl Function {
         Function { attrs, ..self.clone() }
     }
 
-    /// A copy with node `id`'s type set (used by type inference through the builder is
-    /// preferred; this is for small fix-ups).
+    /// A copy in which node `i` has type `types[i]` (nodes past the end of `types` keep
+    /// theirs). This is how type inference writes its results; the old types are not cloned.
     pub fn with_types(&self, types: Vec<Option<Type>>) -> Function {
-        let mut f = self.clone();
-        for (node, ty) in f.nodes.iter_mut().zip(types) {
-            node.ty = ty;
+        let mut types = types.into_iter();
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| Node { kind: n.kind, ty: types.next().unwrap_or_else(|| n.ty.clone()) })
+            .collect();
+        Function {
+            nodes,
+            spans: self.spans.clone(),
+            extra: self.extra.clone(),
+            syms: Arc::clone(&self.syms),
+            consts: self.consts.clone(),
+            call_attrs: self.call_attrs.clone(),
+            closures: self.closures.clone(),
+            params: self.params,
+            body: self.body,
+            ret_ty: self.ret_ty.clone(),
+            attrs: self.attrs.clone(),
         }
-        f
     }
 
     /// The ids of `range`, or `None` when it lies outside the extra table (malformed arenas;
