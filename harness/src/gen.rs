@@ -16,6 +16,7 @@
 //! memory and in text whatever the model size.
 
 mod chain;
+pub mod cli;
 mod cnn;
 mod emit;
 mod mlp;

@@ -36,37 +36,16 @@ enum Command {
     },
     /// Generate a deterministic workload as .pir text on stdout.
     #[command(subcommand)]
-    Gen(GenCommand),
+    Gen(gen::cli::GenCommand),
     /// Run a pass pipeline over a .pir file and print the resulting module.
     Run(Box<RunArgs>),
-    /// Benchmark a pipeline on a generated chain workload: serial vs parallel, with a table.
-    Bench(BenchArgs),
+    /// Benchmark a pipeline on a generated workload: serial vs parallel per thread count, with
+    /// time, throughput, speedup and peak heap per row.
+    Bench(bench::BenchArgs),
     /// List the registered passes with kind, opt level and required passes.
     Passes,
     /// List the registered PassContext config keys with their types.
     Configs,
-}
-
-#[derive(Args)]
-struct BenchArgs {
-    /// Functions in the generated chain workload.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    functions: u64,
-    /// Operations per function.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    ops: u64,
-    /// Thread counts for the parallel rows, comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [2usize])]
-    threads: Vec<usize>,
-    /// Pipeline to run.
-    #[arg(long, default_value = "FoldConstant,EliminateCommonSubexpr,DeadCodeElimination,SimplifyExpr")]
-    passes: String,
-    /// Repetitions per configuration (the best time is reported).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    repeats: u64,
-    /// Seed of the workload.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
 }
 
 #[derive(Args)]
@@ -110,26 +89,6 @@ struct RunArgs {
     /// Write the result here instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
-}
-
-#[derive(Subcommand)]
-enum GenCommand {
-    /// N independent functions, each a chain of K elementwise ops on a small tensor, with
-    /// constant subexpressions, duplicated subexpressions, dead values and identities mixed in.
-    Chain(ChainArgs),
-}
-
-#[derive(Args)]
-struct ChainArgs {
-    /// Number of functions.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
-    functions: u64,
-    /// Operations on each function's main chain.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
-    ops: u64,
-    /// Seed.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
 }
 
 fn read_source(path: &PathBuf) -> Result<String, String> {
@@ -286,35 +245,13 @@ fn list_configs_text() -> String {
     out
 }
 
-fn bench(args: BenchArgs) -> ExitCode {
-    if let Some(bad) = args.threads.iter().find(|&&t| t == 0 || t > 1024) {
-        eprintln!("error: --threads {bad} is out of range (1..=1024)");
-        return ExitCode::FAILURE;
-    }
-    let module = gen::chain(&gen::ChainOptions {
-        functions: args.functions as usize,
-        ops: args.ops as usize,
-        seed: args.seed,
-        ..Default::default()
-    });
-    let n_bindings: usize = module.iter().map(|(_, f)| f.num_bindings()).sum();
-    eprintln!("workload: chain, {} functions, {n_bindings} bindings; pipeline: {}", module.len(), args.passes);
-    let total = (1 + args.threads.len()) as u64 * args.repeats;
-    let bar = indicatif::ProgressBar::new(total);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs {elapsed}")
-            .expect("valid progress template"),
-    );
-    let cfg = bench::BenchConfig {
-        module: &module,
-        pipeline: &args.passes,
-        threads: &args.threads,
-        repeats: args.repeats as usize,
-    };
-    let res = bench::run_bench(&cfg, || bar.inc(1));
-    bar.finish_and_clear();
-    match res {
-        Ok(rows) => write_stdout(&bench::render_table(&rows, module.len(), n_bindings)),
+/// Counts live heap bytes so `passel bench` can report peak heap per row.
+#[global_allocator]
+static HEAP: bench::CountingAlloc = bench::CountingAlloc;
+
+fn bench(args: bench::BenchArgs) -> ExitCode {
+    match bench::run_cli(&args, Some(&HEAP)) {
+        Ok(table) => write_stdout(&table),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -336,15 +273,7 @@ fn main() -> ExitCode {
             Ok(m) => write_stdout(&print_module(&m)),
             Err(code) => code,
         },
-        Command::Gen(GenCommand::Chain(a)) => {
-            let m = gen::chain(&gen::ChainOptions {
-                functions: a.functions as usize,
-                ops: a.ops as usize,
-                seed: a.seed,
-                ..Default::default()
-            });
-            write_stdout(&print_module(&m))
-        }
+        Command::Gen(cmd) => write_stdout(&print_module(&gen::cli::generate(&cmd))),
         Command::Run(args) => run(*args),
         Command::Bench(args) => bench(args),
         Command::Passes => write_stdout(&list_passes_text()),

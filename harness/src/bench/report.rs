@@ -1,0 +1,295 @@
+//! A bench report and its three renderings: a text table, JSON (hand-written: the harness has
+//! no serde dependency) and a self-contained SVG bar chart of the time per row.
+
+use std::fmt::Write as _;
+
+use super::BenchRow;
+
+/// The machine the bench ran on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Machine {
+    /// Logical cores available to the process.
+    pub cores: usize,
+    /// `std::env::consts::OS`.
+    pub os: String,
+    /// `std::env::consts::ARCH`.
+    pub arch: String,
+    /// The 1-minute load average when the bench started (Linux only): a hint of how much else
+    /// was running.
+    pub load_average: Option<f64>,
+}
+
+impl Machine {
+    /// Describes this machine.
+    pub fn current() -> Machine {
+        let load_average = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()));
+        Machine {
+            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+            load_average,
+        }
+    }
+}
+
+/// Everything one `passel bench` measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchReport {
+    /// The workload, e.g. `chain` with its size.
+    pub workload: String,
+    /// Functions of the workload.
+    pub functions: usize,
+    /// Bindings of the workload.
+    pub bindings: usize,
+    /// The pipeline text.
+    pub pipeline: String,
+    /// Where it ran.
+    pub machine: Machine,
+    /// The measured rows, serial first.
+    pub rows: Vec<BenchRow>,
+}
+
+impl BenchReport {
+    /// Time of the first serial row: the base of the speedup column.
+    fn serial_secs(&self) -> Option<f64> {
+        self.rows.iter().find(|r| r.mode == "serial").map(|r| r.time.as_secs_f64())
+    }
+
+    fn speedup(&self, row: &BenchRow) -> Option<f64> {
+        let t = row.time.as_secs_f64();
+        self.serial_secs().filter(|_| t > 0.0).map(|s| s / t)
+    }
+
+    /// The rows as an aligned text table.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{:<18} {:>7} {:>11} {:>12} {:>14} {:>8} {:>10}\n",
+            "mode", "threads", "time", "functions/s", "bindings/s", "speedup", "peak heap"
+        );
+        for r in &self.rows {
+            let t = r.time.as_secs_f64().max(1e-9);
+            let speedup = self.speedup(r).map(|s| format!("{s:.2}x")).unwrap_or_else(|| "-".into());
+            let peak = r.peak_heap.map(mib).unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                out,
+                "{:<18} {:>7} {:>9.1}ms {:>12.0} {:>14.0} {:>8} {:>10}",
+                r.mode,
+                r.threads,
+                t * 1e3,
+                r.functions as f64 / t,
+                r.bindings as f64 / t,
+                speedup,
+                peak
+            );
+        }
+        out
+    }
+
+    /// The report as a JSON object.
+    pub fn to_json(&self) -> String {
+        let m = &self.machine;
+        let mut out = String::from("{\n");
+        let _ = writeln!(out, "  \"workload\": {},", json_str(&self.workload));
+        let _ = writeln!(out, "  \"functions\": {},", self.functions);
+        let _ = writeln!(out, "  \"bindings\": {},", self.bindings);
+        let _ = writeln!(out, "  \"pipeline\": {},", json_str(&self.pipeline));
+        let _ = writeln!(
+            out,
+            "  \"machine\": {{\"cores\": {}, \"os\": {}, \"arch\": {}, \"load_average\": {}}},",
+            m.cores,
+            json_str(&m.os),
+            json_str(&m.arch),
+            json_num(m.load_average)
+        );
+        out.push_str("  \"rows\": [");
+        for (i, r) in self.rows.iter().enumerate() {
+            let t = r.time.as_secs_f64();
+            let per_sec = |n: usize| if t > 0.0 { Some(n as f64 / t) } else { None };
+            let _ = write!(
+                out,
+                "{}\n    {{\"mode\": {}, \"threads\": {}, \"time_ms\": {}, \"repeats\": {}, \"functions\": {}, \
+                 \"bindings\": {}, \"functions_per_sec\": {}, \"bindings_per_sec\": {}, \"speedup\": {}, \
+                 \"peak_heap_bytes\": {}, \"base_heap_bytes\": {}}}",
+                if i == 0 { "" } else { "," },
+                json_str(&r.mode),
+                r.threads,
+                json_num(Some((t * 1e6).round() / 1e3)),
+                r.repeats,
+                r.functions,
+                r.bindings,
+                json_num(per_sec(r.functions).map(f64::round)),
+                json_num(per_sec(r.bindings).map(f64::round)),
+                json_num(self.speedup(r).map(|x| (x * 1e3).round() / 1e3)),
+                r.peak_heap.map(|b| b.to_string()).unwrap_or_else(|| "null".into()),
+                r.base_heap.map(|b| b.to_string()).unwrap_or_else(|| "null".into()),
+            );
+        }
+        out.push_str(if self.rows.is_empty() { "]\n}\n" } else { "\n  ]\n}\n" });
+        out
+    }
+
+    /// A horizontal bar chart of the time per row, labelled with time, speedup and peak heap.
+    pub fn to_svg(&self) -> String {
+        const LEFT: f64 = 190.0;
+        const BAR_W: f64 = 420.0;
+        const RIGHT: f64 = 230.0;
+        const ROW_H: f64 = 34.0;
+        const TOP: f64 = 84.0;
+        let pipeline = format!("pipeline: {}", self.pipeline);
+        // About 7 px per character at 13 px; a long pipeline widens the chart instead of spilling.
+        let width = (LEFT + BAR_W + RIGHT).max(32.0 + 7.0 * pipeline.chars().count() as f64);
+        let height = TOP + ROW_H * self.rows.len().max(1) as f64 + 40.0;
+        let max_t = self.rows.iter().map(|r| r.time.as_secs_f64()).fold(0.0, f64::max);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="13">"#
+        );
+        let _ = writeln!(s, r#"  <rect width="100%" height="100%" fill="white"/>"#);
+        let title =
+            format!("passel bench: {} ({} functions, {} bindings)", self.workload, self.functions, self.bindings);
+        let _ = writeln!(s, r#"  <text x="16" y="24" font-size="16" font-weight="bold">{}</text>"#, xml(&title));
+        let sub = format!(
+            "{} cores{} · best time of each row, lower is better",
+            self.machine.cores,
+            self.machine.load_average.map(|l| format!(", load average {l:.1}")).unwrap_or_default()
+        );
+        let _ = writeln!(s, r##"  <text x="16" y="44" fill="#555">{}</text>"##, xml(&pipeline));
+        let _ = writeln!(s, r##"  <text x="16" y="62" fill="#555">{}</text>"##, xml(&sub));
+        for (i, r) in self.rows.iter().enumerate() {
+            let y = TOP + ROW_H * i as f64;
+            let t = r.time.as_secs_f64();
+            let w = if max_t > 0.0 { (t / max_t * BAR_W).max(1.0) } else { 1.0 };
+            let color = match r.mode.as_str() {
+                "serial" => "#8c8c8c",
+                "parallel" => "#3b75af",
+                _ => "#e07b39",
+            };
+            let label = format!("{} · {} thread{}", r.mode, r.threads, if r.threads == 1 { "" } else { "s" });
+            let _ = writeln!(
+                s,
+                r#"  <text x="{:.0}" y="{:.1}" text-anchor="end">{}</text>"#,
+                LEFT - 8.0,
+                y + 17.0,
+                xml(&label)
+            );
+            let _ = writeln!(
+                s,
+                r#"  <rect x="{LEFT:.0}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="{color}"/>"#,
+                y + 4.0,
+                ROW_H - 10.0
+            );
+            let mut note = format!("{:.1} ms", t * 1e3);
+            if let Some(sp) = self.speedup(r) {
+                let _ = write!(note, " · {sp:.2}x");
+            }
+            if let Some(p) = r.peak_heap {
+                let _ = write!(note, " · {}", mib(p));
+            }
+            let _ = writeln!(s, r#"  <text x="{:.1}" y="{:.1}">{}</text>"#, LEFT + w + 6.0, y + 17.0, xml(&note));
+        }
+        let axis_y = TOP + ROW_H * self.rows.len().max(1) as f64;
+        let _ =
+            writeln!(s, r##"  <line x1="{LEFT:.0}" y1="{:.0}" x2="{LEFT:.0}" y2="{axis_y:.0}" stroke="#333"/>"##, TOP);
+        let _ = writeln!(
+            s,
+            r##"  <text x="{LEFT:.0}" y="{:.0}" fill="#555">0 ms</text><text x="{:.0}" y="{:.0}" fill="#555" text-anchor="end">{:.1} ms</text>"##,
+            axis_y + 18.0,
+            LEFT + BAR_W,
+            axis_y + 18.0,
+            max_t * 1e3
+        );
+        s.push_str("</svg>\n");
+        s
+    }
+}
+
+/// Bytes as mebibytes with one decimal.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// A JSON string literal.
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A JSON number, or `null` for none or a non-finite value (which JSON cannot spell).
+fn json_num(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v}"),
+        _ => "null".to_string(),
+    }
+}
+
+/// Text escaped for XML content and attribute values.
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn report() -> BenchReport {
+        let row = |mode: &str, threads, ms| BenchRow {
+            mode: mode.into(),
+            threads,
+            time: Duration::from_millis(ms),
+            repeats: 1,
+            functions: 10,
+            bindings: 100,
+            peak_heap: Some(3 << 20),
+            base_heap: Some(1 << 20),
+        };
+        BenchReport {
+            workload: "chain \"x\" <10>".into(),
+            functions: 10,
+            bindings: 100,
+            pipeline: "A,B".into(),
+            machine: Machine { cores: 2, os: "linux".into(), arch: "x86_64".into(), load_average: None },
+            rows: vec![row("serial", 1, 200), row("parallel", 2, 100), row("incremental-edit", 2, 0)],
+        }
+    }
+
+    #[test]
+    fn table_shows_speedup_over_serial_and_peak_heap() {
+        let t = report().table();
+        assert!(t.lines().nth(2).is_some_and(|l| l.contains("2.00x") && l.contains("3.0 MiB")), "{t}");
+    }
+
+    #[test]
+    fn json_escapes_strings_and_writes_null_for_infinite_speedup() {
+        let j = report().to_json();
+        assert!(j.contains(r#""workload": "chain \"x\" <10>""#), "{j}");
+        assert!(j.contains(r#""mode": "incremental-edit""#) && j.contains(r#""speedup": null"#), "{j}");
+        assert!(j.contains(r#""load_average": null"#), "{j}");
+    }
+
+    #[test]
+    fn svg_escapes_text_and_has_one_bar_per_row() {
+        let s = report().to_svg();
+        assert!(s.contains("chain &quot;x&quot; &lt;10&gt;"), "{s}");
+        assert_eq!(s.matches("<rect").count(), 1 + 3);
+        assert!(s.trim_end().ends_with("</svg>"));
+    }
+}

@@ -1,0 +1,188 @@
+//! `passel gen KIND [options]`: the command-line options of each generator.
+
+use clap::{Args, Subcommand};
+use passel_engine::ir::Module;
+
+use super::{
+    chain, cnn, mlp, random, transformer, Activation, ChainOptions, CnnOptions, MlpOptions, RandomOptions,
+    TransformerOptions,
+};
+
+/// Largest count (functions, layers, blocks) the CLI accepts.
+const MAX_COUNT: u64 = 1_000_000;
+/// Largest tensor dimension the CLI accepts. Weights are fills, so big dimensions cost nothing
+/// until something evaluates them.
+const MAX_DIM: u64 = 1 << 20;
+
+/// The workload kinds of `passel gen`.
+#[derive(Subcommand, Debug)]
+pub enum GenCommand {
+    /// N independent functions, each a chain of K elementwise ops on a small tensor, with
+    /// constant subexpressions, duplicated subexpressions, dead values and identities mixed in.
+    Chain(ChainArgs),
+    /// A multi-layer perceptron: @main calls @layer0..@layerN-1 in turn, each
+    /// act(bias_add(dense(x, W), b)), then softmax. Functions: layers + 1.
+    Mlp(MlpArgs),
+    /// A residual CNN on NCHW images: @main (stem conv, blocks, global mean pool, dense) and one
+    /// function per residual block (conv2d + batch_norm + relu, twice, plus a residual add).
+    /// Functions: blocks + 1.
+    Cnn(CnnArgs),
+    /// A transformer encoder on a (seq, hidden) activation: per layer, attention (layer_norm,
+    /// q/k/v dense, matmul, softmax, matmul, dense, residual add) and feed-forward (layer_norm,
+    /// dense, bias_add, gelu, dense, residual add). Functions: layers + 1, or 3 x layers + 1
+    /// with --per-block.
+    Transformer(TransformerArgs),
+    /// Well-typed random graphs: calls between functions, nested functions, ifs, tuples,
+    /// reductions, broadcasting, dense and matmul on (n, n) and (n,) tensors.
+    Random(RandomArgs),
+}
+
+/// Options of `passel gen chain`.
+#[derive(Args, Debug)]
+pub struct ChainArgs {
+    /// Number of functions.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    pub functions: u64,
+    /// Operations on each function's main chain.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    pub ops: u64,
+    /// Seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Options of `passel gen mlp`.
+#[derive(Args, Debug)]
+pub struct MlpArgs {
+    /// Dense layers (one function each).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(0..=MAX_COUNT))]
+    pub layers: u64,
+    /// Rows of the input batch.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=MAX_DIM))]
+    pub batch: u64,
+    /// Input features.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=MAX_DIM))]
+    pub input: u64,
+    /// Hidden width.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=MAX_DIM))]
+    pub width: u64,
+    /// Activation after each layer: relu, gelu, or mixed (chosen per layer from the seed).
+    #[arg(long, default_value = "mixed", value_parser = ["relu", "gelu", "mixed"])]
+    pub activation: String,
+    /// Seed of the weights.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Options of `passel gen cnn`.
+#[derive(Args, Debug)]
+pub struct CnnArgs {
+    /// Residual blocks (one function each).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(0..=MAX_COUNT))]
+    pub blocks: u64,
+    /// Images per batch.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MAX_DIM))]
+    pub batch: u64,
+    /// Channels of every block.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=MAX_DIM))]
+    pub channels: u64,
+    /// Image height and width.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=MAX_DIM))]
+    pub image: u64,
+    /// Output classes.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=MAX_DIM))]
+    pub classes: u64,
+    /// Seed of the weights.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Options of `passel gen transformer`.
+#[derive(Args, Debug)]
+pub struct TransformerArgs {
+    /// Encoder layers.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(0..=MAX_COUNT))]
+    pub layers: u64,
+    /// Sequence length.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=MAX_DIM))]
+    pub seq: u64,
+    /// Hidden size.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=MAX_DIM))]
+    pub hidden: u64,
+    /// Inner size of the feed-forward block.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=MAX_DIM))]
+    pub ffn: u64,
+    /// One function per block (@attentionI, @ffnI, called by @layerI) instead of per layer.
+    #[arg(long)]
+    pub per_block: bool,
+    /// Seed of the weights.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Options of `passel gen random`.
+#[derive(Args, Debug)]
+pub struct RandomArgs {
+    /// Number of functions; @fI may call @fJ for J < I.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=MAX_COUNT))]
+    pub functions: u64,
+    /// Random steps in each function's top-level block (nested blocks get a third as many).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub bindings: u64,
+    /// n of the tensor types (n, n) and (n,).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=MAX_DIM))]
+    pub size: u64,
+    /// Deepest nesting of if branches and nested functions.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=super::random::MAX_DEPTH as u64))]
+    pub max_depth: u64,
+    /// Seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Builds the module `cmd` asks for.
+pub fn generate(cmd: &GenCommand) -> Module {
+    match cmd {
+        GenCommand::Chain(a) => chain(&ChainOptions {
+            functions: a.functions as usize,
+            ops: a.ops as usize,
+            seed: a.seed,
+            ..Default::default()
+        }),
+        GenCommand::Mlp(a) => mlp(&MlpOptions {
+            layers: a.layers as usize,
+            batch: a.batch,
+            input: a.input,
+            width: a.width,
+            activation: match a.activation.as_str() {
+                "relu" => Activation::Relu,
+                "gelu" => Activation::Gelu,
+                _ => Activation::Mixed,
+            },
+            seed: a.seed,
+        }),
+        GenCommand::Cnn(a) => cnn(&CnnOptions {
+            blocks: a.blocks as usize,
+            batch: a.batch,
+            channels: a.channels,
+            image: a.image,
+            classes: a.classes,
+            seed: a.seed,
+        }),
+        GenCommand::Transformer(a) => transformer(&TransformerOptions {
+            layers: a.layers as usize,
+            seq: a.seq,
+            hidden: a.hidden,
+            ffn: a.ffn,
+            per_block: a.per_block,
+            seed: a.seed,
+        }),
+        GenCommand::Random(a) => random(&RandomOptions {
+            functions: a.functions as usize,
+            bindings: a.bindings as usize,
+            size: a.size,
+            max_depth: a.max_depth as usize,
+            seed: a.seed,
+        }),
+    }
+}
