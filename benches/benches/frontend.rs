@@ -1,19 +1,22 @@
-//! Parse, verify and print throughput on the `chain` workload (`passel gen chain`).
+//! Parse and print throughput on every workload kind (`passel gen KIND`), in bindings/s.
+//! `PASSEL_BENCH_FUNCTIONS` sets the function count (default 1000).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use passel_engine::ir::{parse_module, print_module};
-use passel_harness::gen::{chain, ChainOptions};
+use passel_harness::bench::count_bindings;
+use passel_harness::gen::{workload, KINDS};
 
 fn frontend(c: &mut Criterion) {
-    let module = chain(&ChainOptions { functions: 1000, ops: 50, ..Default::default() });
-    let text = print_module(&module);
-    let n_bindings: usize = module.iter().map(|(_, f)| f.num_bindings()).sum();
-
-    let mut g = c.benchmark_group("frontend/chain-1000x50");
-    g.throughput(Throughput::Elements(n_bindings as u64));
-    g.bench_function("print", |b| b.iter(|| print_module(&module)));
-    g.bench_function("parse", |b| b.iter(|| parse_module(&text).expect("generated text parses")));
-    g.finish();
+    let n_funcs: usize = std::env::var("PASSEL_BENCH_FUNCTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    for kind in KINDS {
+        let module = workload(kind, n_funcs, 0).expect("known workload");
+        let text = print_module(&module);
+        let mut g = c.benchmark_group(format!("frontend/{kind}-{}", module.len()));
+        g.throughput(Throughput::Elements(count_bindings(&module) as u64));
+        g.bench_function("print", |b| b.iter(|| print_module(&module)));
+        g.bench_function("parse", |b| b.iter(|| parse_module(&text).expect("generated text parses")));
+        g.finish();
+    }
 }
 
 criterion_group! {

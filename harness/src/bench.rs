@@ -12,7 +12,7 @@ mod cli;
 mod report;
 
 pub use alloc::CountingAlloc;
-pub use cli::{parse_threads, run_cli, BenchArgs};
+pub use cli::{parse_threads, run_cli, BenchArgs, DEFAULT_PIPELINE};
 pub use report::{BenchReport, Machine};
 
 use std::time::{Duration, Instant};
