@@ -125,3 +125,16 @@ fn transformer_per_block_calls_blocks_from_layers() {
     let text = print_module(&transformer(&TransformerOptions { layers: 2, per_block: true, ..Default::default() }));
     assert!(text.contains("@attention1(") && text.contains("@ffn1("), "{text}");
 }
+
+#[test]
+fn random_nested_functions_use_their_parameter() {
+    let text = print_module(&random(&RandomOptions { functions: 30, bindings: 30, ..Default::default() }));
+    let mut seen = 0;
+    for (i, _) in text.match_indices("fn (%") {
+        let name: String = text[i + 4..].chars().take_while(|&c| c != ':').collect();
+        let rest = &text[i + 4 + name.len()..];
+        assert!(rest.contains(&format!("({name})")), "nested function {name} does not use its parameter");
+        seen += 1;
+    }
+    assert!(seen > 0, "no nested functions generated");
+}

@@ -72,12 +72,14 @@ impl BenchReport {
             let t = r.time.as_secs_f64().max(1e-9);
             let speedup = self.speedup(r).map(|s| format!("{s:.2}x")).unwrap_or_else(|| "-".into());
             let peak = r.peak_heap.map(mib).unwrap_or_else(|| "-".into());
+            // Sub-10 ms rows (tiny workloads) keep three significant digits.
+            let ms = if t < 0.01 { format!("{:.3}ms", t * 1e3) } else { format!("{:.1}ms", t * 1e3) };
             let _ = writeln!(
                 out,
-                "{:<18} {:>7} {:>9.1}ms {:>12.0} {:>14.0} {:>8} {:>10}",
+                "{:<18} {:>7} {:>11} {:>12.0} {:>14.0} {:>8} {:>10}",
                 r.mode,
                 r.threads,
-                t * 1e3,
+                ms,
                 r.functions as f64 / t,
                 r.bindings as f64 / t,
                 speedup,

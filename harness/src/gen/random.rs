@@ -116,8 +116,14 @@ impl<'a> Gen<'a> {
         }
     }
 
+    /// A `T` in scope, usually one of the last three made, so most values feed later ones and
+    /// the graph is deep rather than mostly dead.
     fn pick_t(&mut self) -> NodeId {
-        self.ts[self.rng.gen_range(0..self.ts.len())]
+        let n = self.ts.len();
+        if n > 3 && self.rng.gen_bool(0.7) {
+            return self.ts[n - 1 - self.rng.gen_range(0..3)];
+        }
+        self.ts[self.rng.gen_range(0..n)]
     }
 
     /// A `V` in scope, made from a `T` by a reduction if there is none.
@@ -132,19 +138,14 @@ impl<'a> Gen<'a> {
         self.vs[self.rng.gen_range(0..self.vs.len())]
     }
 
-    /// Emits `n` random steps into the current block and returns a `T` for its result: the last
-    /// `T` the block made, or one from an outer scope when it made none.
+    /// Emits `n` random steps into the current block and returns the newest `T` in scope for
+    /// its result (made by the block unless it made none).
     fn steps(&mut self, n: usize, depth: usize) -> NodeId {
-        let first_new = self.ts.len();
         for _ in 0..n {
             let t = self.step(depth);
             self.ts.push(t);
         }
-        if self.ts.len() > first_new {
-            self.ts[self.ts.len() - 1]
-        } else {
-            self.pick_t()
-        }
+        self.ts[self.ts.len() - 1]
     }
 
     /// One step: emits one or more bindings and returns a new `T`.
@@ -261,11 +262,15 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// A nested block of about a third of the top-level steps; its variables go out of scope
-    /// when it ends.
+    /// A nested block: one op on the newest `T`, then up to a third of the top-level steps; its
+    /// variables go out of scope when it ends.
     fn nested_block(&mut self, depth: usize) -> NodeId {
         let (nt, nv) = (self.ts.len(), self.vs.len());
         self.e.open();
+        // Start from the newest `T` in scope (a nested function's parameter, for one).
+        let newest = self.ts[self.ts.len() - 1];
+        let first = self.e.call0(["relu", "tanh", "sigmoid"][self.rng.gen_range(0..3)], &[newest]);
+        self.ts.push(first);
         let steps = self.rng.gen_range(0..=(self.opts.bindings / 3).max(1));
         let result = self.steps(steps, depth + 1);
         let block = self.e.close(result);
