@@ -15,6 +15,7 @@ pub mod fold_constant;
 pub mod infer_type;
 mod pipelines;
 pub mod simplify_expr;
+pub mod simplify_inference;
 
 pub use canonicalize_bindings::canonicalize_bindings;
 pub use dead_code_elimination::{dead_code_elimination, dead_code_elimination_module, remove_unreachable_functions};
@@ -23,6 +24,7 @@ pub use fold_constant::fold_constant;
 pub use infer_type::{infer_function, infer_module, TypeDiagnostic};
 pub use pipelines::{default_pipeline, run_pipeline_text, STANDARD_PIPELINE};
 pub use simplify_expr::simplify_expr;
+pub use simplify_inference::simplify_inference;
 
 use passel_engine::transform::{function_pass, module_pass, Diagnostic};
 
@@ -61,6 +63,8 @@ declare_passes! {
     "CanonicalizeBindings" => function_pass("CanonicalizeBindings", 1, |func, _module, _ctx| {
         Ok(canonicalize_bindings(&func))
     });
+    "SimplifyInference" => function_pass("SimplifyInference", 0, |func, _module, _ctx| Ok(simplify_inference(&func)))
+        .with_required(&["InferType"]);
 }
 
 /// Makes sure the registrations of this crate are linked into binaries that only call
