@@ -7,9 +7,11 @@
 //! reshaped to `[C, 1, …, 1]` so that it broadcasts along `axis`, or used as is when `axis` is
 //! the last axis):
 //! - `batch_norm(x, gamma, beta, mean, var, axis, epsilon)` returns the tuple
-//!   `(out, mean, var)`. Its projections are rewritten: `.0` becomes
-//!   `(x - mean) * (gamma / sqrt(var + epsilon)) + beta`, `.1` becomes `mean` and `.2`
-//!   becomes `var` (TVM rewrites `.0` the same way; mean and variance pass through). A
+//!   `(out, mean, var)`. Its projections are rewritten: `.0` becomes, with
+//!   `scale = gamma / sqrt(var + epsilon)`, TVM's `x * scale + (beta - mean * scale)` (the
+//!   form FoldScaleAxis folds into a preceding conv2d / dense) when `gamma` and `var` are
+//!   atoms, else `(x - mean) * scale + beta` (each operand written once); `.1` becomes
+//!   `mean` and `.2` becomes `var` (mean and variance pass through, as in TVM). A
 //!   projection that drops arguments is rewritten only when the dropped arguments are pure.
 //!   A `batch_norm` used another way (let-bound, then projected through the variable) becomes
 //!   the literal tuple `(out, mean, var)` when `mean` and `var` are atoms, and projections
@@ -274,7 +276,11 @@ fn along_axis(rw: &mut Rewriter<'_>, ops: &Ops, p: NodeId, c: u64, rank: usize, 
     Some(typed_call(&mut rw.b, ops.reshape, &[p], Attrs::new().with("newshape", AttrValue::Ints(shape.into()))))
 }
 
-/// `(x - mean) * (gamma / sqrt(var + eps)) + beta` from the copied operands of `batch_norm`.
+/// The inference form of `batch_norm`'s first result from its copied operands: with
+/// `scale = gamma / sqrt(var + eps)`, TVM's `x * scale + (beta - mean * scale)` when `gamma`
+/// and `var` are atoms (so `scale` can be written twice), else
+/// `(x - mean) * scale + beta`. The first form puts the `multiply` right after `x`, where
+/// FoldScaleAxis can fold it into a preceding conv2d / dense.
 fn batch_norm_out(rw: &mut Rewriter<'_>, ops: &Ops, args: &[NodeId], attrs: &Attrs) -> Option<NodeId> {
     let f = rw.func;
     if args.len() != 5 {
@@ -284,15 +290,29 @@ fn batch_norm_out(rw: &mut Rewriter<'_>, ops: &Ops, args: &[NodeId], attrs: &Att
     (op::get(ops.batch_norm).type_rel)(&tys?, attrs).ok()?;
     let (dtype, rank, axis, c) = geometry(f, args[0], attrs, 1)?;
     let eps = epsilon(attrs)?;
+    let atoms = f.kind(args[1]).is_atom() && f.kind(args[4]).is_atom();
     let [x, gamma, beta, mean, var] = [0, 1, 2, 3, 4].map(|i| rw.map(args[i]));
     let eps = scalar(rw, dtype, eps);
+    let scale = |rw: &mut Rewriter<'_>| {
+        let var_eps = typed_call(&mut rw.b, ops.add, &[var, eps], Attrs::new());
+        let std = typed_call(&mut rw.b, ops.sqrt, &[var_eps], Attrs::new());
+        typed_call(&mut rw.b, ops.divide, &[gamma, std], Attrs::new())
+    };
+    if atoms {
+        let s = scale(rw);
+        let s = along_axis(rw, ops, s, c, rank, axis)?;
+        let scaled = typed_call(&mut rw.b, ops.multiply, &[x, s], Attrs::new());
+        let s2 = scale(rw);
+        let mean_scaled = typed_call(&mut rw.b, ops.multiply, &[mean, s2], Attrs::new());
+        let shift = typed_call(&mut rw.b, ops.subtract, &[beta, mean_scaled], Attrs::new());
+        let shift = along_axis(rw, ops, shift, c, rank, axis)?;
+        return Some(typed_call(&mut rw.b, ops.add, &[scaled, shift], Attrs::new()));
+    }
     let mean = along_axis(rw, ops, mean, c, rank, axis)?;
     let centered = typed_call(&mut rw.b, ops.subtract, &[x, mean], Attrs::new());
-    let var_eps = typed_call(&mut rw.b, ops.add, &[var, eps], Attrs::new());
-    let std = typed_call(&mut rw.b, ops.sqrt, &[var_eps], Attrs::new());
-    let scale = typed_call(&mut rw.b, ops.divide, &[gamma, std], Attrs::new());
-    let scale = along_axis(rw, ops, scale, c, rank, axis)?;
-    let scaled = typed_call(&mut rw.b, ops.multiply, &[centered, scale], Attrs::new());
+    let s = scale(rw);
+    let s = along_axis(rw, ops, s, c, rank, axis)?;
+    let scaled = typed_call(&mut rw.b, ops.multiply, &[centered, s], Attrs::new());
     let beta = along_axis(rw, ops, beta, c, rank, axis)?;
     Some(typed_call(&mut rw.b, ops.add, &[scaled, beta], Attrs::new()))
 }

@@ -9,7 +9,8 @@
 //!   becomes `b * s` (reshaped to 1-d);
 //! - `relu`: `relu(y) * s = relu(y * s)` only when every element of `s` is positive.
 //!
-//! Up to eight such steps, in any order. The shared conditions (constant finite scale, single
+//! Up to eight such steps, in any order, including other multiplies folded in the same run
+//! (`multiply(multiply(conv2d(x, w), s1), s2)` folds both, so one run is enough). The shared conditions (constant finite scale, single
 //! users, no broadcasting) are in [`super`].
 //!
 //! What it deliberately does not do: fold through other operators (TVM also handles `add`
@@ -46,9 +47,9 @@ pub fn backward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
     // multiply → its operand that replaces it.
     let mut replace: FxHashMap<u32, NodeId> = FxHashMap::default();
     // conv2d / dense → the scale of its output channels.
-    let mut weight: FxHashMap<u32, (Scale, Layer)> = FxHashMap::default();
-    // bias_add → the scale of its bias.
-    let mut bias: FxHashMap<u32, Scale> = FxHashMap::default();
+    let mut weight: FxHashMap<u32, (Vec<Scale>, Layer)> = FxHashMap::default();
+    // bias_add → the scales of its bias.
+    let mut bias: FxHashMap<u32, Vec<Scale>> = FxHashMap::default();
     for id in func.node_ids() {
         if !live[id.index()] {
             continue;
@@ -59,11 +60,13 @@ pub fn backward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
             if func.ty(a) != Some(out_ty) {
                 continue;
             }
-            let Some((layer_node, layer, scale, biases)) = path(&facts, &ops, a, s, out_ty) else { continue };
+            let Some((layer_node, layer, scale, biases)) = path(&facts, &ops, &replace, a, s, out_ty) else {
+                continue;
+            };
             replace.insert(id.0, a);
-            weight.insert(layer_node.0, (scale, layer));
+            weight.entry(layer_node.0).or_insert_with(|| (Vec::new(), layer)).0.push(scale);
             for b in biases {
-                bias.insert(b.0, scale);
+                bias.entry(b.0).or_default().push(scale);
             }
             break;
         }
@@ -76,23 +79,27 @@ pub fn backward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
         if let Some(&a) = replace.get(&id.0) {
             return Some(rw.map(a));
         }
-        if let Some(&(scale, layer)) = weight.get(&id.0) {
+        if let Some((scales, layer)) = weight.get(&id.0) {
             let ExprKind::Call { args, .. } = *rw.func.kind(id) else { return None };
-            let w = rw.map(rw.func.ids(args)[1]);
-            let shape: &[u64] = match layer {
-                Layer::Conv2d => &[scale.len, 1, 1, 1],
-                Layer::Dense => &[scale.len, 1],
-            };
-            let s = reshaped_scale(rw, &ops, &scale, shape, false)?;
-            let scaled = typed_call(&mut rw.b, ops.multiply, &[w, s], Default::default());
-            return with_operand(rw, id, 1, scaled);
+            let mut w = rw.map(rw.func.ids(args)[1]);
+            for scale in scales {
+                let shape: &[u64] = match layer {
+                    Layer::Conv2d => &[scale.len, 1, 1, 1],
+                    Layer::Dense => &[scale.len, 1],
+                };
+                let s = reshaped_scale(rw, &ops, scale, shape, false)?;
+                w = typed_call(&mut rw.b, ops.multiply, &[w, s], Default::default());
+            }
+            return with_operand(rw, id, 1, w);
         }
-        if let Some(&scale) = bias.get(&id.0) {
+        if let Some(scales) = bias.get(&id.0) {
             let ExprKind::Call { args, .. } = *rw.func.kind(id) else { return None };
-            let b = rw.map(rw.func.ids(args)[1]);
-            let s = reshaped_scale(rw, &ops, &scale, &[scale.len], scale.rank <= 1)?;
-            let scaled = typed_call(&mut rw.b, ops.multiply, &[b, s], Default::default());
-            return with_operand(rw, id, 1, scaled);
+            let mut b = rw.map(rw.func.ids(args)[1]);
+            for scale in scales {
+                let s = reshaped_scale(rw, &ops, scale, &[scale.len], scale.rank <= 1)?;
+                b = typed_call(&mut rw.b, ops.multiply, &[b, s], Default::default());
+            }
+            return with_operand(rw, id, 1, b);
         }
         None
     });
@@ -107,6 +114,7 @@ pub fn backward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
 fn path(
     facts: &Facts<'_>,
     ops: &Ops,
+    folded: &FxHashMap<u32, NodeId>,
     a: NodeId,
     s: NodeId,
     out_ty: &Type,
@@ -132,6 +140,11 @@ fn path(
                 return None;
             }
             return Some((cur, layer, scale, biases));
+        }
+        if let Some(&input) = folded.get(&cur.0) {
+            // A multiply folded already (it is nearer the layer): look through it.
+            cur = facts.single_use_value(input)?;
+            continue;
         }
         let ExprKind::Call { op, attrs, args } = *func.kind(cur) else { return None };
         let args = func.ids(args);

@@ -39,7 +39,7 @@ pub fn forward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
     let facts = Facts::new(func);
     let live = func.live_mask();
     let mut replace: FxHashMap<u32, NodeId> = FxHashMap::default();
-    let mut weight: FxHashMap<u32, (Scale, Layer)> = FxHashMap::default();
+    let mut weight: FxHashMap<u32, (Vec<Scale>, Layer)> = FxHashMap::default();
     for id in func.node_ids() {
         if !live[id.index()] {
             continue;
@@ -50,8 +50,7 @@ pub fn forward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
         if layer == Layer::Conv2d && !matches!(groups, None | Some(Some(1))) {
             continue;
         }
-        let Some(mul) = facts.single_use_value(func.ids(args)[0]) else { continue };
-        let Some(sides) = split_multiply(&facts, &ops, mul) else { continue };
+        let Some(mut mul) = facts.single_use_value(func.ids(args)[0]) else { continue };
         let Some(data_ty) = func.ty(mul) else { continue };
         let Some(rank) = data_ty.as_tensor().map(|t| t.shape.len()) else { continue };
         let axis = match layer {
@@ -62,15 +61,29 @@ pub fn forward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
                 None => continue,
             },
         };
-        for (s, x) in sides {
-            if func.ty(x) != Some(data_ty) {
-                continue;
+        // A chain `multiply(multiply(x, s1), s2)` folds completely, so one run is enough.
+        let mut scales = Vec::new();
+        'chain: while let Some(sides) = split_multiply(&facts, &ops, mul) {
+            for (s, x) in sides {
+                if func.ty(x) != Some(data_ty) || func.ty(mul) != Some(data_ty) {
+                    continue;
+                }
+                if let Some(scale) = facts.scale(s, data_ty, axis) {
+                    replace.insert(mul.0, x);
+                    scales.push(scale);
+                    match facts.single_use_value(x) {
+                        Some(next) => {
+                            mul = next;
+                            continue 'chain;
+                        }
+                        None => break 'chain,
+                    }
+                }
             }
-            if let Some(scale) = facts.scale(s, data_ty, axis) {
-                replace.insert(mul.0, x);
-                weight.insert(id.0, (scale, layer));
-                break;
-            }
+            break;
+        }
+        if !scales.is_empty() {
+            weight.insert(id.0, (scales, layer));
         }
     }
     if replace.is_empty() {
@@ -81,16 +94,18 @@ pub fn forward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
         if let Some(&x) = replace.get(&id.0) {
             return Some(rw.map(x));
         }
-        let &(scale, layer) = weight.get(&id.0)?;
+        let (scales, layer) = weight.get(&id.0)?;
         let ExprKind::Call { args, .. } = *rw.func.kind(id) else { return None };
-        let w = rw.map(rw.func.ids(args)[1]);
-        // Conv data is rank 4, so a channel scale has rank >= 3 and shape [C, 1, 1] at the
-        // end: it already lines up with weight axis 1. A dense scale of rank <= 2 lines up
-        // with the weight's last axis; a higher rank is reshaped to 1-d.
-        let keep = layer == Layer::Conv2d || scale.rank <= 2;
-        let s = reshaped_scale(rw, &ops, &scale, &[scale.len], keep)?;
-        let scaled = typed_call(&mut rw.b, ops.multiply, &[w, s], Default::default());
-        with_operand(rw, id, 1, scaled)
+        let mut w = rw.map(rw.func.ids(args)[1]);
+        for scale in scales {
+            // Conv data is rank 4, so a channel scale has rank >= 3 and shape [C, 1, 1] at
+            // the end: it already lines up with weight axis 1. A dense scale of rank <= 2
+            // lines up with the weight's last axis; a higher rank is reshaped to 1-d.
+            let keep = *layer == Layer::Conv2d || scale.rank <= 2;
+            let s = reshaped_scale(rw, &ops, scale, &[scale.len], keep)?;
+            w = typed_call(&mut rw.b, ops.multiply, &[w, s], Default::default());
+        }
+        with_operand(rw, id, 1, w)
     });
     match out {
         Some(new) => Arc::new(new),

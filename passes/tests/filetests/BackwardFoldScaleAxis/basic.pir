@@ -33,8 +33,8 @@ def @main(%x: Tensor[(4, 3), f32], %w: Tensor[(2, 3), f32]) -> Tensor[(4, 2), f3
 // CHECK:
 // def @main(%x: Tensor[(4, 3), f32], %w: Tensor[(2, 3), f32]) -> Tensor[(4, 2), f32] {
 //   let %s: Tensor[(1, 2), f32] = tensor<(1, 2), f32>[3.0, 5.0];
-//   let %y: Tensor[(4, 2), f32] = dense(%x, multiply(%w, reshape(%s, newshape=[2, 1])));
-//   multiply(%y, 2.0f)
+//   let %y: Tensor[(4, 2), f32] = dense(%x, multiply(multiply(%w, reshape(%s, newshape=[2, 1])), 2.0f));
+//   %y
 // }
 // -----
 /// Check that a scale with a negative element does not fold through relu.

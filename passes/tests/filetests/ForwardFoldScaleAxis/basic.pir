@@ -36,3 +36,12 @@ def @main(%x: Tensor[(1, 2, 4, 4), f32], %w: Tensor[(2, 1, 3, 3), f32], %v: Tens
 //   let %h: Tensor[(1, 3, 2, 2), f32] = conv2d(multiply(%x, tensor<(4,), f32>[1.0, 2.0, 3.0, 4.0]), %v);
 //   (%g, %c, %xs, %h)
 // }
+// -----
+/// Check that two stacked input scales both fold in one run.
+def @main(%x: Tensor[(4, 3), f32], %w: Tensor[(2, 3), f32]) -> Tensor[(4, 2), f32] {
+  dense(multiply(multiply(%x, tensor<(3,), f32>[1.0, 2.0, 3.0]), 0.5f), %w)
+}
+// CHECK:
+// def @main(%x: Tensor[(4, 3), f32], %w: Tensor[(2, 3), f32]) -> Tensor[(4, 2), f32] {
+//   dense(%x, multiply(multiply(%w, 0.5f), tensor<(3,), f32>[1.0, 2.0, 3.0]))
+// }

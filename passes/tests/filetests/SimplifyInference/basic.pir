@@ -4,7 +4,7 @@ def @main(%x: Tensor[(1, 2, 3, 3), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,),
 }
 // CHECK:
 // def @main(%x: Tensor[(1, 2, 3, 3), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32], %m: Tensor[(2,), f32], %v: Tensor[(2,), f32]) -> Tensor[(1, 2, 3, 3), f32] {
-//   add(multiply(subtract(%x, reshape(%m, newshape=[2, 1, 1])), reshape(divide(%g, sqrt(add(%v, 0.001f))), newshape=[2, 1, 1])), reshape(%b, newshape=[2, 1, 1]))
+//   add(multiply(%x, reshape(divide(%g, sqrt(add(%v, 0.001f))), newshape=[2, 1, 1])), reshape(subtract(%b, multiply(%m, divide(%g, sqrt(add(%v, 0.001f))))), newshape=[2, 1, 1]))
 // }
 // -----
 /// Check that batch_norm on the last axis uses its 1-d parameters without reshapes and the default epsilon.
@@ -13,7 +13,16 @@ def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32],
 }
 // CHECK:
 // def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32], %m: Tensor[(2,), f32], %v: Tensor[(2,), f32]) -> Tensor[(4, 2), f32] {
-//   add(multiply(subtract(%x, %m), divide(%g, sqrt(add(%v, 1e-5f)))), %b)
+//   add(multiply(%x, divide(%g, sqrt(add(%v, 1e-5f)))), subtract(%b, multiply(%m, divide(%g, sqrt(add(%v, 1e-5f))))))
+// }
+// -----
+/// Check that a compound gamma is written once, in the (x - mean) * scale + beta form.
+def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32], %m: Tensor[(2,), f32], %v: Tensor[(2,), f32]) -> Tensor[(4, 2), f32] {
+  batch_norm(%x, exp(%g), %b, %m, %v, axis=1).0
+}
+// CHECK:
+// def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32], %m: Tensor[(2,), f32], %v: Tensor[(2,), f32]) -> Tensor[(4, 2), f32] {
+//   add(multiply(subtract(%x, %m), divide(exp(%g), sqrt(add(%v, 1e-5f)))), %b)
 // }
 // -----
 /// Check that projections .1 and .2 of batch_norm pass the mean and variance through.
@@ -34,7 +43,7 @@ def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32],
 }
 // CHECK:
 // def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32], %m: Tensor[(2,), f32], %v: Tensor[(2,), f32]) -> (Tensor[(4, 2), f32], Tensor[(2,), f32]) {
-//   let %bn: (Tensor[(4, 2), f32], Tensor[(2,), f32], Tensor[(2,), f32]) = (add(multiply(subtract(%x, %m), divide(%g, sqrt(add(%v, 1e-5f)))), %b), %m, %v);
+//   let %bn: (Tensor[(4, 2), f32], Tensor[(2,), f32], Tensor[(2,), f32]) = (add(multiply(%x, divide(%g, sqrt(add(%v, 1e-5f)))), subtract(%b, multiply(%m, divide(%g, sqrt(add(%v, 1e-5f)))))), %m, %v);
 //   let %y: Tensor[(4, 2), f32] = %bn.0;
 //   let %mean: Tensor[(2,), f32] = %m;
 //   (%y, %mean)
