@@ -30,8 +30,9 @@
 //! run changes nothing), fuse tuple fields or projections, or duplicate computation.
 //!
 //! Phases:
-//! 1. Analysis in arena order (operands before users): use counts, scopes, effects, then a
-//!    union-find over calls that merges each producer's group into its consumer's.
+//! 1. Analysis: use counts, scopes and effects in arena order, then, in evaluation order
+//!    (every producer, let-bound or not, before its consumer), a union-find over calls that
+//!    merges each producer's group into its consumer's.
 //! 2. One copy of the live nodes ([`crate::rewrite::Rewriter`]) in which the last call of each
 //!    group becomes the call of a new `Primitive` function built from the group's members.
 
@@ -42,7 +43,7 @@ use passel_engine::op::OpPattern;
 use passel_engine::transform::ConfigType;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::rewrite::{bound_values, is_stateful, op_def, well_formed, Propagate, Rewriter, NONE};
+use crate::rewrite::{bound_values, eval_order, is_stateful, op_def, well_formed, Propagate, Rewriter, NONE};
 
 /// Config key bounding the number of operators in one fused function.
 pub const MAX_DEPTH_KEY: &str = "relay.FuseOps.max_depth";
@@ -185,8 +186,10 @@ fn plan(func: &Function, max_depth: usize) -> Option<Plan> {
     };
     let mut via_var: FxHashMap<u32, NodeId> = FxHashMap::default();
     let mut dropped = Vec::new();
-    for i in 0..n {
-        let id = NodeId(i as u32);
+    // Evaluation order puts every producer, also a let-bound one, before its consumer.
+    let order = eval_order(func);
+    for &id in &order {
+        let i = id.index();
         if !live[i] || frozen[i] {
             continue;
         }
@@ -236,7 +239,7 @@ fn plan(func: &Function, max_depth: usize) -> Option<Plan> {
                 g.compound_inputs |= var.is_none();
                 continue;
             }
-            parent[root as usize] = i as u32;
+            parent[root as usize] = id.0;
             info[root as usize] = None;
             g = Group {
                 n_ops: g.n_ops + gp.n_ops,
@@ -253,11 +256,13 @@ fn plan(func: &Function, max_depth: usize) -> Option<Plan> {
         info[i] = Some(g);
     }
 
+    // Members in evaluation order, so each one's producers come before it.
     let mut groups: FxHashMap<u32, Vec<NodeId>> = FxHashMap::default();
-    for i in 0..n {
+    for &id in &order {
+        let i = id.index();
         if live[i] && (parent[i] != i as u32 || info[i].is_some_and(|g| g.n_ops >= 2)) {
             let root = find(&mut parent, i as u32);
-            groups.entry(root).or_default().push(NodeId(i as u32));
+            groups.entry(root).or_default().push(id);
         }
     }
     groups.retain(|_, members| members.len() >= 2);
@@ -497,5 +502,34 @@ mod tests {
         assert_eq!(groups_with(-5), 0);
         let wrong = PassContext::builder().config(MAX_DEPTH_KEY, "deep").build();
         assert!(wrong.is_err(), "a string for an int key must be rejected");
+    }
+
+    #[test]
+    fn fuse_ops_fuses_let_bound_producer_whose_id_is_larger_than_its_users() {
+        // Append-mode rewrites leave arenas like this: `add(%c, 1)` keeps its small id while
+        // the conv2d bound to `%c` was rebuilt at the end. Evaluation order still fuses them.
+        use passel_engine::ir::{Constant, DType, FunctionBuilder, Type};
+        let op = |name| passel_engine::op::lookup(name).expect("op");
+        let ty = |shape: Vec<u64>| Some(Type::tensor(shape, DType::F32));
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", ty(vec![1, 1, 3, 3]));
+        let w = b.var("w", ty(vec![2, 1, 2, 2]));
+        let c = b.var("c", ty(vec![1, 2, 2, 2]));
+        let k = b.constant(Constant::scalar_f32(1.0));
+        let add = b.call(op("add"), &[c, k], Attrs::new());
+        b.set_ty(add, ty(vec![1, 2, 2, 2]));
+        let conv = b.call(op("conv2d"), &[x, w], Attrs::new());
+        b.set_ty(conv, ty(vec![1, 2, 2, 2]));
+        let r = b.var("r", ty(vec![1, 2, 2, 2]));
+        let body = b.block(&[(c, conv), (r, add)], r);
+        let func = Arc::new(b.finish(&[x, w], body, ty(vec![1, 2, 2, 2]), Attrs::new()));
+        let mut module = Module::new();
+        module.insert("main", Arc::clone(&func));
+        let after = run(&module, 256);
+        assert_eq!(primitive_count(&after), 1, "{}", print_module(&after));
+        let args = random_args(&func, 0).expect("args");
+        let want = eval_function(&module, "main", &args).expect("input evaluates");
+        let got = eval_function(&after, "main", &args).expect("output evaluates");
+        assert_values_close(&got, &want, 0.0, 0.0).expect("same values");
     }
 }

@@ -13,9 +13,11 @@
 //!   atoms, else `(x - mean) * scale + beta` (each operand written once); `.1` becomes
 //!   `mean` and `.2` becomes `var` (mean and variance pass through, as in TVM). A
 //!   projection that drops arguments is rewritten only when the dropped arguments are pure.
-//!   A `batch_norm` used another way (let-bound, then projected through the variable) becomes
-//!   the literal tuple `(out, mean, var)` when `mean` and `var` are atoms, and projections
-//!   `.1` / `.2` of that variable become those atoms;
+//!   A let-bound `batch_norm` whose `mean` and `var` are atoms is rewritten too: when its
+//!   variable is only projected, the binding becomes `out` itself (the variable's type
+//!   becomes the first field's), `.0` the variable and `.1` / `.2` the atoms; when the
+//!   variable is used another way, the binding becomes the literal tuple `(out, mean, var)`
+//!   and `.1` / `.2` become the atoms;
 //! - `layer_norm(x, gamma, beta, axis, epsilon)` becomes the block
 //!   `{ let c = x - mean(x, axis, keepdims); let v = mean(c * c, axis, keepdims);
 //!   c / sqrt(v + epsilon) * gamma + beta }` (biased variance, as the kernel computes); a
@@ -45,9 +47,9 @@ use passel_engine::ir::{
     AttrValue, Attrs, Constant, DType, ExprKind, Function, FunctionBuilder, NodeId, OpId, Tensor, Type,
 };
 use passel_engine::op;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::rewrite::{bound_values, is_stateful, op_def, well_formed, Propagate, Rewriter, NONE};
+use crate::rewrite::{bound_values, eval_order, is_stateful, op_def, well_formed, Propagate, Rewriter, NONE};
 
 struct Ops {
     batch_norm: OpId,
@@ -100,27 +102,38 @@ pub fn simplify_inference(func: &Arc<Function>) -> Arc<Function> {
             }
         }
     }
+    let unpacked = unpackable(func, &ops, &bound);
+    // New binding variables whose type changes from the tuple to its first field.
+    let mut retype: Vec<(NodeId, Option<Type>)> = Vec::new();
     let mut names = FreshNames::new(func);
     let rw = Rewriter::new(func, Propagate::Nothing);
     let out = rw.run(|rw, id| {
         let f = rw.func;
         match *f.kind(id) {
             ExprKind::Call { op, attrs, args } if op == ops.dropout => {
-                let args = f.ids(args);
+                let &[x] = f.ids(args) else { return None };
                 let attrs = f.call_attrs(attrs);
                 // Only a call the type relation accepts is the identity.
-                let x_ty = f.ty(args[0])?.clone();
+                let x_ty = f.ty(x)?.clone();
                 (op_def(op)?.type_rel)(std::slice::from_ref(&x_ty), attrs).ok()?;
-                Some(rw.map(args[0]))
+                Some(rw.map(x))
             }
             ExprKind::Call { op, attrs, args } if op == ops.layer_norm => {
                 let args = f.ids(args);
                 let attrs = f.call_attrs(attrs).clone();
                 layer_norm(rw, &ops, &mut names, args, &attrs)
             }
+            ExprKind::Call { op, attrs, args } if op == ops.batch_norm && unpacked.contains_key(&id.0) => {
+                let args = f.ids(args);
+                let attrs = f.call_attrs(attrs).clone();
+                let out = batch_norm_out(rw, &ops, args, &attrs)?;
+                let new_var = rw.map(unpacked[&id.0]);
+                retype.push((new_var, f.ty(args[0]).cloned()));
+                Some(out)
+            }
             ExprKind::Call { op, attrs, args } if op == ops.batch_norm && !projected[id.index()] => {
                 let args = f.ids(args);
-                let (mean, var) = (args[3], args[4]);
+                let &[_, _, _, mean, var] = args else { return None };
                 if !f.kind(mean).is_atom() || !f.kind(var).is_atom() {
                     return None;
                 }
@@ -145,11 +158,16 @@ pub fn simplify_inference(func: &Arc<Function>) -> Arc<Function> {
                 };
                 let ExprKind::Call { attrs, args, .. } = *f.kind(call) else { return None };
                 let args = f.ids(args);
+                if args.len() != 5 {
+                    return None;
+                }
                 let attrs = f.call_attrs(attrs).clone();
                 // The tuple-typed call must be well typed for its projections to be meaningful.
                 f.ty(call)?;
                 match (index, direct) {
                     (0, true) => batch_norm_out(rw, &ops, args, &attrs),
+                    // The binding now holds the first field itself.
+                    (0, false) if unpacked.contains_key(&call.0) => Some(rw.map(tuple)),
                     (1 | 2, true) => {
                         let keep = args[index as usize + 2];
                         if args.iter().any(|&a| a != keep && impure[a.index()]) {
@@ -170,9 +188,67 @@ pub fn simplify_inference(func: &Arc<Function>) -> Arc<Function> {
         }
     });
     match out {
-        Some(new) => Arc::new(new),
+        Some(new) if retype.is_empty() => Arc::new(new),
+        Some(new) => {
+            let mut types: Vec<Option<Type>> = new.nodes().iter().map(|n| n.ty.clone()).collect();
+            for (var, ty) in retype {
+                if let Some(slot) = types.get_mut(var.index()) {
+                    *slot = ty;
+                }
+            }
+            Arc::new(new.with_types(types))
+        }
         None => Arc::clone(func),
     }
+}
+
+/// Let-bound `batch_norm` calls whose variable is used only by projections, all after the
+/// binding, with atom `mean` and `var` and a rewritable call: call → its variable. Such a
+/// binding becomes the first field itself, `.0` the variable, `.1` / `.2` the atoms.
+fn unpackable(func: &Function, ops: &Ops, bound: &[NodeId]) -> FxHashMap<u32, NodeId> {
+    let live = func.live_mask();
+    let mut uses = vec![0u32; func.num_nodes()];
+    let mut proj_uses = vec![0u32; func.num_nodes()];
+    // Position in evaluation order, and the earliest projection of each variable.
+    let mut pos = vec![u32::MAX; func.num_nodes()];
+    for (i, id) in eval_order(func).into_iter().enumerate() {
+        pos[id.index()] = i as u32;
+    }
+    let mut first_proj = vec![u32::MAX; func.num_nodes()];
+    for id in func.node_ids().filter(|id| live[id.index()]) {
+        match *func.kind(id) {
+            ExprKind::Block { bindings, result } => {
+                for (_, value) in func.bindings(bindings) {
+                    uses[value.index()] += 1;
+                }
+                uses[result.index()] += 1;
+            }
+            ExprKind::Func { idx } => uses[func.closure(idx).body.index()] += 1,
+            ExprKind::Proj { tuple, .. } => {
+                uses[tuple.index()] += 1;
+                proj_uses[tuple.index()] += 1;
+                first_proj[tuple.index()] = first_proj[tuple.index()].min(pos[id.index()]);
+            }
+            _ => func.for_each_operand(id, |o| uses[o.index()] += 1),
+        }
+    }
+    let mut out = FxHashMap::default();
+    for var in func.node_ids() {
+        let value = bound[var.index()];
+        if value == NONE || uses[var.index()] != proj_uses[var.index()] || first_proj[var.index()] <= pos[value.index()]
+        {
+            continue;
+        }
+        let ExprKind::Call { op, attrs, args } = *func.kind(value) else { continue };
+        let args = func.ids(args);
+        if op != ops.batch_norm || args.len() != 5 || !func.kind(args[3]).is_atom() || !func.kind(args[4]).is_atom() {
+            continue;
+        }
+        if bn_checks(func, ops, args, func.call_attrs(attrs)).is_some() {
+            out.insert(value.0, var);
+        }
+    }
+    out
 }
 
 fn is_call_of(func: &Function, id: NodeId, op: OpId) -> bool {
@@ -276,6 +352,19 @@ fn along_axis(rw: &mut Rewriter<'_>, ops: &Ops, p: NodeId, c: u64, rank: usize, 
     Some(typed_call(&mut rw.b, ops.reshape, &[p], Attrs::new().with("newshape", AttrValue::Ints(shape.into()))))
 }
 
+/// Everything that can make the rewrite of `batch_norm` fail: arity, types, attributes,
+/// sizes. Returns the dtype, rank, axis, channel count and epsilon.
+fn bn_checks(f: &Function, ops: &Ops, args: &[NodeId], attrs: &Attrs) -> Option<(DType, usize, usize, u64, f64)> {
+    if args.len() != 5 {
+        return None;
+    }
+    let tys: Option<Vec<Type>> = args.iter().map(|&a| f.ty(a).cloned()).collect();
+    (op::get(ops.batch_norm).type_rel)(&tys?, attrs).ok()?;
+    let (dtype, rank, axis, c) = geometry(f, args[0], attrs, 1)?;
+    i64::try_from(c).ok()?;
+    Some((dtype, rank, axis, c, epsilon(attrs)?))
+}
+
 /// The inference form of `batch_norm`'s first result from its copied operands: with
 /// `scale = gamma / sqrt(var + eps)`, TVM's `x * scale + (beta - mean * scale)` when `gamma`
 /// and `var` are atoms (so `scale` can be written twice), else
@@ -283,13 +372,7 @@ fn along_axis(rw: &mut Rewriter<'_>, ops: &Ops, p: NodeId, c: u64, rank: usize, 
 /// FoldScaleAxis can fold it into a preceding conv2d / dense.
 fn batch_norm_out(rw: &mut Rewriter<'_>, ops: &Ops, args: &[NodeId], attrs: &Attrs) -> Option<NodeId> {
     let f = rw.func;
-    if args.len() != 5 {
-        return None;
-    }
-    let tys: Option<Vec<Type>> = args.iter().map(|&a| f.ty(a).cloned()).collect();
-    (op::get(ops.batch_norm).type_rel)(&tys?, attrs).ok()?;
-    let (dtype, rank, axis, c) = geometry(f, args[0], attrs, 1)?;
-    let eps = epsilon(attrs)?;
+    let (dtype, rank, axis, c, eps) = bn_checks(f, ops, args, attrs)?;
     let atoms = f.kind(args[1]).is_atom() && f.kind(args[4]).is_atom();
     let [x, gamma, beta, mean, var] = [0, 1, 2, 3, 4].map(|i| rw.map(args[i]));
     let eps = scalar(rw, dtype, eps);

@@ -29,7 +29,7 @@ use passel_engine::ir::{ExprKind, Function, NodeId, Type};
 use rustc_hash::FxHashMap;
 
 use super::{reshaped_scale, split_multiply, typed_call, with_operand, Facts, Layer, Ops, Scale};
-use crate::rewrite::{well_formed, Propagate, Rewriter};
+use crate::rewrite::{eval_order, well_formed, Propagate, Rewriter};
 
 /// Longest `relu` / `bias_add` path between the layer and the `multiply`.
 const MAX_PATH: usize = 8;
@@ -50,7 +50,8 @@ pub fn backward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
     let mut weight: FxHashMap<u32, (Vec<Scale>, Layer)> = FxHashMap::default();
     // bias_add → the scales of its bias.
     let mut bias: FxHashMap<u32, Vec<Scale>> = FxHashMap::default();
-    for id in func.node_ids() {
+    // Evaluation order: an inner multiply is folded before the outer one looks through it.
+    for id in eval_order(func) {
         if !live[id.index()] {
             continue;
         }

@@ -8,8 +8,8 @@ def @main(%x: Tensor[(1, 1, 3, 3), f32]) -> Tensor[(1, 2, 2, 2), f32] {
 // CHECK:
 // def @main(%x: Tensor[(1, 1, 3, 3), f32]) -> Tensor[(1, 2, 2, 2), f32] {
 //   let %c: Tensor[(1, 2, 2, 2), f32] = conv2d(%x, tensor<(2, 1, 2, 2), f32>[1.0, 2.0, 3.0, 4.0, -0.5, 0.25, 0.125, 1.0]);
-//   let %bn: (Tensor[(1, 2, 2, 2), f32], Tensor[(2,), f32], Tensor[(2,), f32]) = (add(%c, tensor<(2, 1, 1), f32>[1.0, -1.5]), tensor<(2,), f32>[0.0, 1.0], tensor<(2,), f32>[3.0, 0.0]);
-//   %bn.0
+//   let %bn: Tensor[(1, 2, 2, 2), f32] = add(%c, tensor<(2, 1, 1), f32>[1.0, -1.5]);
+//   %bn
 // }
 // -----
 /// Check that backward and forward folding both run and constant weights are folded.

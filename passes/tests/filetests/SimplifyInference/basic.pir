@@ -34,7 +34,7 @@ def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32],
 //   (%m, %v)
 // }
 // -----
-/// Check that a let-bound batch_norm becomes the tuple (out, mean, var) and its .1 projection the mean.
+/// Check that a let-bound batch_norm used only through projections becomes its first field, .0 the variable and .1 the mean.
 def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32], %m: Tensor[(2,), f32], %v: Tensor[(2,), f32]) -> (Tensor[(4, 2), f32], Tensor[(2,), f32]) {
   let %bn = batch_norm(%x, %g, %b, %m, %v);
   let %y = %bn.0;
@@ -43,10 +43,21 @@ def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32],
 }
 // CHECK:
 // def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32], %m: Tensor[(2,), f32], %v: Tensor[(2,), f32]) -> (Tensor[(4, 2), f32], Tensor[(2,), f32]) {
-//   let %bn: (Tensor[(4, 2), f32], Tensor[(2,), f32], Tensor[(2,), f32]) = (add(multiply(%x, divide(%g, sqrt(add(%v, 1e-5f)))), subtract(%b, multiply(%m, divide(%g, sqrt(add(%v, 1e-5f)))))), %m, %v);
-//   let %y: Tensor[(4, 2), f32] = %bn.0;
+//   let %bn: Tensor[(4, 2), f32] = add(multiply(%x, divide(%g, sqrt(add(%v, 1e-5f)))), subtract(%b, multiply(%m, divide(%g, sqrt(add(%v, 1e-5f))))));
+//   let %y: Tensor[(4, 2), f32] = %bn;
 //   let %mean: Tensor[(2,), f32] = %m;
 //   (%y, %mean)
+// }
+// -----
+/// Check that a let-bound batch_norm whose variable is also used whole becomes the tuple (out, mean, var).
+def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32], %m: Tensor[(2,), f32], %v: Tensor[(2,), f32]) -> ((Tensor[(4, 2), f32], Tensor[(2,), f32], Tensor[(2,), f32]), Tensor[(2,), f32]) {
+  let %bn = batch_norm(%x, %g, %b, %m, %v);
+  (%bn, %bn.2)
+}
+// CHECK:
+// def @main(%x: Tensor[(4, 2), f32], %g: Tensor[(2,), f32], %b: Tensor[(2,), f32], %m: Tensor[(2,), f32], %v: Tensor[(2,), f32]) -> ((Tensor[(4, 2), f32], Tensor[(2,), f32], Tensor[(2,), f32]), Tensor[(2,), f32]) {
+//   let %bn: (Tensor[(4, 2), f32], Tensor[(2,), f32], Tensor[(2,), f32]) = (add(multiply(%x, divide(%g, sqrt(add(%v, 1e-5f)))), subtract(%b, multiply(%m, divide(%g, sqrt(add(%v, 1e-5f)))))), %m, %v);
+//   (%bn, %v)
 // }
 // -----
 /// Check that a projection which would drop a stateful argument is left alone.
