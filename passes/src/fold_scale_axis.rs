@@ -103,10 +103,12 @@ enum Layer {
 }
 
 /// What the analysis found about a candidate scale.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Scale {
-    /// The atom (constant or variable) to use in the rewritten weight.
+    /// The scale's node: a constant, or a variable bound to one.
     atom: NodeId,
+    /// Its value.
+    constant: Arc<Constant>,
     /// Length of the scale along the channel axis: the channel count, or 1 for a uniform
     /// scale.
     len: u64,
@@ -198,7 +200,7 @@ impl<'f> Facts<'f> {
             return None;
         }
         let positive = values.iter().all(|&v| v > 0.0);
-        Some(Scale { atom: s, len, rank: sty.shape.len(), positive })
+        Some(Scale { atom: s, constant: Arc::clone(c), len, rank: sty.shape.len(), positive })
     }
 }
 
@@ -222,10 +224,14 @@ fn typed_call(b: &mut FunctionBuilder, op: OpId, args: &[NodeId], attrs: Attrs) 
     id
 }
 
-/// The copied scale, reshaped to `shape` unless its rank is 0 (a scalar broadcasts anywhere)
-/// or `keep` says its shape already broadcasts correctly.
+/// The scale, reshaped to `shape` unless its rank is 0 (a scalar broadcasts anywhere) or
+/// `keep` says its shape already broadcasts correctly. A let-bound scale is written as its
+/// constant: the weight may come before the variable's binding (backward folding).
 fn reshaped_scale(rw: &mut Rewriter<'_>, ops: &Ops, scale: &Scale, shape: &[u64], keep: bool) -> Option<NodeId> {
-    let s = rw.map(scale.atom);
+    let s = match rw.func.kind(scale.atom) {
+        ExprKind::Var { .. } => rw.constant(Arc::clone(&scale.constant)),
+        _ => rw.map(scale.atom),
+    };
     if scale.rank == 0 || keep {
         return Some(s);
     }

@@ -291,7 +291,7 @@ fn fusable_pattern(func: &Function, id: NodeId) -> Option<OpPattern> {
 }
 
 /// Builds the `Primitive` function of one group and its call; returns the call.
-fn emit_group(rw: &mut Rewriter<'_>, plan: &Plan, members: &[NodeId], names: &mut Fresh) -> Option<NodeId> {
+fn emit_group(rw: &mut Rewriter<'_>, plan: &Plan, members: &[NodeId], names: &mut Fresh<'_>) -> Option<NodeId> {
     let f = rw.func;
     let root = *members.last()?;
     let mut new_of: FxHashMap<u32, NodeId> = FxHashMap::default();
@@ -342,17 +342,21 @@ fn emit_group(rw: &mut Rewriter<'_>, plan: &Plan, members: &[NodeId], names: &mu
 }
 
 /// Fresh parameter names `p<k>` for one function, skipping names it already has.
-struct Fresh {
-    taken: FxHashSet<String>,
+struct Fresh<'f> {
+    taken: FxHashSet<&'f str>,
     next: u32,
 }
 
-impl Fresh {
-    fn new(func: &Function) -> Fresh {
+impl<'f> Fresh<'f> {
+    fn new(func: &'f Function) -> Fresh<'f> {
         let mut taken = FxHashSet::default();
         for node in func.nodes() {
             if let ExprKind::Var { name } = node.kind {
-                taken.insert(func.sym(name).to_string());
+                let name = func.sym(name);
+                // Only names of the form `p<digits>` can collide.
+                if name.strip_prefix('p').is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())) {
+                    taken.insert(name);
+                }
             }
         }
         Fresh { taken, next: 0 }
@@ -362,7 +366,7 @@ impl Fresh {
         loop {
             let name = format!("p{}", self.next);
             self.next += 1;
-            if self.taken.insert(name.clone()) {
+            if !self.taken.contains(name.as_str()) {
                 return name;
             }
         }

@@ -65,10 +65,10 @@ pub fn backward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
                 continue;
             };
             replace.insert(id.0, a);
-            weight.entry(layer_node.0).or_insert_with(|| (Vec::new(), layer)).0.push(scale);
             for b in biases {
-                bias.entry(b.0).or_default().push(scale);
+                bias.entry(b.0).or_default().push(scale.clone());
             }
+            weight.entry(layer_node.0).or_insert_with(|| (Vec::new(), layer)).0.push(scale);
             break;
         }
     }

@@ -33,8 +33,21 @@ def @main(%x: Tensor[(4, 3), f32], %w: Tensor[(2, 3), f32]) -> Tensor[(4, 2), f3
 // CHECK:
 // def @main(%x: Tensor[(4, 3), f32], %w: Tensor[(2, 3), f32]) -> Tensor[(4, 2), f32] {
 //   let %s: Tensor[(1, 2), f32] = tensor<(1, 2), f32>[3.0, 5.0];
-//   let %y: Tensor[(4, 2), f32] = dense(%x, multiply(multiply(%w, reshape(%s, newshape=[2, 1])), 2.0f));
+//   let %y: Tensor[(4, 2), f32] = dense(%x, multiply(multiply(%w, reshape(tensor<(1, 2), f32>[3.0, 5.0], newshape=[2, 1])), 2.0f));
 //   %y
+// }
+// -----
+/// Check that a scale bound after the conv2d is written as its constant in the weight, never as a variable used before its binding.
+def @main(%x: Tensor[(1, 2, 4, 4), f32], %w: Tensor[(3, 2, 3, 3), f32]) -> Tensor[(1, 3, 2, 2), f32] {
+  let %c = conv2d(%x, %w);
+  let %s = tensor<(3, 1, 1), f32>[0.5, 2.0, 4.0];
+  multiply(%c, %s)
+}
+// CHECK:
+// def @main(%x: Tensor[(1, 2, 4, 4), f32], %w: Tensor[(3, 2, 3, 3), f32]) -> Tensor[(1, 3, 2, 2), f32] {
+//   let %c: Tensor[(1, 3, 2, 2), f32] = conv2d(%x, multiply(%w, reshape(tensor<(3, 1, 1), f32>[0.5, 2.0, 4.0], newshape=[3, 1, 1, 1])));
+//   let %s: Tensor[(3, 1, 1), f32] = tensor<(3, 1, 1), f32>[0.5, 2.0, 4.0];
+//   %c
 // }
 // -----
 /// Check that a scale with a negative element does not fold through relu.
