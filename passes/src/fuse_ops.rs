@@ -5,8 +5,10 @@
 //!
 //! What it does. A producer call `P` fuses into the group of its consumer call `C` when
 //! - `P` is `C`'s operand directly, or through a let-bound variable used exactly once, by `C`,
-//!   in the same block (not across an `if` branch, nested block or function boundary) — a
-//!   value with several users ends a group;
+//!   in the same block (not across an `if` branch, nested block or function boundary),
+//!   possibly through alias bindings (`let %b = %a;`, each variable used once, as
+//!   SimplifyInference and FoldScaleAxis leave them) — a value with several users ends a
+//!   group;
 //! - both are pure, non-tuple-result operators, `P`'s subtree has no effects, and neither
 //!   is `Opaque` (opaque ops stand alone);
 //! - the fusion patterns allow it: a chain of elementwise / broadcast / injective ops fuses;
@@ -49,6 +51,8 @@ use crate::rewrite::{bound_values, eval_order, is_stateful, op_def, well_formed,
 pub const MAX_DEPTH_KEY: &str = "relay.FuseOps.max_depth";
 /// Default of [`MAX_DEPTH_KEY`] (TVM's).
 pub const DEFAULT_MAX_DEPTH: i64 = 256;
+/// Longest chain of alias bindings (`let %b = %a;`) looked through between two calls.
+const MAX_ALIASES: usize = 64;
 
 passel_engine::register_config!(
     MAX_DEPTH_KEY,
@@ -186,6 +190,7 @@ fn plan(func: &Function, max_depth: usize) -> Option<Plan> {
     };
     let mut via_var: FxHashMap<u32, NodeId> = FxHashMap::default();
     let mut dropped = Vec::new();
+    let mut chain = Vec::new();
     // Evaluation order puts every producer, also a let-bound one, before its consumer.
     let order = eval_order(func);
     for &id in &order {
@@ -210,8 +215,21 @@ fn plan(func: &Function, max_depth: usize) -> Option<Plan> {
             let (producer, var) = match func.kind(o) {
                 ExprKind::Call { .. } => (o, None),
                 ExprKind::Var { .. } => {
-                    let value = bound[o.index()];
-                    if value == NONE || uses[o.index()] != 1 || scope[value.index()] != scope[i] {
+                    // Follow alias bindings (`let %b = %a;`), each variable used only once.
+                    chain.clear();
+                    let mut v = o;
+                    let value = loop {
+                        let value = bound[v.index()];
+                        if value == NONE || uses[v.index()] != 1 || chain.len() > MAX_ALIASES {
+                            break NONE;
+                        }
+                        chain.push(v);
+                        match func.kind(value) {
+                            ExprKind::Var { .. } => v = value,
+                            _ => break value,
+                        }
+                    };
+                    if value == NONE || scope[value.index()] != scope[i] {
                         continue;
                     }
                     (value, Some(o))
@@ -248,9 +266,11 @@ fn plan(func: &Function, max_depth: usize) -> Option<Plan> {
                 opaque: false,
                 compound_inputs: g.compound_inputs || gp.compound_inputs,
             };
-            if let Some(v) = var {
-                via_var.insert(v.0, producer);
-                dropped.push(v);
+            if var.is_some() {
+                for &v in &chain {
+                    via_var.insert(v.0, producer);
+                    dropped.push(v);
+                }
             }
         }
         info[i] = Some(g);
@@ -423,6 +443,9 @@ mod tests {
             let got = eval_function(&after, "main", &args).expect("output evaluates");
             assert_values_close(&got, &want, 0.0, 0.0).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         }
+        let text = print_module(&after);
+        let reparsed = parse_module(&text).unwrap_or_else(|e| panic!("fused output does not parse: {e}\n{text}"));
+        assert_eq!(print_module(&reparsed), text, "fused output does not print back the same");
         let (retyped, diags) = crate::infer_module(&after);
         assert!(diags.is_empty(), "fused module does not type: {}", print_module(&after));
         let again = run(&retyped, max_depth);

@@ -495,6 +495,9 @@ mod tests {
             let got = eval_function(&after, "main", &args).expect("output evaluates");
             assert_values_close(&got, &want, RTOL, ATOL).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         }
+        let text = print_module(&after);
+        let reparsed = parse_module(&text).unwrap_or_else(|e| panic!("output does not parse: {e}\n{text}"));
+        assert_eq!(print_module(&reparsed), text, "output does not print back the same");
         after
     }
 

@@ -122,3 +122,34 @@ def @main(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {
 //   let %b: Tensor[(4,), f32] = relu(%a);
 //   %b
 // }
+// -----
+/// Check that fusion looks through alias bindings and removes them with the interior binding.
+def @main(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {
+  let %a = exp(%x);
+  let %b = %a;
+  let %c = %b;
+  let %d = relu(%c);
+  %d
+}
+// CHECK:
+// def @main(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {
+//   let %d: Tensor[(4,), f32] = #[Primitive] fn (%p0: Tensor[(4,), f32]) -> Tensor[(4,), f32] {
+//     relu(exp(%p0))
+//   }(%x);
+//   %d
+// }
+// -----
+/// Check that an alias used twice ends the group.
+def @main(%x: Tensor[(4,), f32]) -> (Tensor[(4,), f32], Tensor[(4,), f32]) {
+  let %a = exp(%x);
+  let %b = %a;
+  let %d = relu(%b);
+  (%d, %b)
+}
+// CHECK:
+// def @main(%x: Tensor[(4,), f32]) -> (Tensor[(4,), f32], Tensor[(4,), f32]) {
+//   let %a: Tensor[(4,), f32] = exp(%x);
+//   let %b: Tensor[(4,), f32] = %a;
+//   let %d: Tensor[(4,), f32] = relu(%b);
+//   (%d, %b)
+// }
