@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use passel_engine::ir::{AttrValue, Attrs, Constant, ExprKind, Function, FunctionBuilder, NodeId, OpId, Type};
 use passel_engine::op;
-use passel_engine::transform::{function_pass, get_pass, FunctionPass, PassError, Sequential};
+use passel_engine::transform::{function_pass, FunctionPass, Sequential};
 
 use crate::rewrite::{Rewriter, NONE};
 
@@ -57,11 +57,13 @@ pub fn forward_pass() -> FunctionPass {
         .with_required(&["InferType"])
 }
 
-/// The `FoldScaleAxis` sequential: backward, forward, then FoldConstant from the registry.
-pub fn fold_scale_axis_pass() -> Result<Sequential, PassError> {
-    let fold_constant = get_pass("FoldConstant")?;
-    Ok(Sequential::new("FoldScaleAxis", vec![backward_pass().shared(), forward_pass().shared(), fold_constant])
-        .with_opt_level(0))
+/// The `FoldScaleAxis` sequential: backward, forward, then FoldConstant (built here, not
+/// looked up, so that constructing it cannot fail; a test checks it matches the registered
+/// FoldConstant).
+pub fn fold_scale_axis_pass() -> Sequential {
+    let fold_constant = function_pass("FoldConstant", 2, |func, _module, _ctx| Ok(crate::fold_constant(&func)));
+    Sequential::new("FoldScaleAxis", vec![backward_pass().shared(), forward_pass().shared(), fold_constant.shared()])
+        .with_opt_level(0)
 }
 
 /// The operators the two directions look at.
@@ -272,7 +274,7 @@ mod tests {
 
     fn run_sequential(module: &Module) -> Module {
         crate::link();
-        let seq = fold_scale_axis_pass().expect("FoldConstant registered");
+        let seq = fold_scale_axis_pass();
         let ctx = PassContext::builder().opt_level(3).num_threads(1).build().expect("context");
         ctx.scope(|| passel_engine::transform::Pass::run(&seq, module.clone(), &ctx))
             .expect("scope")
@@ -376,5 +378,18 @@ mod tests {
             ),
             1,
         );
+    }
+
+    #[test]
+    fn fold_scale_axis_sequential_holds_the_registered_passes() {
+        crate::link();
+        let seq = fold_scale_axis_pass();
+        let names: Vec<&str> = seq.passes().iter().map(|p| p.info().name.as_str()).collect();
+        assert_eq!(names, ["BackwardFoldScaleAxis", "ForwardFoldScaleAxis", "FoldConstant"]);
+        for pass in seq.passes() {
+            let registered = passel_engine::transform::get_pass(&pass.info().name).expect("registered");
+            assert_eq!(registered.info(), pass.info(), "{} differs from the registered pass", pass.info().name);
+            assert_eq!(registered.kind(), pass.kind());
+        }
     }
 }

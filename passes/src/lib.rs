@@ -71,7 +71,7 @@ declare_passes! {
         .with_required(&["InferType"]);
     "BackwardFoldScaleAxis" => fold_scale_axis::backward_pass();
     "ForwardFoldScaleAxis" => fold_scale_axis::forward_pass();
-    "FoldScaleAxis" => fold_scale_axis::fold_scale_axis_pass().expect("FoldConstant is registered by this crate");
+    "FoldScaleAxis" => fold_scale_axis::fold_scale_axis_pass();
     "FuseOps" => function_pass("FuseOps", 0, |func, _module, ctx| {
         let depth = ctx.get_config(fuse_ops::MAX_DEPTH_KEY, fuse_ops::DEFAULT_MAX_DEPTH);
         Ok(fuse_ops(&func, usize::try_from(depth).unwrap_or(0)))
