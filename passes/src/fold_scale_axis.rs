@@ -17,9 +17,9 @@
 //! axis only (after padding its shape with leading 1s, every dimension is 1 except, possibly,
 //! the channel one, which equals the channel count); the `multiply` does not broadcast its
 //! other operand to a bigger shape; every value on the folded path has no other user (it is
-//! a direct operand, or a let-bound variable used exactly once). Channel axes: `conv2d` data
-//! and output are NCHW (axis 1), weights OIHW; `dense` data and output have the channel last,
-//! weights are `[M, K]`. The rewritten weight and bias are written as `multiply` (with a
+//! a direct operand, or a let-bound variable used exactly once, possibly through alias
+//! bindings `let %b = %a;`). Channel axes: `conv2d` data and output are NCHW (axis 1),
+//! weights OIHW; `dense` data and output have the channel last, weights are `[M, K]`. The rewritten weight and bias are written as `multiply` (with a
 //! `reshape` of the scale when its shape would not broadcast along the weight's axis), and
 //! each new node gets the type its operator's relation gives.
 //!
@@ -41,6 +41,9 @@ mod forward;
 
 pub use backward::backward_fold_scale_axis;
 pub use forward::forward_fold_scale_axis;
+
+/// Longest chain of alias bindings looked through.
+const MAX_ALIASES: usize = 64;
 
 /// Largest scale (in elements) whose values are read to check finiteness and sign.
 const SCALE_ELEMENT_BUDGET: u64 = 1 << 20;
@@ -152,16 +155,24 @@ impl<'f> Facts<'f> {
     }
 
     /// The compound value behind operand `o` when `o` is its only user: `o` itself if
-    /// compound, or the value of a let-bound variable used exactly once.
+    /// compound, or the value of a let-bound variable used exactly once, also through alias
+    /// bindings (`let %b = %a;`) whose variables are used once.
     fn single_use_value(&self, o: NodeId) -> Option<NodeId> {
-        match self.func.kind(o) {
-            ExprKind::Var { .. } => {
-                let value = self.bound[o.index()];
-                (value != NONE && self.uses[o.index()] == 1 && !self.func.kind(value).is_atom()).then_some(value)
+        let mut cur = o;
+        for _ in 0..=MAX_ALIASES {
+            match self.func.kind(cur) {
+                ExprKind::Var { .. } => {
+                    let value = self.bound[cur.index()];
+                    if value == NONE || self.uses[cur.index()] != 1 {
+                        return None;
+                    }
+                    cur = value;
+                }
+                kind if kind.is_atom() => return None,
+                _ => return Some(cur),
             }
-            kind if kind.is_atom() => None,
-            _ => Some(o),
         }
+        None
     }
 
     /// The constant behind atom `o`: a constant node or a variable bound to one.

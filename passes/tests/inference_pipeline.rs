@@ -266,6 +266,7 @@ proptest::proptest! {
         in_scale in proptest::collection::vec(-4.0f32..4.0, 2),
         path in proptest::collection::vec(0u8..2, 0..4),
         conv in proptest::bool::ANY,
+        in_relu in proptest::bool::ANY,
     ) {
         passel_passes::link();
         let (data, layer, s_out, s_in) = if conv {
@@ -280,7 +281,9 @@ proptest::proptest! {
         };
         let w_ty = if conv { "Tensor[(3, 2, 3, 3), f32]" } else { "Tensor[(3, 2), f32]" };
         let mut text = format!("def @main(%x: {data}, %w: {w_ty}, %b: Tensor[(3,), f32]) {{\n");
-        text.push_str(&format!("  let %xs = multiply(%x, {s_in});\n  let %v0 = {layer};\n"));
+        text.push_str(&format!("  let %xm = multiply(%x, {s_in});\n"));
+        text.push_str(if in_relu { "  let %xs = relu(%xm);\n" } else { "  let %xs = %xm;\n" });
+        text.push_str(&format!("  let %v0 = {layer};\n"));
         let axis = if conv { 1 } else { -1 };
         for (i, step) in path.iter().enumerate() {
             let value = if *step == 0 { format!("relu(%v{i})") } else { format!("bias_add(%v{i}, %b, axis={axis})") };
@@ -301,10 +304,11 @@ proptest::proptest! {
         }
         let again = run("FoldScaleAxis", after.clone());
         proptest::prop_assert_eq!(print_module(&again), print_module(&after));
-        // The input scale always folds; the output scale folds unless a relu sees a
-        // non-positive scale.
+        // The input scale folds unless a relu sees a non-positive scale; so does the output
+        // scale.
         let text_after = print_module(&after);
-        proptest::prop_assert!(!text_after.contains("multiply(%x,"), "{}", text_after);
+        let in_blocked = in_relu && in_scale.iter().any(|&v| v <= 0.0);
+        proptest::prop_assert_eq!(text_after.contains("multiply(%x,"), in_blocked, "{}", text_after);
         let blocked = path.contains(&0) && out_scale.iter().any(|&v| v <= 0.0);
         proptest::prop_assert_eq!(text_after.contains(&format!("multiply(%v{},", path.len())), blocked, "{}", text_after);
     }

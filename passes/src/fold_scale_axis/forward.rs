@@ -6,17 +6,19 @@
 //! `[C, 1, 1]` after dropping leading 1s, already broadcasts along the weight's input axis
 //! (axis 1 of OIHW). Zero padding commutes with the scale because the scale is finite.
 //! `dense(multiply(x, s), w)` with `s` along the last axis becomes `dense(x, w * s)` with `s`
-//! reshaped to 1-d. The shared conditions (constant finite scale, single users, no
-//! broadcasting) are in [`super`].
+//! reshaped to 1-d. Between the `multiply` and the layer there may be `relu`s when every
+//! element of the scale is positive (`relu(x * s) = relu(x) * s`; the `relu` stays and the
+//! `multiply` goes), and stacked multiplies all fold. The shared conditions (constant finite
+//! scale, single users, no broadcasting) are in [`super`].
 //!
 //! What it deliberately does not do: fold into a grouped convolution (`groups` ≠ 1, where
 //! input channels map to weight rows differently), fold through operators between the
-//! `multiply` and the layer (TVM also passes through `relu` and `add`), or fold a scale that
-//! is not constant.
+//! `multiply` and the layer other than `relu` (TVM also passes through `add`), or fold a
+//! scale that is not constant.
 //!
 //! Phases:
-//! 1. Analysis: for each `conv2d` / `dense`, look at its single-use data operand for a
-//!    `multiply` by a per-channel constant, and record the rewrite.
+//! 1. Analysis: for each `conv2d` / `dense`, walk down its single-use data operand through
+//!    `relu`s and `multiply`s by per-channel constants, and record the rewrite.
 //! 2. One copy ([`crate::rewrite::Rewriter`]): the `multiply` is replaced by its data operand
 //!    and the layer gets the scaled weight.
 
@@ -27,6 +29,9 @@ use rustc_hash::FxHashMap;
 
 use super::{reshaped_scale, split_multiply, typed_call, with_operand, Facts, Layer, Ops, Scale};
 use crate::rewrite::{well_formed, Propagate, Rewriter};
+
+/// Longest path of `relu` / `multiply` calls between the scale and the layer.
+const MAX_PATH: usize = 16;
 
 /// Runs ForwardFoldScaleAxis on `func`; returns `func` itself (pointer-equal) when nothing
 /// folds.
@@ -50,8 +55,8 @@ pub fn forward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
         if layer == Layer::Conv2d && !matches!(groups, None | Some(Some(1))) {
             continue;
         }
-        let Some(mut mul) = facts.single_use_value(func.ids(args)[0]) else { continue };
-        let Some(data_ty) = func.ty(mul) else { continue };
+        let Some(mut cur) = facts.single_use_value(func.ids(args)[0]) else { continue };
+        let Some(data_ty) = func.ty(cur) else { continue };
         let Some(rank) = data_ty.as_tensor().map(|t| t.shape.len()) else { continue };
         let axis = match layer {
             Layer::Conv2d if rank == 4 => 1,
@@ -61,23 +66,43 @@ pub fn forward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
                 None => continue,
             },
         };
-        // A chain `multiply(multiply(x, s1), s2)` folds completely, so one run is enough.
+        // A chain `multiply(relu(multiply(x, s1)), s2)` folds completely, so one run is
+        // enough; below a relu only positive scales fold.
         let mut scales = Vec::new();
-        'chain: while let Some(sides) = split_multiply(&facts, &ops, mul) {
+        let mut through_relu = false;
+        'chain: for _ in 0..MAX_PATH {
+            if func.ty(cur) != Some(data_ty) {
+                break;
+            }
+            if let ExprKind::Call { op, args, .. } = *func.kind(cur) {
+                if op == ops.relu && args.len == 1 {
+                    through_relu = true;
+                    match facts.single_use_value(func.ids(args)[0]) {
+                        Some(next) => {
+                            cur = next;
+                            continue;
+                        }
+                        None => break,
+                    }
+                }
+            }
+            let Some(sides) = split_multiply(&facts, &ops, cur) else { break };
             for (s, x) in sides {
-                if func.ty(x) != Some(data_ty) || func.ty(mul) != Some(data_ty) {
+                if func.ty(x) != Some(data_ty) {
                     continue;
                 }
-                if let Some(scale) = facts.scale(s, data_ty, axis) {
-                    replace.insert(mul.0, x);
-                    scales.push(scale);
-                    match facts.single_use_value(x) {
-                        Some(next) => {
-                            mul = next;
-                            continue 'chain;
-                        }
-                        None => break 'chain,
+                let Some(scale) = facts.scale(s, data_ty, axis) else { continue };
+                if through_relu && !scale.positive {
+                    continue;
+                }
+                replace.insert(cur.0, x);
+                scales.push(scale);
+                match facts.single_use_value(x) {
+                    Some(next) => {
+                        cur = next;
+                        continue 'chain;
                     }
+                    None => break 'chain,
                 }
             }
             break;

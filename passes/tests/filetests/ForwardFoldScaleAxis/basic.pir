@@ -45,3 +45,16 @@ def @main(%x: Tensor[(4, 3), f32], %w: Tensor[(2, 3), f32]) -> Tensor[(4, 2), f3
 // def @main(%x: Tensor[(4, 3), f32], %w: Tensor[(2, 3), f32]) -> Tensor[(4, 2), f32] {
 //   dense(%x, multiply(multiply(%w, 0.5f), tensor<(3,), f32>[1.0, 2.0, 3.0]))
 // }
+// -----
+/// Check that a positive scale folds through relu (the relu stays) and a scale with a negative element does not.
+def @main(%x: Tensor[(4, 3), f32], %w: Tensor[(2, 3), f32]) -> (Tensor[(4, 2), f32], Tensor[(4, 2), f32]) {
+  let %a = dense(relu(multiply(%x, tensor<(3,), f32>[1.0, 2.0, 3.0])), %w);
+  let %b = dense(relu(multiply(%x, tensor<(3,), f32>[1.0, -2.0, 3.0])), %w);
+  (%a, %b)
+}
+// CHECK:
+// def @main(%x: Tensor[(4, 3), f32], %w: Tensor[(2, 3), f32]) -> (Tensor[(4, 2), f32], Tensor[(4, 2), f32]) {
+//   let %a: Tensor[(4, 2), f32] = dense(relu(%x), multiply(%w, tensor<(3,), f32>[1.0, 2.0, 3.0]));
+//   let %b: Tensor[(4, 2), f32] = dense(relu(multiply(%x, tensor<(3,), f32>[1.0, -2.0, 3.0])), %w);
+//   (%a, %b)
+// }
