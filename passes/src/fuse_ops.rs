@@ -559,4 +559,24 @@ mod tests {
         let got = eval_function(&after, "main", &args).expect("output evaluates");
         assert_values_close(&got, &want, 0.0, 0.0).expect("same values");
     }
+
+    #[test]
+    fn fuse_ops_keeps_meaning_on_untyped_bodies() {
+        // Without InferType only the parameters are typed; fusion does not need more.
+        let module = parse_module(
+            "def @main(%x: Tensor[(2, 3), f32], %w: Tensor[(4, 3), f32]) {
+               let %d = dense(%x, %w);
+               let %r = relu(add(%d, 1.0f));
+               sum(transpose(%r), axis=[0])
+             }",
+        )
+        .expect("parses");
+        let after = run(&module, 256);
+        assert_eq!(primitive_count(&after), 2, "{}", print_module(&after));
+        let main = module.get("main").expect("@main");
+        let args = random_args(main, 5).expect("args");
+        let want = eval_function(&module, "main", &args).expect("input evaluates");
+        let got = eval_function(&after, "main", &args).expect("output evaluates");
+        assert_values_close(&got, &want, 0.0, 0.0).expect("same values");
+    }
 }
