@@ -21,7 +21,10 @@ pub enum OpPattern {
     Injective,
     /// Reduction over axes (`sum`, `softmax`).
     Reduce,
-    /// Anything else: a fusion boundary (`matmul`, `conv2d`).
+    /// A complex op whose output elementwise consumers may be fused into it (`conv2d`,
+    /// `dense`, `matmul`; TVM's `kOutEWiseFusable`). Nothing fuses into its inputs.
+    OutEWiseFusable,
+    /// Anything else: a fusion boundary (`batch_norm`, `dropout`).
     Opaque,
 }
 
@@ -33,6 +36,7 @@ impl OpPattern {
             OpPattern::Broadcast => "broadcast",
             OpPattern::Injective => "injective",
             OpPattern::Reduce => "reduce",
+            OpPattern::OutEWiseFusable => "out-elemwise-fusable",
             OpPattern::Opaque => "opaque",
         }
     }

@@ -12,17 +12,23 @@ pub mod canonicalize_bindings;
 pub mod dead_code_elimination;
 pub mod eliminate_common_subexpr;
 pub mod fold_constant;
+pub mod fold_scale_axis;
+pub mod fuse_ops;
 pub mod infer_type;
 mod pipelines;
 pub mod simplify_expr;
+pub mod simplify_inference;
 
 pub use canonicalize_bindings::canonicalize_bindings;
 pub use dead_code_elimination::{dead_code_elimination, dead_code_elimination_module, remove_unreachable_functions};
 pub use eliminate_common_subexpr::eliminate_common_subexpr;
 pub use fold_constant::fold_constant;
+pub use fold_scale_axis::{backward_fold_scale_axis, forward_fold_scale_axis};
+pub use fuse_ops::fuse_ops;
 pub use infer_type::{infer_function, infer_module, TypeDiagnostic};
 pub use pipelines::{default_pipeline, run_pipeline_text, STANDARD_PIPELINE};
 pub use simplify_expr::simplify_expr;
+pub use simplify_inference::simplify_inference;
 
 use passel_engine::transform::{function_pass, module_pass, Diagnostic};
 
@@ -61,6 +67,16 @@ declare_passes! {
     "CanonicalizeBindings" => function_pass("CanonicalizeBindings", 1, |func, _module, _ctx| {
         Ok(canonicalize_bindings(&func))
     });
+    "SimplifyInference" => function_pass("SimplifyInference", 0, |func, _module, _ctx| Ok(simplify_inference(&func)))
+        .with_required(&["InferType"]);
+    "BackwardFoldScaleAxis" => fold_scale_axis::backward_pass();
+    "ForwardFoldScaleAxis" => fold_scale_axis::forward_pass();
+    "FoldScaleAxis" => fold_scale_axis::fold_scale_axis_pass();
+    "FuseOps" => function_pass("FuseOps", 0, |func, _module, ctx| {
+        let depth = ctx.get_config(fuse_ops::MAX_DEPTH_KEY, fuse_ops::DEFAULT_MAX_DEPTH);
+        Ok(fuse_ops(&func, usize::try_from(depth).unwrap_or(0)))
+    })
+    .with_required(&["InferType"]);
 }
 
 /// Makes sure the registrations of this crate are linked into binaries that only call

@@ -574,3 +574,50 @@ pub(crate) fn live_bindings(func: &Function) -> usize {
         })
         .sum()
 }
+
+/// The live nodes in evaluation order: operands before their users and, in a block, each
+/// binding's value before the later bindings and the result. Unlike arena order this puts a
+/// let-bound value before every use of its variable also in arenas that append mode rewrote
+/// (where an unchanged user keeps its small id and a rewritten value gets a large one).
+/// Iterative, so any depth works.
+pub(crate) fn eval_order(func: &Function) -> Vec<NodeId> {
+    const NEW: u8 = 0;
+    const OPEN: u8 = 1;
+    const DONE: u8 = 2;
+    let n = func.num_nodes();
+    let mut state = vec![NEW; n];
+    let mut out = Vec::with_capacity(n);
+    // Parameters first, then the body.
+    let mut stack = vec![func.body()];
+    stack.extend(func.params().iter().rev());
+    let mut operands = Vec::new();
+    while let Some(&id) = stack.last() {
+        let Some(s) = state.get(id.index()).copied() else {
+            stack.pop();
+            continue;
+        };
+        match s {
+            NEW => {
+                state[id.index()] = OPEN;
+                operands.clear();
+                // Operands have smaller ids in a well-formed arena; anything else is skipped
+                // so that a malformed arena cannot loop.
+                func.for_each_operand(id, |o| {
+                    if o.0 < id.0 {
+                        operands.push(o)
+                    }
+                });
+                stack.extend(operands.iter().rev().filter(|o| state[o.index()] == NEW));
+            }
+            OPEN => {
+                stack.pop();
+                state[id.index()] = DONE;
+                out.push(id);
+            }
+            _ => {
+                stack.pop();
+            }
+        }
+    }
+    out
+}
