@@ -6,6 +6,7 @@
 //! required passes. `passel passes` lists it.
 #![warn(missing_docs)]
 
+mod copy;
 mod rewrite;
 
 pub mod canonicalize_bindings;
@@ -13,16 +14,22 @@ pub mod dead_code_elimination;
 pub mod eliminate_common_subexpr;
 pub mod fold_constant;
 pub mod infer_type;
+pub mod lambda_lift;
 mod pipelines;
 pub mod simplify_expr;
+pub mod to_a_normal_form;
+pub mod to_graph_normal_form;
 
 pub use canonicalize_bindings::canonicalize_bindings;
 pub use dead_code_elimination::{dead_code_elimination, dead_code_elimination_module, remove_unreachable_functions};
 pub use eliminate_common_subexpr::eliminate_common_subexpr;
 pub use fold_constant::fold_constant;
 pub use infer_type::{infer_function, infer_module, TypeDiagnostic};
+pub use lambda_lift::lambda_lift_module;
 pub use pipelines::{default_pipeline, run_pipeline_text, STANDARD_PIPELINE};
 pub use simplify_expr::simplify_expr;
+pub use to_a_normal_form::{is_a_normal_form, to_a_normal_form, to_a_normal_form_module};
+pub use to_graph_normal_form::{to_graph_normal_form, to_graph_normal_form_module};
 
 use passel_engine::transform::{function_pass, module_pass, Diagnostic};
 
@@ -61,6 +68,9 @@ declare_passes! {
     "CanonicalizeBindings" => function_pass("CanonicalizeBindings", 1, |func, _module, _ctx| {
         Ok(canonicalize_bindings(&func))
     });
+    "ToANormalForm" => module_pass("ToANormalForm", 1, |module, _ctx| Ok(to_a_normal_form_module(&module)));
+    "LambdaLift" => module_pass("LambdaLift", 1, |module, _ctx| Ok(lambda_lift_module(&module)));
+    "ToGraphNormalForm" => module_pass("ToGraphNormalForm", 1, |module, _ctx| Ok(to_graph_normal_form_module(&module)));
 }
 
 /// Makes sure the registrations of this crate are linked into binaries that only call
