@@ -14,6 +14,7 @@ pub mod dead_code_elimination;
 pub mod eliminate_common_subexpr;
 pub mod fold_constant;
 pub mod infer_type;
+pub mod inline;
 pub mod lambda_lift;
 mod pipelines;
 pub mod simplify_expr;
@@ -25,6 +26,7 @@ pub use dead_code_elimination::{dead_code_elimination, dead_code_elimination_mod
 pub use eliminate_common_subexpr::eliminate_common_subexpr;
 pub use fold_constant::fold_constant;
 pub use infer_type::{infer_function, infer_module, TypeDiagnostic};
+pub use inline::inline_module;
 pub use lambda_lift::lambda_lift_module;
 pub use pipelines::{default_pipeline, run_pipeline_text, STANDARD_PIPELINE};
 pub use simplify_expr::simplify_expr;
@@ -69,6 +71,11 @@ declare_passes! {
         Ok(canonicalize_bindings(&func))
     });
     "ToANormalForm" => module_pass("ToANormalForm", 1, |module, _ctx| Ok(to_a_normal_form_module(&module)));
+    "Inline" => module_pass("Inline", 1, |module, ctx| {
+        let max_size = ctx.get_config::<i64>(inline::MAX_SIZE_KEY, 0).max(0);
+        Ok(inline_module(&module, usize::try_from(max_size).unwrap_or(usize::MAX)))
+    })
+    .with_required(&["InferType"]);
     "LambdaLift" => module_pass("LambdaLift", 1, |module, _ctx| Ok(lambda_lift_module(&module)));
     "ToGraphNormalForm" => module_pass("ToGraphNormalForm", 1, |module, _ctx| Ok(to_graph_normal_form_module(&module)));
 }
