@@ -9,7 +9,8 @@
 //!
 //! Hooks ([`CopyHooks`]) see every compound node twice: before its operands are copied
 //! (`enter`, which may return a replacement and skip the subtree) and after (`exit`, which may
-//! build something else from the copied operands). Passes that need no hook use [`NoHooks`].
+//! build something else from the copied operands). `enter` also sees each atom the first time
+//! the walk meets it (for a binding variable: its binding slot, right after its value). Passes that need no hook use [`NoHooks`].
 //!
 //! Unlike [`crate::rewrite::Rewriter`], this copier visits nodes in evaluation order rather
 //! than arena order, so a pass may rely on a binding's value having been copied before any
@@ -23,7 +24,8 @@ use crate::rewrite::NONE;
 
 /// Hooks called by [`Copier::copy`] on compound nodes.
 pub(crate) trait CopyHooks<'s> {
-    /// Called before the operands of `old` are copied; `Some(new)` replaces the whole subtree.
+    /// Called before the operands of compound node `old` are copied (or the first time the
+    /// walk meets atom `old`); `Some(new)` replaces the whole subtree.
     fn enter(&mut self, _cp: &mut Copier<'s>, _b: &mut FunctionBuilder, _old: NodeId) -> Option<NodeId> {
         None
     }
@@ -105,7 +107,12 @@ impl<'s> Copier<'s> {
                 continue;
             }
             if src.kind(id).is_atom() {
-                self.copy_atom(b, id);
+                match hooks.enter(self, b, id) {
+                    Some(new) => self.memo[id.index()] = new,
+                    None => {
+                        self.copy_atom(b, id);
+                    }
+                }
                 continue;
             }
             if expanded {

@@ -16,7 +16,8 @@
 //!   variable visible at the binding is visible at the use, so the move keeps the meaning.
 //!
 //! Chains inline transitively: `let %a = relu(%x); let %b = exp(%a); %b` becomes
-//! `exp(relu(%x))`. Blocks left without bindings become their result.
+//! `exp(relu(%x))`, and a rebinding `let %w = %v;` of an inlined `%v` (used once, in the same
+//! region) goes with it. Blocks left without bindings become their result.
 //!
 //! What it deliberately does not do: inline values used twice or never (DeadCodeElimination
 //! removes unused pure bindings), move stateful computations or applications, cross `if` or
@@ -50,7 +51,7 @@ pub fn to_graph_normal_form(func: &Arc<Function>) -> Arc<Function> {
     if !well_formed(func) {
         return Arc::clone(func);
     }
-    let inline = inlinable_bindings(func);
+    let (inline, atom_of) = inlinable_bindings(func);
     if !inline.iter().any(|&v| v != NONE) {
         return Arc::clone(func);
     }
@@ -60,12 +61,15 @@ pub fn to_graph_normal_form(func: &Arc<Function>) -> Arc<Function> {
             var_of[value.index()] = NodeId(var as u32);
         }
     }
-    let mut hooks = Inliner { value_of: inline, var_of };
+    let inlined = vec![false; inline.len()];
+    let mut hooks = Inliner { value_of: inline, var_of, atom_of, inlined };
     Arc::new(copy_function(func, &mut hooks))
 }
 
-/// For each variable whose binding is inlined, its value (`NONE` for the others).
-fn inlinable_bindings(func: &Function) -> Vec<NodeId> {
+/// For each variable whose binding is inlined, its value (`NONE` for the others); and for
+/// each variable bound to another variable and used once in the same region, that variable
+/// (inlined too when that variable turns out to be inlined, during the copy).
+fn inlinable_bindings(func: &Function) -> (Vec<NodeId>, Vec<NodeId>) {
     let n = func.num_nodes();
     let live = func.live_mask();
     // Uses of variables (binding slots and parameters are definitions, not uses).
@@ -150,20 +154,20 @@ fn inlinable_bindings(func: &Function) -> Vec<NodeId> {
         }
     }
     let mut inline = vec![NONE; n];
+    let mut atom_of = vec![NONE; n];
     for i in 0..n {
         let value = bound_to[i];
-        if value != NONE
-            && uses[i] == 1
-            && bind_region[i] < u32::MAX - 1
-            && bind_region[i] == use_region[i]
-            && !func.kind(value).is_atom()
-            && !matches!(func.kind(value), ExprKind::Func { .. })
-            && pure[value.index()]
-        {
-            inline[i] = value;
+        if value == NONE || uses[i] != 1 || bind_region[i] >= u32::MAX - 1 || bind_region[i] != use_region[i] {
+            continue;
+        }
+        match func.kind(value) {
+            ExprKind::Var { .. } => atom_of[i] = value,
+            ExprKind::Global { .. } | ExprKind::Const { .. } | ExprKind::Func { .. } => {}
+            _ if pure[value.index()] => inline[i] = value,
+            _ => {}
         }
     }
-    inline
+    (inline, atom_of)
 }
 
 struct Inliner {
@@ -171,9 +175,34 @@ struct Inliner {
     value_of: Vec<NodeId>,
     /// Value of an inlined binding → its variable.
     var_of: Vec<NodeId>,
+    /// Variable bound to a variable → that variable (see [`inlinable_bindings`]).
+    atom_of: Vec<NodeId>,
+    /// Variables bound to an inlined variable, inlined with it.
+    inlined: Vec<bool>,
+}
+
+impl Inliner {
+    fn is_inlined(&self, var: NodeId) -> bool {
+        self.value_of[var.index()] != NONE || self.inlined[var.index()]
+    }
 }
 
 impl<'s> CopyHooks<'s> for Inliner {
+    fn enter(&mut self, cp: &mut Copier<'s>, _b: &mut FunctionBuilder, old: NodeId) -> Option<NodeId> {
+        // The binding slot of `let %w = %v;` where `%v` was inlined: `%w` is `%v`'s value too
+        // (a chain `let %v = e; let %w = %v; use(%w)` becomes `use(e)`).
+        let target = *self.atom_of.get(old.index())?;
+        if target == NONE || !self.is_inlined(target) {
+            return None;
+        }
+        let new = cp.memo[target.index()];
+        if new == NONE {
+            return None;
+        }
+        self.inlined[old.index()] = true;
+        Some(new)
+    }
+
     fn exit(&mut self, cp: &mut Copier<'s>, b: &mut FunctionBuilder, old: NodeId) -> Option<NodeId> {
         let func = cp.src;
         let var = self.var_of[old.index()];
@@ -181,7 +210,7 @@ impl<'s> CopyHooks<'s> for Inliner {
             ExprKind::Block { bindings, result } => {
                 let mut pairs = Vec::new();
                 for (v, value) in func.bindings(bindings) {
-                    if self.value_of[v.index()] == NONE {
+                    if !self.is_inlined(v) {
                         let new_var = cp.map(b, v);
                         pairs.push((new_var, cp.map(b, value)));
                     }

@@ -118,3 +118,27 @@ def @main(%c: Tensor[(), bool], %x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //     %x
 //   }, (tanh(%x), %x).0)
 // }
+// -----
+/// Check that a rebinding of an inlined value is inlined with it (regression: the second run changed the output).
+def @main(%n: Tensor[(4,), i64]) -> Tensor[(4,), i64] {
+  let %b = negative(%n);
+  let %i = %b;
+  add(%i, %n)
+}
+// CHECK:
+// def @main(%n: Tensor[(4,), i64]) -> Tensor[(4,), i64] {
+//   add(negative(%n), %n)
+// }
+// -----
+/// Check that a rebinding of a value that stays bound is left alone.
+def @main(%n: Tensor[(4,), i64]) -> Tensor[(4,), i64] {
+  let %b = negative(%n);
+  let %i = %b;
+  add(%i, %b)
+}
+// CHECK:
+// def @main(%n: Tensor[(4,), i64]) -> Tensor[(4,), i64] {
+//   let %b = negative(%n);
+//   let %i = %b;
+//   add(%i, %b)
+// }
