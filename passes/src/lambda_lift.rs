@@ -270,3 +270,43 @@ impl<'s> CopyHooks<'s> for SiteHooks<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use passel_engine::ir::{parse_module, verify_module, DType, Type};
+    use passel_engine::op;
+
+    use super::*;
+
+    #[test]
+    fn lambda_lift_keeps_arcs_of_functions_without_nested_functions() {
+        let m =
+            parse_module("def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n").expect("parses");
+        assert!(lambda_lift_module(&m).ptr_eq(&m));
+    }
+
+    #[test]
+    fn lambda_lift_handles_deeply_nested_functions_without_recursion() {
+        // fn (%y0) { fn (%y1) { … fn (%yN) { add(%yN, %x) } … }(%y0) … }: each level applies the
+        // next one, so every level is lifted and captures %x.
+        let ty = Type::tensor(vec![2], DType::F32);
+        let add = op::lookup("add").expect("add is registered");
+        let depth = 2_000;
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(ty.clone()));
+        let params: Vec<NodeId> = (0..=depth).map(|i| b.var(&format!("y{i}"), Some(ty.clone()))).collect();
+        let mut body = b.call(add, &[params[depth], x], Attrs::new());
+        for i in (0..depth).rev() {
+            let inner = b.closure(&[params[i + 1]], body, Some(ty.clone()), Attrs::new());
+            body = b.apply(inner, &[params[i]]);
+        }
+        let outer = b.closure(&[params[0]], body, Some(ty.clone()), Attrs::new());
+        let call = b.apply(outer, &[x]);
+        let mut m = Module::new();
+        m.add("main", b.finish(&[x], call, Some(ty), Attrs::new())).expect("fresh");
+        let out = lambda_lift_module(&m);
+        assert_eq!(out.len(), depth + 2);
+        assert!(verify_module(&out).is_ok());
+        assert!(out.iter().all(|(_, f)| find_liftable(f).is_none()));
+    }
+}

@@ -239,3 +239,44 @@ impl Anf<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use passel_engine::ir::{structural_eq, Attrs, DType, Type};
+    use passel_engine::op;
+
+    use super::*;
+    use crate::to_graph_normal_form::to_graph_normal_form;
+
+    /// `relu(relu(…relu(%x)…))`, `depth` calls deep, built without the parser's nesting limit.
+    fn deep(depth: usize) -> Arc<Function> {
+        let relu = op::lookup("relu").expect("relu is registered");
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(Type::tensor(vec![2], DType::F32)));
+        let mut cur = x;
+        for _ in 0..depth {
+            cur = b.call(relu, &[cur], Attrs::new());
+        }
+        Arc::new(b.finish(&[x], cur, None, Attrs::new()))
+    }
+
+    #[test]
+    fn to_a_normal_form_and_back_handle_deep_nesting_without_recursion() {
+        let func = deep(200_000);
+        let anf = to_a_normal_form(&func);
+        assert!(is_a_normal_form(&anf));
+        assert_eq!(anf.num_bindings(), 200_000);
+        assert!(Arc::ptr_eq(&to_a_normal_form(&anf), &anf), "a second run changes nothing");
+        let back = to_graph_normal_form(&anf);
+        assert!(structural_eq(&back, &func), "the round trip gives the nested expression back");
+        assert!(Arc::ptr_eq(&to_graph_normal_form(&back), &back));
+    }
+
+    #[test]
+    fn to_a_normal_form_keeps_atom_bodies_and_rejects_nested_operands() {
+        let func = deep(0);
+        assert!(is_a_normal_form(&func));
+        assert!(Arc::ptr_eq(&to_a_normal_form(&func), &func));
+        assert!(!is_a_normal_form(&deep(2)));
+    }
+}
