@@ -10,7 +10,9 @@
 //! point either way). Fresh variables are named `%t0`, `%t1`, … per function and annotated
 //! with the type of the value they bind when it is known.
 //!
-//! What it deliberately does not do: remove bindings, rename existing variables, or turn an
+//! What it deliberately does not do: touch the body of a `Primitive` nested function (a fused
+//! kernel stays in graph form, as in TVM) or a global marked `Primitive` or `Compiler`; remove
+//! bindings, rename existing variables, or turn an
 //! atom binding `let %a = %b;` into a substitution (that is CanonicalizeBindings). It does not
 //! share equal computations (EliminateCommonSubexpr). A function already in A-normal form is
 //! returned as the same `Arc`, so running the pass twice changes nothing the second time.
@@ -23,9 +25,9 @@
 
 use std::sync::Arc;
 
-use passel_engine::ir::{ExprKind, Function, FunctionBuilder, Module, NodeId};
+use passel_engine::ir::{fn_attr, ExprKind, Function, FunctionBuilder, Module, NodeId};
 
-use crate::copy::Copier;
+use crate::copy::{Copier, NoHooks};
 use crate::rewrite::well_formed;
 
 /// Runs ToANormalForm on every function of `module`; unchanged functions keep their `Arc`.
@@ -39,10 +41,16 @@ pub fn to_a_normal_form_module(module: &Module) -> Module {
 /// Converts one function to A-normal form; returns `func` itself when it already is in it
 /// (or is malformed, which the verifier reports).
 pub fn to_a_normal_form(func: &Arc<Function>) -> Arc<Function> {
-    if !well_formed(func) || is_a_normal_form(func) {
+    if !well_formed(func) || is_a_normal_form(func) || is_external(func) {
         return Arc::clone(func);
     }
     Arc::new(convert(func))
+}
+
+/// Functions handed to an external compiler (`Compiler` attribute) or already lowered to a
+/// kernel (`Primitive`) keep their form, as in TVM.
+pub(crate) fn is_external(func: &Function) -> bool {
+    func.attrs().flag(fn_attr::PRIMITIVE) || func.attrs().contains("Compiler")
 }
 
 #[derive(Clone, Copy)]
@@ -75,7 +83,12 @@ pub fn is_a_normal_form(func: &Function) -> bool {
             (Role::Value, ExprKind::If { cond, then_, else_ }) => {
                 stack.extend([(cond, Role::Atom), (then_, Role::Body), (else_, Role::Body)]);
             }
-            (Role::Value, ExprKind::Func { idx }) => stack.push((func.closure(idx).body, Role::Body)),
+            (Role::Value, ExprKind::Func { idx }) => {
+                let c = func.closure(idx);
+                if !c.attrs.flag(fn_attr::PRIMITIVE) {
+                    stack.push((c.body, Role::Body));
+                }
+            }
             (Role::Value, _) => func.for_each_operand(id, |o| stack.push((o, Role::Atom))),
         }
     }
@@ -146,6 +159,11 @@ impl Anf<'_> {
                         tasks.extend([Task::Close, Task::Operand(body), Task::Open]);
                     }
                     tasks.push(Task::Operand(cond));
+                }
+                ExprKind::Func { idx } if func.closure(idx).attrs.flag(fn_attr::PRIMITIVE) => {
+                    // A fused kernel stays in graph form, as FuseOps made it.
+                    let new = self.cp.copy(&mut self.b, value, &mut NoHooks);
+                    self.bind(var, value, new);
                 }
                 ExprKind::Func { idx } => {
                     let c = func.closure(idx);

@@ -19,7 +19,8 @@
 //! `exp(relu(%x))`, and a rebinding `let %w = %v;` of an inlined `%v` (used once, in the same
 //! region) goes with it. Blocks left without bindings become their result.
 //!
-//! What it deliberately does not do: inline values used twice or never (DeadCodeElimination
+//! What it deliberately does not do: change a global marked `Primitive` or `Compiler`; inline
+//! values used twice or never (DeadCodeElimination
 //! removes unused pure bindings), move stateful computations or applications, cross `if` or
 //! function boundaries, or substitute atom rebindings. A function with nothing to inline is
 //! returned as the same `Arc`.
@@ -48,7 +49,7 @@ pub fn to_graph_normal_form_module(module: &Module) -> Module {
 
 /// Inlines the single-use pure bindings of `func`; returns `func` itself when there are none.
 pub fn to_graph_normal_form(func: &Arc<Function>) -> Arc<Function> {
-    if !well_formed(func) {
+    if !well_formed(func) || crate::to_a_normal_form::is_external(func) {
         return Arc::clone(func);
     }
     let (inline, atom_of) = inlinable_bindings(func);

@@ -110,3 +110,32 @@ def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //   let %t2 = add(%t0, %t1);
 //   %t2
 // }
+// -----
+/// Check that the body of a primitive nested function stays in graph form.
+def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  let %f = #[Primitive] fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+    exp(relu(%y))
+  };
+  %f(tanh(%x))
+}
+// CHECK:
+// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   let %f = #[Primitive] fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//     exp(relu(%y))
+//   };
+//   let %t0 = tanh(%x);
+//   let %t1 = %f(%t0);
+//   %t1
+// }
+// -----
+/// Check that running the pass twice changes nothing the second time.
+// pipeline: ToANormalForm,ToANormalForm
+def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  add(relu(%x), %x)
+}
+// CHECK:
+// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   let %t0 = relu(%x);
+//   let %t1 = add(%t0, %x);
+//   %t1
+// }
