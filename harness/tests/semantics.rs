@@ -8,7 +8,8 @@
 //! — and the output must pass the verifier. Two generators feed it: `gen::chain` (the
 //! benchmark workload) and [`program`], a seeded generator of modules with nested functions
 //! (captured variables, escaping closures), calls between globals (some marked `Inline`),
-//! tuples and projections, `if`, nested blocks and integer tensors.
+//! tuples and projections, `if`, nested blocks, integer tensors and stateful calls
+//! (`random_uniform`, whose results depend on evaluation order).
 //!
 //! Idempotence is checked where it must hold: FoldConstant, ToANormalForm, ToGraphNormalForm,
 //! LambdaLift and Inline run twice change nothing the second time.
@@ -157,7 +158,7 @@ impl Gen {
             return self.pick(&scope.floats);
         }
         let d = depth - 1;
-        match self.rng.gen_range(0..12) {
+        match self.rng.gen_range(0..13) {
             0 => self.pick(&scope.floats),
             1 | 2 => {
                 let op = ["relu", "tanh", "sigmoid", "negative"][self.rng.gen_range(0..4)];
@@ -183,6 +184,9 @@ impl Gen {
             }
             8 => self.float_block(scope, d),
             9 | 10 => self.closure(scope, d),
+            // Stateful: draws from the evaluator's random stream, so moving, duplicating or
+            // dropping it changes later results.
+            11 if self.rng.gen_bool(0.3) => format!("add({}, random_uniform(shape=[4]))", self.float(scope, d)),
             _ => {
                 let op = ["add", "multiply"][self.rng.gen_range(0..2)];
                 format!("{op}({}, {})", self.float(scope, d), self.float(scope, d))
@@ -348,7 +352,7 @@ fn to_a_normal_form_twice_returns_the_same_functions() {
 #[test]
 fn generator_makes_nested_functions_calls_tuples_and_ifs() {
     let text: String = (0..20).map(|s| program(s, 3, 4, 3)).collect();
-    for needle in ["fn (", "@h", ".0", ".1", "if (%c)", "i64", "#[Inline]", "(%t"] {
+    for needle in ["fn (", "@h", ".0", ".1", "if (%c)", "i64", "#[Inline]", "(%t", "random_uniform"] {
         assert!(text.contains(needle), "generator never produced `{needle}`");
     }
 }
