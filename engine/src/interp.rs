@@ -117,7 +117,10 @@ struct FnInfo {
 impl FnInfo {
     /// Facts about every node of `func`.
     fn new(func: &Function) -> FnInfo {
-        FnInfo::of_nodes(func, func.node_ids())
+        let mut info = FnInfo::of_nodes(func, func.node_ids());
+        // A body that is a variable (`def @id(%x) { %x }`) is read by no node.
+        count_var_read(func, &mut info.uses, func.body());
+        info
     }
 
     /// Facts about the subtree of `root` only, so that [`eval_closed`] on a small expression of
@@ -145,6 +148,8 @@ impl FnInfo {
                 }
             });
             if let ExprKind::Func { idx } = *func.kind(id) {
+                // Likewise a nested function whose body is a variable.
+                count_var_read(func, &mut uses, func.closure(idx).body);
                 let vars = free_vars(func, id);
                 for &v in vars.iter() {
                     uses[v.index()] = uses[v.index()].saturating_add(1);
@@ -153,6 +158,13 @@ impl FnInfo {
             }
         }
         FnInfo { uses, free }
+    }
+}
+
+/// Counts one read of `id` when it is a variable.
+fn count_var_read(func: &Function, uses: &mut [u32], id: NodeId) {
+    if matches!(func.kind(id), ExprKind::Var { .. }) {
+        uses[id.index()] = uses[id.index()].saturating_add(1);
     }
 }
 

@@ -6,6 +6,7 @@
 //! required passes. `passel passes` lists it.
 #![warn(missing_docs)]
 
+mod copy;
 mod rewrite;
 
 pub mod canonicalize_bindings;
@@ -15,9 +16,13 @@ pub mod fold_constant;
 pub mod fold_scale_axis;
 pub mod fuse_ops;
 pub mod infer_type;
+pub mod inline;
+pub mod lambda_lift;
 mod pipelines;
 pub mod simplify_expr;
 pub mod simplify_inference;
+pub mod to_a_normal_form;
+pub mod to_graph_normal_form;
 
 pub use canonicalize_bindings::canonicalize_bindings;
 pub use dead_code_elimination::{dead_code_elimination, dead_code_elimination_module, remove_unreachable_functions};
@@ -26,9 +31,13 @@ pub use fold_constant::fold_constant;
 pub use fold_scale_axis::{backward_fold_scale_axis, forward_fold_scale_axis};
 pub use fuse_ops::fuse_ops;
 pub use infer_type::{infer_function, infer_module, TypeDiagnostic};
+pub use inline::inline_module;
+pub use lambda_lift::lambda_lift_module;
 pub use pipelines::{default_pipeline, run_pipeline_text, STANDARD_PIPELINE};
 pub use simplify_expr::simplify_expr;
 pub use simplify_inference::simplify_inference;
+pub use to_a_normal_form::{is_a_normal_form, to_a_normal_form, to_a_normal_form_module};
+pub use to_graph_normal_form::{to_graph_normal_form, to_graph_normal_form_module};
 
 use passel_engine::transform::{function_pass, module_pass, Diagnostic};
 
@@ -77,6 +86,14 @@ declare_passes! {
         Ok(fuse_ops(&func, usize::try_from(depth).unwrap_or(0)))
     })
     .with_required(&["InferType"]);
+    "ToANormalForm" => module_pass("ToANormalForm", 1, |module, _ctx| Ok(to_a_normal_form_module(&module)));
+    "Inline" => module_pass("Inline", 1, |module, ctx| {
+        let max_size = ctx.get_config::<i64>(inline::MAX_SIZE_KEY, 0).max(0);
+        Ok(inline_module(&module, usize::try_from(max_size).unwrap_or(usize::MAX)))
+    })
+    .with_required(&["InferType"]);
+    "LambdaLift" => module_pass("LambdaLift", 1, |module, _ctx| Ok(lambda_lift_module(&module)));
+    "ToGraphNormalForm" => module_pass("ToGraphNormalForm", 1, |module, _ctx| Ok(to_graph_normal_form_module(&module)));
 }
 
 /// Makes sure the registrations of this crate are linked into binaries that only call

@@ -1,12 +1,40 @@
 //! The default pipelines that `passel run -O N` uses.
+//!
+//! As in TVM's `relay.build` (and its VM compiler's `OptimizeModule`), there is one ordered
+//! list of passes and the context's opt level selects from it: a pass runs at `-O N` when its
+//! own opt level is at most N (or it is required by a pass that runs). With the passes
+//! registered here that gives:
+//!
+//! | level | passes that run (InferType runs before each pass that requires it) |
+//! |-------|------------------------------------------------------------------------|
+//! | -O0   | SimplifyInference, FoldScaleAxis (its FoldConstant only), SimplifyExpr, FuseOps |
+//! | -O1   | + Inline, CanonicalizeBindings, DeadCodeElimination |
+//! | -O2   | + FoldConstant (also inside FoldScaleAxis) |
+//! | -O3   | + EliminateCommonSubexpr, Backward/ForwardFoldScaleAxis |
+//!
+//! The order follows TVM's: Inline first (the VM compiler inlines before optimizing, so the
+//! inlined bodies are optimized with their callers; with the default `relay.Inline.max_size`
+//! of 0 only functions marked `Inline` are inlined), then the simplifications, then the
+//! clean-ups, and FuseOps last, so no other pass has to look inside the `Primitive` functions it
+//! makes and dead or duplicated values do not end fusion groups early. ToANormalForm, ToGraphNormalForm and LambdaLift are not part of
+//! TVM's build pipeline (the VM uses them while lowering), so they are not here either.
 
 use passel_engine::transform::{get_pass, Pass, Sequential};
 
 /// Names of the standard pipeline, in order. Each pass has its own opt level, so running this
 /// pipeline under a context with opt level N runs exactly the passes whose level is at most N
 /// (TVM's rule); required passes such as InferType run before the passes that need them.
-pub const STANDARD_PIPELINE: &[&str] =
-    &["FoldConstant", "SimplifyExpr", "EliminateCommonSubexpr", "CanonicalizeBindings", "DeadCodeElimination"];
+pub const STANDARD_PIPELINE: &[&str] = &[
+    "Inline",
+    "SimplifyInference",
+    "FoldConstant",
+    "FoldScaleAxis",
+    "SimplifyExpr",
+    "EliminateCommonSubexpr",
+    "CanonicalizeBindings",
+    "DeadCodeElimination",
+    "FuseOps",
+];
 
 /// The standard pipeline for `opt_level` (0–3): [`STANDARD_PIPELINE`] as one `Sequential`
 /// named `default-O<N>`. The context's opt level decides which passes run.
@@ -41,5 +69,54 @@ pub fn run_pipeline_text(
         Err(e) => Err(e.to_string()),
         Ok(_) if !errors.is_empty() => Err(errors.join("\n")),
         Ok(m) => Ok(m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use passel_engine::ir::{parse_module, print_module};
+    use passel_engine::transform::{Pass, PassContext};
+
+    use super::*;
+
+    const SRC: &str = "def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  let %k = add(1.0f, 2.0f);
+  let %a = @helper(multiply(%x, 1.0f));
+  let %b = add(%a, %k);
+  let %c = add(%a, %k);
+  let %d = %c;
+  multiply(%b, %d)
+}
+
+#[Inline]
+def @helper(%p: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  relu(%p)
+}
+";
+
+    fn run_at(level: u32) -> String {
+        crate::link();
+        let ctx = PassContext::builder().opt_level(level).num_threads(1).build().expect("context");
+        let module = parse_module(SRC).expect("parses");
+        let out = ctx.scope(|| default_pipeline(level).run(module, &ctx)).expect("scope").expect("pipeline runs");
+        print_module(&out)
+    }
+
+    #[test]
+    fn default_pipeline_runs_the_passes_of_each_opt_level() {
+        let o0 = run_at(0);
+        // SimplifyExpr (`multiply(%x, 1.0f)` goes) and FuseOps; no inlining, no folding.
+        assert!(o0.contains("@helper(%x)") && o0.contains("add(1.0f, 2.0f)") && o0.contains("#[Primitive]"), "{o0}");
+        let o1 = run_at(1);
+        // Inline, then DeadCodeElimination drops the inlined helper; no constant folding yet.
+        assert!(!o1.contains("@helper") && o1.contains("relu(%x)") && o1.contains("add(1.0f, 2.0f)"), "{o1}");
+        let o2 = run_at(2);
+        assert!(o2.contains("3.0f") && !o2.contains("add(1.0f, 2.0f)"), "{o2}");
+        // Before CSE the two equal sums are fused as two `add`s.
+        assert_eq!(o2.matches("add(").count(), 2, "{o2}");
+        let o3 = run_at(3);
+        // EliminateCommonSubexpr merges %b and %c, so one `add` is left.
+        assert_eq!(o3.matches("add(").count(), 1, "{o3}");
+        assert!(o3.contains("multiply(%b, %b)"), "{o3}");
     }
 }

@@ -303,3 +303,25 @@ fn random_args_follow_annotations() {
     let g = b.finish(&[y], y, None, Attrs::new());
     assert_eq!(random_args(&g, 0).unwrap_err().message, "parameter has no type annotation");
 }
+
+#[test]
+fn interp_reads_a_variable_that_is_the_whole_body_of_a_function_or_closure() {
+    // Regression: `def @id(%x) { %x }` and `fn (%y) { %y }` failed with "unbound variable",
+    // because no node reads a body that is a bare variable.
+    let ty = Type::tensor(vec![2], DType::F32);
+    let mut b = FunctionBuilder::new();
+    let x = b.var("x", Some(ty.clone()));
+    let id = b.finish(&[x], x, Some(ty.clone()), Attrs::new());
+    let mut b = FunctionBuilder::new();
+    let x = b.var("x", Some(ty.clone()));
+    let y = b.var("y", Some(ty.clone()));
+    let f = b.closure(&[y], y, Some(ty.clone()), Attrs::new());
+    let call = b.apply(f, &[x]);
+    let apply = b.finish(&[x], call, Some(ty), Attrs::new());
+    let m = module(vec![("id", id), ("apply", apply)]);
+    let arg = Value::Tensor(f32s(&[2], &[1.0, -2.0]));
+    for name in ["id", "apply"] {
+        let out = eval_function(&m, name, std::slice::from_ref(&arg)).unwrap();
+        assert_eq!(tensor_of(&out), vec![1.0, -2.0], "@{name}");
+    }
+}

@@ -1,0 +1,230 @@
+//! Copying a subtree of one function into a builder, in evaluation order, with hooks.
+//!
+//! [`Copier`] walks an expression of a source function depth-first in evaluation order (the
+//! order of [`Function::for_each_operand`]) with an explicit stack, so any nesting depth
+//! works, and pushes the copy into a [`FunctionBuilder`] that may belong to a different
+//! function (Inline copies a callee into its caller, LambdaLift a closure into a new global).
+//! Atoms are copied on first use; a node whose memo entry is already set is not descended
+//! into (this is how a pass substitutes one node for another before the copy).
+//!
+//! Hooks ([`CopyHooks`]) see every compound node twice: before its operands are copied
+//! (`enter`, which may return a replacement and skip the subtree) and after (`exit`, which may
+//! build something else from the copied operands). `enter` also sees each atom the first time
+//! the walk meets it (for a binding variable: its binding slot, right after its value). Passes that need no hook use [`NoHooks`].
+//!
+//! Unlike [`crate::rewrite::Rewriter`], this copier visits nodes in evaluation order rather
+//! than arena order, so a pass may rely on a binding's value having been copied before any
+//! use of its variable, whatever the arena layout.
+
+use std::sync::Arc;
+
+use passel_engine::ir::{ExprKind, Function, FunctionBuilder, NodeId};
+
+use crate::rewrite::NONE;
+
+/// Hooks called by [`Copier::copy`] on compound nodes.
+pub(crate) trait CopyHooks<'s> {
+    /// Called before the operands of compound node `old` are copied (or the first time the
+    /// walk meets atom `old`); `Some(new)` replaces the whole subtree.
+    fn enter(&mut self, _cp: &mut Copier<'s>, _b: &mut FunctionBuilder, _old: NodeId) -> Option<NodeId> {
+        None
+    }
+
+    /// Called once the operands of `old` are copied; `Some(new)` replaces the default copy.
+    fn exit(&mut self, _cp: &mut Copier<'s>, _b: &mut FunctionBuilder, _old: NodeId) -> Option<NodeId> {
+        None
+    }
+}
+
+/// No hooks: a plain copy.
+pub(crate) struct NoHooks;
+
+impl CopyHooks<'_> for NoHooks {}
+
+/// Copies nodes of `src` into a builder; see the module docs.
+pub(crate) struct Copier<'s> {
+    /// The function copied from.
+    pub(crate) src: &'s Function,
+    /// Old id → new id (`NONE` when not copied yet).
+    pub(crate) memo: Vec<NodeId>,
+    /// Prefix put before the names of copied variables (Inline uses the callee's name).
+    pub(crate) var_prefix: String,
+}
+
+impl<'s> Copier<'s> {
+    /// A copier from `src` with an empty memo.
+    pub(crate) fn new(src: &'s Function) -> Copier<'s> {
+        Copier { src, memo: vec![NONE; src.num_nodes()], var_prefix: String::new() }
+    }
+
+    /// The new id of old node `old`; an atom not copied yet is copied now. A compound node
+    /// not copied yet (only possible for malformed input) is copied with [`NoHooks`].
+    pub(crate) fn map(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
+        let m = self.memo[old.index()];
+        if m != NONE {
+            return m;
+        }
+        if self.src.kind(old).is_atom() {
+            return self.copy_atom(b, old);
+        }
+        self.copy(b, old, &mut NoHooks)
+    }
+
+    /// A new variable with the name (plus prefix) and annotation of old variable `old`,
+    /// recorded in the memo.
+    pub(crate) fn fresh_var(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
+        let name = self.src.name_of(old).unwrap_or("v");
+        let name = if self.var_prefix.is_empty() { name.to_string() } else { format!("{}{name}", self.var_prefix) };
+        let new = b.var(&name, self.src.ty(old).cloned());
+        self.memo[old.index()] = new;
+        new
+    }
+
+    fn copy_atom(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
+        let src = self.src;
+        let new = match *src.kind(old) {
+            ExprKind::Var { .. } => return self.fresh_var(b, old),
+            ExprKind::Global { name } => {
+                let g = b.global(src.sym(name));
+                b.set_ty(g, src.ty(old).cloned());
+                g
+            }
+            ExprKind::Const { idx } => b.constant(Arc::clone(src.constant(idx))),
+            _ => unreachable!("copy_atom on a compound node"),
+        };
+        self.memo[old.index()] = new;
+        new
+    }
+
+    /// Copies the subtree of `root` (operands in evaluation order before their users) and
+    /// returns the new id of `root`.
+    pub(crate) fn copy(&mut self, b: &mut FunctionBuilder, root: NodeId, hooks: &mut dyn CopyHooks<'s>) -> NodeId {
+        let src = self.src;
+        let mut stack = vec![(root, false)];
+        let mut ops = Vec::new();
+        while let Some((id, expanded)) = stack.pop() {
+            if self.memo[id.index()] != NONE {
+                continue;
+            }
+            if src.kind(id).is_atom() {
+                match hooks.enter(self, b, id) {
+                    Some(new) => self.memo[id.index()] = new,
+                    None => {
+                        self.copy_atom(b, id);
+                    }
+                }
+                continue;
+            }
+            if expanded {
+                let new = match hooks.exit(self, b, id) {
+                    Some(new) => new,
+                    None => self.build_default(b, id),
+                };
+                self.memo[id.index()] = new;
+                continue;
+            }
+            if let Some(new) = hooks.enter(self, b, id) {
+                self.memo[id.index()] = new;
+                continue;
+            }
+            stack.push((id, true));
+            ops.clear();
+            src.for_each_operand(id, |o| ops.push(o));
+            stack.extend(ops.iter().rev().map(|&o| (o, false)));
+        }
+        self.map(b, root)
+    }
+
+    /// Builds the plain copy of compound node `old` from its (already copied) operands, with
+    /// its type.
+    pub(crate) fn build_default(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
+        let src = self.src;
+        let new = match *src.kind(old) {
+            ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => return self.map(b, old),
+            ExprKind::Call { op, attrs, args } => {
+                let args: Vec<NodeId> = src.ids(args).iter().map(|&a| self.map(b, a)).collect();
+                b.call(op, &args, src.call_attrs(attrs).clone())
+            }
+            ExprKind::Apply { callee, args } => {
+                let callee = self.map(b, callee);
+                let args: Vec<NodeId> = src.ids(args).iter().map(|&a| self.map(b, a)).collect();
+                b.apply(callee, &args)
+            }
+            ExprKind::Tuple { fields } => {
+                let fields: Vec<NodeId> = src.ids(fields).iter().map(|&a| self.map(b, a)).collect();
+                b.tuple(&fields)
+            }
+            ExprKind::Proj { tuple, index } => {
+                let t = self.map(b, tuple);
+                b.proj(t, index)
+            }
+            ExprKind::If { cond, then_, else_ } => {
+                let (c, t, e) = (self.map(b, cond), self.map(b, then_), self.map(b, else_));
+                b.if_(c, t, e)
+            }
+            ExprKind::Func { idx } => {
+                let c = src.closure(idx);
+                let params: Vec<NodeId> = src.ids(c.params).iter().map(|&p| self.map(b, p)).collect();
+                let body = self.map(b, c.body);
+                b.closure(&params, body, c.ret_ty.clone(), c.attrs.clone())
+            }
+            ExprKind::Block { bindings, result } => {
+                let pairs: Vec<(NodeId, NodeId)> =
+                    src.bindings(bindings).map(|(var, value)| (self.map(b, var), self.map(b, value))).collect();
+                let r = self.map(b, result);
+                return b.block(&pairs, r);
+            }
+        };
+        if let Some(ty) = src.ty(old) {
+            b.set_ty(new, Some(ty.clone()));
+        }
+        new
+    }
+}
+
+/// Variables referenced inside the subtree of `node` but bound outside it, in id order.
+/// Binding variables of blocks and parameters of nested functions inside the subtree count as
+/// bound.
+pub(crate) fn free_vars(func: &Function, node: NodeId) -> Vec<NodeId> {
+    let mut referenced = Vec::new();
+    let mut defined = rustc_hash::FxHashSet::default();
+    let mut stack = vec![node];
+    while let Some(id) = stack.pop() {
+        match *func.kind(id) {
+            ExprKind::Var { .. } => referenced.push(id),
+            ExprKind::Func { idx } => {
+                let c = func.closure(idx);
+                defined.extend(func.ids(c.params).iter().copied());
+                stack.push(c.body);
+            }
+            ExprKind::Block { bindings, result } => {
+                for (var, value) in func.bindings(bindings) {
+                    defined.insert(var);
+                    stack.push(value);
+                }
+                stack.push(result);
+            }
+            _ => func.for_each_operand(id, |c| stack.push(c)),
+        }
+    }
+    referenced.retain(|v| !defined.contains(v));
+    referenced.sort_unstable();
+    referenced.dedup();
+    referenced
+}
+
+/// Copies every parameter of `src` into the copier (so that parameters come first in the new
+/// arena) and returns their new ids.
+pub(crate) fn copy_params(cp: &mut Copier<'_>, b: &mut FunctionBuilder) -> Vec<NodeId> {
+    let params: Vec<NodeId> = cp.src.params().to_vec();
+    params.iter().map(|&p| cp.fresh_var(b, p)).collect()
+}
+
+/// Copies the whole function `src` with `hooks`: parameters, then the body.
+pub(crate) fn copy_function<'s>(src: &'s Function, hooks: &mut dyn CopyHooks<'s>) -> Function {
+    let mut b = FunctionBuilder::new();
+    let mut cp = Copier::new(src);
+    let params = copy_params(&mut cp, &mut b);
+    let body = cp.copy(&mut b, src.body(), hooks);
+    b.finish(&params, body, src.ret_ty().cloned(), src.attrs().clone())
+}

@@ -1,0 +1,296 @@
+//! Inline (module pass, opt level 1, requires InferType): inlines calls of small or marked
+//! global functions.
+//!
+//! What it does: a call `@g(args…)` of a global function `@g` with as many arguments as `@g`
+//! has parameters is replaced by `@g`'s body, with its parameters bound to the arguments in a
+//! block: `{ let %g_p = arg; …; <body of @g> }`. Arguments are evaluated once, in order, before
+//! the body, exactly as the call evaluated them. `@g` is inlined when it is marked `Inline`
+//! (the function attribute [`fn_attr::INLINE`]) or when its live node count is at most the
+//! config value [`MAX_SIZE_KEY`] (`relay.Inline.max_size`, default 0: only marked
+//! functions). Inlined variables are renamed deterministically: `%p` of `@g` becomes `%g_p`
+//! (the printer numbers repeats). Callees are processed before their callers, so a chain of
+//! inlinable functions collapses in one run.
+//!
+//! What it deliberately does not do:
+//! - inline a recursive function: any function on a cycle of the reference graph (calls and
+//!   other references to globals, self-references included) is never inlined;
+//! - change a `SkipOptimization` caller, or inline a `SkipOptimization`, `Primitive` or
+//!   externally compiled (`Compiler` attribute) callee;
+//! - inline calls through variables (`%f(x)` where `%f` holds a global) or with the wrong
+//!   number of arguments (the verifier reports those);
+//! - remove functions that are no longer called: that is DeadCodeElimination's job.
+//!
+//! Phases:
+//! 1. Build the reference graph between globals; a non-recursive Tarjan walk finds the
+//!    strongly connected components (recursive functions) and a post-order (callees first).
+//! 2. Decide which functions are inlinable (attribute or size, not recursive).
+//! 3. In post-order, copy each caller that calls an inlinable function, splicing in the
+//!    already processed callee bodies ([`crate::copy::Copier`]). Unchanged functions keep
+//!    their `Arc`.
+
+use std::sync::Arc;
+
+use passel_engine::ir::{fn_attr, ExprKind, Function, FunctionBuilder, Module, NodeId};
+use passel_engine::transform::ConfigType;
+
+use crate::copy::{copy_function, Copier, CopyHooks, NoHooks};
+use crate::rewrite::well_formed;
+
+/// Config key: functions with at most this many live nodes are inlined (0: only functions
+/// marked `Inline`).
+pub const MAX_SIZE_KEY: &str = "relay.Inline.max_size";
+
+passel_engine::register_config!(
+    MAX_SIZE_KEY,
+    ConfigType::Int,
+    "Inline also inlines global functions with at most this many live nodes (default 0: only functions marked Inline)"
+);
+
+/// Runs Inline on `module` with size limit `max_size` (0: only marked functions).
+pub fn inline_module(module: &Module, max_size: usize) -> Module {
+    let entries = module.entries();
+    let edges: Vec<Vec<usize>> = entries.iter().map(|(_, f)| referenced_globals(module, f)).collect();
+    let (recursive, order) = recursive_and_post_order(&edges);
+    let inlinable: Vec<bool> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, (_, f))| {
+            let attrs = f.attrs();
+            let wanted = attrs.flag(fn_attr::INLINE) || (max_size > 0 && live_nodes(f) <= max_size);
+            wanted
+                && !recursive[i]
+                && !attrs.flag(fn_attr::SKIP_OPTIMIZATION)
+                && !attrs.flag(fn_attr::PRIMITIVE)
+                && !attrs.contains("Compiler")
+                && well_formed(f)
+        })
+        .collect();
+    if !inlinable.iter().any(|&b| b) {
+        return module.clone();
+    }
+    let mut done: Vec<Arc<Function>> = entries.iter().map(|(_, f)| Arc::clone(f)).collect();
+    for i in order {
+        let func = Arc::clone(&done[i]);
+        if func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) || !well_formed(&func) {
+            continue;
+        }
+        let mut hooks = Splicer { module, done: &done, inlinable: &inlinable, changed: false };
+        if !has_inlinable_call(&func, &mut hooks) {
+            continue;
+        }
+        let new = copy_function(&func, &mut hooks);
+        if hooks.changed {
+            done[i] = Arc::new(new);
+        }
+    }
+    let mut out = module.clone();
+    out.replace_all(done);
+    out
+}
+
+fn live_nodes(func: &Function) -> usize {
+    func.live_mask().into_iter().filter(|&l| l).count()
+}
+
+/// Module indices of the globals `func` references in live nodes, sorted, without repeats.
+fn referenced_globals(module: &Module, func: &Function) -> Vec<usize> {
+    let live = func.live_mask();
+    let mut out: Vec<usize> = func
+        .nodes()
+        .iter()
+        .zip(&live)
+        .filter_map(|(node, &l)| match node.kind {
+            ExprKind::Global { name } if l => func.try_sym(name).and_then(|s| module.position(s)),
+            _ => None,
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Tarjan's strongly connected components without recursion: which functions are on a cycle
+/// (including a self-reference), and the DFS post-order (callees before callers, except
+/// within a cycle).
+fn recursive_and_post_order(edges: &[Vec<usize>]) -> (Vec<bool>, Vec<usize>) {
+    const UNSEEN: usize = usize::MAX;
+    let n = edges.len();
+    let (mut index, mut low) = (vec![UNSEEN; n], vec![0; n]);
+    let mut on_stack = vec![false; n];
+    let mut recursive = vec![false; n];
+    let (mut stack, mut order) = (Vec::new(), Vec::with_capacity(n));
+    let mut next = 0;
+    for root in 0..n {
+        if index[root] != UNSEEN {
+            continue;
+        }
+        let mut calls = vec![(root, 0usize)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&(v, i)) = calls.last() {
+            if let Some(&w) = edges[v].get(i) {
+                if let Some(top) = calls.last_mut() {
+                    top.1 += 1;
+                }
+                recursive[v] |= w == v;
+                if index[w] == UNSEEN {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    calls.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            calls.pop();
+            order.push(v);
+            if let Some(&(u, _)) = calls.last() {
+                low[u] = low[u].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut component = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    component.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.into_iter().for_each(|w| recursive[w] = true);
+                }
+            }
+        }
+    }
+    (recursive, order)
+}
+
+struct Splicer<'a> {
+    module: &'a Module,
+    done: &'a [Arc<Function>],
+    inlinable: &'a [bool],
+    changed: bool,
+}
+
+impl Splicer<'_> {
+    /// The module index of the function `call` inlines, if it is an inlinable call.
+    fn target(&self, func: &Function, call: NodeId) -> Option<usize> {
+        let ExprKind::Apply { callee, args } = *func.kind(call) else { return None };
+        let ExprKind::Global { name } = *func.kind(callee) else { return None };
+        let idx = self.module.position(func.try_sym(name)?)?;
+        (self.inlinable[idx] && self.done[idx].params().len() == args.len as usize).then_some(idx)
+    }
+}
+
+fn has_inlinable_call(func: &Function, s: &mut Splicer<'_>) -> bool {
+    let live = func.live_mask();
+    func.node_ids().any(|id| live[id.index()] && s.target(func, id).is_some())
+}
+
+impl<'s> CopyHooks<'s> for Splicer<'_> {
+    fn exit(&mut self, cp: &mut Copier<'s>, b: &mut FunctionBuilder, old: NodeId) -> Option<NodeId> {
+        let func = cp.src;
+        let idx = self.target(func, old)?;
+        let ExprKind::Apply { args, .. } = *func.kind(old) else { return None };
+        let callee = &self.done[idx];
+        let args: Vec<NodeId> = func.ids(args).iter().map(|&a| cp.map(b, a)).collect();
+        let mut inner = Copier::new(callee);
+        inner.var_prefix = format!("{}_", self.module.entries()[idx].0);
+        let mut pairs: Vec<(NodeId, NodeId)> =
+            callee.params().iter().zip(args).map(|(&p, arg)| (inner.fresh_var(b, p), arg)).collect();
+        let mut body = inner.copy(b, callee.body(), &mut NoHooks);
+        // A body that is a block joins the parameter bindings instead of nesting in them (the
+        // copied block node is left dead in the arena).
+        if let ExprKind::Block { bindings, result } = b.node(body).kind {
+            let ids = b.ids(bindings).to_vec();
+            pairs.extend(ids.chunks_exact(2).map(|p| (p[0], p[1])));
+            body = result;
+        }
+        let block = b.block(&pairs, body);
+        if !pairs.is_empty() {
+            b.set_ty(block, func.ty(old).cloned());
+        }
+        self.changed = true;
+        Some(block)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use passel_engine::ir::{parse_module, print_module};
+    use passel_engine::transform::{get_pass, PassContext};
+
+    use super::*;
+
+    const SRC: &str = "def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @small(@big(%x))\n}\n\n\
+        def @small(%p: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  exp(%p)\n}\n\n\
+        def @big(%p: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  exp(relu(tanh(negative(%p))))\n}\n";
+
+    fn run_with_max_size(max_size: Option<i64>) -> String {
+        crate::link();
+        let module = parse_module(SRC).expect("parses");
+        let mut builder = PassContext::builder().opt_level(3).num_threads(1);
+        if let Some(n) = max_size {
+            builder = builder.config(MAX_SIZE_KEY, n);
+        }
+        let ctx = builder.build().expect("config key is registered");
+        let pass = get_pass("Inline").expect("registered");
+        let out = ctx.scope(|| pass.run(module, &ctx)).expect("scope").expect("pass runs");
+        let main = out.get("main").expect("main");
+        print_module(&{
+            let mut m = Module::new();
+            m.add("main", Arc::clone(main)).expect("fresh");
+            m
+        })
+    }
+
+    #[test]
+    fn inline_max_size_inlines_small_functions_only() {
+        // @small has 2 live nodes (%p and the call), @big 5.
+        let out = run_with_max_size(Some(4));
+        assert!(out.contains("exp(%small_p)") && out.contains("@big("), "{out}");
+        let out = run_with_max_size(Some(5));
+        assert!(!out.contains("@big(") && !out.contains("@small("), "{out}");
+    }
+
+    #[test]
+    fn inline_default_max_size_leaves_unmarked_functions() {
+        let out = run_with_max_size(None);
+        assert!(out.contains("@small(@big(%x))"), "{out}");
+        let out = run_with_max_size(Some(0));
+        assert!(out.contains("@small(@big(%x))"), "{out}");
+    }
+
+    #[test]
+    fn inline_rejects_wrongly_typed_max_size() {
+        let err = PassContext::builder().config(MAX_SIZE_KEY, "big").build();
+        assert!(err.is_err());
+    }
+
+    #[test]
+    fn inline_keeps_module_arcs_when_nothing_is_inlined() {
+        let module = parse_module(SRC).expect("parses");
+        let out = inline_module(&module, 0);
+        assert!(out.ptr_eq(&module));
+    }
+
+    #[test]
+    fn inline_finds_cycles_without_recursion_on_long_call_chains() {
+        // 20,000 functions calling each other in a chain, the last one calling the first.
+        let n = 20_000;
+        let edges: Vec<Vec<usize>> = (0..n).map(|i| vec![(i + 1) % n]).collect();
+        let (recursive, order) = recursive_and_post_order(&edges);
+        assert!(recursive.iter().all(|&r| r));
+        assert_eq!(order.len(), n);
+        let edges: Vec<Vec<usize>> = (0..n).map(|i| if i + 1 < n { vec![i + 1] } else { vec![] }).collect();
+        let (recursive, order) = recursive_and_post_order(&edges);
+        assert!(recursive.iter().all(|&r| !r));
+        assert_eq!(order[0], n - 1, "callees come first");
+    }
+}
