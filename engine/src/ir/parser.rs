@@ -15,6 +15,7 @@ mod lexer;
 mod literals;
 
 use std::fmt;
+use std::sync::Arc;
 
 use self::lexer::{Lexer, Tok, Token};
 use self::literals::scalar;
@@ -128,6 +129,9 @@ struct Parser<'s> {
     /// Scalar literals of this function by their text (`0.5f`), mapped to the first node that
     /// holds one: a repeat is a new node over the same constant, with no parsing or allocation.
     scalars: FxMap<&'s str, NodeId>,
+    /// Scalar literals of the whole module by their text, with their type: functions share
+    /// these immutable constants instead of each allocating its own `1.0f`.
+    module_scalars: FxMap<&'s str, (Arc<Constant>, Type)>,
     /// Whether this function had an error (it is then not added to the module).
     poisoned: bool,
     /// Scratch stack of call arguments and tuple fields being parsed, so that calls do not
@@ -157,6 +161,7 @@ impl<'s> Parser<'s> {
             b: FunctionBuilder::new(),
             scope: FxMap::default(),
             scalars: FxMap::default(),
+            module_scalars: FxMap::default(),
             scope_names: Vec::new(),
             defined: FxMap::default(),
             poisoned: false,
@@ -354,7 +359,7 @@ impl<'s> Parser<'s> {
     /// Parses `[#[attrs]] def @name(params) [-> T] { body }`. Returns the name token and the
     /// function, unless the function had errors.
     fn function(&mut self) -> PResult<(Token, Option<super::function::Function>)> {
-        self.b = FunctionBuilder::new();
+        self.b.clear();
         self.scalars.clear();
         self.scope.clear();
         self.scope_names.clear();
@@ -372,8 +377,7 @@ impl<'s> Parser<'s> {
         if self.poisoned {
             return Ok((name, None));
         }
-        let b = std::mem::take(&mut self.b);
-        Ok((name, Some(b.finish(&params, body, ret_ty, attrs))))
+        Ok((name, Some(self.b.finish_and_clear(&params, body, ret_ty, attrs))))
     }
 
     /// `#[Key, Key=value, …]`.
@@ -636,9 +640,21 @@ impl<'s> Parser<'s> {
                     let node = self.b.node(first).clone();
                     return Ok(self.b.push(node.kind, node.ty));
                 }
-                let c = self.scalar_literal()?;
+                let (c, ty) = match self.module_scalars.get(text) {
+                    Some((c, ty)) => {
+                        let shared = (Arc::clone(c), ty.clone());
+                        self.bump();
+                        shared
+                    }
+                    None => {
+                        let c = Arc::new(self.scalar_literal()?);
+                        let ty = c.ty();
+                        self.module_scalars.insert(text, (Arc::clone(&c), ty.clone()));
+                        (c, ty)
+                    }
+                };
                 self.b.set_span(self.span_from(start));
-                let id = self.b.constant(c);
+                let id = self.b.constant_typed(c, ty);
                 self.scalars.insert(text, id);
                 return Ok(id);
             }
