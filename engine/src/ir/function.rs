@@ -306,6 +306,12 @@ impl Function {
         self.syms.get(sym.0 as usize)
     }
 
+    /// Whether `sym` is a symbol of this function (as [`Function::try_sym`], without reading
+    /// the text).
+    pub(crate) fn has_sym(&self, sym: Sym) -> bool {
+        (sym.0 as usize) < self.syms.len()
+    }
+
     /// The parameter ids, or `None` when the parameter range is malformed.
     pub fn try_params(&self) -> Option<&[NodeId]> {
         self.try_ids(self.params)

@@ -427,7 +427,14 @@ impl<'s> Parser<'s> {
 
     fn define(&mut self, name_tok: Token, var: NodeId) {
         let name = &self.text(name_tok)[1..];
-        if let Some(&(_, first)) = self.vars.get(name) {
+        let first = match self.vars.entry(name) {
+            std::collections::hash_map::Entry::Occupied(e) => Some(e.get().1),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert((var, name_tok.start));
+                None
+            }
+        };
+        if let Some(first) = first {
             let (line, col) = self.line_col(first as usize);
             let span = Span { start: name_tok.start, end: name_tok.end };
             self.error_at(
@@ -438,7 +445,6 @@ impl<'s> Parser<'s> {
             );
             return;
         }
-        self.vars.insert(name, (var, name_tok.start));
         if self.in_scope.len() <= var.index() {
             self.in_scope.resize(var.index() + 1, false);
         }

@@ -125,12 +125,6 @@ fn visit_operands(func: &Function, kind: &ExprKind, mut f: impl FnMut(NodeId)) -
     Ok(())
 }
 
-/// Fills `out` with the operands of `kind` in evaluation order; see [`visit_operands`].
-fn operands(func: &Function, kind: &ExprKind, out: &mut Vec<NodeId>) -> Result<(), String> {
-    out.clear();
-    visit_operands(func, kind, |o| out.push(o))
-}
-
 impl Verifier<'_> {
     fn err(&mut self, node: Option<NodeId>, msg: String) {
         let span = node.and_then(|n| self.func.span(n));
@@ -292,7 +286,11 @@ impl Verifier<'_> {
         let func = self.func;
         match *kind {
             ExprKind::Var { name } | ExprKind::Global { name } => {
-                func.try_sym(name).map(|_| ()).ok_or_else(|| format!("symbol index {} out of bounds", name.0))
+                if func.has_sym(name) {
+                    Ok(())
+                } else {
+                    Err(format!("symbol index {} out of bounds", name.0))
+                }
             }
             ExprKind::Const { idx } => {
                 func.try_constant(idx).map(|_| ()).ok_or_else(|| format!("constant index {} out of bounds", idx.0))
@@ -330,7 +328,6 @@ impl Verifier<'_> {
         for &p in params {
             in_scope[p.index()] = true;
         }
-        let mut ops = Vec::new();
         let mut stack = vec![Step::Visit(body)];
         while let Some(step) = stack.pop() {
             match step {
@@ -378,8 +375,10 @@ impl Verifier<'_> {
                             stack.push(Step::Visit(c.body));
                         }
                         _ => {
-                            if operands(func, &kind, &mut ops).is_ok() {
-                                stack.extend(ops.iter().rev().map(|&o| Step::Visit(o)));
+                            // Pushed in reverse so that they are visited in evaluation order.
+                            let mark = stack.len();
+                            if visit_operands(func, &kind, |o| stack.push(Step::Visit(o))).is_ok() {
+                                stack[mark..].reverse();
                             }
                         }
                     }
