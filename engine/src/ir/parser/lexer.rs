@@ -107,9 +107,7 @@ impl<'s> Lexer<'s> {
     fn name_end(&self, mut i: usize) -> usize {
         let src = self.src;
         while let Some(&b) = src.get(i) {
-            if NAME_BYTE[b as usize] {
-                i += 1;
-            } else if b == b'.' && continues_name(src, i) {
+            if NAME_BYTE[b as usize] || (b == b'.' && continues_name(src, i)) {
                 i += 1;
             } else {
                 break;
