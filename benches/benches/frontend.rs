@@ -1,7 +1,7 @@
-//! Parse, verify and print throughput on the `chain` workload (`passel gen chain`).
+//! Parse, parse + verify, and print throughput on the `chain` workload (`passel gen chain`).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use passel_engine::ir::{parse_module, print_module};
+use passel_engine::ir::{parse_module, print_module, verify_module};
 use passel_harness::gen::{chain, ChainOptions};
 
 fn frontend(c: &mut Criterion) {
@@ -13,6 +13,14 @@ fn frontend(c: &mut Criterion) {
     g.throughput(Throughput::Elements(n_bindings as u64));
     g.bench_function("print", |b| b.iter(|| print_module(&module)));
     g.bench_function("parse", |b| b.iter(|| parse_module(&text).expect("generated text parses")));
+    // What `passel check` does: parse, then verify the module.
+    g.bench_function("parse+verify", |b| {
+        b.iter(|| {
+            let m = parse_module(&text).expect("generated text parses");
+            verify_module(&m).expect("generated module verifies");
+            m
+        })
+    });
     g.finish();
 }
 
