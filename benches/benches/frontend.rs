@@ -1,8 +1,8 @@
-//! Parse and print throughput on every workload kind (`passel gen KIND`), in bindings/s.
-//! `PASSEL_BENCH_FUNCTIONS` sets the function count (default 1000).
+//! Parse, parse + verify, and print throughput on every workload kind (`passel gen KIND`), in
+//! bindings/s. `PASSEL_BENCH_FUNCTIONS` sets the function count (default 1000).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use passel_engine::ir::{parse_module, print_module};
+use passel_engine::ir::{parse_module, print_module, verify_module};
 use passel_harness::bench::count_bindings;
 use passel_harness::gen::{workload, KINDS};
 
@@ -15,6 +15,14 @@ fn frontend(c: &mut Criterion) {
         g.throughput(Throughput::Elements(count_bindings(&module) as u64));
         g.bench_function("print", |b| b.iter(|| print_module(&module)));
         g.bench_function("parse", |b| b.iter(|| parse_module(&text).expect("generated text parses")));
+        // What `passel check` does: parse, then verify the module.
+        g.bench_function("parse+verify", |b| {
+            b.iter(|| {
+                let m = parse_module(&text).expect("generated text parses");
+                verify_module(&m).expect("generated module verifies");
+                m
+            })
+        });
         g.finish();
     }
 }

@@ -61,6 +61,51 @@ impl Value {
     }
 }
 
+impl Drop for Value {
+    /// Drops nested tuples and closure environments with an explicit stack: a value nested a
+    /// million tuples deep must not overflow the call stack when it is freed.
+    fn drop(&mut self) {
+        // Tensors and shared tuples (the common cases) own no nested value to free here.
+        if !owns_nested(self) {
+            return;
+        }
+        let mut stack = Vec::new();
+        take_nested(self, &mut stack);
+        while let Some(mut v) = stack.pop() {
+            take_nested(&mut v, &mut stack);
+            // `v` now holds no nested value, so dropping it here does not recurse.
+        }
+    }
+}
+
+/// Whether dropping `v` would free a tuple or closure environment that holds further values.
+fn owns_nested(v: &Value) -> bool {
+    match v {
+        Value::Tensor(_) | Value::Func(FuncValue::Global(_)) => false,
+        Value::Tuple(fields) => Arc::strong_count(fields) == 1 && fields.iter().any(|f| !matches!(f, Value::Tensor(_))),
+        Value::Func(FuncValue::Closure(c)) => Arc::strong_count(c) == 1 && !c.env.is_empty(),
+    }
+}
+
+/// Moves the nested values that `v` owns alone onto `stack`, leaving cheap placeholders.
+fn take_nested(v: &mut Value, stack: &mut Vec<Value>) {
+    match v {
+        Value::Tensor(_) | Value::Func(FuncValue::Global(_)) => {}
+        Value::Tuple(fields) => {
+            if let Some(fields) = Arc::get_mut(fields) {
+                for f in fields.iter_mut().filter(|f| !matches!(f, Value::Tensor(_))) {
+                    stack.push(std::mem::replace(f, Value::Func(FuncValue::Global(Arc::from("")))));
+                }
+            }
+        }
+        Value::Func(FuncValue::Closure(c)) => {
+            if let Some(c) = Arc::get_mut(c) {
+                stack.extend(c.env.drain(..).map(|(_, v)| v));
+            }
+        }
+    }
+}
+
 impl From<Tensor> for Value {
     fn from(t: Tensor) -> Value {
         Value::Tensor(t)
@@ -528,8 +573,9 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
                 let vals = self.pop_n(n, id)?;
                 let mut tensors = Vec::with_capacity(n);
                 for (i, v) in vals.into_iter().enumerate() {
-                    match v {
-                        Value::Tensor(t) => tensors.push(t),
+                    // `Value` has a `Drop`, so its tensor is shared out (a reference count).
+                    match &v {
+                        Value::Tensor(t) => tensors.push(t.clone()),
                         other => {
                             let name = op::get(op).name;
                             let msg =
@@ -566,8 +612,8 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
             }
             ExprKind::Apply { args, .. } => {
                 let args = self.pop_n(args.len as usize, id)?;
-                match self.pop(id)? {
-                    Value::Func(f) => self.enter(f, args, Some(id))?,
+                match &self.pop(id)? {
+                    Value::Func(f) => self.enter(f.clone(), args, Some(id))?,
                     other => return Err(self.error(Some(id), format!("cannot call {}", other.describe()))),
                 }
             }
@@ -580,7 +626,7 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
         let ExprKind::If { then_, else_, .. } = *self.frame().func.get().kind(id) else {
             return Err(self.error(Some(id), "internal error: not an if"));
         };
-        let taken = match self.pop(id)? {
+        let taken = match &self.pop(id)? {
             Value::Tensor(t) if t.len() == 1 => t.to_f64s().first().is_some_and(|&v| v != 0.0),
             other => {
                 return Err(self.error(Some(id), format!("condition must be a scalar tensor, got {}", other.describe())))

@@ -1,7 +1,7 @@
 //! Tests of the `.pir` text format: round trips, error messages, deep and large inputs, and
 //! properties over random functions and random bytes.
 
-use passel_engine::ir::{module_structural_eq, parse_module, print_module};
+use passel_engine::ir::{module_structural_eq, parse_module, print_module, ExprKind};
 
 /// Parses, prints, re-parses and re-prints `src`; checks structural equality and byte
 /// equality of the two prints, and returns the first print.
@@ -686,4 +686,43 @@ fn every_live_node_carries_its_source_span() {
         ]
     "#]]
     .assert_debug_eq(&texts);
+}
+
+#[test]
+fn repeated_scalar_operator_arguments_share_one_constant_node() {
+    let src = "def @f(%x: Tensor[(), f32]) {\n  let %a = multiply(%x, 0.5f);\n  let %b = multiply(%a, 0.5f);\n  let %c = add(%b, 0.25f);\n  %c\n}\n";
+    let m = parse_module(src).expect("parses");
+    let f = m.get("f").expect("f");
+    let consts: Vec<_> = f.node_ids().filter(|&id| matches!(f.kind(id), ExprKind::Const { .. })).collect();
+    // One node for `0.5f` (used twice) and one for `0.25f`.
+    assert_eq!(consts.len(), 2);
+    assert_eq!(round_trip(src), src);
+}
+
+#[test]
+fn scalar_constants_are_shared_between_functions_but_print_per_function() {
+    let src =
+        "def @f(%x: Tensor[(), f32]) {\n  add(%x, 1.5f)\n}\n\ndef @g(%x: Tensor[(), f32]) {\n  add(%x, 1.5f)\n}\n";
+    let m = parse_module(src).expect("parses");
+    let (f, g) = (m.get("f").expect("f"), m.get("g").expect("g"));
+    let first_const = |func: &passel_engine::ir::Function| {
+        func.node_ids()
+            .find_map(|id| match *func.kind(id) {
+                ExprKind::Const { idx } => Some(std::sync::Arc::clone(func.constant(idx))),
+                _ => None,
+            })
+            .expect("a constant")
+    };
+    assert!(std::sync::Arc::ptr_eq(&first_const(f), &first_const(g)));
+    assert_eq!(round_trip(src), src);
+}
+
+#[test]
+fn a_repeated_literal_outside_operator_arguments_keeps_its_own_span() {
+    let src = "def @f(%x: Tensor[(), f32]) {\n  let %a = add(%x, 1.0f);\n  if (1.0f) { %a } else { %x }\n}\n";
+    let m = parse_module(src).expect("parses");
+    let errs = passel_engine::ir::verify_module(&m).expect_err("the condition is not a bool");
+    let span = errs[0].span.expect("a span");
+    assert_eq!(&src[span.start as usize..span.end as usize], "1.0f");
+    assert_eq!(span.start as usize, src.find("if (1.0f)").expect("the if") + 4);
 }

@@ -84,7 +84,7 @@ fn calls_globals_closures_and_variables_bound_to_functions() {
     let main = b.finish(&[x], block, None, Attrs::new());
     let m = module(vec![("double", double()), ("main", main)]);
     let out = eval_function(&m, "main", &[f32s(&[2], &[1.0, 2.0]).into()]).unwrap();
-    let Value::Tuple(fields) = out else { panic!("expected a tuple") };
+    let Value::Tuple(fields) = &out else { panic!("expected a tuple") };
     assert_eq!(tensor_of(&fields[0]), [11.0, 12.0]);
     assert_eq!(tensor_of(&fields[1]), [2.0, 4.0]);
 }
@@ -100,8 +100,9 @@ fn closures_escape_with_their_environment() {
     let adder = b.finish(&[k], clo, None, Attrs::new());
     let m = module(vec![("adder", adder)]);
     let mut interp = Interpreter::new(&m);
-    let Value::Func(f) = interp.call("adder", &[f32s(&[], &[3.0]).into()]).unwrap() else { panic!("a function") };
-    let out = interp.call_value(&f, &[f32s(&[], &[4.0]).into()]).unwrap();
+    let made = interp.call("adder", &[f32s(&[], &[3.0]).into()]).unwrap();
+    let Value::Func(f) = &made else { panic!("a function") };
+    let out = interp.call_value(f, &[f32s(&[], &[4.0]).into()]).unwrap();
     assert_eq!(tensor_of(&out), [7.0]);
 }
 
@@ -324,4 +325,24 @@ fn interp_reads_a_variable_that_is_the_whole_body_of_a_function_or_closure() {
         let out = eval_function(&m, name, std::slice::from_ref(&arg)).unwrap();
         assert_eq!(tensor_of(&out), vec![1.0, -2.0], "@{name}");
     }
+}
+
+#[test]
+fn dropping_a_million_deep_tuple_value_does_not_overflow_the_stack() {
+    let mut v: Value = f32s(&[1], &[1.0]).into();
+    for _ in 0..1_000_000 {
+        v = Value::Tuple(vec![v, Value::Func(FuncValue::Global("g".into()))].into());
+    }
+    // Run on a small stack so that a recursive drop would fail for certain.
+    std::thread::Builder::new().stack_size(256 * 1024).spawn(move || drop(v)).unwrap().join().unwrap();
+}
+
+#[test]
+fn dropping_a_tuple_keeps_fields_shared_with_other_values() {
+    let inner = Value::Tuple(vec![Value::Tuple(vec![f32s(&[2], &[1.0, 2.0]).into()].into())].into());
+    let outer = Value::Tuple(vec![inner.clone(), f32s(&[1], &[3.0]).into()].into());
+    drop(outer);
+    let Value::Tuple(fields) = &inner else { panic!("a tuple") };
+    let Value::Tuple(nested) = &fields[0] else { panic!("a nested tuple") };
+    assert_eq!(tensor_of(&nested[0]), vec![1.0, 2.0]);
 }

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use super::ty::DType;
 
-/// One attribute value.
-#[derive(Clone, Debug, PartialEq)]
+/// One attribute value. Equality and hashing compare floats by their bits, so a NaN
+/// attribute equals itself (as constants do) and `-0.0` differs from `0.0`.
+#[derive(Clone, Debug)]
 pub enum AttrValue {
     /// Boolean (`true` / `false`).
     Bool(bool),
@@ -70,6 +71,12 @@ impl AttrValue {
             AttrValue::Ints(v) => (4, 0, None, Some(v)),
             AttrValue::DType(d) => (5, *d as u64, None, None),
         }
+    }
+}
+
+impl PartialEq for AttrValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
     }
 }
 
@@ -195,4 +202,33 @@ pub mod fn_attr {
     pub const INLINE: &str = "Inline";
     /// An entry point kept by dead-code elimination (besides `@main`).
     pub const EXPORTED: &str = "Exported";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash_of(v: &AttrValue) -> u64 {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        BuildHasherDefault::<DefaultHasher>::default().hash_one(v)
+    }
+
+    #[test]
+    fn nan_float_attribute_equals_itself() {
+        let nan = AttrValue::Float(f64::NAN);
+        assert_eq!(nan, nan.clone());
+        assert_eq!(hash_of(&nan), hash_of(&nan.clone()));
+        let attrs = Attrs::new().with("alpha", nan);
+        assert_eq!(attrs, attrs.clone());
+    }
+
+    #[test]
+    fn float_attribute_equality_is_bitwise() {
+        assert_ne!(AttrValue::Float(0.0), AttrValue::Float(-0.0));
+        assert_eq!(AttrValue::Float(0.5), AttrValue::Float(0.5));
+        assert_ne!(AttrValue::Float(1.0), AttrValue::Int(1));
+        assert_ne!(AttrValue::Int(1), AttrValue::Bool(true));
+        assert_eq!(AttrValue::Ints(vec![1, 2].into()), AttrValue::Ints(vec![1, 2].into()));
+        assert_ne!(AttrValue::Str("a".into()), AttrValue::Str("b".into()));
+    }
 }

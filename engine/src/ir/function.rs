@@ -9,6 +9,43 @@ use super::ids::{AttrsIdx, ClosureIdx, ConstIdx, IdRange, NodeId, OpId, Sym};
 use super::tensor::Constant;
 use super::ty::{DType, Type};
 
+/// The symbol table of a function: every name's text in one buffer, so that interning a name
+/// costs no allocation of its own (a function has one symbol per variable).
+#[derive(Clone, Debug, Default)]
+struct SymTable {
+    text: String,
+    /// `ends[i]` is where symbol `i` ends in `text`; it starts where symbol `i - 1` ends.
+    ends: Vec<u32>,
+}
+
+impl SymTable {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)? as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        self.text.get(start..end)
+    }
+
+    fn push(&mut self, s: &str) -> Sym {
+        let sym = Sym(self.ends.len() as u32);
+        self.text.push_str(s);
+        self.ends.push(self.text.len() as u32);
+        sym
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
+    fn shrink_to_fit(&mut self) {
+        self.text.shrink_to_fit();
+        self.ends.shrink_to_fit();
+    }
+}
+
 /// A nested function (closure) inside a function's arena. It may refer to variables of the
 /// enclosing scopes.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,7 +71,7 @@ pub struct Function {
     spans: Vec<Span>,
     extra: Vec<NodeId>,
     // Shared with builders made by `to_builder`, which copy it only when they add a name.
-    syms: Arc<Vec<Box<str>>>,
+    syms: Arc<SymTable>,
     consts: Vec<Arc<Constant>>,
     call_attrs: Vec<Attrs>,
     closures: Vec<Closure>,
@@ -97,7 +134,7 @@ impl Function {
     /// The text of a symbol.
     #[inline]
     pub fn sym(&self, sym: Sym) -> &str {
-        &self.syms[sym.0 as usize]
+        self.syms.get(sym.0 as usize).expect("symbol of this function")
     }
 
     /// The name of a `Var` or `Global` node.
@@ -266,7 +303,13 @@ impl Function {
 
     /// The text of `sym`, or `None` when out of range.
     pub fn try_sym(&self, sym: Sym) -> Option<&str> {
-        self.syms.get(sym.0 as usize).map(|s| &**s)
+        self.syms.get(sym.0 as usize)
+    }
+
+    /// Whether `sym` is a symbol of this function (as [`Function::try_sym`], without reading
+    /// the text).
+    pub(crate) fn has_sym(&self, sym: Sym) -> bool {
+        (sym.0 as usize) < self.syms.len()
     }
 
     /// The parameter ids, or `None` when the parameter range is malformed.
@@ -278,7 +321,7 @@ impl Function {
     /// `Sym`, `ConstIdx` and `AttrsIdx` values of this function stay valid in it. Mutators copy
     /// nodes into it so that the result has no dead nodes from the input.
     pub fn builder_with_tables(&self) -> FunctionBuilder {
-        let sym_index = self.syms.iter().enumerate().map(|(i, s)| (s.clone(), Sym(i as u32))).collect();
+        let sym_index = self.syms.iter().enumerate().map(|(i, s)| (Box::from(s), Sym(i as u32))).collect();
         FunctionBuilder {
             nodes: Vec::new(),
             spans: Vec::new(),
@@ -324,7 +367,7 @@ pub struct FunctionBuilder {
     nodes: Vec<Node>,
     spans: Vec<Span>,
     extra: Vec<NodeId>,
-    syms: Arc<Vec<Box<str>>>,
+    syms: Arc<SymTable>,
     // Index of names interned by this builder; a builder from `to_builder` starts without one
     // and may then intern a name twice, which is harmless (names do not matter for identity).
     sym_index: rustc_hash::FxHashMap<Box<str>, Sym>,
@@ -348,7 +391,7 @@ impl FunctionBuilder {
             nodes: Vec::new(),
             spans: Vec::new(),
             extra: Vec::new(),
-            syms: Arc::new(Vec::new()),
+            syms: Arc::new(SymTable::default()),
             sym_index: Default::default(),
             scalar_consts: Default::default(),
             consts: Vec::new(),
@@ -383,15 +426,14 @@ impl FunctionBuilder {
         if let Some(&sym) = self.sym_index.get(s) {
             return sym;
         }
-        let sym = Sym(self.syms.len() as u32);
-        Arc::make_mut(&mut self.syms).push(s.into());
+        let sym = Arc::make_mut(&mut self.syms).push(s);
         self.sym_index.insert(s.into(), sym);
         sym
     }
 
     /// The text of a symbol interned earlier.
     pub fn sym_str(&self, sym: Sym) -> &str {
-        &self.syms[sym.0 as usize]
+        self.syms.get(sym.0 as usize).expect("symbol of this builder")
     }
 
     /// Pushes a raw node. Operands must already exist.
@@ -475,9 +517,7 @@ impl FunctionBuilder {
     /// A variable named `name` with an optional type annotation. Variable names are not
     /// interned (each variable is defined once, so its name is rarely repeated).
     pub fn var(&mut self, name: &str, ty: Option<Type>) -> NodeId {
-        let sym = Sym(self.syms.len() as u32);
-        Arc::make_mut(&mut self.syms).push(name.into());
-        let name = sym;
+        let name = Arc::make_mut(&mut self.syms).push(name);
         self.push(ExprKind::Var { name }, ty)
     }
 
@@ -507,6 +547,15 @@ impl FunctionBuilder {
         if let Some(key) = scalar_key {
             self.scalar_consts.insert(key, (idx, ty.clone()));
         }
+        self.push(ExprKind::Const { idx }, Some(ty))
+    }
+
+    /// A constant whose type the caller knows already (the parser shares scalar constants
+    /// and their types across functions). Unlike [`FunctionBuilder::constant`] it does not
+    /// look for an equal scalar in the table.
+    pub(crate) fn constant_typed(&mut self, c: Arc<Constant>, ty: Type) -> NodeId {
+        let idx = ConstIdx(self.consts.len() as u32);
+        self.consts.push(c);
         self.push(ExprKind::Const { idx }, Some(ty))
     }
 
@@ -571,11 +620,75 @@ impl FunctionBuilder {
         self.push(ExprKind::Block { bindings, result }, None)
     }
 
+    /// Empties the builder but keeps its buffers, for building the next function.
+    pub(crate) fn clear(&mut self) {
+        self.nodes.clear();
+        self.spans.clear();
+        self.extra.clear();
+        match Arc::get_mut(&mut self.syms) {
+            Some(syms) => {
+                syms.text.clear();
+                syms.ends.clear();
+            }
+            None => self.syms = Arc::default(),
+        }
+        self.sym_index.clear();
+        self.scalar_consts.clear();
+        self.consts.clear();
+        self.call_attrs.truncate(1);
+        if self.call_attrs.first() != Some(&Attrs::new()) {
+            self.call_attrs = vec![Attrs::new()];
+        }
+        self.closures.clear();
+        self.span = Span::default();
+    }
+
+    /// Finishes the function into exactly sized tables and leaves the builder empty with its
+    /// buffers kept: a parser building thousands of functions grows its tables once, and the
+    /// functions hold no growth slack.
+    pub(crate) fn finish_and_clear(
+        &mut self,
+        params: &[NodeId],
+        body: NodeId,
+        ret_ty: Option<Type>,
+        attrs: Attrs,
+    ) -> Function {
+        let params = self.range(params);
+        if !self.spans.is_empty() {
+            self.spans.resize(self.nodes.len(), Span::default());
+        }
+        let syms = SymTable { text: self.syms.text.as_str().into(), ends: self.syms.ends.to_vec() };
+        let f = Function {
+            nodes: self.nodes.drain(..).collect(),
+            spans: self.spans.to_vec(),
+            extra: self.extra.to_vec(),
+            syms: Arc::new(syms),
+            consts: self.consts.drain(..).collect(),
+            call_attrs: self.call_attrs.drain(..).collect(),
+            closures: self.closures.drain(..).collect(),
+            params,
+            body,
+            ret_ty,
+            attrs,
+        };
+        self.clear();
+        f
+    }
+
     /// Finishes the function.
     pub fn finish(mut self, params: &[NodeId], body: NodeId, ret_ty: Option<Type>, attrs: Attrs) -> Function {
         let params = self.range(params);
         if !self.spans.is_empty() {
             self.spans.resize(self.nodes.len(), Span::default());
+        }
+        // A function lives long and is never appended to (`to_builder` copies): return the
+        // growth slack of the tables, up to half of their size.
+        self.nodes.shrink_to_fit();
+        self.spans.shrink_to_fit();
+        self.extra.shrink_to_fit();
+        self.consts.shrink_to_fit();
+        if let Some(syms) = Arc::get_mut(&mut self.syms) {
+            syms.shrink_to_fit();
         }
         Function {
             nodes: self.nodes,

@@ -15,13 +15,14 @@ mod lexer;
 mod literals;
 
 use std::fmt;
+use std::sync::Arc;
 
 use self::lexer::{Lexer, Tok, Token};
 use self::literals::scalar;
 use super::attrs::{AttrValue, Attrs};
 use super::expr::Span;
 use super::function::FunctionBuilder;
-use super::ids::NodeId;
+use super::ids::{NodeId, OpId};
 use super::module::Module;
 use super::tensor::{Constant, Tensor, TensorData};
 use super::ty::{DType, TensorType, Type};
@@ -103,8 +104,12 @@ struct Reported;
 type PResult<T> = Result<T, Reported>;
 
 /// Keywords, which are not operator names.
-const KEYWORDS: &[&str] =
-    &["def", "let", "if", "else", "fn", "tensor", "full", "uniform", "normal", "true", "false", "Tensor"];
+fn is_keyword(s: &str) -> bool {
+    matches!(
+        s,
+        "def" | "let" | "if" | "else" | "fn" | "tensor" | "full" | "uniform" | "normal" | "true" | "false" | "Tensor"
+    )
+}
 
 struct Parser<'s> {
     src: &'s str,
@@ -119,15 +124,22 @@ struct Parser<'s> {
     depth: u32,
     // Per function:
     b: FunctionBuilder,
-    /// Variables in scope by name.
-    scope: FxMap<&'s str, NodeId>,
-    /// Names in scope in definition order, so a block can drop its own when it ends.
-    scope_names: Vec<&'s str>,
-    /// Where each variable of the function was defined (single definition).
-    defined: FxMap<&'s str, u32>,
+    /// Every variable of the function by name, with where it was defined: a variable has a
+    /// single definition per function, so one name maps to one node.
+    vars: FxMap<&'s str, (NodeId, u32)>,
+    /// `in_scope[node]`: whether the variable `node` is visible here (indexed by node id).
+    in_scope: Vec<bool>,
+    /// Variables in scope in definition order, so a block can drop its own when it ends.
+    scope_vars: Vec<NodeId>,
     /// Scalar literals of this function by their text (`0.5f`), mapped to the first node that
     /// holds one: a repeat is a new node over the same constant, with no parsing or allocation.
     scalars: FxMap<&'s str, NodeId>,
+    /// Scalar literals of the whole module by their text, with their type: functions share
+    /// these immutable constants instead of each allocating its own `1.0f`.
+    module_scalars: FxMap<&'s str, (Arc<Constant>, Type)>,
+    /// Operator names of this module resolved so far (a module names few distinct operators
+    /// many times).
+    ops: FxMap<&'s str, Option<OpId>>,
     /// Whether this function had an error (it is then not added to the module).
     poisoned: bool,
     /// Scratch stack of call arguments and tuple fields being parsed, so that calls do not
@@ -155,10 +167,12 @@ impl<'s> Parser<'s> {
             pos_cache: (0, 1, 1),
             depth: 0,
             b: FunctionBuilder::new(),
-            scope: FxMap::default(),
+            vars: FxMap::default(),
+            in_scope: Vec::new(),
             scalars: FxMap::default(),
-            scope_names: Vec::new(),
-            defined: FxMap::default(),
+            module_scalars: FxMap::default(),
+            ops: FxMap::default(),
+            scope_vars: Vec::new(),
             poisoned: false,
             abandoned: false,
             operands: Vec::new(),
@@ -354,11 +368,11 @@ impl<'s> Parser<'s> {
     /// Parses `[#[attrs]] def @name(params) [-> T] { body }`. Returns the name token and the
     /// function, unless the function had errors.
     fn function(&mut self) -> PResult<(Token, Option<super::function::Function>)> {
-        self.b = FunctionBuilder::new();
+        self.b.clear();
         self.scalars.clear();
-        self.scope.clear();
-        self.scope_names.clear();
-        self.defined.clear();
+        self.vars.clear();
+        self.in_scope.clear();
+        self.scope_vars.clear();
         self.poisoned = false;
         self.abandoned = false;
         self.operands.clear();
@@ -372,8 +386,7 @@ impl<'s> Parser<'s> {
         if self.poisoned {
             return Ok((name, None));
         }
-        let b = std::mem::take(&mut self.b);
-        Ok((name, Some(b.finish(&params, body, ret_ty, attrs))))
+        Ok((name, Some(self.b.finish_and_clear(&params, body, ret_ty, attrs))))
     }
 
     /// `#[Key, Key=value, …]`.
@@ -414,7 +427,14 @@ impl<'s> Parser<'s> {
 
     fn define(&mut self, name_tok: Token, var: NodeId) {
         let name = &self.text(name_tok)[1..];
-        if let Some(&first) = self.defined.get(name) {
+        let first = match self.vars.entry(name) {
+            std::collections::hash_map::Entry::Occupied(e) => Some(e.get().1),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert((var, name_tok.start));
+                None
+            }
+        };
+        if let Some(first) = first {
             let (line, col) = self.line_col(first as usize);
             let span = Span { start: name_tok.start, end: name_tok.end };
             self.error_at(
@@ -425,14 +445,16 @@ impl<'s> Parser<'s> {
             );
             return;
         }
-        self.defined.insert(name, name_tok.start);
-        self.scope.insert(name, var);
-        self.scope_names.push(name);
+        if self.in_scope.len() <= var.index() {
+            self.in_scope.resize(var.index() + 1, false);
+        }
+        self.in_scope[var.index()] = true;
+        self.scope_vars.push(var);
     }
 
     fn pop_scope(&mut self, mark: usize) {
-        for name in self.scope_names.drain(mark..) {
-            self.scope.remove(name);
+        for var in self.scope_vars.drain(mark..) {
+            self.in_scope[var.index()] = false;
         }
     }
 
@@ -445,7 +467,7 @@ impl<'s> Parser<'s> {
     }
 
     fn block_rest(&mut self, open: Token) -> PResult<NodeId> {
-        let mark = self.scope_names.len();
+        let mark = self.scope_vars.len();
         let r = self.block_inner(open);
         self.pop_scope(mark);
         r
@@ -535,7 +557,7 @@ impl<'s> Parser<'s> {
                 self.b.set_span(self.span_from(start));
                 e = self.b.proj(e, index);
             } else if self.at(Tok::LParen) {
-                let (mark, attrs) = self.args()?;
+                let (mark, attrs) = self.args(false)?;
                 if !attrs.is_empty() {
                     let span = self.span_from(start);
                     return Err(self.error_at(span, "only operator calls take attributes".into()));
@@ -550,8 +572,8 @@ impl<'s> Parser<'s> {
     }
 
     /// `(arg, …, key=value, …)`: the arguments are pushed on `operands` above the returned
-    /// length.
-    fn args(&mut self) -> PResult<(usize, Attrs)> {
+    /// length. `share_constants`: see [`Parser::repeated_scalar_operand`].
+    fn args(&mut self, share_constants: bool) -> PResult<(usize, Attrs)> {
         self.expect(Tok::LParen, "`(`")?;
         let mark = self.operands.len();
         let mut attrs = Attrs::new();
@@ -563,6 +585,8 @@ impl<'s> Parser<'s> {
                 attrs.set(self.text(key), value);
             } else if !attrs.is_empty() {
                 return Err(self.unexpected("an attribute `key=value` (arguments come first)"));
+            } else if let Some(c) = self.repeated_scalar_operand(share_constants) {
+                self.operands.push(c);
             } else {
                 let e = self.expr()?;
                 self.operands.push(e);
@@ -573,6 +597,20 @@ impl<'s> Parser<'s> {
         }
         self.expect(Tok::RParen, "`,` or `)`")?;
         Ok((mark, attrs))
+    }
+
+    /// When `share` is set and the next argument is exactly a scalar literal that this function
+    /// used before, consumes it and returns that earlier constant node: atoms may have many
+    /// users, and a chain of thousands of `multiply(%x, 0.5f)` then needs no node per use.
+    /// Only operator arguments share, because diagnostics about an operator's arguments point
+    /// at the call; an `if` condition or branch keeps its own node and span.
+    fn repeated_scalar_operand(&mut self, share: bool) -> Option<NodeId> {
+        if !share || self.tok.kind != Tok::Number || !matches!(self.peek.kind, Tok::Comma | Tok::RParen) {
+            return None;
+        }
+        let id = *self.scalars.get(self.text(self.tok))?;
+        self.bump();
+        Some(id)
     }
 
     // The functions on the recursive path (`expr`, `postfix`, `primary`, `args`, `op_call`,
@@ -595,7 +633,7 @@ impl<'s> Parser<'s> {
                 "true" | "false" | "tensor" | "full" | "uniform" | "normal" => self.constant_expr(),
                 "if" => self.if_(),
                 "fn" => self.closure(),
-                name if !KEYWORDS.contains(&name) && self.peek.kind == Tok::LParen => self.op_call(),
+                name if !is_keyword(name) && self.peek.kind == Tok::LParen => self.op_call(),
                 _ => Err(self.unexpected("an expression")),
             },
             _ => Err(self.unexpected("an expression")),
@@ -607,9 +645,9 @@ impl<'s> Parser<'s> {
     fn local_use(&mut self) -> PResult<NodeId> {
         let t = self.bump();
         let name = &self.text(t)[1..];
-        match self.scope.get(name) {
-            Some(&v) => Ok(v),
-            None => {
+        match self.vars.get(name) {
+            Some(&(v, _)) if self.in_scope.get(v.index()).copied().unwrap_or(false) => Ok(v),
+            _ => {
                 let span = Span { start: t.start, end: t.end };
                 self.error_at(span, format!("undefined variable `%{name}`"));
                 // Keep parsing with a stand-in so later errors are found too.
@@ -636,9 +674,21 @@ impl<'s> Parser<'s> {
                     let node = self.b.node(first).clone();
                     return Ok(self.b.push(node.kind, node.ty));
                 }
-                let c = self.scalar_literal()?;
+                let (c, ty) = match self.module_scalars.get(text) {
+                    Some((c, ty)) => {
+                        let shared = (Arc::clone(c), ty.clone());
+                        self.bump();
+                        shared
+                    }
+                    None => {
+                        let c = Arc::new(self.scalar_literal()?);
+                        let ty = c.ty();
+                        self.module_scalars.insert(text, (Arc::clone(&c), ty.clone()));
+                        (c, ty)
+                    }
+                };
                 self.b.set_span(self.span_from(start));
-                let id = self.b.constant(c);
+                let id = self.b.constant_typed(c, ty);
                 self.scalars.insert(text, id);
                 return Ok(id);
             }
@@ -677,11 +727,18 @@ impl<'s> Parser<'s> {
         let name_tok = self.bump();
         let name = self.text(name_tok);
         let name_span = Span { start: name_tok.start, end: name_tok.end };
-        let op = op::lookup(name);
+        let op = match self.ops.get(name) {
+            Some(&op) => op,
+            None => {
+                let op = op::lookup(name);
+                self.ops.insert(name, op);
+                op
+            }
+        };
         if op.is_none() {
             self.unknown_op(name, name_span);
         }
-        let (mark, attrs) = self.args()?;
+        let (mark, attrs) = self.args(true)?;
         let span = self.span_from(name_tok.start);
         let n_args = self.operands.len() - mark;
         let node = match op {
@@ -739,7 +796,7 @@ impl<'s> Parser<'s> {
         let start = self.tok.start;
         let attrs = if self.at(Tok::Hash) { self.attr_list()? } else { Attrs::new() };
         self.expect_kw("fn")?;
-        let mark = self.scope_names.len();
+        let mark = self.scope_vars.len();
         let r = (|| {
             let params = self.params()?;
             let ret_ty = if self.eat(Tok::Arrow) { Some(self.ty()?) } else { None };

@@ -202,7 +202,13 @@ impl Tensor {
         if self.len() != 1 {
             return None;
         }
-        self.bits().first().copied()
+        match &self.0 {
+            TensorData::F32(a) => a.iter().next().map(|v| v.to_bits() as u64),
+            TensorData::F16(a) => a.iter().next().map(|v| v.to_bits() as u64),
+            TensorData::I64(a) => a.iter().next().map(|&v| v as u64),
+            TensorData::I32(a) => a.iter().next().map(|&v| v as u32 as u64),
+            TensorData::Bool(a) => a.iter().next().map(|&v| v as u64),
+        }
     }
 
     /// Whether the two tensors have equal dtype, shape and element bits.

@@ -84,25 +84,31 @@ enum Step {
     UnbindClosure(ClosureIdx),
 }
 
-/// Fills `out` with the operands of `kind` in evaluation order (as
-/// [`Function::for_each_operand`] does), using only checked accessors.
-fn operands(func: &Function, kind: &ExprKind, out: &mut Vec<NodeId>) -> Result<(), String> {
-    out.clear();
+/// Calls `f` on the operands of `kind` in evaluation order (as [`Function::for_each_operand`]
+/// does), using only checked accessors. On a malformed reference it returns the error before
+/// calling `f` at all.
+#[inline]
+fn visit_operands(func: &Function, kind: &ExprKind, mut f: impl FnMut(NodeId)) -> Result<(), String> {
     let ids = |r| func.try_ids(r).ok_or_else(|| "operand range out of bounds".to_string());
     match *kind {
         ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
-        ExprKind::Call { args, .. } => out.extend_from_slice(ids(args)?),
+        ExprKind::Call { args, .. } => ids(args)?.iter().for_each(|&a| f(a)),
         ExprKind::Apply { callee, args } => {
-            out.push(callee);
-            out.extend_from_slice(ids(args)?);
+            let args = ids(args)?;
+            f(callee);
+            args.iter().for_each(|&a| f(a));
         }
-        ExprKind::Tuple { fields } => out.extend_from_slice(ids(fields)?),
-        ExprKind::Proj { tuple, .. } => out.push(tuple),
-        ExprKind::If { cond, then_, else_ } => out.extend_from_slice(&[cond, then_, else_]),
+        ExprKind::Tuple { fields } => ids(fields)?.iter().for_each(|&a| f(a)),
+        ExprKind::Proj { tuple, .. } => f(tuple),
+        ExprKind::If { cond, then_, else_ } => {
+            f(cond);
+            f(then_);
+            f(else_);
+        }
         ExprKind::Func { idx } => {
             let c = func.try_closure(idx).ok_or_else(|| format!("closure index {} out of bounds", idx.0))?;
-            out.extend_from_slice(ids(c.params)?);
-            out.push(c.body);
+            ids(c.params)?.iter().for_each(|&p| f(p));
+            f(c.body);
         }
         ExprKind::Block { bindings, result } => {
             let b = ids(bindings)?;
@@ -110,10 +116,10 @@ fn operands(func: &Function, kind: &ExprKind, out: &mut Vec<NodeId>) -> Result<(
                 return Err("block without bindings or with an odd binding range".to_string());
             }
             for pair in b.chunks_exact(2) {
-                out.push(pair[1]);
-                out.push(pair[0]);
+                f(pair[1]);
+                f(pair[0]);
             }
-            out.push(result);
+            f(result);
         }
     }
     Ok(())
@@ -140,14 +146,20 @@ impl Verifier<'_> {
         // per node and reported only for live nodes: dead builder leftovers are never used.
         let mut wf = vec![false; n];
         let mut shape_errors: Vec<(NodeId, String)> = Vec::new();
-        let mut ops = Vec::new();
         let n_ops = op::all().len();
         for (i, node) in nodes.iter().enumerate() {
             let id = NodeId(i as u32);
-            let res = operands(func, &node.kind, &mut ops).and_then(|()| self.check_tables(&node.kind, n_ops));
+            // The first operand that does not precede the node.
+            let mut late = None;
+            let res = visit_operands(func, &node.kind, |o| {
+                if late.is_none() && o.index() >= i {
+                    late = Some(o);
+                }
+            })
+            .and_then(|()| self.check_tables(&node.kind, n_ops));
             match res {
                 Err(msg) => shape_errors.push((id, msg)),
-                Ok(()) => match ops.iter().find(|o| o.index() >= i) {
+                Ok(()) => match late {
                     Some(o) if o.index() >= n => shape_errors.push((id, format!("operand {o} out of range"))),
                     Some(o) => shape_errors.push((id, format!("operand {o} does not precede its user"))),
                     None => wf[i] = true,
@@ -190,10 +202,9 @@ impl Verifier<'_> {
         live[body.index()] = true;
         // Operands of well-formed nodes have smaller ids, so one backward sweep suffices.
         for i in (0..n).rev() {
-            if live[i] && wf[i] && operands(func, &nodes[i].kind, &mut ops).is_ok() {
-                for o in &ops {
-                    live[o.index()] = true;
-                }
+            if live[i] && wf[i] {
+                // Cannot fail: `wf[i]` means the operands were read in phase 1.
+                let _ = visit_operands(func, &nodes[i].kind, |o| live[o.index()] = true);
             }
         }
         for (id, msg) in shape_errors {
@@ -214,11 +225,11 @@ impl Verifier<'_> {
                 continue;
             }
             let id = NodeId(i as u32);
-            if operands(func, &nodes[i].kind, &mut ops).is_err() {
-                continue;
-            }
-            for o in &ops {
+            let counted = visit_operands(func, &nodes[i].kind, |o| {
                 users[o.index()] = users[o.index()].saturating_add(1);
+            });
+            if counted.is_err() {
+                continue;
             }
             let bound: Vec<NodeId> = match nodes[i].kind {
                 ExprKind::Block { bindings, .. } => {
@@ -275,7 +286,11 @@ impl Verifier<'_> {
         let func = self.func;
         match *kind {
             ExprKind::Var { name } | ExprKind::Global { name } => {
-                func.try_sym(name).map(|_| ()).ok_or_else(|| format!("symbol index {} out of bounds", name.0))
+                if func.has_sym(name) {
+                    Ok(())
+                } else {
+                    Err(format!("symbol index {} out of bounds", name.0))
+                }
             }
             ExprKind::Const { idx } => {
                 func.try_constant(idx).map(|_| ()).ok_or_else(|| format!("constant index {} out of bounds", idx.0))
@@ -313,7 +328,6 @@ impl Verifier<'_> {
         for &p in params {
             in_scope[p.index()] = true;
         }
-        let mut ops = Vec::new();
         let mut stack = vec![Step::Visit(body)];
         while let Some(step) = stack.pop() {
             match step {
@@ -361,8 +375,10 @@ impl Verifier<'_> {
                             stack.push(Step::Visit(c.body));
                         }
                         _ => {
-                            if operands(func, &kind, &mut ops).is_ok() {
-                                stack.extend(ops.iter().rev().map(|&o| Step::Visit(o)));
+                            // Pushed in reverse so that they are visited in evaluation order.
+                            let mark = stack.len();
+                            if visit_operands(func, &kind, |o| stack.push(Step::Visit(o))).is_ok() {
+                                stack[mark..].reverse();
                             }
                         }
                     }
@@ -397,7 +413,7 @@ impl Verifier<'_> {
     fn check_node(&mut self, id: NodeId) {
         let func = self.func;
         let kind = func.nodes()[id.index()].kind;
-        let node_ty = self.ty(id).cloned();
+        let node_ty: Option<&Type> = func.nodes()[id.index()].ty.as_ref();
         match kind {
             ExprKind::Var { .. } | ExprKind::Const { .. } => {}
             ExprKind::Global { name } => {
@@ -426,7 +442,7 @@ impl Verifier<'_> {
                         match (def.type_rel)(&arg_tys, attrs) {
                             Err(e) => self.err(Some(id), format!("type error: {e}")),
                             Ok(t) => {
-                                if let Some(nt) = &node_ty {
+                                if let Some(nt) = node_ty {
                                     if *nt != t {
                                         self.err(Some(id), format!("call has type {nt} but `{}` gives {t}", def.name));
                                     }
@@ -440,7 +456,7 @@ impl Verifier<'_> {
             ExprKind::Tuple { fields } => {
                 let fields = func.try_ids(fields).unwrap_or(&[]);
                 let tys: Option<Vec<Type>> = fields.iter().map(|&f| self.ty(f).cloned()).collect();
-                if let (Some(nt), Some(tys)) = (&node_ty, tys) {
+                if let (Some(nt), Some(tys)) = (node_ty, tys) {
                     let t = Type::tuple(tys);
                     if *nt != t {
                         self.err(Some(id), format!("tuple has type {nt} but its fields give {t}"));
@@ -452,7 +468,7 @@ impl Verifier<'_> {
                     None => self
                         .err(Some(id), format!("projection .{index} out of range for {}", Type::Tuple(fields.clone()))),
                     Some(ft) => {
-                        if let Some(nt) = &node_ty {
+                        if let Some(nt) = node_ty {
                             if nt != ft {
                                 self.err(
                                     Some(id),
@@ -473,7 +489,7 @@ impl Verifier<'_> {
                     }
                 }
                 for branch in [then_, else_] {
-                    if let (Some(nt), Some(bt)) = (&node_ty, self.ty(branch)) {
+                    if let (Some(nt), Some(bt)) = (node_ty, self.ty(branch)) {
                         if nt != bt {
                             self.err(Some(branch), format!("if has type {nt} but a branch has type {bt}"));
                         }
@@ -489,7 +505,7 @@ impl Verifier<'_> {
                 }
                 let params = func.try_ids(c.params).unwrap_or(&[]);
                 let ptys: Option<Vec<Type>> = params.iter().map(|&p| self.ty(p).cloned()).collect();
-                if let (Some(nt), Some(ptys), Some(ret)) = (&node_ty, ptys, &c.ret_ty) {
+                if let (Some(nt), Some(ptys), Some(ret)) = (node_ty, ptys, &c.ret_ty) {
                     let sig = Type::func(ptys, ret.clone());
                     if *nt != sig {
                         self.err(Some(id), format!("closure has type {nt} but its signature is {sig}"));
@@ -505,7 +521,7 @@ impl Verifier<'_> {
                         }
                     }
                 }
-                if let (Some(nt), Some(rt)) = (&node_ty, self.ty(result)) {
+                if let (Some(nt), Some(rt)) = (node_ty, self.ty(result)) {
                     if *nt != *rt {
                         self.err(Some(id), format!("block has type {nt} but its result has type {rt}"));
                     }

@@ -54,6 +54,18 @@ pub(crate) struct Lexer<'s> {
     after_dot: bool,
 }
 
+/// `NAME_BYTE[b]`: whether byte `b` continues a name without looking further (`[A-Za-z0-9_]`).
+static NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'_';
+        b += 1;
+    }
+    t
+};
+
 fn is_ident_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_'
 }
@@ -76,17 +88,32 @@ impl<'s> Lexer<'s> {
     }
 
     fn skip_trivia(&mut self) {
-        loop {
-            match self.at(self.pos) {
-                b' ' | b'\t' | b'\r' | b'\n' => self.pos += 1,
-                b'/' if self.at(self.pos + 1) == b'/' => {
-                    while self.pos < self.src.len() && self.src[self.pos] != b'\n' {
-                        self.pos += 1;
-                    }
+        let src = self.src;
+        let mut pos = self.pos;
+        while let Some(&b) = src.get(pos) {
+            match b {
+                b' ' | b'\t' | b'\r' | b'\n' => pos += 1,
+                b'/' if src.get(pos + 1) == Some(&b'/') => {
+                    pos += src[pos..].iter().position(|&b| b == b'\n').unwrap_or(src.len() - pos);
                 }
-                _ => return,
+                _ => break,
             }
         }
+        self.pos = pos;
+    }
+
+    /// The end of the name that continues at `i` (see [`continues_name`]).
+    #[inline]
+    fn name_end(&self, mut i: usize) -> usize {
+        let src = self.src;
+        while let Some(&b) = src.get(i) {
+            if NAME_BYTE[b as usize] || (b == b'.' && continues_name(src, i)) {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        i
     }
 
     /// The next token.
@@ -129,10 +156,7 @@ impl<'s> Lexer<'s> {
             b'0'..=b'9' | b'-' => return self.number(start),
             b'%' | b'@' => {
                 let local = b == b'%';
-                let mut i = start + 1;
-                while continues_name(self.src, i) {
-                    i += 1;
-                }
+                let i = self.name_end(start + 1);
                 if i == start + 1 {
                     (Tok::Bad, i)
                 } else {
@@ -150,13 +174,7 @@ impl<'s> Lexer<'s> {
                     }
                 }
             }
-            _ if is_ident_start(b) => {
-                let mut i = start + 1;
-                while continues_name(self.src, i) {
-                    i += 1;
-                }
-                (Tok::Ident, i)
-            }
+            _ if is_ident_start(b) => (Tok::Ident, self.name_end(start + 1)),
             _ => {
                 // Take the whole UTF-8 character so the token text stays a valid `str`.
                 let mut i = start + 1;
@@ -167,10 +185,12 @@ impl<'s> Lexer<'s> {
             }
         };
         // A string may end inside a multi-byte character only if escapes split one; keep ends
-        // on character boundaries.
+        // on character boundaries. Other tokens end after an ASCII byte.
         let mut end = end.min(self.src.len());
-        while end < self.src.len() && (self.src[end] & 0xC0) == 0x80 {
-            end += 1;
+        if matches!(kind, Tok::Str | Tok::UnterminatedStr | Tok::Bad) {
+            while end < self.src.len() && (self.src[end] & 0xC0) == 0x80 {
+                end += 1;
+            }
         }
         self.pos = end;
         tok(kind, end)
