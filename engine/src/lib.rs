@@ -34,12 +34,14 @@
 pub mod interp;
 pub mod ir;
 pub mod op;
+pub mod session;
 pub mod transform;
 mod util;
 
 pub use transform::{
     function_pass, get_pass, module_pass, sequential, Instrument, Pass, PassContext, PassError, PassInfo, Sequential,
 };
+pub use session::{PendingRun, RunStats, Session, SessionError, SessionOutput, StageStats};
 pub use util::{edit_distance, suggest};
 
 #[doc(hidden)]

@@ -58,6 +58,12 @@ pub trait Pass: Send + Sync {
     fn as_sequential(&self) -> Option<&Sequential> {
         None
     }
+
+    /// The pass as a `FunctionPass`, if it is one (the incremental session runs its body per
+    /// function).
+    fn as_function_pass(&self) -> Option<&FunctionPass> {
+        None
+    }
 }
 
 impl fmt::Debug for dyn Pass {
@@ -195,6 +201,10 @@ impl Pass for FunctionPass {
 
     fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
         run_function_pass_over_module(&self.info, self.body(), module, ctx)
+    }
+
+    fn as_function_pass(&self) -> Option<&FunctionPass> {
+        Some(self)
     }
 }
 
