@@ -172,8 +172,8 @@ fn reloading_an_identical_module_recomputes_nothing() {
 fn body_edit_with_same_signature_recomputes_only_that_function() {
     let (mut s, p) = session(1);
     run(&mut s, &p, 2);
-    let changed =
-        s.set_function("leaf", func("def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  multiply(%x, %x)\n}\n"));
+    let changed = s
+        .set_function("leaf", func("def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  multiply(%x, %x)\n}\n"));
     assert!(changed);
     let out = run(&mut s, &p, 2);
     assert_eq!(recomputed(&out), ["First,CalleeReport: leaf", "MarkHot: leaf mid top hot", "Last: leaf"]);
@@ -196,10 +196,7 @@ fn adding_a_function_recomputes_only_it() {
     s.add_function("hot2", func("def @hot2(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @top(%x)\n}\n"))
         .expect("new name");
     let out = run(&mut s, &p, 2);
-    assert_eq!(
-        recomputed(&out),
-        ["First,CalleeReport: hot2", "MarkHot: leaf mid top hot hot2", "Last: hot2"]
-    );
+    assert_eq!(recomputed(&out), ["First,CalleeReport: hot2", "MarkHot: leaf mid top hot hot2", "Last: hot2"]);
     assert!(matches!(
         s.add_function("hot2", func("def @hot2() -> Tensor[(), f32] {\n  1.0f\n}\n")),
         Err(SessionError::Module(_))
@@ -237,7 +234,10 @@ fn renaming_a_function_recomputes_it_and_the_callers_of_both_names() {
     s.rename_function("mid", "hotmid").expect("rename");
     let out = run(&mut s, &p, 2);
     // top calls @mid, which is now unknown; hotmid is marked by MarkHot.
-    assert_eq!(recomputed(&out), ["First,CalleeReport: hotmid top", "MarkHot: leaf hotmid top hot", "Last: hotmid top"]);
+    assert_eq!(
+        recomputed(&out),
+        ["First,CalleeReport: hotmid top", "MarkHot: leaf hotmid top hot", "Last: hotmid top"]
+    );
 }
 
 #[test]

@@ -133,8 +133,11 @@ pub(crate) trait Db: salsa::Database {
 pub(crate) struct SessionDb {
     storage: salsa::Storage<Self>,
     roots: Option<Roots>,
-    log: Arc<Mutex<Vec<(u32, Arc<str>)>>>,
+    log: Arc<Mutex<Log>>,
 }
+
+/// (stage, function) pairs computed since the log was last taken.
+type Log = Vec<(u32, Arc<str>)>;
 
 #[salsa::db]
 impl salsa::Database for SessionDb {}
@@ -162,7 +165,7 @@ impl SessionDb {
     }
 
     /// Takes the recorded (stage, function) computations.
-    pub(crate) fn take_log(&self) -> Vec<(u32, Arc<str>)> {
+    pub(crate) fn take_log(&self) -> Log {
         std::mem::take(&mut *self.log.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }

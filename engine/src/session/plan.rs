@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHasher;
 
-use crate::transform::{get_pass, canonical_pass_name, Pass, PassContext, PassError, PassKind, Sequential};
+use crate::transform::{canonical_pass_name, get_pass, Pass, PassContext, PassError, PassKind, Sequential};
 
 /// What a stage runs.
 #[derive(Clone)]
@@ -111,7 +111,9 @@ pub(crate) fn plan(pipeline: &Sequential, ctx: &PassContext, ids: &mut PassIds) 
             }
             _ => {
                 let ident = if registered {
-                    Ident::Registered(canonical_pass_name(&pass.info().name).map_or_else(|| pass.info().name.clone(), str::to_string))
+                    Ident::Registered(
+                        canonical_pass_name(&pass.info().name).map_or_else(|| pass.info().name.clone(), str::to_string),
+                    )
                 } else {
                     Ident::Object(ids.id(&pass))
                 };
