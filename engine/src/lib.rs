@@ -38,7 +38,7 @@ pub mod session;
 pub mod transform;
 mod util;
 
-pub use session::{PendingRun, RunStats, Session, SessionError, SessionOutput, StageStats};
+pub use session::{ModuleSplit, PendingRun, RunStats, Session, SessionError, SessionOutput, StageStats};
 pub use transform::{
     function_pass, get_pass, module_pass, sequential, Instrument, Pass, PassContext, PassError, PassInfo, Sequential,
 };

@@ -35,10 +35,10 @@ use rustc_hash::FxHashMap;
 use salsa::Setter;
 
 use self::db::{run_stages, FnVal, FuncList, SessionDb, Source};
-use self::plan::{plan, PassIds, Plan};
+use self::plan::{plan, PassIds, Plan, Split};
 use self::same::{same_function, span_base};
 use crate::ir::{Function, Module, ModuleError};
-use crate::transform::{Diagnostic, PassContext, PassError, Sequential};
+use crate::transform::{Diagnostic, Pass, PassContext, PassError, PassKind, Sequential};
 
 /// Errors of a session.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -55,6 +55,22 @@ pub enum SessionError {
     /// The run was cancelled by an edit made while it was in flight.
     #[error("the run was cancelled by an edit")]
     Cancelled,
+}
+
+/// A module pass's per-function form: running `prelude` (a module pass, if any) and then
+/// `per_function` (a function pass) on every function computes exactly what the module pass
+/// does. A session given one runs the module pass in that form, so after an edit only the
+/// prelude sees the whole module again and the rest is recomputed per function.
+///
+/// The caller vouches for the equivalence; passel-passes' standard module passes come with
+/// theirs, and the parity tests check them against cold runs. `per_function` may read other
+/// functions' signatures from its module view, nothing more.
+#[derive(Clone)]
+pub struct ModuleSplit {
+    /// Whole-module work done first (e.g. removing unreachable functions).
+    pub prelude: Option<Arc<dyn Pass>>,
+    /// The per-function work; must be a function pass.
+    pub per_function: Arc<dyn Pass>,
 }
 
 /// What one stage did in a run.
@@ -123,6 +139,7 @@ pub struct Session {
     pipeline: Sequential,
     ctx: PassContext,
     ids: PassIds,
+    splits: Vec<(String, Split)>,
     order: Vec<Arc<str>>,
     entries: FxHashMap<Arc<str>, Entry>,
     /// The last successful output, valid while nothing was set since.
@@ -135,12 +152,13 @@ impl Session {
     pub fn new(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
         check_no_instruments(ctx)?;
         let mut ids = PassIds::default();
-        let plan = plan(&pipeline, ctx, &mut ids)?;
+        let plan = plan(&pipeline, ctx, &mut ids, &[])?;
         Ok(Session {
             db: SessionDb::new(plan),
             pipeline,
             ctx: ctx.clone(),
             ids,
+            splits: Vec::new(),
             order: Vec::new(),
             entries: FxHashMap::default(),
             last: None,
@@ -156,10 +174,34 @@ impl Session {
         m
     }
 
+    /// Runs the module pass named `name` in its per-function form from now on.
+    pub fn set_split(&mut self, name: &str, split: ModuleSplit) -> Result<(), SessionError> {
+        let per_function = &split.per_function;
+        if per_function.kind() != PassKind::Function || per_function.as_function_pass().is_none() {
+            return Err(PassError::msg(format!(
+                "the per-function form of {name} must be a function pass, not {}",
+                per_function.info().name
+            ))
+            .into());
+        }
+        if let Some(prelude) = split.prelude.as_ref().filter(|p| p.kind() == PassKind::Function) {
+            return Err(PassError::msg(format!(
+                "the prelude of {name} must be a module pass, not {}",
+                prelude.info().name
+            ))
+            .into());
+        }
+        self.splits.retain(|(n, _)| n != name);
+        self.splits.push((name.to_string(), Split { prelude: split.prelude, per_function: split.per_function }));
+        let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits)?;
+        self.set_plan(plan);
+        Ok(())
+    }
+
     /// Replaces the pipeline. Stages whose passes and settings are unchanged keep their
     /// results (passes are identified by object, registry dependencies by name).
     pub fn set_pipeline(&mut self, pipeline: Sequential) -> Result<(), SessionError> {
-        let plan = plan(&pipeline, &self.ctx, &mut self.ids)?;
+        let plan = plan(&pipeline, &self.ctx, &mut self.ids, &self.splits)?;
         self.pipeline = pipeline;
         self.set_plan(plan);
         Ok(())
@@ -170,7 +212,7 @@ impl Session {
     /// thread count alone recomputes nothing.
     pub fn set_context(&mut self, ctx: &PassContext) -> Result<(), SessionError> {
         check_no_instruments(ctx)?;
-        let plan = plan(&self.pipeline, ctx, &mut self.ids)?;
+        let plan = plan(&self.pipeline, ctx, &mut self.ids, &self.splits)?;
         let same_settings = ctx.opt_level() == self.ctx.opt_level()
             && ctx.required_pass() == self.ctx.required_pass()
             && ctx.disabled_pass() == self.ctx.disabled_pass()

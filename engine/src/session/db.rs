@@ -259,7 +259,8 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Pass
     let mut diags = Vec::with_capacity(passes.len());
     for pass in passes {
         db.unwind_if_revision_cancelled();
-        let (Some(fpass), false) = (pass.as_function_pass(), func.attrs().flag(fn_attr::SKIP_OPTIMIZATION)) else {
+        let skip = !stage.split && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
+        let (Some(fpass), false) = (pass.as_function_pass(), skip) else {
             diags.push(Vec::new());
             continue;
         };

@@ -40,6 +40,9 @@ pub(crate) struct Stage {
     pub(crate) label: String,
     /// The context the stage runs under (covered by the fingerprint).
     pub(crate) ctx: PassContext,
+    /// Whether this is the per-function form of a module pass, which, unlike a function
+    /// pass, also runs on functions marked `SkipOptimization`.
+    pub(crate) split: bool,
 }
 
 impl PartialEq for Stage {
@@ -83,9 +86,21 @@ enum Ident {
     Object(u64),
 }
 
-/// Flattens `pipeline` under `ctx` into stages.
-pub(crate) fn plan(pipeline: &Sequential, ctx: &PassContext, ids: &mut PassIds) -> Result<Plan, PassError> {
-    let mut leaves: Vec<(Arc<dyn Pass>, Ident)> = Vec::new();
+/// A module pass's equivalent per-function form (see [`crate::session::ModuleSplit`]).
+pub(crate) struct Split {
+    pub(crate) prelude: Option<Arc<dyn Pass>>,
+    pub(crate) per_function: Arc<dyn Pass>,
+}
+
+/// Flattens `pipeline` under `ctx` into stages; a module pass named in `splits` is replaced
+/// by its prelude (a barrier) and its per-function form (a function stage of its own).
+pub(crate) fn plan(
+    pipeline: &Sequential,
+    ctx: &PassContext,
+    ids: &mut PassIds,
+    splits: &[(String, Split)],
+) -> Result<Plan, PassError> {
+    let mut leaves: Vec<(Arc<dyn Pass>, Ident, bool)> = Vec::new();
     // An explicit work list instead of recursion over nesting depth.
     let mut work: Vec<Work> = pipeline.passes().iter().rev().map(|p| Work::Filtered(p.clone())).collect();
     while let Some(item) = work.pop() {
@@ -109,15 +124,25 @@ pub(crate) fn plan(pipeline: &Sequential, ctx: &PassContext, ids: &mut PassIds) 
                     work.extend(seq.passes().iter().rev().map(|p| Work::Filtered(p.clone())));
                 }
             }
-            _ => {
-                let ident = if registered {
-                    Ident::Registered(
-                        canonical_pass_name(&pass.info().name).map_or_else(|| pass.info().name.clone(), str::to_string),
-                    )
-                } else {
-                    Ident::Object(ids.id(&pass))
-                };
-                leaves.push((pass, ident));
+            kind => {
+                let split = splits.iter().find(|(name, _)| *name == pass.info().name).map(|(_, s)| s);
+                match split {
+                    Some(split) if kind != PassKind::Function => {
+                        if let Some(prelude) = &split.prelude {
+                            leaves.push((prelude.clone(), Ident::Object(ids.id(prelude)), false));
+                        }
+                        leaves.push((split.per_function.clone(), Ident::Object(ids.id(&split.per_function)), true));
+                    }
+                    _ => {
+                        let ident = if registered {
+                            let name = &pass.info().name;
+                            Ident::Registered(canonical_pass_name(name).map_or_else(|| name.clone(), str::to_string))
+                        } else {
+                            Ident::Object(ids.id(&pass))
+                        };
+                        leaves.push((pass, ident, false));
+                    }
+                }
             }
         }
     }
@@ -130,27 +155,35 @@ pub(crate) fn plan(pipeline: &Sequential, ctx: &PassContext, ids: &mut PassIds) 
 
     let mut stages: Vec<Stage> = Vec::new();
     let mut run: Vec<(Arc<dyn Pass>, Ident)> = Vec::new();
-    let flush = |run: &mut Vec<(Arc<dyn Pass>, Ident)>, stages: &mut Vec<Stage>| {
+    let flush = |run: &mut Vec<(Arc<dyn Pass>, Ident)>, stages: &mut Vec<Stage>, split: bool| {
         if run.is_empty() {
             return;
         }
         let passes: Vec<_> = run.iter().map(|(p, _)| p.clone()).collect();
         let label = passes.iter().map(|p| p.info().name.as_str()).collect::<Vec<_>>().join(",");
         let fingerprint = fingerprint(settings, 'f', run.iter().map(|(_, i)| i));
-        stages.push(Stage { kind: StageKind::Function(passes), fingerprint, label, ctx: ctx.clone() });
+        stages.push(Stage { kind: StageKind::Function(passes), fingerprint, label, ctx: ctx.clone(), split });
         run.clear();
     };
-    for (pass, ident) in leaves {
+    for (pass, ident, alone) in leaves {
         if pass.kind() == PassKind::Function && pass.as_function_pass().is_some() {
+            // A split module pass sees every function as the previous pass left it, as the
+            // module pass would: it gets a stage of its own.
+            if alone {
+                flush(&mut run, &mut stages, false);
+            }
             run.push((pass, ident));
+            if alone {
+                flush(&mut run, &mut stages, true);
+            }
             continue;
         }
-        flush(&mut run, &mut stages);
+        flush(&mut run, &mut stages, false);
         let fingerprint = fingerprint(settings, 'm', [&ident]);
         let label = pass.info().name.clone();
-        stages.push(Stage { kind: StageKind::Module(pass), fingerprint, label, ctx: ctx.clone() });
+        stages.push(Stage { kind: StageKind::Module(pass), fingerprint, label, ctx: ctx.clone(), split: false });
     }
-    flush(&mut run, &mut stages);
+    flush(&mut run, &mut stages, false);
     Ok(Plan { stages })
 }
 
