@@ -128,6 +128,8 @@ struct Entry {
     input: Source,
     /// The function the input holds.
     stored: Arc<Function>,
+    /// Where `stored` starts in its source.
+    stored_base: u32,
     /// Where the function now starts in its source; cached diagnostics are moved by the
     /// difference to where `stored` starts.
     base: u32,
@@ -316,11 +318,15 @@ impl Session {
                 return false;
             }
             entry.stored = func.clone();
+            entry.stored_base = base;
             let input = entry.input;
+            // One durability for every input: salsa backdates a result only when its durability
+            // did not drop, so low-durability edits would stop module-pass outputs from being
+            // reused after the first edit.
             input.set_func(&mut self.db).to(FnVal(func.clone()));
         } else {
             let input = Source::new(&self.db, FnVal(func.clone()));
-            self.entries.insert(name.clone(), Entry { input, stored: func.clone(), base });
+            self.entries.insert(name.clone(), Entry { input, stored: func.clone(), stored_base: base, base });
         }
         self.last = None;
         true
@@ -364,7 +370,7 @@ impl Session {
             .entries
             .iter()
             .filter_map(|(name, e)| {
-                let delta = i64::from(e.base) - i64::from(span_base(&e.stored));
+                let delta = i64::from(e.base) - i64::from(e.stored_base);
                 (delta != 0).then(|| (name.clone(), delta))
             })
             .collect();

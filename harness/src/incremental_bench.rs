@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use passel_engine::ir::{Function, Module};
 use passel_engine::transform::{PassContext, Sequential};
-use passel_engine::{Pass, Session, SessionError};
+use passel_engine::{Pass, SessionError};
+
+use crate::watch::standard_session;
 
 /// Best-of-`repeats` times of the incremental runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,7 +27,7 @@ pub struct IncrementalTimes {
     pub edit_recomputed: usize,
 }
 
-/// Runs the measurement. `edit` is the function `name` is replaced with (and back, on
+/// Runs the measurement with [`standard_session`]. `edit` is the function `name` is replaced with (and back, on
 /// alternate repeats), so every edit re-run really has a change to process.
 pub fn measure_incremental(
     module: &Module,
@@ -54,7 +56,7 @@ pub fn measure_incremental(
         drop(plain?);
     }
     for _ in 0..repeats {
-        let mut session = Session::new(pipeline.clone(), ctx)?;
+        let mut session = standard_session(pipeline.clone(), ctx)?;
         session.load(module);
         let start = Instant::now();
         session.run()?;
