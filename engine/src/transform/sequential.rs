@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::context::PassContext;
 use super::error::PassError;
-use super::executor::run_sequential;
+use super::executor::{run_plain, run_sequential};
 use super::info::PassInfo;
 use super::pass::{Pass, PassKind};
 use crate::ir::Module;
@@ -61,9 +61,14 @@ impl Pass for Sequential {
         PassKind::Sequential
     }
 
-    /// Planned into stages and run by the executor (`executor::run_sequential`).
+    /// With one thread, the plain serial algorithm (`executor::run_plain`); otherwise planned
+    /// into stages and run by the parallel executor (`executor::run_sequential`).
     fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
-        run_sequential(self, module, ctx)
+        if ctx.num_threads() <= 1 {
+            run_plain(self, module, ctx)
+        } else {
+            run_sequential(self, module, ctx)
+        }
     }
 
     fn as_sequential(&self) -> Option<&Sequential> {
