@@ -179,7 +179,7 @@ impl Session {
     /// Runs the module pass named `name` in its per-function form from now on.
     pub fn set_split(&mut self, name: &str, split: ModuleSplit) -> Result<(), SessionError> {
         let per_function = &split.per_function;
-        if per_function.kind() != PassKind::Function || per_function.as_function_pass().is_none() {
+        if per_function.kind() != PassKind::Function || per_function.as_function().is_none() {
             return Err(PassError::msg(format!(
                 "the per-function form of {name} must be a function pass, not {}",
                 per_function.info().name

@@ -260,7 +260,7 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Pass
     for pass in passes {
         db.unwind_if_revision_cancelled();
         let skip = !stage.split && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
-        let (Some(fpass), false) = (pass.as_function_pass(), skip) else {
+        let (Some(fpass), false) = (pass.as_function(), skip) else {
             diags.push(Vec::new());
             continue;
         };

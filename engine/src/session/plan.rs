@@ -166,7 +166,7 @@ pub(crate) fn plan(
         run.clear();
     };
     for (pass, ident, alone) in leaves {
-        if pass.kind() == PassKind::Function && pass.as_function_pass().is_some() {
+        if pass.kind() == PassKind::Function && pass.as_function().is_some() {
             // A split module pass sees every function as the previous pass left it, as the
             // module pass would: it gets a stage of its own.
             if alone {
