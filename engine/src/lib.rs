@@ -34,9 +34,11 @@
 pub mod interp;
 pub mod ir;
 pub mod op;
+pub mod session;
 pub mod transform;
 mod util;
 
+pub use session::{ModuleSplit, PendingRun, RunStats, Session, SessionError, SessionOutput, StageStats};
 pub use transform::{
     function_pass, get_pass, module_pass, sequential, Instrument, Pass, PassContext, PassError, PassInfo, Sequential,
 };

@@ -12,6 +12,7 @@ mod config;
 mod context;
 mod diagnostics;
 mod error;
+mod executor;
 mod info;
 mod instrument;
 mod instruments;
@@ -27,6 +28,9 @@ pub use config::{
 pub use context::{ContextGuard, PassContext, PassContextBuilder};
 pub use diagnostics::{Diagnostic, DiagnosticSink, Severity};
 pub use error::{ConfigError, ContextError, Hook, InstrumentError, PassError, PipelineError};
+pub use executor::{
+    plan, run_function_stage, run_plain, run_plan, run_sequential, run_stage_on_function, FunctionRun, Stage,
+};
 pub use info::PassInfo;
 pub use instrument::{stderr_sink, Instrument, Sink};
 pub use instruments::{DumpIrInstrument, PassTimingInstrument, PrintIr, PrintIrInstrument};

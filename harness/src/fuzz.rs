@@ -5,7 +5,8 @@
 //! Each function returns `Err` with a description when it finds a bug; the fuzz targets turn
 //! that into a panic, which is how libFuzzer recognises a failure.
 
-use passel_engine::ir::{module_structural_eq, parse_module, print_module};
+use passel_engine::ir::{module_structural_eq, parse_module, print_module, verify_module, Module};
+use passel_engine::transform::{parse_pipeline, Pass, PassContext};
 
 /// `parse`: arbitrary bytes never panic the parser; when they parse, the module prints.
 pub fn parse(data: &[u8]) -> Result<(), String> {
@@ -31,4 +32,181 @@ pub fn roundtrip(data: &[u8]) -> Result<(), String> {
         return Err(format!("printing is not stable\n--- first:\n{t1}\n--- second:\n{t2}"));
     }
     Ok(())
+}
+
+/// `pipeline_parity`: a module decoded from the bytes ([`shaped_module`]) run through a
+/// pipeline decoded from the bytes ([`shaped_pipeline`]): the parallel executor with 2 and 3
+/// threads prints the same module (or the same error) and the same diagnostics as the serial
+/// run, and when the input passes the verifier, so does a successful output.
+pub fn pipeline_parity(data: &[u8]) -> Result<(), String> {
+    let mut bytes = Bytes::new(data);
+    let pipeline = shaped_pipeline(&mut bytes);
+    let text = shaped_module(&mut bytes);
+    let module = parse_module(&text).map_err(|e| format!("generated module does not parse: {e}\n--- text:\n{text}"))?;
+    let serial = run_pipeline(&module, &pipeline, 1)?;
+    // Ill-typed input (a decoded type error) may stay ill-typed; well-formed input must stay so.
+    let input_verifies = verify_module(&module).is_ok();
+    if let (true, Some(out)) = (input_verifies, &serial.module) {
+        if let Err(errs) = verify_module(out) {
+            let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
+            return Err(format!("output of {pipeline} does not verify: {first}\n--- input:\n{text}"));
+        }
+    }
+    for threads in [2, 3] {
+        let parallel = run_pipeline(&module, &pipeline, threads)?;
+        if parallel.text != serial.text || parallel.diagnostics != serial.diagnostics {
+            return Err(format!(
+                "{pipeline} with {threads} threads differs from serial\n--- input:\n{text}\n--- serial:\n{}\n{:?}\n--- parallel:\n{}\n{:?}",
+                serial.text, serial.diagnostics, parallel.text, parallel.diagnostics
+            ));
+        }
+    }
+    Ok(())
+}
+
+struct Outcome {
+    module: Option<Module>,
+    text: String,
+    diagnostics: Vec<String>,
+}
+
+fn run_pipeline(module: &Module, pipeline: &str, threads: usize) -> Result<Outcome, String> {
+    passel_passes::link();
+    let seq = parse_pipeline(pipeline).map_err(|e| format!("pipeline {pipeline} does not parse: {e}"))?;
+    let ctx = PassContext::builder().opt_level(3).num_threads(threads).build().map_err(|e| e.to_string())?;
+    let res = ctx.scope(|| seq.run(module.clone(), &ctx)).map_err(|e| e.to_string())?;
+    let diagnostics = ctx.diagnostics().take().iter().map(|d| format!("{d:?}")).collect();
+    Ok(match res {
+        Ok(m) => Outcome { text: print_module(&m), module: Some(m), diagnostics },
+        Err(e) => Outcome { module: None, text: format!("error: {e}"), diagnostics },
+    })
+}
+
+/// Reads choices from fuzz bytes; past the end every read is 0, so any input decodes.
+pub struct Bytes<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Bytes<'a> {
+    /// A reader over `data`.
+    pub fn new(data: &'a [u8]) -> Bytes<'a> {
+        Bytes { data, pos: 0 }
+    }
+
+    /// The next byte, or 0 past the end.
+    pub fn byte(&mut self) -> u8 {
+        let b = self.data.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        b
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        self.byte() as usize % n.max(1)
+    }
+
+    /// Whether any bytes are left.
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+}
+
+/// A pipeline of 1–6 registered passes, sometimes with a nested `[...]` group.
+pub fn shaped_pipeline(bytes: &mut Bytes<'_>) -> String {
+    passel_passes::link();
+    let names = passel_passes::standard_pass_names();
+    let n = 1 + bytes.below(6);
+    let picks: Vec<&str> = (0..n).map(|_| names[bytes.below(names.len())]).collect();
+    let group = bytes.below(4);
+    if group == 0 && n >= 2 {
+        let split = 1 + bytes.below(n - 1);
+        format!("{},[{}]", picks[..split].join(","), picks[split..].join(","))
+    } else {
+        picks.join(",")
+    }
+}
+
+const UNARY: &[&str] = &["relu", "negative", "sigmoid", "tanh", "exp"];
+const BINARY: &[&str] = &["add", "multiply", "subtract", "maximum"];
+const T: &str = "Tensor[(4,), f32]";
+
+/// A module of 1–6 functions shaped by the bytes: elementwise chains, constant subexpressions,
+/// duplicated expressions, dead bindings, identities, calls between functions, nested
+/// functions, `if`, type errors (a mismatched shape), and `SkipOptimization` / `Exported`
+/// attributes. Printed as text (every decoded module parses).
+pub fn shaped_module(bytes: &mut Bytes<'_>) -> String {
+    let n_funcs = 1 + bytes.below(6);
+    let has_main = bytes.below(2) == 0;
+    let names: Vec<String> =
+        (0..n_funcs).map(|f| if f == 0 && has_main { "main".to_string() } else { format!("f{f}") }).collect();
+    let mut out = String::new();
+    for name in &names {
+        match bytes.below(8) {
+            0 => out.push_str("#[SkipOptimization]\n"),
+            1 => out.push_str("#[Exported]\n"),
+            _ => {}
+        }
+        let bad_param = bytes.below(8) == 0;
+        let params = if bad_param { format!("%x: {T}, %z: Tensor[(3,), f32]") } else { format!("%x: {T}") };
+        out.push_str(&format!("def @{name}({params}) -> {T} {{\n"));
+        // Variables of type T; scalars are only used as the second operand of binary ops.
+        let mut vars = vec!["%x".to_string()];
+        let mut scalars: Vec<String> = Vec::new();
+        let mut exprs: Vec<String> = Vec::new();
+        let n_bindings = bytes.below(12);
+        for b in 0..n_bindings {
+            let v = format!("%v{b}");
+            let pick = |bytes: &mut Bytes<'_>, vars: &[String]| vars[bytes.below(vars.len())].clone();
+            let expr = match bytes.below(10) {
+                0 | 1 => format!("{}({})", UNARY[bytes.below(UNARY.len())], pick(bytes, &vars)),
+                2 | 3 => {
+                    let op = BINARY[bytes.below(BINARY.len())];
+                    let lhs = pick(bytes, &vars);
+                    let rhs = if !scalars.is_empty() && bytes.below(2) == 0 {
+                        scalars[bytes.below(scalars.len())].clone()
+                    } else {
+                        pick(bytes, &vars)
+                    };
+                    format!("{op}({lhs}, {rhs})")
+                }
+                4 => {
+                    let c = format!("%c{b}");
+                    let k = bytes.below(4);
+                    out.push_str(&format!("  let {c} = multiply({}.0f, 0.5f);\n", k + 1));
+                    scalars.push(c);
+                    continue;
+                }
+                5 if !exprs.is_empty() => exprs[bytes.below(exprs.len())].clone(),
+                // A callee with two parameters makes this a type error, on purpose.
+                6 => format!("@{}({})", names[bytes.below(n_funcs)], pick(bytes, &vars)),
+                7 => {
+                    let g = format!("%g{b}");
+                    let op = UNARY[bytes.below(UNARY.len())];
+                    out.push_str(&format!("  let {g} = fn (%y{b}: {T}) -> {T} {{ {op}(%y{b}) }};\n"));
+                    format!("{g}({})", pick(bytes, &vars))
+                }
+                8 => {
+                    let a = pick(bytes, &vars);
+                    let cond = if bytes.below(2) == 0 { "true" } else { "false" };
+                    format!("if ({cond}) {{ relu({a}) }} else {{ {a} }}")
+                }
+                _ if bad_param && bytes.below(2) == 0 => format!("add({}, %z)", pick(bytes, &vars)),
+                _ => {
+                    let a = pick(bytes, &vars);
+                    if bytes.below(2) == 0 {
+                        format!("add({a}, 0.0f)")
+                    } else {
+                        format!("multiply({a}, 1.0f)")
+                    }
+                }
+            };
+            out.push_str(&format!("  let {v} = {expr};\n"));
+            exprs.push(expr);
+            vars.push(v);
+        }
+        let result = vars[vars.len() - 1 - bytes.below(vars.len().min(3))].clone();
+        out.push_str(&format!("  {result}\n}}\n\n"));
+    }
+    out
 }

@@ -5,3 +5,5 @@ pub mod bench;
 pub mod diag;
 pub mod fuzz;
 pub mod gen;
+pub mod incremental_bench;
+pub mod watch;

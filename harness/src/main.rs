@@ -42,6 +42,9 @@ enum Command {
     /// Benchmark a pipeline on a generated workload: serial vs parallel per thread count, with
     /// time, throughput, speedup and peak heap per row.
     Bench(bench::BenchArgs),
+    /// Run a pipeline on a .pir file, then again incrementally on every save, printing
+    /// which functions were recomputed.
+    Watch(WatchArgs),
     /// List the registered passes with kind, opt level and required passes.
     Passes,
     /// List the registered PassContext config keys with their types.
@@ -89,6 +92,74 @@ struct RunArgs {
     /// Write the result here instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct WatchArgs {
+    /// The .pir file.
+    file: PathBuf,
+    /// Pipeline (as for `run`); default: the standard pipeline for the opt level.
+    #[arg(long)]
+    passes: Option<String>,
+    /// Optimization level.
+    #[arg(short = 'O', long = "opt-level", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=3))]
+    opt_level: u32,
+    /// Never run this pass. Repeatable.
+    #[arg(long = "disable", value_name = "NAME")]
+    disable: Vec<String>,
+    /// Run this pass whatever the opt level. Repeatable.
+    #[arg(long = "require", value_name = "NAME")]
+    require: Vec<String>,
+    /// Set a config key, e.g. `--config testing.immutable_module=true`.
+    #[arg(long = "config", value_name = "KEY=VALUE")]
+    config: Vec<String>,
+    /// Worker threads for function passes (default: all cores).
+    #[arg(short = 'j', long = "threads", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    threads: Option<u64>,
+    /// Stop after this many runs (for scripts and tests).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_runs: Option<u64>,
+    /// Write the optimised module here after each successful run.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    output: Option<PathBuf>,
+}
+
+fn watch(args: WatchArgs) -> ExitCode {
+    let res = (|| -> Result<(), String> {
+        let pipeline = match &args.passes {
+            Some(text) => parse_pipeline(text).map_err(|e| e.to_string())?,
+            None => passel_passes::default_pipeline(args.opt_level),
+        };
+        let mut builder = PassContext::builder().opt_level(args.opt_level);
+        for name in &args.disable {
+            builder = builder.disable(&resolve_pass_name(name)?);
+        }
+        for name in &args.require {
+            builder = builder.require(&resolve_pass_name(name)?);
+        }
+        for entry in &args.config {
+            let (key, value) = parse_config_assignment(entry).map_err(|e| e.to_string())?;
+            builder = builder.config(&key, value);
+        }
+        if let Some(n) = args.threads {
+            builder = builder.num_threads(n as usize);
+        }
+        let opts = passel_harness::watch::WatchOptions {
+            file: args.file.clone(),
+            pipeline,
+            ctx: builder.build().map_err(|e| e.to_string())?,
+            max_runs: args.max_runs.map(|n| n as usize),
+            output: args.output.clone(),
+        };
+        passel_harness::watch::watch(&opts, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+    })();
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn read_source(path: &PathBuf) -> Result<String, String> {
@@ -276,6 +347,7 @@ fn main() -> ExitCode {
         Command::Gen(cmd) => write_stdout(&print_module(&gen::cli::generate(&cmd))),
         Command::Run(args) => run(*args),
         Command::Bench(args) => bench(args),
+        Command::Watch(args) => watch(args),
         Command::Passes => write_stdout(&list_passes_text()),
         Command::Configs => write_stdout(&list_configs_text()),
     }

@@ -28,3 +28,8 @@ fn parse_corpus_never_panics() {
 fn roundtrip_corpus_is_stable() {
     replay("roundtrip", passel_harness::fuzz::roundtrip);
 }
+
+#[test]
+fn pipeline_parity_corpus_is_equal_to_serial() {
+    replay("pipeline_parity", passel_harness::fuzz::pipeline_parity);
+}

@@ -1,9 +1,17 @@
 //! Serial = parallel: for generated modules, pipelines drawn from the registry and thread counts
 //! {1, 2, 3, 8}, the printed output and the diagnostics of a parallel run are byte-identical to a
 //! serial run. `PASSEL_PARITY_CASES=5000 cargo test -p passel-harness --test parity` runs more.
+//!
+//! Two generators: `gen::chain` (big regular functions) and the fuzz decoder
+//! `fuzz::shaped_module` over random bytes (calls between functions, constants, duplicates,
+//! dead code, nested functions, `if`, type errors, `SkipOptimization`, entry points).
 
 use passel_engine::ir::{print_module, Module};
-use passel_engine::transform::{parse_pipeline, Pass, PassContext};
+use std::sync::Arc;
+
+use passel_engine::ir::{parse_module, verify_module};
+use passel_engine::transform::{parse_pipeline, run_sequential, Pass, PassContext, PassTimingInstrument};
+use passel_harness::fuzz::{shaped_module, shaped_pipeline, Bytes};
 use passel_harness::gen::{chain, ChainOptions};
 use proptest::prelude::*;
 
@@ -29,6 +37,34 @@ fn run(module: Module, pipeline: &str, threads: usize) -> (String, Vec<String>) 
     (out, diags)
 }
 
+/// The executor on `threads` threads (also with 1: the fused, planned path) under a timing
+/// instrument, which allows fusion.
+fn run_executor(module: Module, pipeline: &str, threads: usize) -> (String, Vec<String>) {
+    passel_passes::link();
+    let seq = parse_pipeline(pipeline).expect("registered passes");
+    let timing = Arc::new(PassTimingInstrument::new());
+    let ctx = PassContext::builder()
+        .opt_level(3)
+        .num_threads(threads)
+        .instrument(timing.clone())
+        .build()
+        .expect("valid context");
+    let res = ctx.scope(|| run_sequential(&seq, module, &ctx)).expect("context enters");
+    let out = match res {
+        Ok(m) => print_module(&m),
+        Err(e) => format!("error: {e}"),
+    };
+    let diags = ctx.diagnostics().take().into_iter().map(|d| format!("{d:?}")).collect();
+    (out, diags)
+}
+
+fn shaped(data: &[u8]) -> (Module, String) {
+    let mut bytes = Bytes::new(data);
+    let pipeline = shaped_pipeline(&mut bytes);
+    let text = shaped_module(&mut bytes);
+    (parse_module(&text).expect("decoded modules parse"), pipeline)
+}
+
 fn cases() -> u32 {
     std::env::var("PASSEL_PARITY_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24)
 }
@@ -51,6 +87,38 @@ proptest! {
             prop_assert_eq!(&serial, &parallel, "pipeline {} with {} threads", pipeline, threads);
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn parallel_output_equals_serial_on_varied_module_shapes(
+        data in proptest::collection::vec(any::<u8>(), 0..400),
+    ) {
+        let (module, pipeline) = shaped(&data);
+        let serial = run(module.clone(), &pipeline, 1);
+        for threads in [1, 2, 3, 8] {
+            let parallel = run_executor(module.clone(), &pipeline, threads);
+            prop_assert_eq!(&serial, &parallel, "pipeline {} with {} threads", pipeline, threads);
+        }
+    }
+}
+
+#[test]
+fn shaped_modules_are_mostly_well_typed_and_the_pipelines_mostly_succeed() {
+    // Guards against a decoder that only produces errors, which would make parity vacuous.
+    let mut verified = 0;
+    let mut succeeded = 0;
+    for seed in 0..200u32 {
+        let data: Vec<u8> =
+            (0..300u32).map(|i| (seed.wrapping_mul(2_654_435_761) ^ i.wrapping_mul(40_503)) as u8).collect();
+        let (module, pipeline) = shaped(&data);
+        verified += usize::from(verify_module(&module).is_ok());
+        succeeded += usize::from(!run(module, &pipeline, 2).0.starts_with("error:"));
+    }
+    assert!(verified >= 60, "only {verified} of 200 decoded modules verify");
+    assert!(succeeded >= 100, "only {succeeded} of 200 pipelines succeed");
 }
 
 #[test]

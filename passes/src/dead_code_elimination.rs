@@ -32,6 +32,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use passel_engine::ir::{fn_attr, AttrValue, ExprKind, Function, Module, NodeId};
+use passel_engine::transform::{PassContext, PassError};
 
 use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter};
 
@@ -133,7 +134,16 @@ fn uncount(func: &Function, root: NodeId, dropped: &[bool], uses: &mut [u32], st
     }
 }
 
-/// The module pass: removes unreachable functions, then unused bindings in every remaining
+/// The registered module pass: [`dead_code_elimination_module`] with the per-function work on
+/// the executor's workers (`ctx.map_functions`).
+pub fn dead_code_elimination_pass(m: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    let mut out = remove_unreachable_functions(&m);
+    let new = ctx.map_functions("DeadCodeElimination", &out, |_, _, func| Ok(dead_code_elimination(func)))?;
+    out.replace_all(new);
+    Ok(out)
+}
+
+/// Removes unreachable functions, then unused bindings in every remaining
 /// function. Returns a module whose unchanged functions are the input's `Arc`s.
 pub fn dead_code_elimination_module(m: &Module) -> Module {
     let mut out = remove_unreachable_functions(m);

@@ -24,6 +24,7 @@
 use std::sync::Arc;
 
 use passel_engine::ir::{ExprKind, Function, Module, NodeId, Span, Type};
+use passel_engine::transform::{Diagnostic, PassContext, PassError};
 
 use crate::rewrite::{op_def, well_formed};
 
@@ -52,6 +53,31 @@ pub fn infer_function(module: &Module, func: &Arc<Function>) -> Result<Arc<Funct
         }
         diags
     })
+}
+
+/// The registered module pass: [`infer_module`]'s work, one task per function on the
+/// executor's workers (`ctx.map_functions`), each type error emitted as a diagnostic of the
+/// function it is in, in module order. The pass itself never fails on ill-typed input.
+pub fn infer_type_pass(m: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    let view = &m;
+    let new = ctx.map_functions("InferType", view, |worker, name, func| {
+        Ok(match infer_named(view, name, func) {
+            Ok(f) => f,
+            Err(diags) => {
+                for d in diags {
+                    let mut diag = Diagnostic::error("InferType", d.message).in_function(&d.func).at_node(d.node);
+                    if let Some(span) = d.span {
+                        diag = diag.at_span(span);
+                    }
+                    worker.emit(diag);
+                }
+                Arc::clone(func)
+            }
+        })
+    })?;
+    let mut out = m.clone();
+    out.replace_all(new);
+    Ok(out)
 }
 
 /// Infers the types of every function of `m`. Functions with errors are kept unchanged, and

@@ -25,12 +25,14 @@ pub mod to_a_normal_form;
 pub mod to_graph_normal_form;
 
 pub use canonicalize_bindings::canonicalize_bindings;
-pub use dead_code_elimination::{dead_code_elimination, dead_code_elimination_module, remove_unreachable_functions};
+pub use dead_code_elimination::{
+    dead_code_elimination, dead_code_elimination_module, dead_code_elimination_pass, remove_unreachable_functions,
+};
 pub use eliminate_common_subexpr::eliminate_common_subexpr;
 pub use fold_constant::fold_constant;
 pub use fold_scale_axis::{backward_fold_scale_axis, forward_fold_scale_axis};
 pub use fuse_ops::fuse_ops;
-pub use infer_type::{infer_function, infer_module, TypeDiagnostic};
+pub use infer_type::{infer_function, infer_module, infer_type_pass, TypeDiagnostic};
 pub use inline::inline_module;
 pub use lambda_lift::lambda_lift_module;
 pub use pipelines::{default_pipeline, run_pipeline_text, STANDARD_PIPELINE};
@@ -39,7 +41,7 @@ pub use simplify_inference::simplify_inference;
 pub use to_a_normal_form::{is_a_normal_form, to_a_normal_form, to_a_normal_form_module};
 pub use to_graph_normal_form::{to_graph_normal_form, to_graph_normal_form_module};
 
-use passel_engine::transform::{function_pass, module_pass, Diagnostic};
+use passel_engine::transform::{function_pass, module_pass};
 
 /// Declares the standard passes: registers each constructor and lists the names.
 macro_rules! declare_passes {
@@ -53,19 +55,9 @@ macro_rules! declare_passes {
 }
 
 declare_passes! {
-    "InferType" => module_pass("InferType", 0, |module, ctx| {
-        let (module, diags) = infer_module(&module);
-        for d in diags {
-            let mut diag = Diagnostic::error("InferType", d.message).in_function(&d.func).at_node(d.node);
-            if let Some(span) = d.span {
-                diag = diag.at_span(span);
-            }
-            ctx.emit(diag);
-        }
-        Ok(module)
-    });
+    "InferType" => module_pass("InferType", 0, infer_type_pass);
     "FoldConstant" => function_pass("FoldConstant", 2, |func, _module, _ctx| Ok(fold_constant(&func)));
-    "DeadCodeElimination" => module_pass("DeadCodeElimination", 1, |module, _ctx| Ok(dead_code_elimination_module(&module)))
+    "DeadCodeElimination" => module_pass("DeadCodeElimination", 1, dead_code_elimination_pass)
         .with_required(&["InferType"]);
     "EliminateCommonSubexpr" => function_pass("EliminateCommonSubexpr", 3, |func, _module, _ctx| {
         Ok(eliminate_common_subexpr(&func))

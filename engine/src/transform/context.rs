@@ -7,13 +7,16 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::config::{validate_config, ConfigValue, FromConfigValue};
 use super::diagnostics::{Diagnostic, DiagnosticSink};
 use super::error::{ContextError, PassError};
+use super::executor::map_entries;
 use super::info::PassInfo;
 use super::instrument::{enter_all, exit_all, Instrument};
+use crate::ir::{Function, Module};
 
 struct Inner {
     opt_level: u32,
@@ -212,6 +215,50 @@ impl PassContext {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Calls `f` on every function of `module` with the executor's fan-out (`num_threads`
+    /// workers on the cached pool; inline with 1) and returns the results in module order. For
+    /// module passes whose per-function work is independent (InferType, DeadCodeElimination).
+    ///
+    /// Each call gets its own worker copy of this context (also what `current()` returns
+    /// inside `f`); diagnostics emitted there get the function's name when they have none and
+    /// are merged into this context in module order. An error from `f`, or a panic, names
+    /// `pass` and the function; the first in module order is returned.
+    pub fn map_functions<T: Send>(
+        &self,
+        pass: &str,
+        module: &Module,
+        f: impl Fn(&PassContext, &str, &Arc<Function>) -> Result<T, PassError> + Sync + Send,
+    ) -> Result<Vec<T>, PassError> {
+        let results = map_entries(self, module, |name, func| {
+            let worker = self.worker_copy();
+            let scope = worker.push_silently();
+            let res = match catch_unwind(AssertUnwindSafe(|| f(&worker, name, func))) {
+                Ok(res) => res.map_err(|e| e.in_pass(pass, Some(name))),
+                Err(payload) => Err(PassError::panicked(pass, Some(name), &*payload)),
+            };
+            drop(scope);
+            worker.diagnostics().fill_function(name);
+            (res, worker.diagnostics().take())
+        });
+        let mut out = Vec::with_capacity(results.len());
+        let mut first_err = None;
+        for (res, diags) in results {
+            for d in diags {
+                self.emit(d);
+            }
+            match res {
+                Ok(v) => out.push(v),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     }
 
     /// Pushes a worker copy on this thread's stack without calling instruments, so that

@@ -50,7 +50,19 @@ pub trait Instrument: Send + Sync {
 
     /// passel: a function pass fanned out over functions; `wall` is the elapsed time of the
     /// fan-out and `busy` the summed time of its tasks (CPU time under parallel execution).
+    /// Called between the pass's before- and after-hooks. In a fused stage (see the executor)
+    /// the work is already done when the hooks are called: `wall` is then the pass's share of
+    /// the stage's wall time, and the before/after hooks run back to back.
     fn record_worker_time(&self, _info: &PassInfo, _wall: Duration, _busy: Duration) {}
+
+    /// passel: whether this instrument needs to see the module between passes. While every
+    /// active instrument says no, the executor may run several function passes on a function in
+    /// one task ("fusion") and call their hooks afterwards, in the serial order, with the
+    /// stage's input (before-hooks) and output (after-hooks) modules. Say no only if no hook
+    /// reads the module it is given.
+    fn observes_ir(&self) -> bool {
+        true
+    }
 }
 
 /// Where printing instruments and the `PrintIR` pass write. Default: stderr.

@@ -5,15 +5,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rayon::prelude::*;
-
 use super::config::IMMUTABLE_MODULE;
 use super::context::PassContext;
 use super::error::PassError;
+use super::executor::{map_entries, run_in_worker};
 use super::info::PassInfo;
 use super::instrument::{after_pass, before_pass};
 use super::sequential::Sequential;
-use crate::ir::{fn_attr, module_structural_hash, Function, Module};
+use crate::ir::{module_structural_hash, Function, Module};
 
 /// The three kinds of passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +55,11 @@ pub trait Pass: Send + Sync {
 
     /// The pass as a `Sequential`, if it is one (pipelines print through this).
     fn as_sequential(&self) -> Option<&Sequential> {
+        None
+    }
+
+    /// The pass as a `FunctionPass`, if it is one (the executor fuses and fans these out).
+    fn as_function(&self) -> Option<&FunctionPass> {
         None
     }
 }
@@ -196,17 +200,18 @@ impl Pass for FunctionPass {
     fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
         run_function_pass_over_module(&self.info, self.body(), module, ctx)
     }
+
+    fn as_function(&self) -> Option<&FunctionPass> {
+        Some(self)
+    }
 }
 
-/// Runs `body` on every function of `module`: serially when `ctx.num_threads() == 1` or the
-/// module has one function, else fanned out on rayon's pool in at most `num_threads` tasks.
-/// Either way each function runs under its own worker copy of the context (own diagnostics
-/// buffer; `current()` inside the body returns it); diagnostics the body emits without a
-/// function name get the function's name. Results and diagnostics are merged in module order,
-/// so the outcome does not depend on the thread count; the error reported is the first in
-/// module order.
-///
-/// This is the seam for the parallel executor: it may replace this function wholesale.
+/// Runs `body` on every function of `module` (the executor's fan-out: inline when
+/// `ctx.num_threads() == 1`, else on the cached pool of that size). Each function runs under
+/// its own worker copy of the context (own diagnostics buffer; `current()` inside the body
+/// returns it); diagnostics the body emits without a function name get the function's name.
+/// Results and diagnostics are merged in module order, so the outcome does not depend on the
+/// thread count; the error reported is the first in module order.
 pub fn run_function_pass_over_module(
     info: &PassInfo,
     body: &FunctionBody,
@@ -214,29 +219,15 @@ pub fn run_function_pass_over_module(
     ctx: &PassContext,
 ) -> Result<Module, PassError> {
     let start = Instant::now();
-    let n_threads = ctx.num_threads().max(1);
     let view = &module;
-    let task = |(name, func): &(Arc<str>, Arc<Function>)| {
-        let worker = ctx.worker_copy();
-        let _scope = worker.push_silently();
-        let res = run_one(info, body, name, func, view, &worker);
-        worker.diagnostics().fill_function(name);
-        (res, worker)
-    };
-    let results: Vec<_> = if n_threads == 1 || view.len() <= 1 {
-        view.entries().iter().map(task).collect()
-    } else {
-        // Chunking caps the number of concurrent tasks at `n_threads` without building a pool.
-        let chunk = view.len().div_ceil(n_threads);
-        let done: Vec<Vec<_>> =
-            view.entries().par_chunks(chunk).map(|entries| entries.iter().map(task).collect()).collect();
-        done.into_iter().flatten().collect()
-    };
+    let results = map_entries(ctx, view, |name, func| run_in_worker(info, body, name, func, view, ctx));
     let mut busy = Duration::ZERO;
     let mut new = Vec::with_capacity(results.len());
     let mut first_err = None;
-    for ((res, elapsed), worker) in results {
-        ctx.diagnostics().append(worker.diagnostics());
+    for (res, elapsed, diags) in results {
+        for d in diags {
+            ctx.emit(d);
+        }
         busy += elapsed;
         match res {
             Ok(func) => new.push(func),
@@ -253,25 +244,6 @@ pub fn run_function_pass_over_module(
     }
     module.replace_all(new);
     Ok(module)
-}
-
-fn run_one(
-    info: &PassInfo,
-    body: &FunctionBody,
-    name: &str,
-    func: &Arc<Function>,
-    module: &Module,
-    ctx: &PassContext,
-) -> (Result<Arc<Function>, PassError>, Duration) {
-    if func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) {
-        return (Ok(func.clone()), Duration::ZERO);
-    }
-    let start = Instant::now();
-    let res = match catch_unwind(AssertUnwindSafe(|| body(func.clone(), module, ctx))) {
-        Ok(res) => res,
-        Err(payload) => Err(PassError::panicked(&info.name, Some(name), &*payload)),
-    };
-    (res.map_err(|e| e.in_pass(&info.name, Some(name))), start.elapsed())
 }
 
 /// A function pass from a closure: `function_pass("Name", 1, |func, module, ctx| Ok(func))`.

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use super::context::PassContext;
 use super::error::PassError;
+use super::executor::{run_plain, run_sequential};
 use super::info::PassInfo;
 use super::pass::{Pass, PassKind};
-use super::registry::get_pass;
 use crate::ir::Module;
 
 /// A list of passes run in order. Default name "sequential", opt level 0.
@@ -61,20 +61,14 @@ impl Pass for Sequential {
         PassKind::Sequential
     }
 
-    fn execute(&self, mut module: Module, ctx: &PassContext) -> Result<Module, PassError> {
-        for pass in &self.passes {
-            let info = pass.info();
-            if !ctx.pass_enabled(info) {
-                continue;
-            }
-            // Dependencies are neither filtered nor de-duplicated (rule 15).
-            for name in &info.required {
-                let dep = get_pass(name)?;
-                module = dep.run(module, ctx)?;
-            }
-            module = pass.run(module, ctx)?;
+    /// With one thread, the plain serial algorithm (`executor::run_plain`); otherwise planned
+    /// into stages and run by the parallel executor (`executor::run_sequential`).
+    fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+        if ctx.num_threads() <= 1 {
+            run_plain(self, module, ctx)
+        } else {
+            run_sequential(self, module, ctx)
         }
-        Ok(module)
     }
 
     fn as_sequential(&self) -> Option<&Sequential> {

@@ -1,0 +1,449 @@
+//! Incremental sessions: a pipeline run again and again on a module that changes a little
+//! between runs, recomputing only what an edit can affect (salsa 0.28 underneath).
+//!
+//! A [`Session`] holds a pipeline, the context settings it runs under and the current
+//! module. Edits ([`Session::load`], [`Session::set_function`], add / remove / rename) are
+//! diffed against what the session holds, so setting an identical function changes nothing.
+//! [`Session::run`] returns the optimised module, the diagnostics and [`RunStats`] saying,
+//! per stage, which functions were recomputed.
+//!
+//! How it works (see `docs/incremental.md`): the pipeline is flattened under the context into
+//! stages — runs of function passes, and module passes as barriers — each with a fingerprint.
+//! Each (function, function stage) is a salsa query running that stage's passes on the
+//! function; each module pass is a query over the whole module whose per-function outputs are
+//! compared with the previous run's, so functions it did not change are reused by the next
+//! stage. A function pass reads other functions only through a module view whose entries
+//! come through a signature query: editing a callee's body without changing its signature
+//! does not recompute its callers.
+//!
+//! What it deliberately does not do: run instruments (a context with instruments is
+//! rejected: cached stages would skip their callbacks), or let a function pass depend on
+//! more of another function than its signature.
+//!
+//! Invariant: a session run prints the same module and reports the same diagnostics as a
+//! cold serial run of the same pipeline on the same module.
+
+mod db;
+mod plan;
+mod same;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+use salsa::Setter;
+
+use self::db::{run_stages, FnVal, FuncList, SessionDb, Source};
+use self::plan::{plan, PassIds, Plan, Split};
+use self::same::{same_function, span_base};
+use crate::ir::{Function, Module, ModuleError};
+use crate::transform::{Diagnostic, Pass, PassContext, PassError, PassKind, Sequential};
+
+/// Errors of a session.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SessionError {
+    /// A pass failed (or the pipeline could not be planned).
+    #[error(transparent)]
+    Pass(#[from] PassError),
+    /// An edit of the module failed (duplicate or unknown function).
+    #[error(transparent)]
+    Module(#[from] ModuleError),
+    /// The context has instruments, which a session cannot honour.
+    #[error("a session cannot run instruments ({0}); run the pipeline without a session to use them")]
+    Instruments(String),
+    /// The run was cancelled by an edit made while it was in flight.
+    #[error("the run was cancelled by an edit")]
+    Cancelled,
+}
+
+/// A module pass's per-function form: running `prelude` (a module pass, if any) and then
+/// `per_function` (a function pass) on every function computes exactly what the module pass
+/// does. A session given one runs the module pass in that form, so after an edit only the
+/// prelude sees the whole module again and the rest is recomputed per function.
+///
+/// The caller vouches for the equivalence; passel-passes' standard module passes come with
+/// theirs, and the parity tests check them against cold runs. `per_function` may read other
+/// functions' signatures from its module view, nothing more.
+#[derive(Clone)]
+pub struct ModuleSplit {
+    /// Whole-module work done first (e.g. removing unreachable functions).
+    pub prelude: Option<Arc<dyn Pass>>,
+    /// The per-function work; must be a function pass.
+    pub per_function: Arc<dyn Pass>,
+}
+
+/// What one stage did in a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StageStats {
+    /// The stage's passes, comma-separated.
+    pub label: String,
+    /// Whether it is a module pass (a barrier) rather than a run of function passes.
+    pub is_module_pass: bool,
+    /// Functions whose stage was computed in this run, in module order. For a module pass,
+    /// every function when the pass ran again, else none.
+    pub recomputed: Vec<Arc<str>>,
+    /// Functions whose result from an earlier run was reused.
+    pub reused: usize,
+    /// Wall time of the stage.
+    pub time: Duration,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunStats {
+    /// Per stage, in order.
+    pub stages: Vec<StageStats>,
+    /// Wall time of the run.
+    pub total: Duration,
+}
+
+impl RunStats {
+    /// Functions recomputed by any function stage, in first-seen order, without repeats.
+    pub fn recomputed_functions(&self) -> Vec<Arc<str>> {
+        let mut seen = Vec::new();
+        for stage in self.stages.iter().filter(|s| !s.is_module_pass) {
+            for name in &stage.recomputed {
+                if !seen.contains(name) {
+                    seen.push(name.clone());
+                }
+            }
+        }
+        seen
+    }
+}
+
+/// The result of a run.
+#[derive(Clone, Debug)]
+pub struct SessionOutput {
+    /// The optimised module.
+    pub module: Module,
+    /// Diagnostics, in the order a serial run reports them.
+    pub diagnostics: Vec<Diagnostic>,
+    /// What was recomputed and how long it took.
+    pub stats: RunStats,
+}
+
+struct Entry {
+    input: Source,
+    /// The function the input holds.
+    stored: Arc<Function>,
+    /// Where `stored` starts in its source.
+    stored_base: u32,
+    /// Where the function now starts in its source; cached diagnostics are moved by the
+    /// difference to where `stored` starts.
+    base: u32,
+}
+
+/// An incremental compilation session. See the module docs.
+pub struct Session {
+    db: SessionDb,
+    pipeline: Sequential,
+    ctx: PassContext,
+    ids: PassIds,
+    splits: Vec<(String, Split)>,
+    order: Vec<Arc<str>>,
+    entries: FxHashMap<Arc<str>, Entry>,
+    /// The last successful output, valid while nothing was set since.
+    last: Option<SessionOutput>,
+}
+
+impl Session {
+    /// A session running `pipeline` under `ctx`'s opt level, required and disabled passes,
+    /// config and thread count, on an empty module.
+    pub fn new(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
+        check_no_instruments(ctx)?;
+        let mut ids = PassIds::default();
+        let plan = plan(&pipeline, ctx, &mut ids, &[])?;
+        Ok(Session {
+            db: SessionDb::new(plan),
+            pipeline,
+            ctx: ctx.clone(),
+            ids,
+            splits: Vec::new(),
+            order: Vec::new(),
+            entries: FxHashMap::default(),
+            last: None,
+        })
+    }
+
+    /// The current (unoptimised) module.
+    pub fn module(&self) -> Module {
+        let mut m = Module::new();
+        for name in &self.order {
+            let _ = m.add(name, self.entries[name].stored.clone());
+        }
+        m
+    }
+
+    /// Runs the module pass named `name` in its per-function form from now on.
+    pub fn set_split(&mut self, name: &str, split: ModuleSplit) -> Result<(), SessionError> {
+        let per_function = &split.per_function;
+        if per_function.kind() != PassKind::Function || per_function.as_function().is_none() {
+            return Err(PassError::msg(format!(
+                "the per-function form of {name} must be a function pass, not {}",
+                per_function.info().name
+            ))
+            .into());
+        }
+        if let Some(prelude) = split.prelude.as_ref().filter(|p| p.kind() == PassKind::Function) {
+            return Err(PassError::msg(format!(
+                "the prelude of {name} must be a module pass, not {}",
+                prelude.info().name
+            ))
+            .into());
+        }
+        self.splits.retain(|(n, _)| n != name);
+        self.splits.push((name.to_string(), Split { prelude: split.prelude, per_function: split.per_function }));
+        let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits)?;
+        self.set_plan(plan);
+        Ok(())
+    }
+
+    /// Replaces the pipeline. Stages whose passes and settings are unchanged keep their
+    /// results (passes are identified by object, registry dependencies by name).
+    pub fn set_pipeline(&mut self, pipeline: Sequential) -> Result<(), SessionError> {
+        let plan = plan(&pipeline, &self.ctx, &mut self.ids, &self.splits)?;
+        self.pipeline = pipeline;
+        self.set_plan(plan);
+        Ok(())
+    }
+
+    /// Replaces the context settings (opt level, required / disabled passes, config,
+    /// threads). Everything computed under other settings is recomputed; a change of the
+    /// thread count alone recomputes nothing.
+    pub fn set_context(&mut self, ctx: &PassContext) -> Result<(), SessionError> {
+        check_no_instruments(ctx)?;
+        let plan = plan(&self.pipeline, ctx, &mut self.ids, &self.splits)?;
+        let same_settings = ctx.opt_level() == self.ctx.opt_level()
+            && ctx.required_pass() == self.ctx.required_pass()
+            && ctx.disabled_pass() == self.ctx.disabled_pass()
+            && ctx.config() == self.ctx.config();
+        self.ctx = ctx.clone();
+        if !same_settings {
+            self.set_plan(plan);
+        }
+        Ok(())
+    }
+
+    fn set_plan(&mut self, plan: Plan) {
+        let roots = self.roots();
+        roots.set_plan(&mut self.db).to(Arc::new(plan));
+        self.last = None;
+    }
+
+    fn roots(&self) -> db::Roots {
+        salsa_roots(&self.db)
+    }
+
+    /// Makes the session's module `module`: functions are added, removed, reordered and
+    /// changed as needed; functions equal to what the session holds are left alone. Returns
+    /// the names of the functions that changed or were added.
+    pub fn load(&mut self, module: &Module) -> Vec<Arc<str>> {
+        let mut changed = Vec::new();
+        for (name, func) in module.entries() {
+            if self.put(name, func) {
+                changed.push(name.clone());
+            }
+        }
+        let new_order: Vec<Arc<str>> = module.entries().iter().map(|(n, _)| n.clone()).collect();
+        for name in &self.order {
+            if !module.contains(name) {
+                self.entries.remove(name);
+            }
+        }
+        if new_order != self.order || !changed.is_empty() {
+            self.order = new_order;
+            self.sync_list();
+        }
+        changed
+    }
+
+    /// Sets (or adds, at the end) the function `name`. Returns whether anything changed.
+    pub fn set_function(&mut self, name: &str, func: impl Into<Arc<Function>>) -> bool {
+        let name: Arc<str> = name.into();
+        let func = func.into();
+        let added = !self.entries.contains_key(&name);
+        let changed = self.put(&name, &func);
+        if added {
+            self.order.push(name);
+            self.sync_list();
+        }
+        changed
+    }
+
+    /// Adds the function `name` at the end; a duplicate name is an error.
+    pub fn add_function(&mut self, name: &str, func: impl Into<Arc<Function>>) -> Result<(), SessionError> {
+        if self.entries.contains_key(name) {
+            return Err(ModuleError::Duplicate(name.to_string()).into());
+        }
+        self.set_function(name, func);
+        Ok(())
+    }
+
+    /// Removes the function `name`.
+    pub fn remove_function(&mut self, name: &str) -> Result<(), SessionError> {
+        if self.entries.remove(name).is_none() {
+            return Err(ModuleError::Unknown(name.to_string()).into());
+        }
+        self.order.retain(|n| &**n != name);
+        self.sync_list();
+        Ok(())
+    }
+
+    /// Renames `old` to `new` in place (calls are not rewritten).
+    pub fn rename_function(&mut self, old: &str, new: &str) -> Result<(), SessionError> {
+        if self.entries.contains_key(new) {
+            return Err(ModuleError::Duplicate(new.to_string()).into());
+        }
+        let entry = self.entries.remove(old).ok_or_else(|| ModuleError::Unknown(old.to_string()))?;
+        let new: Arc<str> = new.into();
+        for n in &mut self.order {
+            if &**n == old {
+                *n = new.clone();
+            }
+        }
+        self.entries.insert(new, entry);
+        self.sync_list();
+        Ok(())
+    }
+
+    /// Stores `func` as `name` unless it is the same as what is stored; returns whether the
+    /// input changed. Does not touch the function list.
+    fn put(&mut self, name: &Arc<str>, func: &Arc<Function>) -> bool {
+        let base = span_base(func);
+        if let Some(entry) = self.entries.get_mut(name) {
+            entry.base = base;
+            if same_function(&entry.stored, func) {
+                return false;
+            }
+            entry.stored = func.clone();
+            entry.stored_base = base;
+            let input = entry.input;
+            // One durability for every input: salsa backdates a result only when its durability
+            // did not drop, so low-durability edits would stop module-pass outputs from being
+            // reused after the first edit.
+            input.set_func(&mut self.db).to(FnVal(func.clone()));
+        } else {
+            let input = Source::new(&self.db, FnVal(func.clone()));
+            self.entries.insert(name.clone(), Entry { input, stored: func.clone(), stored_base: base, base });
+        }
+        self.last = None;
+        true
+    }
+
+    fn sync_list(&mut self) {
+        let list = FuncList {
+            names: Arc::new(self.order.clone()),
+            map: self.order.iter().map(|n| (n.clone(), self.entries[n].input)).collect(),
+        };
+        let roots = self.roots();
+        if *roots.funcs(&self.db) != list {
+            roots.set_funcs(&mut self.db).to(Arc::new(list));
+        }
+        self.last = None;
+    }
+
+    /// Runs the pipeline, recomputing only what changed since the last run.
+    pub fn run(&mut self) -> Result<SessionOutput, SessionError> {
+        if let Some(last) = &self.last {
+            let start = Instant::now();
+            let mut out = last.clone();
+            for stage in &mut out.stats.stages {
+                stage.reused += stage.recomputed.len();
+                stage.recomputed.clear();
+                stage.time = Duration::ZERO;
+            }
+            out.stats.total = start.elapsed();
+            return Ok(out);
+        }
+        let out = self.start_run().run()?;
+        self.last = Some(out.clone());
+        Ok(out)
+    }
+
+    /// A run that can go to another thread. An edit made on the session while it is in
+    /// flight cancels it (it returns [`SessionError::Cancelled`]); the edit waits until the
+    /// run has stopped.
+    pub fn start_run(&self) -> PendingRun {
+        let shifts = self
+            .entries
+            .iter()
+            .filter_map(|(name, e)| {
+                let delta = i64::from(e.base) - i64::from(e.stored_base);
+                (delta != 0).then(|| (name.clone(), delta))
+            })
+            .collect();
+        PendingRun { db: self.db.clone(), threads: self.ctx.num_threads().max(1), shifts }
+    }
+}
+
+fn salsa_roots(db: &SessionDb) -> db::Roots {
+    use self::db::Db;
+    db.roots()
+}
+
+fn check_no_instruments(ctx: &PassContext) -> Result<(), SessionError> {
+    let insts = ctx.instruments();
+    if insts.is_empty() {
+        Ok(())
+    } else {
+        Err(SessionError::Instruments(insts.iter().map(|i| i.name().to_string()).collect::<Vec<_>>().join(", ")))
+    }
+}
+
+/// A run started with [`Session::start_run`].
+pub struct PendingRun {
+    db: SessionDb,
+    threads: usize,
+    /// Functions that moved in their source since their result was computed.
+    shifts: FxHashMap<Arc<str>, i64>,
+}
+
+impl PendingRun {
+    /// Runs the pipeline. Consumes the run so its database handle is released when it ends.
+    pub fn run(self) -> Result<SessionOutput, SessionError> {
+        let start = Instant::now();
+        self.db.take_log();
+        let ran = salsa::Cancelled::catch(AssertUnwindSafe(|| run_stages(&self.db, self.threads)))
+            .map_err(|_| SessionError::Cancelled)??;
+        let log = self.db.take_log();
+        let plan = salsa_roots(&self.db).plan(&self.db);
+        let mut by_stage: Vec<FxHashMap<Arc<str>, ()>> = vec![FxHashMap::default(); ran.stages.len()];
+        for (k, name) in log {
+            if let Some(set) = by_stage.get_mut(k as usize) {
+                set.insert(name, ());
+            }
+        }
+        let stages = ran
+            .stages
+            .iter()
+            .zip(&plan.stages)
+            .zip(by_stage)
+            .map(|((run, stage), done)| {
+                let recomputed: Vec<Arc<str>> = run.names.0.iter().filter(|n| done.contains_key(*n)).cloned().collect();
+                StageStats {
+                    label: stage.label.clone(),
+                    is_module_pass: !stage.is_function(),
+                    reused: run.names.0.len() - recomputed.len(),
+                    recomputed,
+                    time: run.time,
+                }
+            })
+            .collect();
+        let mut diagnostics = ran.diagnostics;
+        for d in &mut diagnostics {
+            if let (Some(func), Some(span)) = (&d.function, &mut d.span) {
+                if let Some(&delta) = self.shifts.get(func.as_str()) {
+                    span.start = shift(span.start, delta);
+                    span.end = shift(span.end, delta);
+                }
+            }
+        }
+        Ok(SessionOutput { module: ran.module, diagnostics, stats: RunStats { stages, total: start.elapsed() } })
+    }
+}
+
+fn shift(offset: u32, delta: i64) -> u32 {
+    u32::try_from((i64::from(offset) + delta).max(0)).unwrap_or(u32::MAX)
+}

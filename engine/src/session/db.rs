@@ -1,0 +1,396 @@
+//! The salsa database of a session: its inputs, its queries and the stage-by-stage run.
+//!
+//! Inputs: one [`Source`] per function (set only when the function really changed), and
+//! [`Roots`] holding the function list and the stage plan.
+//!
+//! Queries, for a function `name` and a stage `k`:
+//! - `source(name)`: the function as loaded; a firewall between the function list and the
+//!   stages, so adding one function does not re-run the others;
+//! - `stage_desc(k)`: stage `k` of the plan, equal (and so backdated) while its fingerprint
+//!   is unchanged;
+//! - `fn_stage(name, k)`: a function stage's passes run on the function;
+//! - `signature(name, k)`: what callers see of the function entering stage `k` — the
+//!   firewall that keeps a callee's body edit from re-running its callers;
+//! - `barrier(k)`: a module pass over the whole module entering stage `k`; and
+//!   `barrier_fn(name, k)`, one function of its output, backdated when unchanged so the next
+//!   stage reuses its result;
+//! - `names_at(k)`: the function list entering stage `k` (module passes may add or remove).
+//!
+//! Invariant: queries fan out only from [`run_stages`], outside every tracked function, each
+//! worker with its own database handle; a tracked function never starts parallel work.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::plan::{Plan, Stage, StageKind};
+use super::same::{same_function, same_signature};
+use crate::ir::{fn_attr, ExprKind, Function, Module};
+use crate::transform::{call_pass, Diagnostic, PassError};
+
+/// One function as loaded.
+#[salsa::input]
+pub(crate) struct Source {
+    #[returns(clone)]
+    pub(crate) func: FnVal,
+}
+
+/// The function list and the stage plan.
+#[salsa::input]
+pub(crate) struct Roots {
+    #[returns(clone)]
+    pub(crate) funcs: Arc<FuncList>,
+    #[returns(clone)]
+    pub(crate) plan: Arc<Plan>,
+}
+
+/// The loaded functions: names in module order, and each one's input.
+#[derive(Default)]
+pub(crate) struct FuncList {
+    pub(crate) names: Arc<Vec<Arc<str>>>,
+    pub(crate) map: FxHashMap<Arc<str>, Source>,
+}
+
+impl PartialEq for FuncList {
+    fn eq(&self, other: &FuncList) -> bool {
+        self.names == other.names && self.map == other.map
+    }
+}
+
+/// A function at a stage.
+#[salsa::interned]
+pub(crate) struct Key<'db> {
+    #[returns(ref)]
+    pub(crate) name: Arc<str>,
+    #[returns(copy)]
+    pub(crate) stage: u32,
+}
+
+/// A stage.
+#[salsa::interned]
+pub(crate) struct StageId<'db> {
+    #[returns(copy)]
+    pub(crate) stage: u32,
+}
+
+/// A function compared with [`same_function`].
+#[derive(Clone, Debug)]
+pub(crate) struct FnVal(pub(crate) Arc<Function>);
+
+impl PartialEq for FnVal {
+    fn eq(&self, other: &FnVal) -> bool {
+        same_function(&self.0, &other.0)
+    }
+}
+
+/// A function compared with [`same_signature`].
+#[derive(Clone)]
+pub(crate) struct SigVal(Arc<Function>);
+
+impl PartialEq for SigVal {
+    fn eq(&self, other: &SigVal) -> bool {
+        same_signature(&self.0, &other.0)
+    }
+}
+
+/// A function stage's result: the function and, per pass of the stage, its diagnostics.
+#[derive(Clone, PartialEq)]
+pub(crate) struct StageOut {
+    pub(crate) func: FnVal,
+    pub(crate) diags: Arc<Vec<Vec<Diagnostic>>>,
+}
+
+/// A module barrier's result. Never equal to another run's: per-function equality is decided
+/// by `barrier_fn`.
+#[derive(Clone)]
+pub(crate) struct BarrierOut(pub(crate) Arc<Result<(Module, Vec<Diagnostic>), PassError>>);
+
+impl PartialEq for BarrierOut {
+    fn eq(&self, other: &BarrierOut) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// A list of function names compared by value.
+#[derive(Clone, PartialEq)]
+pub(crate) struct Names(pub(crate) Arc<Vec<Arc<str>>>);
+
+/// What the queries need beyond salsa.
+#[salsa::db]
+pub(crate) trait Db: salsa::Database {
+    /// The session's roots.
+    fn roots(&self) -> Roots;
+    /// Notes that stage `stage` of `name` is being computed (for the run's statistics).
+    fn record(&self, stage: u32, name: &Arc<str>);
+}
+
+/// The database. Clones are handles on the same storage; one per worker.
+#[salsa::db]
+#[derive(Clone)]
+pub(crate) struct SessionDb {
+    storage: salsa::Storage<Self>,
+    roots: Option<Roots>,
+    log: Arc<Mutex<Log>>,
+}
+
+/// (stage, function) pairs computed since the log was last taken.
+type Log = Vec<(u32, Arc<str>)>;
+
+#[salsa::db]
+impl salsa::Database for SessionDb {}
+
+#[salsa::db]
+impl Db for SessionDb {
+    fn roots(&self) -> Roots {
+        // Set right after construction, before any query runs.
+        self.roots.expect("session roots are set at construction")
+    }
+
+    fn record(&self, stage: u32, name: &Arc<str>) {
+        self.log.lock().unwrap_or_else(PoisonError::into_inner).push((stage, name.clone()));
+    }
+}
+
+impl SessionDb {
+    /// A database with an empty function list and `plan`.
+    pub(crate) fn new(plan: Plan) -> SessionDb {
+        let mut db =
+            SessionDb { storage: salsa::Storage::default(), roots: None, log: Arc::new(Mutex::new(Vec::new())) };
+        let roots = Roots::new(&db, Arc::new(FuncList::default()), Arc::new(plan));
+        db.roots = Some(roots);
+        db
+    }
+
+    /// Takes the recorded (stage, function) computations.
+    pub(crate) fn take_log(&self) -> Log {
+        std::mem::take(&mut *self.log.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+#[salsa::tracked(returns(clone))]
+fn stage_desc<'db>(db: &'db dyn Db, id: StageId<'db>) -> Option<Stage> {
+    db.roots().plan(db).stages.get(id.stage(db) as usize).cloned()
+}
+
+#[salsa::tracked(returns(clone))]
+fn source<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<FnVal> {
+    let src = *db.roots().funcs(db).map.get(key.name(db))?;
+    Some(src.func(db))
+}
+
+#[salsa::tracked(returns(clone))]
+fn names_at<'db>(db: &'db dyn Db, id: StageId<'db>) -> Names {
+    let k = id.stage(db);
+    if k == 0 {
+        return Names(db.roots().funcs(db).names.clone());
+    }
+    let prev = StageId::new(db, k - 1);
+    match stage_desc(db, prev) {
+        Some(stage) if !stage.is_function() => match &*barrier(db, prev).0 {
+            Ok((module, _)) => Names(Arc::new(module.entries().iter().map(|(n, _)| n.clone()).collect())),
+            Err(_) => names_at(db, prev),
+        },
+        _ => names_at(db, prev),
+    }
+}
+
+/// The function `name` entering stage `k`: `None` when there is no such function then.
+fn stage_input(db: &dyn Db, name: &Arc<str>, k: u32) -> Option<Result<Arc<Function>, PassError>> {
+    if k == 0 {
+        return source(db, Key::new(db, name.clone(), 0)).map(|f| Ok(f.0));
+    }
+    let prev = k - 1;
+    match stage_desc(db, StageId::new(db, prev))? {
+        stage if stage.is_function() => {
+            fn_stage(db, Key::new(db, name.clone(), prev)).map(|res| res.map(|out| out.func.0))
+        }
+        _ => barrier_fn(db, Key::new(db, name.clone(), prev)).map(|res| res.map(|f| f.0)),
+    }
+}
+
+#[salsa::tracked(returns(clone))]
+fn signature<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<SigVal> {
+    match stage_input(db, key.name(db), key.stage(db))? {
+        Ok(func) => Some(SigVal(func)),
+        Err(_) => None,
+    }
+}
+
+/// The read-only module a function pass sees: the function itself and the globals it
+/// references, each as it enters the stage. Callers depend only on their callees'
+/// signatures, so a pass must read no more than a callee's signature from the view.
+fn module_view(db: &dyn Db, name: &Arc<str>, func: &Arc<Function>, k: u32) -> Module {
+    let mut callees: Vec<&str> = func
+        .nodes()
+        .iter()
+        .filter_map(|node| match node.kind {
+            ExprKind::Global { name } => func.try_sym(name),
+            _ => None,
+        })
+        .filter(|callee| *callee != &**name)
+        .collect();
+    callees.sort_unstable();
+    callees.dedup();
+    let mut view = Module::new();
+    // The names are distinct, so adding cannot fail.
+    let _ = view.add(name, func.clone());
+    for callee in callees {
+        if let Some(sig) = signature(db, Key::new(db, Arc::from(callee), k)) {
+            let _ = view.add(callee, sig.0);
+        }
+    }
+    view
+}
+
+#[salsa::tracked(returns(clone))]
+fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, PassError>> {
+    let (name, k) = (key.name(db).clone(), key.stage(db));
+    let stage = stage_desc(db, StageId::new(db, k))?;
+    let StageKind::Function(passes) = &stage.kind else { return None };
+    let mut func = match stage_input(db, &name, k)? {
+        Ok(func) => func,
+        Err(e) => return Some(Err(e)),
+    };
+    let view = module_view(db, &name, &func, k);
+    db.record(k, &name);
+    let mut diags = Vec::with_capacity(passes.len());
+    for pass in passes {
+        db.unwind_if_revision_cancelled();
+        let skip = !stage.split && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
+        let (Some(fpass), false) = (pass.as_function(), skip) else {
+            diags.push(Vec::new());
+            continue;
+        };
+        let info = pass.info();
+        let worker = stage.ctx.worker_copy();
+        let res = {
+            let _scope = worker.push_silently();
+            match catch_unwind(AssertUnwindSafe(|| fpass.body()(func.clone(), &view, &worker))) {
+                Ok(res) => res.map_err(|e| e.in_pass(&info.name, Some(&name))),
+                Err(payload) => Err(PassError::panicked(&info.name, Some(&name), &*payload)),
+            }
+        };
+        worker.diagnostics().fill_function(&name);
+        diags.push(worker.diagnostics().take());
+        match res {
+            Ok(out) => func = out,
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    Some(Ok(StageOut { func: FnVal(func), diags: Arc::new(diags) }))
+}
+
+#[salsa::tracked(returns(clone))]
+fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
+    let k = id.stage(db);
+    let stage = stage_desc(db, id);
+    let Some(Stage { kind: StageKind::Module(pass), ctx, .. }) = stage else {
+        return BarrierOut(Arc::new(Ok((Module::new(), Vec::new()))));
+    };
+    let names = names_at(db, id);
+    let mut module = Module::new();
+    for name in names.0.iter() {
+        match stage_input(db, name, k) {
+            Some(Ok(func)) => {
+                let _ = module.add(name, func);
+            }
+            Some(Err(e)) => return BarrierOut(Arc::new(Err(e))),
+            None => {}
+        }
+    }
+    for name in names.0.iter() {
+        db.record(k, name);
+    }
+    db.unwind_if_revision_cancelled();
+    let worker = ctx.worker_copy();
+    let res = {
+        let _scope = worker.push_silently();
+        call_pass(&*pass, module, &worker)
+    };
+    BarrierOut(Arc::new(res.map(|m| (m, worker.diagnostics().take()))))
+}
+
+#[salsa::tracked(returns(clone))]
+fn barrier_fn<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<FnVal, PassError>> {
+    let out = barrier(db, StageId::new(db, key.stage(db)));
+    match &*out.0 {
+        Ok((module, _)) => module.get(key.name(db)).map(|f| Ok(FnVal(f.clone()))),
+        Err(e) => Some(Err(e.clone())),
+    }
+}
+
+/// What one stage of a run did.
+pub(crate) struct StageRun {
+    pub(crate) names: Names,
+    pub(crate) time: Duration,
+}
+
+/// The result of running every stage.
+pub(crate) struct Ran {
+    pub(crate) module: Module,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub(crate) stages: Vec<StageRun>,
+}
+
+/// Runs every stage in order, fanning function stages out over `threads` workers. May unwind
+/// with `salsa::Cancelled` when an input is set meanwhile.
+pub(crate) fn run_stages(db: &SessionDb, threads: usize) -> Result<Ran, PassError> {
+    let plan = db.roots().plan(db);
+    let mut diagnostics = Vec::new();
+    let mut stages = Vec::with_capacity(plan.stages.len());
+    for (k, stage) in plan.stages.iter().enumerate() {
+        let start = Instant::now();
+        let k = k as u32;
+        let id = StageId::new(db, k);
+        let names = names_at(db, id);
+        match &stage.kind {
+            StageKind::Function(passes) => {
+                let outs = fan_out(db, &names.0, threads, |db, name| fn_stage(db, Key::new(db, name.clone(), k)));
+                let mut ok = Vec::with_capacity(outs.len());
+                for out in outs.into_iter().flatten() {
+                    ok.push(out?);
+                }
+                // Pass-major order, as a serial run reports them.
+                for j in 0..passes.len() {
+                    for out in &ok {
+                        diagnostics.extend(out.diags.get(j).into_iter().flatten().cloned());
+                    }
+                }
+            }
+            StageKind::Module(_) => match &*barrier(db, id).0 {
+                Ok((_, diags)) => diagnostics.extend(diags.iter().cloned()),
+                Err(e) => return Err(e.clone()),
+            },
+        }
+        stages.push(StageRun { names, time: start.elapsed() });
+    }
+    let n = plan.stages.len() as u32;
+    let names = names_at(db, StageId::new(db, n));
+    let mut module = Module::new();
+    for name in names.0.iter() {
+        if let Some(res) = stage_input(db, name, n) {
+            let _ = module.add(name, res?);
+        }
+    }
+    Ok(Ran { module, diagnostics, stages })
+}
+
+fn fan_out<T: Send>(
+    db: &SessionDb,
+    names: &[Arc<str>],
+    threads: usize,
+    f: impl Fn(&SessionDb, &Arc<str>) -> T + Sync,
+) -> Vec<T> {
+    if threads <= 1 || names.len() <= 1 {
+        return names.iter().map(|name| f(db, name)).collect();
+    }
+    let chunk = names.len().div_ceil(threads);
+    let done: Vec<Vec<T>> = names
+        .par_chunks(chunk)
+        .map_with(db.clone(), |db, chunk| chunk.iter().map(|name| f(db, name)).collect())
+        .collect();
+    done.into_iter().flatten().collect()
+}

@@ -1,0 +1,351 @@
+//! The parallel executor: a [`Sequential`] is planned into stages and each stage of function
+//! passes fans out over the module's functions on a cached rayon pool.
+//!
+//! # Plan
+//! [`plan`] walks a `Sequential`'s list exactly as the reference's rules 12–18 do (a pass not
+//! enabled by the context is skipped, with its `required` dependencies; the dependencies of an
+//! enabled pass are looked up in the registry and come right before it, neither filtered nor
+//! de-duplicated) and groups the resulting pass calls into [`Stage`]s: maximal runs of function
+//! passes, and barriers. A barrier is a module pass, a nested `Sequential` (it is called as one
+//! pass, with its own hooks, and plans its own list in turn) or any pass that is not a
+//! [`FunctionPass`]. If the plan cannot be made (an unknown required pass), the `Sequential` runs
+//! pass by pass, so the error comes exactly where the serial run reports it.
+//!
+//! # Function stages
+//! A stage of one pass, or a stage run while an active instrument observes the IR
+//! ([`Instrument::observes_ir`]) or while `testing.immutable_module` is set, runs pass by pass
+//! through [`call_pass`]: every hook sees the module exactly as in a serial run, and each pass
+//! still fans out over functions.
+//!
+//! Otherwise the stage is *fused*: one task per function runs every pass of the stage on that
+//! function. The coordinating thread then calls the hooks of each pass in the serial order
+//! (`should_run`, `run_before_pass`, [`Instrument::record_worker_time`], `run_after_pass`, or
+//! `on_pass_failed`), after the work was done. Because no active instrument observes the IR,
+//! before-hooks are given the stage's input module and after-hooks the stage's output. If a
+//! `should_run` vetoes a pass, the speculative work is dropped: the passes before it are run
+//! again without hooks, and the stage goes on after the vetoed pass, so the result is the one of
+//! the serial run. `record_worker_time` of a fused pass gets that pass's summed task time and a
+//! share of the stage's wall time proportional to it.
+//!
+//! A function pass reads other functions only through its read-only module view. In a fused
+//! stage the view is the stage's input module for every pass of the stage; a function pass must
+//! not depend on what an earlier function pass of the same stage did to *other* functions
+//! (function passes cannot change signatures that others rely on; that is a module pass's job).
+//!
+//! # Determinism
+//! Every task has its own worker copy of the context (`PassContext::current()` inside the task
+//! returns it), one per (function, pass), so diagnostics are merged pass by pass in the module's
+//! function order, as a serial run emits them. The error reported is that of the first failing
+//! pass, and within it the first failing function in module order. Panics are caught per
+//! function; the pool never sees them and stays usable.
+//!
+//! # Threads
+//! `ctx.num_threads()` workers; with 1 the tasks run inline on the calling thread (no pool).
+//! Pools are built once per size and cached for the life of the process; rayon's work stealing
+//! over single functions balances modules with a few huge and many tiny functions.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use super::config::IMMUTABLE_MODULE;
+use super::context::PassContext;
+use super::diagnostics::Diagnostic;
+use super::error::PassError;
+use super::info::PassInfo;
+use super::instrument::{after_pass, before_pass, Instrument};
+use super::pass::{call_pass, FunctionBody, FunctionPass, Pass};
+use super::registry::get_pass;
+use super::sequential::Sequential;
+use crate::ir::{fn_attr, Function, Module};
+
+/// One step of a planned `Sequential`.
+#[derive(Clone, Debug)]
+pub enum Stage {
+    /// A maximal run of function passes (required dependencies included), in call order.
+    Function(Vec<FunctionPass>),
+    /// A barrier: a module pass, a nested `Sequential`, or any other non-function pass. It is
+    /// called through [`call_pass`] with the whole module.
+    Module(Arc<dyn Pass>),
+}
+
+/// Plans `seq`'s list under `ctx` (rules 12–15): the enabled passes, each preceded by its
+/// required dependencies from the registry, grouped into stages. Fails when a required pass
+/// is not registered.
+pub fn plan(seq: &Sequential, ctx: &PassContext) -> Result<Vec<Stage>, PassError> {
+    let mut stages = Vec::new();
+    for pass in seq.passes() {
+        let info = pass.info();
+        if !ctx.pass_enabled(info) {
+            continue;
+        }
+        for name in &info.required {
+            push_call(&mut stages, get_pass(name)?);
+        }
+        push_call(&mut stages, pass.clone());
+    }
+    Ok(stages)
+}
+
+fn push_call(stages: &mut Vec<Stage>, pass: Arc<dyn Pass>) {
+    match pass.as_function() {
+        Some(func_pass) => match stages.last_mut() {
+            Some(Stage::Function(run)) => run.push(func_pass.clone()),
+            _ => stages.push(Stage::Function(vec![func_pass.clone()])),
+        },
+        None => stages.push(Stage::Module(pass)),
+    }
+}
+
+/// Runs a `Sequential`'s list (what `Sequential::execute` does): planned into stages when the
+/// plan can be made, else pass by pass.
+pub fn run_sequential(seq: &Sequential, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    match plan(seq, ctx) {
+        Ok(stages) => run_plan(&stages, module, ctx),
+        Err(_) => run_plain(seq, module, ctx),
+    }
+}
+
+/// Runs a `Sequential`'s list pass by pass, the reference's algorithm without stages or fusion
+/// (each function pass still fans out over functions). Kept as the parity baseline.
+pub fn run_plain(seq: &Sequential, mut module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    for pass in seq.passes() {
+        let info = pass.info();
+        if !ctx.pass_enabled(info) {
+            continue;
+        }
+        // Dependencies are neither filtered nor de-duplicated (rule 15).
+        for name in &info.required {
+            let dep = get_pass(name)?;
+            module = dep.run(module, ctx)?;
+        }
+        module = pass.run(module, ctx)?;
+    }
+    Ok(module)
+}
+
+/// Runs planned stages in order.
+pub fn run_plan(stages: &[Stage], mut module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    for stage in stages {
+        module = match stage {
+            Stage::Module(pass) => pass.run(module, ctx)?,
+            Stage::Function(passes) => run_function_stage(passes, module, ctx)?,
+        };
+    }
+    Ok(module)
+}
+
+/// Runs one function stage over `module` with the instrument hooks of each pass (fused when
+/// allowed; see the module docs).
+pub fn run_function_stage(passes: &[FunctionPass], module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    let insts = ctx.instruments();
+    let fuse =
+        passes.len() > 1 && insts.iter().all(|inst| !inst.observes_ir()) && !ctx.get_config(IMMUTABLE_MODULE, false);
+    if !fuse {
+        let mut module = module;
+        for pass in passes {
+            module = call_pass(pass, module, ctx)?;
+        }
+        return Ok(module);
+    }
+    run_fused(passes, module, ctx, &insts)
+}
+
+/// What running a stage's passes on one function produced.
+#[derive(Debug)]
+pub struct FunctionRun {
+    /// The function after the last pass that ran (after all of them when none failed).
+    pub func: Arc<Function>,
+    /// The diagnostics of each pass that ran, indexed by pass; their function is filled in.
+    pub diagnostics: Vec<Vec<Diagnostic>>,
+    /// Time spent in each pass that ran, indexed by pass.
+    pub busy: Vec<Duration>,
+    /// The first failure: the index of the pass and its error (naming pass and function).
+    pub error: Option<(usize, PassError)>,
+}
+
+/// Runs `passes` in order on one function named `name`, as a fused task does: each pass under
+/// its own worker copy of `ctx` (pushed so that `current()` returns it), panics caught, functions
+/// marked `SkipOptimization` left alone, stopping at the first failure. `view` is the module the
+/// passes may read. No instrument is called.
+pub fn run_stage_on_function(
+    passes: &[FunctionPass],
+    name: &str,
+    func: &Arc<Function>,
+    view: &Module,
+    ctx: &PassContext,
+) -> FunctionRun {
+    let mut run = FunctionRun {
+        func: func.clone(),
+        diagnostics: Vec::with_capacity(passes.len()),
+        busy: Vec::with_capacity(passes.len()),
+        error: None,
+    };
+    for (i, pass) in passes.iter().enumerate() {
+        let (res, elapsed, diags) = run_in_worker(pass.info(), pass.body(), name, &run.func, view, ctx);
+        run.diagnostics.push(diags);
+        run.busy.push(elapsed);
+        match res {
+            Ok(f) => run.func = f,
+            Err(e) => {
+                run.error = Some((i, e));
+                break;
+            }
+        }
+    }
+    run
+}
+
+/// One pass on one function under a fresh worker copy of `ctx`.
+pub(crate) fn run_in_worker(
+    info: &PassInfo,
+    body: &FunctionBody,
+    name: &str,
+    func: &Arc<Function>,
+    view: &Module,
+    ctx: &PassContext,
+) -> (Result<Arc<Function>, PassError>, Duration, Vec<Diagnostic>) {
+    if func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) {
+        return (Ok(func.clone()), Duration::ZERO, Vec::new());
+    }
+    let worker = ctx.worker_copy();
+    let scope = worker.push_silently();
+    let start = Instant::now();
+    let res = match catch_unwind(AssertUnwindSafe(|| body(func.clone(), view, &worker))) {
+        Ok(res) => res,
+        Err(payload) => Err(PassError::panicked(&info.name, Some(name), &*payload)),
+    };
+    let elapsed = start.elapsed();
+    drop(scope);
+    worker.diagnostics().fill_function(name);
+    (res.map_err(|e| e.in_pass(&info.name, Some(name))), elapsed, worker.diagnostics().take())
+}
+
+fn run_fused(
+    passes: &[FunctionPass],
+    mut module: Module,
+    ctx: &PassContext,
+    insts: &[Arc<dyn Instrument>],
+) -> Result<Module, PassError> {
+    let mut rest = passes;
+    'group: while !rest.is_empty() {
+        let start = Instant::now();
+        let view = &module;
+        let runs = map_entries(ctx, view, |name, func| run_stage_on_function(rest, name, func, view, ctx));
+        let wall = start.elapsed();
+        let failed_at = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min();
+        let busy: Vec<Duration> = (0..rest.len()).map(|i| runs.iter().filter_map(|r| r.busy.get(i)).sum()).collect();
+        let all_busy: Duration = busy.iter().sum();
+        let output = match failed_at {
+            None => {
+                let mut out = module.clone();
+                out.replace_all(runs.iter().map(|r| r.func.clone()).collect());
+                Some(out)
+            }
+            Some(_) => None,
+        };
+        for (i, pass) in rest.iter().enumerate() {
+            let info = pass.info();
+            if !before_pass(insts, &module, info, ctx.is_required(&info.name))? {
+                // Vetoed: the speculative work of this group is void. Apply the passes before
+                // the vetoed one (their hooks were called) and continue after it.
+                if i > 0 {
+                    module = apply_without_hooks(&rest[..i], module, ctx)?;
+                }
+                rest = &rest[i + 1..];
+                continue 'group;
+            }
+            merge_diagnostics(ctx, &runs, i);
+            if failed_at == Some(i) {
+                for inst in insts {
+                    inst.on_pass_failed(info);
+                }
+                return Err(first_error(runs, i));
+            }
+            let share = if all_busy.is_zero() {
+                wall / rest.len() as u32
+            } else {
+                wall.mul_f64(busy[i].as_secs_f64() / all_busy.as_secs_f64())
+            };
+            for inst in insts {
+                inst.record_worker_time(info, share, busy[i]);
+            }
+            after_pass(insts, output.as_ref().unwrap_or(&module), info)?;
+        }
+        // Every pass ran, so nothing failed and the output exists.
+        if let Some(out) = output {
+            module = out;
+        }
+        break;
+    }
+    Ok(module)
+}
+
+/// Runs `passes` fused with no hooks and drops their diagnostics: after a veto, this rebuilds
+/// the module whose hooks and diagnostics were already handled from the speculative run. Passes
+/// are pure, so this gives the same functions; an error is still reported, not assumed away.
+fn apply_without_hooks(passes: &[FunctionPass], mut module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    let view = &module;
+    let runs = map_entries(ctx, view, |name, func| run_stage_on_function(passes, name, func, view, ctx));
+    if let Some(i) = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min() {
+        return Err(first_error(runs, i));
+    }
+    let new = runs.into_iter().map(|r| r.func).collect();
+    module.replace_all(new);
+    Ok(module)
+}
+
+fn merge_diagnostics(ctx: &PassContext, runs: &[FunctionRun], pass_idx: usize) {
+    for run in runs {
+        if let Some(diags) = run.diagnostics.get(pass_idx) {
+            for d in diags {
+                ctx.emit(d.clone());
+            }
+        }
+    }
+}
+
+fn first_error(runs: Vec<FunctionRun>, pass_idx: usize) -> PassError {
+    runs.into_iter()
+        .filter_map(|r| r.error)
+        .find(|(i, _)| *i == pass_idx)
+        .map(|(_, e)| e)
+        .unwrap_or_else(|| PassError::msg("internal error: failing function not found"))
+}
+
+/// Calls `task` on every function of `module` and returns the results in module order: inline
+/// when `ctx.num_threads()` is 1 or there is at most one function, else on the cached pool of
+/// that size with rayon work stealing over single functions.
+pub(crate) fn map_entries<T: Send>(
+    ctx: &PassContext,
+    module: &Module,
+    task: impl Fn(&str, &Arc<Function>) -> T + Sync + Send,
+) -> Vec<T> {
+    let n_threads = ctx.num_threads().max(1);
+    let entries = module.entries();
+    if n_threads == 1 || entries.len() <= 1 {
+        return entries.iter().map(|(name, func)| task(name, func)).collect();
+    }
+    match pool(n_threads) {
+        Some(pool) => pool.install(|| entries.par_iter().map(|(name, func)| task(name, func)).collect()),
+        None => entries.iter().map(|(name, func)| task(name, func)).collect(),
+    }
+}
+
+/// The cached pool of `n` workers, built on first use. `None` when the OS refuses threads (the
+/// caller then runs serially).
+fn pool(n: usize) -> Option<Arc<rayon::ThreadPool>> {
+    type Pools = Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>;
+    static POOLS: OnceLock<Pools> = OnceLock::new();
+    let mut pools = POOLS.get_or_init(|| Mutex::new(Vec::new())).lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, p)) = pools.iter().find(|(size, _)| *size == n) {
+        return Some(p.clone());
+    }
+    let built =
+        rayon::ThreadPoolBuilder::new().num_threads(n).thread_name(|i| format!("passel-worker-{i}")).build().ok()?;
+    let built = Arc::new(built);
+    pools.push((n, built.clone()));
+    Some(built)
+}

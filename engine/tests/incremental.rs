@@ -1,0 +1,447 @@
+//! Incremental session tests, rust-analyzer style: after each edit, assert exactly which
+//! functions' stages were recomputed, and that the output equals a cold serial run.
+//!
+//! The engine has no standard passes (they live in passel-passes), so the pipeline here is
+//! made of small test passes: an identity pass, a pass that reads its callees' signatures
+//! through the module view and reports them, a module pass that marks a few functions, and
+//! a final identity pass.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use passel_engine::ir::{parse_module, print_module, AttrValue, ExprKind, Function, Module};
+use passel_engine::transform::{Diagnostic, Pass, PassContext, PassError, Sequential};
+use passel_engine::{function_pass, module_pass, sequential, Session, SessionError, SessionOutput};
+use proptest::prelude::*;
+
+fn parse(text: &str) -> Module {
+    parse_module(text).expect("test module parses")
+}
+
+fn func(text: &str) -> Arc<Function> {
+    parse(text).entries()[0].1.clone()
+}
+
+/// Reports, for every global the function references, the callee's signature as seen in
+/// the module view.
+fn callee_report() -> Arc<dyn Pass> {
+    function_pass("CalleeReport", 1, |func, module, ctx| {
+        let mut callees: Vec<String> = func
+            .nodes()
+            .iter()
+            .filter_map(|n| match n.kind {
+                ExprKind::Global { name } => Some(func.sym(name).to_string()),
+                _ => None,
+            })
+            .collect();
+        callees.sort();
+        callees.dedup();
+        for callee in callees {
+            let sig = module.get(&callee).and_then(|f| f.signature()).map_or("unknown".to_string(), |t| t.to_string());
+            ctx.emit(Diagnostic::warning("CalleeReport", format!("calls @{callee}: {sig}")));
+        }
+        Ok(func)
+    })
+    .shared()
+}
+
+/// Marks the functions whose name starts with `hot` with `Inline = 1`; the rest are returned
+/// as they are.
+fn mark_hot() -> Arc<dyn Pass> {
+    module_pass("MarkHot", 0, |module, _ctx| {
+        let mut out = Module::new();
+        for (name, f) in module.iter() {
+            let f = if name.starts_with("hot") && !f.attrs().contains("Inline") {
+                Arc::new(f.with_attrs(f.attrs().clone().with("Inline", AttrValue::Int(1))))
+            } else {
+                f.clone()
+            };
+            out.add(name, f).map_err(|e| PassError::msg(e.to_string()))?;
+        }
+        Ok(out)
+    })
+    .shared()
+}
+
+fn identity(name: &str, opt_level: u32) -> Arc<dyn Pass> {
+    function_pass(name, opt_level, |func, _module, _ctx| Ok(func)).shared()
+}
+
+/// Stages: [First, CalleeReport] | MarkHot | [Last (opt level 2)].
+fn pipeline() -> Sequential {
+    sequential("test", vec![identity("First", 0), callee_report(), mark_hot(), identity("Last", 2)])
+}
+
+fn ctx(opt_level: u32, threads: usize) -> PassContext {
+    PassContext::builder().opt_level(opt_level).num_threads(threads).build().expect("valid context")
+}
+
+fn cold(pipeline: &Sequential, module: &Module, opt_level: u32) -> Result<(String, Vec<Diagnostic>), PassError> {
+    let ctx = ctx(opt_level, 1);
+    let out = ctx.scope(|| pipeline.run(module.clone(), &ctx))??;
+    Ok((print_module(&out), ctx.diagnostics().take()))
+}
+
+/// Checks that `out` equals a cold serial run on the session's module.
+fn assert_matches_cold(session: &Session, pipeline: &Sequential, out: &SessionOutput, opt_level: u32) {
+    let (text, diags) = cold(pipeline, &session.module(), opt_level).expect("cold run succeeds");
+    assert_eq!(print_module(&out.module), text);
+    assert_eq!(out.diagnostics, diags);
+}
+
+/// The functions each stage recomputed, one line per stage.
+fn recomputed(out: &SessionOutput) -> Vec<String> {
+    out.stats
+        .stages
+        .iter()
+        .map(|s| format!("{}: {}", s.label, s.recomputed.iter().map(|n| n.as_ref()).collect::<Vec<_>>().join(" ")))
+        .collect()
+}
+
+const MODULE: &str = "\
+def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  add(%x, %x)
+}
+
+def @mid(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  @leaf(%x)
+}
+
+def @top(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  @mid(%x)
+}
+
+def @hot(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  negative(%x)
+}
+";
+
+fn session(threads: usize) -> (Session, Sequential) {
+    let p = pipeline();
+    let mut s = Session::new(p.clone(), &ctx(2, threads)).expect("session");
+    s.load(&parse(MODULE));
+    (s, p)
+}
+
+fn run(s: &mut Session, p: &Sequential, opt_level: u32) -> SessionOutput {
+    let out = s.run().expect("run succeeds");
+    assert_matches_cold(s, p, &out, opt_level);
+    out
+}
+
+fn run_uncached(s: &mut Session, p: &Sequential, opt_level: u32) -> SessionOutput {
+    let out = s.start_run().run().expect("run succeeds");
+    assert_matches_cold(s, p, &out, opt_level);
+    out
+}
+
+#[test]
+fn first_run_computes_every_stage_of_every_function() {
+    let (mut s, p) = session(1);
+    let out = run(&mut s, &p, 2);
+    assert_eq!(
+        recomputed(&out),
+        ["First,CalleeReport: leaf mid top hot", "MarkHot: leaf mid top hot", "Last: leaf mid top hot"]
+    );
+}
+
+#[test]
+fn run_without_change_recomputes_nothing() {
+    let (mut s, p) = session(1);
+    run(&mut s, &p, 2);
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: ", "MarkHot: ", "Last: "]);
+    // The same through salsa, without the session's shortcut.
+    let out = run_uncached(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: ", "MarkHot: ", "Last: "]);
+    assert_eq!(out.stats.stages[0].reused, 4);
+}
+
+#[test]
+fn reloading_an_identical_module_recomputes_nothing() {
+    let (mut s, p) = session(1);
+    run(&mut s, &p, 2);
+    // Blank lines move every function: spans shift, nothing else changes.
+    let moved = format!("\n\n{MODULE}");
+    assert!(s.load(&parse(&moved)).is_empty());
+    let out = run_uncached(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: ", "MarkHot: ", "Last: "]);
+}
+
+#[test]
+fn body_edit_with_same_signature_recomputes_only_that_function() {
+    let (mut s, p) = session(1);
+    run(&mut s, &p, 2);
+    let changed = s
+        .set_function("leaf", func("def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  multiply(%x, %x)\n}\n"));
+    assert!(changed);
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: leaf", "MarkHot: leaf mid top hot", "Last: leaf"]);
+}
+
+#[test]
+fn signature_change_recomputes_the_function_and_its_direct_callers() {
+    let (mut s, p) = session(2);
+    run(&mut s, &p, 2);
+    s.set_function("leaf", func("def @leaf(%x: Tensor[(3,), f32]) -> Tensor[(3,), f32] {\n  add(%x, %x)\n}\n"));
+    let out = run(&mut s, &p, 2);
+    // mid's later stages see leaf's new signature too.
+    assert_eq!(recomputed(&out), ["First,CalleeReport: leaf mid", "MarkHot: leaf mid top hot", "Last: leaf mid"]);
+}
+
+#[test]
+fn adding_a_function_recomputes_only_it() {
+    let (mut s, p) = session(1);
+    run(&mut s, &p, 2);
+    s.add_function("hot2", func("def @hot2(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @top(%x)\n}\n"))
+        .expect("new name");
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: hot2", "MarkHot: leaf mid top hot hot2", "Last: hot2"]);
+    assert!(matches!(
+        s.add_function("hot2", func("def @hot2() -> Tensor[(), f32] {\n  1.0f\n}\n")),
+        Err(SessionError::Module(_))
+    ));
+}
+
+#[test]
+fn adding_a_missing_callee_recomputes_its_callers() {
+    let (mut s, p) = session(1);
+    s.set_function("user", func("def @user(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @later(%x)\n}\n"));
+    run(&mut s, &p, 2);
+    s.add_function("later", func("def @later(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  %x\n}\n"))
+        .expect("new name");
+    let out = run(&mut s, &p, 2);
+    assert_eq!(out.stats.stages[0].recomputed.iter().map(|n| &**n).collect::<Vec<_>>(), ["user", "later"]);
+}
+
+#[test]
+fn removing_a_function_recomputes_only_its_callers() {
+    let (mut s, p) = session(1);
+    run(&mut s, &p, 2);
+    s.remove_function("hot").expect("exists");
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: ", "MarkHot: leaf mid top", "Last: "]);
+    s.remove_function("leaf").expect("exists");
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: mid", "MarkHot: mid top", "Last: mid"]);
+    assert!(matches!(s.remove_function("leaf"), Err(SessionError::Module(_))));
+}
+
+#[test]
+fn renaming_a_function_recomputes_it_and_the_callers_of_both_names() {
+    let (mut s, p) = session(1);
+    run(&mut s, &p, 2);
+    s.rename_function("mid", "hotmid").expect("rename");
+    let out = run(&mut s, &p, 2);
+    // top calls @mid, which is now unknown; hotmid is marked by MarkHot.
+    assert_eq!(
+        recomputed(&out),
+        ["First,CalleeReport: hotmid top", "MarkHot: leaf hotmid top hot", "Last: hotmid top"]
+    );
+}
+
+#[test]
+fn opt_level_change_recomputes_everything() {
+    let (mut s, p) = session(1);
+    run(&mut s, &p, 2);
+    s.set_context(&ctx(1, 1)).expect("context");
+    let out = run(&mut s, &p, 1);
+    // At opt level 1, Last (level 2) does not run.
+    assert_eq!(recomputed(&out), ["First,CalleeReport: leaf mid top hot", "MarkHot: leaf mid top hot"]);
+    // A thread count change alone recomputes nothing.
+    s.set_context(&ctx(1, 2)).expect("context");
+    let out = run_uncached(&mut s, &p, 1);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: ", "MarkHot: "]);
+}
+
+#[test]
+fn module_pass_output_unchanged_for_most_functions_lets_only_changed_ones_go_on() {
+    let (mut s, p) = session(1);
+    run(&mut s, &p, 2);
+    // hot's body changes; MarkHot runs over everything again but only hot's output differs.
+    s.set_function("hot", func("def @hot(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: hot", "MarkHot: leaf mid top hot", "Last: hot"]);
+}
+
+#[test]
+fn changing_the_pipeline_keeps_the_stages_that_did_not_change() {
+    let (mut s, p) = session(1);
+    run(&mut s, &p, 2);
+    let mut passes = p.passes().to_vec();
+    passes[3] = identity("Other", 0);
+    let p2 = sequential("test", passes);
+    s.set_pipeline(p2.clone()).expect("pipeline");
+    let out = run(&mut s, &p2, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: ", "MarkHot: ", "Other: leaf mid top hot"]);
+}
+
+#[test]
+fn sessions_reject_instruments() {
+    let ctx = PassContext::builder()
+        .instrument(Arc::new(passel_engine::transform::PassTimingInstrument::new()))
+        .build()
+        .expect("context");
+    assert!(matches!(Session::new(pipeline(), &ctx), Err(SessionError::Instruments(_))));
+}
+
+#[test]
+fn a_pass_panic_is_reported_and_the_session_stays_usable() {
+    let boom = function_pass("Boom", 0, |func, _module, _ctx| {
+        if func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { .. }) && n.ty.is_none())
+            && func.attrs().contains("Boom")
+        {
+            panic!("boom");
+        }
+        Ok(func)
+    })
+    .shared();
+    let p = sequential("boom", vec![boom, mark_hot()]);
+    let mut s = Session::new(p.clone(), &ctx(2, 2)).expect("session");
+    s.load(&parse(MODULE));
+    s.set_function("bad", func("#[Boom]\ndef @bad(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  negative(%x)\n}\n"));
+    match s.run() {
+        Err(SessionError::Pass(PassError::InPass { pass, function, panicked, .. })) => {
+            assert_eq!((pass.as_str(), function.as_deref(), panicked), ("Boom", Some("bad"), true));
+        }
+        other => panic!("expected a panic report, got {other:?}"),
+    }
+    let cold_err = cold(&p, &s.module(), 2).expect_err("cold run fails too");
+    assert!(cold_err.to_string().contains("boom"));
+    s.set_function("bad", func("def @bad(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  negative(%x)\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(out.stats.stages[0].recomputed.iter().map(|n| &**n).collect::<Vec<_>>(), ["bad"]);
+}
+
+#[test]
+fn an_edit_during_a_run_cancels_it_and_the_next_run_is_correct() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let seen = started.clone();
+    let slow = function_pass("Slow", 0, move |func, _module, _ctx| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        Ok(func)
+    })
+    .shared();
+    let p = sequential("slow", vec![slow]);
+    let mut s = Session::new(p.clone(), &ctx(0, 1)).expect("session");
+    let mut text = String::new();
+    for i in 0..300 {
+        text.push_str(&format!("def @f{i}(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {{\n  negative(%x)\n}}\n\n"));
+    }
+    s.load(&parse(&text));
+    let pending = s.start_run();
+    let handle = std::thread::spawn(move || pending.run());
+    while started.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    // Blocks until the run has noticed the cancellation and let go of the database.
+    s.set_function("f0", func("def @f0(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n"));
+    let res = handle.join().expect("run thread does not panic");
+    assert!(matches!(res, Err(SessionError::Cancelled)), "expected a cancelled run, got {:?}", res.map(|_| ()));
+    let before = started.load(Ordering::SeqCst);
+    assert!(before < 300, "the cancelled run stopped early");
+    let out = s.run().expect("run succeeds");
+    assert_eq!(started.load(Ordering::SeqCst) - before, out.stats.stages[0].recomputed.len());
+    assert_eq!(out.module.len(), 300);
+    assert_matches_cold(&s, &p, &out, 0);
+}
+
+// ---- property: random edit sequences match a cold serial run ----
+
+#[derive(Clone, Debug)]
+enum Edit {
+    Add(u8),
+    Remove(u8),
+    Body(u8, u8),
+    Signature(u8, u8),
+    OptLevel(u8),
+    DropLast,
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        any::<u8>().prop_map(Edit::Add),
+        any::<u8>().prop_map(Edit::Remove),
+        (any::<u8>(), any::<u8>()).prop_map(|(a, b)| Edit::Body(a, b)),
+        (any::<u8>(), any::<u8>()).prop_map(|(a, b)| Edit::Signature(a, b)),
+        (0u8..4).prop_map(Edit::OptLevel),
+        Just(Edit::DropLast),
+    ]
+}
+
+fn gen_func(name: &str, size: u8, body: u8, callee: Option<&str>) -> Arc<Function> {
+    let ops = ["negative", "relu", "sigmoid", "tanh"];
+    let mut text = format!("def @{name}(%x: Tensor[({size},), f32]) -> Tensor[({size},), f32] {{\n");
+    text.push_str(&format!("  let %a = {}(%x);\n", ops[body as usize % 4]));
+    if let Some(c) = callee {
+        text.push_str(&format!("  let %b = @{c}(%a);\n  %b\n}}\n"));
+    } else {
+        text.push_str("  %a\n}\n");
+    }
+    func(&text)
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn random_edit_sequences_match_a_cold_serial_run(edits in proptest::collection::vec(edit(), 1..12), threads in 1usize..3) {
+        let mut p = pipeline();
+        let mut opt = 2u32;
+        let mut s = Session::new(p.clone(), &ctx(opt, threads)).expect("session");
+        let mut names: Vec<String> = Vec::new();
+        for i in 0..4u8 {
+            let name = format!("f{i}");
+            let callee = names.last().cloned();
+            s.set_function(&name, gen_func(&name, 2, i, callee.as_deref()));
+            names.push(name);
+        }
+        let mut next = 4u32;
+        for e in edits {
+            match e {
+                Edit::Add(x) => {
+                    let name = if x % 3 == 0 { format!("hot{next}") } else { format!("f{next}") };
+                    next += 1;
+                    let callee = (!names.is_empty()).then(|| names[x as usize % names.len()].clone());
+                    s.add_function(&name, gen_func(&name, 2, x, callee.as_deref())).expect("fresh name");
+                    names.push(name);
+                }
+                Edit::Remove(x) if !names.is_empty() => {
+                    let name = names.remove(x as usize % names.len());
+                    s.remove_function(&name).expect("exists");
+                }
+                Edit::Body(x, b) if !names.is_empty() => {
+                    let name = names[x as usize % names.len()].clone();
+                    let callee = names.get(b as usize % names.len()).filter(|c| **c != name).cloned();
+                    s.set_function(&name, gen_func(&name, 2, b, callee.as_deref()));
+                }
+                Edit::Signature(x, size) if !names.is_empty() => {
+                    let name = names[x as usize % names.len()].clone();
+                    s.set_function(&name, gen_func(&name, 1 + size % 3, size, None));
+                }
+                Edit::OptLevel(level) => {
+                    opt = u32::from(level);
+                    s.set_context(&ctx(opt, threads)).expect("context");
+                }
+                Edit::DropLast => {
+                    let mut passes = p.passes().to_vec();
+                    if passes.len() > 1 {
+                        passes.pop();
+                        p = sequential("test", passes);
+                        s.set_pipeline(p.clone()).expect("pipeline");
+                    }
+                }
+                _ => {}
+            }
+            let out = s.run().expect("run succeeds");
+            let (text, diags) = cold(&p, &s.module(), opt).expect("cold run succeeds");
+            prop_assert_eq!(print_module(&out.module), text);
+            prop_assert_eq!(out.diagnostics, diags);
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! The parallel executor: stage planning, fused stages with hooks in the serial order, vetoes,
+//! errors and panics (first in module order, pool still usable), diagnostics order, worker
+//! copies, and `PassContext::map_functions`. Every parallel run is compared with the plain
+//! pass-by-pass run on one thread.
+
+use std::sync::{Arc, Mutex};
+
+use passel_engine::ir::{fn_attr, print_module, AttrValue, Attrs, DType, Function, FunctionBuilder, Module, Type};
+use passel_engine::op;
+use passel_engine::register_pass;
+use passel_engine::transform::{
+    function_pass, module_pass, plan, run_plain, run_sequential, run_stage_on_function, sequential, Diagnostic,
+    FunctionPass, Instrument, InstrumentError, Pass, PassContext, PassError, PassInfo, PassTimingInstrument,
+    Sequential, Stage,
+};
+
+register_pass!("ExecTagNine", || Box::new(tag_pass("ExecTagNine", 9)));
+register_pass!("ExecBarrier", || Box::new(module_pass("ExecBarrier", 0, |m, _| Ok(m))));
+
+/// `fn(x: Tensor[4, f32]) { relu(x) }` with attributes.
+fn relu_function(attrs: Attrs) -> Function {
+    let mut b = FunctionBuilder::new();
+    let ty = Type::tensor(vec![4], DType::F32);
+    let x = b.var("x", Some(ty.clone()));
+    let relu = op::lookup("relu").expect("relu is registered");
+    let body = b.call(relu, &[x], Attrs::new());
+    b.finish(&[x], body, Some(ty), attrs)
+}
+
+/// Functions f0..f{n-1}; every fifth one is marked `SkipOptimization`.
+fn module_of(n: usize) -> Module {
+    let mut m = Module::new();
+    for i in 0..n {
+        let attrs = Attrs::new().with("id", AttrValue::Int(i as i64));
+        let attrs = if i % 5 == 4 { attrs.with(fn_attr::SKIP_OPTIMIZATION, AttrValue::Bool(true)) } else { attrs };
+        m.add(&format!("f{i}"), relu_function(attrs)).expect("unique names");
+    }
+    m
+}
+
+/// A function pass appending digit `k` to the function's `trail` attribute, so the printed
+/// module shows which passes ran on which function, in which order. It warns once per function.
+fn tag_pass(name: &'static str, k: i64) -> FunctionPass {
+    function_pass(name, 0, move |func, _module, ctx| {
+        let prev = func.attrs().get("trail").and_then(AttrValue::as_int).unwrap_or(0);
+        let attrs = func.attrs().clone().with("trail", AttrValue::Int(prev * 10 + k));
+        ctx.emit(Diagnostic::warning(name, format!("tagged {k}")));
+        Ok(Arc::new(func.with_attrs(attrs)))
+    })
+}
+
+/// A function pass that fails (or panics) on the named functions (found by their `id`).
+fn failing_pass(name: &'static str, victims: &'static [&'static str], panic: bool) -> FunctionPass {
+    function_pass(name, 0, move |func, _module, _ctx| {
+        let id = func.attrs().get("id").and_then(AttrValue::as_int).unwrap_or(-1);
+        let me = format!("f{id}");
+        if victims.contains(&me.as_str()) {
+            if panic {
+                panic!("boom in {me}");
+            }
+            return Err(PassError::msg(format!("cannot handle {me}")));
+        }
+        Ok(func)
+    })
+}
+
+fn ctx(threads: usize, insts: Vec<Arc<dyn Instrument>>) -> PassContext {
+    let mut b = PassContext::builder().num_threads(threads);
+    for i in insts {
+        b = b.instrument(i);
+    }
+    b.build().expect("valid context")
+}
+
+/// Runs `seq` under `ctx`: printed output (or error) and diagnostics.
+fn outcome(seq: &Sequential, module: Module, ctx: &PassContext, plain: bool) -> (String, Vec<String>) {
+    let res = ctx
+        .scope(|| if plain { run_plain(seq, module, ctx) } else { run_sequential(seq, module, ctx) })
+        .expect("context enters");
+    let out = match res {
+        Ok(m) => print_module(&m),
+        Err(e) => format!("error: {e}"),
+    };
+    (out, ctx.diagnostics().take().iter().map(|d| format!("{d:?}")).collect())
+}
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// Records hooks; declares that it does not observe the IR, so stages are fused under it.
+struct Blind {
+    log: Log,
+    veto: Option<&'static str>,
+}
+
+impl Instrument for Blind {
+    fn name(&self) -> &str {
+        "Blind"
+    }
+    fn should_run(&self, _: &Module, info: &PassInfo) -> Result<bool, InstrumentError> {
+        self.log.lock().unwrap().push(format!("should_run {}", info.name));
+        Ok(self.veto != Some(info.name.as_str()))
+    }
+    fn run_before_pass(&self, _: &Module, info: &PassInfo) -> Result<(), InstrumentError> {
+        self.log.lock().unwrap().push(format!("before {}", info.name));
+        Ok(())
+    }
+    fn run_after_pass(&self, _: &Module, info: &PassInfo) -> Result<(), InstrumentError> {
+        self.log.lock().unwrap().push(format!("after {}", info.name));
+        Ok(())
+    }
+    fn on_pass_failed(&self, info: &PassInfo) {
+        self.log.lock().unwrap().push(format!("failed {}", info.name));
+    }
+    fn observes_ir(&self) -> bool {
+        false
+    }
+}
+
+fn blind(veto: Option<&'static str>) -> (Log, Arc<dyn Instrument>) {
+    let log: Log = Arc::new(Mutex::new(Vec::new()));
+    (log.clone(), Arc::new(Blind { log, veto }))
+}
+
+fn stage_names(stages: &[Stage]) -> Vec<String> {
+    stages
+        .iter()
+        .map(|s| match s {
+            Stage::Function(ps) => {
+                format!("F[{}]", ps.iter().map(|p| p.info().name.clone()).collect::<Vec<_>>().join(","))
+            }
+            Stage::Module(p) => format!("M[{}]", p.info().name),
+        })
+        .collect()
+}
+
+#[test]
+fn plan_groups_function_runs_between_barriers_with_required_and_disabled_passes() {
+    let needs_tag = tag_pass("B", 2).with_required(&["ExecTagNine"]);
+    let needs_barrier = tag_pass("D", 4).with_required(&["ExecBarrier"]);
+    let nested = sequential("inner", vec![tag_pass("E", 5).shared()]);
+    let seq = sequential(
+        "outer",
+        vec![
+            tag_pass("A", 1).shared(),
+            needs_tag.shared(),
+            tag_pass("Off", 3).shared(),
+            needs_barrier.shared(),
+            nested.shared(),
+            tag_pass("F", 6).shared(),
+        ],
+    );
+    let ctx = PassContext::builder().disable("Off").build().expect("valid context");
+    let stages = plan(&seq, &ctx).expect("plannable");
+    assert_eq!(stage_names(&stages), ["F[A,ExecTagNine,B]", "M[ExecBarrier]", "F[D]", "M[inner]", "F[F]"],);
+}
+
+#[test]
+fn plan_of_unknown_required_pass_is_an_error_and_running_reports_it_after_earlier_passes() {
+    let seq =
+        sequential("s", vec![tag_pass("A", 1).shared(), tag_pass("B", 2).with_required(&["NoSuchPass"]).shared()]);
+    let ctx = ctx(2, vec![]);
+    assert!(matches!(plan(&seq, &ctx), Err(PassError::UnknownPass { .. })));
+    let (out, diags) = outcome(&seq, module_of(3), &ctx, false);
+    assert!(out.starts_with("error: unknown pass `NoSuchPass`"), "{out}");
+    // A ran before the error, as in the serial run.
+    assert_eq!(diags.len(), 3);
+}
+
+fn pipeline() -> Sequential {
+    sequential(
+        "p",
+        vec![
+            tag_pass("A", 1).shared(),
+            tag_pass("B", 2).shared(),
+            module_pass("Barrier", 0, |m, _| Ok(m)).shared(),
+            tag_pass("C", 3).shared(),
+            tag_pass("D", 4).shared(),
+            tag_pass("E", 5).shared(),
+        ],
+    )
+}
+
+#[test]
+fn fused_stages_give_serial_output_diagnostics_and_hook_order_for_every_thread_count() {
+    let (serial_log, inst) = blind(None);
+    let serial = outcome(&pipeline(), module_of(23), &ctx(1, vec![inst]), true);
+    assert!(serial.0.contains("trail=12345"), "{}", serial.0);
+    for threads in [1, 2, 3, 8] {
+        let (log, inst) = blind(None);
+        let got = outcome(&pipeline(), module_of(23), &ctx(threads, vec![inst]), false);
+        assert_eq!(got, serial, "threads {threads}");
+        assert_eq!(*log.lock().unwrap(), *serial_log.lock().unwrap(), "threads {threads}");
+    }
+}
+
+#[test]
+fn veto_inside_a_fused_stage_skips_exactly_that_pass() {
+    let (serial_log, inst) = blind(Some("D"));
+    let serial = outcome(&pipeline(), module_of(12), &ctx(1, vec![inst]), true);
+    assert!(serial.0.contains("trail=1235"), "{}", serial.0);
+    for threads in [1, 2, 8] {
+        let (log, inst) = blind(Some("D"));
+        let got = outcome(&pipeline(), module_of(12), &ctx(threads, vec![inst]), false);
+        assert_eq!(got, serial, "threads {threads}");
+        assert_eq!(*log.lock().unwrap(), *serial_log.lock().unwrap(), "threads {threads}");
+    }
+}
+
+#[test]
+fn veto_of_the_first_and_last_pass_of_a_fused_stage_matches_serial() {
+    for vetoed in ["C", "E"] {
+        let (_, inst) = blind(Some(vetoed));
+        let serial = outcome(&pipeline(), module_of(7), &ctx(1, vec![inst]), true);
+        let (_, inst) = blind(Some(vetoed));
+        assert_eq!(outcome(&pipeline(), module_of(7), &ctx(3, vec![inst]), false), serial, "veto {vetoed}");
+    }
+}
+
+fn failing_pipeline(panic: bool) -> Sequential {
+    sequential(
+        "p",
+        vec![
+            tag_pass("A", 1).shared(),
+            failing_pass("Late", &["f8"], panic).shared(),
+            failing_pass("Early", &["f7", "f2"], panic).shared(),
+            tag_pass("B", 2).shared(),
+        ],
+    )
+}
+
+#[test]
+fn error_names_first_failing_pass_and_first_function_in_module_order() {
+    let (serial_log, inst) = blind(None);
+    let serial = outcome(&failing_pipeline(false), module_of(12), &ctx(1, vec![inst]), true);
+    assert_eq!(serial.0, "error: in pass Late on function @f8: cannot handle f8");
+    for threads in [1, 2, 3, 8] {
+        let (log, inst) = blind(None);
+        let got = outcome(&failing_pipeline(false), module_of(12), &ctx(threads, vec![inst]), false);
+        assert_eq!(got, serial, "threads {threads}");
+        assert_eq!(*log.lock().unwrap(), *serial_log.lock().unwrap(), "threads {threads}");
+        assert!(log.lock().unwrap().contains(&"failed Late".to_string()));
+    }
+}
+
+#[test]
+fn panic_in_a_worker_is_reported_and_the_pool_stays_usable() {
+    for threads in [2, 8] {
+        let got = outcome(&failing_pipeline(true), module_of(12), &ctx(threads, vec![]), false);
+        assert!(got.0.starts_with("error: in pass Late on function @f8"), "{}", got.0);
+        assert!(got.0.contains("boom in f8"), "{}", got.0);
+        // The same pool runs the next pipeline to completion.
+        let next = outcome(&pipeline(), module_of(12), &ctx(threads, vec![]), false);
+        let serial = outcome(&pipeline(), module_of(12), &ctx(1, vec![]), true);
+        assert_eq!(next, serial);
+    }
+}
+
+#[test]
+fn error_in_the_first_pass_of_a_fused_stage_beats_errors_of_later_passes() {
+    let seq = sequential(
+        "p",
+        vec![failing_pass("First", &["f8"], false).shared(), failing_pass("Second", &["f0"], false).shared()],
+    );
+    let serial = outcome(&seq, module_of(10), &ctx(1, vec![]), true);
+    assert_eq!(serial.0, "error: in pass First on function @f8: cannot handle f8");
+    assert_eq!(outcome(&seq, module_of(10), &ctx(2, vec![]), false), serial);
+}
+
+#[test]
+fn current_inside_a_task_is_its_worker_copy() {
+    let seq = sequential(
+        "p",
+        vec![
+            function_pass("Cur", 0, |func, _, ctx| {
+                let cur = PassContext::current();
+                cur.emit(Diagnostic::warning("Cur", "via current"));
+                assert_eq!(cur.diagnostics().snapshot().len(), ctx.diagnostics().snapshot().len());
+                Ok(func)
+            })
+            .shared(),
+            tag_pass("A", 1).shared(),
+        ],
+    );
+    let serial = outcome(&seq, module_of(6), &ctx(1, vec![]), true);
+    let got = outcome(&seq, module_of(6), &ctx(4, vec![]), false);
+    assert_eq!(got, serial);
+    assert_eq!(got.1.iter().filter(|d| d.contains("via current")).count(), 5);
+}
+
+#[test]
+fn run_stage_on_function_runs_every_pass_and_reports_per_pass_diagnostics() {
+    let module = module_of(2);
+    let (name, func) = (&module.entries()[0].0, &module.entries()[0].1);
+    let passes = [tag_pass("A", 1), tag_pass("B", 2)];
+    let run = run_stage_on_function(&passes, name, func, &module, &PassContext::default());
+    assert!(run.error.is_none());
+    assert_eq!(run.func.attrs().get("trail").and_then(AttrValue::as_int), Some(12));
+    assert_eq!(run.diagnostics.len(), 2);
+    assert_eq!(run.diagnostics[1][0].function.as_deref(), Some("f0"));
+}
+
+#[test]
+fn timing_under_fusion_reports_every_pass_with_cpu_time() {
+    let timing = Arc::new(PassTimingInstrument::new());
+    let ctx = ctx(2, vec![timing.clone()]);
+    let report = ctx
+        .scope(|| {
+            pipeline().run(module_of(9), &ctx).expect("runs");
+            timing.render().expect("renders")
+        })
+        .expect("context enters");
+    for name in ["A", "B", "Barrier", "C", "D", "E"] {
+        assert!(report.contains(&format!("\t{name}: ")), "{report}");
+    }
+}
+
+#[test]
+fn map_functions_merges_results_and_diagnostics_in_module_order_and_names_the_failing_function() {
+    let module = module_of(17);
+    for threads in [1, 2, 8] {
+        let ctx = ctx(threads, vec![]);
+        let names = ctx
+            .map_functions("Mapper", &module, |worker, name, _func| {
+                worker.emit(Diagnostic::warning("Mapper", "seen"));
+                Ok(name.to_string())
+            })
+            .expect("no failure");
+        assert_eq!(names, module.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>());
+        let diags = ctx.diagnostics().take();
+        let funcs: Vec<_> = diags.iter().map(|d| d.function.clone().unwrap_or_default()).collect();
+        assert_eq!(funcs, names);
+        let err = ctx
+            .map_functions("Mapper", &module, |_, name, _| -> Result<(), PassError> {
+                match name {
+                    "f11" => panic!("bad {name}"),
+                    "f13" => Err(PassError::msg("worse")),
+                    _ => Ok(()),
+                }
+            })
+            .expect_err("f11 panics");
+        assert_eq!(err.to_string(), "in pass Mapper on function @f11: panicked: bad f11", "threads {threads}");
+    }
+}

@@ -1,0 +1,82 @@
+//! Measures the incremental session on the chain workload:
+//! `cargo run --release -p passel-harness --example incremental_bench -- FUNCTIONS OPS THREADS`.
+//! Memory is counted by a counting allocator: bytes live after a plain run versus after a
+//! session run holding the same result.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use passel_engine::transform::PassContext;
+use passel_harness::gen::{chain, ChainOptions};
+use passel_harness::incremental_bench::{measure_incremental, render_incremental};
+use passel_harness::watch::standard_session;
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+fn main() {
+    passel_passes::link();
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let functions = args.first().copied().unwrap_or(10_000);
+    let ops = args.get(1).copied().unwrap_or(50);
+    let threads = args.get(2).copied().unwrap_or(2);
+    let module = chain(&ChainOptions { functions, ops, ..Default::default() });
+    let edit = chain(&ChainOptions { functions: 1, ops, seed: 7, ..Default::default() }).entries()[0].1.clone();
+    let pipeline = passel_passes::default_pipeline(2);
+    let ctx = PassContext::builder().opt_level(2).num_threads(threads).build().expect("context");
+    let name = format!("f{}", functions / 2);
+    match measure_incremental(&module, &pipeline, &ctx, &name, edit, 3) {
+        Ok(t) => print!("{}", render_incremental(&t)),
+        Err(e) => eprintln!("error: {e}"),
+    }
+    let before = live();
+    let plain = ctx.scope(|| passel_engine::Pass::run(&pipeline, module.clone(), &ctx)).expect("scope").expect("run");
+    let plain_bytes = live() - before;
+    drop(plain);
+    let before = live();
+    let mut session = standard_session(pipeline.clone(), &ctx).expect("session");
+    session.load(&module);
+    let out = session.run().expect("run");
+    let session_bytes = live() - before;
+    drop(out);
+    // Where an edit's time goes, stage by stage.
+    let edit2 = chain(&ChainOptions { functions: 1, ops, seed: 8, ..Default::default() }).entries()[0].1.clone();
+    let start = std::time::Instant::now();
+    session.set_function(&name, edit2);
+    let set = start.elapsed();
+    let out = session.run().expect("run");
+    println!("edit: set {:?}, run {:?}", set, out.stats.total);
+    for stage in &out.stats.stages {
+        println!(
+            "  {:<40} {:>6} recomputed {:>10.3} ms",
+            stage.label,
+            stage.recomputed.len(),
+            stage.time.as_secs_f64() * 1e3
+        );
+    }
+    println!(
+        "memory: plain result {} KiB, session with result {} KiB; overhead {:.0} B per function",
+        plain_bytes / 1024,
+        session_bytes / 1024,
+        (session_bytes - plain_bytes) as f64 / functions as f64
+    );
+}

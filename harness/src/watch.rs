@@ -1,0 +1,235 @@
+//! `passel watch FILE`: runs a pipeline on a `.pir` file, then again on every save, through
+//! an incremental [`Session`], printing which functions were recomputed and how long it took.
+//!
+//! Each version of the file is parsed and verified; errors are rendered with source
+//! snippets (miette) and the watch goes on with the next save. A valid version is diffed into
+//! the session function by function, so only what changed is recomputed. File events come
+//! from `notify` on the file's directory (editors often replace the file rather than write
+//! it); events within [`DEBOUNCE`] are merged, and a save that leaves the text as it was does
+//! not trigger a run.
+//!
+//! [`standard_session`] is the session every harness tool uses: it gives the standard module
+//! passes (InferType, DeadCodeElimination) their per-function forms.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use passel_engine::ir::{parse_module, print_module, verify_module};
+use passel_engine::transform::{Diagnostic, PassContext, Severity};
+use passel_engine::{function_pass, module_pass, ModuleSplit, Sequential, Session, SessionError};
+use passel_passes::{dead_code_elimination, infer_function, remove_unreachable_functions};
+
+use crate::diag::{self, SourceError};
+
+/// File events closer together than this are handled as one save.
+pub const DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// What to watch and how to run it.
+pub struct WatchOptions {
+    /// The `.pir` file.
+    pub file: PathBuf,
+    /// The pipeline.
+    pub pipeline: Sequential,
+    /// Opt level, required / disabled passes, config, threads (no instruments).
+    pub ctx: PassContext,
+    /// Stop after this many runs (parse or verify failures count as runs); `None` watches
+    /// until the watcher fails.
+    pub max_runs: Option<usize>,
+    /// Write the optimised module here after each successful run.
+    pub output: Option<PathBuf>,
+}
+
+/// Errors that end the watch.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// The file system watcher failed.
+    #[error("cannot watch {path}: {source}")]
+    Notify {
+        /// The watched path.
+        path: String,
+        /// Why.
+        source: notify::Error,
+    },
+    /// The session could not be set up.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// Writing the report or the output failed.
+    #[error("cannot write {what}: {source}")]
+    Io {
+        /// What was being written.
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A session for `pipeline` under `ctx` in which the standard module passes run in their
+/// per-function forms: InferType as type inference of each function against its callees'
+/// signatures, DeadCodeElimination as the removal of unreachable functions (a barrier)
+/// followed by per-function dead binding removal.
+pub fn standard_session(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
+    passel_passes::link();
+    let mut session = Session::new(pipeline, ctx)?;
+    let infer = function_pass("InferType", 0, |func, module, ctx| match infer_function(module, &func) {
+        Ok(typed) => Ok(typed),
+        Err(diags) => {
+            // The function name is filled in by the session, as the module pass names it.
+            for d in diags {
+                let mut diag = Diagnostic::error("InferType", d.message).at_node(d.node);
+                if let Some(span) = d.span {
+                    diag = diag.at_span(span);
+                }
+                ctx.emit(diag);
+            }
+            Ok(func)
+        }
+    });
+    session.set_split("InferType", ModuleSplit { prelude: None, per_function: infer.shared() })?;
+    let reach = module_pass("DeadCodeElimination", 1, |module, _ctx| Ok(remove_unreachable_functions(&module)));
+    let dce = function_pass("DeadCodeElimination", 1, |func, _module, _ctx| Ok(dead_code_elimination(&func)));
+    session
+        .set_split("DeadCodeElimination", ModuleSplit { prelude: Some(reach.shared()), per_function: dce.shared() })?;
+    Ok(session)
+}
+
+/// Watches `opts.file`, writing a report of every run to `out`.
+pub fn watch(opts: &WatchOptions, out: &mut dyn Write) -> Result<(), WatchError> {
+    let mut session = standard_session(opts.pipeline.clone(), &opts.ctx)?;
+    let (tx, rx) = mpsc::channel();
+    let notify_err = |source| WatchError::Notify { path: opts.file.display().to_string(), source };
+    let mut watcher = notify::recommended_watcher(move |event| {
+        // The receiver is gone only when the watch has ended.
+        let _ = tx.send(event);
+    })
+    .map_err(notify_err)?;
+    let dir = match opts.file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    watcher.watch(&dir, RecursiveMode::NonRecursive).map_err(notify_err)?;
+    let name = opts.file.display().to_string();
+    let mut last_text: Option<String> = None;
+    let mut runs = 0usize;
+    loop {
+        match std::fs::read_to_string(&opts.file) {
+            Err(e) => write_report(out, &format!("cannot read {name}: {e}\n"))?,
+            Ok(text) if last_text.as_deref() != Some(text.as_str()) => {
+                runs += 1;
+                let report = run_once(&mut session, &name, &text, runs, opts.output.as_deref())?;
+                write_report(out, &report)?;
+                last_text = Some(text);
+            }
+            Ok(_) => {}
+        }
+        if opts.max_runs.is_some_and(|max| runs >= max) {
+            return Ok(());
+        }
+        if !wait_for_change(&rx, &opts.file, out)? {
+            return Ok(());
+        }
+    }
+}
+
+/// Blocks until an event about `file` arrives, then lets the burst settle. Returns false when
+/// the watcher has gone away.
+fn wait_for_change(
+    rx: &mpsc::Receiver<notify::Result<notify::Event>>,
+    file: &Path,
+    out: &mut dyn Write,
+) -> Result<bool, WatchError> {
+    loop {
+        match rx.recv() {
+            Err(_) => return Ok(false),
+            Ok(Err(e)) => write_report(out, &format!("watch error: {e}\n"))?,
+            Ok(Ok(event)) => {
+                if event.kind.is_access() || !event.paths.iter().any(|p| p.file_name() == file.file_name()) {
+                    continue;
+                }
+                while rx.recv_timeout(DEBOUNCE).is_ok() {}
+                return Ok(true);
+            }
+        }
+    }
+}
+
+fn write_report(out: &mut dyn Write, text: &str) -> Result<(), WatchError> {
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|source| WatchError::Io { what: "the report".into(), source })
+}
+
+/// Parses, verifies and runs one version of the file; returns the report.
+fn run_once(
+    session: &mut Session,
+    name: &str,
+    text: &str,
+    run: usize,
+    output: Option<&Path>,
+) -> Result<String, WatchError> {
+    let module = match parse_module(text) {
+        Ok(m) => m,
+        Err(errors) => {
+            return Ok(format!("run {run}: parse errors\n{}", diag::render(name, text, &diag::parse_errors(&errors))))
+        }
+    };
+    if let Err(errors) = verify_module(&module) {
+        return Ok(format!("run {run}: invalid module\n{}", diag::render(name, text, &diag::verify_errors(&errors))));
+    }
+    let edited = session.load(&module);
+    let out = match session.run() {
+        Ok(out) => out,
+        Err(e) => return Ok(format!("run {run}: error: {e}\n")),
+    };
+    let recomputed = out.stats.recomputed_functions();
+    let mut report = format!(
+        "run {run}: {} functions, {} edited, {} recomputed{} in {:.2} ms\n",
+        module.len(),
+        edited.len(),
+        recomputed.len(),
+        list_names(&recomputed),
+        out.stats.total.as_secs_f64() * 1e3
+    );
+    for stage in &out.stats.stages {
+        report.push_str(&format!(
+            "  {:<40} {:>6} recomputed {:>6} reused {:>9.2} ms\n",
+            stage.label,
+            stage.recomputed.len(),
+            stage.reused,
+            stage.time.as_secs_f64() * 1e3
+        ));
+    }
+    let errors: Vec<SourceError> = out
+        .diagnostics
+        .iter()
+        .map(|d| SourceError {
+            message: format!(
+                "{} in {}{}: {}",
+                if d.severity == Severity::Error { "error" } else { "warning" },
+                d.pass,
+                d.function.as_deref().map(|f| format!(" @{f}")).unwrap_or_default(),
+                d.message
+            ),
+            span: d.span.map(|s| (s.start as usize, s.end as usize)),
+            label: d.message.clone(),
+        })
+        .collect();
+    report.push_str(&diag::render(name, text, &errors));
+    if let Some(path) = output {
+        std::fs::write(path, print_module(&out.module))
+            .map_err(|source| WatchError::Io { what: path.display().to_string(), source })?;
+    }
+    Ok(report)
+}
+
+fn list_names(names: &[Arc<str>]) -> String {
+    if names.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = names.iter().take(8).map(|n| format!("@{n}")).collect();
+    let more = if names.len() > 8 { format!(", … {} more", names.len() - 8) } else { String::new() };
+    format!(" ({}{more})", shown.join(", "))
+}

@@ -1,0 +1,66 @@
+//! `passel watch` end to end: a real file, edited while the watch runs.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const V1: &str = "\
+def @a(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {
+  let %c = multiply(2.0f, 0.5f);
+  add(%x, %c)
+}
+
+def @b(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {
+  relu(%x)
+}
+";
+
+/// Saves as editors do: write a temporary file, then rename it over the original, so the
+/// watch never reads a half-written file.
+fn save(path: &std::path::Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).expect("write");
+    f.write_all(text.as_bytes()).expect("write");
+    drop(f);
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+fn wait_for(path: &std::path::Path, needle: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(needle) || start.elapsed() > Duration::from_secs(60) {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn watch_reruns_incrementally_on_each_save_and_survives_parse_errors() {
+    let dir = std::env::temp_dir().join(format!("passel-watch-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("m.pir");
+    let log = dir.join("log.txt");
+    std::fs::write(&file, V1).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_passel"))
+        .args(["watch", "--max-runs", "3", "-j", "1"])
+        .arg(&file)
+        .stdout(Stdio::from(std::fs::File::create(&log).expect("log")))
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("passel runs");
+
+    assert!(wait_for(&log, "run 1:").contains("run 1: 2 functions, 2 edited, 2 recomputed"));
+    // Save a broken version: the error is shown and the watch goes on.
+    save(&file, &V1.replace("relu(%x)", "relu(%x"));
+    let text = wait_for(&log, "run 2:");
+    assert!(text.contains("run 2: parse errors"), "{text}");
+    // Fix it with a body edit of @b only.
+    save(&file, &V1.replace("relu(%x)", "negative(%x)"));
+    let status = child.wait().expect("watch exits after --max-runs");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(text.contains("run 3: 2 functions, 1 edited, 1 recomputed (@b)"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
