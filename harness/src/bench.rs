@@ -6,6 +6,13 @@
 //! [`measure`] and appended to a [`BenchReport`]; the table, JSON and SVG renderings take any
 //! rows. Every parallel run's output is compared with the serial run's and a difference is an
 //! error, so the numbers are never for a wrong result.
+//!
+//! After the serial and parallel rows come three incremental rows (unless
+//! [`BenchConfig::incremental`] is off), run with the most threads asked for: `session-cold` (a
+//! new [`Session`](passel_engine::Session) loads the module and runs), `session-nochange` (the
+//! same session runs again with nothing changed) and `session-edit` (one function in the middle
+//! of the module gets a new, dead binding in its body — same signature — and the session runs
+//! again). The cold session's output is compared with the serial run's too.
 
 mod alloc;
 mod cli;
@@ -15,10 +22,14 @@ pub use alloc::CountingAlloc;
 pub use cli::{parse_threads, run_cli, BenchArgs, DEFAULT_PIPELINE};
 pub use report::{BenchReport, Machine};
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use passel_engine::ir::{print_module, Module};
-use passel_engine::transform::{parse_pipeline, Pass, PassContext, Severity};
+use passel_engine::ir::{parse_module, print_module, Function, Module};
+use passel_engine::transform::{parse_pipeline, Pass, PassContext, Sequential, Severity};
+use passel_engine::Session;
+
+use crate::watch::standard_session;
 
 /// One measured configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,6 +62,8 @@ pub struct BenchConfig<'a> {
     pub threads: &'a [usize],
     /// Repetitions per row; the best time counts.
     pub repeats: usize,
+    /// Also measure the incremental session (cold, no-change and one-edit runs).
+    pub incremental: bool,
     /// The installed counting allocator, if any.
     pub heap: Option<&'a CountingAlloc>,
 }
@@ -138,5 +151,68 @@ pub fn run_bench(cfg: &BenchConfig<'_>, progress: &mut dyn FnMut()) -> Result<Ve
         }
         rows.push(row);
     }
+    if cfg.incremental {
+        let threads = cfg.threads.iter().copied().max().unwrap_or(1);
+        let reference = reference.as_deref().unwrap_or_default();
+        rows.extend(incremental_rows(cfg, &pipeline, threads, reference, progress)?);
+    }
     Ok(rows)
+}
+
+/// The `session-cold`, `session-nochange` and `session-edit` rows (see the module doc).
+fn incremental_rows(
+    cfg: &BenchConfig<'_>,
+    pipeline: &Sequential,
+    threads: usize,
+    reference: &str,
+    progress: &mut dyn FnMut(),
+) -> Result<Vec<BenchRow>, String> {
+    let size = (cfg.module.len(), count_bindings(cfg.module));
+    let ctx = PassContext::builder().opt_level(3).num_threads(threads).build().map_err(|e| e.to_string())?;
+    let Some((name, original)) = cfg.module.entries().get(cfg.module.len() / 2).cloned() else {
+        return Ok(Vec::new());
+    };
+    let edited = with_dead_binding(cfg.module, &name)?;
+    let new_session = || -> Result<Session, String> {
+        let mut session = standard_session(pipeline.clone(), &ctx).map_err(|e| e.to_string())?;
+        session.load(cfg.module);
+        Ok(session)
+    };
+    let (cold, mut session) = measure("session-cold", threads, size, cfg.repeats, cfg.heap, progress, || {
+        let mut session = new_session()?;
+        session.run().map_err(|e| e.to_string())?;
+        Ok(session)
+    })?;
+    let out = session.run().map_err(|e| e.to_string())?;
+    if print_module(&out.module) != reference {
+        return Err("the incremental session printed a different module than the serial run".to_string());
+    }
+    drop(out);
+    let (no_change, ()) = measure("session-nochange", threads, size, cfg.repeats, cfg.heap, progress, || {
+        session.run().map(drop).map_err(|e| e.to_string())
+    })?;
+    // Alternate between the edited and the original body, so every timed run has an edit to
+    // process; only the run itself is timed, not the setter.
+    let mut flip = false;
+    let (edit, ()) = measure("session-edit", threads, size, cfg.repeats, cfg.heap, progress, || {
+        flip = !flip;
+        session.set_function(&name, if flip { edited.clone() } else { original.clone() });
+        session.run().map(drop).map_err(|e| e.to_string())
+    })?;
+    Ok(vec![cold, no_change, edit])
+}
+
+/// `name`'s function from `module` with one more, dead, binding at the start of its body: a
+/// body edit that keeps the signature. Done on the text, so it works for any workload.
+fn with_dead_binding(module: &Module, name: &str) -> Result<Arc<Function>, String> {
+    let text = print_module(module);
+    let header = format!("def @{name}(");
+    let at = text
+        .match_indices(&header)
+        .find(|(i, _)| *i == 0 || text.as_bytes()[i - 1] == b'\n')
+        .and_then(|(i, _)| text[i..].find('\n').map(|nl| i + nl + 1))
+        .ok_or_else(|| format!("cannot find the definition of @{name} to edit"))?;
+    let edited = format!("{}  let %passel_bench_edit = 1.0f;\n{}", &text[..at], &text[at..]);
+    let module = parse_module(&edited).map_err(|e| format!("edited @{name} does not parse: {e}"))?;
+    module.get(name).cloned().ok_or_else(|| format!("edited module lost @{name}"))
 }

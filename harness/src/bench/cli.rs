@@ -37,6 +37,9 @@ pub struct BenchArgs {
     /// Seed of the workload.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Skip the incremental-session rows (cold, no-change and one-edit re-runs).
+    #[arg(long)]
+    pub no_incremental: bool,
     /// Also write the results as JSON (workload, pipeline, machine, rows) to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -123,7 +126,8 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>) -> Result<String,
     };
     eprintln!("workload: {workload}, {} functions, {bindings} bindings; pipeline: {}", module.len(), args.passes);
 
-    let bar = indicatif::ProgressBar::new((1 + threads.len()) as u64 * args.repeats);
+    let rows = 1 + threads.len() + if args.no_incremental { 0 } else { 3 };
+    let bar = indicatif::ProgressBar::new(rows as u64 * args.repeats);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs {elapsed}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -133,6 +137,7 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>) -> Result<String,
         pipeline: &args.passes,
         threads: &threads,
         repeats: args.repeats as usize,
+        incremental: !args.no_incremental,
         heap,
     };
     let rows = run_bench(&cfg, &mut || bar.inc(1));

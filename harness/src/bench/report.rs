@@ -134,7 +134,7 @@ impl BenchReport {
 
     /// A horizontal bar chart of the time per row, labelled with time, speedup and peak heap.
     pub fn to_svg(&self) -> String {
-        const LEFT: f64 = 190.0;
+        const LEFT: f64 = 230.0;
         const BAR_W: f64 = 420.0;
         const RIGHT: f64 = 230.0;
         const ROW_H: f64 = 34.0;
