@@ -20,6 +20,7 @@ mod pass;
 mod pipeline;
 mod registry;
 mod sequential;
+mod trace;
 
 pub use config::{
     list_configs, parse_config_assignment, validate_config, ConfigKey, ConfigType, ConfigValue, FromConfigValue,
@@ -41,3 +42,4 @@ pub use pass::{
 pub use pipeline::{parse_pipeline, print_pipeline};
 pub use registry::{canonical_pass_name, get_pass, list_passes, PassListing, PassRegistration};
 pub use sequential::{sequential, Sequential};
+pub use trace::{chrome_trace_json, trace_channel, TraceEvent, Tracer};

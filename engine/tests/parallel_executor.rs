@@ -9,9 +9,9 @@ use passel_engine::ir::{fn_attr, print_module, AttrValue, Attrs, DType, Function
 use passel_engine::op;
 use passel_engine::register_pass;
 use passel_engine::transform::{
-    function_pass, module_pass, plan, run_plain, run_sequential, run_stage_on_function, sequential, Diagnostic,
-    FunctionPass, Instrument, InstrumentError, Pass, PassContext, PassError, PassInfo, PassTimingInstrument,
-    Sequential, Stage,
+    chrome_trace_json, function_pass, module_pass, plan, run_plain, run_sequential, run_stage_on_function, sequential,
+    trace_channel, Diagnostic, FunctionPass, Instrument, InstrumentError, Pass, PassContext, PassError, PassInfo,
+    PassTimingInstrument, Sequential, Stage,
 };
 
 register_pass!("ExecTagNine", || Box::new(tag_pass("ExecTagNine", 9)));
@@ -340,4 +340,28 @@ fn map_functions_merges_results_and_diagnostics_in_module_order_and_names_the_fa
             .expect_err("f11 panics");
         assert_eq!(err.to_string(), "in pass Mapper on function @f11: panicked: bad f11", "threads {threads}");
     }
+}
+
+#[test]
+fn chrome_trace_is_json_with_one_track_per_worker_and_an_event_per_task() {
+    let (tracer, rx) = trace_channel();
+    let ctx = PassContext::builder().num_threads(3).trace(tracer).build().expect("valid context");
+    let module = module_of(40);
+    let seq = sequential("p", vec![tag_pass("A", 1).shared(), module_pass("M", 0, |m, _| Ok(m)).shared()]);
+    ctx.scope(|| seq.run(module, &ctx)).expect("enters").expect("runs");
+    let events: Vec<_> = rx.try_iter().collect();
+    // 8 of the 40 functions are SkipOptimization: no task runs for them.
+    assert_eq!(events.len(), 32);
+    let json: serde_json::Value = serde_json::from_str(&chrome_trace_json(&events)).expect("valid JSON");
+    let list = json["traceEvents"].as_array().expect("traceEvents array");
+    let tasks: Vec<_> = list.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(tasks.len(), 32);
+    assert!(tasks.iter().all(|e| e["name"] == "A" && e["args"]["function"].is_string()));
+    let mut task_tids: Vec<u64> = tasks.iter().map(|e| e["tid"].as_u64().expect("tid")).collect();
+    task_tids.sort();
+    task_tids.dedup();
+    let mut named: Vec<u64> = list.iter().filter(|e| e["ph"] == "M").map(|e| e["tid"].as_u64().expect("tid")).collect();
+    named.sort();
+    assert_eq!(named, task_tids, "one named track per thread that ran tasks");
+    assert!(task_tids.iter().all(|&t| (1..=3).contains(&t)), "tasks run on the 3 pool workers: {task_tids:?}");
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
-    get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, DumpIrInstrument, Pass, PassContext,
-    PassTimingInstrument, PrintIrInstrument, Severity,
+    chrome_trace_json, get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, trace_channel,
+    DumpIrInstrument, Pass, PassContext, PassTimingInstrument, PrintIrInstrument, Severity,
 };
 use passel_harness::{bench, diag, gen};
 
@@ -89,6 +89,10 @@ struct RunArgs {
     /// Write the module after each pass to DIR/NNN_<pass>.pir.
     #[arg(long, value_name = "DIR")]
     dump_ir: Option<PathBuf>,
+    /// Write a Chrome trace (JSON, open in Perfetto) of every per-function task, one track per
+    /// worker thread.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     /// Write the result here instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
@@ -256,6 +260,12 @@ fn try_run(args: RunArgs) -> Result<ExitCode, String> {
     if let Some(dir) = &args.dump_ir {
         builder = builder.instrument(Arc::new(DumpIrInstrument::new(dir)));
     }
+    let mut trace_rx = None;
+    if args.trace.is_some() {
+        let (tracer, rx) = trace_channel();
+        builder = builder.trace(tracer);
+        trace_rx = Some(rx);
+    }
     let ctx = builder.build().map_err(|e| e.to_string())?;
     let outcome = ctx
         .scope(|| {
@@ -265,6 +275,12 @@ fn try_run(args: RunArgs) -> Result<ExitCode, String> {
         })
         .map_err(|e| e.to_string())?;
     let (res, report) = outcome;
+    if let (Some(path), Some(rx)) = (&args.trace, trace_rx) {
+        // Every task has finished, so every event is already in the channel.
+        let events: Vec<_> = rx.try_iter().collect();
+        std::fs::write(path, chrome_trace_json(&events))
+            .map_err(|e| format!("cannot write trace {}: {e}", path.display()))?;
+    }
     if let Some(report) = report {
         eprint!("{report}");
     }

@@ -137,10 +137,10 @@ fn uncount(func: &Function, root: NodeId, dropped: &[bool], uses: &mut [u32], st
 /// The registered module pass: [`dead_code_elimination_module`] with the per-function work on
 /// the executor's workers (`ctx.map_functions`).
 pub fn dead_code_elimination_pass(m: Module, ctx: &PassContext) -> Result<Module, PassError> {
-    let mut out = remove_unreachable_functions(&m);
+    let out = remove_unreachable_functions(&m);
+    drop(m);
     let new = ctx.map_functions("DeadCodeElimination", &out, |_, _, func| Ok(dead_code_elimination(func)))?;
-    out.replace_all(new);
-    Ok(out)
+    Ok(ctx.replace_functions(out, new))
 }
 
 /// Removes unreachable functions, then unused bindings in every remaining

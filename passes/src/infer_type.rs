@@ -75,9 +75,7 @@ pub fn infer_type_pass(m: Module, ctx: &PassContext) -> Result<Module, PassError
             }
         })
     })?;
-    let mut out = m.clone();
-    out.replace_all(new);
-    Ok(out)
+    Ok(ctx.replace_functions(m, new))
 }
 
 /// Infers the types of every function of `m`. Functions with errors are kept unchanged, and

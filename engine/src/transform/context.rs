@@ -9,13 +9,15 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use super::config::{validate_config, ConfigValue, FromConfigValue};
 use super::diagnostics::{Diagnostic, DiagnosticSink};
 use super::error::{ContextError, PassError};
-use super::executor::map_entries;
+use super::executor::{map_entries, release};
 use super::info::PassInfo;
 use super::instrument::{enter_all, exit_all, Instrument};
+use super::trace::Tracer;
 use crate::ir::{Function, Module};
 
 struct Inner {
@@ -24,6 +26,7 @@ struct Inner {
     disabled_pass: Vec<String>,
     config: BTreeMap<String, ConfigValue>,
     num_threads: usize,
+    trace: Option<Tracer>,
     // Mutable because a failing enter/exit clears the list and `override_instruments`
     // replaces it; callbacks run on a snapshot, never under the lock.
     instruments: Mutex<Vec<Arc<dyn Instrument>>>,
@@ -75,6 +78,7 @@ impl PassContext {
                 disabled_pass: b.disabled_pass,
                 config,
                 num_threads: b.num_threads.unwrap_or_else(default_threads),
+                trace: b.trace,
                 instruments: Mutex::new(b.instruments),
             }),
             diagnostics: DiagnosticSink::new(),
@@ -107,6 +111,11 @@ impl PassContext {
     /// Worker threads for function passes (1 = serial).
     pub fn num_threads(&self) -> usize {
         self.inner.num_threads
+    }
+
+    /// The tracer that per-function tasks report to, if tracing.
+    pub fn tracer(&self) -> Option<&Tracer> {
+        self.inner.trace.as_ref()
     }
 
     /// The validated config, sorted by key.
@@ -234,10 +243,14 @@ impl PassContext {
         let results = map_entries(self, module, |name, func| {
             let worker = self.worker_copy();
             let scope = worker.push_silently();
+            let start = Instant::now();
             let res = match catch_unwind(AssertUnwindSafe(|| f(&worker, name, func))) {
                 Ok(res) => res.map_err(|e| e.in_pass(pass, Some(name))),
                 Err(payload) => Err(PassError::panicked(pass, Some(name), &*payload)),
             };
+            if let Some(tracer) = self.tracer() {
+                tracer.record(pass, name, start, start.elapsed());
+            }
             drop(scope);
             worker.diagnostics().fill_function(name);
             (res, worker.diagnostics().take())
@@ -259,6 +272,17 @@ impl PassContext {
             Some(e) => Err(e),
             None => Ok(out),
         }
+    }
+
+    /// `module` with every function replaced by `new[i]` (names and order kept), as a function
+    /// pass writes its results back. The replaced functions that nothing else holds are freed
+    /// on the workers rather than one by one on this thread: with thousands of functions per
+    /// stage, freeing their arenas serially is a measurable barrier.
+    pub fn replace_functions(&self, mut module: Module, new: Vec<Arc<Function>>) -> Module {
+        let old: Vec<Arc<Function>> = module.entries().iter().map(|(_, f)| Arc::clone(f)).collect();
+        module.replace_all(new);
+        release(self, old);
+        module
     }
 
     /// Pushes a worker copy on this thread's stack without calling instruments, so that
@@ -347,6 +371,7 @@ pub struct PassContextBuilder {
     config: Vec<(String, Option<ConfigValue>)>,
     num_threads: Option<usize>,
     instruments: Vec<Arc<dyn Instrument>>,
+    trace: Option<Tracer>,
 }
 
 impl Default for PassContextBuilder {
@@ -358,6 +383,7 @@ impl Default for PassContextBuilder {
             config: Vec::new(),
             num_threads: None,
             instruments: Vec::new(),
+            trace: None,
         }
     }
 }
@@ -401,6 +427,12 @@ impl PassContextBuilder {
     /// Sets the number of worker threads for function passes (1 = serial, 0 = all cores).
     pub fn num_threads(mut self, n: usize) -> Self {
         self.num_threads = (n > 0).then_some(n);
+        self
+    }
+
+    /// Streams one event per (pass, function) task to `tracer` (see `trace_channel`).
+    pub fn trace(mut self, tracer: Tracer) -> Self {
+        self.trace = Some(tracer);
         self
     }
 

@@ -218,6 +218,9 @@ pub(crate) fn run_in_worker(
         Err(payload) => Err(PassError::panicked(&info.name, Some(name), &*payload)),
     };
     let elapsed = start.elapsed();
+    if let Some(tracer) = ctx.tracer() {
+        tracer.record(&info.name, name, start, elapsed);
+    }
     drop(scope);
     worker.diagnostics().fill_function(name);
     (res.map_err(|e| e.in_pass(&info.name, Some(name))), elapsed, worker.diagnostics().take())
@@ -274,9 +277,10 @@ fn run_fused(
             }
             after_pass(insts, output.as_ref().unwrap_or(&module), info)?;
         }
+        drop(runs);
         // Every pass ran, so nothing failed and the output exists.
         if let Some(out) = output {
-            module = out;
+            release_module(ctx, std::mem::replace(&mut module, out));
         }
         break;
     }
@@ -286,15 +290,14 @@ fn run_fused(
 /// Runs `passes` fused with no hooks and drops their diagnostics: after a veto, this rebuilds
 /// the module whose hooks and diagnostics were already handled from the speculative run. Passes
 /// are pure, so this gives the same functions; an error is still reported, not assumed away.
-fn apply_without_hooks(passes: &[FunctionPass], mut module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+fn apply_without_hooks(passes: &[FunctionPass], module: Module, ctx: &PassContext) -> Result<Module, PassError> {
     let view = &module;
     let runs = map_entries(ctx, view, |name, func| run_stage_on_function(passes, name, func, view, ctx));
     if let Some(i) = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min() {
         return Err(first_error(runs, i));
     }
     let new = runs.into_iter().map(|r| r.func).collect();
-    module.replace_all(new);
-    Ok(module)
+    Ok(ctx.replace_functions(module, new))
 }
 
 fn merge_diagnostics(ctx: &PassContext, runs: &[FunctionRun], pass_idx: usize) {
@@ -332,6 +335,24 @@ pub(crate) fn map_entries<T: Send>(
         Some(pool) => pool.install(|| entries.par_iter().map(|(name, func)| task(name, func)).collect()),
         None => entries.iter().map(|(name, func)| task(name, func)).collect(),
     }
+}
+
+/// Drops `funcs` on the pool when there is one (see [`PassContext::replace_functions`]).
+pub(crate) fn release(ctx: &PassContext, funcs: Vec<Arc<Function>>) {
+    let n_threads = ctx.num_threads().max(1);
+    if n_threads == 1 || funcs.len() < 64 {
+        return;
+    }
+    if let Some(pool) = pool(n_threads) {
+        pool.install(|| funcs.into_par_iter().with_min_len(64).for_each(drop));
+    }
+}
+
+/// Drops `module`, freeing its functions on the pool (see [`release`]).
+fn release_module(ctx: &PassContext, module: Module) {
+    let funcs = module.entries().iter().map(|(_, f)| Arc::clone(f)).collect();
+    drop(module);
+    release(ctx, funcs);
 }
 
 /// The cached pool of `n` workers, built on first use. `None` when the OS refuses threads (the

@@ -215,7 +215,7 @@ impl Pass for FunctionPass {
 pub fn run_function_pass_over_module(
     info: &PassInfo,
     body: &FunctionBody,
-    mut module: Module,
+    module: Module,
     ctx: &PassContext,
 ) -> Result<Module, PassError> {
     let start = Instant::now();
@@ -242,8 +242,7 @@ pub fn run_function_pass_over_module(
     if let Some(e) = first_err {
         return Err(e);
     }
-    module.replace_all(new);
-    Ok(module)
+    Ok(ctx.replace_functions(module, new))
 }
 
 /// A function pass from a closure: `function_pass("Name", 1, |func, module, ctx| Ok(func))`.
