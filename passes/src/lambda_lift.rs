@@ -1,4 +1,10 @@
-//! LambdaLift (module pass, opt level 1): lifts nested functions to new global functions.
+//! LambdaLift (module pass, opt level 1, requires InferType): lifts nested functions to new
+//! global functions.
+//!
+//! Unlike TVM's, it requires InferType: a global function's parameters must be annotated in
+//! this IR, and the lifted parameters take the types InferType gave the free variables. (Run
+//! without types, the lifted globals would have unannotated parameters and the next InferType
+//! would report them.)
 //!
 //! What it does: every nested function (`fn (…) { … }` inside a global) becomes a global
 //! function `@<outer>_lifted<k>` (`k` counts up per outer function, skipping names the module

@@ -84,7 +84,8 @@ declare_passes! {
         Ok(inline_module(&module, usize::try_from(max_size).unwrap_or(usize::MAX)))
     })
     .with_required(&["InferType"]);
-    "LambdaLift" => module_pass("LambdaLift", 1, |module, _ctx| Ok(lambda_lift_module(&module)));
+    "LambdaLift" => module_pass("LambdaLift", 1, |module, _ctx| Ok(lambda_lift_module(&module)))
+        .with_required(&["InferType"]);
     "ToGraphNormalForm" => module_pass("ToGraphNormalForm", 1, |module, _ctx| Ok(to_graph_normal_form_module(&module)));
 }
 
