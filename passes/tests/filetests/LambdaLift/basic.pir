@@ -25,12 +25,12 @@ def @main(%x: Tensor[(2,), f32], %w: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 }
 // CHECK:
 // def @main(%x: Tensor[(2,), f32], %w: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-//   let %a = exp(%w);
-//   let %b = @main_lifted0(%a, %x);
+//   let %a: Tensor[(2,), f32] = exp(%w);
+//   let %b: Tensor[(2,), f32] = @main_lifted0(%a, %x);
 //   @main_lifted0(%a, %b)
 // }
 //
-// def @main_lifted0(%a, %y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+// def @main_lifted0(%a: Tensor[(2,), f32], %y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //   add(%y, %a)
 // }
 // -----
@@ -43,7 +43,7 @@ def @main(%x: Tensor[(2,), f32]) -> (fn (Tensor[(2,), f32]) -> Tensor[(2,), f32]
 }
 // CHECK:
 // def @main(%x: Tensor[(2,), f32]) -> (fn(Tensor[(2,), f32]) -> Tensor[(2,), f32], Tensor[(2,), f32]) {
-//   let %f = #[Closure] fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   let %f: fn(Tensor[(2,), f32]) -> Tensor[(2,), f32] = #[Closure] fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //     @main_lifted0(%x, %y)
 //   };
 //   (%f, %f(%x))
@@ -113,7 +113,7 @@ def @plain(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 }
 // CHECK:
 // def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-//   let %f = #[Primitive] fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   let %f: fn(Tensor[(2,), f32]) -> Tensor[(2,), f32] = #[Primitive] fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //     relu(%y)
 //   };
 //   %f(%x)
@@ -154,7 +154,7 @@ def @main(%x: Tensor[(2,), f32]) -> (fn (Tensor[(2,), f32]) -> Tensor[(2,), f32]
 }
 // CHECK:
 // def @main(%x: Tensor[(2,), f32]) -> (fn(Tensor[(2,), f32]) -> Tensor[(2,), f32],) {
-//   let %f = #[Closure] fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   let %f: fn(Tensor[(2,), f32]) -> Tensor[(2,), f32] = #[Closure] fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //     @main_lifted0(%x, %y)
 //   };
 //   (%f,)
@@ -173,7 +173,7 @@ def @main(%x: Tensor[(2,), f32]) -> (fn (Tensor[(2,), f32]) -> Tensor[(2,), f32]
 }
 // CHECK:
 // def @main(%x: Tensor[(2,), f32]) -> (fn(Tensor[(2,), f32]) -> Tensor[(2,), f32],) {
-//   let %f = @main_lifted0;
+//   let %f: fn(Tensor[(2,), f32]) -> Tensor[(2,), f32] = @main_lifted0;
 //   (%f,)
 // }
 //
