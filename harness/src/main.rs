@@ -10,7 +10,8 @@ use std::sync::Arc;
 use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
     chrome_trace_json, get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, trace_channel,
-    DumpIrInstrument, Pass, PassContext, PassTimingInstrument, PrintIrInstrument, Severity,
+    DumpIrInstrument, Pass, PassContext, PassContextBuilder, PassTimingInstrument, PrintIrInstrument, Sequential,
+    Severity,
 };
 use passel_harness::{bench, diag, gen};
 
@@ -51,10 +52,9 @@ enum Command {
     Configs,
 }
 
+/// The pipeline and context options `run` and `watch` share.
 #[derive(Args)]
-struct RunArgs {
-    /// The .pir file ("-" for stdin).
-    file: PathBuf,
+struct PipelineArgs {
     /// Pipeline, e.g. `FoldConstant,EliminateCommonSubexpr,[SimplifyExpr,DeadCodeElimination]`
     /// (brackets nest a group); default: the standard pipeline for the opt level.
     #[arg(long)]
@@ -74,6 +74,39 @@ struct RunArgs {
     /// Worker threads for function passes (1 = serial; default: all cores).
     #[arg(short = 'j', long = "threads", value_parser = clap::value_parser!(u64).range(1..=1024))]
     threads: Option<u64>,
+}
+
+impl PipelineArgs {
+    /// The pipeline to run and a context builder with every option but instruments applied.
+    fn pipeline_and_context(&self) -> Result<(Sequential, PassContextBuilder), String> {
+        let pipeline = match &self.passes {
+            Some(text) => parse_pipeline(text).map_err(|e| e.to_string())?,
+            None => passel_passes::default_pipeline(self.opt_level),
+        };
+        let mut builder = PassContext::builder().opt_level(self.opt_level);
+        for name in &self.disable {
+            builder = builder.disable(&resolve_pass_name(name)?);
+        }
+        for name in &self.require {
+            builder = builder.require(&resolve_pass_name(name)?);
+        }
+        for entry in &self.config {
+            let (key, value) = parse_config_assignment(entry).map_err(|e| e.to_string())?;
+            builder = builder.config(&key, value);
+        }
+        if let Some(n) = self.threads {
+            builder = builder.num_threads(n as usize);
+        }
+        Ok((pipeline, builder))
+    }
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The .pir file ("-" for stdin).
+    file: PathBuf,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
     /// Print a timing tree of every pass to stderr.
     #[arg(long)]
     timing: bool,
@@ -102,24 +135,8 @@ struct RunArgs {
 struct WatchArgs {
     /// The .pir file.
     file: PathBuf,
-    /// Pipeline (as for `run`); default: the standard pipeline for the opt level.
-    #[arg(long)]
-    passes: Option<String>,
-    /// Optimization level.
-    #[arg(short = 'O', long = "opt-level", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=3))]
-    opt_level: u32,
-    /// Never run this pass. Repeatable.
-    #[arg(long = "disable", value_name = "NAME")]
-    disable: Vec<String>,
-    /// Run this pass whatever the opt level. Repeatable.
-    #[arg(long = "require", value_name = "NAME")]
-    require: Vec<String>,
-    /// Set a config key, e.g. `--config testing.immutable_module=true`.
-    #[arg(long = "config", value_name = "KEY=VALUE")]
-    config: Vec<String>,
-    /// Worker threads for function passes (default: all cores).
-    #[arg(short = 'j', long = "threads", value_parser = clap::value_parser!(u64).range(1..=1024))]
-    threads: Option<u64>,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
     /// Stop after this many runs (for scripts and tests).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_runs: Option<u64>,
@@ -130,24 +147,7 @@ struct WatchArgs {
 
 fn watch(args: WatchArgs) -> ExitCode {
     let res = (|| -> Result<(), String> {
-        let pipeline = match &args.passes {
-            Some(text) => parse_pipeline(text).map_err(|e| e.to_string())?,
-            None => passel_passes::default_pipeline(args.opt_level),
-        };
-        let mut builder = PassContext::builder().opt_level(args.opt_level);
-        for name in &args.disable {
-            builder = builder.disable(&resolve_pass_name(name)?);
-        }
-        for name in &args.require {
-            builder = builder.require(&resolve_pass_name(name)?);
-        }
-        for entry in &args.config {
-            let (key, value) = parse_config_assignment(entry).map_err(|e| e.to_string())?;
-            builder = builder.config(&key, value);
-        }
-        if let Some(n) = args.threads {
-            builder = builder.num_threads(n as usize);
-        }
+        let (pipeline, builder) = args.pipeline.pipeline_and_context()?;
         let opts = passel_harness::watch::WatchOptions {
             file: args.file.clone(),
             pipeline,
@@ -222,24 +222,7 @@ fn try_run(args: RunArgs) -> Result<ExitCode, String> {
         Ok(m) => m,
         Err(code) => return Ok(code),
     };
-    let pipeline = match &args.passes {
-        Some(text) => parse_pipeline(text).map_err(|e| e.to_string())?,
-        None => passel_passes::default_pipeline(args.opt_level),
-    };
-    let mut builder = PassContext::builder().opt_level(args.opt_level);
-    for name in &args.disable {
-        builder = builder.disable(&resolve_pass_name(name)?);
-    }
-    for name in &args.require {
-        builder = builder.require(&resolve_pass_name(name)?);
-    }
-    for entry in &args.config {
-        let (key, value) = parse_config_assignment(entry).map_err(|e| e.to_string())?;
-        builder = builder.config(&key, value);
-    }
-    if let Some(n) = args.threads {
-        builder = builder.num_threads(n as usize);
-    }
+    let (pipeline, mut builder) = args.pipeline.pipeline_and_context()?;
     let timing = Arc::new(PassTimingInstrument::new());
     if args.timing {
         builder = builder.instrument(timing.clone());
