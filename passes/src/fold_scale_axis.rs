@@ -139,17 +139,7 @@ impl<'f> Facts<'f> {
             if !l {
                 continue;
             }
-            let id = NodeId(i as u32);
-            match *func.kind(id) {
-                ExprKind::Block { bindings, result } => {
-                    for (_, value) in func.bindings(bindings) {
-                        uses[value.index()] += 1;
-                    }
-                    uses[result.index()] += 1;
-                }
-                ExprKind::Func { idx } => uses[func.closure(idx).body.index()] += 1,
-                _ => func.for_each_operand(id, |o| uses[o.index()] += 1),
-            }
+            crate::rewrite::for_each_use(func, NodeId(i as u32), |o| uses[o.index()] += 1);
         }
         Facts { func, bound: crate::rewrite::bound_values(func), uses }
     }

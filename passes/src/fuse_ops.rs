@@ -148,16 +148,7 @@ fn plan(func: &Function, max_depth: usize) -> Option<Plan> {
             }
             _ => func.for_each_operand(id, |o| set(o, s, fr)),
         }
-        match *func.kind(id) {
-            ExprKind::Block { bindings, result } => {
-                for (_, value) in func.bindings(bindings) {
-                    uses[value.index()] += 1;
-                }
-                uses[result.index()] += 1;
-            }
-            ExprKind::Func { idx } => uses[func.closure(idx).body.index()] += 1,
-            _ => func.for_each_operand(id, |o| uses[o.index()] += 1),
-        }
+        crate::rewrite::for_each_use(func, id, |o| uses[o.index()] += 1);
     }
 
     let mut impure = vec![false; n];

@@ -539,6 +539,22 @@ enum Forward {
 }
 
 /// Old binding variable → its value, over all blocks (NONE when unbound or bound twice).
+/// Calls `f` on each node that `id` uses: a block's bound values and result (not its binder
+/// variables), a nested function's body, and any other node's operands. Summed over the live
+/// nodes, this gives every node's number of users.
+pub(crate) fn for_each_use(func: &Function, id: NodeId, mut f: impl FnMut(NodeId)) {
+    match *func.kind(id) {
+        ExprKind::Block { bindings, result } => {
+            for (_, value) in func.bindings(bindings) {
+                f(value);
+            }
+            f(result);
+        }
+        ExprKind::Func { idx } => f(func.closure(idx).body),
+        _ => func.for_each_operand(id, f),
+    }
+}
+
 pub(crate) fn bound_values(func: &Function) -> Vec<NodeId> {
     let mut bound = vec![NONE; func.num_nodes()];
     let mut twice = Vec::new();

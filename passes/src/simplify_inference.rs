@@ -216,20 +216,10 @@ fn unpackable(func: &Function, ops: &Ops, bound: &[NodeId]) -> FxHashMap<u32, No
     }
     let mut first_proj = vec![u32::MAX; func.num_nodes()];
     for id in func.node_ids().filter(|id| live[id.index()]) {
-        match *func.kind(id) {
-            ExprKind::Block { bindings, result } => {
-                for (_, value) in func.bindings(bindings) {
-                    uses[value.index()] += 1;
-                }
-                uses[result.index()] += 1;
-            }
-            ExprKind::Func { idx } => uses[func.closure(idx).body.index()] += 1,
-            ExprKind::Proj { tuple, .. } => {
-                uses[tuple.index()] += 1;
-                proj_uses[tuple.index()] += 1;
-                first_proj[tuple.index()] = first_proj[tuple.index()].min(pos[id.index()]);
-            }
-            _ => func.for_each_operand(id, |o| uses[o.index()] += 1),
+        crate::rewrite::for_each_use(func, id, |o| uses[o.index()] += 1);
+        if let ExprKind::Proj { tuple, .. } = *func.kind(id) {
+            proj_uses[tuple.index()] += 1;
+            first_proj[tuple.index()] = first_proj[tuple.index()].min(pos[id.index()]);
         }
     }
     let mut out = FxHashMap::default();
