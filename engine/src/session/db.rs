@@ -257,9 +257,9 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Pass
     let view = module_view(db, &name, &func, k);
     db.record(k, &name);
     let mut diags = Vec::with_capacity(passes.len());
-    for pass in passes {
+    for (i, pass) in passes.iter().enumerate() {
         db.unwind_if_revision_cancelled();
-        let skip = !stage.split && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
+        let skip = !(stage.split && i == 0) && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
         let (Some(fpass), false) = (pass.as_function(), skip) else {
             diags.push(Vec::new());
             continue;
