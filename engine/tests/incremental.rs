@@ -363,6 +363,36 @@ fn a_split_module_pass_shares_a_stage_with_the_function_passes_after_it() {
 }
 
 #[test]
+fn a_body_edit_that_makes_a_module_pass_drop_a_function_matches_a_cold_run() {
+    // Drops the functions marked `Drop`: a body edit changes the function list after it.
+    let drop_marked = module_pass("DropMarked", 0, |module, _ctx| {
+        let mut out = Module::new();
+        for (name, f) in module.iter().filter(|(_, f)| !f.attrs().contains("Drop")) {
+            out.add(name, f.clone()).map_err(|e| PassError::msg(e.to_string()))?;
+        }
+        Ok(out)
+    })
+    .shared();
+    let p = sequential("test", vec![callee_report(), drop_marked, identity("Last", 0)]);
+    let mut s = Session::new(p.clone(), &ctx(2, 2)).expect("session");
+    s.load(&parse(MODULE));
+    run(&mut s, &p, 2);
+    s.set_function(
+        "leaf",
+        func("#[Drop]\ndef @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  add(%x, %x)\n}\n"),
+    );
+    let out = run(&mut s, &p, 2);
+    assert!(out.module.get("leaf").is_none());
+    s.set_function("leaf", func("def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  add(%x, %x)\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert!(out.module.get("leaf").is_some());
+    // A body edit after that goes back to recomputing only the edited function.
+    s.set_function("hot", func("def @hot(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["CalleeReport: hot", "DropMarked: leaf mid top hot", "Last: hot"]);
+}
+
+#[test]
 fn an_edit_during_a_run_cancels_it_and_the_next_run_is_correct() {
     let started = Arc::new(AtomicUsize::new(0));
     let seen = started.clone();

@@ -68,6 +68,17 @@ impl Cache {
         }
     }
 
+    /// How many functions enter stage `k`.
+    fn count_at(&self, k: usize) -> usize {
+        if k == 0 {
+            return self.names.len();
+        }
+        match &self.stages[k - 1] {
+            StageCache::Function { names, .. } => names.len(),
+            StageCache::Module { out, .. } => out.len(),
+        }
+    }
+
     /// The names entering stage `k`.
     fn names_at(&self, k: usize) -> Vec<Arc<str>> {
         if k == 0 {
@@ -122,20 +133,35 @@ pub(crate) fn run_edit(
     let mut stages = Vec::with_capacity(plan.stages.len());
     for (k, stage) in plan.stages.iter().enumerate() {
         let start = Instant::now();
-        let names = cache.names_at(k);
         let mut recomputed = Vec::new();
         let mut next: Changed = FxHashMap::default();
+        let entered;
         match &stage.kind {
             StageKind::Function(_) => {
+                entered = cache.index[k].len();
                 let sig_changed: FxHashSet<&str> =
                     changed.iter().filter(|(_, (old, new))| !same_signature(old, new)).map(|(n, _)| &**n).collect();
-                for name in &names {
+                // The changed functions, and when a signature changed, every function
+                // calling one of those (a scan of the stage's inputs), in module order.
+                let to_run: Vec<Arc<str>> = if sig_changed.is_empty() {
+                    let mut at: Vec<(usize, Arc<str>)> =
+                        changed.keys().filter_map(|n| cache.index[k].get(n).map(|&i| (i, n.clone()))).collect();
+                    at.sort_unstable_by_key(|(i, _)| *i);
+                    at.into_iter().map(|(_, n)| n).collect()
+                } else {
+                    cache
+                        .names_at(k)
+                        .into_iter()
+                        .filter(|name| {
+                            changed.contains_key(name)
+                                || cache
+                                    .input(k, name)
+                                    .is_some_and(|f| callees(name, &f).iter().any(|c| sig_changed.contains(c)))
+                        })
+                        .collect()
+                };
+                for name in &to_run {
                     let Some(input) = cache.input(k, name) else { continue };
-                    let run = changed.contains_key(name)
-                        || (!sig_changed.is_empty() && callees(name, &input).iter().any(|c| sig_changed.contains(c)));
-                    if !run {
-                        continue;
-                    }
                     let view = view_with(name, &input, |callee| cache.input(k, callee));
                     let out = run_function_stage(stage, name, input, &view, &|| {})?;
                     let (StageCache::Function { outs, .. }, Some(&i)) =
@@ -150,8 +176,10 @@ pub(crate) fn run_edit(
                     recomputed.push(name.clone());
                 }
             }
-            StageKind::Module(_) if changed.is_empty() => {}
+            StageKind::Module(_) if changed.is_empty() => entered = cache.count_at(k),
             StageKind::Module(_) => {
+                let names = cache.names_at(k);
+                entered = names.len();
                 let mut module = Module::new();
                 for name in &names {
                     if let Some(f) = cache.input(k, name) {
@@ -177,7 +205,7 @@ pub(crate) fn run_edit(
             }
         }
         changed = next;
-        stages.push(FastStage { recomputed, entered: names.len(), time: start.elapsed() });
+        stages.push(FastStage { recomputed, entered, time: start.elapsed() });
     }
     let n = plan.stages.len();
     let mut module = Module::new();
