@@ -14,7 +14,10 @@
 //! compared with the previous run's, so functions it did not change are reused by the next
 //! stage. A function pass reads other functions only through a module view whose entries
 //! come through a signature query: editing a callee's body without changing its signature
-//! does not recompute its callers.
+//! does not recompute its callers. After edits that only changed function bodies, a run
+//! takes the edit path instead (`session/fast.rs`): it starts from the previous run's
+//! per-stage outputs and recomputes only what the edits reach, without asking salsa to verify
+//! every memo.
 //!
 //! What it deliberately does not do: run instruments (a context with instruments is
 //! rejected: cached stages would skip their callbacks), or let a function pass depend on
