@@ -382,7 +382,7 @@ impl Session {
         self.edited.clear();
         self.cache = ran.outputs.take().map(|stages| {
             let sources = self.order.iter().map(|n| (n.clone(), self.entries[n].stored.clone())).collect();
-            Cache::new(Arc::new(self.order.clone()), sources, stages)
+            Cache::new(Arc::new(self.order.clone()), sources, stages, ran.module.clone())
         });
         let out = pending.output(ran, start);
         self.last = Some(out.clone());

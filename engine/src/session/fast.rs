@@ -38,14 +38,17 @@ pub(crate) struct Cache {
     pub(crate) stages: Vec<StageCache>,
     /// For each function stage, where each name is in its outputs.
     index: Vec<FxHashMap<Arc<str>, usize>>,
+    /// The output module of the run.
+    output: Module,
 }
 
 impl Cache {
-    /// A cache of a run on `sources` (in `names` order) that produced `stages`.
+    /// A cache of a run on `sources` (in `names` order) that produced `stages` and `output`.
     pub(crate) fn new(
         names: Arc<Vec<Arc<str>>>,
         sources: FxHashMap<Arc<str>, Arc<Function>>,
         stages: Vec<StageCache>,
+        output: Module,
     ) -> Cache {
         let index = stages
             .iter()
@@ -54,7 +57,7 @@ impl Cache {
                 StageCache::Module { .. } => FxHashMap::default(),
             })
             .collect();
-        Cache { names, sources, stages, index }
+        Cache { names, sources, stages, index, output }
     }
 
     /// The function `name` entering stage `k` (after this run's updates of earlier stages).
@@ -207,13 +210,12 @@ pub(crate) fn run_edit(
         changed = next;
         stages.push(FastStage { recomputed, entered, time: start.elapsed() });
     }
-    let n = plan.stages.len();
-    let mut module = Module::new();
-    for name in cache.names_at(n) {
-        if let Some(f) = cache.input(n, &name) {
-            let _ = module.add(&name, f);
-        }
+    // The functions whose final output changed are replaced in the previous output; the
+    // function list is the same (a changed list gave up above).
+    for (name, (_, new)) in &changed {
+        cache.output.insert(name, new.clone());
     }
+    let module = cache.output.clone();
     let mut diagnostics = Vec::new();
     for (stage, out) in plan.stages.iter().zip(&cache.stages) {
         match (&stage.kind, out) {
