@@ -37,7 +37,8 @@ pub(crate) struct Cache {
     pub(crate) sources: FxHashMap<Arc<str>, Arc<Function>>,
     pub(crate) stages: Vec<StageCache>,
     /// For each function stage, where each name is in its outputs.
-    index: Vec<FxHashMap<Arc<str>, usize>>,
+    /// Stages entered by the same list share one map.
+    index: Vec<Arc<FxHashMap<Arc<str>, usize>>>,
     /// The output module of the run.
     output: Module,
 }
@@ -50,13 +51,23 @@ impl Cache {
         stages: Vec<StageCache>,
         output: Module,
     ) -> Cache {
-        let index = stages
-            .iter()
-            .map(|s| match s {
-                StageCache::Function { names, .. } => names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect(),
-                StageCache::Module { .. } => FxHashMap::default(),
-            })
-            .collect();
+        let mut index: Vec<Arc<FxHashMap<Arc<str>, usize>>> = Vec::with_capacity(stages.len());
+        let mut last: Option<(Arc<Vec<Arc<str>>>, Arc<FxHashMap<Arc<str>, usize>>)> = None;
+        for stage in &stages {
+            let map = match stage {
+                StageCache::Function { names, .. } => match &last {
+                    Some((list, map)) if Arc::ptr_eq(list, names) => map.clone(),
+                    _ => {
+                        let map: Arc<FxHashMap<Arc<str>, usize>> =
+                            Arc::new(names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect());
+                        last = Some((names.clone(), map.clone()));
+                        map
+                    }
+                },
+                StageCache::Module { .. } => Arc::default(),
+            };
+            index.push(map);
+        }
         Cache { names, sources, stages, index, output }
     }
 
