@@ -30,6 +30,9 @@ use super::same::{same_function, same_signature};
 use crate::ir::{Function, Module};
 use crate::transform::{Diagnostic, PassError};
 
+/// Where each function is in a stage's outputs.
+type Positions = Arc<FxHashMap<Arc<str>, usize>>;
+
 /// The previous run's inputs and per-stage outputs.
 pub(crate) struct Cache {
     /// The functions as loaded, in module order.
@@ -38,7 +41,7 @@ pub(crate) struct Cache {
     pub(crate) stages: Vec<StageCache>,
     /// For each function stage, where each name is in its outputs.
     /// Stages entered by the same list share one map.
-    index: Vec<Arc<FxHashMap<Arc<str>, usize>>>,
+    index: Vec<Positions>,
     /// The output module of the run.
     output: Module,
 }
@@ -51,15 +54,14 @@ impl Cache {
         stages: Vec<StageCache>,
         output: Module,
     ) -> Cache {
-        let mut index: Vec<Arc<FxHashMap<Arc<str>, usize>>> = Vec::with_capacity(stages.len());
-        let mut last: Option<(Arc<Vec<Arc<str>>>, Arc<FxHashMap<Arc<str>, usize>>)> = None;
+        let mut index: Vec<Positions> = Vec::with_capacity(stages.len());
+        let mut last: Option<(Arc<Vec<Arc<str>>>, Positions)> = None;
         for stage in &stages {
             let map = match stage {
                 StageCache::Function { names, .. } => match &last {
                     Some((list, map)) if Arc::ptr_eq(list, names) => map.clone(),
                     _ => {
-                        let map: Arc<FxHashMap<Arc<str>, usize>> =
-                            Arc::new(names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect());
+                        let map: Positions = Arc::new(names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect());
                         last = Some((names.clone(), map.clone()));
                         map
                     }
