@@ -14,7 +14,10 @@
 //! compared with the previous run's, so functions it did not change are reused by the next
 //! stage. A function pass reads other functions only through a module view whose entries
 //! come through a signature query: editing a callee's body without changing its signature
-//! does not recompute its callers.
+//! does not recompute its callers. After edits that only changed function bodies, a run
+//! takes the edit path instead (`session/fast.rs`): it starts from the previous run's
+//! per-stage outputs and recomputes only what the edits reach, without asking salsa to verify
+//! every memo.
 //!
 //! What it deliberately does not do: run instruments (a context with instruments is
 //! rejected: cached stages would skip their callbacks), or let a function pass depend on
@@ -24,6 +27,7 @@
 //! cold serial run of the same pipeline on the same module.
 
 mod db;
+mod fast;
 mod plan;
 mod same;
 
@@ -34,7 +38,8 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 use salsa::Setter;
 
-use self::db::{run_stages, FnVal, FuncList, SessionDb, Source};
+use self::db::{run_stages, FnVal, FuncList, Ran, SessionDb, Source};
+use self::fast::{run_edit, Cache};
 use self::plan::{plan, PassIds, Plan, Split};
 use self::same::{same_function, span_base};
 use crate::ir::{Function, Module, ModuleError};
@@ -146,6 +151,11 @@ pub struct Session {
     entries: FxHashMap<Arc<str>, Entry>,
     /// The last successful output, valid while nothing was set since.
     last: Option<SessionOutput>,
+    /// The per-stage outputs of the last run made by [`Session::run`], for the edit path;
+    /// dropped when the function list, the plan or the settings change.
+    cache: Option<Cache>,
+    /// Functions whose body was set since `cache` was made, as they are now.
+    edited: FxHashMap<Arc<str>, Arc<Function>>,
 }
 
 impl Session {
@@ -164,6 +174,8 @@ impl Session {
             order: Vec::new(),
             entries: FxHashMap::default(),
             last: None,
+            cache: None,
+            edited: FxHashMap::default(),
         })
     }
 
@@ -230,6 +242,7 @@ impl Session {
         let roots = self.roots();
         roots.set_plan(&mut self.db).to(Arc::new(plan));
         self.last = None;
+        self.cache = None;
     }
 
     fn roots(&self) -> db::Roots {
@@ -324,6 +337,7 @@ impl Session {
             // did not drop, so low-durability edits would stop module-pass outputs from being
             // reused after the first edit.
             input.set_func(&mut self.db).to(FnVal(func.clone()));
+            self.edited.insert(name.clone(), func.clone());
         } else {
             let input = Source::new(&self.db, FnVal(func.clone()));
             self.entries.insert(name.clone(), Entry { input, stored: func.clone(), stored_base: base, base });
@@ -340,6 +354,7 @@ impl Session {
         let roots = self.roots();
         if *roots.funcs(&self.db) != list {
             roots.set_funcs(&mut self.db).to(Arc::new(list));
+            self.cache = None;
         }
         self.last = None;
     }
@@ -357,23 +372,65 @@ impl Session {
             out.stats.total = start.elapsed();
             return Ok(out);
         }
-        let out = self.start_run().run()?;
+        if let Some(out) = self.run_edit()? {
+            self.last = Some(out.clone());
+            return Ok(out);
+        }
+        let pending = self.start_run();
+        let start = Instant::now();
+        let mut ran = pending.ran()?;
+        self.edited.clear();
+        self.cache = ran.outputs.take().map(|stages| {
+            let sources = self.order.iter().map(|n| (n.clone(), self.entries[n].stored.clone())).collect();
+            Cache::new(Arc::new(self.order.clone()), sources, stages, ran.module.clone())
+        });
+        let out = pending.output(ran, start);
         self.last = Some(out.clone());
         Ok(out)
+    }
+
+    /// Runs the edit path (see `session/fast.rs`) when the session has the previous run's
+    /// per-stage outputs; `None` when it has not or the edit path gave up.
+    fn run_edit(&mut self) -> Result<Option<SessionOutput>, SessionError> {
+        let Some(mut cache) = self.cache.take() else { return Ok(None) };
+        let start = Instant::now();
+        let plan = self.roots().plan(&self.db);
+        let Some(run) = run_edit(&plan, &mut cache, &self.edited)? else { return Ok(None) };
+        self.edited.clear();
+        self.cache = Some(cache);
+        let stages = run
+            .stages
+            .into_iter()
+            .zip(&plan.stages)
+            .map(|(run, stage)| StageStats {
+                label: stage.label.clone(),
+                is_module_pass: !stage.is_function(),
+                reused: run.entered - run.recomputed.len(),
+                recomputed: run.recomputed,
+                time: run.time,
+            })
+            .collect();
+        let mut diagnostics = run.diagnostics;
+        shift_diagnostics(&mut diagnostics, &self.shifts());
+        Ok(Some(SessionOutput { module: run.module, diagnostics, stats: RunStats { stages, total: start.elapsed() } }))
+    }
+
+    /// Functions that moved in their source since their result was computed.
+    fn shifts(&self) -> FxHashMap<Arc<str>, i64> {
+        self.entries
+            .iter()
+            .filter_map(|(name, e)| {
+                let delta = i64::from(e.base) - i64::from(e.stored_base);
+                (delta != 0).then(|| (name.clone(), delta))
+            })
+            .collect()
     }
 
     /// A run that can go to another thread. An edit made on the session while it is in
     /// flight cancels it (it returns [`SessionError::Cancelled`]); the edit waits until the
     /// run has stopped.
     pub fn start_run(&self) -> PendingRun {
-        let shifts = self
-            .entries
-            .iter()
-            .filter_map(|(name, e)| {
-                let delta = i64::from(e.base) - i64::from(e.stored_base);
-                (delta != 0).then(|| (name.clone(), delta))
-            })
-            .collect();
+        let shifts = self.shifts();
         PendingRun { db: self.db.clone(), threads: self.ctx.num_threads().max(1), shifts }
     }
 }
@@ -404,9 +461,17 @@ impl PendingRun {
     /// Runs the pipeline. Consumes the run so its database handle is released when it ends.
     pub fn run(self) -> Result<SessionOutput, SessionError> {
         let start = Instant::now();
+        let ran = self.ran()?;
+        Ok(self.output(ran, start))
+    }
+
+    fn ran(&self) -> Result<Ran, SessionError> {
         self.db.take_log();
-        let ran = salsa::Cancelled::catch(AssertUnwindSafe(|| run_stages(&self.db, self.threads)))
-            .map_err(|_| SessionError::Cancelled)??;
+        Ok(salsa::Cancelled::catch(AssertUnwindSafe(|| run_stages(&self.db, self.threads)))
+            .map_err(|_| SessionError::Cancelled)??)
+    }
+
+    fn output(&self, ran: Ran, start: Instant) -> SessionOutput {
         let log = self.db.take_log();
         let plan = salsa_roots(&self.db).plan(&self.db);
         let mut by_stage: Vec<FxHashMap<Arc<str>, ()>> = vec![FxHashMap::default(); ran.stages.len()];
@@ -432,15 +497,23 @@ impl PendingRun {
             })
             .collect();
         let mut diagnostics = ran.diagnostics;
-        for d in &mut diagnostics {
-            if let (Some(func), Some(span)) = (&d.function, &mut d.span) {
-                if let Some(&delta) = self.shifts.get(func.as_str()) {
-                    span.start = shift(span.start, delta);
-                    span.end = shift(span.end, delta);
-                }
+        shift_diagnostics(&mut diagnostics, &self.shifts);
+        SessionOutput { module: ran.module, diagnostics, stats: RunStats { stages, total: start.elapsed() } }
+    }
+}
+
+/// Moves the diagnostics of functions that moved in their source along with them.
+fn shift_diagnostics(diagnostics: &mut [Diagnostic], shifts: &FxHashMap<Arc<str>, i64>) {
+    if shifts.is_empty() {
+        return;
+    }
+    for d in diagnostics {
+        if let (Some(func), Some(span)) = (&d.function, &mut d.span) {
+            if let Some(&delta) = shifts.get(func.as_str()) {
+                span.start = shift(span.start, delta);
+                span.end = shift(span.end, delta);
             }
         }
-        Ok(SessionOutput { module: ran.module, diagnostics, stats: RunStats { stages, total: start.elapsed() } })
     }
 }
 

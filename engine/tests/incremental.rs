@@ -313,6 +313,85 @@ fn a_pass_panic_is_reported_and_the_session_stays_usable() {
     assert_eq!(out.stats.stages[0].recomputed.iter().map(|n| &**n).collect::<Vec<_>>(), ["bad"]);
 }
 
+/// A function pass that marks every function it runs on with `Seen = 1`.
+fn mark_seen() -> Arc<dyn Pass> {
+    function_pass("MarkSeen", 0, |func, _module, _ctx| {
+        Ok(Arc::new(func.with_attrs(func.attrs().clone().with("Seen", AttrValue::Int(1)))))
+    })
+    .shared()
+}
+
+#[test]
+fn a_split_module_pass_shares_a_stage_with_the_function_passes_after_it() {
+    let p = sequential("test", vec![identity("First", 0), mark_hot(), mark_seen(), callee_report()]);
+    let mut s = Session::new(p.clone(), &ctx(2, 2)).expect("session");
+    // MarkHot's per-function form: the module pass touches each function alone (the
+    // function finds its name in its module view, where it is itself).
+    let hot_per_function = function_pass("MarkHotPerFunction", 0, |func, module, _ctx| {
+        let name = module.iter().find(|(_, f)| Arc::ptr_eq(f, &func)).map(|(n, _)| n.to_string());
+        match name {
+            Some(n) if n.starts_with("hot") && !func.attrs().contains("Inline") => {
+                Ok(Arc::new(func.with_attrs(func.attrs().clone().with("Inline", AttrValue::Int(1)))))
+            }
+            _ => Ok(func),
+        }
+    })
+    .shared();
+    s.set_split("MarkHot", passel_engine::ModuleSplit { prelude: None, per_function: hot_per_function })
+        .expect("split");
+    let text = format!("{MODULE}\n#[SkipOptimization]\ndef @hot_skipped(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {{\n  @leaf(%x)\n}}\n");
+    s.load(&parse(&text));
+    let out = run(&mut s, &p, 2);
+    // One query per function runs the split pass and the function passes after it.
+    assert_eq!(
+        recomputed(&out),
+        [
+            "First: leaf mid top hot hot_skipped",
+            "MarkHotPerFunction,MarkSeen,CalleeReport: leaf mid top hot hot_skipped"
+        ]
+    );
+    // The split pass runs on the skipped function (as the module pass would); the function
+    // passes after it do not.
+    let printed = print_module(&out.module);
+    assert!(
+        printed.contains("#[Inline=1, SkipOptimization]") || printed.contains("#[SkipOptimization, Inline=1]"),
+        "{printed}"
+    );
+    s.set_function("mid", func("def @mid(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @leaf(@leaf(%x))\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First: mid", "MarkHotPerFunction,MarkSeen,CalleeReport: mid"]);
+}
+
+#[test]
+fn a_body_edit_that_makes_a_module_pass_drop_a_function_matches_a_cold_run() {
+    // Drops the functions marked `Drop`: a body edit changes the function list after it.
+    let drop_marked = module_pass("DropMarked", 0, |module, _ctx| {
+        let mut out = Module::new();
+        for (name, f) in module.iter().filter(|(_, f)| !f.attrs().contains("Drop")) {
+            out.add(name, f.clone()).map_err(|e| PassError::msg(e.to_string()))?;
+        }
+        Ok(out)
+    })
+    .shared();
+    let p = sequential("test", vec![callee_report(), drop_marked, identity("Last", 0)]);
+    let mut s = Session::new(p.clone(), &ctx(2, 2)).expect("session");
+    s.load(&parse(MODULE));
+    run(&mut s, &p, 2);
+    s.set_function(
+        "leaf",
+        func("#[Drop]\ndef @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  add(%x, %x)\n}\n"),
+    );
+    let out = run(&mut s, &p, 2);
+    assert!(out.module.get("leaf").is_none());
+    s.set_function("leaf", func("def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  add(%x, %x)\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert!(out.module.get("leaf").is_some());
+    // A body edit after that goes back to recomputing only the edited function.
+    s.set_function("hot", func("def @hot(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["CalleeReport: hot", "DropMarked: leaf mid top hot", "Last: hot"]);
+}
+
 #[test]
 fn an_edit_during_a_run_cancels_it_and_the_next_run_is_correct() {
     let started = Arc::new(AtomicUsize::new(0));

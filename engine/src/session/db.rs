@@ -223,6 +223,11 @@ fn signature<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<SigVal> {
 /// references, each as it enters the stage. Callers depend only on their callees'
 /// signatures, so a pass must read no more than a callee's signature from the view.
 fn module_view(db: &dyn Db, name: &Arc<str>, func: &Arc<Function>, k: u32) -> Module {
+    view_with(name, func, |callee| signature(db, Key::new(db, Arc::from(callee), k)).map(|sig| sig.0))
+}
+
+/// The globals `func` references other than itself, sorted, without repeats.
+pub(crate) fn callees<'f>(name: &str, func: &'f Function) -> Vec<&'f str> {
     let mut callees: Vec<&str> = func
         .nodes()
         .iter()
@@ -230,36 +235,45 @@ fn module_view(db: &dyn Db, name: &Arc<str>, func: &Arc<Function>, k: u32) -> Mo
             ExprKind::Global { name } => func.try_sym(name),
             _ => None,
         })
-        .filter(|callee| *callee != &**name)
+        .filter(|callee| *callee != name)
         .collect();
     callees.sort_unstable();
     callees.dedup();
+    callees
+}
+
+/// A module view of `func` with its callees as `lookup` gives them.
+pub(crate) fn view_with(
+    name: &Arc<str>,
+    func: &Arc<Function>,
+    lookup: impl Fn(&str) -> Option<Arc<Function>>,
+) -> Module {
     let mut view = Module::new();
     // The names are distinct, so adding cannot fail.
     let _ = view.add(name, func.clone());
-    for callee in callees {
-        if let Some(sig) = signature(db, Key::new(db, Arc::from(callee), k)) {
-            let _ = view.add(callee, sig.0);
+    for callee in callees(name, func) {
+        if let Some(f) = lookup(callee) {
+            let _ = view.add(callee, f);
         }
     }
     view
 }
 
-#[salsa::tracked(returns(clone))]
-fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, PassError>> {
-    let (name, k) = (key.name(db).clone(), key.stage(db));
-    let stage = stage_desc(db, StageId::new(db, k))?;
-    let StageKind::Function(passes) = &stage.kind else { return None };
-    let mut func = match stage_input(db, &name, k)? {
-        Ok(func) => func,
-        Err(e) => return Some(Err(e)),
+/// Runs a function stage's passes on `func` (named `name`) with the module view `view`.
+pub(crate) fn run_function_stage(
+    stage: &Stage,
+    name: &Arc<str>,
+    mut func: Arc<Function>,
+    view: &Module,
+    cancel: &dyn Fn(),
+) -> Result<StageOut, PassError> {
+    let StageKind::Function(passes) = &stage.kind else {
+        return Err(PassError::msg(format!("stage {} is not a function stage", stage.label)));
     };
-    let view = module_view(db, &name, &func, k);
-    db.record(k, &name);
     let mut diags = Vec::with_capacity(passes.len());
-    for pass in passes {
-        db.unwind_if_revision_cancelled();
-        let skip = !stage.split && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
+    for (i, pass) in passes.iter().enumerate() {
+        cancel();
+        let skip = !(stage.split && i == 0) && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
         let (Some(fpass), false) = (pass.as_function(), skip) else {
             diags.push(Vec::new());
             continue;
@@ -268,26 +282,52 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Pass
         let worker = stage.ctx.worker_copy();
         let res = {
             let _scope = worker.push_silently();
-            match catch_unwind(AssertUnwindSafe(|| fpass.body()(func.clone(), &view, &worker))) {
-                Ok(res) => res.map_err(|e| e.in_pass(&info.name, Some(&name))),
-                Err(payload) => Err(PassError::panicked(&info.name, Some(&name), &*payload)),
+            match catch_unwind(AssertUnwindSafe(|| fpass.body()(func.clone(), view, &worker))) {
+                Ok(res) => res.map_err(|e| e.in_pass(&info.name, Some(name))),
+                Err(payload) => Err(PassError::panicked(&info.name, Some(name), &*payload)),
             }
         };
-        worker.diagnostics().fill_function(&name);
+        worker.diagnostics().fill_function(name);
         diags.push(worker.diagnostics().take());
-        match res {
-            Ok(out) => func = out,
-            Err(e) => return Some(Err(e)),
-        }
+        func = res?;
     }
-    Some(Ok(StageOut { func: FnVal(func), diags: Arc::new(diags) }))
+    Ok(StageOut { func: FnVal(func), diags: Arc::new(diags) })
+}
+
+/// Runs a module stage's pass on `module`.
+pub(crate) fn run_module_stage(stage: &Stage, module: Module) -> Result<(Module, Vec<Diagnostic>), PassError> {
+    let StageKind::Module(pass) = &stage.kind else {
+        return Err(PassError::msg(format!("stage {} is not a module stage", stage.label)));
+    };
+    let worker = stage.ctx.worker_copy();
+    let res = {
+        let _scope = worker.push_silently();
+        call_pass(&**pass, module, &worker)
+    };
+    res.map(|m| (m, worker.diagnostics().take()))
+}
+
+#[salsa::tracked(returns(clone))]
+fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, PassError>> {
+    let (name, k) = (key.name(db).clone(), key.stage(db));
+    let stage = stage_desc(db, StageId::new(db, k))?;
+    if !stage.is_function() {
+        return None;
+    }
+    let func = match stage_input(db, &name, k)? {
+        Ok(func) => func,
+        Err(e) => return Some(Err(e)),
+    };
+    let view = module_view(db, &name, &func, k);
+    db.record(k, &name);
+    Some(run_function_stage(&stage, &name, func, &view, &|| db.unwind_if_revision_cancelled()))
 }
 
 #[salsa::tracked(returns(clone))]
 fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
     let k = id.stage(db);
     let stage = stage_desc(db, id);
-    let Some(Stage { kind: StageKind::Module(pass), ctx, .. }) = stage else {
+    let Some(Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split }) = stage else {
         return BarrierOut(Arc::new(Ok((Module::new(), Vec::new()))));
     };
     let names = names_at(db, id);
@@ -305,12 +345,8 @@ fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
         db.record(k, name);
     }
     db.unwind_if_revision_cancelled();
-    let worker = ctx.worker_copy();
-    let res = {
-        let _scope = worker.push_silently();
-        call_pass(&*pass, module, &worker)
-    };
-    BarrierOut(Arc::new(res.map(|m| (m, worker.diagnostics().take()))))
+    let stage = Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split };
+    BarrierOut(Arc::new(run_module_stage(&stage, module)))
 }
 
 #[salsa::tracked(returns(clone))]
@@ -333,6 +369,17 @@ pub(crate) struct Ran {
     pub(crate) module: Module,
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) stages: Vec<StageRun>,
+    /// Every stage's output, when every function of every stage had one.
+    pub(crate) outputs: Option<Vec<StageCache>>,
+}
+
+/// What one stage produced, for every function entering it (in module order).
+#[derive(Clone)]
+pub(crate) enum StageCache {
+    /// A function stage: one output per name.
+    Function { names: Arc<Vec<Arc<str>>>, outs: Vec<StageOut> },
+    /// A module stage: the output module and the pass's diagnostics.
+    Module { out: Module, diags: Vec<Diagnostic> },
 }
 
 /// Runs every stage in order, fanning function stages out over `threads` workers. May unwind
@@ -341,6 +388,7 @@ pub(crate) fn run_stages(db: &SessionDb, threads: usize) -> Result<Ran, PassErro
     let plan = db.roots().plan(db);
     let mut diagnostics = Vec::new();
     let mut stages = Vec::with_capacity(plan.stages.len());
+    let mut outputs = Some(Vec::with_capacity(plan.stages.len()));
     for (k, stage) in plan.stages.iter().enumerate() {
         let start = Instant::now();
         let k = k as u32;
@@ -359,9 +407,20 @@ pub(crate) fn run_stages(db: &SessionDb, threads: usize) -> Result<Ran, PassErro
                         diagnostics.extend(out.diags.get(j).into_iter().flatten().cloned());
                     }
                 }
+                if ok.len() != names.0.len() {
+                    outputs = None;
+                }
+                if let Some(outputs) = &mut outputs {
+                    outputs.push(StageCache::Function { names: names.0.clone(), outs: ok });
+                }
             }
             StageKind::Module(_) => match &*barrier(db, id).0 {
-                Ok((_, diags)) => diagnostics.extend(diags.iter().cloned()),
+                Ok((out, diags)) => {
+                    diagnostics.extend(diags.iter().cloned());
+                    if let Some(outputs) = &mut outputs {
+                        outputs.push(StageCache::Module { out: out.clone(), diags: diags.clone() });
+                    }
+                }
                 Err(e) => return Err(e.clone()),
             },
         }
@@ -375,7 +434,7 @@ pub(crate) fn run_stages(db: &SessionDb, threads: usize) -> Result<Ran, PassErro
             let _ = module.add(name, res?);
         }
     }
-    Ok(Ran { module, diagnostics, stages })
+    Ok(Ran { module, diagnostics, stages, outputs })
 }
 
 fn fan_out<T: Send>(

@@ -40,8 +40,8 @@ pub(crate) struct Stage {
     pub(crate) label: String,
     /// The context the stage runs under (covered by the fingerprint).
     pub(crate) ctx: PassContext,
-    /// Whether this is the per-function form of a module pass, which, unlike a function
-    /// pass, also runs on functions marked `SkipOptimization`.
+    /// Whether the stage's first pass is the per-function form of a module pass, which,
+    /// unlike a function pass, also runs on functions marked `SkipOptimization`.
     pub(crate) split: bool,
 }
 
@@ -93,7 +93,8 @@ pub(crate) struct Split {
 }
 
 /// Flattens `pipeline` under `ctx` into stages; a module pass named in `splits` is replaced
-/// by its prelude (a barrier) and its per-function form (a function stage of its own).
+/// by its prelude (a barrier) and its per-function form, which starts a function stage (the
+/// function passes right after it join that stage).
 pub(crate) fn plan(
     pipeline: &Sequential,
     ctx: &PassContext,
@@ -161,29 +162,33 @@ pub(crate) fn plan(
         }
         let passes: Vec<_> = run.iter().map(|(p, _)| p.clone()).collect();
         let label = passes.iter().map(|p| p.info().name.as_str()).collect::<Vec<_>>().join(",");
-        let fingerprint = fingerprint(settings, 'f', run.iter().map(|(_, i)| i));
+        let fingerprint = fingerprint(settings, if split { 's' } else { 'f' }, run.iter().map(|(_, i)| i));
         stages.push(Stage { kind: StageKind::Function(passes), fingerprint, label, ctx: ctx.clone(), split });
         run.clear();
     };
+    // Whether the run being collected starts with a split module pass.
+    let mut run_split = false;
     for (pass, ident, alone) in leaves {
         if pass.kind() == PassKind::Function && pass.as_function().is_some() {
             // A split module pass sees every function as the previous pass left it, as the
-            // module pass would: it gets a stage of its own.
+            // module pass would: it starts a stage of its own. The function passes after it
+            // join that stage (one query per function instead of one per stage), seeing
+            // other functions as they entered it, like any function pass after the first
+            // of a stage.
             if alone {
-                flush(&mut run, &mut stages, false);
+                flush(&mut run, &mut stages, run_split);
+                run_split = true;
             }
             run.push((pass, ident));
-            if alone {
-                flush(&mut run, &mut stages, true);
-            }
             continue;
         }
-        flush(&mut run, &mut stages, false);
+        flush(&mut run, &mut stages, run_split);
+        run_split = false;
         let fingerprint = fingerprint(settings, 'm', [&ident]);
         let label = pass.info().name.clone();
         stages.push(Stage { kind: StageKind::Module(pass), fingerprint, label, ctx: ctx.clone(), split: false });
     }
-    flush(&mut run, &mut stages, false);
+    flush(&mut run, &mut stages, run_split);
     Ok(Plan { stages })
 }
 

@@ -1,0 +1,247 @@
+//! The session's edit path: after edits that only changed function bodies (no function
+//! added, removed, renamed or reordered, same plan and settings), a run starts from the
+//! previous run's per-stage outputs and recomputes only what the edits can reach, instead of
+//! asking salsa to verify every memo of every stage (a few µs each, times functions times
+//! stages).
+//!
+//! Phases, stage by stage, carrying the set of functions whose stage input changed (with the
+//! old and the new input):
+//! - a function stage re-runs its passes on the changed functions and on the callers of the
+//!   changed functions whose signature changed (a function pass reads no more than its
+//!   callees' signatures); an output equal to the previous one stops the change there;
+//! - a module stage re-runs its pass on the whole module when any input changed, and passes
+//!   on the functions whose output differs; when the pass adds or removes functions, the
+//!   edit path gives up and the session falls back to a salsa run;
+//! - the output module and diagnostics (pass-major within a function stage, as a serial run
+//!   reports them) are assembled from the updated per-stage outputs.
+//!
+//! What it deliberately does not do: update salsa's memos (salsa stays consistent with its
+//! inputs, and recomputes what changed when it is next asked), run in parallel (an edit
+//! touches few functions), or handle list or plan changes (salsa does).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::db::{callees, run_function_stage, run_module_stage, view_with, FnVal, StageCache};
+use super::plan::{Plan, StageKind};
+use super::same::{same_function, same_signature};
+use crate::ir::{Function, Module};
+use crate::transform::{Diagnostic, PassError};
+
+/// Where each function is in a stage's outputs.
+type Positions = Arc<FxHashMap<Arc<str>, usize>>;
+
+/// The previous run's inputs and per-stage outputs.
+pub(crate) struct Cache {
+    /// The functions as loaded, in module order.
+    pub(crate) names: Arc<Vec<Arc<str>>>,
+    pub(crate) sources: FxHashMap<Arc<str>, Arc<Function>>,
+    pub(crate) stages: Vec<StageCache>,
+    /// For each function stage, where each name is in its outputs.
+    /// Stages entered by the same list share one map.
+    index: Vec<Positions>,
+    /// The output module of the run.
+    output: Module,
+}
+
+impl Cache {
+    /// A cache of a run on `sources` (in `names` order) that produced `stages` and `output`.
+    pub(crate) fn new(
+        names: Arc<Vec<Arc<str>>>,
+        sources: FxHashMap<Arc<str>, Arc<Function>>,
+        stages: Vec<StageCache>,
+        output: Module,
+    ) -> Cache {
+        let mut index: Vec<Positions> = Vec::with_capacity(stages.len());
+        let mut last: Option<(Arc<Vec<Arc<str>>>, Positions)> = None;
+        for stage in &stages {
+            let map = match stage {
+                StageCache::Function { names, .. } => match &last {
+                    Some((list, map)) if Arc::ptr_eq(list, names) => map.clone(),
+                    _ => {
+                        let map: Positions = Arc::new(names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect());
+                        last = Some((names.clone(), map.clone()));
+                        map
+                    }
+                },
+                StageCache::Module { .. } => Arc::default(),
+            };
+            index.push(map);
+        }
+        Cache { names, sources, stages, index, output }
+    }
+
+    /// The function `name` entering stage `k` (after this run's updates of earlier stages).
+    fn input(&self, k: usize, name: &str) -> Option<Arc<Function>> {
+        if k == 0 {
+            return self.sources.get(name).cloned();
+        }
+        match &self.stages[k - 1] {
+            StageCache::Function { outs, .. } => self.index[k - 1].get(name).map(|&i| outs[i].func.0.clone()),
+            StageCache::Module { out, .. } => out.get(name).cloned(),
+        }
+    }
+
+    /// How many functions enter stage `k`.
+    fn count_at(&self, k: usize) -> usize {
+        if k == 0 {
+            return self.names.len();
+        }
+        match &self.stages[k - 1] {
+            StageCache::Function { names, .. } => names.len(),
+            StageCache::Module { out, .. } => out.len(),
+        }
+    }
+
+    /// The names entering stage `k`.
+    fn names_at(&self, k: usize) -> Vec<Arc<str>> {
+        if k == 0 {
+            return self.names.to_vec();
+        }
+        match &self.stages[k - 1] {
+            StageCache::Function { names, .. } => names.to_vec(),
+            StageCache::Module { out, .. } => out.entries().iter().map(|(n, _)| n.clone()).collect(),
+        }
+    }
+}
+
+/// One stage of an edit run: the functions recomputed (module order), the functions that
+/// entered it, and its wall time.
+pub(crate) struct FastStage {
+    pub(crate) recomputed: Vec<Arc<str>>,
+    pub(crate) entered: usize,
+    pub(crate) time: Duration,
+}
+
+/// The result of an edit run.
+pub(crate) struct FastRun {
+    pub(crate) module: Module,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub(crate) stages: Vec<FastStage>,
+}
+
+/// A function whose stage input changed: its old and new input.
+type Changed = FxHashMap<Arc<str>, (Arc<Function>, Arc<Function>)>;
+
+/// Runs `plan` after the loaded functions in `edited` changed, updating `cache`. `Ok(None)`
+/// means the edit path cannot handle the edit (a module pass changed the function list);
+/// on `Ok(None)` or an error, `cache` is left partly updated and must be dropped.
+pub(crate) fn run_edit(
+    plan: &Plan,
+    cache: &mut Cache,
+    edited: &FxHashMap<Arc<str>, Arc<Function>>,
+) -> Result<Option<FastRun>, PassError> {
+    if cache.stages.len() != plan.stages.len() {
+        return Ok(None);
+    }
+    let mut changed: Changed = FxHashMap::default();
+    for (name, new) in edited {
+        let Some(old) = cache.sources.get(name) else { return Ok(None) };
+        if !same_function(old, new) {
+            changed.insert(name.clone(), (old.clone(), new.clone()));
+        }
+    }
+    for (name, (_, new)) in &changed {
+        cache.sources.insert(name.clone(), new.clone());
+    }
+    let mut stages = Vec::with_capacity(plan.stages.len());
+    for (k, stage) in plan.stages.iter().enumerate() {
+        let start = Instant::now();
+        let mut recomputed = Vec::new();
+        let mut next: Changed = FxHashMap::default();
+        let entered;
+        match &stage.kind {
+            StageKind::Function(_) => {
+                entered = cache.index[k].len();
+                let sig_changed: FxHashSet<&str> =
+                    changed.iter().filter(|(_, (old, new))| !same_signature(old, new)).map(|(n, _)| &**n).collect();
+                // The changed functions, and when a signature changed, every function
+                // calling one of those (a scan of the stage's inputs), in module order.
+                let to_run: Vec<Arc<str>> = if sig_changed.is_empty() {
+                    let mut at: Vec<(usize, Arc<str>)> =
+                        changed.keys().filter_map(|n| cache.index[k].get(n).map(|&i| (i, n.clone()))).collect();
+                    at.sort_unstable_by_key(|(i, _)| *i);
+                    at.into_iter().map(|(_, n)| n).collect()
+                } else {
+                    cache
+                        .names_at(k)
+                        .into_iter()
+                        .filter(|name| {
+                            changed.contains_key(name)
+                                || cache
+                                    .input(k, name)
+                                    .is_some_and(|f| callees(name, &f).iter().any(|c| sig_changed.contains(c)))
+                        })
+                        .collect()
+                };
+                for name in &to_run {
+                    let Some(input) = cache.input(k, name) else { continue };
+                    let view = view_with(name, &input, |callee| cache.input(k, callee));
+                    let out = run_function_stage(stage, name, input, &view, &|| {})?;
+                    let (StageCache::Function { outs, .. }, Some(&i)) =
+                        (&mut cache.stages[k], cache.index[k].get(name))
+                    else {
+                        return Ok(None);
+                    };
+                    if outs[i].func != out.func {
+                        next.insert(name.clone(), (outs[i].func.0.clone(), out.func.0.clone()));
+                    }
+                    outs[i] = out;
+                    recomputed.push(name.clone());
+                }
+            }
+            StageKind::Module(_) if changed.is_empty() => entered = cache.count_at(k),
+            StageKind::Module(_) => {
+                let names = cache.names_at(k);
+                entered = names.len();
+                let mut module = Module::new();
+                for name in &names {
+                    if let Some(f) = cache.input(k, name) {
+                        // The names are distinct, so adding cannot fail.
+                        let _ = module.add(name, f);
+                    }
+                }
+                let (new_out, new_diags) = run_module_stage(stage, module)?;
+                let StageCache::Module { out, diags, .. } = &mut cache.stages[k] else { return Ok(None) };
+                let same_names = out.len() == new_out.len()
+                    && out.entries().iter().zip(new_out.entries()).all(|((a, _), (b, _))| a == b);
+                if !same_names {
+                    return Ok(None);
+                }
+                for ((name, old), (_, new)) in out.entries().iter().zip(new_out.entries()) {
+                    if FnVal(old.clone()) != FnVal(new.clone()) {
+                        next.insert(name.clone(), (old.clone(), new.clone()));
+                    }
+                }
+                *out = new_out;
+                *diags = new_diags;
+                recomputed = names.clone();
+            }
+        }
+        changed = next;
+        stages.push(FastStage { recomputed, entered, time: start.elapsed() });
+    }
+    // The functions whose final output changed are replaced in the previous output; the
+    // function list is the same (a changed list gave up above).
+    for (name, (_, new)) in &changed {
+        cache.output.insert(name, new.clone());
+    }
+    let module = cache.output.clone();
+    let mut diagnostics = Vec::new();
+    for (stage, out) in plan.stages.iter().zip(&cache.stages) {
+        match (&stage.kind, out) {
+            (StageKind::Function(passes), StageCache::Function { outs, .. }) => {
+                for j in 0..passes.len() {
+                    for out in outs {
+                        diagnostics.extend(out.diags.get(j).into_iter().flatten().cloned());
+                    }
+                }
+            }
+            (StageKind::Module(_), StageCache::Module { diags, .. }) => diagnostics.extend(diags.iter().cloned()),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(FastRun { module, diagnostics, stages }))
+}
