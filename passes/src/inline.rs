@@ -49,6 +49,12 @@ passel_engine::register_config!(
 /// Runs Inline on `module` with size limit `max_size` (0: only marked functions).
 pub fn inline_module(module: &Module, max_size: usize) -> Module {
     let entries = module.entries();
+    let wanted = |f: &Function| f.attrs().flag(fn_attr::INLINE) || (max_size > 0 && live_nodes(f) <= max_size);
+    // The common case, nothing to inline, costs one attribute lookup per function: the call
+    // graph and its cycles are only computed when some function is a candidate.
+    if !entries.iter().any(|(_, f)| wanted(f)) {
+        return module.clone();
+    }
     let edges: Vec<Vec<usize>> = entries.iter().map(|(_, f)| referenced_globals(module, f)).collect();
     let (recursive, order) = recursive_and_post_order(&edges);
     let inlinable: Vec<bool> = entries
@@ -56,8 +62,7 @@ pub fn inline_module(module: &Module, max_size: usize) -> Module {
         .enumerate()
         .map(|(i, (_, f))| {
             let attrs = f.attrs();
-            let wanted = attrs.flag(fn_attr::INLINE) || (max_size > 0 && live_nodes(f) <= max_size);
-            wanted
+            wanted(f)
                 && !recursive[i]
                 && !attrs.flag(fn_attr::SKIP_OPTIMIZATION)
                 && !attrs.flag(fn_attr::PRIMITIVE)
