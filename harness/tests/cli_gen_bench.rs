@@ -140,10 +140,12 @@ fn bench_writes_json_and_svg_with_a_row_per_configuration() {
         assert!(r["time_ms"].as_f64().is_some_and(|t| t > 0.0 || r["mode"] == "session-nochange"), "{r}");
         assert_eq!(r["repeats"], 2);
         // The passel binary installs the counting allocator, so peak heap is measured and at
-        // least what was live when the row started.
+        // least what was live when the row started. (On a workload this small a reading can
+        // be 0: the counters are exact only to `FLUSH` bytes per thread.)
         let (peak, base) = (r["peak_heap_bytes"].as_u64().expect("peak"), r["base_heap_bytes"].as_u64().expect("base"));
-        assert!(peak >= base && base > 0, "{r}");
+        assert!(peak >= base, "{r}");
     }
+    assert!(rows.iter().any(|r| r["peak_heap_bytes"].as_u64().is_some_and(|p| p > 0)), "no heap measured");
     assert_eq!(rows[0]["speedup"], 1.0);
 
     let svg = std::fs::read_to_string(&svg).expect("svg written");

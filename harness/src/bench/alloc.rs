@@ -3,7 +3,7 @@
 //! other binaries and tests do not, and then every reading is zero.
 //!
 //! Each thread adds its allocations and frees to a thread-local balance and moves it to the
-//! shared counters only when it exceeds [`FLUSH`] bytes either way. Updating shared atomics on
+//! shared counters only when it exceeds [`FLUSH`] (64 KiB) either way. Updating shared atomics on
 //! every allocation made the cache line bounce between cores and cut the 2-thread speedup of
 //! `passel bench` from 1.81x to 1.52x; with the thread-local balance the counting costs next to
 //! nothing. The price is precision: a reading can be off by up to `FLUSH` bytes per thread.
@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 
 /// Bytes a thread may allocate or free before its balance goes to the shared counters.
-pub const FLUSH: isize = 256 * 1024;
+pub const FLUSH: isize = 64 * 1024;
 
 // Signed: a thread may flush a free before another flushes the allocation it frees.
 static LIVE: AtomicIsize = AtomicIsize::new(0);
