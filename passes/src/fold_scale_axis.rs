@@ -257,21 +257,15 @@ fn with_operand(rw: &mut Rewriter<'_>, old: NodeId, index: usize, new_operand: N
 #[cfg(test)]
 mod tests {
     use passel_engine::interp::{assert_values_close, eval_function, random_args};
-    use passel_engine::ir::{parse_module, print_module, Module};
+    use passel_engine::ir::{print_module, Module};
     use passel_engine::transform::PassContext;
 
     use super::*;
+    use crate::test_util::typed;
 
     /// Folding reassociates one product per weight element: `(x*s)*w` vs `x*(w*s)`.
     const RTOL: f64 = 1e-5;
     const ATOL: f64 = 1e-5;
-
-    fn typed(text: &str) -> Module {
-        let module = parse_module(text).expect("test input parses");
-        let (module, diags) = crate::infer_module(&module);
-        assert!(diags.is_empty(), "type errors: {:?}", diags.iter().map(|d| &d.message).collect::<Vec<_>>());
-        module
-    }
 
     fn run_sequential(module: &Module) -> Module {
         crate::link();

@@ -390,13 +390,7 @@ mod tests {
     use passel_engine::ir::{parse_module, print_module, Module};
 
     use super::*;
-
-    fn typed(text: &str) -> Module {
-        let module = parse_module(text).expect("test input parses");
-        let (module, diags) = crate::infer_module(&module);
-        assert!(diags.is_empty(), "type errors: {:?}", diags.iter().map(|d| &d.message).collect::<Vec<_>>());
-        module
-    }
+    use crate::test_util::typed;
 
     fn run(module: &Module, max_depth: usize) -> Module {
         let mut out = module.clone();

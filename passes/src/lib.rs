@@ -8,6 +8,8 @@
 
 mod copy;
 mod rewrite;
+#[cfg(test)]
+mod test_util;
 
 pub mod canonicalize_bindings;
 pub mod dead_code_elimination;

@@ -453,18 +453,12 @@ mod tests {
     use passel_engine::ir::{parse_module, print_module, Module};
 
     use super::*;
+    use crate::test_util::typed;
 
     /// Float tolerance of the rewrites: they reassociate one division, so results differ from
     /// the fused kernels by a few ulps of f32.
     const RTOL: f64 = 1e-5;
     const ATOL: f64 = 1e-5;
-
-    fn typed(text: &str) -> Module {
-        let module = parse_module(text).expect("test input parses");
-        let (module, diags) = crate::infer_module(&module);
-        assert!(diags.is_empty(), "type errors: {:?}", diags.iter().map(|d| &d.message).collect::<Vec<_>>());
-        module
-    }
 
     fn run(module: &Module) -> Module {
         let mut out = module.clone();
