@@ -91,6 +91,14 @@ impl Ops {
         })
     }
 
+    /// The ops, when `func` is worth analysing: well formed and calling `multiply` somewhere
+    /// (both directions fold only scales applied by a `multiply`).
+    fn worth_trying(func: &Function) -> Option<Ops> {
+        let ops = Ops::lookup()?;
+        let any = func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { op, .. } if op == ops.multiply));
+        (any && crate::rewrite::well_formed(func)).then_some(ops)
+    }
+
     /// For a `conv2d` or `dense` call: its kind, or `None` for anything else.
     fn layer(&self, func: &Function, id: NodeId) -> Option<Layer> {
         match *func.kind(id) {

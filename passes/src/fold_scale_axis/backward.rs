@@ -29,7 +29,7 @@ use passel_engine::ir::{ExprKind, Function, NodeId, Type};
 use rustc_hash::FxHashMap;
 
 use super::{reshaped_scale, split_multiply, typed_call, with_operand, Facts, Layer, Ops, Scale};
-use crate::rewrite::{eval_order, well_formed, Propagate, Rewriter};
+use crate::rewrite::{eval_order, Propagate, Rewriter};
 
 /// Longest `relu` / `bias_add` path between the layer and the `multiply`.
 const MAX_PATH: usize = 8;
@@ -37,11 +37,7 @@ const MAX_PATH: usize = 8;
 /// Runs BackwardFoldScaleAxis on `func`; returns `func` itself (pointer-equal) when nothing
 /// folds.
 pub fn backward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
-    let Some(ops) = Ops::lookup() else { return Arc::clone(func) };
-    let any = func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { op, .. } if op == ops.multiply));
-    if !any || !well_formed(func) {
-        return Arc::clone(func);
-    }
+    let Some(ops) = Ops::worth_trying(func) else { return Arc::clone(func) };
     let facts = Facts::new(func);
     let live = func.live_mask();
     // multiply → its operand that replaces it.

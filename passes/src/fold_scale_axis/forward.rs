@@ -28,7 +28,7 @@ use passel_engine::ir::{ExprKind, Function, NodeId};
 use rustc_hash::FxHashMap;
 
 use super::{reshaped_scale, split_multiply, typed_call, with_operand, Facts, Layer, Ops, Scale};
-use crate::rewrite::{well_formed, Propagate, Rewriter};
+use crate::rewrite::{Propagate, Rewriter};
 
 /// Longest path of `relu` / `multiply` calls between the scale and the layer.
 const MAX_PATH: usize = 16;
@@ -36,11 +36,7 @@ const MAX_PATH: usize = 16;
 /// Runs ForwardFoldScaleAxis on `func`; returns `func` itself (pointer-equal) when nothing
 /// folds.
 pub fn forward_fold_scale_axis(func: &Arc<Function>) -> Arc<Function> {
-    let Some(ops) = Ops::lookup() else { return Arc::clone(func) };
-    let any = func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { op, .. } if op == ops.multiply));
-    if !any || !well_formed(func) {
-        return Arc::clone(func);
-    }
+    let Some(ops) = Ops::worth_trying(func) else { return Arc::clone(func) };
     let facts = Facts::new(func);
     let live = func.live_mask();
     let mut replace: FxHashMap<u32, NodeId> = FxHashMap::default();
