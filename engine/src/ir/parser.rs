@@ -13,12 +13,14 @@
 
 mod lexer;
 mod literals;
+mod names;
 
 use std::fmt;
 use std::sync::Arc;
 
-use self::lexer::{Lexer, Tok, Token};
+use self::lexer::{Kw, Lexer, Tok, Token};
 use self::literals::scalar;
+use self::names::NameMap;
 use super::attrs::{AttrValue, Attrs};
 use super::expr::Span;
 use super::function::FunctionBuilder;
@@ -103,14 +105,6 @@ struct Reported;
 
 type PResult<T> = Result<T, Reported>;
 
-/// Keywords, which are not operator names.
-fn is_keyword(s: &str) -> bool {
-    matches!(
-        s,
-        "def" | "let" | "if" | "else" | "fn" | "tensor" | "full" | "uniform" | "normal" | "true" | "false" | "Tensor"
-    )
-}
-
 struct Parser<'s> {
     src: &'s str,
     lexer: Lexer<'s>,
@@ -126,20 +120,20 @@ struct Parser<'s> {
     b: FunctionBuilder,
     /// Every variable of the function by name, with where it was defined: a variable has a
     /// single definition per function, so one name maps to one node.
-    vars: FxMap<&'s str, (NodeId, u32)>,
+    vars: NameMap<'s, (NodeId, u32)>,
     /// `in_scope[node]`: whether the variable `node` is visible here (indexed by node id).
     in_scope: Vec<bool>,
     /// Variables in scope in definition order, so a block can drop its own when it ends.
     scope_vars: Vec<NodeId>,
     /// Scalar literals of this function by their text (`0.5f`), mapped to the first node that
     /// holds one: a repeat is a new node over the same constant, with no parsing or allocation.
-    scalars: FxMap<&'s str, NodeId>,
+    scalars: NameMap<'s, NodeId>,
     /// Scalar literals of the whole module by their text, with their type: functions share
     /// these immutable constants instead of each allocating its own `1.0f`.
-    module_scalars: FxMap<&'s str, (Arc<Constant>, Type)>,
+    module_scalars: NameMap<'s, (Arc<Constant>, Type)>,
     /// Operator names of this module resolved so far (a module names few distinct operators
     /// many times).
-    ops: FxMap<&'s str, Option<OpId>>,
+    ops: NameMap<'s, Option<OpId>>,
     /// Whether this function had an error (it is then not added to the module).
     poisoned: bool,
     /// Scratch stack of call arguments and tuple fields being parsed, so that calls do not
@@ -167,11 +161,11 @@ impl<'s> Parser<'s> {
             pos_cache: (0, 1, 1),
             depth: 0,
             b: FunctionBuilder::new(),
-            vars: FxMap::default(),
+            vars: NameMap::default(),
             in_scope: Vec::new(),
-            scalars: FxMap::default(),
-            module_scalars: FxMap::default(),
-            ops: FxMap::default(),
+            scalars: NameMap::default(),
+            module_scalars: NameMap::default(),
+            ops: NameMap::default(),
             scope_vars: Vec::new(),
             poisoned: false,
             abandoned: false,
@@ -198,8 +192,8 @@ impl<'s> Parser<'s> {
         self.tok.kind == kind
     }
 
-    fn at_kw(&self, kw: &str) -> bool {
-        self.tok.kind == Tok::Ident && self.text(self.tok) == kw
+    fn at_kw(&self, kw: Kw) -> bool {
+        self.tok.kw == kw
     }
 
     fn eat(&mut self, kind: Tok) -> bool {
@@ -219,11 +213,11 @@ impl<'s> Parser<'s> {
         }
     }
 
-    fn expect_kw(&mut self, kw: &str) -> PResult<Token> {
+    fn expect_kw(&mut self, kw: Kw) -> PResult<Token> {
         if self.at_kw(kw) {
             Ok(self.bump())
         } else {
-            Err(self.unexpected(&format!("`{kw}`")))
+            Err(self.unexpected(&format!("`{}`", kw.text())))
         }
     }
 
@@ -293,7 +287,7 @@ impl<'s> Parser<'s> {
     /// current nesting level.
     fn recover(&mut self) {
         if self.abandoned {
-            while !self.at(Tok::Eof) && !self.at_kw("def") {
+            while !self.at(Tok::Eof) && !self.at_kw(Kw::Def) {
                 self.bump();
             }
             return;
@@ -307,7 +301,7 @@ impl<'s> Parser<'s> {
                     return;
                 }
                 Tok::RBrace if depth == 0 => return,
-                Tok::Ident if self.text(self.tok) == "def" => return,
+                Tok::Ident if self.tok.kw == Kw::Def => return,
                 Tok::LParen | Tok::LBrack | Tok::LBrace => depth += 1,
                 Tok::RParen | Tok::RBrack | Tok::RBrace => depth = depth.saturating_sub(1),
                 _ => {}
@@ -356,7 +350,7 @@ impl<'s> Parser<'s> {
                     if self.tok.start == start {
                         self.bump();
                     }
-                    while !self.at(Tok::Eof) && !self.at_kw("def") && !self.at(Tok::Hash) {
+                    while !self.at(Tok::Eof) && !self.at_kw(Kw::Def) && !self.at(Tok::Hash) {
                         self.bump();
                     }
                 }
@@ -378,7 +372,7 @@ impl<'s> Parser<'s> {
         self.operands.clear();
         self.pairs.clear();
         let attrs = if self.at(Tok::Hash) { self.attr_list()? } else { Attrs::new() };
-        self.expect_kw("def")?;
+        self.expect_kw(Kw::Def)?;
         let name = self.expect(Tok::Global, "a global name `@name`")?;
         let params = self.params()?;
         let ret_ty = if self.eat(Tok::Arrow) { Some(self.ty()?) } else { None };
@@ -427,13 +421,7 @@ impl<'s> Parser<'s> {
 
     fn define(&mut self, name_tok: Token, var: NodeId) {
         let name = &self.text(name_tok)[1..];
-        let first = match self.vars.entry(name) {
-            std::collections::hash_map::Entry::Occupied(e) => Some(e.get().1),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert((var, name_tok.start));
-                None
-            }
-        };
+        let first = self.vars.insert_new(name, (var, name_tok.start)).map(|&(_, first)| first);
         if let Some(first) = first {
             let (line, col) = self.line_col(first as usize);
             let span = Span { start: name_tok.start, end: name_tok.end };
@@ -485,13 +473,13 @@ impl<'s> Parser<'s> {
                 let span = Span { start: self.tok.start, end: self.tok.end };
                 return Err(self.error_at(span, format!("unterminated block (the `{{` at {line}:{col} is not closed)")));
             }
-            if self.at_kw("let") {
+            if self.at_kw(Kw::Let) {
                 match self.binding() {
                     Ok(pair) => self.pairs.push(pair),
                     Err(Reported) => {
                         failed = true;
                         self.recover();
-                        if self.at_kw("def") {
+                        if self.at_kw(Kw::Def) {
                             return Err(Reported);
                         }
                     }
@@ -527,7 +515,7 @@ impl<'s> Parser<'s> {
 
     /// `let %x[: T] = value;` — returns `(var, value)`.
     fn binding(&mut self) -> PResult<(NodeId, NodeId)> {
-        let let_tok = self.expect_kw("let")?;
+        let let_tok = self.expect_kw(Kw::Let)?;
         let name = self.expect(Tok::Local, "a variable `%name`")?;
         let ty = if self.eat(Tok::Colon) { Some(self.ty()?) } else { None };
         self.expect(Tok::Eq, "`=`")?;
@@ -629,11 +617,11 @@ impl<'s> Parser<'s> {
             Tok::LParen => self.tuple(),
             Tok::LBrace => self.block(),
             Tok::Hash => self.closure(),
-            Tok::Ident => match self.text(self.tok) {
-                "true" | "false" | "tensor" | "full" | "uniform" | "normal" => self.constant_expr(),
-                "if" => self.if_(),
-                "fn" => self.closure(),
-                name if !is_keyword(name) && self.peek.kind == Tok::LParen => self.op_call(),
+            Tok::Ident => match self.tok.kw {
+                Kw::True | Kw::False | Kw::Tensor | Kw::Full | Kw::Uniform | Kw::Normal => self.constant_expr(),
+                Kw::If => self.if_(),
+                Kw::Fn => self.closure(),
+                Kw::None if self.peek.kind == Tok::LParen => self.op_call(),
                 _ => Err(self.unexpected("an expression")),
             },
             _ => Err(self.unexpected("an expression")),
@@ -660,14 +648,15 @@ impl<'s> Parser<'s> {
     #[inline(never)]
     fn constant_expr(&mut self) -> PResult<NodeId> {
         let start = self.tok.start;
-        let c = match self.text(self.tok) {
-            "true" | "false" => {
+        let c = match self.tok.kw {
+            Kw::True | Kw::False => {
                 let t = self.bump();
-                Constant::Dense(Tensor(TensorData::Bool(scalar(self.text(t) == "true"))))
+                Constant::Dense(Tensor(TensorData::Bool(scalar(t.kw == Kw::True))))
             }
-            "tensor" => self.dense()?,
-            "full" | "uniform" | "normal" => self.fill()?,
-            text => {
+            Kw::Tensor => self.dense()?,
+            Kw::Full | Kw::Uniform | Kw::Normal => self.fill()?,
+            _ => {
+                let text = self.text(self.tok);
                 if let Some(&first) = self.scalars.get(text) {
                     self.bump();
                     self.b.set_span(self.span_from(start));
@@ -717,8 +706,12 @@ impl<'s> Parser<'s> {
             let plural = if matches!(def.arity, op::Arity::Exact(1)) { "" } else { "s" };
             self.error_at(span, format!("operator `{}` takes {} argument{plural}, got {n_args}", def.name, def.arity));
         }
-        if let Err(msg) = def.check_attrs(attrs) {
-            self.error_at(span, msg);
+        // Without attributes only a required one can be missing; most operators have none.
+        let may_fail = !attrs.is_empty() || def.attrs.iter().any(|s| s.required);
+        if may_fail {
+            if let Err(msg) = def.check_attrs(attrs) {
+                self.error_at(span, msg);
+            }
         }
     }
 
@@ -780,12 +773,12 @@ impl<'s> Parser<'s> {
 
     /// `if (cond) { … } else { … }`.
     fn if_(&mut self) -> PResult<NodeId> {
-        let start = self.expect_kw("if")?.start;
+        let start = self.expect_kw(Kw::If)?.start;
         self.expect(Tok::LParen, "`(`")?;
         let cond = self.expr()?;
         self.expect(Tok::RParen, "`)`")?;
         let then_ = self.block()?;
-        self.expect_kw("else")?;
+        self.expect_kw(Kw::Else)?;
         let else_ = self.block()?;
         self.b.set_span(self.span_from(start));
         Ok(self.b.if_(cond, then_, else_))
@@ -795,7 +788,7 @@ impl<'s> Parser<'s> {
     fn closure(&mut self) -> PResult<NodeId> {
         let start = self.tok.start;
         let attrs = if self.at(Tok::Hash) { self.attr_list()? } else { Attrs::new() };
-        self.expect_kw("fn")?;
+        self.expect_kw(Kw::Fn)?;
         let mark = self.scope_vars.len();
         let r = (|| {
             let params = self.params()?;
@@ -816,7 +809,7 @@ impl<'s> Parser<'s> {
     }
 
     fn ty_inner(&mut self) -> PResult<Type> {
-        if self.at_kw("Tensor") {
+        if self.at_kw(Kw::TensorTy) {
             self.bump();
             self.expect(Tok::LBrack, "`[`")?;
             let shape = self.shape()?;
@@ -824,7 +817,7 @@ impl<'s> Parser<'s> {
             let dtype = self.dtype()?;
             self.expect(Tok::RBrack, "`]`")?;
             Ok(Type::tensor(shape, dtype))
-        } else if self.at_kw("fn") {
+        } else if self.at_kw(Kw::Fn) {
             self.bump();
             self.expect(Tok::LParen, "`(`")?;
             let mut params = Vec::new();

@@ -44,10 +44,12 @@ pub struct VerifyError {
 /// Verifies every function of `m`, in module order, and returns all errors found.
 pub fn verify_module(m: &Module) -> Result<(), Vec<VerifyError>> {
     let mut errors = Vec::new();
+    // One set of per-node tables for all functions, instead of allocating them per function.
+    let mut scratch = Scratch::default();
     for (name, func) in m.iter() {
-        if let Err(mut e) = verify_function(Some(m), name, func) {
-            errors.append(&mut e);
-        }
+        let mut v = Verifier { module: Some(m), name, func, errors: Vec::new() };
+        v.run(&mut scratch);
+        errors.append(&mut v.errors);
     }
     if errors.is_empty() {
         Ok(())
@@ -60,7 +62,7 @@ pub fn verify_module(m: &Module) -> Result<(), Vec<VerifyError>> {
 /// it; without, they are not checked. Returns all errors found, in a deterministic order.
 pub fn verify_function(module: Option<&Module>, name: &str, func: &Function) -> Result<(), Vec<VerifyError>> {
     let mut v = Verifier { module, name, func, errors: Vec::new() };
-    v.run();
+    v.run(&mut Scratch::default());
     if v.errors.is_empty() {
         Ok(())
     } else {
@@ -73,6 +75,44 @@ struct Verifier<'a> {
     name: &'a str,
     func: &'a Function,
     errors: Vec<VerifyError>,
+}
+
+/// Per-node tables of one verification, kept between the functions of a module so that their
+/// allocations are reused. [`Scratch::reset`] sizes them for a function.
+#[derive(Default)]
+struct Scratch {
+    /// `wf[i]`: node i's references are in range and precede it.
+    wf: Vec<bool>,
+    live: Vec<bool>,
+    users: Vec<u32>,
+    binders: Vec<u32>,
+    in_scope: Vec<bool>,
+    visited: Vec<bool>,
+    reported: Vec<bool>,
+    stack: Vec<Step>,
+}
+
+impl Scratch {
+    /// Every table with `n` entries of false / zero, and an empty stack.
+    fn reset(&mut self, n: usize) {
+        for v in [&mut self.wf, &mut self.live, &mut self.in_scope, &mut self.visited, &mut self.reported] {
+            v.clear();
+            v.resize(n, false);
+        }
+        for v in [&mut self.users, &mut self.binders] {
+            v.clear();
+            v.resize(n, 0);
+        }
+        self.stack.clear();
+    }
+}
+
+/// The tables of the scope walk (all `false` / empty on entry), borrowed from [`Scratch`].
+struct ScopeWalk<'a> {
+    in_scope: &'a mut Vec<bool>,
+    visited: &'a mut Vec<bool>,
+    reported: &'a mut Vec<bool>,
+    stack: &'a mut Vec<Step>,
 }
 
 /// Steps of the scope walk. Explicit steps instead of recursion keep deep nesting off the
@@ -136,38 +176,13 @@ impl Verifier<'_> {
         self.func.nodes().get(id.index()).and_then(|n| n.ty.as_ref())
     }
 
-    fn run(&mut self) {
+    fn run(&mut self, sc: &mut Scratch) {
         let func = self.func;
         let n = func.num_nodes();
         let nodes = func.nodes();
+        sc.reset(n);
 
-        // Phase 1: per-node shape. `wf[i]` means every reference of node i is in range and
-        // precedes it, so later phases may follow its operands without checks. Errors are kept
-        // per node and reported only for live nodes: dead builder leftovers are never used.
-        let mut wf = vec![false; n];
-        let mut shape_errors: Vec<(NodeId, String)> = Vec::new();
-        let n_ops = op::all().len();
-        for (i, node) in nodes.iter().enumerate() {
-            let id = NodeId(i as u32);
-            // The first operand that does not precede the node.
-            let mut late = None;
-            let res = visit_operands(func, &node.kind, |o| {
-                if late.is_none() && o.index() >= i {
-                    late = Some(o);
-                }
-            })
-            .and_then(|()| self.check_tables(&node.kind, n_ops));
-            match res {
-                Err(msg) => shape_errors.push((id, msg)),
-                Ok(()) => match late {
-                    Some(o) if o.index() >= n => shape_errors.push((id, format!("operand {o} out of range"))),
-                    Some(o) => shape_errors.push((id, format!("operand {o} does not precede its user"))),
-                    None => wf[i] = true,
-                },
-            }
-        }
-
-        // Phase 2: roots and liveness.
+        // Phase 1: roots.
         let Some(params) = func.try_params() else {
             self.err(None, "parameter range out of bounds".into());
             return;
@@ -195,58 +210,86 @@ impl Verifier<'_> {
         if !params_ok {
             return;
         }
-        let mut live = vec![false; n];
+        // Phase 2: one backward sweep over the live nodes (operands of well-formed nodes have
+        // smaller ids, so a node's liveness is final when the sweep reaches it). For each it
+        // checks the node's shape: `wf[i]` means every reference of node i is in range and
+        // precedes it, so later phases may follow its operands without checks. For a well-formed
+        // node it marks the operands live, counts their users and the binders of variables.
+        // Dead nodes (builder leftovers, never printed, evaluated or compared) are not checked.
+        let wf = &mut sc.wf;
+        let live = &mut sc.live;
+        let users = &mut sc.users;
+        let binders = &mut sc.binders;
         for &p in params {
             live[p.index()] = true;
-        }
-        live[body.index()] = true;
-        // Operands of well-formed nodes have smaller ids, so one backward sweep suffices.
-        for i in (0..n).rev() {
-            if live[i] && wf[i] {
-                // Cannot fail: `wf[i]` means the operands were read in phase 1.
-                let _ = visit_operands(func, &nodes[i].kind, |o| live[o.index()] = true);
-            }
-        }
-        for (id, msg) in shape_errors {
-            if live[id.index()] {
-                self.err(Some(id), msg);
-            }
-        }
-
-        // Phase 3: users (tree shape) and binders (bound exactly once).
-        let mut users = vec![0u32; n];
-        let mut binders = vec![0u32; n];
-        users[body.index()] += 1;
-        for &p in params {
             binders[p.index()] += 1;
         }
-        for i in 0..n {
-            if !live[i] || !wf[i] {
+        live[body.index()] = true;
+        users[body.index()] += 1;
+        // Binders that are not variables, as (binding node, bound node) in sweep order.
+        let mut bad_binders: Vec<(usize, NodeId)> = Vec::new();
+        // Shape errors of live nodes, in sweep order (at most one per node).
+        let mut shape_errors: Vec<(NodeId, String)> = Vec::new();
+        let n_ops = op::all().len();
+        for i in (0..n).rev() {
+            if !live[i] {
                 continue;
             }
+            let kind = &nodes[i].kind;
+            // The first operand that does not precede the node.
+            let mut late = None;
+            let res = visit_operands(func, kind, |o| {
+                if late.is_none() && o.index() >= i {
+                    late = Some(o);
+                }
+            })
+            .and_then(|()| self.check_tables(kind, n_ops));
             let id = NodeId(i as u32);
-            let counted = visit_operands(func, &nodes[i].kind, |o| {
+            match res {
+                Err(msg) => shape_errors.push((id, msg)),
+                Ok(()) => match late {
+                    Some(o) if o.index() >= n => shape_errors.push((id, format!("operand {o} out of range"))),
+                    Some(o) => shape_errors.push((id, format!("operand {o} does not precede its user"))),
+                    None => wf[i] = true,
+                },
+            }
+            if !wf[i] {
+                continue;
+            }
+            // Cannot fail: the operands were just read.
+            let _ = visit_operands(func, kind, |o| {
+                live[o.index()] = true;
                 users[o.index()] = users[o.index()].saturating_add(1);
             });
-            if counted.is_err() {
-                continue;
-            }
-            let bound: Vec<NodeId> = match nodes[i].kind {
-                ExprKind::Block { bindings, .. } => {
-                    func.try_ids(bindings).unwrap_or(&[]).chunks_exact(2).map(|p| p[0]).collect()
-                }
-                ExprKind::Func { idx } => {
-                    func.try_closure(idx).and_then(|c| func.try_ids(c.params)).unwrap_or(&[]).to_vec()
-                }
-                _ => Vec::new(),
-            };
-            for v in bound {
+            let mut bind = |v: NodeId| {
                 if matches!(nodes[v.index()].kind, ExprKind::Var { .. }) {
                     binders[v.index()] = binders[v.index()].saturating_add(1);
                 } else {
-                    self.err(Some(id), format!("bound {v} is not a variable"));
+                    bad_binders.push((i, v));
                 }
+            };
+            match *kind {
+                ExprKind::Block { bindings, .. } => {
+                    func.try_ids(bindings).unwrap_or(&[]).chunks_exact(2).for_each(|p| bind(p[0]))
+                }
+                ExprKind::Func { idx } => func
+                    .try_closure(idx)
+                    .and_then(|c| func.try_ids(c.params))
+                    .unwrap_or(&[])
+                    .iter()
+                    .for_each(|&p| bind(p)),
+                _ => {}
             }
+        }
+        // Reported in arena order.
+        for (id, msg) in shape_errors.into_iter().rev() {
+            self.err(Some(id), msg);
+        }
+        // Phase 3: users (tree shape) and binders (bound exactly once), in arena order.
+        // A stable sort keeps each node's binders in their order.
+        bad_binders.sort_by_key(|&(i, _)| i);
+        for (i, v) in bad_binders {
+            self.err(Some(NodeId(i as u32)), format!("bound {v} is not a variable"));
         }
         for i in 0..n {
             if !live[i] {
@@ -266,7 +309,14 @@ impl Verifier<'_> {
         }
 
         // Phase 4: scopes.
-        self.check_scopes(params, body, &live, &wf, &binders);
+        let (live, wf, binders) = (&sc.live, &sc.wf, &sc.binders);
+        let mut walk = ScopeWalk {
+            in_scope: &mut sc.in_scope,
+            visited: &mut sc.visited,
+            reported: &mut sc.reported,
+            stack: &mut sc.stack,
+        };
+        self.check_scopes(params, body, live, wf, binders, &mut walk);
 
         // Phase 5: operators, globals and types, in arena order.
         for i in 0..n {
@@ -316,19 +366,25 @@ impl Verifier<'_> {
 
     /// Walks the expression tree from the body with an explicit stack, tracking which variables
     /// are in scope.
-    fn check_scopes(&mut self, params: &[NodeId], body: NodeId, live: &[bool], wf: &[bool], binders: &[u32]) {
+    fn check_scopes(
+        &mut self,
+        params: &[NodeId],
+        body: NodeId,
+        live: &[bool],
+        wf: &[bool],
+        binders: &[u32],
+        walk: &mut ScopeWalk<'_>,
+    ) {
         let func = self.func;
         let nodes = func.nodes();
         let n = nodes.len();
-        let mut in_scope = vec![false; n];
+        let ScopeWalk { in_scope, visited, reported, stack } = walk;
         // Compound nodes are walked once even when (wrongly) shared, so a DAG cannot make the
         // walk exponential; the sharing itself was reported in phase 3.
-        let mut visited = vec![false; n];
-        let mut reported = vec![false; n];
         for &p in params {
             in_scope[p.index()] = true;
         }
-        let mut stack = vec![Step::Visit(body)];
+        stack.push(Step::Visit(body));
         while let Some(step) = stack.pop() {
             match step {
                 Step::Visit(id) => {
@@ -344,15 +400,22 @@ impl Verifier<'_> {
                         visited[i] = true;
                     }
                     match kind {
-                        ExprKind::Var { .. } => {
-                            if !in_scope[i] && !reported[i] {
-                                reported[i] = true;
-                                let msg = if binders[i] == 0 {
-                                    format!("unbound variable {}", self.var_name(id))
-                                } else {
-                                    format!("variable {} used outside its scope", self.var_name(id))
-                                };
-                                self.err(Some(id), msg);
+                        ExprKind::Var { .. } => self.check_in_scope(id, in_scope, reported, binders),
+                        ExprKind::Call { args, .. } => {
+                            let args = func.try_ids(args).unwrap_or(&[]);
+                            if args.iter().all(|a| nodes[a.index()].kind.is_atom()) {
+                                // The common case: atom operands are checked here, in evaluation
+                                // order, instead of each becoming a step. (They are live, and
+                                // in range since the call is well formed.)
+                                for &a in args {
+                                    let is_var = matches!(nodes[a.index()].kind, ExprKind::Var { .. });
+                                    if is_var && wf[a.index()] {
+                                        self.check_in_scope(a, in_scope, reported, binders);
+                                    }
+                                }
+                            } else {
+                                // Pushed in reverse so that they are visited in evaluation order.
+                                stack.extend(args.iter().rev().map(|&a| Step::Visit(a)));
                             }
                         }
                         ExprKind::Block { bindings, result } => {
@@ -409,6 +472,21 @@ impl Verifier<'_> {
         }
     }
 
+    /// Reports the use of variable `id` (live and well formed) if it is not in scope, once.
+    #[inline]
+    fn check_in_scope(&mut self, id: NodeId, in_scope: &[bool], reported: &mut [bool], binders: &[u32]) {
+        let i = id.index();
+        if !in_scope[i] && !reported[i] {
+            reported[i] = true;
+            let msg = if binders[i] == 0 {
+                format!("unbound variable {}", self.var_name(id))
+            } else {
+                format!("variable {} used outside its scope", self.var_name(id))
+            };
+            self.err(Some(id), msg);
+        }
+    }
+
     /// Operator, global and type checks of one live, well-formed node.
     fn check_node(&mut self, id: NodeId) {
         let func = self.func;
@@ -433,9 +511,14 @@ impl Verifier<'_> {
                     ok = false;
                 }
                 if let Some(attrs) = func.try_call_attrs(attrs) {
-                    if let Err(msg) = def.check_attrs(attrs) {
-                        self.err(Some(id), msg);
-                        ok = false;
+                    // Without attributes only a required one can be missing; most operators
+                    // have none.
+                    let may_fail = !attrs.is_empty() || def.attrs.iter().any(|s| s.required);
+                    if may_fail {
+                        if let Err(msg) = def.check_attrs(attrs) {
+                            self.err(Some(id), msg);
+                            ok = false;
+                        }
                     }
                     let arg_tys: Option<Vec<Type>> = args.iter().map(|&a| self.ty(a).cloned()).collect();
                     if let (true, Some(arg_tys)) = (ok, arg_tys) {

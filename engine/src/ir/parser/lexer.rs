@@ -38,10 +38,82 @@ pub(crate) enum Tok {
     Hash,
 }
 
-/// One token: its kind and byte range. For numbers, `aux` is where the suffix starts.
+/// Which keyword an identifier is, decided once by the lexer so that the parser compares a
+/// byte instead of strings (keywords are checked at every binding and every call).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kw {
+    /// Not a keyword (or not an identifier).
+    None,
+    Def,
+    Let,
+    If,
+    Else,
+    Fn,
+    /// `tensor`, a dense constant.
+    Tensor,
+    Full,
+    Uniform,
+    Normal,
+    True,
+    False,
+    /// `Tensor`, a tensor type.
+    TensorTy,
+}
+
+impl Kw {
+    /// The keyword's text.
+    pub fn text(self) -> &'static str {
+        match self {
+            Kw::None => "",
+            Kw::Def => "def",
+            Kw::Let => "let",
+            Kw::If => "if",
+            Kw::Else => "else",
+            Kw::Fn => "fn",
+            Kw::Tensor => "tensor",
+            Kw::Full => "full",
+            Kw::Uniform => "uniform",
+            Kw::Normal => "normal",
+            Kw::True => "true",
+            Kw::False => "false",
+            Kw::TensorTy => "Tensor",
+        }
+    }
+}
+
+/// The keyword spelled by `name` (an identifier), or [`Kw::None`]. Dispatches on the first
+/// byte and the length so that most names are rejected without comparing bytes.
+#[inline(always)]
+fn keyword(name: &[u8]) -> Kw {
+    let candidate = match (name.first().copied().unwrap_or(0), name.len()) {
+        (b'd', 3) => Kw::Def,
+        (b'l', 3) => Kw::Let,
+        (b'i', 2) => Kw::If,
+        (b'e', 4) => Kw::Else,
+        (b'f', 2) => Kw::Fn,
+        (b'f', 4) => Kw::Full,
+        (b'f', 5) => Kw::False,
+        (b't', 4) => Kw::True,
+        (b't', 6) => Kw::Tensor,
+        (b'u', 7) => Kw::Uniform,
+        (b'n', 6) => Kw::Normal,
+        (b'T', 6) => Kw::TensorTy,
+        _ => return Kw::None,
+    };
+    // The lengths are equal; a byte loop of at most 7 steps beats a `memcmp` call.
+    if name.iter().zip(candidate.text().as_bytes()).all(|(a, b)| a == b) {
+        candidate
+    } else {
+        Kw::None
+    }
+}
+
+/// One token: its kind and byte range. For numbers, `aux` is where the suffix starts. For
+/// identifiers, `kw` says which keyword it is.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Token {
     pub kind: Tok,
+    pub kw: Kw,
     pub start: u32,
     pub end: u32,
     pub aux: u32,
@@ -103,7 +175,7 @@ impl<'s> Lexer<'s> {
     }
 
     /// The end of the name that continues at `i` (see [`continues_name`]).
-    #[inline]
+    #[inline(always)]
     fn name_end(&self, mut i: usize) -> usize {
         let src = self.src;
         while let Some(&b) = src.get(i) {
@@ -121,7 +193,8 @@ impl<'s> Lexer<'s> {
         self.skip_trivia();
         let start = self.pos;
         let after_dot = std::mem::replace(&mut self.after_dot, false);
-        let tok = |kind, end: usize| Token { kind, start: start as u32, end: end as u32, aux: end as u32 };
+        let tok =
+            |kind, end: usize| Token { kind, kw: Kw::None, start: start as u32, end: end as u32, aux: end as u32 };
         if start >= self.src.len() {
             return tok(Tok::Eof, start);
         }
@@ -174,7 +247,12 @@ impl<'s> Lexer<'s> {
                     }
                 }
             }
-            _ if is_ident_start(b) => (Tok::Ident, self.name_end(start + 1)),
+            _ if is_ident_start(b) => {
+                let end = self.name_end(start + 1);
+                self.pos = end;
+                let kw = keyword(&self.src[start..end]);
+                return Token { kind: Tok::Ident, kw, start: start as u32, end: end as u32, aux: end as u32 };
+            }
             _ => {
                 // Take the whole UTF-8 character so the token text stays a valid `str`.
                 let mut i = start + 1;
@@ -203,11 +281,11 @@ impl<'s> Lexer<'s> {
             if self.src[i..].starts_with(b"inf") && !continues_name(self.src, i + 3) {
                 i += 3;
                 self.pos = i;
-                return Token { kind: Tok::Number, start: start as u32, end: i as u32, aux: i as u32 };
+                return Token { kind: Tok::Number, kw: Kw::None, start: start as u32, end: i as u32, aux: i as u32 };
             }
             if !self.at(i).is_ascii_digit() {
                 self.pos = i;
-                return Token { kind: Tok::Bad, start: start as u32, end: i as u32, aux: i as u32 };
+                return Token { kind: Tok::Bad, kw: Kw::None, start: start as u32, end: i as u32, aux: i as u32 };
             }
         }
         while self.at(i).is_ascii_digit() {
@@ -233,6 +311,6 @@ impl<'s> Lexer<'s> {
             i += 1;
         }
         self.pos = i;
-        Token { kind: Tok::Number, start: start as u32, end: i as u32, aux: aux as u32 }
+        Token { kind: Tok::Number, kw: Kw::None, start: start as u32, end: i as u32, aux: aux as u32 }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use half::f16;
 use ndarray::{ArcArray, IxDyn};
 
-use super::lexer::{Tok, Token};
+use super::lexer::{Kw, Tok, Token};
 use super::{PResult, Parser};
 use crate::ir::attrs::AttrValue;
 use crate::ir::expr::Span;
@@ -79,7 +79,7 @@ impl<'s> Parser<'s> {
     /// `tensor<(shape), dtype>[v, …]`.
     #[inline(never)]
     pub(super) fn dense(&mut self) -> PResult<Constant> {
-        let start = self.expect_kw("tensor")?.start;
+        let start = self.expect_kw(Kw::Tensor)?.start;
         let ty = self.tensor_type()?;
         self.expect(Tok::LBrack, "`[`")?;
         let (mut f32s, mut f16s, mut i64s, mut i32s, mut bools) = (vec![], vec![], vec![], vec![], vec![]);
@@ -168,7 +168,10 @@ impl<'s> Parser<'s> {
 
     /// `key=` of a fill parameter.
     fn named(&mut self, key: &str) -> PResult<()> {
-        self.expect_kw(key)?;
+        if !(self.at(Tok::Ident) && self.text(self.tok) == key) {
+            return Err(self.unexpected(&format!("`{key}`")));
+        }
+        self.bump();
         self.expect(Tok::Eq, "`=`")?;
         Ok(())
     }
