@@ -335,6 +335,10 @@ fn main() -> ExitCode {
         Command::Check { file } => match load(&file) {
             Ok(m) => {
                 eprintln!("{}: ok ({} functions)", file.display(), m.len());
+                // The process ends right here, and the module holds memory only (no files or
+                // buffers to flush): freeing its million nodes one allocation at a time would
+                // only add time (1.5% of `check` on a 700k-binding file). The OS reclaims it.
+                std::mem::forget(m);
                 ExitCode::SUCCESS
             }
             Err(code) => code,

@@ -230,12 +230,24 @@ impl Verifier<'_> {
         let mut bad_binders: Vec<(usize, NodeId)> = Vec::new();
         // Shape errors of live nodes, in sweep order (at most one per node).
         let mut shape_errors: Vec<(NodeId, String)> = Vec::new();
+        // Nodes with other than one user and variables bound more than once, in sweep order
+        // (at most one error per node).
+        let mut tree_errors: Vec<(NodeId, String)> = Vec::new();
         let n_ops = op::all().len();
         for i in (0..n).rev() {
             if !live[i] {
                 continue;
             }
             let kind = &nodes[i].kind;
+            let id = NodeId(i as u32);
+            // The users and binders of node i are final here: they are counted from nodes
+            // with larger ids (and from the roots, before the sweep).
+            if !kind.is_atom() && users[i] != 1 {
+                let msg = format!("compound expression has {} users; bind it to a variable to share it", users[i]);
+                tree_errors.push((id, msg));
+            } else if matches!(kind, ExprKind::Var { .. }) && binders[i] > 1 {
+                tree_errors.push((id, format!("variable {} is bound {} times", self.var_name(id), binders[i])));
+            }
             // The first operand that does not precede the node.
             let mut late = None;
             let res = visit_operands(func, kind, |o| {
@@ -244,7 +256,6 @@ impl Verifier<'_> {
                 }
             })
             .and_then(|()| self.check_tables(kind, n_ops));
-            let id = NodeId(i as u32);
             match res {
                 Err(msg) => shape_errors.push((id, msg)),
                 Ok(()) => match late {
@@ -285,27 +296,14 @@ impl Verifier<'_> {
         for (id, msg) in shape_errors.into_iter().rev() {
             self.err(Some(id), msg);
         }
-        // Phase 3: users (tree shape) and binders (bound exactly once), in arena order.
-        // A stable sort keeps each node's binders in their order.
+        // Phase 3: users (tree shape) and binders (bound exactly once), in arena order: the
+        // errors found by the sweep. A stable sort keeps each node's binders in their order.
         bad_binders.sort_by_key(|&(i, _)| i);
         for (i, v) in bad_binders {
             self.err(Some(NodeId(i as u32)), format!("bound {v} is not a variable"));
         }
-        for i in 0..n {
-            if !live[i] {
-                continue;
-            }
-            let id = NodeId(i as u32);
-            let is_var = matches!(nodes[i].kind, ExprKind::Var { .. });
-            if !nodes[i].kind.is_atom() && users[i] != 1 {
-                self.err(
-                    Some(id),
-                    format!("compound expression has {} users; bind it to a variable to share it", users[i]),
-                );
-            }
-            if is_var && binders[i] > 1 {
-                self.err(Some(id), format!("variable {} is bound {} times", self.var_name(id), binders[i]));
-            }
+        for (id, msg) in tree_errors.into_iter().rev() {
+            self.err(Some(id), msg);
         }
 
         // Phase 4: scopes.
@@ -420,9 +418,41 @@ impl Verifier<'_> {
                         }
                         ExprKind::Block { bindings, result } => {
                             let pairs = func.try_ids(bindings).unwrap_or(&[]);
+                            // Bindings whose value is an atom or a call of atoms (the common
+                            // case) are checked and bound right here, as their steps would do;
+                            // from the first other value on, the bindings become steps.
+                            let mut done = 0;
+                            for pair in pairs.chunks_exact(2) {
+                                let (var, value) = (pair[0], pair[1]);
+                                // In range: operands of the well-formed block.
+                                let v = value.index();
+                                if live[v] && wf[v] {
+                                    match nodes[v].kind {
+                                        ExprKind::Var { .. } => self.check_in_scope(value, in_scope, reported, binders),
+                                        ExprKind::Global { .. } | ExprKind::Const { .. } => {}
+                                        ExprKind::Call { args, .. } if !visited[v] => {
+                                            let args = func.try_ids(args).unwrap_or(&[]);
+                                            if !args.iter().all(|a| nodes[a.index()].kind.is_atom()) {
+                                                break;
+                                            }
+                                            visited[v] = true;
+                                            for &a in args {
+                                                let is_var = matches!(nodes[a.index()].kind, ExprKind::Var { .. });
+                                                if is_var && wf[a.index()] {
+                                                    self.check_in_scope(a, in_scope, reported, binders);
+                                                }
+                                            }
+                                        }
+                                        ExprKind::Call { .. } => {}
+                                        _ => break,
+                                    }
+                                }
+                                in_scope[var.index()] = true;
+                                done += 2;
+                            }
                             stack.push(Step::UnbindBlock(id));
                             stack.push(Step::Visit(result));
-                            for pair in pairs.chunks_exact(2).rev() {
+                            for pair in pairs[done..].chunks_exact(2).rev() {
                                 stack.push(Step::Bind(pair[0]));
                                 stack.push(Step::Visit(pair[1]));
                             }
@@ -937,6 +967,73 @@ pub(crate) mod tests {
         );
         // Without a module, globals are not resolved.
         check(&func, expect![[r#"ok"#]]);
+    }
+
+    #[test]
+    fn verify_reports_scope_errors_in_evaluation_order() {
+        let (add, relu) = ops();
+        // All-atom operands are checked in place, others through the walk: the order must be
+        // evaluation order either way.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let f1 = b.var("f1", None);
+        let f2 = b.var("f2", None);
+        let atoms = b.call(add, &[f2, f1], Attrs::new());
+        let f3 = b.var("f3", None);
+        let inner = b.call(relu, &[f3], Attrs::new());
+        let f4 = b.var("f4", None);
+        let mixed = b.call(add, &[inner, f4], Attrs::new());
+        let v = b.var("v", None);
+        let body = b.block(&[(v, atoms)], mixed);
+        let func = b.finish(&[x], body, None, Attrs::new());
+        check(
+            &func,
+            expect![[r#"
+                @main %2: unbound variable %f2
+                @main %1: unbound variable %f1
+                @main %4: unbound variable %f3
+                @main %6: unbound variable %f4
+            "#]],
+        );
+    }
+
+    #[test]
+    fn verify_module_tables_do_not_leak_between_functions() {
+        // `verify_module` reuses its per-node tables: a variable reported, in scope or bound in
+        // one function must not change what the next, smaller, function reports at the same ids.
+        let (add, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let free = b.var("free", None);
+        let r = b.call(add, &[x, free], Attrs::new());
+        let v = b.var("v", None);
+        let body = b.block(&[(v, r)], v);
+        let big = b.finish(&[x], body, None, Attrs::new());
+
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let free = b.var("free", None);
+        let r = b.call(relu, &[free], Attrs::new());
+        let small = b.finish(&[x], r, None, Attrs::new());
+
+        let mut m = Module::new();
+        m.add("big", big.clone()).unwrap();
+        m.add("small", small.clone()).unwrap();
+        m.add("big_again", big.clone()).unwrap();
+        let errs: Vec<String> = verify_module(&m).unwrap_err().iter().map(|e| e.to_string()).collect();
+        let mut alone = Vec::new();
+        for (name, f) in [("big", &big), ("small", &small), ("big_again", &big)] {
+            alone.extend(verify_function(Some(&m), name, f).unwrap_err().iter().map(|e| e.to_string()));
+        }
+        assert_eq!(errs, alone);
+        expect![[r#"
+            [
+                "@big %1: unbound variable %free",
+                "@small %1: unbound variable %free",
+                "@big_again %1: unbound variable %free",
+            ]
+        "#]]
+        .assert_debug_eq(&errs);
     }
 
     #[test]

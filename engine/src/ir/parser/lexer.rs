@@ -199,25 +199,33 @@ impl<'s> Lexer<'s> {
             return tok(Tok::Eof, start);
         }
         let b = self.src[start];
-        let single = |k| (k, start + 1);
-        let (kind, end) = match b {
-            b'(' => single(Tok::LParen),
-            b')' => single(Tok::RParen),
-            b'[' => single(Tok::LBrack),
-            b']' => single(Tok::RBrack),
-            b'{' => single(Tok::LBrace),
-            b'}' => single(Tok::RBrace),
-            b'<' => single(Tok::Lt),
-            b'>' => single(Tok::Gt),
-            b',' => single(Tok::Comma),
-            b';' => single(Tok::Semi),
-            b':' => single(Tok::Colon),
-            b'=' => single(Tok::Eq),
-            b'#' => single(Tok::Hash),
+        // The hot kinds (punctuation, `%name`, `@name`, identifiers) return at once; the rest
+        // share the tail below.
+        let punct = match b {
+            b'(' => Tok::LParen,
+            b')' => Tok::RParen,
+            b'[' => Tok::LBrack,
+            b']' => Tok::RBrack,
+            b'{' => Tok::LBrace,
+            b'}' => Tok::RBrace,
+            b'<' => Tok::Lt,
+            b'>' => Tok::Gt,
+            b',' => Tok::Comma,
+            b';' => Tok::Semi,
+            b':' => Tok::Colon,
+            b'=' => Tok::Eq,
+            b'#' => Tok::Hash,
             b'.' => {
                 self.after_dot = true;
-                single(Tok::Dot)
+                Tok::Dot
             }
+            _ => Tok::Eof,
+        };
+        if punct != Tok::Eof {
+            self.pos = start + 1;
+            return tok(punct, start + 1);
+        }
+        let (kind, end) = match b {
             b'-' if self.at(start + 1) == b'>' => (Tok::Arrow, start + 2),
             b'0'..=b'9' if after_dot => {
                 let mut i = start;
@@ -228,13 +236,15 @@ impl<'s> Lexer<'s> {
             }
             b'0'..=b'9' | b'-' => return self.number(start),
             b'%' | b'@' => {
-                let local = b == b'%';
                 let i = self.name_end(start + 1);
-                if i == start + 1 {
-                    (Tok::Bad, i)
-                } else {
-                    (if local { Tok::Local } else { Tok::Global }, i)
-                }
+                // Ends after an ASCII byte, so on a character boundary.
+                self.pos = i;
+                let kind = match (i == start + 1, b == b'%') {
+                    (true, _) => Tok::Bad,
+                    (false, true) => Tok::Local,
+                    (false, false) => Tok::Global,
+                };
+                return tok(kind, i);
             }
             b'"' => {
                 let mut i = start + 1;
@@ -312,5 +322,90 @@ impl<'s> Lexer<'s> {
         }
         self.pos = i;
         Token { kind: Tok::Number, kw: Kw::None, start: start as u32, end: i as u32, aux: aux as u32 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(src: &str) -> Vec<(Tok, Kw, &str)> {
+        let mut lexer = Lexer::new(src);
+        let mut out = Vec::new();
+        loop {
+            let t = lexer.next_token();
+            if t.kind == Tok::Eof {
+                return out;
+            }
+            out.push((t.kind, t.kw, &src[t.start as usize..t.end as usize]));
+        }
+    }
+
+    #[test]
+    fn lexer_marks_exactly_the_keywords() {
+        let src = "def let if else fn tensor full uniform normal true false Tensor \
+                   lets tanh truex fnord d e Tensors tensor.x iff le f32";
+        let got: Vec<(Kw, &str)> = kinds(src)
+            .into_iter()
+            .map(|(k, kw, text)| {
+                assert_eq!(k, Tok::Ident, "{text}");
+                (kw, text)
+            })
+            .collect();
+        let keywords = [
+            Kw::Def,
+            Kw::Let,
+            Kw::If,
+            Kw::Else,
+            Kw::Fn,
+            Kw::Tensor,
+            Kw::Full,
+            Kw::Uniform,
+            Kw::Normal,
+            Kw::True,
+            Kw::False,
+            Kw::TensorTy,
+        ];
+        for (i, kw) in keywords.iter().enumerate() {
+            assert_eq!(got[i], (*kw, kw.text()));
+        }
+        for (kw, text) in &got[keywords.len()..] {
+            assert_eq!(*kw, Kw::None, "{text} is not a keyword");
+        }
+        assert_eq!(got.len(), keywords.len() + 11);
+    }
+
+    #[test]
+    fn lexer_fast_paths_keep_token_kinds_and_spans() {
+        let got = kinds("let %v1 = add(%x, @g).0;% @ -> #[a]{}<>:\u{e9}");
+        let expect = [
+            (Tok::Ident, "let"),
+            (Tok::Local, "%v1"),
+            (Tok::Eq, "="),
+            (Tok::Ident, "add"),
+            (Tok::LParen, "("),
+            (Tok::Local, "%x"),
+            (Tok::Comma, ","),
+            (Tok::Global, "@g"),
+            (Tok::RParen, ")"),
+            (Tok::Dot, "."),
+            (Tok::Number, "0"),
+            (Tok::Semi, ";"),
+            (Tok::Bad, "%"),
+            (Tok::Bad, "@"),
+            (Tok::Arrow, "->"),
+            (Tok::Hash, "#"),
+            (Tok::LBrack, "["),
+            (Tok::Ident, "a"),
+            (Tok::RBrack, "]"),
+            (Tok::LBrace, "{"),
+            (Tok::RBrace, "}"),
+            (Tok::Lt, "<"),
+            (Tok::Gt, ">"),
+            (Tok::Colon, ":"),
+            (Tok::Bad, "\u{e9}"),
+        ];
+        let got: Vec<(Tok, &str)> = got.into_iter().map(|(k, _, t)| (k, t)).collect();
+        assert_eq!(got, expect);
     }
 }
