@@ -738,7 +738,12 @@ impl<'s> Parser<'s> {
             // A stand-in; the function is not kept.
             None => self.b.tuple(&self.operands[mark..]),
             Some(op) => {
-                self.check_call(op::get(op), n_args, &attrs, span);
+                let def = op::get(op);
+                // The common case needs no call: right arity, no attributes, none required.
+                let plain = def.arity.accepts(n_args) && attrs.is_empty() && !def.attrs.iter().any(|s| s.required);
+                if !plain {
+                    self.check_call(def, n_args, &attrs, span);
+                }
                 self.b.set_span(span);
                 self.b.call(op, &self.operands[mark..], attrs)
             }

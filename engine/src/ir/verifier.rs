@@ -318,7 +318,9 @@ impl Verifier<'_> {
 
         // Phase 5: operators, globals and types, in arena order.
         for i in 0..n {
-            if live[i] && wf[i] {
+            // Variables and constants have nothing to check here.
+            let atom = matches!(nodes[i].kind, ExprKind::Var { .. } | ExprKind::Const { .. });
+            if live[i] && wf[i] && !atom {
                 self.check_node(NodeId(i as u32));
             }
         }
@@ -503,18 +505,24 @@ impl Verifier<'_> {
     }
 
     /// Reports the use of variable `id` (live and well formed) if it is not in scope, once.
-    #[inline]
+    #[inline(always)]
     fn check_in_scope(&mut self, id: NodeId, in_scope: &[bool], reported: &mut [bool], binders: &[u32]) {
         let i = id.index();
         if !in_scope[i] && !reported[i] {
             reported[i] = true;
-            let msg = if binders[i] == 0 {
-                format!("unbound variable {}", self.var_name(id))
-            } else {
-                format!("variable {} used outside its scope", self.var_name(id))
-            };
-            self.err(Some(id), msg);
+            self.report_out_of_scope(id, binders[i]);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn report_out_of_scope(&mut self, id: NodeId, binders: u32) {
+        let msg = if binders == 0 {
+            format!("unbound variable {}", self.var_name(id))
+        } else {
+            format!("variable {} used outside its scope", self.var_name(id))
+        };
+        self.err(Some(id), msg);
     }
 
     /// Operator, global and type checks of one live, well-formed node.
