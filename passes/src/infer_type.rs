@@ -121,7 +121,10 @@ fn global_type(module: &Module, name: &str) -> Option<Type> {
 /// Phase 1: whether every node of `func` has a type and every global reference has the current
 /// type of its global (a callee whose signature changed makes its callers stale).
 fn already_typed(module: &Module, func: &Function) -> bool {
-    func.nodes().iter().all(|n| node_typed(module, func, n))
+    // Two tight loops: the first only reads each node's type tag; global references are rare.
+    let nodes = func.nodes();
+    nodes.iter().all(|n| n.ty.is_some())
+        && nodes.iter().all(|n| !matches!(n.kind, ExprKind::Global { .. }) || node_typed(module, func, n))
 }
 
 /// Phase 1 when some node lacks a type: whether only dead nodes do (a dead node whose type
@@ -131,7 +134,6 @@ fn live_typed(module: &Module, func: &Function) -> bool {
     func.nodes().iter().zip(live).all(|(n, l)| !l || node_typed(module, func, n))
 }
 
-#[inline]
 fn node_typed(module: &Module, func: &Function, n: &Node) -> bool {
     match (&n.ty, &n.kind) {
         (None, _) => false,
@@ -228,6 +230,7 @@ impl Infer<'_> {
         let func = self.func;
         let mut known = true;
         match *func.kind(id) {
+            ExprKind::Call { args, .. } => known = func.ids(args).iter().all(|&a| self.typed(a)),
             ExprKind::Func { idx } => known = self.typed(func.closure(idx).body),
             ExprKind::Block { result, .. } => known = self.typed(result),
             _ => func.for_each_operand(id, |o| known &= self.typed(o)),
@@ -395,14 +398,17 @@ impl Infer<'_> {
                             stack.push(Frame::Enter(func.closure(idx).body));
                         }
                         _ => {
-                            // Operands that are all atoms (the common case in A-normal form)
-                            // are typed here, and then the node, without stack frames.
-                            let mut atoms = true;
-                            func.for_each_operand(id, |o| atoms &= o.index() < n && func.kind(o).is_atom());
-                            if atoms {
-                                func.for_each_operand(id, |o| self.enter_atom(o));
-                                self.exit(id);
-                                continue;
+                            // A call whose arguments are all atoms (the common case in
+                            // A-normal form) is typed here, without stack frames.
+                            if let ExprKind::Call { args, .. } = kind {
+                                let args = func.ids(args);
+                                if args.iter().all(|&a| a.index() < n && func.kind(a).is_atom()) {
+                                    for &a in args {
+                                        self.enter_atom(a);
+                                    }
+                                    self.exit(id);
+                                    continue;
+                                }
                             }
                             stack.push(Frame::Exit(id));
                             let first = stack.len();
