@@ -487,13 +487,13 @@ fn infer_named(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<
             inf.walk(NodeId(i as u32), &mut stack);
         }
     }
-    let types: Vec<Option<Type>> = inf
-        .tys
-        .into_iter()
-        .zip(func.nodes())
-        .zip(live)
-        .map(|((t, node), l)| if l { t.or_else(|| node.ty.clone()) } else { node.ty.clone().or(t) })
-        .collect();
+    // Live nodes take the inferred type, dead ones keep theirs (the inferred one if none).
+    let mut types = inf.tys;
+    for ((t, node), l) in types.iter_mut().zip(func.nodes()).zip(live) {
+        if (l && t.is_none()) || (!l && node.ty.is_some()) {
+            t.clone_from(&node.ty);
+        }
+    }
     Ok(Arc::new(func.with_types(types)))
 }
 
@@ -664,5 +664,43 @@ mod tests {
         assert!(!Arc::ptr_eq(main, main2));
         assert!(diags.is_empty(), "{diags:?}");
         assert_eq!(main2.ty(main2.body()), Some(&t(&[4])));
+    }
+
+    #[test]
+    fn infer_type_keeps_attributes_apart_and_reports_every_failing_call() {
+        use passel_engine::ir::AttrValue;
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[2, 3])));
+        let y = b.var("y", Some(t(&[4])));
+        let sum = op::lookup("sum").unwrap();
+        let axis = |a: i64| Attrs::new().with("axis", AttrValue::Ints(vec![a].into()));
+        let s0 = b.call(sum, &[x], axis(0));
+        let s1 = b.call(sum, &[x], axis(1));
+        let s0_again = b.call(sum, &[x], axis(0));
+        let add = op::lookup("add").unwrap();
+        let bad1 = b.call(add, &[x, y], Attrs::new());
+        let bad2 = b.call(add, &[x, y], Attrs::new());
+        let ok = b.call(add, &[x, x], Attrs::new());
+        let body = b.tuple(&[s0, s1, s0_again, ok]);
+        let (m, f) = module_with("main", b.finish(&[x, y], body, None, Attrs::new()));
+        // Same operator and argument types, different attributes: different results.
+        let good = {
+            let mut g = (*f).clone().to_builder();
+            let body = g.tuple(&[s0, s1, s0_again, ok]);
+            let params = [x, y];
+            Arc::new(g.finish(&params, body, None, Attrs::new()))
+        };
+        let out = infer_function(&m, &good).unwrap();
+        assert_eq!(out.ty(s0), Some(&t(&[3])));
+        assert_eq!(out.ty(s1), Some(&t(&[2])));
+        assert_eq!(out.ty(s0_again), Some(&t(&[3])));
+        assert_eq!(out.ty(ok), Some(&t(&[2, 3])));
+        // Each failing call is reported, also when an identical call failed before.
+        let mut g = (*f).clone().to_builder();
+        let body = g.tuple(&[bad1, bad2]);
+        let bad = Arc::new(g.finish(&[x, y], body, None, Attrs::new()));
+        let diags = infer_function(&m, &bad).unwrap_err();
+        let nodes: Vec<NodeId> = diags.iter().map(|d| d.node).collect();
+        assert_eq!(nodes, vec![bad1, bad2], "{diags:?}");
     }
 }
