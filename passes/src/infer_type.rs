@@ -20,7 +20,9 @@
 //!    current type of that global, the function is returned as is. This is the common case
 //!    when InferType runs again on an unchanged function, and costs one pass over the node
 //!    array with no allocation. The registered pass first runs this scan over the whole
-//!    module and returns the module untouched when every function passes it.
+//!    module and returns the module untouched when every function passes it. When some
+//!    node lacks a type but the body and parameters have theirs, a liveness pass checks
+//!    whether only dead nodes (whose type could not be inferred) do.
 //! 2. A walk in evaluation order with an explicit stack (so variables get their binding's
 //!    type before their uses, whatever the arena order), computing types bottom-up. Each
 //!    compound node is visited once; re-entering a node still being visited (a cycle) or an
