@@ -254,7 +254,17 @@ impl Infer<'_> {
                     }
                     Some(def) => match def.check_attrs(attrs) {
                         Err(e) => Err(e),
-                        Ok(()) => (def.type_rel)(&arg_tys, attrs).map_err(|e| e.to_string()),
+                        Ok(()) => match (def.type_rel)(&arg_tys, attrs) {
+                            // The common case, stored directly rather than moved through
+                            // the result below.
+                            Ok(t) => {
+                                arg_tys.clear();
+                                self.arg_tys = arg_tys;
+                                self.tys[id.index()] = Some(t);
+                                return;
+                            }
+                            Err(e) => Err(e.to_string()),
+                        },
                     },
                 };
                 arg_tys.clear();
