@@ -146,6 +146,11 @@ pub type TypeRel = fn(args: &[Type], attrs: &Attrs) -> Result<Type, OpError>;
 /// `batch_norm`) return one tensor per field of their tuple result type; others return one.
 pub type Kernel = fn(args: &[Tensor], attrs: &Attrs, ctx: &mut KernelCtx) -> Result<Vec<Tensor>, OpError>;
 
+/// Evaluates an elementwise operator on `f32` scalars with exactly the arithmetic of its
+/// kernel (so the result is bit-identical to running the kernel on rank-0 `f32` tensors).
+/// `None` when the number of values is wrong. FoldConstant's fast path for scalar folds.
+pub type ScalarF32 = fn(args: &[f32]) -> Option<f32>;
+
 /// State a kernel may use: the random stream of stateful operators.
 pub struct KernelCtx {
     /// Random stream for stateful operators, seeded by the interpreter.
@@ -171,6 +176,9 @@ pub struct OpDef {
     pub type_rel: TypeRel,
     /// Reference kernel.
     pub kernel: Kernel,
+    /// The kernel's arithmetic on `f32` scalars, for operators whose `f32` result on rank-0
+    /// `f32` arguments is a rank-0 `f32` computed elementwise (unary float ops, arithmetic).
+    pub scalar_f32: Option<ScalarF32>,
     /// One-line description for `passel ops` and docs.
     pub doc: &'static str,
 }
@@ -237,6 +245,12 @@ fn registry() -> &'static Registry {
 /// The operator named `name`.
 pub fn lookup(name: &str) -> Option<OpId> {
     registry().by_name.get(name).copied()
+}
+
+/// The definition of `op`, or `None` for an id outside the registry (malformed input).
+#[inline]
+pub fn try_get(op: OpId) -> Option<&'static OpDef> {
+    registry().defs.get(op.0 as usize)
 }
 
 /// The definition of `op`.

@@ -28,15 +28,20 @@
 //! 2. One copy of the live nodes in arena order ([`crate::rewrite::Rewriter`]), folding each
 //!    node once its operands are copied; constants flow into uses through the rewriter's
 //!    constant propagation. The output is idempotent: a second run returns its input.
+//!    A call is evaluated only once all its arguments are known to be constants (nothing is
+//!    allocated for the others). Calls on rank-0 `f32` constants of an operator with a scalar
+//!    kernel ([`passel_engine::op::OpDef::scalar_f32`]: unary float ops and arithmetic) are
+//!    evaluated directly, bit-identical to the tensor kernel; everything else goes through
+//!    the reference kernel.
 
 use std::sync::Arc;
 
-use passel_engine::ir::{Constant, ExprKind, Function, NodeId, TensorType, Type};
-use passel_engine::op::KernelCtx;
+use passel_engine::ir::{Constant, ExprKind, Function, NodeId, Tensor, TensorData, TensorType, Type};
+use passel_engine::op::{self, KernelCtx, OpDef};
 use rand_chacha::rand_core::SeedableRng;
 use rustc_hash::FxHashMap;
 
-use crate::rewrite::{is_stateful, op_def, well_formed, Propagate, Rewriter};
+use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter};
 
 /// Largest number of elements of any input or output of a folded call.
 pub const FOLD_ELEMENT_BUDGET: u64 = 1 << 20;
@@ -97,6 +102,35 @@ fn has_type(c: &Constant, tt: &TensorType) -> bool {
     }
 }
 
+/// The scalar fast path: a call of an operator with an `f32` scalar kernel
+/// ([`passel_engine::op::OpDef::scalar_f32`]) on rank-0 dense `f32` constants is evaluated
+/// directly, with the kernel's own arithmetic, so the result is bit-identical to the general
+/// path without the tensor and interpreter machinery. `None` when it does not apply; the
+/// caller then takes the general path. Every argument is known to be a constant.
+fn fold_scalar_f32(rw: &mut Rewriter<'_>, def: &OpDef, args: &[NodeId]) -> Option<NodeId> {
+    let kernel = def.scalar_f32?;
+    if def.tuple_result || args.len() > 3 {
+        return None;
+    }
+    let f = rw.func;
+    let mut vals = [0f32; 3];
+    for (slot, &a) in vals.iter_mut().zip(args) {
+        let c = match *f.kind(a) {
+            ExprKind::Const { idx } => f.constant(idx),
+            _ => {
+                let new = rw.map(a);
+                rw.new_const(new)?
+            }
+        };
+        *slot = match &**c {
+            Constant::Dense(Tensor(TensorData::F32(x))) if x.ndim() == 0 => *x.first()?,
+            _ => return None,
+        };
+    }
+    let v = kernel(&vals[..args.len()])?;
+    Some(rw.constant(Arc::new(Constant::scalar_f32(v))))
+}
+
 fn fold_node(
     rw: &mut Rewriter<'_>,
     id: NodeId,
@@ -106,13 +140,25 @@ fn fold_node(
     let f = rw.func;
     match *f.kind(id) {
         ExprKind::Call { op, attrs, args } => {
-            let def = op_def(op)?;
+            let def = op::try_get(op)?;
             let args = f.ids(args);
             if def.stateful || args.is_empty() || !def.arity.accepts(args.len()) {
                 return None;
             }
+            // Most calls have a non-constant argument: find out before allocating anything.
+            // (`rw.map` copies an atom on first use; it is called exactly as the loop below
+            // would call it, and the loop's second call is a memo lookup.)
+            for &a in args {
+                if !matches!(f.kind(a), ExprKind::Const { .. }) {
+                    let new = rw.map(a);
+                    rw.new_const(new)?;
+                }
+            }
             let attrs = f.call_attrs(attrs);
             def.check_attrs(attrs).ok()?;
+            if let Some(folded) = fold_scalar_f32(rw, def, args) {
+                return Some(folded);
+            }
             let mut consts = Vec::with_capacity(args.len());
             let mut tys = Vec::with_capacity(args.len());
             for &a in args {
@@ -379,5 +425,35 @@ mod tests {
         let out = fold_constant(&func);
         let ExprKind::Const { idx } = *out.kind(out.body()) else { panic!("not folded") };
         assert_eq!(out.constant(idx).as_uniform_value(), Some(2.0));
+    }
+
+    #[test]
+    fn fold_constant_scalar_fast_path_gives_the_kernel_results() {
+        // f32 scalars take the fast path, f16 and i32 scalars the kernel; both agree with
+        // the operator's reference kernel, including rounding and NaN.
+        let cases: [(&str, DType, f64, f64); 6] = [
+            ("multiply", DType::F32, 3.0, 0.5),
+            ("divide", DType::F32, 1.0, 3.0),
+            ("maximum", DType::F32, f64::NAN, 1.0),
+            ("power", DType::F32, 2.0, 0.5),
+            ("multiply", DType::F16, 3.0, 0.1),
+            ("subtract", DType::I32, 7.0, 9.0),
+        ];
+        for (name, dtype, a, b) in cases {
+            let op = op::lookup(name).unwrap();
+            let (ta, tb) = (Tensor::scalar(dtype, a), Tensor::scalar(dtype, b));
+            let mut ctx = KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) };
+            let expected = (op::get(op).kernel)(&[ta.clone(), tb.clone()], &Attrs::new(), &mut ctx).unwrap().remove(0);
+            let mut fb = FunctionBuilder::new();
+            let c1 = fb.constant(Constant::Dense(ta));
+            let c2 = fb.constant(Constant::Dense(tb));
+            let body = fb.call(op, &[c1, c2], Attrs::new());
+            let func = Arc::new(fb.finish(&[], body, None, Attrs::new()));
+            let out = fold_constant(&func);
+            let ExprKind::Const { idx } = *out.kind(out.body()) else { panic!("{name} not folded") };
+            let Constant::Dense(got) = &**out.constant(idx) else { panic!("{name}: not dense") };
+            assert!(got.bit_eq(&expected), "{name} {dtype}: folded {got}, kernel {expected}");
+            assert_eq!(out.ty(out.body()), Some(&Type::scalar(dtype)));
+        }
     }
 }

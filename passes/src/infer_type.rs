@@ -10,23 +10,32 @@
 //! silently, so one mistake yields one diagnostic.
 //!
 //! What it deliberately does not do: invent types for unannotated parameters (of the function
-//! or of nested functions: that is an error), change declared result types, or type dead
-//! arena nodes (they keep whatever type they had).
+//! or of nested functions: that is an error), change declared result types, or report errors
+//! in dead arena nodes. Dead nodes keep the type they had; one without a type gets the type
+//! inferred for it when that succeeds (silently, never a diagnostic), so that the next run's
+//! quick scan finds every node typed and needs no liveness pass.
 //!
 //! Phases:
-//! 1. Quick scan: if every node already has a type, the function is returned as is. This is
-//!    the common case when InferType runs again on an unchanged function, and costs one pass
-//!    over the node array with no allocation.
+//! 1. Quick scan: if every node already has a type and every global reference's type is the
+//!    current type of that global, the function is returned as is. This is the common case
+//!    when InferType runs again on an unchanged function, and costs one pass over the node
+//!    array with no allocation. The registered pass first runs this scan over the whole
+//!    module and returns the module untouched when every function passes it. When some
+//!    node lacks a type but the body and parameters have theirs, a liveness pass checks
+//!    whether only dead nodes (whose type could not be inferred) do.
 //! 2. A walk in evaluation order with an explicit stack (so variables get their binding's
-//!    type before their uses, whatever the arena order), computing types bottom-up.
-//! 3. The types are written into a copy of the function ([`Function::with_types`]).
+//!    type before their uses, whatever the arena order), computing types bottom-up. Each
+//!    compound node is visited once; re-entering a node still being visited (a cycle) or an
+//!    id outside the arena is reported as a malformed function. Operator argument types are
+//!    passed to the type relation through one reused buffer.
+//! 3. The dead nodes without a type are walked the same way, silently.
+//! 4. The types are written into one copy of the function ([`Function::with_types`]).
 
 use std::sync::Arc;
 
-use passel_engine::ir::{ExprKind, Function, Module, NodeId, Span, Type};
+use passel_engine::ir::{DType, ExprKind, Function, Module, Node, NodeId, Span, Type};
+use passel_engine::op;
 use passel_engine::transform::{Diagnostic, PassContext, PassError};
-
-use crate::rewrite::{op_def, well_formed};
 
 /// A type error found by InferType.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -59,6 +68,10 @@ pub fn infer_function(module: &Module, func: &Arc<Function>) -> Result<Arc<Funct
 /// executor's workers (`ctx.map_functions`), each type error emitted as a diagnostic of the
 /// function it is in, in module order. The pass itself never fails on ill-typed input.
 pub fn infer_type_pass(m: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    // Re-running on a typed module must cost next to nothing: one scan, no task per function.
+    if m.iter().all(|(_, f)| already_typed(&m, f)) {
+        return Ok(m);
+    }
     let view = &m;
     let new = ctx.map_functions("InferType", view, |worker, name, func| {
         Ok(match infer_named(view, name, func) {
@@ -97,11 +110,61 @@ pub fn infer_module(m: &Module) -> (Module, Vec<TypeDiagnostic>) {
     (out, diags)
 }
 
+/// The type of global `name` in `module`: its signature, or the function type its parameter
+/// and body types give when it has no declared one.
+fn global_type(module: &Module, name: &str) -> Option<Type> {
+    let f = module.get(name)?;
+    f.signature().or_else(|| {
+        let params: Option<Vec<Type>> = f.params().iter().map(|&p| f.ty(p).cloned()).collect();
+        Some(Type::func(params?, f.ty(f.body())?.clone()))
+    })
+}
+
+/// Phase 1: whether every node of `func` has a type and every global reference has the current
+/// type of its global (a callee whose signature changed makes its callers stale).
+fn already_typed(module: &Module, func: &Function) -> bool {
+    // Two tight loops: the first only reads each node's type tag; global references are rare.
+    let nodes = func.nodes();
+    nodes.iter().all(|n| n.ty.is_some())
+        && nodes.iter().all(|n| !matches!(n.kind, ExprKind::Global { .. }) || node_typed(module, func, n))
+}
+
+/// Phase 1 when some node lacks a type: whether only dead nodes do (a dead node whose type
+/// cannot be inferred stays untyped). Costs a liveness pass.
+fn live_typed(module: &Module, func: &Function) -> bool {
+    let live = func.live_mask();
+    func.nodes().iter().zip(live).all(|(n, l)| !l || node_typed(module, func, n))
+}
+
+fn node_typed(module: &Module, func: &Function, n: &Node) -> bool {
+    match (&n.ty, &n.kind) {
+        (None, _) => false,
+        (Some(t), ExprKind::Global { name }) => func.try_sym(*name).is_some_and(|g| has_global_type(module, g, t)),
+        (Some(_), _) => true,
+    }
+}
+
+/// Whether `t` is [`global_type`]`(module, name)`, without building that type.
+fn has_global_type(module: &Module, name: &str, t: &Type) -> bool {
+    let (Some(f), Type::Func(ft)) = (module.get(name), t) else {
+        return false;
+    };
+    let params = f.params();
+    params.len() == ft.params.len()
+        && params.iter().zip(ft.params.iter()).all(|(&p, pt)| f.ty(p) == Some(pt))
+        && f.ret_ty().or_else(|| f.ty(f.body())) == Some(&ft.ret)
+}
+
 enum Frame {
     Enter(NodeId),
     Exit(NodeId),
     Bind(NodeId, NodeId),
 }
+
+/// Visit state of a compound node.
+const NEW: u8 = 0;
+const OPEN: u8 = 1;
+const DONE: u8 = 2;
 
 struct Infer<'a> {
     module: &'a Module,
@@ -109,27 +172,28 @@ struct Infer<'a> {
     name: &'a str,
     tys: Vec<Option<Type>>,
     reported: Vec<bool>,
+    state: Vec<u8>,
     diags: Vec<TypeDiagnostic>,
+    /// Walking dead nodes: errors are not reported and no type already found is replaced.
+    silent: bool,
+    /// Set when the arena is malformed (an id out of range or a cycle).
+    malformed: bool,
+    /// Argument types of the operator call being typed (reused across calls).
+    arg_tys: Vec<Type>,
 }
 
 impl Infer<'_> {
-    fn error(&mut self, node: NodeId, message: String) {
-        if std::mem::replace(&mut self.reported[node.index()], true) {
+    /// Reports `message` (built only when it is reported) at `node`, once per node.
+    fn error(&mut self, node: NodeId, message: impl FnOnce(&Self) -> String) {
+        if self.silent || std::mem::replace(&mut self.reported[node.index()], true) {
             return;
         }
+        let message = message(self);
         self.diags.push(TypeDiagnostic { func: self.name.into(), node, span: self.func.span(node), message });
     }
 
     fn var_name(&self, id: NodeId) -> String {
         format!("%{}", self.func.name_of(id).unwrap_or("?"))
-    }
-
-    fn global_type(&self, name: &str) -> Option<Type> {
-        let f = self.module.get(name)?;
-        f.signature().or_else(|| {
-            let params: Option<Vec<Type>> = f.params().iter().map(|&p| f.ty(p).cloned()).collect();
-            Some(Type::func(params?, f.ty(f.body())?.clone()))
-        })
     }
 
     fn enter_atom(&mut self, id: NodeId) {
@@ -140,69 +204,92 @@ impl Infer<'_> {
         match *func.kind(id) {
             ExprKind::Var { .. } => match func.ty(id) {
                 Some(t) => self.tys[id.index()] = Some(t.clone()),
-                None => {
-                    let msg = format!("cannot infer the type of {}: annotate it", self.var_name(id));
-                    self.error(id, msg)
-                }
+                None => self.error(id, |s| format!("cannot infer the type of {}: annotate it", s.var_name(id))),
             },
             ExprKind::Global { name } => {
-                let g = func.sym(name);
-                match self.global_type(g) {
+                let Some(g) = func.try_sym(name) else {
+                    return self.error(id, |_| "global reference with an unknown symbol".to_string());
+                };
+                match global_type(self.module, g) {
                     Some(t) => self.tys[id.index()] = Some(t),
                     None if self.module.contains(g) => {
-                        self.error(id, format!("the type of @{g} is unknown: annotate its parameters and result"))
+                        self.error(id, |_| format!("the type of @{g} is unknown: annotate its parameters and result"))
                     }
-                    None => self.error(id, format!("unknown global function @{g}")),
+                    None => self.error(id, |_| format!("unknown global function @{g}")),
                 }
             }
-            ExprKind::Const { idx } => self.tys[id.index()] = Some(func.constant(idx).ty()),
+            ExprKind::Const { idx } => {
+                // A constant node carries its type from the builder; build it only if missing.
+                let t = func.ty(id).cloned().unwrap_or_else(|| func.constant(idx).ty());
+                self.tys[id.index()] = Some(t)
+            }
             _ => {}
         }
     }
 
     fn exit(&mut self, id: NodeId) {
+        self.state[id.index()] = DONE;
         let func = self.func;
         let mut known = true;
         match *func.kind(id) {
-            ExprKind::Func { idx } => known = self.tys[func.closure(idx).body.index()].is_some(),
-            ExprKind::Block { result, .. } => known = self.tys[result.index()].is_some(),
-            _ => func.for_each_operand(id, |o| known &= self.tys[o.index()].is_some()),
+            ExprKind::Call { args, .. } => known = func.ids(args).iter().all(|&a| self.typed(a)),
+            ExprKind::Func { idx } => known = self.typed(func.closure(idx).body),
+            ExprKind::Block { result, .. } => known = self.typed(result),
+            _ => func.for_each_operand(id, |o| known &= self.typed(o)),
         }
         if !known {
             return;
         }
-        let ty = |i: NodeId| self.tys[i.index()].clone().unwrap_or_else(|| unreachable!());
         let res: Result<Type, String> = match *func.kind(id) {
             ExprKind::Call { op, attrs, args } => {
-                let arg_tys: Vec<Type> = func.ids(args).iter().map(|&a| ty(a)).collect();
-                match op_def(op) {
+                let args = func.ids(args);
+                let mut arg_tys = std::mem::take(&mut self.arg_tys);
+                arg_tys.clear();
+                arg_tys.extend(args.iter().map(|&a| self.ty(a).clone()));
+                let attrs = func.call_attrs(attrs);
+                let res = match op::try_get(op) {
                     None => Err(format!("unknown operator #{}", op.0)),
                     Some(def) if !def.arity.accepts(arg_tys.len()) => {
                         Err(format!("operator `{}` takes {} arguments, got {}", def.name, def.arity, arg_tys.len()))
                     }
-                    Some(def) => match def.check_attrs(func.call_attrs(attrs)) {
+                    Some(def) => match def.check_attrs(attrs) {
                         Err(e) => Err(e),
-                        Ok(()) => (def.type_rel)(&arg_tys, func.call_attrs(attrs)).map_err(|e| e.to_string()),
+                        Ok(()) => match (def.type_rel)(&arg_tys, attrs) {
+                            // The common case, stored directly rather than moved through
+                            // the result below.
+                            Ok(t) => {
+                                arg_tys.clear();
+                                self.arg_tys = arg_tys;
+                                self.tys[id.index()] = Some(t);
+                                return;
+                            }
+                            Err(e) => Err(e.to_string()),
+                        },
                     },
-                }
+                };
+                arg_tys.clear();
+                self.arg_tys = arg_tys;
+                res
             }
-            ExprKind::Apply { callee, args } => match ty(callee) {
+            ExprKind::Apply { callee, args } => match self.ty(callee) {
                 Type::Func(ft) => {
                     let args = func.ids(args);
                     if ft.params.len() != args.len() {
                         Err(format!("function takes {} arguments, got {}", ft.params.len(), args.len()))
                     } else if let Some((i, (p, a))) =
-                        ft.params.iter().zip(args).enumerate().find(|(_, (p, &a))| **p != ty(a))
+                        ft.params.iter().zip(args).enumerate().find(|(_, (p, &a))| *p != self.ty(a))
                     {
-                        Err(format!("argument {i} has type {}, expected {p}", ty(*a)))
+                        Err(format!("argument {i} has type {}, expected {p}", self.ty(*a)))
                     } else {
                         Ok(ft.ret.clone())
                     }
                 }
                 other => Err(format!("calling a value of type {other}, which is not a function")),
             },
-            ExprKind::Tuple { fields } => Ok(Type::tuple(func.ids(fields).iter().map(|&f| ty(f)).collect::<Vec<_>>())),
-            ExprKind::Proj { tuple, index } => match ty(tuple) {
+            ExprKind::Tuple { fields } => {
+                Ok(Type::tuple(func.ids(fields).iter().map(|&f| self.ty(f).clone()).collect::<Vec<_>>()))
+            }
+            ExprKind::Proj { tuple, index } => match self.ty(tuple) {
                 Type::Tuple(fields) => fields
                     .get(index as usize)
                     .cloned()
@@ -210,19 +297,20 @@ impl Infer<'_> {
                 other => Err(format!("projection .{index} of a non-tuple of type {other}")),
             },
             ExprKind::If { cond, then_, else_ } => {
-                let c = ty(cond);
-                let (t, e) = (ty(then_), ty(else_));
-                if c != Type::scalar(passel_engine::ir::DType::Bool) {
+                let c = self.ty(cond);
+                let (t, e) = (self.ty(then_), self.ty(else_));
+                let is_bool_scalar = c.as_tensor().is_some_and(|c| c.dtype == DType::Bool && c.shape.is_empty());
+                if !is_bool_scalar {
                     Err(format!("condition has type {c}, expected Tensor[(), bool]"))
                 } else if t != e {
                     Err(format!("branches have different types: {t} and {e}"))
                 } else {
-                    Ok(t)
+                    Ok(t.clone())
                 }
             }
             ExprKind::Func { idx } => {
                 let c = func.closure(idx);
-                let body = ty(c.body);
+                let body = self.ty(c.body);
                 let mut params = Vec::with_capacity(c.params.len as usize);
                 let mut missing = None;
                 for &p in func.ids(c.params) {
@@ -235,102 +323,196 @@ impl Infer<'_> {
                     (Some(p), _) => {
                         Err(format!("cannot infer the type of parameter {}: annotate it", self.var_name(p)))
                     }
-                    (None, Some(r)) if *r != body => Err(format!("body has type {body}, declared result is {r}")),
-                    (None, _) => Ok(Type::func(params, body)),
+                    (None, Some(r)) if r != body => Err(format!("body has type {body}, declared result is {r}")),
+                    (None, _) => Ok(Type::func(params, body.clone())),
                 }
             }
-            ExprKind::Block { result, .. } => Ok(ty(result)),
+            ExprKind::Block { result, .. } => Ok(self.ty(result).clone()),
             ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => return,
         };
         match res {
             Ok(t) => self.tys[id.index()] = Some(t),
-            Err(msg) => self.error(id, msg),
+            Err(msg) => self.error(id, |_| msg),
         }
     }
 
+    /// Whether a type was found for `id` (false for an id outside the arena).
+    fn typed(&self, id: NodeId) -> bool {
+        self.tys.get(id.index()).is_some_and(Option::is_some)
+    }
+
+    /// The type found for `id`; only called once `id` is known to have one.
+    fn ty(&self, id: NodeId) -> &Type {
+        self.tys[id.index()].as_ref().unwrap_or_else(|| unreachable!("operand types are checked first"))
+    }
+
     fn bind(&mut self, var: NodeId, value: NodeId) {
-        let vt = self.tys[value.index()].clone();
-        match (self.func.ty(var), vt) {
-            (Some(ann), Some(vt)) if *ann != vt => {
-                let msg = format!("{} is annotated {ann} but its value has type {vt}", self.var_name(var));
-                self.error(var, msg);
+        if self.silent && self.tys[var.index()].is_some() {
+            return;
+        }
+        let func = self.func;
+        match (func.ty(var), &self.tys[value.index()]) {
+            (Some(ann), Some(vt)) if ann != vt => {
+                let vt = vt.clone();
+                self.error(var, |s| format!("{} is annotated {ann} but its value has type {vt}", s.var_name(var)));
             }
             (Some(ann), _) => self.tys[var.index()] = Some(ann.clone()),
-            (None, vt) => self.tys[var.index()] = vt,
+            (None, vt) => self.tys[var.index()] = vt.clone(),
         }
         // A binding variable is typed here; its uses must not report it as unannotated.
         self.reported[var.index()] |= self.tys[var.index()].is_none();
     }
+
+    /// Walks the expression rooted at `root` in evaluation order (phase 2, or phase 3 when
+    /// `silent`).
+    fn walk(&mut self, root: NodeId, stack: &mut Vec<Frame>) {
+        let func = self.func;
+        let n = self.tys.len();
+        stack.push(Frame::Enter(root));
+        while let Some(frame) = stack.pop() {
+            match frame {
+                Frame::Enter(id) => {
+                    if id.index() >= n {
+                        self.malformed = true;
+                        continue;
+                    }
+                    let kind = *func.kind(id);
+                    if kind.is_atom() {
+                        self.enter_atom(id);
+                        continue;
+                    }
+                    match self.state[id.index()] {
+                        NEW => self.state[id.index()] = OPEN,
+                        // A node used by one of its own operands: not a post-order arena.
+                        OPEN => {
+                            self.malformed = true;
+                            continue;
+                        }
+                        // Visited already (a shared node, or a live node reached from a dead one).
+                        _ => continue,
+                    }
+                    match kind {
+                        ExprKind::Block { bindings, result } => {
+                            stack.push(Frame::Exit(id));
+                            stack.push(Frame::Enter(result));
+                            for pair in func.ids(bindings).chunks_exact(2).rev() {
+                                let (var, value) = (pair[0], pair[1]);
+                                // A dead block mostly re-binds live variables to live values.
+                                if self.silent && self.typed(var) && self.typed(value) {
+                                    continue;
+                                }
+                                stack.push(Frame::Bind(var, value));
+                                stack.push(Frame::Enter(value));
+                            }
+                        }
+                        ExprKind::Func { idx } => {
+                            stack.push(Frame::Exit(id));
+                            stack.push(Frame::Enter(func.closure(idx).body));
+                        }
+                        _ => {
+                            // A call whose arguments are all atoms (the common case in
+                            // A-normal form) is typed here, without stack frames.
+                            if let ExprKind::Call { args, .. } = kind {
+                                let args = func.ids(args);
+                                if args.iter().all(|&a| a.index() < n && func.kind(a).is_atom()) {
+                                    for &a in args {
+                                        self.enter_atom(a);
+                                    }
+                                    self.exit(id);
+                                    continue;
+                                }
+                            }
+                            stack.push(Frame::Exit(id));
+                            let first = stack.len();
+                            func.for_each_operand(id, |o| stack.push(Frame::Enter(o)));
+                            stack[first..].reverse();
+                        }
+                    }
+                }
+                Frame::Exit(id) => self.exit(id),
+                Frame::Bind(var, value) => {
+                    if var.index() >= n || value.index() >= n {
+                        self.malformed = true;
+                        continue;
+                    }
+                    self.bind(var, value)
+                }
+            }
+        }
+    }
 }
 
 fn infer_named(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<Function>, Vec<TypeDiagnostic>> {
-    if func.nodes().iter().all(|n| n.ty.is_some()) {
+    // The body and the parameters are always live: when one lacks a type, there is work.
+    let root_untyped = func.ty(func.body()).is_none() || func.params().iter().any(|&p| func.ty(p).is_none());
+    if already_typed(module, func) || (!root_untyped && live_typed(module, func)) {
         return Ok(Arc::clone(func));
-    }
-    let live = func.live_mask();
-    if func.nodes().iter().zip(&live).all(|(n, &l)| !l || n.ty.is_some()) {
-        return Ok(Arc::clone(func));
-    }
-    if !well_formed(func) {
-        let message = "malformed function: an operand does not precede its user".to_string();
-        return Err(vec![TypeDiagnostic { func: name.into(), node: func.body(), span: None, message }]);
     }
     let n = func.num_nodes();
-    let mut inf = Infer { module, func, name, tys: vec![None; n], reported: vec![false; n], diags: Vec::new() };
+    let malformed = || {
+        let message = "malformed function: an operand does not precede its user".to_string();
+        vec![TypeDiagnostic { func: name.into(), node: func.body(), span: None, message }]
+    };
+    if func.body().index() >= n || func.params().iter().any(|p| p.index() >= n) {
+        return Err(malformed());
+    }
+    let mut inf = Infer {
+        module,
+        func,
+        name,
+        tys: vec![None; n],
+        reported: vec![false; n],
+        state: vec![NEW; n],
+        diags: Vec::new(),
+        silent: false,
+        malformed: false,
+        arg_tys: Vec::with_capacity(4),
+    };
     for &p in func.params() {
         inf.enter_atom(p);
     }
-    let mut stack = vec![Frame::Enter(func.body())];
-    let mut scratch = Vec::new();
-    while let Some(frame) = stack.pop() {
-        match frame {
-            Frame::Enter(id) => match *func.kind(id) {
-                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => inf.enter_atom(id),
-                ExprKind::Block { bindings, result } => {
-                    stack.push(Frame::Exit(id));
-                    stack.push(Frame::Enter(result));
-                    for pair in func.ids(bindings).chunks_exact(2).rev() {
-                        stack.push(Frame::Bind(pair[0], pair[1]));
-                        stack.push(Frame::Enter(pair[1]));
-                    }
-                }
-                ExprKind::Func { idx } => {
-                    stack.push(Frame::Exit(id));
-                    stack.push(Frame::Enter(func.closure(idx).body));
-                }
-                _ => {
-                    stack.push(Frame::Exit(id));
-                    scratch.clear();
-                    func.for_each_operand(id, |o| scratch.push(o));
-                    stack.extend(scratch.iter().rev().map(|&o| Frame::Enter(o)));
-                }
-            },
-            Frame::Exit(id) => inf.exit(id),
-            Frame::Bind(var, value) => inf.bind(var, value),
-        }
+    let mut stack = Vec::with_capacity(64);
+    inf.walk(func.body(), &mut stack);
+    if inf.malformed {
+        return Err(malformed());
     }
-    if let (Some(ret), Some(body)) = (func.ret_ty(), inf.tys[func.body().index()].clone()) {
-        if *ret != body {
-            inf.error(func.body(), format!("body has type {body}, declared result is {ret}"));
+    if let (Some(ret), Some(body)) = (func.ret_ty(), &inf.tys[func.body().index()]) {
+        if ret != body {
+            let body = body.clone();
+            inf.error(func.body(), |_| format!("body has type {body}, declared result is {ret}"));
         }
     }
     if !inf.diags.is_empty() {
         return Err(inf.diags);
     }
-    let types: Vec<Option<Type>> = inf
-        .tys
-        .into_iter()
-        .zip(func.nodes())
-        .zip(live)
-        .map(|((t, node), l)| if l { t.or_else(|| node.ty.clone()) } else { node.ty.clone() })
-        .collect();
+    // Phase 3: live nodes are those the walk reached (compound nodes entered, atoms typed);
+    // the rest are dead. Roots first (a user has a larger id than its operands).
+    let mut live = inf.state.iter().map(|&s| s != NEW).collect::<Vec<bool>>();
+    for (i, node) in func.nodes().iter().enumerate() {
+        if node.kind.is_atom() {
+            live[i] = inf.tys[i].is_some();
+        }
+    }
+    inf.silent = true;
+    for i in (0..n).rev() {
+        if !live[i] && inf.tys[i].is_none() && func.nodes()[i].ty.is_none() {
+            inf.walk(NodeId(i as u32), &mut stack);
+        }
+    }
+    // Live nodes take the inferred type, dead ones keep theirs (the inferred one if none).
+    let mut types = inf.tys;
+    for ((t, node), l) in types.iter_mut().zip(func.nodes()).zip(live) {
+        if (l && t.is_none()) || (!l && node.ty.is_some()) {
+            t.clone_from(&node.ty);
+        }
+    }
     Ok(Arc::new(func.with_types(types)))
 }
 
 #[cfg(test)]
 mod tests {
-    use passel_engine::ir::{Attrs, Constant, DType, FunctionBuilder};
-    use passel_engine::op;
+    use passel_engine::ir::{Attrs, Constant, FunctionBuilder};
+    use passel_engine::transform::PassContext;
 
     use super::*;
 
@@ -422,5 +604,115 @@ mod tests {
         let diags = infer_function(&m, &f).unwrap_err();
         assert_eq!(diags.len(), 1);
         assert!(diags[0].message.contains("condition"));
+    }
+
+    #[test]
+    fn infer_type_types_dead_nodes_so_the_next_run_returns_the_same_arc() {
+        // A dead call of constants and a dead block, as FoldConstant leaves behind in
+        // append mode, next to a live body.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[2])));
+        let k1 = b.constant(Constant::scalar_f32(3.0));
+        let k2 = b.constant(Constant::scalar_f32(0.5));
+        let dead_call = b.call(op::lookup("multiply").unwrap(), &[k1, k2], Attrs::new());
+        let c = b.var("c", None);
+        let dead_use = b.call(op::lookup("add").unwrap(), &[x, c], Attrs::new());
+        let dead_block = b.block(&[(c, dead_call)], dead_use);
+        let orphan = b.var("orphan", None);
+        let body = b.call(op::lookup("relu").unwrap(), &[x], Attrs::new());
+        let (m, f) = module_with("main", b.finish(&[x], body, None, Attrs::new()));
+        let out = infer_function(&m, &f).unwrap();
+        assert_eq!(out.ty(body), Some(&t(&[2])));
+        assert_eq!(out.ty(dead_call), Some(&Type::scalar(DType::F32)));
+        assert_eq!(out.ty(c), Some(&Type::scalar(DType::F32)));
+        assert_eq!(out.ty(dead_block), Some(&t(&[2])));
+        // A dead node whose type cannot be inferred stays untyped, without a diagnostic...
+        assert_eq!(out.ty(orphan), None);
+        // ...and the next run still returns its input.
+        assert!(Arc::ptr_eq(&infer_function(&m, &out).unwrap(), &out));
+    }
+
+    #[test]
+    fn infer_type_pass_returns_a_typed_module_untouched() {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[2])));
+        let body = b.call(op::lookup("relu").unwrap(), &[x], Attrs::new());
+        let (m, _) = module_with("main", b.finish(&[x], body, None, Attrs::new()));
+        let ctx = PassContext::default();
+        let typed = infer_type_pass(m, &ctx).unwrap();
+        let again = infer_type_pass(typed.clone(), &ctx).unwrap();
+        assert!(Arc::ptr_eq(typed.get("main").unwrap(), again.get("main").unwrap()));
+        assert!(again.get("main").unwrap().nodes().iter().all(|n| n.ty.is_some()));
+    }
+
+    #[test]
+    fn infer_type_retypes_a_caller_when_its_callee_signature_changed() {
+        // `sum` gives a scalar, `relu` a tensor of the argument's shape.
+        let callee = |reduce: bool| {
+            let mut g = FunctionBuilder::new();
+            let x = g.var("x", Some(t(&[4])));
+            let (op_name, ret) = if reduce { ("sum", Type::scalar(DType::F32)) } else { ("relu", t(&[4])) };
+            let body = g.call(op::lookup(op_name).unwrap(), &[x], Attrs::new());
+            g.finish(&[x], body, Some(ret), Attrs::new())
+        };
+        let mut b = FunctionBuilder::new();
+        let y = b.var("y", Some(t(&[4])));
+        let gref = b.global("g");
+        let body = b.apply(gref, &[y]);
+        let caller = Arc::new(b.finish(&[y], body, None, Attrs::new()));
+        let mut m = Module::new();
+        m.add("g", callee(true)).unwrap();
+        m.add("main", Arc::clone(&caller)).unwrap();
+        let (typed, diags) = infer_module(&m);
+        assert!(diags.is_empty(), "{diags:?}");
+        let main = typed.get("main").unwrap();
+        assert_eq!(main.ty(main.body()), Some(&Type::scalar(DType::F32)));
+        // The callee's declared result changes: the caller's stored types are stale.
+        let mut m2 = Module::new();
+        m2.add("g", callee(false)).unwrap();
+        m2.add("main", Arc::clone(main)).unwrap();
+        let (retyped, diags) = infer_module(&m2);
+        let main2 = retyped.get("main").unwrap();
+        assert!(!Arc::ptr_eq(main, main2));
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(main2.ty(main2.body()), Some(&t(&[4])));
+    }
+
+    #[test]
+    fn infer_type_keeps_attributes_apart_and_reports_every_failing_call() {
+        use passel_engine::ir::AttrValue;
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[2, 3])));
+        let y = b.var("y", Some(t(&[4])));
+        let sum = op::lookup("sum").unwrap();
+        let axis = |a: i64| Attrs::new().with("axis", AttrValue::Ints(vec![a].into()));
+        let s0 = b.call(sum, &[x], axis(0));
+        let s1 = b.call(sum, &[x], axis(1));
+        let s0_again = b.call(sum, &[x], axis(0));
+        let add = op::lookup("add").unwrap();
+        let bad1 = b.call(add, &[x, y], Attrs::new());
+        let bad2 = b.call(add, &[x, y], Attrs::new());
+        let ok = b.call(add, &[x, x], Attrs::new());
+        let body = b.tuple(&[s0, s1, s0_again, ok]);
+        let (m, f) = module_with("main", b.finish(&[x, y], body, None, Attrs::new()));
+        // Same operator and argument types, different attributes: different results.
+        let good = {
+            let mut g = (*f).clone().to_builder();
+            let body = g.tuple(&[s0, s1, s0_again, ok]);
+            let params = [x, y];
+            Arc::new(g.finish(&params, body, None, Attrs::new()))
+        };
+        let out = infer_function(&m, &good).unwrap();
+        assert_eq!(out.ty(s0), Some(&t(&[3])));
+        assert_eq!(out.ty(s1), Some(&t(&[2])));
+        assert_eq!(out.ty(s0_again), Some(&t(&[3])));
+        assert_eq!(out.ty(ok), Some(&t(&[2, 3])));
+        // Each failing call is reported, also when an identical call failed before.
+        let mut g = (*f).clone().to_builder();
+        let body = g.tuple(&[bad1, bad2]);
+        let bad = Arc::new(g.finish(&[x, y], body, None, Attrs::new()));
+        let diags = infer_function(&m, &bad).unwrap_err();
+        let nodes: Vec<NodeId> = diags.iter().map(|d| d.node).collect();
+        assert_eq!(nodes, vec![bad1, bad2], "{diags:?}");
     }
 }

@@ -39,6 +39,10 @@ macro_rules! unary {
             tuple_result: false,
             type_rel: |args, _| elementwise::unary_rel($name, Unary::$f, args),
             kernel: |args, attrs, ctx| elementwise::unary($name, Unary::$f, args, attrs, ctx),
+            scalar_f32: Some(|args| match *args {
+                [x] => Some(Unary::$f.apply_f32(x)),
+                _ => None,
+            }),
             doc: $doc,
         }
     };
@@ -55,6 +59,10 @@ macro_rules! arith {
             tuple_result: false,
             type_rel: |args, _| elementwise::arith_rel($name, args),
             kernel: |args, attrs, ctx| elementwise::arith($name, Arith::$f, args, attrs, ctx),
+            scalar_f32: Some(|args| match *args {
+                [x, y] => Some(Arith::$f.apply_f32(x, y)),
+                _ => None,
+            }),
             doc: $doc,
         }
     };
@@ -71,6 +79,7 @@ macro_rules! compare {
             tuple_result: false,
             type_rel: |args, _| elementwise::compare_rel($name, args),
             kernel: |args, attrs, ctx| elementwise::compare($name, Cmp::$f, args, attrs, ctx),
+            scalar_f32: None,
             doc: $doc,
         }
     };
@@ -87,6 +96,7 @@ macro_rules! reduction {
             tuple_result: false,
             type_rel: |args, attrs| reduce::reduce_rel($name, ReduceKind::$f, args, attrs),
             kernel: |args, attrs, ctx| reduce::reduce($name, ReduceKind::$f, args, attrs, ctx),
+            scalar_f32: None,
             doc: $doc,
         }
     };
@@ -103,7 +113,7 @@ const fn simple(
     kernel: super::Kernel,
     doc: &'static str,
 ) -> OpDef {
-    OpDef { name, arity, attrs, pattern, stateful: false, tuple_result: false, type_rel, kernel, doc }
+    OpDef { name, arity, attrs, pattern, stateful: false, tuple_result: false, type_rel, kernel, scalar_f32: None, doc }
 }
 
 /// Every operator passel knows, in registry order.
@@ -199,6 +209,7 @@ pub(super) fn all() -> Vec<OpDef> {
             tuple_result: true,
             type_rel: nn::batch_norm_rel,
             kernel: nn::batch_norm,
+            scalar_f32: None,
             doc: "inference batch norm of (x, gamma, beta, mean, var) along `axis`; returns (out, mean, var)",
         },
         simple(
@@ -259,6 +270,7 @@ pub(super) fn all() -> Vec<OpDef> {
             tuple_result: true,
             type_rel: shape::split_rel,
             kernel: shape::split,
+            scalar_f32: None,
             doc: "splits x along `axis` into `indices_or_sections` equal parts (a tuple)",
         },
         simple(
@@ -300,6 +312,7 @@ pub(super) fn all() -> Vec<OpDef> {
             tuple_result: false,
             type_rel: create::random_uniform_rel,
             kernel: create::random_uniform,
+            scalar_f32: None,
             doc: "uniform samples in [low, high) from the evaluator's random stream (stateful)",
         },
     ]

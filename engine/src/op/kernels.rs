@@ -134,6 +134,32 @@ pub(crate) fn broadcast_shapes(op: &str, a: &[u64], b: &[u64]) -> Result<Vec<u64
         .collect()
 }
 
+/// The type of broadcasting `a` (the tensor type of `args[0]`) with `b` (of `args[1]`) to
+/// element type `dtype`. When the result has the shape and dtype of an argument (equal shapes,
+/// or a scalar or smaller operand against a tensor) that argument's type is returned (one
+/// reference count, no allocation); otherwise a new type is built by [`broadcast_shapes`].
+pub(crate) fn broadcast_type(
+    op: &str,
+    args: &[Type],
+    a: &TensorType,
+    b: &TensorType,
+    dtype: DType,
+) -> Result<Type, OpError> {
+    if a.dtype == dtype && broadcasts_into(&b.shape, &a.shape) {
+        return Ok(args[0].clone());
+    }
+    if b.dtype == dtype && broadcasts_into(&a.shape, &b.shape) {
+        return Ok(args[1].clone());
+    }
+    Ok(Type::tensor(broadcast_shapes(op, &a.shape, &b.shape)?, dtype))
+}
+
+/// Whether broadcasting `small` with `big` gives `big`'s shape: `small` has no more
+/// dimensions and each of its trailing-aligned dimensions equals `big`'s or is 1.
+fn broadcasts_into(small: &[u64], big: &[u64]) -> bool {
+    small.len() <= big.len() && small.iter().rev().zip(big.iter().rev()).all(|(&s, &b)| s == b || s == 1)
+}
+
 /// Normalises a possibly negative axis against `rank`.
 pub(crate) fn norm_axis(op: &str, axis: i64, rank: usize) -> Result<usize, OpError> {
     let r = rank as i64;

@@ -4,8 +4,8 @@
 use ndarray::{IxDyn, Zip};
 
 use super::{
-    arr, broadcast_shapes, check_arity, check_dims, out_dims, require_float, require_numeric, same_dtype, shape_str,
-    tensor_arg, to_f32, type_err, types_of, with_elem, zip2, Elem, KResult,
+    arr, broadcast_shapes, broadcast_type, check_arity, check_dims, out_dims, require_float, require_numeric,
+    same_dtype, shape_str, tensor_arg, to_f32, type_err, types_of, with_elem, zip2, Elem, KResult,
 };
 use crate::ir::{Attrs, DType, Tensor, Type};
 use crate::op::{KernelCtx, OpError};
@@ -31,7 +31,7 @@ impl Unary {
         matches!(self, Unary::Negative | Unary::Relu)
     }
 
-    fn apply_f32(self, x: f32) -> f32 {
+    pub(crate) fn apply_f32(self, x: f32) -> f32 {
         match self {
             Unary::Negative => -x,
             Unary::Exp => x.exp(),
@@ -161,7 +161,7 @@ pub(crate) enum Arith {
 }
 
 impl Arith {
-    fn apply_f32(self, x: f32, y: f32) -> f32 {
+    pub(crate) fn apply_f32(self, x: f32, y: f32) -> f32 {
         match self {
             Arith::Add => x + y,
             Arith::Sub => x - y,
@@ -196,7 +196,7 @@ pub(crate) fn arith_rel(op: &str, args: &[Type]) -> Result<Type, OpError> {
     let b = tensor_arg(op, args, 1)?;
     same_dtype(op, a, b)?;
     require_numeric(op, a)?;
-    Ok(Type::tensor(broadcast_shapes(op, &a.shape, &b.shape)?, a.dtype))
+    broadcast_type(op, args, a, b, a.dtype)
 }
 
 /// Kernel of the arithmetic operators.
@@ -262,7 +262,7 @@ pub(crate) fn compare_rel(op: &str, args: &[Type]) -> Result<Type, OpError> {
     let a = tensor_arg(op, args, 0)?;
     let b = tensor_arg(op, args, 1)?;
     same_dtype(op, a, b)?;
-    Ok(Type::tensor(broadcast_shapes(op, &a.shape, &b.shape)?, DType::Bool))
+    broadcast_type(op, args, a, b, DType::Bool)
 }
 
 /// Kernel of comparisons; compares in the element type itself (IEEE semantics for floats:

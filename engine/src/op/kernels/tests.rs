@@ -567,3 +567,69 @@ fn nn_relations_infer_shapes_and_reject_mismatches() {
     let t = rel("sum", &[f32t(&[2, 3, 4])], ints("axis", &[0, 2]).with("keepdims", AttrValue::Bool(true)));
     assert_eq!(t.unwrap().to_string(), "Tensor[(1, 3, 1), f32]");
 }
+
+#[test]
+fn broadcast_relations_reuse_the_argument_type_when_the_result_has_its_shape() {
+    let same = |a: &Type, b: &Type| match (a, b) {
+        (Type::Tensor(x), Type::Tensor(y)) => std::sync::Arc::ptr_eq(x, y),
+        _ => false,
+    };
+    let m = ty(&[2, 3], DType::F32);
+    let s = ty(&[], DType::F32);
+    let row = ty(&[3], DType::F32);
+    let col = ty(&[2, 1], DType::F32);
+    // Equal shapes, a scalar or a broadcastable row on either side: the tensor's own type.
+    for args in [[m.clone(), m.clone()], [m.clone(), s.clone()], [s.clone(), m.clone()], [row.clone(), m.clone()]] {
+        let out = rel("add", &args, Attrs::new()).unwrap();
+        assert_eq!(out, m);
+        assert!(same(&out, &args[0]) || same(&out, &args[1]), "{args:?}");
+    }
+    // A result shape neither argument has is still built: (3,) with (2, 1) is (2, 3).
+    assert_eq!(rel("multiply", &[row.clone(), col.clone()], Attrs::new()).unwrap(), m);
+    assert_eq!(rel("add", &[ty(&[1, 3], DType::F32), col], Attrs::new()).unwrap(), m);
+    // Comparisons change the dtype, so the argument's type is not reused.
+    assert_eq!(rel("less", &[m.clone(), s], Attrs::new()).unwrap(), ty(&[2, 3], DType::Bool));
+    let bools = ty(&[2, 3], DType::Bool);
+    let out = rel("equal", &[bools.clone(), bools.clone()], Attrs::new()).unwrap();
+    assert!(same(&out, &bools));
+    // Errors are unchanged: mismatched shapes and dtypes, and 0 against 1 broadcasts to 0.
+    assert!(rel_err("add", &[m.clone(), ty(&[4], DType::F32)], Attrs::new()).contains("do not broadcast"));
+    assert!(rel_err("add", &[m, ty(&[], DType::I32)], Attrs::new()).contains("dtype mismatch"));
+    let empty = rel("add", &[ty(&[0], DType::F32), ty(&[1], DType::F32)], Attrs::new()).unwrap();
+    assert_eq!(empty, ty(&[0], DType::F32));
+}
+
+#[test]
+fn scalar_f32_kernels_match_the_tensor_kernels_bit_for_bit() {
+    let values = [0.0f32, -0.0, 1.0, -1.5, 0.5, 3.0, 1e-40, 3.4e38, -7.25, f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
+    let mut checked = 0;
+    for (_, def) in op::all() {
+        let Some(scalar) = def.scalar_f32 else { continue };
+        assert!(!def.tuple_result && !def.stateful, "{}", def.name);
+        let n = match def.arity {
+            op::Arity::Exact(n) => n,
+            op::Arity::AtLeast(_) => panic!("{} has a scalar kernel but no fixed arity", def.name),
+        };
+        let mut combos: Vec<Vec<f32>> = vec![vec![]];
+        for _ in 0..n {
+            combos = combos.iter().flat_map(|c| values.iter().map(move |&v| [c.clone(), vec![v]].concat())).collect();
+        }
+        for args in combos {
+            let tensors: Vec<Tensor> = args.iter().map(|&v| Tensor::scalar_f32(v)).collect();
+            let expected = (def.kernel)(&tensors, &Attrs::new(), &mut ctx());
+            let got = scalar(&args);
+            match expected {
+                Ok(mut out) => {
+                    let out = out.remove(0);
+                    let got = Tensor::scalar_f32(got.unwrap_or_else(|| panic!("{} {args:?}", def.name)));
+                    assert!(out.bit_eq(&got), "{} {args:?}: kernel {out}, scalar {got}", def.name);
+                }
+                Err(e) => panic!("{} {args:?}: kernel failed ({e}) where the scalar path folds", def.name),
+            }
+            checked += 1;
+        }
+        // The wrong number of values is refused, never a panic.
+        assert_eq!(scalar(&vec![1.0; n + 1]), None, "{}", def.name);
+    }
+    assert!(checked > 100, "only {checked} cases");
+}
