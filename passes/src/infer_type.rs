@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use passel_engine::ir::{ExprKind, Function, Module, NodeId, Span, Type};
+use passel_engine::ir::{ExprKind, Function, Module, NodeId, Span, Type, TypeKind};
 use passel_engine::transform::{Diagnostic, PassContext, PassError};
 
 use crate::rewrite::{op_def, well_formed};
@@ -186,8 +186,8 @@ impl Infer<'_> {
                     },
                 }
             }
-            ExprKind::Apply { callee, args } => match ty(callee) {
-                Type::Func(ft) => {
+            ExprKind::Apply { callee, args } => match ty(callee).kind() {
+                TypeKind::Func(ft) => {
                     let args = func.ids(args);
                     if ft.params.len() != args.len() {
                         Err(format!("function takes {} arguments, got {}", ft.params.len(), args.len()))
@@ -199,15 +199,15 @@ impl Infer<'_> {
                         Ok(ft.ret.clone())
                     }
                 }
-                other => Err(format!("calling a value of type {other}, which is not a function")),
+                _ => Err(format!("calling a value of type {}, which is not a function", ty(callee))),
             },
             ExprKind::Tuple { fields } => Ok(Type::tuple(func.ids(fields).iter().map(|&f| ty(f)).collect::<Vec<_>>())),
-            ExprKind::Proj { tuple, index } => match ty(tuple) {
-                Type::Tuple(fields) => fields
+            ExprKind::Proj { tuple, index } => match ty(tuple).kind() {
+                TypeKind::Tuple(fields) => fields
                     .get(index as usize)
                     .cloned()
                     .ok_or_else(|| format!("projection .{index} of a tuple of {} fields", fields.len())),
-                other => Err(format!("projection .{index} of a non-tuple of type {other}")),
+                _ => Err(format!("projection .{index} of a non-tuple of type {}", ty(tuple))),
             },
             ExprKind::If { cond, then_, else_ } => {
                 let c = ty(cond);
