@@ -21,7 +21,7 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::ir::{Attrs, ClosureIdx, DType, ExprKind, Function, Module, NodeId, OpId, Tensor, Type};
+use crate::ir::{Attrs, ClosureIdx, DType, ExprKind, Function, Module, NodeId, OpId, Tensor, Type, TypeKind};
 use crate::op::{self, KernelCtx};
 
 #[cfg(test)]
@@ -694,19 +694,19 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
 fn check_value(value: &Value, ty: &Type) -> Result<(), String> {
     let mut stack = vec![(value, ty)];
     while let Some((v, t)) = stack.pop() {
-        match (v, t) {
-            (Value::Tensor(x), Type::Tensor(tt)) => {
+        match (v, t.kind()) {
+            (Value::Tensor(x), TypeKind::Tensor(tt)) => {
                 let shape_ok = x.shape().len() == tt.shape.len()
                     && x.shape().iter().zip(tt.shape.iter()).all(|(&a, &b)| a as u64 == b);
                 if !shape_ok || x.dtype() != tt.dtype {
                     return Err(format!("expected {t}, got {}", x.ty()));
                 }
             }
-            (Value::Tuple(fields), Type::Tuple(types)) if fields.len() == types.len() => {
+            (Value::Tuple(fields), TypeKind::Tuple(types)) if fields.len() == types.len() => {
                 stack.extend(fields.iter().zip(types.iter()));
             }
-            (Value::Func(_), Type::Func(_)) => {}
-            (v, t) => return Err(format!("expected {t}, got {}", v.describe())),
+            (Value::Func(_), TypeKind::Func(_)) => {}
+            (v, _) => return Err(format!("expected {t}, got {}", v.describe())),
         }
     }
     Ok(())
@@ -770,8 +770,8 @@ fn random_value(ty: &Type, rng: &mut ChaCha8Rng, depth: usize) -> Result<Value, 
     if depth > MAX_VALUE_DEPTH {
         return Err(format!("type nested deeper than {MAX_VALUE_DEPTH}"));
     }
-    match ty {
-        Type::Tensor(t) => {
+    match ty.kind() {
+        TypeKind::Tensor(t) => {
             let n = crate::op::kernels::element_count(&t.shape).map_err(|e| e.to_string())?;
             let vals: Vec<f64> = (0..n)
                 .map(|_| match t.dtype {
@@ -782,11 +782,11 @@ fn random_value(ty: &Type, rng: &mut ChaCha8Rng, depth: usize) -> Result<Value, 
                 .collect();
             Tensor::from_f64s(&t.shape, t.dtype, &vals).map(Value::Tensor).map_err(|e| e.to_string())
         }
-        Type::Tuple(fields) => fields
+        TypeKind::Tuple(fields) => fields
             .iter()
             .map(|f| random_value(f, rng, depth + 1))
             .collect::<Result<Vec<_>, _>>()
             .map(|v| Value::Tuple(v.into())),
-        Type::Func(_) => Err(format!("cannot make a random value of function type {ty}")),
+        TypeKind::Func(_) => Err(format!("cannot make a random value of function type {ty}")),
     }
 }

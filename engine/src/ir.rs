@@ -22,6 +22,6 @@ pub use parser::{parse_module, ParseError, ParseErrors, MAX_ERRORS, MAX_NESTING}
 pub use printer::{print_function, print_module, MAX_INDENT};
 pub use structural::{hash_function, module_structural_eq, module_structural_hash, structural_eq, structural_hash};
 pub use tensor::{Constant, Fill, Tensor, TensorData, TensorError, MAX_MATERIALIZED_ELEMENTS};
-pub use ty::{DType, FuncType, TensorType, Type};
+pub use ty::{DType, FuncType, TensorType, Type, TypeKind};
 pub use verifier::{verify_function, verify_module, VerifyError};
 pub use visit::{fold, mutate, visit, ExprFunctor, ExprMutator, ExprVisitor, Memo, RewriteCx, Scope};

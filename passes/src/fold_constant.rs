@@ -36,7 +36,7 @@
 
 use std::sync::Arc;
 
-use passel_engine::ir::{Constant, ExprKind, Function, NodeId, Tensor, TensorData, TensorType, Type};
+use passel_engine::ir::{Constant, ExprKind, Function, NodeId, Tensor, TensorData, TensorType, Type, TypeKind};
 use passel_engine::op::{self, KernelCtx, OpDef};
 use rand_chacha::rand_core::SeedableRng;
 use rustc_hash::FxHashMap;
@@ -171,7 +171,7 @@ fn fold_node(
                     }
                 };
                 let ty = match ty {
-                    Some(t @ Type::Tensor(tt)) if has_type(c, tt) => t.clone(),
+                    Some(t) if t.as_tensor().is_some_and(|tt| has_type(c, tt)) => t.clone(),
                     _ => c.ty(),
                 };
                 if ty.as_tensor().and_then(|t| t.num_elements()).is_none_or(|n| n > FOLD_ELEMENT_BUDGET) {
@@ -181,9 +181,9 @@ fn fold_node(
                 tys.push(ty);
             }
             let out_ty = (def.type_rel)(&tys, attrs).ok()?;
-            let out_tys: Vec<Type> = match (&out_ty, def.tuple_result) {
-                (Type::Tensor(_), false) => vec![out_ty.clone()],
-                (Type::Tuple(fields), true) => fields.to_vec(),
+            let out_tys: Vec<Type> = match (out_ty.kind(), def.tuple_result) {
+                (TypeKind::Tensor(_), false) => vec![out_ty.clone()],
+                (TypeKind::Tuple(fields), true) => fields.to_vec(),
                 _ => return None,
             };
             let mut total = 0u64;

@@ -33,7 +33,7 @@
 
 use std::sync::Arc;
 
-use passel_engine::ir::{DType, ExprKind, Function, Module, Node, NodeId, Span, Type};
+use passel_engine::ir::{DType, ExprKind, Function, Module, Node, NodeId, Span, Type, TypeKind};
 use passel_engine::op;
 use passel_engine::transform::{Diagnostic, PassContext, PassError};
 
@@ -146,7 +146,7 @@ fn node_typed(module: &Module, func: &Function, n: &Node) -> bool {
 
 /// Whether `t` is [`global_type`]`(module, name)`, without building that type.
 fn has_global_type(module: &Module, name: &str, t: &Type) -> bool {
-    let (Some(f), Type::Func(ft)) = (module.get(name), t) else {
+    let (Some(f), Some(ft)) = (module.get(name), t.as_func()) else {
         return false;
     };
     let params = f.params();
@@ -271,8 +271,8 @@ impl Infer<'_> {
                 self.arg_tys = arg_tys;
                 res
             }
-            ExprKind::Apply { callee, args } => match self.ty(callee) {
-                Type::Func(ft) => {
+            ExprKind::Apply { callee, args } => match self.ty(callee).kind() {
+                TypeKind::Func(ft) => {
                     let args = func.ids(args);
                     if ft.params.len() != args.len() {
                         Err(format!("function takes {} arguments, got {}", ft.params.len(), args.len()))
@@ -284,17 +284,17 @@ impl Infer<'_> {
                         Ok(ft.ret.clone())
                     }
                 }
-                other => Err(format!("calling a value of type {other}, which is not a function")),
+                _ => Err(format!("calling a value of type {}, which is not a function", self.ty(callee))),
             },
             ExprKind::Tuple { fields } => {
                 Ok(Type::tuple(func.ids(fields).iter().map(|&f| self.ty(f).clone()).collect::<Vec<_>>()))
             }
-            ExprKind::Proj { tuple, index } => match self.ty(tuple) {
-                Type::Tuple(fields) => fields
+            ExprKind::Proj { tuple, index } => match self.ty(tuple).kind() {
+                TypeKind::Tuple(fields) => fields
                     .get(index as usize)
                     .cloned()
                     .ok_or_else(|| format!("projection .{index} of a tuple of {} fields", fields.len())),
-                other => Err(format!("projection .{index} of a non-tuple of type {other}")),
+                _ => Err(format!("projection .{index} of a non-tuple of type {}", self.ty(tuple))),
             },
             ExprKind::If { cond, then_, else_ } => {
                 let c = self.ty(cond);

@@ -310,7 +310,7 @@ impl Constant {
 
     /// The constant's type.
     pub fn ty(&self) -> Type {
-        Type::Tensor(std::sync::Arc::new(self.tensor_type()))
+        Type::from(self.tensor_type())
     }
 
     /// The concrete tensor. Fills larger than [`MAX_MATERIALIZED_ELEMENTS`] are an error.

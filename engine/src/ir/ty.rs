@@ -97,21 +97,54 @@ pub struct FuncType {
     pub ret: Type,
 }
 
-/// A type. Cheap to clone (one reference count).
+/// A type. Cheap to clone (one reference count) and one pointer wide, so that an
+/// `Option<Type>` in every arena node costs 8 bytes. Match on [`Type::kind`] (or through
+/// `Deref`) to see which kind it is.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Type(Arc<TypeKind>);
+
+/// What a [`Type`] is.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
-pub enum Type {
+pub enum TypeKind {
     /// A tensor.
-    Tensor(Arc<TensorType>),
+    Tensor(TensorType),
     /// A tuple of values.
-    Tuple(Arc<[Type]>),
+    Tuple(Box<[Type]>),
     /// A function.
-    Func(Arc<FuncType>),
+    Func(FuncType),
+}
+
+impl std::ops::Deref for Type {
+    type Target = TypeKind;
+
+    #[inline]
+    fn deref(&self) -> &TypeKind {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl From<TypeKind> for Type {
+    fn from(kind: TypeKind) -> Type {
+        Type(Arc::new(kind))
+    }
+}
+
+impl From<TensorType> for Type {
+    fn from(t: TensorType) -> Type {
+        Type::from(TypeKind::Tensor(t))
+    }
 }
 
 impl Type {
     /// A tensor type.
     pub fn tensor(shape: impl Into<Box<[u64]>>, dtype: DType) -> Type {
-        Type::Tensor(Arc::new(TensorType { shape: shape.into(), dtype }))
+        Type::from(TensorType { shape: shape.into(), dtype })
     }
 
     /// A scalar tensor type.
@@ -120,19 +153,50 @@ impl Type {
     }
 
     /// A tuple type.
-    pub fn tuple(fields: impl Into<Arc<[Type]>>) -> Type {
-        Type::Tuple(fields.into())
+    pub fn tuple(fields: impl Into<Box<[Type]>>) -> Type {
+        Type::from(TypeKind::Tuple(fields.into()))
     }
 
     /// A function type.
     pub fn func(params: impl Into<Box<[Type]>>, ret: Type) -> Type {
-        Type::Func(Arc::new(FuncType { params: params.into(), ret }))
+        Type::from(TypeKind::Func(FuncType { params: params.into(), ret }))
+    }
+
+    /// What kind of type this is.
+    #[inline]
+    pub fn kind(&self) -> &TypeKind {
+        &self.0
+    }
+
+    /// Whether `self` and `other` are the same allocation (which implies equal).
+    #[inline]
+    pub fn ptr_eq(&self, other: &Type) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// The tensor type, if this is one.
+    #[inline]
     pub fn as_tensor(&self) -> Option<&TensorType> {
-        match self {
-            Type::Tensor(t) => Some(t),
+        match &*self.0 {
+            TypeKind::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The field types, if this is a tuple type.
+    #[inline]
+    pub fn as_tuple(&self) -> Option<&[Type]> {
+        match &*self.0 {
+            TypeKind::Tuple(fields) => Some(fields),
+            _ => None,
+        }
+    }
+
+    /// The function type, if this is one.
+    #[inline]
+    pub fn as_func(&self) -> Option<&FuncType> {
+        match &*self.0 {
+            TypeKind::Func(f) => Some(f),
             _ => None,
         }
     }
@@ -142,8 +206,8 @@ impl fmt::Display for Type {
     /// Text syntax: `Tensor[(4, 4), f32]`, `(T1, T2)`, `fn(T1, T2) -> T3`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Types nest only as deep as the text that wrote them, which the parser bounds.
-        match self {
-            Type::Tensor(t) => {
+        match self.kind() {
+            TypeKind::Tensor(t) => {
                 f.write_str("Tensor[(")?;
                 for (i, d) in t.shape.iter().enumerate() {
                     if i > 0 {
@@ -156,7 +220,7 @@ impl fmt::Display for Type {
                 }
                 write!(f, "), {}]", t.dtype)
             }
-            Type::Tuple(fields) => {
+            TypeKind::Tuple(fields) => {
                 f.write_str("(")?;
                 for (i, t) in fields.iter().enumerate() {
                     if i > 0 {
@@ -169,7 +233,7 @@ impl fmt::Display for Type {
                 }
                 f.write_str(")")
             }
-            Type::Func(ft) => {
+            TypeKind::Func(ft) => {
                 f.write_str("fn(")?;
                 for (i, t) in ft.params.iter().enumerate() {
                     if i > 0 {
@@ -196,5 +260,11 @@ mod tests {
         assert_eq!(t.to_string(), "(Tensor[(), f32], Tensor[(), i32])");
         let f = Type::func(vec![Type::scalar(DType::F32)], Type::scalar(DType::F16));
         assert_eq!(f.to_string(), "fn(Tensor[(), f32]) -> Tensor[(), f16]");
+    }
+
+    #[test]
+    fn optional_type_is_one_pointer_wide() {
+        // Every arena node holds an `Option<Type>`; keep it at 8 bytes.
+        assert_eq!(std::mem::size_of::<Option<Type>>(), std::mem::size_of::<usize>());
     }
 }

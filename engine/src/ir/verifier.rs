@@ -24,7 +24,7 @@ use super::expr::{ExprKind, Span};
 use super::function::Function;
 use super::ids::{ClosureIdx, NodeId};
 use super::module::Module;
-use super::ty::{DType, Type};
+use super::ty::{DType, Type, TypeKind};
 use crate::op;
 
 /// One broken invariant: in which function, at which node, and what is wrong.
@@ -584,11 +584,12 @@ impl Verifier<'_> {
                     }
                 }
             }
-            ExprKind::Proj { tuple, index } => match self.ty(tuple).cloned() {
-                Some(Type::Tuple(fields)) => match fields.get(index as usize) {
-                    None => self
-                        .err(Some(id), format!("projection .{index} out of range for {}", Type::Tuple(fields.clone()))),
-                    Some(ft) => {
+            ExprKind::Proj { tuple, index } => {
+                let Some(tt) = self.ty(tuple).cloned() else { return };
+                match tt.as_tuple().map(|fields| fields.get(index as usize)) {
+                    None => self.err(Some(id), format!("projection .{index} of non-tuple type {tt}")),
+                    Some(None) => self.err(Some(id), format!("projection .{index} out of range for {tt}")),
+                    Some(Some(ft)) => {
                         if let Some(nt) = node_ty {
                             if nt != ft {
                                 self.err(
@@ -598,10 +599,8 @@ impl Verifier<'_> {
                             }
                         }
                     }
-                },
-                Some(t) => self.err(Some(id), format!("projection .{index} of non-tuple type {t}")),
-                None => {}
-            },
+                }
+            }
             ExprKind::If { cond, then_, else_ } => {
                 if let Some(ct) = self.ty(cond).cloned() {
                     let scalar_bool = ct.as_tensor().is_some_and(|t| t.shape.is_empty() && t.dtype == DType::Bool);
@@ -666,9 +665,11 @@ impl Verifier<'_> {
                         g.ret_ty().cloned(),
                     )
                 }
-                _ => match self.ty(callee) {
-                    Some(Type::Func(ft)) => (ft.params.iter().cloned().map(Some).collect(), Some(ft.ret.clone())),
-                    Some(t) => {
+                _ => match self.ty(callee).map(|t| (t, t.kind())) {
+                    Some((_, TypeKind::Func(ft))) => {
+                        (ft.params.iter().cloned().map(Some).collect(), Some(ft.ret.clone()))
+                    }
+                    Some((t, _)) => {
                         self.err(Some(callee), format!("called value has non-function type {t}"));
                         return;
                     }

@@ -89,9 +89,9 @@ pub(crate) fn check_arity(op: &str, n: usize, expected: usize) -> Result<(), OpE
 
 /// Argument `i` as a tensor type; tuples and functions are errors.
 pub(crate) fn tensor_arg<'a>(op: &str, args: &'a [Type], i: usize) -> Result<&'a TensorType, OpError> {
-    match args.get(i) {
-        Some(Type::Tensor(t)) => Ok(t),
-        Some(other) => Err(type_err(op, format_args!("argument {} must be a tensor, got {other}", i + 1))),
+    match args.get(i).map(|t| (t.as_tensor(), t)) {
+        Some((Some(t), _)) => Ok(t),
+        Some((None, other)) => Err(type_err(op, format_args!("argument {} must be a tensor, got {other}", i + 1))),
         None => Err(type_err(op, format_args!("missing argument {}", i + 1))),
     }
 }
@@ -235,9 +235,9 @@ pub(crate) fn types_of(args: &[Tensor]) -> Vec<Type> {
 
 /// The tensor type of a relation's result, as `usize` dims.
 pub(crate) fn out_dims(ty: &Type) -> Result<(Vec<usize>, DType), OpError> {
-    match ty {
-        Type::Tensor(t) => Ok((dims_usize(&t.shape)?, t.dtype)),
-        _ => Err(OpError::Invalid("expected a tensor result type".into())),
+    match ty.as_tensor() {
+        Some(t) => Ok((dims_usize(&t.shape)?, t.dtype)),
+        None => Err(OpError::Invalid("expected a tensor result type".into())),
     }
 }
 

@@ -19,7 +19,7 @@ pub(crate) fn fill_rel(op: &str, args: &[Type], attrs: &Attrs) -> Result<Type, O
 pub(crate) fn fill(op: &str, value: f64, args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
     let ty = fill_rel(op, &[], attrs)?;
     check_arity(op, args.len(), 0)?;
-    let Type::Tensor(t) = ty else { return Err(type_err(op, "expected a tensor result type")) };
+    let Some(t) = ty.as_tensor() else { return Err(type_err(op, "expected a tensor result type")) };
     Ok(vec![Tensor::full(&t.shape, t.dtype, value)?])
 }
 

@@ -232,7 +232,7 @@ fn conv_geometry(args: &[Type], attrs: &Attrs) -> Result<(Conv, TensorType), OpE
 /// `padding` is `[p]`, `[ph, pw]` or TVM's `[top, left, bottom, right]`.
 pub(crate) fn conv2d_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (_, ty) = conv_geometry(args, attrs)?;
-    Ok(Type::Tensor(ty.into()))
+    Ok(Type::from(ty))
 }
 
 /// Kernel of `conv2d`: im2col per image and group, then one matrix product.
