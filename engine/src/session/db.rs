@@ -327,7 +327,7 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Pass
 fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
     let k = id.stage(db);
     let stage = stage_desc(db, id);
-    let Some(Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split }) = stage else {
+    let Some(Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split, firewall }) = stage else {
         return BarrierOut(Arc::new(Ok((Module::new(), Vec::new()))));
     };
     let names = names_at(db, id);
@@ -345,7 +345,7 @@ fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
         db.record(k, name);
     }
     db.unwind_if_revision_cancelled();
-    let stage = Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split };
+    let stage = Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split, firewall };
     BarrierOut(Arc::new(run_module_stage(&stage, module)))
 }
 

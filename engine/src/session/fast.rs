@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::db::{callees, run_function_stage, run_module_stage, view_with, FnVal, StageCache};
-use super::plan::{Plan, StageKind};
+use super::plan::{Plan, Stage, StageKind};
 use super::same::{same_function, same_signature};
+use super::FirewallCheck;
 use crate::ir::{Function, Module};
 use crate::transform::{Diagnostic, PassError};
 
@@ -44,6 +45,8 @@ pub(crate) struct Cache {
     index: Vec<Positions>,
     /// The output module of the run.
     output: Module,
+    /// The run's diagnostics (before moving them with their functions' spans).
+    diagnostics: Vec<Diagnostic>,
 }
 
 impl Cache {
@@ -53,6 +56,7 @@ impl Cache {
         sources: FxHashMap<Arc<str>, Arc<Function>>,
         stages: Vec<StageCache>,
         output: Module,
+        diagnostics: Vec<Diagnostic>,
     ) -> Cache {
         let mut index: Vec<Positions> = Vec::with_capacity(stages.len());
         let mut last: Option<(Arc<Vec<Arc<str>>>, Positions)> = None;
@@ -70,7 +74,7 @@ impl Cache {
             };
             index.push(map);
         }
-        Cache { names, sources, stages, index, output }
+        Cache { names, sources, stages, index, output, diagnostics }
     }
 
     /// The function `name` entering stage `k` (after this run's updates of earlier stages).
@@ -147,6 +151,7 @@ pub(crate) fn run_edit(
         cache.sources.insert(name.clone(), new.clone());
     }
     let mut stages = Vec::with_capacity(plan.stages.len());
+    let mut diags_changed = false;
     for (k, stage) in plan.stages.iter().enumerate() {
         let start = Instant::now();
         let mut recomputed = Vec::new();
@@ -188,11 +193,24 @@ pub(crate) fn run_edit(
                     if outs[i].func != out.func {
                         next.insert(name.clone(), (outs[i].func.0.clone(), out.func.0.clone()));
                     }
+                    diags_changed |= outs[i].diags != out.diags;
                     outs[i] = out;
                     recomputed.push(name.clone());
                 }
             }
             StageKind::Module(_) if changed.is_empty() => entered = cache.count_at(k),
+            StageKind::Module(_) if firewall_holds(stage, k, cache, &changed) => {
+                // The pass would leave the changed functions as they come and the rest as
+                // they were: update the previous output in place.
+                entered = cache.count_at(k);
+                let StageCache::Module { out, .. } = &mut cache.stages[k] else { return Ok(None) };
+                for (name, (_, new)) in &changed {
+                    if let Some(prev) = out.get(name).cloned() {
+                        out.insert(name, new.clone());
+                        next.insert(name.clone(), (prev, new.clone()));
+                    }
+                }
+            }
             StageKind::Module(_) => {
                 let names = cache.names_at(k);
                 entered = names.len();
@@ -216,6 +234,7 @@ pub(crate) fn run_edit(
                     }
                 }
                 *out = new_out;
+                diags_changed |= *diags != new_diags;
                 *diags = new_diags;
                 recomputed = names.clone();
             }
@@ -226,9 +245,14 @@ pub(crate) fn run_edit(
     // The functions whose final output changed are replaced in the previous output; the
     // function list is the same (a changed list gave up above).
     for (name, (_, new)) in &changed {
-        cache.output.insert(name, new.clone());
+        if cache.output.contains(name) {
+            cache.output.insert(name, new.clone());
+        }
     }
     let module = cache.output.clone();
+    if !diags_changed {
+        return Ok(Some(FastRun { module, diagnostics: cache.diagnostics.clone(), stages }));
+    }
     let mut diagnostics = Vec::new();
     for (stage, out) in plan.stages.iter().zip(&cache.stages) {
         match (&stage.kind, out) {
@@ -243,5 +267,20 @@ pub(crate) fn run_edit(
             _ => return Ok(None),
         }
     }
+    cache.diagnostics = diagnostics.clone();
     Ok(Some(FastRun { module, diagnostics, stages }))
+}
+
+/// Whether stage `k` (a module stage) has a firewall that holds for every change in
+/// `changed`: each changed function is unaffected by the firewall's test, and the pass had
+/// dropped it or left it as it came (so it would leave the new input as it comes).
+fn firewall_holds(stage: &Stage, k: usize, cache: &Cache, changed: &Changed) -> bool {
+    let (Some(firewall), StageCache::Module { out, .. }) = (&stage.firewall, &cache.stages[k]) else {
+        return false;
+    };
+    let lookup = |name: &str| cache.input(k, name);
+    changed.iter().all(|(name, (old, new))| {
+        let check = FirewallCheck { name, old, new, lookup: &lookup, ctx: &stage.ctx };
+        out.get(name).is_none_or(|prev| same_function(prev, old)) && (firewall.unaffected)(&check)
+    })
 }
