@@ -20,7 +20,7 @@
 //! worker with its own database handle; a tracked function never starts parallel work.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -96,7 +96,8 @@ impl PartialEq for SigVal {
     }
 }
 
-/// A function stage's result: the function and, per pass of the stage, its diagnostics.
+/// A function stage's result: the function and, per pass of the stage, its diagnostics (an
+/// empty list when no pass reported any).
 #[derive(Clone, PartialEq)]
 pub(crate) struct StageOut {
     pub(crate) func: FnVal,
@@ -291,7 +292,11 @@ pub(crate) fn run_function_stage(
         diags.push(worker.diagnostics().take());
         func = res?;
     }
-    Ok(StageOut { func: FnVal(func), diags: Arc::new(diags) })
+    // Most stages report nothing: share one empty list instead of allocating one per
+    // function and stage.
+    static NO_DIAGNOSTICS: LazyLock<Arc<Vec<Vec<Diagnostic>>>> = LazyLock::new(Arc::default);
+    let diags = if diags.iter().all(Vec::is_empty) { NO_DIAGNOSTICS.clone() } else { Arc::new(diags) };
+    Ok(StageOut { func: FnVal(func), diags })
 }
 
 /// Runs a module stage's pass on `module`.

@@ -58,6 +58,15 @@ impl Cache {
         output: Module,
         diagnostics: Vec<Diagnostic>,
     ) -> Cache {
+        // The edit path updates module stages' outputs in place: give them lists of their
+        // own rather than ones shared with salsa's memos, which the first update would copy.
+        let stages: Vec<StageCache> = stages
+            .into_iter()
+            .map(|stage| match stage {
+                StageCache::Module { out, diags } => StageCache::Module { out: unshared(&out), diags },
+                stage => stage,
+            })
+            .collect();
         let mut index: Vec<Positions> = Vec::with_capacity(stages.len());
         let mut last: Option<(Arc<Vec<Arc<str>>>, Positions)> = None;
         for stage in &stages {
@@ -109,6 +118,16 @@ impl Cache {
             StageCache::Module { out, .. } => out.entries().iter().map(|(n, _)| n.clone()).collect(),
         }
     }
+}
+
+/// A copy of `module` sharing its functions but not its list.
+fn unshared(module: &Module) -> Module {
+    let mut copy = Module::new();
+    for (name, func) in module.entries() {
+        // The names of a module are distinct, so adding cannot fail.
+        let _ = copy.add(name, func.clone());
+    }
+    copy
 }
 
 /// One stage of an edit run: the functions recomputed (module order), the functions that
