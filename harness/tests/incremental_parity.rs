@@ -203,6 +203,27 @@ def @main(%x: Tensor[(8, 8), f32]) -> Tensor[(8, 8), f32] {
     assert!(!text.contains("@f1(%"), "f1 is inlined into main:\n{text}");
 }
 
+#[test]
+fn a_signature_change_of_a_function_called_through_an_inlined_one_matches_a_cold_run() {
+    let mut module = chain(&ChainOptions { functions: 3, ops: 6, ..Default::default() });
+    module.insert("h", with_attr(&caller_of("h", "f0"), "Inline"));
+    module.insert("main", caller_of("main", "h"));
+    let mut s = standard_session(passel_passes::default_pipeline(2), &ctx(2, 1)).expect("session");
+    s.load(&module);
+    let out = s.run().expect("run");
+    assert_eq!(print_module(&out.module), cold(&s.module(), 2).0);
+    // @main references @f0 only after Inline; @f0's signature changes (its result type is
+    // no longer declared): @h and, through Inline, @main are recomputed.
+    let undeclared = "def @f0(%x: Tensor[(8, 8), f32]) {\n  negative(%x)\n}\n";
+    s.set_function("f0", parse_module(undeclared).expect("parses").entries()[0].1.clone());
+    let out = s.run().expect("run");
+    let (text, diags) = cold(&s.module(), 2);
+    assert_eq!(print_module(&out.module), text);
+    assert_eq!(out.diagnostics, diags);
+    let stages_with_main = out.stats.stages.iter().filter(|st| st.recomputed.iter().any(|n| &**n == "main")).count();
+    assert!(stages_with_main > 0, "{:?}", out.stats.stages);
+}
+
 #[derive(Clone, Debug)]
 enum Edit {
     Replace(u8, u64),

@@ -47,6 +47,21 @@ pub(crate) struct Cache {
     output: Module,
     /// The run's diagnostics (before moving them with their functions' spans).
     diagnostics: Vec<Diagnostic>,
+    /// For each global, functions that reference it in some stage's input: a superset
+    /// (entries are added, never removed), built on the first signature change.
+    referrers: Option<Referrers>,
+}
+
+/// Global name → the functions referencing it.
+type Referrers = FxHashMap<Arc<str>, FxHashSet<Arc<str>>>;
+
+/// Notes in `referrers` (when built) the globals `func`, now stored for `name`, references.
+fn note(referrers: &mut Option<Referrers>, name: &Arc<str>, func: &Function) {
+    if let Some(referrers) = referrers {
+        for callee in callees(name, func) {
+            referrers.entry(Arc::from(callee)).or_default().insert(name.clone());
+        }
+    }
 }
 
 impl Cache {
@@ -83,7 +98,34 @@ impl Cache {
             };
             index.push(map);
         }
-        Cache { names, sources, stages, index, output, diagnostics }
+        Cache { names, sources, stages, index, output, diagnostics, referrers: None }
+    }
+
+    /// Builds the referrer index from every stage's input (once; later updates go through
+    /// [`note`]).
+    fn build_referrers(&mut self) {
+        if self.referrers.is_some() {
+            return;
+        }
+        let mut referrers = Some(Referrers::default());
+        for (name, func) in &self.sources {
+            note(&mut referrers, name, func);
+        }
+        for stage in &self.stages {
+            match stage {
+                StageCache::Function { names, outs } => {
+                    for (name, out) in names.iter().zip(outs) {
+                        note(&mut referrers, name, &out.func.0);
+                    }
+                }
+                StageCache::Module { out, .. } => {
+                    for (name, func) in out.entries() {
+                        note(&mut referrers, name, func);
+                    }
+                }
+            }
+        }
+        self.referrers = referrers;
     }
 
     /// The function `name` entering stage `k` (after this run's updates of earlier stages).
@@ -168,6 +210,7 @@ pub(crate) fn run_edit(
     }
     for (name, (_, new)) in &changed {
         cache.sources.insert(name.clone(), new.clone());
+        note(&mut cache.referrers, name, new);
     }
     let mut stages = Vec::with_capacity(plan.stages.len());
     let mut diags_changed = false;
@@ -189,16 +232,27 @@ pub(crate) fn run_edit(
                     at.sort_unstable_by_key(|(i, _)| *i);
                     at.into_iter().map(|(_, n)| n).collect()
                 } else {
-                    cache
-                        .names_at(k)
+                    // Candidates from the referrer index (a superset), checked against the
+                    // stage's input.
+                    cache.build_referrers();
+                    let mut candidates: FxHashSet<&Arc<str>> = changed.keys().collect();
+                    if let Some(referrers) = &cache.referrers {
+                        for callee in &sig_changed {
+                            candidates.extend(referrers.get(*callee).into_iter().flatten());
+                        }
+                    }
+                    let mut at: Vec<(usize, Arc<str>)> = candidates
                         .into_iter()
                         .filter(|name| {
-                            changed.contains_key(name)
+                            changed.contains_key(*name)
                                 || cache
                                     .input(k, name)
                                     .is_some_and(|f| callees(name, &f).iter().any(|c| sig_changed.contains(c)))
                         })
-                        .collect()
+                        .filter_map(|n| cache.index[k].get(n).map(|&i| (i, n.clone())))
+                        .collect();
+                    at.sort_unstable_by_key(|(i, _)| *i);
+                    at.into_iter().map(|(_, n)| n).collect()
                 };
                 for name in &to_run {
                     let Some(input) = cache.input(k, name) else { continue };
@@ -213,6 +267,7 @@ pub(crate) fn run_edit(
                         next.insert(name.clone(), (outs[i].func.0.clone(), out.func.0.clone()));
                     }
                     diags_changed |= outs[i].diags != out.diags;
+                    note(&mut cache.referrers, name, &out.func.0);
                     outs[i] = out;
                     recomputed.push(name.clone());
                 }
@@ -226,6 +281,7 @@ pub(crate) fn run_edit(
                 for (name, (_, new)) in &changed {
                     if let Some(prev) = out.get(name).cloned() {
                         out.insert(name, new.clone());
+                        note(&mut cache.referrers, name, new);
                         next.insert(name.clone(), (prev, new.clone()));
                     }
                 }
@@ -253,6 +309,9 @@ pub(crate) fn run_edit(
                     }
                 }
                 *out = new_out;
+                for (name, (_, new)) in &next {
+                    note(&mut cache.referrers, name, new);
+                }
                 diags_changed |= *diags != new_diags;
                 *diags = new_diags;
                 recomputed = names.clone();
