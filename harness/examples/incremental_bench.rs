@@ -93,14 +93,17 @@ fn main() {
         drop(session.run().expect("run"));
         same_times.push(start.elapsed());
     }
-    // A signature change: the function's parameter and result shapes change.
+    // Signature changes: the function's parameter and result shapes change, and back. The
+    // first one also builds the session's index of who references whom.
     let sig_edit = chain(&ChainOptions { functions: 1, ops, seed: 9, shape: vec![4, 4] }).entries()[0].1.clone();
-    let start = std::time::Instant::now();
-    session.set_function(&name, sig_edit);
-    let out = session.run().expect("run");
-    println!("signature edit (set + run): {:?}, {} function stages recomputed", start.elapsed(), {
-        out.stats.stages.iter().filter(|s| !s.is_module_pass).map(|s| s.recomputed.len()).sum::<usize>()
-    });
+    for (i, version) in [sig_edit, versions[0].clone(), versions[1].clone()].into_iter().enumerate() {
+        let start = std::time::Instant::now();
+        session.set_function(&name, version);
+        let out = session.run().expect("run");
+        println!("signature edit {} (set + run): {:?}, {} function stages recomputed", i + 1, start.elapsed(), {
+            out.stats.stages.iter().filter(|s| !s.is_module_pass).map(|s| s.recomputed.len()).sum::<usize>()
+        });
+    }
     if edits > 0 {
         edit_times.sort();
         same_times.sort();

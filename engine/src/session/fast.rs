@@ -48,7 +48,8 @@ pub(crate) struct Cache {
     /// The run's diagnostics (before moving them with their functions' spans).
     diagnostics: Vec<Diagnostic>,
     /// For each global, functions that reference it in some stage's input: a superset
-    /// (entries are added, never removed), built on the first signature change.
+    /// (entries are added, never removed). Built on the first signature change rather than
+    /// in the cold run, which it would slow down by a scan of every stage's functions.
     referrers: Option<Referrers>,
 }
 
@@ -102,7 +103,7 @@ impl Cache {
     }
 
     /// Builds the referrer index from every stage's input (once; later updates go through
-    /// [`note`]).
+    /// [`note`]). The callers of a function whose signature changed come from it.
     fn build_referrers(&mut self) {
         if self.referrers.is_some() {
             return;
