@@ -38,7 +38,9 @@ pub mod session;
 pub mod transform;
 mod util;
 
-pub use session::{ModuleSplit, PendingRun, RunStats, Session, SessionError, SessionOutput, StageStats};
+pub use session::{
+    FirewallCheck, ModuleFirewall, ModuleSplit, PendingRun, RunStats, Session, SessionError, SessionOutput, StageStats,
+};
 pub use transform::{
     function_pass, get_pass, module_pass, sequential, Instrument, Pass, PassContext, PassError, PassInfo, Sequential,
 };

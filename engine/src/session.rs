@@ -35,7 +35,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use salsa::Setter;
 
 use self::db::{run_stages, FnVal, FuncList, Ran, SessionDb, Source};
@@ -76,6 +76,39 @@ pub struct ModuleSplit {
     pub prelude: Option<Arc<dyn Pass>>,
     /// The per-function work; must be a function pass.
     pub per_function: Arc<dyn Pass>,
+}
+
+/// A shortcut for a module pass on the edit path: a promise that certain edits cannot change
+/// what the pass does to the rest of the module, so a run after such an edit skips the pass
+/// instead of running it on the whole module again.
+///
+/// The contract, which the caller vouches for: if `unaffected` holds for every function
+/// whose input to the pass changed, then on the new module the pass drops exactly the
+/// functions it dropped before, returns the functions it left unchanged before (as input)
+/// unchanged again, gives every function whose input did not change the same output as
+/// before, reports the same diagnostics, and keeps the order. A changed function that the
+/// pass had rewritten before (not dropped, output different from its input) always makes the
+/// session run the pass again. Registered by pass name with [`Session::set_firewall`]; it
+/// covers a module pass of that name, or the prelude of a split of that name.
+#[derive(Clone)]
+pub struct ModuleFirewall {
+    /// Whether a change of one function's input to the pass leaves the rest of the module
+    /// unaffected in the sense above.
+    pub unaffected: Arc<dyn Fn(&FirewallCheck<'_>) -> bool + Send + Sync>,
+}
+
+/// One function whose input to a module pass changed, as a [`ModuleFirewall`] sees it.
+pub struct FirewallCheck<'a> {
+    /// The function's name.
+    pub name: &'a str,
+    /// Its input to the pass in the previous run.
+    pub old: &'a Arc<Function>,
+    /// Its input now.
+    pub new: &'a Arc<Function>,
+    /// The functions entering the pass now (after every edit of this run), by name.
+    pub lookup: &'a dyn Fn(&str) -> Option<Arc<Function>>,
+    /// The context the pass runs under (its config, opt level).
+    pub ctx: &'a PassContext,
 }
 
 /// What one stage did in a run.
@@ -129,6 +162,49 @@ pub struct SessionOutput {
     pub stats: RunStats,
 }
 
+/// What a no-change run hands out again: the last successful run's output, without its
+/// statistics' function lists.
+struct Last {
+    module: Module,
+    diagnostics: Vec<Diagnostic>,
+    /// Per stage: label, whether a module pass, how many functions entered it.
+    stages: Vec<(String, bool, usize)>,
+}
+
+impl Last {
+    fn of(out: &SessionOutput) -> Last {
+        Last {
+            module: out.module.clone(),
+            diagnostics: out.diagnostics.clone(),
+            stages: out
+                .stats
+                .stages
+                .iter()
+                .map(|s| (s.label.clone(), s.is_module_pass, s.reused + s.recomputed.len()))
+                .collect(),
+        }
+    }
+
+    fn output(&self, start: Instant) -> SessionOutput {
+        let stages = self
+            .stages
+            .iter()
+            .map(|(label, is_module_pass, entered)| StageStats {
+                label: label.clone(),
+                is_module_pass: *is_module_pass,
+                recomputed: Vec::new(),
+                reused: *entered,
+                time: Duration::ZERO,
+            })
+            .collect();
+        SessionOutput {
+            module: self.module.clone(),
+            diagnostics: self.diagnostics.clone(),
+            stats: RunStats { stages, total: start.elapsed() },
+        }
+    }
+}
+
 struct Entry {
     input: Source,
     /// The function the input holds.
@@ -147,10 +223,13 @@ pub struct Session {
     ctx: PassContext,
     ids: PassIds,
     splits: Vec<(String, Split)>,
+    firewalls: Vec<(String, ModuleFirewall)>,
     order: Vec<Arc<str>>,
     entries: FxHashMap<Arc<str>, Entry>,
+    /// Functions whose `base` differs from their `stored_base`.
+    moved: FxHashSet<Arc<str>>,
     /// The last successful output, valid while nothing was set since.
-    last: Option<SessionOutput>,
+    last: Option<Last>,
     /// The per-stage outputs of the last run made by [`Session::run`], for the edit path;
     /// dropped when the function list, the plan or the settings change.
     cache: Option<Cache>,
@@ -164,15 +243,17 @@ impl Session {
     pub fn new(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
         check_no_instruments(ctx)?;
         let mut ids = PassIds::default();
-        let plan = plan(&pipeline, ctx, &mut ids, &[])?;
+        let plan = plan(&pipeline, ctx, &mut ids, &[], &[])?;
         Ok(Session {
             db: SessionDb::new(plan),
             pipeline,
             ctx: ctx.clone(),
             ids,
             splits: Vec::new(),
+            firewalls: Vec::new(),
             order: Vec::new(),
             entries: FxHashMap::default(),
+            moved: FxHashSet::default(),
             last: None,
             cache: None,
             edited: FxHashMap::default(),
@@ -207,7 +288,17 @@ impl Session {
         }
         self.splits.retain(|(n, _)| n != name);
         self.splits.push((name.to_string(), Split { prelude: split.prelude, per_function: split.per_function }));
-        let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits)?;
+        let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls)?;
+        self.set_plan(plan);
+        Ok(())
+    }
+
+    /// Gives the module pass named `name` (or the prelude of the split named `name`) the
+    /// shortcut `firewall` on the edit path (see [`ModuleFirewall`]).
+    pub fn set_firewall(&mut self, name: &str, firewall: ModuleFirewall) -> Result<(), SessionError> {
+        self.firewalls.retain(|(n, _)| n != name);
+        self.firewalls.push((name.to_string(), firewall));
+        let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls)?;
         self.set_plan(plan);
         Ok(())
     }
@@ -215,7 +306,7 @@ impl Session {
     /// Replaces the pipeline. Stages whose passes and settings are unchanged keep their
     /// results (passes are identified by object, registry dependencies by name).
     pub fn set_pipeline(&mut self, pipeline: Sequential) -> Result<(), SessionError> {
-        let plan = plan(&pipeline, &self.ctx, &mut self.ids, &self.splits)?;
+        let plan = plan(&pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls)?;
         self.pipeline = pipeline;
         self.set_plan(plan);
         Ok(())
@@ -226,7 +317,7 @@ impl Session {
     /// thread count alone recomputes nothing.
     pub fn set_context(&mut self, ctx: &PassContext) -> Result<(), SessionError> {
         check_no_instruments(ctx)?;
-        let plan = plan(&self.pipeline, ctx, &mut self.ids, &self.splits)?;
+        let plan = plan(&self.pipeline, ctx, &mut self.ids, &self.splits, &self.firewalls)?;
         let same_settings = ctx.opt_level() == self.ctx.opt_level()
             && ctx.required_pass() == self.ctx.required_pass()
             && ctx.disabled_pass() == self.ctx.disabled_pass()
@@ -263,6 +354,7 @@ impl Session {
         for name in &self.order {
             if !module.contains(name) {
                 self.entries.remove(name);
+                self.moved.remove(name);
             }
         }
         if new_order != self.order || !changed.is_empty() {
@@ -299,6 +391,7 @@ impl Session {
         if self.entries.remove(name).is_none() {
             return Err(ModuleError::Unknown(name.to_string()).into());
         }
+        self.moved.remove(name);
         self.order.retain(|n| &**n != name);
         self.sync_list();
         Ok(())
@@ -316,6 +409,9 @@ impl Session {
                 *n = new.clone();
             }
         }
+        if self.moved.remove(old) {
+            self.moved.insert(new.clone());
+        }
         self.entries.insert(new, entry);
         self.sync_list();
         Ok(())
@@ -328,8 +424,14 @@ impl Session {
         if let Some(entry) = self.entries.get_mut(name) {
             entry.base = base;
             if same_function(&entry.stored, func) {
+                if base != entry.stored_base {
+                    self.moved.insert(name.clone());
+                } else {
+                    self.moved.remove(name);
+                }
                 return false;
             }
+            self.moved.remove(name);
             entry.stored = func.clone();
             entry.stored_base = base;
             let input = entry.input;
@@ -362,18 +464,10 @@ impl Session {
     /// Runs the pipeline, recomputing only what changed since the last run.
     pub fn run(&mut self) -> Result<SessionOutput, SessionError> {
         if let Some(last) = &self.last {
-            let start = Instant::now();
-            let mut out = last.clone();
-            for stage in &mut out.stats.stages {
-                stage.reused += stage.recomputed.len();
-                stage.recomputed.clear();
-                stage.time = Duration::ZERO;
-            }
-            out.stats.total = start.elapsed();
-            return Ok(out);
+            return Ok(last.output(Instant::now()));
         }
         if let Some(out) = self.run_edit()? {
-            self.last = Some(out.clone());
+            self.last = Some(Last::of(&out));
             return Ok(out);
         }
         let pending = self.start_run();
@@ -382,10 +476,10 @@ impl Session {
         self.edited.clear();
         self.cache = ran.outputs.take().map(|stages| {
             let sources = self.order.iter().map(|n| (n.clone(), self.entries[n].stored.clone())).collect();
-            Cache::new(Arc::new(self.order.clone()), sources, stages, ran.module.clone())
+            Cache::new(Arc::new(self.order.clone()), sources, stages, ran.module.clone(), ran.diagnostics.clone())
         });
         let out = pending.output(ran, start);
-        self.last = Some(out.clone());
+        self.last = Some(Last::of(&out));
         Ok(out)
     }
 
@@ -417,9 +511,10 @@ impl Session {
 
     /// Functions that moved in their source since their result was computed.
     fn shifts(&self) -> FxHashMap<Arc<str>, i64> {
-        self.entries
+        self.moved
             .iter()
-            .filter_map(|(name, e)| {
+            .filter_map(|name| {
+                let e = self.entries.get(name)?;
                 let delta = i64::from(e.base) - i64::from(e.stored_base);
                 (delta != 0).then(|| (name.clone(), delta))
             })

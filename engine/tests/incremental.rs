@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, print_module, AttrValue, ExprKind, Function, Module};
 use passel_engine::transform::{Diagnostic, Pass, PassContext, PassError, Sequential};
-use passel_engine::{function_pass, module_pass, sequential, Session, SessionError, SessionOutput};
+use passel_engine::{
+    function_pass, module_pass, sequential, FirewallCheck, ModuleFirewall, Session, SessionError, SessionOutput,
+};
 use proptest::prelude::*;
 
 fn parse(text: &str) -> Module {
@@ -177,6 +179,37 @@ fn body_edit_with_same_signature_recomputes_only_that_function() {
     assert!(changed);
     let out = run(&mut s, &p, 2);
     assert_eq!(recomputed(&out), ["First,CalleeReport: leaf", "MarkHot: leaf mid top hot", "Last: leaf"]);
+}
+
+/// MarkHot's firewall: it only ever changes functions named `hot…`, whatever the others hold.
+fn mark_hot_firewall() -> ModuleFirewall {
+    ModuleFirewall { unaffected: Arc::new(|c: &FirewallCheck<'_>| !c.name.starts_with("hot")) }
+}
+
+#[test]
+fn a_module_pass_firewall_skips_the_pass_for_edits_it_vouches_for() {
+    let (mut s, p) = session(1);
+    s.set_firewall("MarkHot", mark_hot_firewall()).expect("firewall");
+    run(&mut s, &p, 2);
+    s.set_function("leaf", func("def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  multiply(%x, %x)\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: leaf", "MarkHot: ", "Last: leaf"]);
+    // The firewall does not vouch for `hot`: the pass runs again.
+    s.set_function("hot", func("def @hot(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: hot", "MarkHot: leaf mid top hot", "Last: hot"]);
+}
+
+#[test]
+fn a_firewall_is_not_trusted_for_a_function_the_pass_had_rewritten() {
+    // A firewall that vouches for every edit: the session still runs the pass again for a
+    // function the pass had changed, since it cannot know what the pass would make of it.
+    let (mut s, p) = session(1);
+    s.set_firewall("MarkHot", ModuleFirewall { unaffected: Arc::new(|_: &FirewallCheck<'_>| true) }).expect("firewall");
+    run(&mut s, &p, 2);
+    s.set_function("hot", func("def @hot(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), ["First,CalleeReport: hot", "MarkHot: leaf mid top hot", "Last: hot"]);
 }
 
 #[test]

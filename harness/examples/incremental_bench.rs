@@ -44,7 +44,7 @@ fn main() {
     let pipeline = passel_passes::default_pipeline(2);
     let ctx = PassContext::builder().opt_level(2).num_threads(threads).build().expect("context");
     let name = format!("f{}", functions / 2);
-    match measure_incremental(&module, &pipeline, &ctx, &name, edit, 3) {
+    match measure_incremental(&module, &pipeline, &ctx, &name, edit.clone(), 3) {
         Ok(t) => print!("{}", render_incremental(&t)),
         Err(e) => eprintln!("error: {e}"),
     }
@@ -61,7 +61,7 @@ fn main() {
     // Where an edit's time goes, stage by stage.
     let edit2 = chain(&ChainOptions { functions: 1, ops, seed: 8, ..Default::default() }).entries()[0].1.clone();
     let start = std::time::Instant::now();
-    session.set_function(&name, edit2);
+    session.set_function(&name, edit2.clone());
     let set = start.elapsed();
     let out = session.run().expect("run");
     println!("edit: set {:?}, run {:?}", set, out.stats.total);
@@ -79,4 +79,40 @@ fn main() {
         session_bytes / 1024,
         (session_bytes - plain_bytes) as f64 / functions as f64
     );
+    // Many edits (alternating two versions) and no-change runs, for a median on a noisy
+    // machine: `EDITS=N` (default 40).
+    let edits = std::env::var("EDITS").ok().and_then(|v| v.parse().ok()).unwrap_or(40usize);
+    let versions = [edit, edit2];
+    let (mut edit_times, mut same_times) = (Vec::new(), Vec::new());
+    for i in 0..edits {
+        let start = std::time::Instant::now();
+        session.set_function(&name, versions[i % 2].clone());
+        drop(session.run().expect("run"));
+        edit_times.push(start.elapsed());
+        let start = std::time::Instant::now();
+        drop(session.run().expect("run"));
+        same_times.push(start.elapsed());
+    }
+    // Signature changes: the function's parameter and result shapes change, and back. The
+    // first one also builds the session's index of who references whom.
+    let sig_edit = chain(&ChainOptions { functions: 1, ops, seed: 9, shape: vec![4, 4] }).entries()[0].1.clone();
+    for (i, version) in [sig_edit, versions[0].clone(), versions[1].clone()].into_iter().enumerate() {
+        let start = std::time::Instant::now();
+        session.set_function(&name, version);
+        let out = session.run().expect("run");
+        println!("signature edit {} (set + run): {:?}, {} function stages recomputed", i + 1, start.elapsed(), {
+            out.stats.stages.iter().filter(|s| !s.is_module_pass).map(|s| s.recomputed.len()).sum::<usize>()
+        });
+    }
+    if edits > 0 {
+        edit_times.sort();
+        same_times.sort();
+        println!(
+            "{edits} edits (set + run): min {:?}, median {:?}; no-change runs: min {:?}, median {:?}",
+            edit_times[0],
+            edit_times[edits / 2],
+            same_times[0],
+            same_times[edits / 2]
+        );
+    }
 }

@@ -9,7 +9,8 @@
 //! not trigger a run.
 //!
 //! [`standard_session`] is the session every harness tool uses: it gives the standard module
-//! passes (InferType, DeadCodeElimination) their per-function forms.
+//! passes (InferType, DeadCodeElimination) their per-function forms, and Inline and the
+//! reachability prelude of DeadCodeElimination their firewalls.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,9 +19,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
-use passel_engine::ir::{parse_module, print_module, verify_module};
+use passel_engine::ir::{fn_attr, parse_module, print_module, verify_module, AttrValue, ExprKind, Function};
 use passel_engine::transform::{Diagnostic, PassContext, Severity};
-use passel_engine::{function_pass, module_pass, ModuleSplit, Sequential, Session, SessionError};
+use passel_engine::{
+    function_pass, module_pass, FirewallCheck, ModuleFirewall, ModuleSplit, Sequential, Session, SessionError,
+};
+use passel_passes::inline::{is_inline_candidate, MAX_SIZE_KEY};
 use passel_passes::{dead_code_elimination, infer_function, remove_unreachable_functions};
 
 use crate::diag::{self, SourceError};
@@ -71,6 +75,11 @@ pub enum WatchError {
 /// per-function forms: InferType as type inference of each function against its callees'
 /// signatures, DeadCodeElimination as the removal of unreachable functions (a barrier)
 /// followed by per-function dead binding removal.
+///
+/// On the edit path, two firewalls let an edit skip the whole-module passes: Inline is
+/// skipped when every edited function is no inlining candidate before and after, references
+/// the same globals and references no candidate; the reachability prelude is skipped when
+/// every edited function keeps its entry status and the globals it references.
 pub fn standard_session(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
     passel_passes::link();
     let mut session = Session::new(pipeline, ctx)?;
@@ -93,7 +102,58 @@ pub fn standard_session(pipeline: Sequential, ctx: &PassContext) -> Result<Sessi
     let dce = function_pass("DeadCodeElimination", 1, |func, _module, _ctx| Ok(dead_code_elimination(&func)));
     session
         .set_split("DeadCodeElimination", ModuleSplit { prelude: Some(reach.shared()), per_function: dce.shared() })?;
+    session.set_firewall("Inline", ModuleFirewall { unaffected: Arc::new(inline_unaffected) })?;
+    // Covers the reachability prelude: DeadCodeElimination runs split in this session.
+    session.set_firewall("DeadCodeElimination", ModuleFirewall { unaffected: Arc::new(reach_unaffected) })?;
     Ok(session)
+}
+
+/// Inline's firewall. Inline changes only callers of inlinable functions, and which functions
+/// are inlinable depends on the candidates (attribute or size) and the reference graph
+/// (recursive functions are not inlined). A function that is no candidate before or after the
+/// edit, references the same globals and references no candidate is left as it is, and the
+/// rest of the module sees the same candidates and the same graph.
+fn inline_unaffected(c: &FirewallCheck<'_>) -> bool {
+    let max_size = c.ctx.get_config::<i64>(MAX_SIZE_KEY, 0).max(0);
+    let max_size = usize::try_from(max_size).unwrap_or(usize::MAX);
+    if is_inline_candidate(c.old, max_size) || is_inline_candidate(c.new, max_size) {
+        return false;
+    }
+    let refs = live_globals(c.new);
+    refs == live_globals(c.old) && refs.iter().all(|r| (c.lookup)(r).is_none_or(|g| !is_inline_candidate(&g, max_size)))
+}
+
+/// The reachability prelude's firewall: which functions are reachable depends only on each
+/// function's entry status and the globals its live nodes reference.
+fn reach_unaffected(c: &FirewallCheck<'_>) -> bool {
+    is_entry(c.name, c.old) == is_entry(c.name, c.new) && live_globals(c.old) == live_globals(c.new)
+}
+
+/// Whether DeadCodeElimination treats `func` as an entry point: `@main` or marked `Exported`
+/// (the same rule as `remove_unreachable_functions`; the parity tests check both agree).
+fn is_entry(name: &str, func: &Function) -> bool {
+    name == "main"
+        || match func.attrs().get(fn_attr::EXPORTED) {
+            None | Some(AttrValue::Bool(false)) | Some(AttrValue::Int(0)) => false,
+            Some(_) => true,
+        }
+}
+
+/// The globals `func` references in live nodes, sorted, without repeats.
+fn live_globals(func: &Function) -> Vec<&str> {
+    let live = func.live_mask();
+    let mut refs: Vec<&str> = func
+        .nodes()
+        .iter()
+        .zip(&live)
+        .filter_map(|(node, &l)| match node.kind {
+            ExprKind::Global { name } if l => func.try_sym(name),
+            _ => None,
+        })
+        .collect();
+    refs.sort_unstable();
+    refs.dedup();
+    refs
 }
 
 /// Watches `opts.file`, writing a report of every run to `out`.

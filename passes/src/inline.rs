@@ -226,6 +226,15 @@ impl<'s> CopyHooks<'s> for Splicer<'_> {
     }
 }
 
+/// Whether Inline with size limit `max_size` considers `func` for inlining (marked `Inline`,
+/// or at most `max_size` live nodes when `max_size > 0`), before ruling out recursive,
+/// `SkipOptimization`, `Primitive`, external or ill-formed functions. A module in which no
+/// function is a candidate is returned unchanged. Incremental sessions use it to tell when an
+/// edit cannot change what Inline does.
+pub fn is_inline_candidate(func: &Function, max_size: usize) -> bool {
+    func.attrs().flag(fn_attr::INLINE) || (max_size > 0 && live_nodes(func) <= max_size)
+}
+
 #[cfg(test)]
 mod tests {
     use passel_engine::ir::{parse_module, print_module};

@@ -18,10 +18,13 @@ pub enum ModuleError {
 
 /// An ordered map from global names (without the `@`) to functions. Order is insertion order,
 /// which is the order of the text the module was parsed from; printing follows it.
+///
+/// Cloning is O(1): the list and the name index are shared copy-on-write, so an edit of a
+/// clone copies the list (and, when names change, the index) once.
 #[derive(Clone, Debug, Default)]
 pub struct Module {
-    funcs: Vec<(Arc<str>, Arc<Function>)>,
-    index: HashMap<Arc<str>, usize>,
+    funcs: Arc<Vec<(Arc<str>, Arc<Function>)>>,
+    index: Arc<HashMap<Arc<str>, usize>>,
 }
 
 impl Module {
@@ -36,24 +39,25 @@ impl Module {
             return Err(ModuleError::Duplicate(name.to_string()));
         }
         let name: Arc<str> = name.into();
-        self.index.insert(name.clone(), self.funcs.len());
-        self.funcs.push((name, func.into()));
+        Arc::make_mut(&mut self.index).insert(name.clone(), self.funcs.len());
+        Arc::make_mut(&mut self.funcs).push((name, func.into()));
         Ok(())
     }
 
     /// Replaces the function `name`, or adds it at the end if absent.
     pub fn insert(&mut self, name: &str, func: impl Into<Arc<Function>>) {
         match self.index.get(name) {
-            Some(&i) => self.funcs[i].1 = func.into(),
+            Some(&i) => Arc::make_mut(&mut self.funcs)[i].1 = func.into(),
             None => self.add(name, func).expect("absent"),
         }
     }
 
     /// Removes the function `name`, keeping the order of the rest.
     pub fn remove(&mut self, name: &str) -> Result<Arc<Function>, ModuleError> {
-        let i = self.index.remove(name).ok_or_else(|| ModuleError::Unknown(name.to_string()))?;
-        let (_, f) = self.funcs.remove(i);
-        for (_, idx) in self.index.iter_mut() {
+        let index = Arc::make_mut(&mut self.index);
+        let i = index.remove(name).ok_or_else(|| ModuleError::Unknown(name.to_string()))?;
+        let (_, f) = Arc::make_mut(&mut self.funcs).remove(i);
+        for (_, idx) in index.iter_mut() {
             if *idx > i {
                 *idx -= 1;
             }
@@ -66,10 +70,14 @@ impl Module {
         if self.index.contains_key(new) {
             return Err(ModuleError::Duplicate(new.to_string()));
         }
-        let i = self.index.remove(old).ok_or_else(|| ModuleError::Unknown(old.to_string()))?;
+        if !self.index.contains_key(old) {
+            return Err(ModuleError::Unknown(old.to_string()));
+        }
+        let index = Arc::make_mut(&mut self.index);
+        let i = index.remove(old).ok_or_else(|| ModuleError::Unknown(old.to_string()))?;
         let name: Arc<str> = new.into();
-        self.index.insert(name.clone(), i);
-        self.funcs[i].0 = name;
+        index.insert(name.clone(), i);
+        Arc::make_mut(&mut self.funcs)[i].0 = name;
         Ok(())
     }
 
@@ -102,14 +110,14 @@ impl Module {
     /// function changed (by pointer). Used by function passes, which cannot add or remove.
     pub fn replace_all(&mut self, new: Vec<Arc<Function>>) -> bool {
         assert_eq!(new.len(), self.funcs.len(), "function pass must return one function per function");
-        let mut changed = false;
-        for ((_, old), new) in self.funcs.iter_mut().zip(new) {
-            if !Arc::ptr_eq(old, &new) {
-                changed = true;
-                *old = new;
-            }
+        let same = self.funcs.iter().zip(&new).all(|((_, old), new)| Arc::ptr_eq(old, new));
+        if same {
+            return false;
         }
-        changed
+        for ((_, old), new) in Arc::make_mut(&mut self.funcs).iter_mut().zip(new) {
+            *old = new;
+        }
+        true
     }
 
     /// Number of functions.
@@ -124,7 +132,8 @@ impl Module {
 
     /// Whether both modules hold the same functions by pointer, in the same order.
     pub fn ptr_eq(&self, other: &Module) -> bool {
-        self.funcs.len() == other.funcs.len()
-            && self.funcs.iter().zip(&other.funcs).all(|((na, fa), (nb, fb))| na == nb && Arc::ptr_eq(fa, fb))
+        Arc::ptr_eq(&self.funcs, &other.funcs)
+            || self.funcs.len() == other.funcs.len()
+                && self.funcs.iter().zip(other.funcs.iter()).all(|((na, fa), (nb, fb))| na == nb && Arc::ptr_eq(fa, fb))
     }
 }

@@ -20,7 +20,7 @@
 //! worker with its own database handle; a tracked function never starts parallel work.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -96,7 +96,8 @@ impl PartialEq for SigVal {
     }
 }
 
-/// A function stage's result: the function and, per pass of the stage, its diagnostics.
+/// A function stage's result: the function and, per pass of the stage, its diagnostics (an
+/// empty list when no pass reported any).
 #[derive(Clone, PartialEq)]
 pub(crate) struct StageOut {
     pub(crate) func: FnVal,
@@ -291,7 +292,11 @@ pub(crate) fn run_function_stage(
         diags.push(worker.diagnostics().take());
         func = res?;
     }
-    Ok(StageOut { func: FnVal(func), diags: Arc::new(diags) })
+    // Most stages report nothing: share one empty list instead of allocating one per
+    // function and stage.
+    static NO_DIAGNOSTICS: LazyLock<Arc<Vec<Vec<Diagnostic>>>> = LazyLock::new(Arc::default);
+    let diags = if diags.iter().all(Vec::is_empty) { NO_DIAGNOSTICS.clone() } else { Arc::new(diags) };
+    Ok(StageOut { func: FnVal(func), diags })
 }
 
 /// Runs a module stage's pass on `module`.
@@ -327,7 +332,7 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Pass
 fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
     let k = id.stage(db);
     let stage = stage_desc(db, id);
-    let Some(Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split }) = stage else {
+    let Some(Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split, firewall }) = stage else {
         return BarrierOut(Arc::new(Ok((Module::new(), Vec::new()))));
     };
     let names = names_at(db, id);
@@ -345,7 +350,7 @@ fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
         db.record(k, name);
     }
     db.unwind_if_revision_cancelled();
-    let stage = Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split };
+    let stage = Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split, firewall };
     BarrierOut(Arc::new(run_module_stage(&stage, module)))
 }
 

@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::db::{callees, run_function_stage, run_module_stage, view_with, FnVal, StageCache};
-use super::plan::{Plan, StageKind};
+use super::plan::{Plan, Stage, StageKind};
 use super::same::{same_function, same_signature};
+use super::FirewallCheck;
 use crate::ir::{Function, Module};
 use crate::transform::{Diagnostic, PassError};
 
@@ -44,6 +45,24 @@ pub(crate) struct Cache {
     index: Vec<Positions>,
     /// The output module of the run.
     output: Module,
+    /// The run's diagnostics (before moving them with their functions' spans).
+    diagnostics: Vec<Diagnostic>,
+    /// For each global, functions that reference it in some stage's input: a superset
+    /// (entries are added, never removed). Built on the first signature change rather than
+    /// in the cold run, which it would slow down by a scan of every stage's functions.
+    referrers: Option<Referrers>,
+}
+
+/// Global name → the functions referencing it.
+type Referrers = FxHashMap<Arc<str>, FxHashSet<Arc<str>>>;
+
+/// Notes in `referrers` (when built) the globals `func`, now stored for `name`, references.
+fn note(referrers: &mut Option<Referrers>, name: &Arc<str>, func: &Function) {
+    if let Some(referrers) = referrers {
+        for callee in callees(name, func) {
+            referrers.entry(Arc::from(callee)).or_default().insert(name.clone());
+        }
+    }
 }
 
 impl Cache {
@@ -53,7 +72,17 @@ impl Cache {
         sources: FxHashMap<Arc<str>, Arc<Function>>,
         stages: Vec<StageCache>,
         output: Module,
+        diagnostics: Vec<Diagnostic>,
     ) -> Cache {
+        // The edit path updates module stages' outputs in place: give them lists of their
+        // own rather than ones shared with salsa's memos, which the first update would copy.
+        let stages: Vec<StageCache> = stages
+            .into_iter()
+            .map(|stage| match stage {
+                StageCache::Module { out, diags } => StageCache::Module { out: unshared(&out), diags },
+                stage => stage,
+            })
+            .collect();
         let mut index: Vec<Positions> = Vec::with_capacity(stages.len());
         let mut last: Option<(Arc<Vec<Arc<str>>>, Positions)> = None;
         for stage in &stages {
@@ -70,7 +99,34 @@ impl Cache {
             };
             index.push(map);
         }
-        Cache { names, sources, stages, index, output }
+        Cache { names, sources, stages, index, output, diagnostics, referrers: None }
+    }
+
+    /// Builds the referrer index from every stage's input (once; later updates go through
+    /// [`note`]). The callers of a function whose signature changed come from it.
+    fn build_referrers(&mut self) {
+        if self.referrers.is_some() {
+            return;
+        }
+        let mut referrers = Some(Referrers::default());
+        for (name, func) in &self.sources {
+            note(&mut referrers, name, func);
+        }
+        for stage in &self.stages {
+            match stage {
+                StageCache::Function { names, outs } => {
+                    for (name, out) in names.iter().zip(outs) {
+                        note(&mut referrers, name, &out.func.0);
+                    }
+                }
+                StageCache::Module { out, .. } => {
+                    for (name, func) in out.entries() {
+                        note(&mut referrers, name, func);
+                    }
+                }
+            }
+        }
+        self.referrers = referrers;
     }
 
     /// The function `name` entering stage `k` (after this run's updates of earlier stages).
@@ -105,6 +161,16 @@ impl Cache {
             StageCache::Module { out, .. } => out.entries().iter().map(|(n, _)| n.clone()).collect(),
         }
     }
+}
+
+/// A copy of `module` sharing its functions but not its list.
+fn unshared(module: &Module) -> Module {
+    let mut copy = Module::new();
+    for (name, func) in module.entries() {
+        // The names of a module are distinct, so adding cannot fail.
+        let _ = copy.add(name, func.clone());
+    }
+    copy
 }
 
 /// One stage of an edit run: the functions recomputed (module order), the functions that
@@ -145,8 +211,10 @@ pub(crate) fn run_edit(
     }
     for (name, (_, new)) in &changed {
         cache.sources.insert(name.clone(), new.clone());
+        note(&mut cache.referrers, name, new);
     }
     let mut stages = Vec::with_capacity(plan.stages.len());
+    let mut diags_changed = false;
     for (k, stage) in plan.stages.iter().enumerate() {
         let start = Instant::now();
         let mut recomputed = Vec::new();
@@ -165,16 +233,27 @@ pub(crate) fn run_edit(
                     at.sort_unstable_by_key(|(i, _)| *i);
                     at.into_iter().map(|(_, n)| n).collect()
                 } else {
-                    cache
-                        .names_at(k)
+                    // Candidates from the referrer index (a superset), checked against the
+                    // stage's input.
+                    cache.build_referrers();
+                    let mut candidates: FxHashSet<&Arc<str>> = changed.keys().collect();
+                    if let Some(referrers) = &cache.referrers {
+                        for callee in &sig_changed {
+                            candidates.extend(referrers.get(*callee).into_iter().flatten());
+                        }
+                    }
+                    let mut at: Vec<(usize, Arc<str>)> = candidates
                         .into_iter()
                         .filter(|name| {
-                            changed.contains_key(name)
+                            changed.contains_key(*name)
                                 || cache
                                     .input(k, name)
                                     .is_some_and(|f| callees(name, &f).iter().any(|c| sig_changed.contains(c)))
                         })
-                        .collect()
+                        .filter_map(|n| cache.index[k].get(n).map(|&i| (i, n.clone())))
+                        .collect();
+                    at.sort_unstable_by_key(|(i, _)| *i);
+                    at.into_iter().map(|(_, n)| n).collect()
                 };
                 for name in &to_run {
                     let Some(input) = cache.input(k, name) else { continue };
@@ -188,11 +267,26 @@ pub(crate) fn run_edit(
                     if outs[i].func != out.func {
                         next.insert(name.clone(), (outs[i].func.0.clone(), out.func.0.clone()));
                     }
+                    diags_changed |= outs[i].diags != out.diags;
+                    note(&mut cache.referrers, name, &out.func.0);
                     outs[i] = out;
                     recomputed.push(name.clone());
                 }
             }
             StageKind::Module(_) if changed.is_empty() => entered = cache.count_at(k),
+            StageKind::Module(_) if firewall_holds(stage, k, cache, &changed) => {
+                // The pass would leave the changed functions as they come and the rest as
+                // they were: update the previous output in place.
+                entered = cache.count_at(k);
+                let StageCache::Module { out, .. } = &mut cache.stages[k] else { return Ok(None) };
+                for (name, (_, new)) in &changed {
+                    if let Some(prev) = out.get(name).cloned() {
+                        out.insert(name, new.clone());
+                        note(&mut cache.referrers, name, new);
+                        next.insert(name.clone(), (prev, new.clone()));
+                    }
+                }
+            }
             StageKind::Module(_) => {
                 let names = cache.names_at(k);
                 entered = names.len();
@@ -216,6 +310,10 @@ pub(crate) fn run_edit(
                     }
                 }
                 *out = new_out;
+                for (name, (_, new)) in &next {
+                    note(&mut cache.referrers, name, new);
+                }
+                diags_changed |= *diags != new_diags;
                 *diags = new_diags;
                 recomputed = names.clone();
             }
@@ -226,9 +324,14 @@ pub(crate) fn run_edit(
     // The functions whose final output changed are replaced in the previous output; the
     // function list is the same (a changed list gave up above).
     for (name, (_, new)) in &changed {
-        cache.output.insert(name, new.clone());
+        if cache.output.contains(name) {
+            cache.output.insert(name, new.clone());
+        }
     }
     let module = cache.output.clone();
+    if !diags_changed {
+        return Ok(Some(FastRun { module, diagnostics: cache.diagnostics.clone(), stages }));
+    }
     let mut diagnostics = Vec::new();
     for (stage, out) in plan.stages.iter().zip(&cache.stages) {
         match (&stage.kind, out) {
@@ -243,5 +346,20 @@ pub(crate) fn run_edit(
             _ => return Ok(None),
         }
     }
+    cache.diagnostics = diagnostics.clone();
     Ok(Some(FastRun { module, diagnostics, stages }))
+}
+
+/// Whether stage `k` (a module stage) has a firewall that holds for every change in
+/// `changed`: each changed function is unaffected by the firewall's test, and the pass had
+/// dropped it or left it as it came (so it would leave the new input as it comes).
+fn firewall_holds(stage: &Stage, k: usize, cache: &Cache, changed: &Changed) -> bool {
+    let (Some(firewall), StageCache::Module { out, .. }) = (&stage.firewall, &cache.stages[k]) else {
+        return false;
+    };
+    let lookup = |name: &str| cache.input(k, name);
+    changed.iter().all(|(name, (old, new))| {
+        let check = FirewallCheck { name, old, new, lookup: &lookup, ctx: &stage.ctx };
+        out.get(name).is_none_or(|prev| same_function(prev, old)) && (firewall.unaffected)(&check)
+    })
 }

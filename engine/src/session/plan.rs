@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHasher;
 
+use crate::session::ModuleFirewall;
 use crate::transform::{canonical_pass_name, get_pass, Pass, PassContext, PassError, PassKind, Sequential};
 
 /// What a stage runs.
@@ -43,6 +44,9 @@ pub(crate) struct Stage {
     /// Whether the stage's first pass is the per-function form of a module pass, which,
     /// unlike a function pass, also runs on functions marked `SkipOptimization`.
     pub(crate) split: bool,
+    /// A module stage's shortcut on the edit path (not part of the fingerprint: it changes
+    /// how the result is obtained, not the result).
+    pub(crate) firewall: Option<ModuleFirewall>,
 }
 
 impl PartialEq for Stage {
@@ -94,12 +98,14 @@ pub(crate) struct Split {
 
 /// Flattens `pipeline` under `ctx` into stages; a module pass named in `splits` is replaced
 /// by its prelude (a barrier) and its per-function form, which starts a function stage (the
-/// function passes right after it join that stage).
+/// function passes right after it join that stage). A module stage whose pass is named in
+/// `firewalls` gets that shortcut.
 pub(crate) fn plan(
     pipeline: &Sequential,
     ctx: &PassContext,
     ids: &mut PassIds,
     splits: &[(String, Split)],
+    firewalls: &[(String, ModuleFirewall)],
 ) -> Result<Plan, PassError> {
     let mut leaves: Vec<(Arc<dyn Pass>, Ident, bool)> = Vec::new();
     // An explicit work list instead of recursion over nesting depth.
@@ -163,7 +169,14 @@ pub(crate) fn plan(
         let passes: Vec<_> = run.iter().map(|(p, _)| p.clone()).collect();
         let label = passes.iter().map(|p| p.info().name.as_str()).collect::<Vec<_>>().join(",");
         let fingerprint = fingerprint(settings, if split { 's' } else { 'f' }, run.iter().map(|(_, i)| i));
-        stages.push(Stage { kind: StageKind::Function(passes), fingerprint, label, ctx: ctx.clone(), split });
+        stages.push(Stage {
+            kind: StageKind::Function(passes),
+            fingerprint,
+            label,
+            ctx: ctx.clone(),
+            split,
+            firewall: None,
+        });
         run.clear();
     };
     // Whether the run being collected starts with a split module pass.
@@ -186,7 +199,15 @@ pub(crate) fn plan(
         run_split = false;
         let fingerprint = fingerprint(settings, 'm', [&ident]);
         let label = pass.info().name.clone();
-        stages.push(Stage { kind: StageKind::Module(pass), fingerprint, label, ctx: ctx.clone(), split: false });
+        let firewall = firewalls.iter().find(|(name, _)| *name == label).map(|(_, f)| f.clone());
+        stages.push(Stage {
+            kind: StageKind::Module(pass),
+            fingerprint,
+            label,
+            ctx: ctx.clone(),
+            split: false,
+            firewall,
+        });
     }
     flush(&mut run, &mut stages, run_split);
     Ok(Plan { stages })
