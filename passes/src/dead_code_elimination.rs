@@ -26,7 +26,9 @@
 //!    are removed in the same sweep. Inner blocks go first because removing a binding there
 //!    can free a variable of an enclosing block, never the other way round (a removed outer
 //!    value is uncounted as a whole, skipping the inner bindings already removed).
-//! 3. Copy the live nodes without the removed bindings; nothing removed → the same `Arc`.
+//! 3. Cut the removed bindings out of a copy of the arena ([`Function::substituted`]), or,
+//!    when that is refused, copy the live nodes without them; nothing removed → the same
+//!    `Arc`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -34,7 +36,7 @@ use std::sync::Arc;
 use passel_engine::ir::{fn_attr, AttrValue, ExprKind, Function, Module, NodeId};
 use passel_engine::transform::{PassContext, PassError};
 
-use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter};
+use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
 
 /// Removes unused pure bindings of `func`; returns `func` itself when none is unused.
 pub fn dead_code_elimination(func: &Arc<Function>) -> Arc<Function> {
@@ -96,6 +98,10 @@ pub fn dead_code_elimination(func: &Arc<Function>) -> Arc<Function> {
     }
     if !any {
         return Arc::clone(func);
+    }
+    // Usually the bindings can be cut out of a copy of the arena; otherwise rebuild it.
+    if let Some(f) = func.substituted(&vec![NONE; n], &dropped) {
+        return Arc::new(f);
     }
     let mut rw = Rewriter::new(func, Propagate::Nothing);
     for (i, &d) in dropped.iter().enumerate() {

@@ -22,8 +22,9 @@
 //! 1. Number values in evaluation order with an explicit stack, keeping a scoped table from
 //!    value number to the variable that holds it; each block's entries are removed when the
 //!    block ends.
-//! 2. Copy the live nodes with the merged bindings removed and their variables aliased
-//!    ([`crate::rewrite::Rewriter`]); nothing merged → the same `Arc`.
+//! 2. Remove the merged bindings and replace their variables in a copy of the arena
+//!    ([`Function::substituted`]), or, when that is refused, copy the live nodes with the
+//!    variables aliased ([`crate::rewrite::Rewriter`]); nothing merged → the same `Arc`.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use std::sync::Arc;
 use passel_engine::ir::{Constant, ExprKind, Function, NodeId, TensorData};
 use rustc_hash::{FxHashMap, FxHasher};
 
-use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter};
+use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
 
 const NO_VN: u32 = u32::MAX;
 
@@ -52,6 +53,15 @@ pub fn eliminate_common_subexpr(func: &Arc<Function>) -> Arc<Function> {
     let aliases = find_merges(func);
     if aliases.is_empty() {
         return Arc::clone(func);
+    }
+    let n = func.num_nodes();
+    let (mut subst, mut dropped) = (vec![NONE; n], vec![false; n]);
+    for &(var, target) in &aliases {
+        subst[var.index()] = target;
+        dropped[var.index()] = true;
+    }
+    if let Some(f) = func.substituted(&subst, &dropped) {
+        return Arc::new(f);
     }
     let mut rw = Rewriter::new(func, Propagate::Nothing);
     for &(var, target) in &aliases {

@@ -39,31 +39,12 @@ pub(crate) fn is_stateful(op: OpId) -> bool {
     op_def(op).is_none_or(|d| d.stateful)
 }
 
-/// Checks the well-formedness a pass relies on: operands precede users and every id and
-/// table index is in range. Passes return their input unchanged when this fails.
+/// The well-formedness a pass relies on: operands precede users and every id and table index
+/// is in range. Passes return their input unchanged when this fails. The builder records it
+/// while nodes are pushed ([`Function::is_well_formed`]), so this costs nothing per pass.
+#[inline]
 pub(crate) fn well_formed(func: &Function) -> bool {
-    let n = func.num_nodes() as u32;
-    if func.body().0 >= n || func.params().iter().any(|p| p.0 >= n) {
-        return false;
-    }
-    for (i, node) in func.nodes().iter().enumerate() {
-        let mut ok = true;
-        let id = i as u32;
-        match node.kind {
-            ExprKind::Func { idx } => {
-                // `closure` indexes a table whose length is not public; a closure index is
-                // always made by the builder together with the node, so only its ids are
-                // checked here.
-                let c = func.closure(idx);
-                ok &= c.body.0 < id && func.ids(c.params).iter().all(|p| p.0 < id);
-            }
-            _ => func.for_each_operand(NodeId(id), |o| ok &= o.0 < id),
-        }
-        if !ok {
-            return false;
-        }
-    }
-    true
+    func.is_well_formed()
 }
 
 /// Which let-bound atoms the rewriter substitutes into uses.
@@ -102,6 +83,7 @@ pub(crate) struct Rewriter<'f> {
     changed: bool,
     scratch: Vec<NodeId>,
     chain: Vec<NodeId>,
+    pairs: Vec<(NodeId, NodeId)>,
 }
 
 impl<'f> Rewriter<'f> {
@@ -124,6 +106,7 @@ impl<'f> Rewriter<'f> {
             changed: false,
             scratch: Vec::with_capacity(8),
             chain: Vec::new(),
+            pairs: Vec::new(),
         };
         if propagate != Propagate::Nothing {
             rw.bound = bound_values(func);
@@ -172,11 +155,18 @@ impl<'f> Rewriter<'f> {
     /// The new node for old node `old`. Atoms are copied (or substituted) on first use;
     /// compound nodes must have been visited already (they have smaller ids than their users),
     /// otherwise the result is a placeholder that [`Rewriter::run`] reports as failure.
+    #[inline]
     pub(crate) fn map(&mut self, old: NodeId) -> NodeId {
         let m = self.memo[old.index()];
         if m != NONE {
             return m;
         }
+        self.map_slow(old)
+    }
+
+    /// [`Rewriter::map`] for a node not in the memo yet.
+    #[inline(never)]
+    fn map_slow(&mut self, old: NodeId) -> NodeId {
         if self.failed {
             return self.placeholder();
         }
@@ -381,7 +371,8 @@ impl<'f> Rewriter<'f> {
                 self.b.closure(&ids, body, c.ret_ty.clone(), c.attrs.clone())
             }
             ExprKind::Block { bindings, result } => {
-                let mut pairs = Vec::with_capacity(bindings.len as usize / 2);
+                let mut pairs = std::mem::take(&mut self.pairs);
+                pairs.clear();
                 for (var, value) in func.bindings(bindings) {
                     if self.dropped[var.index()] {
                         continue;
@@ -396,10 +387,13 @@ impl<'f> Rewriter<'f> {
                 self.set_span(old);
                 if pairs.is_empty() {
                     self.scratch = ids;
+                    self.pairs = pairs;
                     self.memo[old.index()] = r;
                     return r;
                 }
-                self.b.block(&pairs, r)
+                let new = self.b.block(&pairs, r);
+                self.pairs = pairs;
+                new
             }
         };
         self.scratch = ids;
@@ -432,6 +426,13 @@ impl<'f> Rewriter<'f> {
                 }
                 same && self.map(c.body) == c.body
             }
+            ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                for &a in func.ids(args) {
+                    same &= self.map(a) == a;
+                }
+                same
+            }
+            ExprKind::Proj { tuple, .. } => self.map(tuple) == tuple,
             _ => {
                 func.for_each_operand(old, |o| same &= self.map(o) == o);
                 same
@@ -447,8 +448,7 @@ impl<'f> Rewriter<'f> {
         mut visit: impl FnMut(&mut Rewriter<'f>, NodeId) -> Option<NodeId>,
     ) -> Option<Function> {
         let func = self.func;
-        let live = self.live_mask();
-        self.choose_mode(&live);
+        let live = self.live_mask_and_mode();
         for (i, &is_live) in live.iter().enumerate() {
             let id = NodeId(i as u32);
             if self.failed {
@@ -478,21 +478,69 @@ impl<'f> Rewriter<'f> {
         Some(self.b.finish(&params, body, func.ret_ty().cloned(), func.attrs().clone()))
     }
 
-    /// Appends to the input arena unless its dead nodes or dead extra entries outweigh the
-    /// live ones.
-    fn choose_mode(&mut self, live: &[bool]) {
+    /// Marks the live nodes, like [`Function::live_mask`] except that the values of dropped
+    /// bindings are not live, and chooses the mode: append to the input arena unless its dead
+    /// nodes or dead extra entries outweigh the live ones. One backward sweep does both.
+    fn live_mask_and_mode(&mut self) -> Vec<bool> {
         let func = self.func;
+        let mut live = vec![false; func.num_nodes()];
+        live[func.body().index()] = true;
         let (mut live_nodes, mut live_extra, mut extra_end) = (0usize, 0usize, 0usize);
-        for (i, node) in func.nodes().iter().enumerate() {
-            let range = match node.kind {
-                ExprKind::Call { args, .. } | ExprKind::Apply { args, .. } => args,
-                ExprKind::Tuple { fields } => fields,
-                ExprKind::Block { bindings, .. } => bindings,
-                ExprKind::Func { idx } => func.closure(idx).params,
-                _ => Default::default(),
+        for i in (0..live.len()).rev() {
+            let id = NodeId(i as u32);
+            let is_live = live[i];
+            let range = match *func.kind(id) {
+                ExprKind::Block { bindings, result } => {
+                    if is_live {
+                        for (var, value) in func.bindings(bindings) {
+                            if !self.dropped[var.index()] {
+                                live[value.index()] = true;
+                            }
+                        }
+                        live[result.index()] = true;
+                    }
+                    bindings
+                }
+                ExprKind::Func { idx } => {
+                    let c = func.closure(idx);
+                    if is_live {
+                        live[c.body.index()] = true;
+                    }
+                    c.params
+                }
+                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                    if is_live {
+                        for &a in func.ids(args) {
+                            live[a.index()] = true;
+                        }
+                    }
+                    args
+                }
+                ExprKind::Apply { callee, args } => {
+                    if is_live {
+                        live[callee.index()] = true;
+                        for &a in func.ids(args) {
+                            live[a.index()] = true;
+                        }
+                    }
+                    args
+                }
+                ExprKind::Proj { tuple, .. } => {
+                    live[tuple.index()] |= is_live;
+                    Default::default()
+                }
+                ExprKind::If { cond, then_, else_ } => {
+                    if is_live {
+                        live[cond.index()] = true;
+                        live[then_.index()] = true;
+                        live[else_.index()] = true;
+                    }
+                    Default::default()
+                }
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => Default::default(),
             };
             extra_end = extra_end.max(range.as_range().end);
-            if live[i] {
+            if is_live {
                 live_nodes += 1;
                 live_extra += range.len as usize;
             }
@@ -502,31 +550,6 @@ impl<'f> Rewriter<'f> {
         self.append = live_nodes * 3 >= func.num_nodes() && live_extra * 3 + 64 >= extra_end;
         if self.append {
             self.b = func.to_builder();
-        }
-    }
-
-    /// Like [`Function::live_mask`], but the values of dropped bindings are not live.
-    fn live_mask(&self) -> Vec<bool> {
-        let func = self.func;
-        let mut live = vec![false; func.num_nodes()];
-        live[func.body().index()] = true;
-        for i in (0..live.len()).rev() {
-            if !live[i] {
-                continue;
-            }
-            let id = NodeId(i as u32);
-            match *func.kind(id) {
-                ExprKind::Block { bindings, result } => {
-                    for (var, value) in func.bindings(bindings) {
-                        if !self.dropped[var.index()] {
-                            live[value.index()] = true;
-                        }
-                    }
-                    live[result.index()] = true;
-                }
-                ExprKind::Func { idx } => live[func.closure(idx).body.index()] = true,
-                _ => func.for_each_operand(id, |o| live[o.index()] = true),
-            }
         }
         live
     }
