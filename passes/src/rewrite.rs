@@ -22,12 +22,11 @@
 
 use std::sync::Arc;
 
-use passel_engine::ir::{Constant, ExprKind, Function, FunctionBuilder, NodeId, OpId, Sym};
+use passel_engine::ir::{ConstIdx, Constant, ExprKind, Function, FunctionBuilder, NodeId, OpId, Sym};
 use passel_engine::op::{self, OpDef};
 
 /// "No node" in memo tables.
 pub(crate) const NONE: NodeId = NodeId(u32::MAX);
-const NO_SYM: Sym = Sym(u32::MAX);
 
 /// The definition of `op`, or `None` for an id outside the registry (malformed input).
 pub(crate) fn op_def(op: OpId) -> Option<&'static OpDef> {
@@ -63,9 +62,9 @@ pub(crate) struct Rewriter<'f> {
     pub(crate) func: &'f Function,
     pub(crate) b: FunctionBuilder,
     memo: Vec<NodeId>,
-    syms: Vec<Sym>,
-    /// Mirror of the new builder's constant table (the builder has no getter).
-    consts: Vec<Arc<Constant>>,
+    /// Compact mode: old constant index → new one (`u32::MAX` when not copied yet), so that
+    /// a constant used many times is copied into the new table once.
+    const_memo: Vec<u32>,
     /// Old binding variable → old value (NONE when not bound, or bound twice).
     bound: Vec<NodeId>,
     /// Old variable → old atom it stands for (set by [`Rewriter::alias`]).
@@ -78,8 +77,6 @@ pub(crate) struct Rewriter<'f> {
     /// Set when the input turns out to be malformed; the result is then discarded.
     failed: bool,
     placeholder: NodeId,
-    /// The builder's constant index of `consts[0]`.
-    const_base: u32,
     changed: bool,
     scratch: Vec<NodeId>,
     chain: Vec<NodeId>,
@@ -93,8 +90,7 @@ impl<'f> Rewriter<'f> {
             func,
             b: FunctionBuilder::new(),
             memo: vec![NONE; n],
-            syms: Vec::new(),
-            consts: Vec::new(),
+            const_memo: Vec::new(),
             bound: Vec::new(),
             alias: Vec::new(),
             dropped: vec![false; n],
@@ -102,7 +98,6 @@ impl<'f> Rewriter<'f> {
             append: false,
             failed: false,
             placeholder: NONE,
-            const_base: 0,
             changed: false,
             scratch: Vec::with_capacity(8),
             chain: Vec::new(),
@@ -132,24 +127,34 @@ impl<'f> Rewriter<'f> {
     /// The constant of new node `new`, if it is a constant.
     pub(crate) fn new_const(&self, new: NodeId) -> Option<&Arc<Constant>> {
         match self.b.node(new).kind {
-            ExprKind::Const { idx } if !self.consts.is_empty() && idx.0 >= self.const_base => {
-                self.consts.get((idx.0 - self.const_base) as usize)
-            }
-            ExprKind::Const { idx } if self.append => Some(self.func.constant(idx)),
+            ExprKind::Const { idx } => Some(self.b.constant_at(idx)),
             _ => None,
         }
     }
 
     /// Pushes a constant into the new function.
     pub(crate) fn constant(&mut self, c: Arc<Constant>) -> NodeId {
-        self.consts.push(Arc::clone(&c));
-        let id = self.b.constant(c);
-        if self.consts.len() == 1 {
-            if let ExprKind::Const { idx } = self.b.node(id).kind {
-                self.const_base = idx.0;
-            }
+        self.b.constant(c)
+    }
+
+    /// Copies old constant node `old` (compact mode), sharing one table entry per old entry.
+    fn copy_const(&mut self, old: NodeId, idx: ConstIdx) -> NodeId {
+        let ty = self.func.ty(old).cloned();
+        self.set_span(old);
+        let i = idx.0 as usize;
+        if i >= self.const_memo.len() {
+            self.const_memo.resize(i + 1, u32::MAX);
         }
-        id
+        if self.const_memo[i] != u32::MAX {
+            return self.b.push(ExprKind::Const { idx: ConstIdx(self.const_memo[i]) }, ty);
+        }
+        let c = Arc::clone(self.func.constant(idx));
+        let ty = ty.unwrap_or_else(|| c.ty());
+        let new = self.b.constant_typed(c, ty);
+        if let ExprKind::Const { idx: new_idx } = self.b.node(new).kind {
+            self.const_memo[i] = new_idx.0;
+        }
+        new
     }
 
     /// The new node for old node `old`. Atoms are copied (or substituted) on first use;
@@ -200,15 +205,13 @@ impl<'f> Rewriter<'f> {
                     break cur;
                 }
                 ExprKind::Global { name } => {
-                    let sym = self.sym(name);
                     self.set_span(cur);
-                    let new = self.b.push(ExprKind::Global { name: sym }, self.func.ty(cur).cloned());
+                    let new = self.b.push(ExprKind::Global { name }, self.func.ty(cur).cloned());
                     self.memo[cur.index()] = new;
                     break new;
                 }
                 ExprKind::Const { idx } => {
-                    self.set_span(cur);
-                    let new = self.constant(Arc::clone(self.func.constant(idx)));
+                    let new = self.copy_const(cur, idx);
                     self.memo[cur.index()] = new;
                     break new;
                 }
@@ -255,9 +258,8 @@ impl<'f> Rewriter<'f> {
             self.memo[var.index()] = var;
             return var;
         }
-        let sym = self.sym(name);
         self.set_span(var);
-        let new = self.b.push(ExprKind::Var { name: sym }, self.func.ty(var).cloned());
+        let new = self.b.push(ExprKind::Var { name }, self.func.ty(var).cloned());
         self.memo[var.index()] = new;
         new
     }
@@ -298,17 +300,6 @@ impl<'f> Rewriter<'f> {
         } else {
             Forward::Keep
         }
-    }
-
-    fn sym(&mut self, old: Sym) -> Sym {
-        let i = old.0 as usize;
-        if i >= self.syms.len() {
-            self.syms.resize(i + 1, NO_SYM);
-        }
-        if self.syms[i] == NO_SYM {
-            self.syms[i] = self.b.sym(self.func.sym(old));
-        }
-        self.syms[i]
     }
 
     fn set_span(&mut self, old: NodeId) {
@@ -548,9 +539,7 @@ impl<'f> Rewriter<'f> {
         // Garbage up to twice the live size is tolerated, so that a pipeline of passes that
         // each change a little compacts only every few passes.
         self.append = live_nodes * 3 >= func.num_nodes() && live_extra * 3 + 64 >= extra_end;
-        if self.append {
-            self.b = func.to_builder();
-        }
+        self.b = if self.append { func.to_builder() } else { func.builder_sharing_names(live_nodes, live_extra) };
         live
     }
 }

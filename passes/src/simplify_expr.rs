@@ -30,8 +30,11 @@
 //!
 //! Phases:
 //! 1. Quick scan for calls of the operators above; none → the same `Arc`.
-//! 2. One copy of the live nodes ([`crate::rewrite::Rewriter`]), rewriting each call once its
-//!    operands are copied, so nested chains (`transpose³`) simplify in one run.
+//! 2. When every identity that applies only forwards an existing value (`x * 1` → `x`,
+//!    `-(-x)` → `x`), replace the calls by those values in a copy of the arena
+//!    ([`Function::substituted`]); chains (`(x * 1) * 1`) resolve in the same step.
+//! 3. Otherwise one copy of the live nodes ([`crate::rewrite::Rewriter`]), rewriting each call
+//!    once its operands are copied, so nested chains (`transpose³`) simplify in one run.
 
 use std::sync::Arc;
 
@@ -86,6 +89,9 @@ pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
     if !any || !well_formed(func) {
         return Arc::clone(func);
     }
+    if let Some(out) = simplify_by_substitution(func, &ops) {
+        return out;
+    }
     let mut bound: Option<Vec<NodeId>> = None;
     let mut made: FxHashMap<u32, Made> = FxHashMap::default();
     let rw = Rewriter::new(func, Propagate::Nothing);
@@ -96,19 +102,18 @@ pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
         }
         let args = rw.func.ids(args);
         match args.len() {
-            2 => binary(rw, &ops, id, op, args[0], args[1]),
-            1 if Some(op) == ops.negative => {
-                let (inner, via_var) = inner_value(rw.func, args[0], &mut bound)?;
-                match *rw.func.kind(inner) {
-                    ExprKind::Call { op: o, args: a, .. } if o == op && a.len == 1 => {
-                        let y = rw.func.ids(a)[0];
-                        if via_var && !rw.func.kind(y).is_atom() {
-                            return None;
-                        }
-                        Some(rw.map(y))
+            2 => {
+                if Some(op) == ops.subtract {
+                    if let Some(zero) = self_subtract(rw, id, args[0], args[1]) {
+                        return Some(zero);
                     }
-                    _ => None,
                 }
+                let keep = binary(rw.func, &ops, id, op, args[0], args[1])?;
+                Some(rw.map(keep))
+            }
+            1 if Some(op) == ops.negative => {
+                let y = double_negative(rw.func, op, args[0], &mut bound)?;
+                Some(rw.map(y))
             }
             1 if Some(op) == ops.reshape || Some(op) == ops.transpose => {
                 let is_transpose = Some(op) == ops.transpose;
@@ -166,6 +171,65 @@ pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
     match out {
         Some(f) => Arc::new(f),
         None => Arc::clone(func),
+    }
+}
+
+/// Phase 2 when every identity that applies forwards an existing value (`x * 1`, `-(-x)`):
+/// the calls are replaced by those values in a copy of the arena
+/// ([`Function::substituted`]). `None` when some rewrite needs a new node (a merged
+/// reshape or transpose, a zero for `x - x`) or the patch is refused: the caller then copies
+/// the function with the [`Rewriter`]. The identities are decided on the input's nodes, as
+/// the copy decides them, so both give the same result.
+fn simplify_by_substitution(func: &Arc<Function>, ops: &Ops) -> Option<Arc<Function>> {
+    let n = func.num_nodes();
+    let live = func.live_mask();
+    let mut bound: Option<Vec<NodeId>> = None;
+    let mut subst: Vec<NodeId> = Vec::new();
+    for (i, &is_live) in live.iter().enumerate() {
+        let id = NodeId(i as u32);
+        let ExprKind::Call { op, args, .. } = *func.kind(id) else { continue };
+        if !is_live || !ops.relevant(op) {
+            continue;
+        }
+        let args = func.ids(args);
+        let keep = match args.len() {
+            2 => {
+                if Some(op) == ops.subtract && args[0] == args[1] && func.kind(args[0]).is_atom() {
+                    return None;
+                }
+                binary(func, ops, id, op, args[0], args[1])
+            }
+            1 if Some(op) == ops.negative => double_negative(func, op, args[0], &mut bound),
+            1 if Some(op) == ops.reshape || Some(op) == ops.transpose => match inner_value(func, args[0], &mut bound) {
+                Some((inner, _)) if matches!(*func.kind(inner), ExprKind::Call { op: o, .. } if o == op) => {
+                    return None
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(keep) = keep {
+            if subst.is_empty() {
+                subst = vec![NONE; n];
+            }
+            subst[i] = keep;
+        }
+    }
+    if subst.is_empty() {
+        return Some(Arc::clone(func));
+    }
+    func.substituted(&subst, &vec![false; n]).map(Arc::new)
+}
+
+/// `negative(negative(y))`, directly or through a let-bound variable: the old `y`.
+fn double_negative(func: &Function, op: OpId, arg: NodeId, bound: &mut Option<Vec<NodeId>>) -> Option<NodeId> {
+    let (inner, via_var) = inner_value(func, arg, bound)?;
+    match *func.kind(inner) {
+        ExprKind::Call { op: o, args: a, .. } if o == op && a.len == 1 => {
+            let y = func.ids(a)[0];
+            (!via_var || func.kind(y).is_atom()).then_some(y)
+        }
+        _ => None,
     }
 }
 
@@ -270,8 +334,8 @@ fn const_of(func: &Function, id: NodeId) -> Option<&Arc<Constant>> {
     }
 }
 
-fn binary(rw: &mut Rewriter<'_>, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: NodeId) -> Option<NodeId> {
-    let func = rw.func;
+/// The old operand that binary call `id` reduces to by an identity (not counting `x - x`).
+fn binary(func: &Function, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: NodeId) -> Option<NodeId> {
     let o = Some(op);
     // (operand kept, constant operand, identity needed)
     let mut candidates: [Option<(NodeId, NodeId, Identity)>; 2] = [None, None];
@@ -283,9 +347,6 @@ fn binary(rw: &mut Rewriter<'_>, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: 
         candidates = [Some((l, r, Identity::AddZero)), Some((r, l, Identity::AddZero))];
     } else if o == ops.subtract {
         candidates[0] = Some((l, r, Identity::SubZero));
-        if let Some(zero) = self_subtract(rw, id, l, r) {
-            return Some(zero);
-        }
     } else {
         return None;
     }
@@ -294,7 +355,7 @@ fn binary(rw: &mut Rewriter<'_>, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: 
         if !is_identity(cst, want) || !type_preserved(func, id, op, keep, c, cst) {
             continue;
         }
-        return Some(rw.map(keep));
+        return Some(keep);
     }
     None
 }

@@ -303,12 +303,13 @@ impl Function {
     ///
     /// Returns `None` — the caller then rebuilds the function — when the input is not well
     /// formed, the tables have the wrong length, a replacement would not precede one of its
-    /// users, the replacements form a cycle, a block would lose all its bindings, or the arena
-    /// already holds much garbage (so that repeated patches cannot grow it without bound).
+    /// users, the replacements form a cycle, a block would lose all its bindings, or a block
+    /// that loses bindings shares its binding slots with another node. The tables never grow,
+    /// so repeated patches cannot make a function bigger.
     pub fn substituted(&self, subst: &[NodeId], dropped: &[bool]) -> Option<Function> {
         const KEEP: NodeId = NodeId(u32::MAX);
         let n = self.nodes.len();
-        if !self.well_formed || subst.len() != n || dropped.len() != n || self.extra.len() > 3 * n + 64 {
+        if !self.well_formed || subst.len() != n || dropped.len() != n {
             return None;
         }
         // The end of `o`'s chain of replacements; `None` for a cycle or an id out of range.
@@ -325,6 +326,25 @@ impl Function {
         };
         // The replacement of operand `o` of node `user`, which must precede the user.
         let fix = |o: NodeId, user: u32| resolve(o).filter(|t| t.0 < user);
+        // How many nodes read each extra slot, when bindings are removed: a block's pairs are
+        // compacted in place, which is only right when no other node reads them.
+        let shared = dropped.iter().any(|&d| d).then(|| {
+            let mut readers = vec![0u8; self.extra.len()];
+            for node in &self.nodes {
+                let range = match node.kind {
+                    ExprKind::Call { args, .. } | ExprKind::Apply { args, .. } | ExprKind::Tuple { fields: args } => {
+                        args
+                    }
+                    ExprKind::Block { bindings, .. } => bindings,
+                    ExprKind::Func { idx } => self.closures[idx.0 as usize].params,
+                    _ => continue,
+                };
+                for c in &mut readers[range.as_range()] {
+                    *c = c.saturating_add(1);
+                }
+            }
+            readers
+        });
         let mut f = self.clone();
         for i in 0..n {
             let id = i as u32;
@@ -353,31 +373,34 @@ impl Function {
                 }
                 ExprKind::Block { bindings, result } => {
                     let result = fix(result, id)?;
-                    if !(0..bindings.len as usize)
-                        .step_by(2)
-                        .any(|k| dropped[self.extra[bindings.start as usize + k].index()])
-                    {
-                        for e in f.extra[bindings.as_range()].iter_mut().skip(1).step_by(2) {
+                    let range = bindings.as_range();
+                    if !self.extra[range.clone()].iter().step_by(2).any(|v| dropped[v.index()]) {
+                        for e in f.extra[range].iter_mut().skip(1).step_by(2) {
                             *e = fix(*e, id)?;
                         }
                         ExprKind::Block { bindings, result }
                     } else {
-                        // The kept pairs go to the end of the extra table (the old range may be
-                        // shared with a dead copy of this block).
-                        let start = f.extra.len();
-                        for k in (0..bindings.len as usize).step_by(2) {
-                            let var = self.extra[bindings.start as usize + k];
-                            let value = self.extra[bindings.start as usize + k + 1];
-                            if !dropped[var.index()] {
-                                f.extra.push(var);
-                                f.extra.push(fix(value, id)?);
-                            }
-                        }
-                        let len = (f.extra.len() - start) as u32;
-                        if len == 0 {
+                        // The kept pairs move to the front of the block's own range, which no
+                        // other node reads (checked above).
+                        if shared.as_ref().is_some_and(|s| s[range.clone()].iter().any(|&c| c > 1)) {
                             return None;
                         }
-                        ExprKind::Block { bindings: IdRange { start: start as u32, len }, result }
+                        let mut w = range.start;
+                        for k in range.clone().step_by(2) {
+                            let (var, value) = (self.extra[k], self.extra[k + 1]);
+                            if !dropped[var.index()] {
+                                f.extra[w] = var;
+                                f.extra[w + 1] = fix(value, id)?;
+                                w += 2;
+                            }
+                        }
+                        if w == range.start {
+                            return None;
+                        }
+                        ExprKind::Block {
+                            bindings: IdRange { start: bindings.start, len: (w - range.start) as u32 },
+                            result,
+                        }
                     }
                 }
             };
@@ -439,6 +462,25 @@ impl Function {
             scalar_consts: Default::default(),
             consts: self.consts.clone(),
             call_attrs: self.call_attrs.clone(),
+            closures: Vec::new(),
+            span: Span::default(),
+            malformed: false,
+        }
+    }
+
+    /// An empty builder that shares this function's symbol table (without an index of it):
+    /// `Sym` values of this function stay valid in it, so a copy need not intern names again.
+    /// Constants and attributes start empty. `nodes` and `extra` are capacity hints.
+    pub fn builder_sharing_names(&self, nodes: usize, extra: usize) -> FunctionBuilder {
+        FunctionBuilder {
+            nodes: Vec::with_capacity(nodes),
+            spans: Vec::new(),
+            extra: Vec::with_capacity(extra),
+            syms: Arc::clone(&self.syms),
+            sym_index: Default::default(),
+            scalar_consts: Default::default(),
+            consts: Vec::new(),
+            call_attrs: vec![Attrs::new()],
             closures: Vec::new(),
             span: Span::default(),
             malformed: false,
@@ -691,9 +733,9 @@ impl FunctionBuilder {
     }
 
     /// A constant whose type the caller knows already (the parser shares scalar constants
-    /// and their types across functions). Unlike [`FunctionBuilder::constant`] it does not
-    /// look for an equal scalar in the table.
-    pub(crate) fn constant_typed(&mut self, c: Arc<Constant>, ty: Type) -> NodeId {
+    /// and their types across functions; a copy keeps the type of the node it copies). Unlike
+    /// [`FunctionBuilder::constant`] it does not look for an equal scalar in the table.
+    pub fn constant_typed(&mut self, c: Arc<Constant>, ty: Type) -> NodeId {
         let idx = ConstIdx(self.consts.len() as u32);
         self.consts.push(c);
         self.push(ExprKind::Const { idx }, Some(ty))
@@ -1005,5 +1047,23 @@ mod tests {
         assert!(func.substituted(&vec![KEEP; n], &dropped).is_none());
         // Tables of the wrong length.
         assert!(func.substituted(&[], &[]).is_none());
+
+        // Two blocks reading the same binding slots: compacting one in place would corrupt
+        // the other.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let cv = b.call(relu(), &[x], Attrs::new());
+        let c = b.var("c", None);
+        let pairs = b.push_ids(&[a, av, c, cv]);
+        let first = b.push(ExprKind::Block { bindings: pairs, result: c }, None);
+        let second = b.push(ExprKind::Block { bindings: pairs, result: c }, None);
+        let tup = b.tuple(&[first, second]);
+        let func = b.finish(&[x], tup, None, Attrs::new());
+        assert!(func.is_well_formed());
+        let mut dropped = vec![false; func.num_nodes()];
+        dropped[a.index()] = true;
+        assert!(func.substituted(&vec![KEEP; func.num_nodes()], &dropped).is_none());
     }
 }
