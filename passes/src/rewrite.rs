@@ -568,12 +568,16 @@ pub(crate) fn for_each_use(func: &Function, id: NodeId, mut f: impl FnMut(NodeId
 }
 
 pub(crate) fn bound_values(func: &Function) -> Vec<NodeId> {
+    bound_values_of_live(func, &func.live_mask())
+}
+
+/// [`bound_values`] with the function's [`Function::live_mask`] already at hand.
+pub(crate) fn bound_values_of_live(func: &Function, live: &[bool]) -> Vec<NodeId> {
     let mut bound = vec![NONE; func.num_nodes()];
     let mut twice = Vec::new();
     // Only live blocks count: append mode leaves the old copy of a rewritten block behind, and
     // its bindings must not make every variable look bound twice.
-    let live = func.live_mask();
-    for (node, _) in func.nodes().iter().zip(&live).filter(|(_, &l)| l) {
+    for (node, _) in func.nodes().iter().zip(live).filter(|(_, &l)| l) {
         if let ExprKind::Block { bindings, .. } = node.kind {
             for (var, value) in func.bindings(bindings) {
                 if bound[var.index()] != NONE {

@@ -44,7 +44,7 @@ use passel_engine::ir::{
 use passel_engine::op;
 use rustc_hash::FxHashMap;
 
-use crate::rewrite::{bound_values, op_def, well_formed, Propagate, Rewriter, NONE};
+use crate::rewrite::{bound_values, bound_values_of_live, op_def, well_formed, Propagate, Rewriter, NONE};
 
 struct Ops {
     add: Option<OpId>,
@@ -184,6 +184,12 @@ fn simplify_by_substitution(func: &Arc<Function>, ops: &Ops) -> Option<Arc<Funct
     let n = func.num_nodes();
     let live = func.live_mask();
     let mut bound: Option<Vec<NodeId>> = None;
+    if ops
+        .negative
+        .is_some_and(|neg| func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { op, .. } if op == neg)))
+    {
+        bound = Some(bound_values_of_live(func, &live));
+    }
     let mut subst: Vec<NodeId> = Vec::new();
     for (i, &is_live) in live.iter().enumerate() {
         let id = NodeId(i as u32);
@@ -284,11 +290,11 @@ fn uniform_value(c: &Constant) -> Option<(f64, DType)> {
     match c {
         Constant::Dense(t) if t.len() == 1 => {
             let v = match &t.0 {
-                TensorData::F32(a) => a.iter().next().map(|&v| v as f64),
-                TensorData::F16(a) => a.iter().next().map(|v| v.to_f64()),
-                TensorData::I64(a) => a.iter().next().map(|&v| v as f64),
-                TensorData::I32(a) => a.iter().next().map(|&v| v as f64),
-                TensorData::Bool(a) => a.iter().next().map(|&v| v as u8 as f64),
+                TensorData::F32(a) => a.first().map(|&v| v as f64),
+                TensorData::F16(a) => a.first().map(|v| v.to_f64()),
+                TensorData::I64(a) => a.first().map(|&v| v as f64),
+                TensorData::I32(a) => a.first().map(|&v| v as f64),
+                TensorData::Bool(a) => a.first().map(|&v| v as u8 as f64),
             };
             Some((v?, t.dtype()))
         }

@@ -245,8 +245,23 @@ impl Function {
         live[self.body.index()] = true;
         // Operands have smaller ids than their users, so one backward sweep suffices.
         for i in (0..self.nodes.len()).rev() {
-            if live[i] {
-                self.for_each_operand(NodeId(i as u32), |c| live[c.index()] = true);
+            if !live[i] {
+                continue;
+            }
+            match self.nodes[i].kind {
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
+                // Binding variables and values alike.
+                ExprKind::Call { args: range, .. }
+                | ExprKind::Tuple { fields: range }
+                | ExprKind::Block { bindings: range, .. } => {
+                    for &a in &self.extra[range.as_range()] {
+                        live[a.index()] = true;
+                    }
+                    if let ExprKind::Block { result, .. } = self.nodes[i].kind {
+                        live[result.index()] = true;
+                    }
+                }
+                _ => self.for_each_operand(NodeId(i as u32), |c| live[c.index()] = true),
             }
         }
         live
@@ -314,6 +329,9 @@ impl Function {
         }
         // The end of `o`'s chain of replacements; `None` for a cycle or an id out of range.
         let resolve = |o: NodeId| -> Option<NodeId> {
+            if subst.get(o.index()) == Some(&KEEP) {
+                return Some(o);
+            }
             let mut cur = o;
             for _ in 0..=n {
                 let next = *subst.get(cur.index())?;
@@ -346,8 +364,13 @@ impl Function {
             readers
         });
         let mut f = self.clone();
+        // Only removals: only blocks change.
+        let removals_only = subst.iter().all(|&t| t == KEEP);
         for i in 0..n {
             let id = i as u32;
+            if removals_only && !matches!(f.nodes[i].kind, ExprKind::Block { .. }) {
+                continue;
+            }
             let kind = match f.nodes[i].kind {
                 k @ (ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. }) => k,
                 k @ (ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args }) => {
