@@ -65,6 +65,13 @@ pub fn dead_code_elimination(func: &Arc<Function>) -> Arc<Function> {
                 imp |= impure[result.index()];
             }
             ExprKind::Func { idx } => uses[func.closure(idx).body.index()] += 1,
+            ExprKind::Call { op, args, .. } => {
+                for &o in func.ids(args) {
+                    uses[o.index()] += 1;
+                    imp |= impure[o.index()];
+                }
+                imp |= is_stateful(op);
+            }
             kind => {
                 func.for_each_operand(id, |o| {
                     uses[o.index()] += 1;

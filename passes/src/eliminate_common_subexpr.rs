@@ -112,11 +112,17 @@ impl<'f> Numbering<'f> {
             _ => return NO_VN,
         }
         let mut ok = true;
-        func.for_each_operand(id, |o| {
+        let mut hash_operand = |o: NodeId| {
             let v = self.vn[o.index()];
             ok &= v != NO_VN;
             v.hash(&mut h);
-        });
+        };
+        match kind {
+            ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                func.ids(args).iter().for_each(|&o| hash_operand(o))
+            }
+            _ => func.for_each_operand(id, hash_operand),
+        }
         if !ok {
             return NO_VN;
         }
@@ -242,6 +248,10 @@ fn find_merges(func: &Function) -> Vec<(NodeId, NodeId)> {
                 ExprKind::Func { idx } => {
                     stack.push(Frame::Exit(id));
                     stack.push(Frame::Enter(func.closure(idx).body));
+                }
+                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                    stack.push(Frame::Exit(id));
+                    stack.extend(func.ids(args).iter().rev().map(|&o| Frame::Enter(o)));
                 }
                 _ => {
                     stack.push(Frame::Exit(id));

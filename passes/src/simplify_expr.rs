@@ -57,6 +57,12 @@ struct Ops {
 }
 
 impl Ops {
+    /// The operators, looked up by name once: the registry is fixed for the process.
+    fn get() -> &'static Ops {
+        static OPS: std::sync::OnceLock<Ops> = std::sync::OnceLock::new();
+        OPS.get_or_init(Ops::lookup)
+    }
+
     fn lookup() -> Ops {
         Ops {
             add: op::lookup("add"),
@@ -84,12 +90,12 @@ struct Made {
 
 /// Runs SimplifyExpr on `func`; returns `func` itself when no identity applies.
 pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
-    let ops = Ops::lookup();
+    let ops = Ops::get();
     let any = func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { op, .. } if ops.relevant(op)));
     if !any || !well_formed(func) {
         return Arc::clone(func);
     }
-    if let Some(out) = simplify_by_substitution(func, &ops) {
+    if let Some(out) = simplify_by_substitution(func, ops) {
         return out;
     }
     let mut bound: Option<Vec<NodeId>> = None;
@@ -108,7 +114,7 @@ pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
                         return Some(zero);
                     }
                 }
-                let keep = binary(rw.func, &ops, id, op, args[0], args[1])?;
+                let keep = binary(rw.func, ops, id, op, args[0], args[1])?;
                 Some(rw.map(keep))
             }
             1 if Some(op) == ops.negative => {
