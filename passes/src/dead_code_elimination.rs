@@ -107,19 +107,21 @@ pub fn dead_code_elimination(func: &Arc<Function>) -> Arc<Function> {
         return Arc::clone(func);
     }
     // Usually the bindings can be cut out of a copy of the arena; otherwise rebuild it.
-    if let Some(f) = func.substituted(&vec![NONE; n], &dropped) {
-        return Arc::new(f);
+    match func.substituted(&vec![NONE; n], &dropped).or_else(|| rebuild(func, &dropped)) {
+        Some(f) => Arc::new(f),
+        None => Arc::clone(func),
     }
+}
+
+/// Copies the live nodes of `func` without the bindings of the `dropped` variables.
+fn rebuild(func: &Function, dropped: &[bool]) -> Option<Function> {
     let mut rw = Rewriter::new(func, Propagate::Nothing);
     for (i, &d) in dropped.iter().enumerate() {
         if d {
             rw.drop_binding(NodeId(i as u32));
         }
     }
-    match rw.run(|_, _| None) {
-        Some(f) => Arc::new(f),
-        None => Arc::clone(func),
-    }
+    rw.run(|_, _| None)
 }
 
 /// Subtracts the uses made by the expression `root` (skipping removed bindings).
@@ -229,6 +231,31 @@ mod tests {
 
     fn relu() -> passel_engine::ir::OpId {
         op::lookup("relu").unwrap()
+    }
+
+    #[test]
+    fn dead_code_elimination_patch_equals_rebuild() {
+        // let a = relu(x); let b = relu(a); let c = relu(x); let d = relu(c); (c, d) minus b.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let bv = b.call(relu(), &[a], Attrs::new());
+        let bb = b.var("b", None);
+        let cv = b.call(relu(), &[x], Attrs::new());
+        let c = b.var("c", None);
+        let dv = b.call(relu(), &[c], Attrs::new());
+        let d = b.var("d", None);
+        let tup = b.tuple(&[c, d]);
+        let body = b.block(&[(a, av), (bb, bv), (c, cv), (d, dv)], tup);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let mut dropped = vec![false; func.num_nodes()];
+        dropped[a.index()] = true;
+        dropped[bb.index()] = true;
+        let patched = func.substituted(&vec![NONE; func.num_nodes()], &dropped).unwrap();
+        let rebuilt = rebuild(&func, &dropped).unwrap();
+        assert!(structural_eq(&patched, &rebuilt));
+        assert!(structural_eq(&dead_code_elimination(&func), &rebuilt));
     }
 
     #[test]

@@ -60,17 +60,19 @@ pub fn eliminate_common_subexpr(func: &Arc<Function>) -> Arc<Function> {
         subst[var.index()] = target;
         dropped[var.index()] = true;
     }
-    if let Some(f) = func.substituted(&subst, &dropped) {
-        return Arc::new(f);
-    }
-    let mut rw = Rewriter::new(func, Propagate::Nothing);
-    for &(var, target) in &aliases {
-        rw.alias(var, target);
-    }
-    match rw.run(|_, _| None) {
+    match func.substituted(&subst, &dropped).or_else(|| rebuild(func, &aliases)) {
         Some(f) => Arc::new(f),
         None => Arc::clone(func),
     }
+}
+
+/// Copies the live nodes of `func` with each `(var, earlier var)` merged.
+fn rebuild(func: &Function, aliases: &[(NodeId, NodeId)]) -> Option<Function> {
+    let mut rw = Rewriter::new(func, Propagate::Nothing);
+    for &(var, target) in aliases {
+        rw.alias(var, target);
+    }
+    rw.run(|_, _| None)
 }
 
 struct Numbering<'f> {
@@ -335,6 +337,36 @@ mod tests {
         let expected = e.finish(&[x], body, None, Attrs::new());
         assert!(structural_eq(&out, &expected));
         assert!(Arc::ptr_eq(&eliminate_common_subexpr(&out), &out));
+    }
+
+    #[test]
+    fn eliminate_common_subexpr_patch_equals_rebuild() {
+        // let a = relu(x); let b = relu(x); let c = add(a, b); let d = add(b, a); (c, d)
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let bv = b.call(relu(), &[x], Attrs::new());
+        let bb = b.var("b", None);
+        let cv = b.call(add(), &[a, bb], Attrs::new());
+        let c = b.var("c", None);
+        let dv = b.call(add(), &[bb, a], Attrs::new());
+        let d = b.var("d", None);
+        let tup = b.tuple(&[c, d]);
+        let body = b.block(&[(a, av), (bb, bv), (c, cv), (d, dv)], tup);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let aliases = find_merges(&func);
+        assert_eq!(aliases, vec![(bb, a), (d, c)]);
+        let n = func.num_nodes();
+        let (mut subst, mut dropped) = (vec![NONE; n], vec![false; n]);
+        for &(var, target) in &aliases {
+            subst[var.index()] = target;
+            dropped[var.index()] = true;
+        }
+        let patched = func.substituted(&subst, &dropped).unwrap();
+        let rebuilt = rebuild(&func, &aliases).unwrap();
+        assert!(structural_eq(&patched, &rebuilt));
+        assert!(structural_eq(&eliminate_common_subexpr(&func), &rebuilt));
     }
 
     #[test]

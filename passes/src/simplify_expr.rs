@@ -95,9 +95,14 @@ pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
     if !any || !well_formed(func) {
         return Arc::clone(func);
     }
-    if let Some(out) = simplify_by_substitution(func, ops) {
-        return out;
+    match simplify_by_substitution(func, ops) {
+        Some(out) => out,
+        None => simplify_by_copy(func, ops),
     }
+}
+
+/// Phase 3: the copy that may rewrite a call into new nodes.
+fn simplify_by_copy(func: &Arc<Function>, ops: &Ops) -> Arc<Function> {
     let mut bound: Option<Vec<NodeId>> = None;
     let mut made: FxHashMap<u32, Made> = FxHashMap::default();
     let rw = Rewriter::new(func, Propagate::Nothing);
@@ -429,6 +434,37 @@ mod tests {
 
     fn is_param(f: &Function) -> bool {
         f.body() == f.params()[0]
+    }
+
+    #[test]
+    fn simplify_expr_substitution_equals_copy() {
+        // let a = multiply(x, 1); let b = negative(a); let c = negative(b);
+        // let d = multiply(multiply(c, 1.0), 1.0); (a, d)
+        let mul = op::lookup("multiply").unwrap();
+        let neg = op::lookup("negative").unwrap();
+        let ty = Some(Type::tensor(vec![4], DType::F32));
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", ty.clone());
+        let one = b.constant(scalar(DType::F32, 1.0));
+        let av = b.call(mul, &[x, one], Attrs::new());
+        b.set_ty(av, ty.clone());
+        let a = b.var("a", ty.clone());
+        let bv = b.call(neg, &[a], Attrs::new());
+        let bb = b.var("b", ty.clone());
+        let cv = b.call(neg, &[bb], Attrs::new());
+        let c = b.var("c", ty.clone());
+        let inner = b.call(mul, &[c, one], Attrs::new());
+        b.set_ty(inner, ty.clone());
+        let dv = b.call(mul, &[inner, one], Attrs::new());
+        let d = b.var("d", ty.clone());
+        let tup = b.tuple(&[a, d]);
+        let body = b.block(&[(a, av), (bb, bv), (c, cv), (d, dv)], tup);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let patched = simplify_by_substitution(&func, Ops::get()).unwrap();
+        let copied = simplify_by_copy(&func, Ops::get());
+        assert!(!Arc::ptr_eq(&patched, &func));
+        assert!(structural_eq(&patched, &copied));
+        assert!(Arc::ptr_eq(&simplify_expr(&patched), &patched));
     }
 
     #[test]
