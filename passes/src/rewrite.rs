@@ -2,12 +2,18 @@
 //!
 //! [`Rewriter`] copies the live nodes of a function, in arena (post-) order, into a new
 //! [`FunctionBuilder`], keeping an old→new `Vec` memo. It works in one of two modes, chosen
-//! from the input's garbage: *compact* copies every live node into a fresh arena; *append*
-//! starts from the input's own tables ([`Function::to_builder`]) and pushes only the nodes
-//! that change (and their users up to the enclosing binding), reusing every unchanged node by
-//! its id. Append mode avoids re-interning names and re-pushing most nodes, at the price of
-//! leaving the replaced nodes behind as dead arena entries; once dead nodes or dead extra
-//! entries are more than twice the live ones, the next rewrite compacts. A pass may, before the copy, drop
+//! from the input's garbage: *compact* copies every live node into a fresh arena that shares
+//! the input's symbol table ([`Function::builder_sharing_names`], so no name is interned
+//! again) and copies each used constant once; *append* starts from the input's own tables
+//! ([`Function::to_builder`]) and pushes only the nodes that change (and their users up to the
+//! enclosing binding), reusing every unchanged node by its id. Append mode avoids re-pushing
+//! most nodes, at the price of leaving the replaced nodes behind as dead arena entries; once
+//! dead nodes or dead extra entries are more than twice the live ones, the next rewrite
+//! compacts. One backward sweep finds the live nodes and chooses the mode.
+//!
+//! Passes that only merge, forward or delete values try [`Function::substituted`] first,
+//! which patches a copy of the arena without pushing anything, and use the rewriter when it
+//! refuses. A pass may, before the copy, drop
 //! bindings and alias variables to other atoms; during the copy it may replace any compound
 //! node (its operands are already copied and can be inspected through [`Rewriter::map`]).
 //! Atoms (variables, globals, constants) are copied lazily, on first use, so atoms that
