@@ -372,12 +372,12 @@ impl Function {
                 continue;
             }
             let kind = match f.nodes[i].kind {
-                k @ (ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. }) => k,
-                k @ (ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args }) => {
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => continue,
+                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
                     for e in &mut f.extra[args.as_range()] {
                         *e = fix(*e, id)?;
                     }
-                    k
+                    continue;
                 }
                 ExprKind::Apply { callee, args } => {
                     for e in &mut f.extra[args.as_range()] {
@@ -389,10 +389,10 @@ impl Function {
                 ExprKind::If { cond, then_, else_ } => {
                     ExprKind::If { cond: fix(cond, id)?, then_: fix(then_, id)?, else_: fix(else_, id)? }
                 }
-                k @ ExprKind::Func { idx } => {
+                ExprKind::Func { idx } => {
                     let c = &mut f.closures[idx.0 as usize];
                     c.body = fix(c.body, id)?;
-                    k
+                    continue;
                 }
                 ExprKind::Block { bindings, result } => {
                     let result = fix(result, id)?;
