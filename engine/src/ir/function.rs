@@ -659,12 +659,15 @@ impl FunctionBuilder {
         }
     }
 
-    /// Whether the table indices of a node (symbol, constant, attributes) are in range.
+    /// Whether the table indices of a node (symbol, constant, attributes) are in range and a
+    /// block's binding range holds whole pairs.
     fn indices_in_range(&self, kind: &ExprKind) -> bool {
         match *kind {
             ExprKind::Var { name } | ExprKind::Global { name } => (name.0 as usize) < self.syms.len(),
             ExprKind::Const { idx } => (idx.0 as usize) < self.consts.len(),
             ExprKind::Call { attrs, .. } => (attrs.0 as usize) < self.call_attrs.len(),
+            // `{ e }` is `e` (see `block`), and bindings come in `(var, value)` pairs.
+            ExprKind::Block { bindings, .. } => bindings.len > 0 && bindings.len % 2 == 0,
             _ => true,
         }
     }
@@ -954,7 +957,14 @@ mod tests {
     #[test]
     fn builder_marks_function_malformed_for_any_bad_id_or_index() {
         type Bad = fn(&mut FunctionBuilder, NodeId) -> NodeId;
-        let cases: [(&str, Bad); 7] = [
+        let cases: [(&str, Bad); 9] = [
+            ("block with an odd binding range", |b, x| {
+                let bindings = b.push_ids(&[x, x, x]);
+                b.push(ExprKind::Block { bindings, result: x }, None)
+            }),
+            ("block without bindings", |b, x| {
+                b.push(ExprKind::Block { bindings: IdRange::default(), result: x }, None)
+            }),
             ("forward operand", |b, _| b.push_unchecked(ExprKind::Proj { tuple: NodeId(50), index: 0 }, None)),
             ("range past the extra table", |b, _| {
                 let args = IdRange { start: 1000, len: 2 };
