@@ -26,7 +26,9 @@
 //!    are removed in the same sweep. Inner blocks go first because removing a binding there
 //!    can free a variable of an enclosing block, never the other way round (a removed outer
 //!    value is uncounted as a whole, skipping the inner bindings already removed).
-//! 3. Copy the live nodes without the removed bindings; nothing removed → the same `Arc`.
+//! 3. Cut the removed bindings out of a copy of the arena ([`Function::substituted`]), or,
+//!    when that is refused, copy the live nodes without them; nothing removed → the same
+//!    `Arc`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -34,7 +36,7 @@ use std::sync::Arc;
 use passel_engine::ir::{fn_attr, AttrValue, ExprKind, Function, Module, NodeId};
 use passel_engine::transform::{PassContext, PassError};
 
-use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter};
+use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
 
 /// Removes unused pure bindings of `func`; returns `func` itself when none is unused.
 pub fn dead_code_elimination(func: &Arc<Function>) -> Arc<Function> {
@@ -63,6 +65,13 @@ pub fn dead_code_elimination(func: &Arc<Function>) -> Arc<Function> {
                 imp |= impure[result.index()];
             }
             ExprKind::Func { idx } => uses[func.closure(idx).body.index()] += 1,
+            ExprKind::Call { op, args, .. } => {
+                for &o in func.ids(args) {
+                    uses[o.index()] += 1;
+                    imp |= impure[o.index()];
+                }
+                imp |= is_stateful(op);
+            }
             kind => {
                 func.for_each_operand(id, |o| {
                     uses[o.index()] += 1;
@@ -97,16 +106,22 @@ pub fn dead_code_elimination(func: &Arc<Function>) -> Arc<Function> {
     if !any {
         return Arc::clone(func);
     }
+    // Usually the bindings can be cut out of a copy of the arena; otherwise rebuild it.
+    match func.substituted(&vec![NONE; n], &dropped).or_else(|| rebuild(func, &dropped)) {
+        Some(f) => Arc::new(f),
+        None => Arc::clone(func),
+    }
+}
+
+/// Copies the live nodes of `func` without the bindings of the `dropped` variables.
+fn rebuild(func: &Function, dropped: &[bool]) -> Option<Function> {
     let mut rw = Rewriter::new(func, Propagate::Nothing);
     for (i, &d) in dropped.iter().enumerate() {
         if d {
             rw.drop_binding(NodeId(i as u32));
         }
     }
-    match rw.run(|_, _| None) {
-        Some(f) => Arc::new(f),
-        None => Arc::clone(func),
-    }
+    rw.run(|_, _| None)
 }
 
 /// Subtracts the uses made by the expression `root` (skipping removed bindings).
@@ -216,6 +231,31 @@ mod tests {
 
     fn relu() -> passel_engine::ir::OpId {
         op::lookup("relu").unwrap()
+    }
+
+    #[test]
+    fn dead_code_elimination_patch_equals_rebuild() {
+        // let a = relu(x); let b = relu(a); let c = relu(x); let d = relu(c); (c, d) minus b.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let bv = b.call(relu(), &[a], Attrs::new());
+        let bb = b.var("b", None);
+        let cv = b.call(relu(), &[x], Attrs::new());
+        let c = b.var("c", None);
+        let dv = b.call(relu(), &[c], Attrs::new());
+        let d = b.var("d", None);
+        let tup = b.tuple(&[c, d]);
+        let body = b.block(&[(a, av), (bb, bv), (c, cv), (d, dv)], tup);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let mut dropped = vec![false; func.num_nodes()];
+        dropped[a.index()] = true;
+        dropped[bb.index()] = true;
+        let patched = func.substituted(&vec![NONE; func.num_nodes()], &dropped).unwrap();
+        let rebuilt = rebuild(&func, &dropped).unwrap();
+        assert!(structural_eq(&patched, &rebuilt));
+        assert!(structural_eq(&dead_code_elimination(&func), &rebuilt));
     }
 
     #[test]

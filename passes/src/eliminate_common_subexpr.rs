@@ -22,8 +22,9 @@
 //! 1. Number values in evaluation order with an explicit stack, keeping a scoped table from
 //!    value number to the variable that holds it; each block's entries are removed when the
 //!    block ends.
-//! 2. Copy the live nodes with the merged bindings removed and their variables aliased
-//!    ([`crate::rewrite::Rewriter`]); nothing merged → the same `Arc`.
+//! 2. Remove the merged bindings and replace their variables in a copy of the arena
+//!    ([`Function::substituted`]), or, when that is refused, copy the live nodes with the
+//!    variables aliased ([`crate::rewrite::Rewriter`]); nothing merged → the same `Arc`.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use std::sync::Arc;
 use passel_engine::ir::{Constant, ExprKind, Function, NodeId, TensorData};
 use rustc_hash::{FxHashMap, FxHasher};
 
-use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter};
+use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
 
 const NO_VN: u32 = u32::MAX;
 
@@ -53,14 +54,25 @@ pub fn eliminate_common_subexpr(func: &Arc<Function>) -> Arc<Function> {
     if aliases.is_empty() {
         return Arc::clone(func);
     }
-    let mut rw = Rewriter::new(func, Propagate::Nothing);
+    let n = func.num_nodes();
+    let (mut subst, mut dropped) = (vec![NONE; n], vec![false; n]);
     for &(var, target) in &aliases {
-        rw.alias(var, target);
+        subst[var.index()] = target;
+        dropped[var.index()] = true;
     }
-    match rw.run(|_, _| None) {
+    match func.substituted(&subst, &dropped).or_else(|| rebuild(func, &aliases)) {
         Some(f) => Arc::new(f),
         None => Arc::clone(func),
     }
+}
+
+/// Copies the live nodes of `func` with each `(var, earlier var)` merged.
+fn rebuild(func: &Function, aliases: &[(NodeId, NodeId)]) -> Option<Function> {
+    let mut rw = Rewriter::new(func, Propagate::Nothing);
+    for &(var, target) in aliases {
+        rw.alias(var, target);
+    }
+    rw.run(|_, _| None)
 }
 
 struct Numbering<'f> {
@@ -102,11 +114,17 @@ impl<'f> Numbering<'f> {
             _ => return NO_VN,
         }
         let mut ok = true;
-        func.for_each_operand(id, |o| {
+        let mut hash_operand = |o: NodeId| {
             let v = self.vn[o.index()];
             ok &= v != NO_VN;
             v.hash(&mut h);
-        });
+        };
+        match kind {
+            ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                func.ids(args).iter().for_each(|&o| hash_operand(o))
+            }
+            _ => func.for_each_operand(id, hash_operand),
+        }
         if !ok {
             return NO_VN;
         }
@@ -233,6 +251,10 @@ fn find_merges(func: &Function) -> Vec<(NodeId, NodeId)> {
                     stack.push(Frame::Exit(id));
                     stack.push(Frame::Enter(func.closure(idx).body));
                 }
+                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                    stack.push(Frame::Exit(id));
+                    stack.extend(func.ids(args).iter().rev().map(|&o| Frame::Enter(o)));
+                }
                 _ => {
                     stack.push(Frame::Exit(id));
                     scratch.clear();
@@ -315,6 +337,36 @@ mod tests {
         let expected = e.finish(&[x], body, None, Attrs::new());
         assert!(structural_eq(&out, &expected));
         assert!(Arc::ptr_eq(&eliminate_common_subexpr(&out), &out));
+    }
+
+    #[test]
+    fn eliminate_common_subexpr_patch_equals_rebuild() {
+        // let a = relu(x); let b = relu(x); let c = add(a, b); let d = add(b, a); (c, d)
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let bv = b.call(relu(), &[x], Attrs::new());
+        let bb = b.var("b", None);
+        let cv = b.call(add(), &[a, bb], Attrs::new());
+        let c = b.var("c", None);
+        let dv = b.call(add(), &[bb, a], Attrs::new());
+        let d = b.var("d", None);
+        let tup = b.tuple(&[c, d]);
+        let body = b.block(&[(a, av), (bb, bv), (c, cv), (d, dv)], tup);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let aliases = find_merges(&func);
+        assert_eq!(aliases, vec![(bb, a), (d, c)]);
+        let n = func.num_nodes();
+        let (mut subst, mut dropped) = (vec![NONE; n], vec![false; n]);
+        for &(var, target) in &aliases {
+            subst[var.index()] = target;
+            dropped[var.index()] = true;
+        }
+        let patched = func.substituted(&subst, &dropped).unwrap();
+        let rebuilt = rebuild(&func, &aliases).unwrap();
+        assert!(structural_eq(&patched, &rebuilt));
+        assert!(structural_eq(&eliminate_common_subexpr(&func), &rebuilt));
     }
 
     #[test]

@@ -2,12 +2,18 @@
 //!
 //! [`Rewriter`] copies the live nodes of a function, in arena (post-) order, into a new
 //! [`FunctionBuilder`], keeping an old→new `Vec` memo. It works in one of two modes, chosen
-//! from the input's garbage: *compact* copies every live node into a fresh arena; *append*
-//! starts from the input's own tables ([`Function::to_builder`]) and pushes only the nodes
-//! that change (and their users up to the enclosing binding), reusing every unchanged node by
-//! its id. Append mode avoids re-interning names and re-pushing most nodes, at the price of
-//! leaving the replaced nodes behind as dead arena entries; once dead nodes or dead extra
-//! entries are more than twice the live ones, the next rewrite compacts. A pass may, before the copy, drop
+//! from the input's garbage: *compact* copies every live node into a fresh arena that shares
+//! the input's symbol table ([`Function::builder_sharing_names`], so no name is interned
+//! again) and copies each used constant once; *append* starts from the input's own tables
+//! ([`Function::to_builder`]) and pushes only the nodes that change (and their users up to the
+//! enclosing binding), reusing every unchanged node by its id. Append mode avoids re-pushing
+//! most nodes, at the price of leaving the replaced nodes behind as dead arena entries; once
+//! dead nodes or dead extra entries are more than twice the live ones, the next rewrite
+//! compacts. One backward sweep finds the live nodes and chooses the mode.
+//!
+//! Passes that only merge, forward or delete values try [`Function::substituted`] first,
+//! which patches a copy of the arena without pushing anything, and use the rewriter when it
+//! refuses. A pass may, before the copy, drop
 //! bindings and alias variables to other atoms; during the copy it may replace any compound
 //! node (its operands are already copied and can be inspected through [`Rewriter::map`]).
 //! Atoms (variables, globals, constants) are copied lazily, on first use, so atoms that
@@ -22,12 +28,11 @@
 
 use std::sync::Arc;
 
-use passel_engine::ir::{Constant, ExprKind, Function, FunctionBuilder, NodeId, OpId, Sym};
+use passel_engine::ir::{ConstIdx, Constant, ExprKind, Function, FunctionBuilder, NodeId, OpId, Sym};
 use passel_engine::op::{self, OpDef};
 
 /// "No node" in memo tables.
 pub(crate) const NONE: NodeId = NodeId(u32::MAX);
-const NO_SYM: Sym = Sym(u32::MAX);
 
 /// The definition of `op`, or `None` for an id outside the registry (malformed input).
 pub(crate) fn op_def(op: OpId) -> Option<&'static OpDef> {
@@ -39,31 +44,12 @@ pub(crate) fn is_stateful(op: OpId) -> bool {
     op_def(op).is_none_or(|d| d.stateful)
 }
 
-/// Checks the well-formedness a pass relies on: operands precede users and every id and
-/// table index is in range. Passes return their input unchanged when this fails.
+/// The well-formedness a pass relies on: operands precede users and every id and table index
+/// is in range. Passes return their input unchanged when this fails. The builder records it
+/// while nodes are pushed ([`Function::is_well_formed`]), so this costs nothing per pass.
+#[inline]
 pub(crate) fn well_formed(func: &Function) -> bool {
-    let n = func.num_nodes() as u32;
-    if func.body().0 >= n || func.params().iter().any(|p| p.0 >= n) {
-        return false;
-    }
-    for (i, node) in func.nodes().iter().enumerate() {
-        let mut ok = true;
-        let id = i as u32;
-        match node.kind {
-            ExprKind::Func { idx } => {
-                // `closure` indexes a table whose length is not public; a closure index is
-                // always made by the builder together with the node, so only its ids are
-                // checked here.
-                let c = func.closure(idx);
-                ok &= c.body.0 < id && func.ids(c.params).iter().all(|p| p.0 < id);
-            }
-            _ => func.for_each_operand(NodeId(id), |o| ok &= o.0 < id),
-        }
-        if !ok {
-            return false;
-        }
-    }
-    true
+    func.is_well_formed()
 }
 
 /// Which let-bound atoms the rewriter substitutes into uses.
@@ -82,9 +68,9 @@ pub(crate) struct Rewriter<'f> {
     pub(crate) func: &'f Function,
     pub(crate) b: FunctionBuilder,
     memo: Vec<NodeId>,
-    syms: Vec<Sym>,
-    /// Mirror of the new builder's constant table (the builder has no getter).
-    consts: Vec<Arc<Constant>>,
+    /// Compact mode: old constant index → new one (`u32::MAX` when not copied yet), so that
+    /// a constant used many times is copied into the new table once.
+    const_memo: Vec<u32>,
     /// Old binding variable → old value (NONE when not bound, or bound twice).
     bound: Vec<NodeId>,
     /// Old variable → old atom it stands for (set by [`Rewriter::alias`]).
@@ -97,11 +83,10 @@ pub(crate) struct Rewriter<'f> {
     /// Set when the input turns out to be malformed; the result is then discarded.
     failed: bool,
     placeholder: NodeId,
-    /// The builder's constant index of `consts[0]`.
-    const_base: u32,
     changed: bool,
     scratch: Vec<NodeId>,
     chain: Vec<NodeId>,
+    pairs: Vec<(NodeId, NodeId)>,
 }
 
 impl<'f> Rewriter<'f> {
@@ -111,8 +96,7 @@ impl<'f> Rewriter<'f> {
             func,
             b: FunctionBuilder::new(),
             memo: vec![NONE; n],
-            syms: Vec::new(),
-            consts: Vec::new(),
+            const_memo: Vec::new(),
             bound: Vec::new(),
             alias: Vec::new(),
             dropped: vec![false; n],
@@ -120,10 +104,10 @@ impl<'f> Rewriter<'f> {
             append: false,
             failed: false,
             placeholder: NONE,
-            const_base: 0,
             changed: false,
             scratch: Vec::with_capacity(8),
             chain: Vec::new(),
+            pairs: Vec::new(),
         };
         if propagate != Propagate::Nothing {
             rw.bound = bound_values(func);
@@ -149,34 +133,51 @@ impl<'f> Rewriter<'f> {
     /// The constant of new node `new`, if it is a constant.
     pub(crate) fn new_const(&self, new: NodeId) -> Option<&Arc<Constant>> {
         match self.b.node(new).kind {
-            ExprKind::Const { idx } if !self.consts.is_empty() && idx.0 >= self.const_base => {
-                self.consts.get((idx.0 - self.const_base) as usize)
-            }
-            ExprKind::Const { idx } if self.append => Some(self.func.constant(idx)),
+            ExprKind::Const { idx } => Some(self.b.constant_at(idx)),
             _ => None,
         }
     }
 
     /// Pushes a constant into the new function.
     pub(crate) fn constant(&mut self, c: Arc<Constant>) -> NodeId {
-        self.consts.push(Arc::clone(&c));
-        let id = self.b.constant(c);
-        if self.consts.len() == 1 {
-            if let ExprKind::Const { idx } = self.b.node(id).kind {
-                self.const_base = idx.0;
-            }
+        self.b.constant(c)
+    }
+
+    /// Copies old constant node `old` (compact mode), sharing one table entry per old entry.
+    fn copy_const(&mut self, old: NodeId, idx: ConstIdx) -> NodeId {
+        let ty = self.func.ty(old).cloned();
+        self.set_span(old);
+        let i = idx.0 as usize;
+        if i >= self.const_memo.len() {
+            self.const_memo.resize(i + 1, u32::MAX);
         }
-        id
+        if self.const_memo[i] != u32::MAX {
+            return self.b.push(ExprKind::Const { idx: ConstIdx(self.const_memo[i]) }, ty);
+        }
+        let c = Arc::clone(self.func.constant(idx));
+        let ty = ty.unwrap_or_else(|| c.ty());
+        let new = self.b.constant_typed(c, ty);
+        if let ExprKind::Const { idx: new_idx } = self.b.node(new).kind {
+            self.const_memo[i] = new_idx.0;
+        }
+        new
     }
 
     /// The new node for old node `old`. Atoms are copied (or substituted) on first use;
     /// compound nodes must have been visited already (they have smaller ids than their users),
     /// otherwise the result is a placeholder that [`Rewriter::run`] reports as failure.
+    #[inline]
     pub(crate) fn map(&mut self, old: NodeId) -> NodeId {
         let m = self.memo[old.index()];
         if m != NONE {
             return m;
         }
+        self.map_slow(old)
+    }
+
+    /// [`Rewriter::map`] for a node not in the memo yet.
+    #[inline(never)]
+    fn map_slow(&mut self, old: NodeId) -> NodeId {
         if self.failed {
             return self.placeholder();
         }
@@ -210,15 +211,13 @@ impl<'f> Rewriter<'f> {
                     break cur;
                 }
                 ExprKind::Global { name } => {
-                    let sym = self.sym(name);
                     self.set_span(cur);
-                    let new = self.b.push(ExprKind::Global { name: sym }, self.func.ty(cur).cloned());
+                    let new = self.b.push(ExprKind::Global { name }, self.func.ty(cur).cloned());
                     self.memo[cur.index()] = new;
                     break new;
                 }
                 ExprKind::Const { idx } => {
-                    self.set_span(cur);
-                    let new = self.constant(Arc::clone(self.func.constant(idx)));
+                    let new = self.copy_const(cur, idx);
                     self.memo[cur.index()] = new;
                     break new;
                 }
@@ -265,9 +264,8 @@ impl<'f> Rewriter<'f> {
             self.memo[var.index()] = var;
             return var;
         }
-        let sym = self.sym(name);
         self.set_span(var);
-        let new = self.b.push(ExprKind::Var { name: sym }, self.func.ty(var).cloned());
+        let new = self.b.push(ExprKind::Var { name }, self.func.ty(var).cloned());
         self.memo[var.index()] = new;
         new
     }
@@ -308,17 +306,6 @@ impl<'f> Rewriter<'f> {
         } else {
             Forward::Keep
         }
-    }
-
-    fn sym(&mut self, old: Sym) -> Sym {
-        let i = old.0 as usize;
-        if i >= self.syms.len() {
-            self.syms.resize(i + 1, NO_SYM);
-        }
-        if self.syms[i] == NO_SYM {
-            self.syms[i] = self.b.sym(self.func.sym(old));
-        }
-        self.syms[i]
     }
 
     fn set_span(&mut self, old: NodeId) {
@@ -381,7 +368,8 @@ impl<'f> Rewriter<'f> {
                 self.b.closure(&ids, body, c.ret_ty.clone(), c.attrs.clone())
             }
             ExprKind::Block { bindings, result } => {
-                let mut pairs = Vec::with_capacity(bindings.len as usize / 2);
+                let mut pairs = std::mem::take(&mut self.pairs);
+                pairs.clear();
                 for (var, value) in func.bindings(bindings) {
                     if self.dropped[var.index()] {
                         continue;
@@ -396,10 +384,13 @@ impl<'f> Rewriter<'f> {
                 self.set_span(old);
                 if pairs.is_empty() {
                     self.scratch = ids;
+                    self.pairs = pairs;
                     self.memo[old.index()] = r;
                     return r;
                 }
-                self.b.block(&pairs, r)
+                let new = self.b.block(&pairs, r);
+                self.pairs = pairs;
+                new
             }
         };
         self.scratch = ids;
@@ -432,6 +423,13 @@ impl<'f> Rewriter<'f> {
                 }
                 same && self.map(c.body) == c.body
             }
+            ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                for &a in func.ids(args) {
+                    same &= self.map(a) == a;
+                }
+                same
+            }
+            ExprKind::Proj { tuple, .. } => self.map(tuple) == tuple,
             _ => {
                 func.for_each_operand(old, |o| same &= self.map(o) == o);
                 same
@@ -447,8 +445,7 @@ impl<'f> Rewriter<'f> {
         mut visit: impl FnMut(&mut Rewriter<'f>, NodeId) -> Option<NodeId>,
     ) -> Option<Function> {
         let func = self.func;
-        let live = self.live_mask();
-        self.choose_mode(&live);
+        let live = self.live_mask_and_mode();
         for (i, &is_live) in live.iter().enumerate() {
             let id = NodeId(i as u32);
             if self.failed {
@@ -478,21 +475,69 @@ impl<'f> Rewriter<'f> {
         Some(self.b.finish(&params, body, func.ret_ty().cloned(), func.attrs().clone()))
     }
 
-    /// Appends to the input arena unless its dead nodes or dead extra entries outweigh the
-    /// live ones.
-    fn choose_mode(&mut self, live: &[bool]) {
+    /// Marks the live nodes, like [`Function::live_mask`] except that the values of dropped
+    /// bindings are not live, and chooses the mode: append to the input arena unless its dead
+    /// nodes or dead extra entries outweigh the live ones. One backward sweep does both.
+    fn live_mask_and_mode(&mut self) -> Vec<bool> {
         let func = self.func;
+        let mut live = vec![false; func.num_nodes()];
+        live[func.body().index()] = true;
         let (mut live_nodes, mut live_extra, mut extra_end) = (0usize, 0usize, 0usize);
-        for (i, node) in func.nodes().iter().enumerate() {
-            let range = match node.kind {
-                ExprKind::Call { args, .. } | ExprKind::Apply { args, .. } => args,
-                ExprKind::Tuple { fields } => fields,
-                ExprKind::Block { bindings, .. } => bindings,
-                ExprKind::Func { idx } => func.closure(idx).params,
-                _ => Default::default(),
+        for i in (0..live.len()).rev() {
+            let id = NodeId(i as u32);
+            let is_live = live[i];
+            let range = match *func.kind(id) {
+                ExprKind::Block { bindings, result } => {
+                    if is_live {
+                        for (var, value) in func.bindings(bindings) {
+                            if !self.dropped[var.index()] {
+                                live[value.index()] = true;
+                            }
+                        }
+                        live[result.index()] = true;
+                    }
+                    bindings
+                }
+                ExprKind::Func { idx } => {
+                    let c = func.closure(idx);
+                    if is_live {
+                        live[c.body.index()] = true;
+                    }
+                    c.params
+                }
+                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                    if is_live {
+                        for &a in func.ids(args) {
+                            live[a.index()] = true;
+                        }
+                    }
+                    args
+                }
+                ExprKind::Apply { callee, args } => {
+                    if is_live {
+                        live[callee.index()] = true;
+                        for &a in func.ids(args) {
+                            live[a.index()] = true;
+                        }
+                    }
+                    args
+                }
+                ExprKind::Proj { tuple, .. } => {
+                    live[tuple.index()] |= is_live;
+                    Default::default()
+                }
+                ExprKind::If { cond, then_, else_ } => {
+                    if is_live {
+                        live[cond.index()] = true;
+                        live[then_.index()] = true;
+                        live[else_.index()] = true;
+                    }
+                    Default::default()
+                }
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => Default::default(),
             };
             extra_end = extra_end.max(range.as_range().end);
-            if live[i] {
+            if is_live {
                 live_nodes += 1;
                 live_extra += range.len as usize;
             }
@@ -500,34 +545,7 @@ impl<'f> Rewriter<'f> {
         // Garbage up to twice the live size is tolerated, so that a pipeline of passes that
         // each change a little compacts only every few passes.
         self.append = live_nodes * 3 >= func.num_nodes() && live_extra * 3 + 64 >= extra_end;
-        if self.append {
-            self.b = func.to_builder();
-        }
-    }
-
-    /// Like [`Function::live_mask`], but the values of dropped bindings are not live.
-    fn live_mask(&self) -> Vec<bool> {
-        let func = self.func;
-        let mut live = vec![false; func.num_nodes()];
-        live[func.body().index()] = true;
-        for i in (0..live.len()).rev() {
-            if !live[i] {
-                continue;
-            }
-            let id = NodeId(i as u32);
-            match *func.kind(id) {
-                ExprKind::Block { bindings, result } => {
-                    for (var, value) in func.bindings(bindings) {
-                        if !self.dropped[var.index()] {
-                            live[value.index()] = true;
-                        }
-                    }
-                    live[result.index()] = true;
-                }
-                ExprKind::Func { idx } => live[func.closure(idx).body.index()] = true,
-                _ => func.for_each_operand(id, |o| live[o.index()] = true),
-            }
-        }
+        self.b = if self.append { func.to_builder() } else { func.builder_sharing_names(live_nodes, live_extra) };
         live
     }
 }
@@ -556,12 +574,16 @@ pub(crate) fn for_each_use(func: &Function, id: NodeId, mut f: impl FnMut(NodeId
 }
 
 pub(crate) fn bound_values(func: &Function) -> Vec<NodeId> {
+    bound_values_of_live(func, &func.live_mask())
+}
+
+/// [`bound_values`] with the function's [`Function::live_mask`] already at hand.
+pub(crate) fn bound_values_of_live(func: &Function, live: &[bool]) -> Vec<NodeId> {
     let mut bound = vec![NONE; func.num_nodes()];
     let mut twice = Vec::new();
     // Only live blocks count: append mode leaves the old copy of a rewritten block behind, and
     // its bindings must not make every variable look bound twice.
-    let live = func.live_mask();
-    for (node, _) in func.nodes().iter().zip(&live).filter(|(_, &l)| l) {
+    for (node, _) in func.nodes().iter().zip(live).filter(|(_, &l)| l) {
         if let ExprKind::Block { bindings, .. } = node.kind {
             for (var, value) in func.bindings(bindings) {
                 if bound[var.index()] != NONE {

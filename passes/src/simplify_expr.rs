@@ -30,8 +30,11 @@
 //!
 //! Phases:
 //! 1. Quick scan for calls of the operators above; none → the same `Arc`.
-//! 2. One copy of the live nodes ([`crate::rewrite::Rewriter`]), rewriting each call once its
-//!    operands are copied, so nested chains (`transpose³`) simplify in one run.
+//! 2. When every identity that applies only forwards an existing value (`x * 1` → `x`,
+//!    `-(-x)` → `x`), replace the calls by those values in a copy of the arena
+//!    ([`Function::substituted`]); chains (`(x * 1) * 1`) resolve in the same step.
+//! 3. Otherwise one copy of the live nodes ([`crate::rewrite::Rewriter`]), rewriting each call
+//!    once its operands are copied, so nested chains (`transpose³`) simplify in one run.
 
 use std::sync::Arc;
 
@@ -41,7 +44,7 @@ use passel_engine::ir::{
 use passel_engine::op;
 use rustc_hash::FxHashMap;
 
-use crate::rewrite::{bound_values, op_def, well_formed, Propagate, Rewriter, NONE};
+use crate::rewrite::{bound_values, bound_values_of_live, op_def, well_formed, Propagate, Rewriter, NONE};
 
 struct Ops {
     add: Option<OpId>,
@@ -54,6 +57,12 @@ struct Ops {
 }
 
 impl Ops {
+    /// The operators, looked up by name once: the registry is fixed for the process.
+    fn get() -> &'static Ops {
+        static OPS: std::sync::OnceLock<Ops> = std::sync::OnceLock::new();
+        OPS.get_or_init(Ops::lookup)
+    }
+
     fn lookup() -> Ops {
         Ops {
             add: op::lookup("add"),
@@ -81,11 +90,19 @@ struct Made {
 
 /// Runs SimplifyExpr on `func`; returns `func` itself when no identity applies.
 pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
-    let ops = Ops::lookup();
+    let ops = Ops::get();
     let any = func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { op, .. } if ops.relevant(op)));
     if !any || !well_formed(func) {
         return Arc::clone(func);
     }
+    match simplify_by_substitution(func, ops) {
+        Some(out) => out,
+        None => simplify_by_copy(func, ops),
+    }
+}
+
+/// Phase 3: the copy that may rewrite a call into new nodes.
+fn simplify_by_copy(func: &Arc<Function>, ops: &Ops) -> Arc<Function> {
     let mut bound: Option<Vec<NodeId>> = None;
     let mut made: FxHashMap<u32, Made> = FxHashMap::default();
     let rw = Rewriter::new(func, Propagate::Nothing);
@@ -96,19 +113,18 @@ pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
         }
         let args = rw.func.ids(args);
         match args.len() {
-            2 => binary(rw, &ops, id, op, args[0], args[1]),
-            1 if Some(op) == ops.negative => {
-                let (inner, via_var) = inner_value(rw.func, args[0], &mut bound)?;
-                match *rw.func.kind(inner) {
-                    ExprKind::Call { op: o, args: a, .. } if o == op && a.len == 1 => {
-                        let y = rw.func.ids(a)[0];
-                        if via_var && !rw.func.kind(y).is_atom() {
-                            return None;
-                        }
-                        Some(rw.map(y))
+            2 => {
+                if Some(op) == ops.subtract {
+                    if let Some(zero) = self_subtract(rw, id, args[0], args[1]) {
+                        return Some(zero);
                     }
-                    _ => None,
                 }
+                let keep = binary(rw.func, ops, id, op, args[0], args[1])?;
+                Some(rw.map(keep))
+            }
+            1 if Some(op) == ops.negative => {
+                let y = double_negative(rw.func, op, args[0], &mut bound)?;
+                Some(rw.map(y))
             }
             1 if Some(op) == ops.reshape || Some(op) == ops.transpose => {
                 let is_transpose = Some(op) == ops.transpose;
@@ -169,6 +185,71 @@ pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
     }
 }
 
+/// Phase 2 when every identity that applies forwards an existing value (`x * 1`, `-(-x)`):
+/// the calls are replaced by those values in a copy of the arena
+/// ([`Function::substituted`]). `None` when some rewrite needs a new node (a merged
+/// reshape or transpose, a zero for `x - x`) or the patch is refused: the caller then copies
+/// the function with the [`Rewriter`]. The identities are decided on the input's nodes, as
+/// the copy decides them, so both give the same result.
+fn simplify_by_substitution(func: &Arc<Function>, ops: &Ops) -> Option<Arc<Function>> {
+    let n = func.num_nodes();
+    let live = func.live_mask();
+    let mut bound: Option<Vec<NodeId>> = None;
+    if ops
+        .negative
+        .is_some_and(|neg| func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { op, .. } if op == neg)))
+    {
+        bound = Some(bound_values_of_live(func, &live));
+    }
+    let mut subst: Vec<NodeId> = Vec::new();
+    for (i, &is_live) in live.iter().enumerate() {
+        let id = NodeId(i as u32);
+        let ExprKind::Call { op, args, .. } = *func.kind(id) else { continue };
+        if !is_live || !ops.relevant(op) {
+            continue;
+        }
+        let args = func.ids(args);
+        let keep = match args.len() {
+            2 => {
+                if Some(op) == ops.subtract && args[0] == args[1] && func.kind(args[0]).is_atom() {
+                    return None;
+                }
+                binary(func, ops, id, op, args[0], args[1])
+            }
+            1 if Some(op) == ops.negative => double_negative(func, op, args[0], &mut bound),
+            1 if Some(op) == ops.reshape || Some(op) == ops.transpose => match inner_value(func, args[0], &mut bound) {
+                Some((inner, _)) if matches!(*func.kind(inner), ExprKind::Call { op: o, .. } if o == op) => {
+                    return None
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(keep) = keep {
+            if subst.is_empty() {
+                subst = vec![NONE; n];
+            }
+            subst[i] = keep;
+        }
+    }
+    if subst.is_empty() {
+        return Some(Arc::clone(func));
+    }
+    func.substituted(&subst, &vec![false; n]).map(Arc::new)
+}
+
+/// `negative(negative(y))`, directly or through a let-bound variable: the old `y`.
+fn double_negative(func: &Function, op: OpId, arg: NodeId, bound: &mut Option<Vec<NodeId>>) -> Option<NodeId> {
+    let (inner, via_var) = inner_value(func, arg, bound)?;
+    match *func.kind(inner) {
+        ExprKind::Call { op: o, args: a, .. } if o == op && a.len == 1 => {
+            let y = func.ids(a)[0];
+            (!via_var || func.kind(y).is_atom()).then_some(y)
+        }
+        _ => None,
+    }
+}
+
 /// The expression an operand stands for: itself if compound, or the value of the binding of
 /// a let-bound variable (with `true`).
 fn inner_value(func: &Function, arg: NodeId, bound: &mut Option<Vec<NodeId>>) -> Option<(NodeId, bool)> {
@@ -220,11 +301,11 @@ fn uniform_value(c: &Constant) -> Option<(f64, DType)> {
     match c {
         Constant::Dense(t) if t.len() == 1 => {
             let v = match &t.0 {
-                TensorData::F32(a) => a.iter().next().map(|&v| v as f64),
-                TensorData::F16(a) => a.iter().next().map(|v| v.to_f64()),
-                TensorData::I64(a) => a.iter().next().map(|&v| v as f64),
-                TensorData::I32(a) => a.iter().next().map(|&v| v as f64),
-                TensorData::Bool(a) => a.iter().next().map(|&v| v as u8 as f64),
+                TensorData::F32(a) => a.first().map(|&v| v as f64),
+                TensorData::F16(a) => a.first().map(|v| v.to_f64()),
+                TensorData::I64(a) => a.first().map(|&v| v as f64),
+                TensorData::I32(a) => a.first().map(|&v| v as f64),
+                TensorData::Bool(a) => a.first().map(|&v| v as u8 as f64),
             };
             Some((v?, t.dtype()))
         }
@@ -270,8 +351,8 @@ fn const_of(func: &Function, id: NodeId) -> Option<&Arc<Constant>> {
     }
 }
 
-fn binary(rw: &mut Rewriter<'_>, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: NodeId) -> Option<NodeId> {
-    let func = rw.func;
+/// The old operand that binary call `id` reduces to by an identity (not counting `x - x`).
+fn binary(func: &Function, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: NodeId) -> Option<NodeId> {
     let o = Some(op);
     // (operand kept, constant operand, identity needed)
     let mut candidates: [Option<(NodeId, NodeId, Identity)>; 2] = [None, None];
@@ -283,9 +364,6 @@ fn binary(rw: &mut Rewriter<'_>, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: 
         candidates = [Some((l, r, Identity::AddZero)), Some((r, l, Identity::AddZero))];
     } else if o == ops.subtract {
         candidates[0] = Some((l, r, Identity::SubZero));
-        if let Some(zero) = self_subtract(rw, id, l, r) {
-            return Some(zero);
-        }
     } else {
         return None;
     }
@@ -294,7 +372,7 @@ fn binary(rw: &mut Rewriter<'_>, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: 
         if !is_identity(cst, want) || !type_preserved(func, id, op, keep, c, cst) {
             continue;
         }
-        return Some(rw.map(keep));
+        return Some(keep);
     }
     None
 }
@@ -356,6 +434,37 @@ mod tests {
 
     fn is_param(f: &Function) -> bool {
         f.body() == f.params()[0]
+    }
+
+    #[test]
+    fn simplify_expr_substitution_equals_copy() {
+        // let a = multiply(x, 1); let b = negative(a); let c = negative(b);
+        // let d = multiply(multiply(c, 1.0), 1.0); (a, d)
+        let mul = op::lookup("multiply").unwrap();
+        let neg = op::lookup("negative").unwrap();
+        let ty = Some(Type::tensor(vec![4], DType::F32));
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", ty.clone());
+        let one = b.constant(scalar(DType::F32, 1.0));
+        let av = b.call(mul, &[x, one], Attrs::new());
+        b.set_ty(av, ty.clone());
+        let a = b.var("a", ty.clone());
+        let bv = b.call(neg, &[a], Attrs::new());
+        let bb = b.var("b", ty.clone());
+        let cv = b.call(neg, &[bb], Attrs::new());
+        let c = b.var("c", ty.clone());
+        let inner = b.call(mul, &[c, one], Attrs::new());
+        b.set_ty(inner, ty.clone());
+        let dv = b.call(mul, &[inner, one], Attrs::new());
+        let d = b.var("d", ty.clone());
+        let tup = b.tuple(&[a, d]);
+        let body = b.block(&[(a, av), (bb, bv), (c, cv), (d, dv)], tup);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let patched = simplify_by_substitution(&func, Ops::get()).unwrap();
+        let copied = simplify_by_copy(&func, Ops::get());
+        assert!(!Arc::ptr_eq(&patched, &func));
+        assert!(structural_eq(&patched, &copied));
+        assert!(Arc::ptr_eq(&simplify_expr(&patched), &patched));
     }
 
     #[test]

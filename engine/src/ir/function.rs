@@ -79,9 +79,22 @@ pub struct Function {
     body: NodeId,
     ret_ty: Option<Type>,
     attrs: Attrs,
+    /// Set by the builder when every node's operands precede it and every id and table index
+    /// is in range (see [`Function::is_well_formed`]).
+    well_formed: bool,
 }
 
 impl Function {
+    /// Whether the arena is well formed: every operand (including a nested function's
+    /// parameters and body) precedes its user, the parameters and the body are nodes of the
+    /// arena, and every symbol, constant, attribute and closure index is in range. The builder
+    /// checks this as nodes are pushed, so asking costs nothing; passes that index the arena
+    /// directly return their input unchanged when it is false, and the verifier reports why.
+    #[inline]
+    pub fn is_well_formed(&self) -> bool {
+        self.well_formed
+    }
+
     /// The node `id`.
     #[inline]
     pub fn node(&self, id: NodeId) -> &Node {
@@ -232,8 +245,23 @@ impl Function {
         live[self.body.index()] = true;
         // Operands have smaller ids than their users, so one backward sweep suffices.
         for i in (0..self.nodes.len()).rev() {
-            if live[i] {
-                self.for_each_operand(NodeId(i as u32), |c| live[c.index()] = true);
+            if !live[i] {
+                continue;
+            }
+            match self.nodes[i].kind {
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
+                // Binding variables and values alike.
+                ExprKind::Call { args: range, .. }
+                | ExprKind::Tuple { fields: range }
+                | ExprKind::Block { bindings: range, .. } => {
+                    for &a in &self.extra[range.as_range()] {
+                        live[a.index()] = true;
+                    }
+                    if let ExprKind::Block { result, .. } = self.nodes[i].kind {
+                        live[result.index()] = true;
+                    }
+                }
+                _ => self.for_each_operand(NodeId(i as u32), |c| live[c.index()] = true),
             }
         }
         live
@@ -276,7 +304,133 @@ impl Function {
             body: self.body,
             ret_ty: self.ret_ty.clone(),
             attrs: self.attrs.clone(),
+            well_formed: self.well_formed,
         }
+    }
+
+    /// A copy of this function in which every operand `o` is replaced by `subst[o]` (followed
+    /// to the end of a chain; `NodeId(u32::MAX)` means "keep") and the bindings whose variable
+    /// `v` has `dropped[v]` are removed, for passes that only merge, forward or delete values
+    /// (EliminateCommonSubexpr, DeadCodeElimination, SimplifyExpr's identities). Binder slots
+    /// (parameters, binding variables) are never replaced. Every table is copied as it is and
+    /// the nodes keep their ids and types, so this costs a copy of the arena and nothing per
+    /// node pushed; nodes that become unused stay behind as dead nodes.
+    ///
+    /// Returns `None` — the caller then rebuilds the function — when the input is not well
+    /// formed, the tables have the wrong length, a replacement would not precede one of its
+    /// users, the replacements form a cycle, a block would lose all its bindings, or a block
+    /// that loses bindings shares its binding slots with another node. The tables never grow,
+    /// so repeated patches cannot make a function bigger.
+    pub fn substituted(&self, subst: &[NodeId], dropped: &[bool]) -> Option<Function> {
+        const KEEP: NodeId = NodeId(u32::MAX);
+        let n = self.nodes.len();
+        if !self.well_formed || subst.len() != n || dropped.len() != n {
+            return None;
+        }
+        // The end of `o`'s chain of replacements; `None` for a cycle or an id out of range.
+        let resolve = |o: NodeId| -> Option<NodeId> {
+            if subst.get(o.index()) == Some(&KEEP) {
+                return Some(o);
+            }
+            let mut cur = o;
+            for _ in 0..=n {
+                let next = *subst.get(cur.index())?;
+                if next == KEEP {
+                    return Some(cur);
+                }
+                cur = next;
+            }
+            None
+        };
+        // The replacement of operand `o` of node `user`, which must precede the user.
+        let fix = |o: NodeId, user: u32| resolve(o).filter(|t| t.0 < user);
+        // How many nodes read each extra slot, when bindings are removed: a block's pairs are
+        // compacted in place, which is only right when no other node reads them.
+        let shared = dropped.iter().any(|&d| d).then(|| {
+            let mut readers = vec![0u8; self.extra.len()];
+            for node in &self.nodes {
+                let range = match node.kind {
+                    ExprKind::Call { args, .. } | ExprKind::Apply { args, .. } | ExprKind::Tuple { fields: args } => {
+                        args
+                    }
+                    ExprKind::Block { bindings, .. } => bindings,
+                    ExprKind::Func { idx } => self.closures[idx.0 as usize].params,
+                    _ => continue,
+                };
+                for c in &mut readers[range.as_range()] {
+                    *c = c.saturating_add(1);
+                }
+            }
+            readers
+        });
+        let mut f = self.clone();
+        // Only removals: only blocks change.
+        let removals_only = subst.iter().all(|&t| t == KEEP);
+        for i in 0..n {
+            let id = i as u32;
+            if removals_only && !matches!(f.nodes[i].kind, ExprKind::Block { .. }) {
+                continue;
+            }
+            let kind = match f.nodes[i].kind {
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => continue,
+                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                    for e in &mut f.extra[args.as_range()] {
+                        *e = fix(*e, id)?;
+                    }
+                    continue;
+                }
+                ExprKind::Apply { callee, args } => {
+                    for e in &mut f.extra[args.as_range()] {
+                        *e = fix(*e, id)?;
+                    }
+                    ExprKind::Apply { callee: fix(callee, id)?, args }
+                }
+                ExprKind::Proj { tuple, index } => ExprKind::Proj { tuple: fix(tuple, id)?, index },
+                ExprKind::If { cond, then_, else_ } => {
+                    ExprKind::If { cond: fix(cond, id)?, then_: fix(then_, id)?, else_: fix(else_, id)? }
+                }
+                ExprKind::Func { idx } => {
+                    let c = &mut f.closures[idx.0 as usize];
+                    c.body = fix(c.body, id)?;
+                    continue;
+                }
+                ExprKind::Block { bindings, result } => {
+                    let result = fix(result, id)?;
+                    let range = bindings.as_range();
+                    if !self.extra[range.clone()].iter().step_by(2).any(|v| dropped[v.index()]) {
+                        for e in f.extra[range].iter_mut().skip(1).step_by(2) {
+                            *e = fix(*e, id)?;
+                        }
+                        ExprKind::Block { bindings, result }
+                    } else {
+                        // The kept pairs move to the front of the block's own range, which no
+                        // other node reads (checked above).
+                        if shared.as_ref().is_some_and(|s| s[range.clone()].iter().any(|&c| c > 1)) {
+                            return None;
+                        }
+                        let mut w = range.start;
+                        for k in range.clone().step_by(2) {
+                            let (var, value) = (self.extra[k], self.extra[k + 1]);
+                            if !dropped[var.index()] {
+                                f.extra[w] = var;
+                                f.extra[w + 1] = fix(value, id)?;
+                                w += 2;
+                            }
+                        }
+                        if w == range.start {
+                            return None;
+                        }
+                        ExprKind::Block {
+                            bindings: IdRange { start: bindings.start, len: (w - range.start) as u32 },
+                            result,
+                        }
+                    }
+                }
+            };
+            f.nodes[i].kind = kind;
+        }
+        f.body = resolve(f.body)?;
+        Some(f)
     }
 
     /// The ids of `range`, or `None` when it lies outside the extra table (malformed arenas;
@@ -333,6 +487,26 @@ impl Function {
             call_attrs: self.call_attrs.clone(),
             closures: Vec::new(),
             span: Span::default(),
+            malformed: false,
+        }
+    }
+
+    /// An empty builder that shares this function's symbol table (without an index of it):
+    /// `Sym` values of this function stay valid in it, so a copy need not intern names again.
+    /// Constants and attributes start empty. `nodes` and `extra` are capacity hints.
+    pub fn builder_sharing_names(&self, nodes: usize, extra: usize) -> FunctionBuilder {
+        FunctionBuilder {
+            nodes: Vec::with_capacity(nodes),
+            spans: Vec::new(),
+            extra: Vec::with_capacity(extra),
+            syms: Arc::clone(&self.syms),
+            sym_index: Default::default(),
+            scalar_consts: Default::default(),
+            consts: Vec::new(),
+            call_attrs: vec![Attrs::new()],
+            closures: Vec::new(),
+            span: Span::default(),
+            malformed: false,
         }
     }
 
@@ -356,6 +530,7 @@ impl Function {
             call_attrs: self.call_attrs.clone(),
             closures: self.closures.clone(),
             span: Span::default(),
+            malformed: !self.well_formed,
         }
     }
 }
@@ -376,6 +551,8 @@ pub struct FunctionBuilder {
     call_attrs: Vec<Attrs>,
     closures: Vec<Closure>,
     span: Span,
+    /// Set when a pushed node breaks well-formedness (see [`Function::is_well_formed`]).
+    malformed: bool,
 }
 
 impl Default for FunctionBuilder {
@@ -398,6 +575,7 @@ impl FunctionBuilder {
             call_attrs: vec![Attrs::new()],
             closures: Vec::new(),
             span: Span::default(),
+            malformed: false,
         }
     }
 
@@ -439,7 +617,9 @@ impl FunctionBuilder {
     /// Pushes a raw node. Operands must already exist.
     pub fn push(&mut self, kind: ExprKind, ty: Option<Type>) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
-        debug_assert!(self.operands_exist(&kind), "operand of {kind:?} does not precede {id}");
+        let operands_ok = self.operands_exist(&kind);
+        debug_assert!(operands_ok, "operand of {kind:?} does not precede {id}");
+        self.malformed |= !(operands_ok && self.indices_in_range(&kind));
         self.nodes.push(Node { kind, ty });
         if self.span != Span::default() || !self.spans.is_empty() {
             self.spans.resize(self.nodes.len() - 1, Span::default());
@@ -452,13 +632,19 @@ impl FunctionBuilder {
     /// arenas in verifier tests.
     #[cfg(test)]
     pub(crate) fn push_unchecked(&mut self, kind: ExprKind, ty: Option<Type>) -> NodeId {
+        self.malformed |= !(self.operands_exist(&kind) && self.indices_in_range(&kind));
         self.nodes.push(Node { kind, ty });
         NodeId(self.nodes.len() as u32 - 1)
     }
 
+    /// Whether the operands of a node about to be pushed exist (for a nested function: its
+    /// closure, parameters and body). Never panics, whatever the ids.
     fn operands_exist(&self, kind: &ExprKind) -> bool {
         let n = self.nodes.len() as u32;
-        let range_ok = |r: IdRange| self.extra[r.as_range()].iter().all(|a| a.0 < n);
+        let range_ok = |r: IdRange| {
+            let end = r.start.checked_add(r.len).map(|e| e as usize);
+            end.and_then(|end| self.extra.get(r.start as usize..end)).is_some_and(|ids| ids.iter().all(|a| a.0 < n))
+        };
         match *kind {
             ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => true,
             ExprKind::Call { args, .. } => range_ok(args),
@@ -466,9 +652,31 @@ impl FunctionBuilder {
             ExprKind::Tuple { fields } => range_ok(fields),
             ExprKind::Proj { tuple, .. } => tuple.0 < n,
             ExprKind::If { cond, then_, else_ } => cond.0 < n && then_.0 < n && else_.0 < n,
-            ExprKind::Func { idx } => (idx.0 as usize) < self.closures.len(),
+            ExprKind::Func { idx } => {
+                self.closures.get(idx.0 as usize).is_some_and(|c| c.body.0 < n && range_ok(c.params))
+            }
             ExprKind::Block { bindings, result } => range_ok(bindings) && result.0 < n,
         }
+    }
+
+    /// Whether the table indices of a node (symbol, constant, attributes) are in range and a
+    /// block's binding range holds whole pairs.
+    fn indices_in_range(&self, kind: &ExprKind) -> bool {
+        match *kind {
+            ExprKind::Var { name } | ExprKind::Global { name } => (name.0 as usize) < self.syms.len(),
+            ExprKind::Const { idx } => (idx.0 as usize) < self.consts.len(),
+            ExprKind::Call { attrs, .. } => (attrs.0 as usize) < self.call_attrs.len(),
+            // `{ e }` is `e` (see `block`), and bindings come in `(var, value)` pairs.
+            ExprKind::Block { bindings, .. } => bindings.len > 0 && bindings.len % 2 == 0,
+            _ => true,
+        }
+    }
+
+    /// Whether the parameters and body of the function being finished are nodes of the arena
+    /// and every pushed node was well formed.
+    fn finish_well_formed(&self, params: IdRange, body: NodeId) -> bool {
+        let n = self.nodes.len() as u32;
+        !self.malformed && body.0 < n && self.extra[params.as_range()].iter().all(|p| p.0 < n)
     }
 
     fn range(&mut self, ids: &[NodeId]) -> IdRange {
@@ -551,9 +759,9 @@ impl FunctionBuilder {
     }
 
     /// A constant whose type the caller knows already (the parser shares scalar constants
-    /// and their types across functions). Unlike [`FunctionBuilder::constant`] it does not
-    /// look for an equal scalar in the table.
-    pub(crate) fn constant_typed(&mut self, c: Arc<Constant>, ty: Type) -> NodeId {
+    /// and their types across functions; a copy keeps the type of the node it copies). Unlike
+    /// [`FunctionBuilder::constant`] it does not look for an equal scalar in the table.
+    pub fn constant_typed(&mut self, c: Arc<Constant>, ty: Type) -> NodeId {
         let idx = ConstIdx(self.consts.len() as u32);
         self.consts.push(c);
         self.push(ExprKind::Const { idx }, Some(ty))
@@ -641,6 +849,7 @@ impl FunctionBuilder {
         }
         self.closures.clear();
         self.span = Span::default();
+        self.malformed = false;
     }
 
     /// Finishes the function into exactly sized tables and leaves the builder empty with its
@@ -658,6 +867,7 @@ impl FunctionBuilder {
             self.spans.resize(self.nodes.len(), Span::default());
         }
         let syms = SymTable { text: self.syms.text.as_str().into(), ends: self.syms.ends.to_vec() };
+        let well_formed = self.finish_well_formed(params, body);
         let f = Function {
             nodes: self.nodes.drain(..).collect(),
             spans: self.spans.to_vec(),
@@ -670,6 +880,7 @@ impl FunctionBuilder {
             body,
             ret_ty,
             attrs,
+            well_formed,
         };
         self.clear();
         f
@@ -681,12 +892,19 @@ impl FunctionBuilder {
         if !self.spans.is_empty() {
             self.spans.resize(self.nodes.len(), Span::default());
         }
+        let well_formed = self.finish_well_formed(params, body);
         // A function lives long and is never appended to (`to_builder` copies): return the
-        // growth slack of the tables, up to half of their size.
-        self.nodes.shrink_to_fit();
-        self.spans.shrink_to_fit();
-        self.extra.shrink_to_fit();
-        self.consts.shrink_to_fit();
+        // growth slack of the tables when it is large. The slack `to_builder` leaves (a quarter)
+        // is kept, since shrinking it would copy the table once more for little memory.
+        fn shrink<T>(v: &mut Vec<T>) {
+            if v.capacity() > v.len() + v.len() / 4 + 4 {
+                v.shrink_to_fit();
+            }
+        }
+        shrink(&mut self.nodes);
+        shrink(&mut self.spans);
+        shrink(&mut self.extra);
+        shrink(&mut self.consts);
         if let Some(syms) = Arc::get_mut(&mut self.syms) {
             syms.shrink_to_fit();
         }
@@ -702,6 +920,183 @@ impl FunctionBuilder {
             body,
             ret_ty,
             attrs,
+            well_formed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{ClosureIdx, ConstIdx};
+
+    fn relu() -> OpId {
+        crate::op::lookup("relu").expect("relu is registered")
+    }
+
+    #[test]
+    fn builder_marks_function_well_formed_and_keeps_the_mark_through_copies() {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let p = b.var("p", None);
+        let r = b.call(relu(), &[p], Attrs::new());
+        let f = b.closure(&[p], r, None, Attrs::new());
+        let g = b.var("g", None);
+        let k = b.constant(Constant::scalar_f32(1.0));
+        let tup = b.tuple(&[g, k, x]);
+        let body = b.block(&[(g, f)], tup);
+        let func = b.finish(&[x], body, None, Attrs::new());
+        assert!(func.is_well_formed());
+        assert!(func.with_types(vec![]).is_well_formed());
+        assert!(func.with_attrs(Attrs::new()).is_well_formed());
+        let mut b = func.to_builder();
+        let y = b.call(relu(), &[x], Attrs::new());
+        assert!(b.finish(&[x], y, None, Attrs::new()).is_well_formed());
+    }
+
+    #[test]
+    fn builder_marks_function_malformed_for_any_bad_id_or_index() {
+        type Bad = fn(&mut FunctionBuilder, NodeId) -> NodeId;
+        let cases: [(&str, Bad); 9] = [
+            ("block with an odd binding range", |b, x| {
+                let bindings = b.push_ids(&[x, x, x]);
+                b.push(ExprKind::Block { bindings, result: x }, None)
+            }),
+            ("block without bindings", |b, x| {
+                b.push(ExprKind::Block { bindings: IdRange::default(), result: x }, None)
+            }),
+            ("forward operand", |b, _| b.push_unchecked(ExprKind::Proj { tuple: NodeId(50), index: 0 }, None)),
+            ("range past the extra table", |b, _| {
+                let args = IdRange { start: 1000, len: 2 };
+                b.push_unchecked(ExprKind::Call { op: relu(), attrs: AttrsIdx(0), args }, None)
+            }),
+            ("unknown closure", |b, _| b.push_unchecked(ExprKind::Func { idx: ClosureIdx(3) }, None)),
+            ("closure body after its node", |b, x| {
+                let params = b.push_ids(&[x]);
+                let idx = b.push_closure(Closure { params, body: NodeId(40), ret_ty: None, attrs: Attrs::new() });
+                b.push_unchecked(ExprKind::Func { idx }, None)
+            }),
+            ("symbol out of range", |b, _| b.push(ExprKind::Global { name: Sym(99) }, None)),
+            ("constant out of range", |b, _| b.push(ExprKind::Const { idx: ConstIdx(7) }, None)),
+            ("attributes out of range", |b, x| {
+                let args = b.push_ids(&[x]);
+                b.push(ExprKind::Call { op: relu(), attrs: AttrsIdx(9), args }, None)
+            }),
+        ];
+        for (what, bad) in cases {
+            let mut b = FunctionBuilder::new();
+            let x = b.var("x", None);
+            let node = bad(&mut b, x);
+            let func = b.finish(&[x], node, None, Attrs::new());
+            assert!(!func.is_well_formed(), "{what}");
+            // A builder started from a malformed function stays malformed.
+            let b = func.to_builder();
+            assert!(!b.finish(&[x], x, None, Attrs::new()).is_well_formed(), "{what} (copied)");
+        }
+
+        // A body or parameter outside the arena.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        assert!(!b.finish(&[x], NodeId(5), None, Attrs::new()).is_well_formed());
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        assert!(!b.finish(&[NodeId(9)], x, None, Attrs::new()).is_well_formed());
+    }
+
+    const KEEP: NodeId = NodeId(u32::MAX);
+
+    /// `let a = relu(x); let b = relu(x); let c = add(b, b); c` with the ids of `a`, `b`, `c`'s
+    /// value and the block.
+    fn merge_candidate() -> (Function, [NodeId; 4]) {
+        let add = crate::op::lookup("add").expect("add is registered");
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let bv = b.call(relu(), &[x], Attrs::new());
+        let bb = b.var("b", None);
+        let cv = b.call(add, &[bb, bb], Attrs::new());
+        let c = b.var("c", None);
+        let body = b.block(&[(a, av), (bb, bv), (c, cv)], c);
+        (b.finish(&[x], body, None, Attrs::new()), [a, bb, cv, body])
+    }
+
+    #[test]
+    fn substituted_replaces_operands_and_removes_bindings_keeping_ids() {
+        let (func, [a, bb, cv, body]) = merge_candidate();
+        let n = func.num_nodes();
+        let mut subst = vec![KEEP; n];
+        let mut dropped = vec![false; n];
+        subst[bb.index()] = a;
+        dropped[bb.index()] = true;
+        let out = func.substituted(&subst, &dropped).expect("a precedes every use of b");
+        assert!(out.is_well_formed());
+        assert_eq!(
+            out.ids(match out.kind(cv) {
+                ExprKind::Call { args, .. } => *args,
+                _ => unreachable!(),
+            }),
+            &[a, a]
+        );
+        let ExprKind::Block { bindings, result } = *out.kind(body) else { unreachable!() };
+        let pairs: Vec<NodeId> = out.bindings(bindings).map(|(v, _)| v).collect();
+        assert_eq!(pairs.len(), 2);
+        assert_eq!(pairs[0], a);
+        assert_eq!(result, NodeId(cv.0 + 1));
+        // The input is untouched.
+        assert_eq!(
+            func.bindings(match func.kind(body) {
+                ExprKind::Block { bindings, .. } => *bindings,
+                _ => unreachable!(),
+            })
+            .len(),
+            3
+        );
+    }
+
+    #[test]
+    fn substituted_refuses_what_would_break_the_arena() {
+        let (func, [a, bb, cv, body]) = merge_candidate();
+        let n = func.num_nodes();
+        // The uses of parameter `x` would refer to a later node.
+        let mut subst = vec![KEEP; n];
+        subst[func.params()[0].index()] = cv;
+        assert!(func.substituted(&subst, &vec![false; n]).is_none());
+        // A cycle of replacements.
+        let mut subst = vec![KEEP; n];
+        subst[a.index()] = bb;
+        subst[bb.index()] = a;
+        assert!(func.substituted(&subst, &vec![false; n]).is_none());
+        // A replacement outside the arena.
+        let mut subst = vec![KEEP; n];
+        subst[bb.index()] = NodeId(n as u32 + 3);
+        assert!(func.substituted(&subst, &vec![false; n]).is_none());
+        // A block left without bindings.
+        let ExprKind::Block { bindings, .. } = *func.kind(body) else { unreachable!() };
+        let mut dropped = vec![false; n];
+        for (v, _) in func.bindings(bindings) {
+            dropped[v.index()] = true;
+        }
+        assert!(func.substituted(&vec![KEEP; n], &dropped).is_none());
+        // Tables of the wrong length.
+        assert!(func.substituted(&[], &[]).is_none());
+
+        // Two blocks reading the same binding slots: compacting one in place would corrupt
+        // the other.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let cv = b.call(relu(), &[x], Attrs::new());
+        let c = b.var("c", None);
+        let pairs = b.push_ids(&[a, av, c, cv]);
+        let first = b.push(ExprKind::Block { bindings: pairs, result: c }, None);
+        let second = b.push(ExprKind::Block { bindings: pairs, result: c }, None);
+        let tup = b.tuple(&[first, second]);
+        let func = b.finish(&[x], tup, None, Attrs::new());
+        assert!(func.is_well_formed());
+        let mut dropped = vec![false; func.num_nodes()];
+        dropped[a.index()] = true;
+        assert!(func.substituted(&vec![KEEP; func.num_nodes()], &dropped).is_none());
     }
 }
