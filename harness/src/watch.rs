@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
-use passel_engine::ir::{fn_attr, parse_module, print_module, verify_module, AttrValue, ExprKind, Function};
+use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Function};
 use passel_engine::transform::{Diagnostic, PassContext, Severity};
 use passel_engine::{
     function_pass, module_pass, FirewallCheck, ModuleFirewall, ModuleSplit, Sequential, Session, SessionError,
@@ -126,17 +126,8 @@ fn inline_unaffected(c: &FirewallCheck<'_>) -> bool {
 /// The reachability prelude's firewall: which functions are reachable depends only on each
 /// function's entry status and the globals its live nodes reference.
 fn reach_unaffected(c: &FirewallCheck<'_>) -> bool {
+    use passel_passes::dead_code_elimination::is_entry;
     is_entry(c.name, c.old) == is_entry(c.name, c.new) && live_globals(c.old) == live_globals(c.new)
-}
-
-/// Whether DeadCodeElimination treats `func` as an entry point: `@main` or marked `Exported`
-/// (the same rule as `remove_unreachable_functions`; the parity tests check both agree).
-fn is_entry(name: &str, func: &Function) -> bool {
-    name == "main"
-        || match func.attrs().get(fn_attr::EXPORTED) {
-            None | Some(AttrValue::Bool(false)) | Some(AttrValue::Int(0)) => false,
-            Some(_) => true,
-        }
 }
 
 /// The globals `func` references in live nodes, sorted, without repeats.

@@ -167,8 +167,9 @@ pub fn dead_code_elimination_module(m: &Module) -> Module {
     out
 }
 
-/// Whether `func` is an entry point: `@main` or marked `Exported`.
-fn is_entry(name: &str, func: &Function) -> bool {
+/// Whether `func` is an entry point: `@main` or marked `Exported`. Reachability starts there;
+/// the incremental session's firewall for this pass uses the same rule.
+pub fn is_entry(name: &str, func: &Function) -> bool {
     name == "main"
         || match func.attrs().get(fn_attr::EXPORTED) {
             None | Some(AttrValue::Bool(false)) | Some(AttrValue::Int(0)) => false,
