@@ -50,7 +50,7 @@ impl SymTable {
 /// its allocation first (types are shared `Arc`s, so a copied node's type usually is the very
 /// entry) and then by content, so the table holds each distinct type once. Equality of types is
 /// by content everywhere, so a duplicate entry would be harmless, only wasteful.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct TypeTable {
     types: Vec<Type>,
     /// Addresses of the allocations of the entries and of `aliases`. The table keeps every keyed
@@ -61,11 +61,27 @@ struct TypeTable {
     /// inference makes a fresh type per call and clones it to the users, so later lookups of
     /// the same allocation cost no hashing of the content.
     aliases: Vec<Type>,
-    /// The last allocation looked up and its index (consecutive nodes often share a type).
-    last: Option<(usize, TyIdx)>,
+    /// Recently looked-up allocations and their indices, by a few bits of the address (a
+    /// function uses few distinct types; address 0 marks an empty slot).
+    recent: [(usize, TyIdx); RECENT],
     /// How many leading entries the maps cover: a table copied from a function is indexed on
     /// its first lookup, so copying a function's table costs no hashing until a type is added.
     indexed: usize,
+}
+
+const RECENT: usize = 32;
+
+impl Default for TypeTable {
+    fn default() -> Self {
+        TypeTable {
+            types: Vec::new(),
+            by_addr: Default::default(),
+            by_value: Default::default(),
+            aliases: Vec::new(),
+            recent: [(0, TyIdx::NONE); RECENT],
+            indexed: 0,
+        }
+    }
 }
 
 impl TypeTable {
@@ -81,19 +97,21 @@ impl TypeTable {
     }
 
     /// The index of `ty`, adding it when no equal type is in the table.
+    #[inline]
     fn intern(&mut self, ty: Option<&Type>) -> TyIdx {
         let Some(ty) = ty else { return TyIdx::NONE };
         let addr = ty.addr();
-        if let Some((a, idx)) = self.last {
-            if a == addr {
-                return idx;
-            }
+        // Allocations are at least 8-byte aligned; the `TypeKind` in an `Arc` follows the counts.
+        let slot = (addr >> 4) % RECENT;
+        if self.recent[slot].0 == addr {
+            return self.recent[slot].1;
         }
         let idx = self.lookup_or_add(ty, addr);
-        self.last = Some((addr, idx));
+        self.recent[slot] = (addr, idx);
         idx
     }
 
+    #[inline(never)]
     fn lookup_or_add(&mut self, ty: &Type, addr: usize) -> TyIdx {
         while self.indexed < self.types.len() {
             let t = &self.types[self.indexed];
@@ -123,7 +141,7 @@ impl TypeTable {
         self.by_addr.clear();
         self.by_value.clear();
         self.aliases.clear();
-        self.last = None;
+        self.recent = [(0, TyIdx::NONE); RECENT];
         self.indexed = 0;
     }
 }
@@ -713,7 +731,14 @@ impl FunctionBuilder {
 
     /// Sets the type of an already-pushed node.
     pub fn set_ty(&mut self, id: NodeId, ty: Option<Type>) {
-        self.nodes[id.index()].ty = self.types.intern(ty.as_ref());
+        self.set_ty_ref(id, ty.as_ref());
+    }
+
+    /// Sets the type of an already-pushed node to a borrowed type (when it is already in the
+    /// table, as for a node copied from another function, this touches no reference count).
+    #[inline]
+    pub fn set_ty_ref(&mut self, id: NodeId, ty: Option<&Type>) {
+        self.nodes[id.index()].ty = self.types.intern(ty);
     }
 
     /// Interns a string.
@@ -733,7 +758,14 @@ impl FunctionBuilder {
 
     /// Pushes a raw node. Operands must already exist.
     pub fn push(&mut self, kind: ExprKind, ty: Option<Type>) -> NodeId {
-        let ty = self.types.intern(ty.as_ref());
+        self.push_ty_ref(kind, ty.as_ref())
+    }
+
+    /// Pushes a raw node with a borrowed type (see [`FunctionBuilder::set_ty_ref`]). Operands
+    /// must already exist.
+    #[inline]
+    pub fn push_ty_ref(&mut self, kind: ExprKind, ty: Option<&Type>) -> NodeId {
+        let ty = self.types.intern(ty);
         self.push_idx(kind, ty)
     }
 
