@@ -1330,8 +1330,13 @@ mod tests {
         b.set_ty(y, Some(f32s(&[7])));
         b.set_ty(body, Some(Type::tuple(vec![f32s(&[5]), f32s(&[7])])));
         let z = b.var("z", Some(f32s(&[2])));
+        let w = b.push_ty_ref(ExprKind::Proj { tuple: body, index: 1 }, func.ty(y));
+        let u = b.push_ty_ref(ExprKind::Proj { tuple: body, index: 0 }, None);
+        b.set_ty_ref(u, func.ty(x));
+        b.set_ty_ref(z, None);
         let out = b.finish(&[x, y, z], body, None, Attrs::new());
-        assert_eq!((out.ty(x), out.ty(y), out.ty(z)), (Some(&f32s(&[5])), Some(&f32s(&[7])), Some(&f32s(&[2]))));
+        assert_eq!((out.ty(x), out.ty(y), out.ty(z)), (Some(&f32s(&[5])), Some(&f32s(&[7])), None));
+        assert_eq!((out.ty(w), out.ty(u)), (Some(&f32s(&[5])), Some(&f32s(&[2]))));
         assert_eq!(out.ty(body), Some(&Type::tuple(vec![f32s(&[5]), f32s(&[7])])));
         // The copied table is extended, not duplicated.
         assert_eq!(out.type_table().len(), 4);
