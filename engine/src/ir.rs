@@ -14,7 +14,7 @@ mod verifier;
 mod visit;
 
 pub use attrs::{fn_attr, AttrValue, Attrs, FloatLit};
-pub use expr::{ExprKind, Node, Span};
+pub use expr::{ExprKind, Node, Span, TyIdx};
 pub use function::{Closure, Function, FunctionBuilder};
 pub use ids::{AttrsIdx, ClosureIdx, ConstIdx, IdRange, NodeId, OpId, Sym};
 pub use module::{Module, ModuleError};

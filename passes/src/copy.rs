@@ -176,7 +176,7 @@ impl<'s> Copier<'s> {
             }
         };
         if let Some(ty) = src.ty(old) {
-            b.set_ty(new, Some(ty.clone()));
+            b.set_ty_ref(new, Some(ty));
         }
         new
     }

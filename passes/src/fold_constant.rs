@@ -167,7 +167,7 @@ fn fold_node(
                     ExprKind::Const { idx } => (f.constant(idx), f.ty(a)),
                     _ => {
                         let new = rw.map(a);
-                        (rw.new_const(new)?, rw.b.node(new).ty.as_ref())
+                        (rw.new_const(new)?, rw.b.ty(new))
                     }
                 };
                 let ty = match ty {

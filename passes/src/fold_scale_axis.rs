@@ -228,7 +228,7 @@ fn split_multiply(facts: &Facts<'_>, ops: &Ops, mul: NodeId) -> Option<[(NodeId,
 
 /// Pushes a call and gives it the type its relation computes from the operands' types.
 fn typed_call(b: &mut FunctionBuilder, op: OpId, args: &[NodeId], attrs: Attrs) -> NodeId {
-    let tys: Option<Vec<Type>> = args.iter().map(|&a| b.node(a).ty.clone()).collect();
+    let tys: Option<Vec<Type>> = args.iter().map(|&a| b.ty(a).cloned()).collect();
     let ty = tys.and_then(|tys| (op::get(op).type_rel)(&tys, &attrs).ok());
     let id = b.call(op, args, attrs);
     b.set_ty(id, ty);

@@ -33,7 +33,7 @@
 
 use std::sync::Arc;
 
-use passel_engine::ir::{DType, ExprKind, Function, Module, Node, NodeId, Span, Type, TypeKind};
+use passel_engine::ir::{DType, ExprKind, Function, Module, NodeId, Span, Type, TypeKind};
 use passel_engine::op;
 use passel_engine::transform::{Diagnostic, PassContext, PassError};
 
@@ -126,18 +126,21 @@ fn already_typed(module: &Module, func: &Function) -> bool {
     // Two tight loops: the first only reads each node's type tag; global references are rare.
     let nodes = func.nodes();
     nodes.iter().all(|n| n.ty.is_some())
-        && nodes.iter().all(|n| !matches!(n.kind, ExprKind::Global { .. }) || node_typed(module, func, n))
+        && func
+            .node_ids()
+            .zip(nodes)
+            .all(|(id, n)| !matches!(n.kind, ExprKind::Global { .. }) || node_typed(module, func, id))
 }
 
 /// Phase 1 when some node lacks a type: whether only dead nodes do (a dead node whose type
 /// cannot be inferred stays untyped). Costs a liveness pass.
 fn live_typed(module: &Module, func: &Function) -> bool {
     let live = func.live_mask();
-    func.nodes().iter().zip(live).all(|(n, l)| !l || node_typed(module, func, n))
+    func.node_ids().zip(live).all(|(id, l)| !l || node_typed(module, func, id))
 }
 
-fn node_typed(module: &Module, func: &Function, n: &Node) -> bool {
-    match (&n.ty, &n.kind) {
+fn node_typed(module: &Module, func: &Function, id: NodeId) -> bool {
+    match (func.ty(id), func.kind(id)) {
         (None, _) => false,
         (Some(t), ExprKind::Global { name }) => func.try_sym(*name).is_some_and(|g| has_global_type(module, g, t)),
         (Some(_), _) => true,
@@ -501,9 +504,10 @@ fn infer_named(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<
     }
     // Live nodes take the inferred type, dead ones keep theirs (the inferred one if none).
     let mut types = inf.tys;
-    for ((t, node), l) in types.iter_mut().zip(func.nodes()).zip(live) {
-        if (l && t.is_none()) || (!l && node.ty.is_some()) {
-            t.clone_from(&node.ty);
+    for ((t, id), l) in types.iter_mut().zip(func.node_ids()).zip(live) {
+        let old = func.ty(id);
+        if (l && t.is_none()) || (!l && old.is_some()) {
+            *t = old.cloned();
         }
     }
     Ok(Arc::new(func.with_types(types)))

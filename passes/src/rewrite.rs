@@ -212,7 +212,7 @@ impl<'f> Rewriter<'f> {
                 }
                 ExprKind::Global { name } => {
                     self.set_span(cur);
-                    let new = self.b.push(ExprKind::Global { name }, self.func.ty(cur).cloned());
+                    let new = self.b.push_ty_ref(ExprKind::Global { name }, self.func.ty(cur));
                     self.memo[cur.index()] = new;
                     break new;
                 }
@@ -265,7 +265,7 @@ impl<'f> Rewriter<'f> {
             return var;
         }
         self.set_span(var);
-        let new = self.b.push(ExprKind::Var { name }, self.func.ty(var).cloned());
+        let new = self.b.push_ty_ref(ExprKind::Var { name }, self.func.ty(var));
         self.memo[var.index()] = new;
         new
     }
@@ -395,7 +395,7 @@ impl<'f> Rewriter<'f> {
         };
         self.scratch = ids;
         if let Some(ty) = func.ty(old) {
-            self.b.set_ty(new, Some(ty.clone()));
+            self.b.set_ty_ref(new, Some(ty));
         }
         self.memo[old.index()] = new;
         new

@@ -190,7 +190,7 @@ pub fn simplify_inference(func: &Arc<Function>) -> Arc<Function> {
     match out {
         Some(new) if retype.is_empty() => Arc::new(new),
         Some(new) => {
-            let mut types: Vec<Option<Type>> = new.nodes().iter().map(|n| n.ty.clone()).collect();
+            let mut types: Vec<Option<Type>> = new.node_ids().map(|id| new.ty(id).cloned()).collect();
             for (var, ty) in retype {
                 if let Some(slot) = types.get_mut(var.index()) {
                     *slot = ty;
@@ -299,7 +299,7 @@ impl FreshNames {
 
 /// Pushes a call and gives it the type its relation computes from the operands' types.
 fn typed_call(b: &mut FunctionBuilder, op: OpId, args: &[NodeId], attrs: Attrs) -> NodeId {
-    let tys: Option<Vec<Type>> = args.iter().map(|&a| b.node(a).ty.clone()).collect();
+    let tys: Option<Vec<Type>> = args.iter().map(|&a| b.ty(a).cloned()).collect();
     let ty = tys.and_then(|tys| (op::get(op).type_rel)(&tys, &attrs).ok());
     let id = b.call(op, args, attrs);
     b.set_ty(id, ty);
@@ -430,7 +430,7 @@ fn layer_norm(
     bindings.push((c_var, centered));
     let sq = typed_call(&mut rw.b, ops.multiply, &[c_var, c_var], Attrs::new());
     let var = typed_call(&mut rw.b, ops.mean, &[sq], reduce);
-    let var_ty = rw.b.node(var).ty.clone();
+    let var_ty = rw.b.ty(var).cloned();
     let v_var = rw.b.var(&format!("ln_v{k}"), var_ty);
     bindings.push((v_var, var));
     let eps = scalar(rw, dtype, eps);
@@ -441,7 +441,7 @@ fn layer_norm(
     let scaled = typed_call(&mut rw.b, ops.multiply, &[normed, gamma], Attrs::new());
     let beta = along_axis(rw, ops, beta, c, rank, axis)?;
     let out = typed_call(&mut rw.b, ops.add, &[scaled, beta], Attrs::new());
-    let ty = rw.b.node(out).ty.clone();
+    let ty = rw.b.ty(out).cloned();
     let block = rw.b.block(&bindings, out);
     rw.b.set_ty(block, ty);
     Some(block)

@@ -182,7 +182,7 @@ impl Anf<'_> {
             Task::Emit(var, old) => {
                 let new = self.build(old);
                 if let Some(ty) = func.ty(old) {
-                    self.b.set_ty(new, Some(ty.clone()));
+                    self.b.set_ty_ref(new, Some(ty));
                 }
                 self.bind(var, old, new);
             }

@@ -6,7 +6,6 @@
 //! equality and hashing linear, and makes a mutator's memo a plain `Vec` indexed by old id.
 
 use super::ids::{AttrsIdx, ClosureIdx, ConstIdx, IdRange, NodeId, OpId, Sym};
-use super::ty::Type;
 
 /// The kind and operands of one node. Operands always have smaller ids than the node
 /// (the arena is in post-order), so a forward loop over ids visits children first.
@@ -88,13 +87,45 @@ impl ExprKind {
     }
 }
 
-/// One arena slot: an expression and its type (filled by parsing annotations or InferType).
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+/// The index of a node's type in its function's type table (see [`super::Function::ty`]), or
+/// [`TyIdx::NONE`] for an untyped node. An index means something only together with the
+/// table of the function or builder the node belongs to: compare types through
+/// [`super::Function::ty`], never by index (a table may hold equal types twice).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct TyIdx(pub(crate) u32);
+
+impl TyIdx {
+    /// The index of an untyped node.
+    pub const NONE: TyIdx = TyIdx(u32::MAX);
+
+    /// Whether the node has a type.
+    #[inline]
+    pub fn is_some(self) -> bool {
+        self != TyIdx::NONE
+    }
+
+    /// Whether the node has no type.
+    #[inline]
+    pub fn is_none(self) -> bool {
+        self == TyIdx::NONE
+    }
+
+    /// The table position, or `None` for [`TyIdx::NONE`].
+    #[inline]
+    pub(crate) fn get(self) -> Option<usize> {
+        self.is_some().then_some(self.0 as usize)
+    }
+}
+
+/// One arena slot: an expression and the index of its type (filled by parsing annotations or
+/// InferType). Plain old data: copying or dropping an arena touches no reference counts.
+#[derive(Clone, Copy, Debug)]
 pub struct Node {
     /// What the node is.
     pub kind: ExprKind,
-    /// Its type, if known.
-    pub ty: Option<Type>,
+    /// Its type's index in the function's type table; read the type with
+    /// [`super::Function::ty`].
+    pub ty: TyIdx,
 }
 
 /// A byte range in source text.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::attrs::Attrs;
-use super::expr::{ExprKind, Node, Span};
+use super::expr::{ExprKind, Node, Span, TyIdx};
 use super::ids::{AttrsIdx, ClosureIdx, ConstIdx, IdRange, NodeId, OpId, Sym};
 use super::tensor::Constant;
 use super::ty::{DType, Type};
@@ -46,6 +46,106 @@ impl SymTable {
     }
 }
 
+/// A type table under construction: a node refers to its type by index. A type is looked up by
+/// its allocation first (types are shared `Arc`s, so a copied node's type usually is the very
+/// entry) and then by content, so the table holds each distinct type once. Equality of types is
+/// by content everywhere, so a duplicate entry would be harmless, only wasteful.
+#[derive(Debug)]
+struct TypeTable {
+    types: Vec<Type>,
+    /// Addresses of the allocations of the entries and of `aliases`. The table keeps every keyed
+    /// allocation alive, so an address is never reused for another type while it is a key.
+    by_addr: rustc_hash::FxHashMap<usize, TyIdx>,
+    by_value: rustc_hash::FxHashMap<Type, TyIdx>,
+    /// Allocations equal to an entry but not the entry itself, kept alive for `by_addr`: type
+    /// inference makes a fresh type per call and clones it to the users, so later lookups of
+    /// the same allocation cost no hashing of the content.
+    aliases: Vec<Type>,
+    /// Recently looked-up allocations and their indices, by a few bits of the address (a
+    /// function uses few distinct types; address 0 marks an empty slot).
+    recent: [(usize, TyIdx); RECENT],
+    /// How many leading entries the maps cover: a table copied from a function is indexed on
+    /// its first lookup, so copying a function's table costs no hashing until a type is added.
+    indexed: usize,
+}
+
+const RECENT: usize = 32;
+
+impl Default for TypeTable {
+    fn default() -> Self {
+        TypeTable {
+            types: Vec::new(),
+            by_addr: Default::default(),
+            by_value: Default::default(),
+            aliases: Vec::new(),
+            recent: [(0, TyIdx::NONE); RECENT],
+            indexed: 0,
+        }
+    }
+}
+
+impl TypeTable {
+    /// A table starting with `types` (not yet indexed).
+    fn from_types(types: &[Type]) -> TypeTable {
+        TypeTable { types: types.to_vec(), ..TypeTable::default() }
+    }
+
+    /// The type at `idx`, or `None` for an untyped node.
+    #[inline]
+    fn get(&self, idx: TyIdx) -> Option<&Type> {
+        self.types.get(idx.get()?)
+    }
+
+    /// The index of `ty`, adding it when no equal type is in the table.
+    #[inline]
+    fn intern(&mut self, ty: Option<&Type>) -> TyIdx {
+        let Some(ty) = ty else { return TyIdx::NONE };
+        let addr = ty.addr();
+        // Allocations are at least 8-byte aligned; the `TypeKind` in an `Arc` follows the counts.
+        let slot = (addr >> 4) % RECENT;
+        if self.recent[slot].0 == addr {
+            return self.recent[slot].1;
+        }
+        let idx = self.lookup_or_add(ty, addr);
+        self.recent[slot] = (addr, idx);
+        idx
+    }
+
+    #[inline(never)]
+    fn lookup_or_add(&mut self, ty: &Type, addr: usize) -> TyIdx {
+        while self.indexed < self.types.len() {
+            let t = &self.types[self.indexed];
+            let idx = TyIdx(self.indexed as u32);
+            self.by_addr.entry(t.addr()).or_insert(idx);
+            self.by_value.entry(t.clone()).or_insert(idx);
+            self.indexed += 1;
+        }
+        if let Some(&idx) = self.by_addr.get(&addr) {
+            return idx;
+        }
+        if let Some(&idx) = self.by_value.get(ty) {
+            self.aliases.push(ty.clone());
+            self.by_addr.insert(addr, idx);
+            return idx;
+        }
+        let idx = TyIdx(self.types.len() as u32);
+        self.types.push(ty.clone());
+        self.by_addr.insert(addr, idx);
+        self.by_value.insert(ty.clone(), idx);
+        self.indexed = self.types.len();
+        idx
+    }
+
+    fn clear(&mut self) {
+        self.types.clear();
+        self.by_addr.clear();
+        self.by_value.clear();
+        self.aliases.clear();
+        self.recent = [(0, TyIdx::NONE); RECENT];
+        self.indexed = 0;
+    }
+}
+
 /// A nested function (closure) inside a function's arena. It may refer to variables of the
 /// enclosing scopes.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,6 +168,8 @@ pub struct Closure {
 #[derive(Clone, Debug)]
 pub struct Function {
     nodes: Vec<Node>,
+    /// The types the nodes' [`TyIdx`] refer to.
+    types: Arc<[Type]>,
     spans: Vec<Span>,
     extra: Vec<NodeId>,
     // Shared with builders made by `to_builder`, which copy it only when they add a name.
@@ -110,7 +212,20 @@ impl Function {
     /// The known type of node `id`.
     #[inline]
     pub fn ty(&self, id: NodeId) -> Option<&Type> {
-        self.nodes[id.index()].ty.as_ref()
+        self.types.get(self.nodes[id.index()].ty.get()?)
+    }
+
+    /// The known type of node `id`, or `None` when it has none or `id` is outside the arena.
+    #[inline]
+    pub fn try_ty(&self, id: NodeId) -> Option<&Type> {
+        self.types.get(self.nodes.get(id.index())?.ty.get()?)
+    }
+
+    /// The type table the nodes' [`TyIdx`] refer to: each distinct type of the nodes, in order
+    /// of first use. It may hold a type no node uses any more (left by a copy); read a node's
+    /// type with [`Function::ty`].
+    pub fn type_table(&self) -> &[Type] {
+        &self.types
     }
 
     /// All nodes, in post-order (operands before users). May include dead nodes.
@@ -284,16 +399,25 @@ impl Function {
     }
 
     /// A copy in which node `i` has type `types[i]` (nodes past the end of `types` keep
-    /// theirs). This is how type inference writes its results; the old types are not cloned.
+    /// theirs). This is how type inference writes its results. The copy has a type table of its
+    /// own holding each distinct type once.
     pub fn with_types(&self, types: Vec<Option<Type>>) -> Function {
+        let mut table = TypeTable::default();
         let mut types = types.into_iter();
         let nodes = self
             .nodes
             .iter()
-            .map(|n| Node { kind: n.kind, ty: types.next().unwrap_or_else(|| n.ty.clone()) })
+            .map(|n| {
+                let ty = match types.next() {
+                    Some(t) => table.intern(t.as_ref()),
+                    None => table.intern(n.ty.get().and_then(|i| self.types.get(i))),
+                };
+                Node { kind: n.kind, ty }
+            })
             .collect();
         Function {
             nodes,
+            types: table.types.into(),
             spans: self.spans.clone(),
             extra: self.extra.clone(),
             syms: Arc::clone(&self.syms),
@@ -478,6 +602,7 @@ impl Function {
         let sym_index = self.syms.iter().enumerate().map(|(i, s)| (Box::from(s), Sym(i as u32))).collect();
         FunctionBuilder {
             nodes: Vec::new(),
+            types: TypeTable::default(),
             spans: Vec::new(),
             extra: Vec::new(),
             syms: self.syms.clone(),
@@ -497,6 +622,7 @@ impl Function {
     pub fn builder_sharing_names(&self, nodes: usize, extra: usize) -> FunctionBuilder {
         FunctionBuilder {
             nodes: Vec::with_capacity(nodes),
+            types: TypeTable::default(),
             spans: Vec::new(),
             extra: Vec::with_capacity(extra),
             syms: Arc::clone(&self.syms),
@@ -521,6 +647,7 @@ impl Function {
         }
         FunctionBuilder {
             nodes: copy(&self.nodes),
+            types: TypeTable::from_types(&self.types),
             spans: copy(&self.spans),
             extra: copy(&self.extra),
             syms: Arc::clone(&self.syms),
@@ -540,6 +667,7 @@ impl Function {
 #[derive(Debug)]
 pub struct FunctionBuilder {
     nodes: Vec<Node>,
+    types: TypeTable,
     spans: Vec<Span>,
     extra: Vec<NodeId>,
     syms: Arc<SymTable>,
@@ -566,6 +694,7 @@ impl FunctionBuilder {
     pub fn new() -> FunctionBuilder {
         FunctionBuilder {
             nodes: Vec::new(),
+            types: TypeTable::default(),
             spans: Vec::new(),
             extra: Vec::new(),
             syms: Arc::new(SymTable::default()),
@@ -594,9 +723,22 @@ impl FunctionBuilder {
         &self.nodes[id.index()]
     }
 
+    /// The known type of node `id` pushed earlier.
+    #[inline]
+    pub fn ty(&self, id: NodeId) -> Option<&Type> {
+        self.types.get(self.nodes[id.index()].ty)
+    }
+
     /// Sets the type of an already-pushed node.
     pub fn set_ty(&mut self, id: NodeId, ty: Option<Type>) {
-        self.nodes[id.index()].ty = ty;
+        self.set_ty_ref(id, ty.as_ref());
+    }
+
+    /// Sets the type of an already-pushed node to a borrowed type (when it is already in the
+    /// table, as for a node copied from another function, this touches no reference count).
+    #[inline]
+    pub fn set_ty_ref(&mut self, id: NodeId, ty: Option<&Type>) {
+        self.nodes[id.index()].ty = self.types.intern(ty);
     }
 
     /// Interns a string.
@@ -616,6 +758,21 @@ impl FunctionBuilder {
 
     /// Pushes a raw node. Operands must already exist.
     pub fn push(&mut self, kind: ExprKind, ty: Option<Type>) -> NodeId {
+        self.push_ty_ref(kind, ty.as_ref())
+    }
+
+    /// Pushes a raw node with a borrowed type (see [`FunctionBuilder::set_ty_ref`]). Operands
+    /// must already exist.
+    #[inline]
+    pub fn push_ty_ref(&mut self, kind: ExprKind, ty: Option<&Type>) -> NodeId {
+        let ty = self.types.intern(ty);
+        self.push_idx(kind, ty)
+    }
+
+    /// Pushes a raw node whose type is `ty`, an index into this builder's type table (taken
+    /// from a node pushed earlier). Operands must already exist.
+    pub(crate) fn push_idx(&mut self, kind: ExprKind, ty: TyIdx) -> NodeId {
+        debug_assert!(ty.get().is_none_or(|i| i < self.types.types.len()), "type index of another table");
         let id = NodeId(self.nodes.len() as u32);
         let operands_ok = self.operands_exist(&kind);
         debug_assert!(operands_ok, "operand of {kind:?} does not precede {id}");
@@ -633,6 +790,7 @@ impl FunctionBuilder {
     #[cfg(test)]
     pub(crate) fn push_unchecked(&mut self, kind: ExprKind, ty: Option<Type>) -> NodeId {
         self.malformed |= !(self.operands_exist(&kind) && self.indices_in_range(&kind));
+        let ty = self.types.intern(ty.as_ref());
         self.nodes.push(Node { kind, ty });
         NodeId(self.nodes.len() as u32 - 1)
     }
@@ -831,6 +989,7 @@ impl FunctionBuilder {
     /// Empties the builder but keeps its buffers, for building the next function.
     pub(crate) fn clear(&mut self) {
         self.nodes.clear();
+        self.types.clear();
         self.spans.clear();
         self.extra.clear();
         match Arc::get_mut(&mut self.syms) {
@@ -870,6 +1029,7 @@ impl FunctionBuilder {
         let well_formed = self.finish_well_formed(params, body);
         let f = Function {
             nodes: self.nodes.drain(..).collect(),
+            types: self.types.types.drain(..).collect(),
             spans: self.spans.to_vec(),
             extra: self.extra.to_vec(),
             syms: Arc::new(syms),
@@ -910,6 +1070,7 @@ impl FunctionBuilder {
         }
         Function {
             nodes: self.nodes,
+            types: self.types.types.into(),
             spans: self.spans,
             extra: self.extra,
             syms: self.syms,
@@ -1098,5 +1259,145 @@ mod tests {
         let mut dropped = vec![false; func.num_nodes()];
         dropped[a.index()] = true;
         assert!(func.substituted(&vec![KEEP; func.num_nodes()], &dropped).is_none());
+    }
+
+    fn f32s(shape: &[u64]) -> Type {
+        Type::tensor(shape.to_vec(), DType::F32)
+    }
+
+    #[test]
+    fn node_is_plain_old_data_of_at_most_24_bytes() {
+        fn copy<T: Copy>(t: &T) -> T {
+            *t
+        }
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(f32s(&[2])));
+        let node = copy(b.node(x));
+        assert!(node.ty.is_some());
+        assert!(std::mem::size_of::<Node>() <= 24, "{} bytes", std::mem::size_of::<Node>());
+    }
+
+    #[test]
+    fn builder_stores_each_distinct_type_once_whatever_the_allocation() {
+        let mut b = FunctionBuilder::new();
+        // Equal types from distinct allocations, and clones of one allocation.
+        let shared = f32s(&[4, 4]);
+        let mut vars = Vec::new();
+        for i in 0..20 {
+            let ty = if i % 2 == 0 { f32s(&[4, 4]) } else { shared.clone() };
+            vars.push(b.var(&format!("v{i}"), Some(ty)));
+        }
+        let other = b.var("o", Some(Type::scalar(DType::I32)));
+        let untyped = b.var("u", None);
+        let tup = b.tuple(&vars);
+        let func = b.finish(&vars, tup, None, Attrs::new());
+        assert_eq!(func.type_table(), &[f32s(&[4, 4]), Type::scalar(DType::I32)]);
+        assert!(vars.iter().all(|&v| func.ty(v) == Some(&f32s(&[4, 4]))));
+        assert_eq!(func.ty(other), Some(&Type::scalar(DType::I32)));
+        assert_eq!(func.ty(untyped), None);
+        assert_eq!(func.ty(tup), None);
+    }
+
+    #[test]
+    fn with_types_replaces_clears_and_keeps_types_in_a_fresh_table() {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(f32s(&[3])));
+        let y = b.var("y", Some(Type::scalar(DType::Bool)));
+        let r = b.call(relu(), &[x], Attrs::new());
+        let func = b.finish(&[x, y], r, None, Attrs::new());
+        // x loses its type, y's stays (past the end of the list)... and r gets one.
+        let out = func.with_types(vec![None]);
+        assert_eq!((out.ty(x), out.ty(y), out.ty(r)), (None, Some(&Type::scalar(DType::Bool)), None));
+        let out = func.with_types(vec![Some(f32s(&[3])), Some(f32s(&[3])), Some(f32s(&[3]))]);
+        assert_eq!(out.ty(r), Some(&f32s(&[3])));
+        assert_eq!(out.ty(y), Some(&f32s(&[3])));
+        assert_eq!(out.type_table(), &[f32s(&[3])]);
+        // The input is untouched.
+        assert_eq!(func.ty(y), Some(&Type::scalar(DType::Bool)));
+        assert_eq!(func.ty(r), None);
+    }
+
+    #[test]
+    fn copies_and_set_ty_keep_types_by_content() {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(f32s(&[2])));
+        let y = b.var("y", Some(f32s(&[5])));
+        let body = b.tuple(&[x, y]);
+        let func = b.finish(&[x, y], body, None, Attrs::new());
+        let mut b = func.to_builder();
+        assert_eq!((b.ty(x), b.ty(y)), (Some(&f32s(&[2])), Some(&f32s(&[5]))));
+        b.set_ty(x, Some(f32s(&[5])));
+        b.set_ty(y, Some(f32s(&[7])));
+        b.set_ty(body, Some(Type::tuple(vec![f32s(&[5]), f32s(&[7])])));
+        let z = b.var("z", Some(f32s(&[2])));
+        let w = b.push_ty_ref(ExprKind::Proj { tuple: body, index: 1 }, func.ty(y));
+        let u = b.push_ty_ref(ExprKind::Proj { tuple: body, index: 0 }, None);
+        b.set_ty_ref(u, func.ty(x));
+        b.set_ty_ref(z, None);
+        let out = b.finish(&[x, y, z], body, None, Attrs::new());
+        assert_eq!((out.ty(x), out.ty(y), out.ty(z)), (Some(&f32s(&[5])), Some(&f32s(&[7])), None));
+        assert_eq!((out.ty(w), out.ty(u)), (Some(&f32s(&[5])), Some(&f32s(&[2]))));
+        assert_eq!(out.ty(body), Some(&Type::tuple(vec![f32s(&[5]), f32s(&[7])])));
+        // The copied table is extended, not duplicated.
+        assert_eq!(out.type_table().len(), 4);
+        assert_eq!(func.ty(x), Some(&f32s(&[2])));
+    }
+
+    #[test]
+    fn try_ty_is_none_outside_the_arena() {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(f32s(&[2])));
+        let func = b.finish(&[x], x, None, Attrs::new());
+        assert_eq!(func.try_ty(x), Some(&f32s(&[2])));
+        assert_eq!(func.try_ty(NodeId(7)), None);
+    }
+
+    fn cases() -> u32 {
+        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(cases()))]
+
+        /// Whatever types are pushed, set and copied, every node reads back the type it was
+        /// given, and the table holds no two equal types.
+        #[test]
+        fn every_node_reads_back_its_type(
+            pushed in proptest::collection::vec(proptest::option::of(0usize..6), 1..40),
+            later in proptest::collection::vec((0usize..40, proptest::option::of(0usize..6)), 0..20),
+        ) {
+            let pool = |k: usize| match k {
+                0 => Type::scalar(DType::F32),
+                1 => Type::scalar(DType::I64),
+                2 => f32s(&[2, 3]),
+                3 => f32s(&[3, 2]),
+                4 => Type::tuple(vec![f32s(&[2]), Type::scalar(DType::Bool)]),
+                _ => Type::func(vec![f32s(&[2])], f32s(&[2])),
+            };
+            let mut b = FunctionBuilder::new();
+            let mut expect = Vec::new();
+            for (i, k) in pushed.iter().enumerate() {
+                b.var(&format!("v{i}"), k.map(pool));
+                expect.push(k.map(pool));
+            }
+            let n = expect.len();
+            let func = b.finish(&[NodeId(0)], NodeId(n as u32 - 1), None, Attrs::new());
+            let mut b = func.to_builder();
+            for &(i, k) in &later {
+                let i = i % n;
+                b.set_ty(NodeId(i as u32), k.map(pool));
+                expect[i] = k.map(pool);
+            }
+            let out = b.finish(&[NodeId(0)], NodeId(n as u32 - 1), None, Attrs::new());
+            let retyped = out.with_types(vec![]);
+            for (i, want) in expect.iter().enumerate() {
+                proptest::prop_assert_eq!(out.ty(NodeId(i as u32)), want.as_ref());
+                proptest::prop_assert_eq!(retyped.ty(NodeId(i as u32)), want.as_ref());
+            }
+            let table = retyped.type_table();
+            for (i, t) in table.iter().enumerate() {
+                proptest::prop_assert!(!table[..i].contains(t));
+            }
+        }
     }
 }

@@ -97,8 +97,8 @@ pub struct FuncType {
     pub ret: Type,
 }
 
-/// A type. Cheap to clone (one reference count) and one pointer wide, so that an
-/// `Option<Type>` in every arena node costs 8 bytes. Match on [`Type::kind`] (or through
+/// A type. Cheap to clone (one reference count) and one pointer wide. Arena nodes do not hold
+/// one: they hold an index into their function's type table (see `Function::ty`). Match on [`Type::kind`] (or through
 /// `Deref`) to see which kind it is.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Type(Arc<TypeKind>);
@@ -172,6 +172,12 @@ impl Type {
     #[inline]
     pub fn ptr_eq(&self, other: &Type) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The address of the shared allocation, for interning by identity (see `ptr_eq`).
+    #[inline]
+    pub(crate) fn addr(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
     }
 
     /// The tensor type, if this is one.
@@ -264,7 +270,7 @@ mod tests {
 
     #[test]
     fn optional_type_is_one_pointer_wide() {
-        // Every arena node holds an `Option<Type>`; keep it at 8 bytes.
+        // Type tables, closures and signatures hold `Option<Type>`s; keep them at 8 bytes.
         assert_eq!(std::mem::size_of::<Option<Type>>(), std::mem::size_of::<usize>());
     }
 }

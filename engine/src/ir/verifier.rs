@@ -173,7 +173,7 @@ impl Verifier<'_> {
 
     /// The known type of a node already checked to be in range.
     fn ty(&self, id: NodeId) -> Option<&Type> {
-        self.func.nodes().get(id.index()).and_then(|n| n.ty.as_ref())
+        self.func.try_ty(id)
     }
 
     fn run(&mut self, sc: &mut Scratch) {
@@ -529,7 +529,7 @@ impl Verifier<'_> {
     fn check_node(&mut self, id: NodeId) {
         let func = self.func;
         let kind = func.nodes()[id.index()].kind;
-        let node_ty: Option<&Type> = func.nodes()[id.index()].ty.as_ref();
+        let node_ty: Option<&Type> = func.try_ty(id);
         match kind {
             ExprKind::Var { .. } | ExprKind::Const { .. } => {}
             ExprKind::Global { name } => {
@@ -660,10 +660,7 @@ impl Verifier<'_> {
                 (ExprKind::Global { name }, Some(m)) => {
                     let Some(g) = func.try_sym(name).and_then(|g| m.get(g)) else { return };
                     let Some(params) = g.try_params() else { return };
-                    (
-                        params.iter().map(|&p| g.nodes().get(p.index()).and_then(|n| n.ty.clone())).collect(),
-                        g.ret_ty().cloned(),
-                    )
+                    (params.iter().map(|&p| g.try_ty(p).cloned()).collect(), g.ret_ty().cloned())
                 }
                 _ => match self.ty(callee).map(|t| (t, t.kind())) {
                     Some((_, TypeKind::Func(ft))) => {

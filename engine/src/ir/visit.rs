@@ -394,7 +394,7 @@ impl<'a> RewriteCx<'a> {
 
     /// The known type of new node `id`.
     pub fn ty(&self, id: NodeId) -> Option<&Type> {
-        self.b.node(id).ty.as_ref()
+        self.b.ty(id)
     }
 
     /// Sets the type of new node `id`.
@@ -578,14 +578,14 @@ impl<'a> RewriteCx<'a> {
         // Pass 2: fresh binders, then copies in post-order with remapped operands.
         let mut map: HashMap<NodeId, NodeId> = HashMap::new();
         for v in binders {
-            let node = self.b.node(v).clone();
+            let node = *self.b.node(v);
             self.b.set_span(self.b.span_at(v));
-            let fresh = self.b.push(node.kind, node.ty);
+            let fresh = self.b.push_idx(node.kind, node.ty);
             map.insert(v, fresh);
         }
         let saved = self.b.span_at(root);
         for id in order {
-            let node = self.b.node(id).clone();
+            let node = *self.b.node(id);
             let m = |x: NodeId| map.get(&x).copied().unwrap_or(x);
             let kind = match node.kind {
                 ExprKind::Call { op, attrs, args } => {
@@ -615,7 +615,7 @@ impl<'a> RewriteCx<'a> {
                 atom => atom,
             };
             self.b.set_span(self.b.span_at(id));
-            let copy = self.b.push(kind, node.ty);
+            let copy = self.b.push_idx(kind, node.ty);
             map.insert(id, copy);
         }
         self.b.set_span(saved);

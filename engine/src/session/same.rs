@@ -27,7 +27,7 @@ pub(crate) fn same_function(a: &Arc<Function>, b: &Arc<Function>) -> bool {
 }
 
 fn same_arena(a: &Function, b: &Function) -> bool {
-    if a.nodes() != b.nodes()
+    if a.num_nodes() != b.num_nodes()
         || a.body() != b.body()
         || a.ret_ty() != b.ret_ty()
         || a.attrs() != b.attrs()
@@ -41,7 +41,8 @@ fn same_arena(a: &Function, b: &Function) -> bool {
     };
     for (i, node) in a.nodes().iter().enumerate() {
         let id = NodeId(i as u32);
-        if rel(a, id, base_a) != rel(b, id, base_b) {
+        // Types compare by content: equal types may sit at different indices of the tables.
+        if node.kind != b.nodes()[i].kind || a.ty(id) != b.ty(id) || rel(a, id, base_a) != rel(b, id, base_b) {
             return false;
         }
         let same = match node.kind {
@@ -116,5 +117,34 @@ mod tests {
         let c = func("def @f(%x: Tensor[(3,), f32]) -> Tensor[(3,), f32] {\n  add(%x, %x)\n}\n");
         assert!(same_signature(&a, &b));
         assert!(!same_signature(&a, &c));
+    }
+
+    #[test]
+    fn same_function_compares_types_by_content_not_by_table_index() {
+        use crate::ir::{Attrs, DType, FunctionBuilder, Type};
+        let (t2, t5) = (Type::tensor(vec![2], DType::F32), Type::tensor(vec![5], DType::F32));
+        let build = |tx: &Type, ty: &Type| {
+            let mut b = FunctionBuilder::new();
+            let x = b.var("x", Some(tx.clone()));
+            let y = b.var("y", Some(ty.clone()));
+            let body = b.tuple(&[x, y]);
+            Arc::new(b.finish(&[x, y], body, None, Attrs::new()))
+        };
+        // `a` has x at index 0 and y at 1; `b` retypes a (x: t2, y: t5) copy, which puts them the
+        // other way round in its table.
+        let a = build(&t5, &t2);
+        let base = build(&t2, &t5);
+        let mut copy = base.to_builder();
+        let (x, y) = (base.params()[0], base.params()[1]);
+        copy.set_ty(x, Some(t5.clone()));
+        copy.set_ty(y, Some(t2.clone()));
+        let b = Arc::new(copy.finish(&[x, y], base.body(), None, Attrs::new()));
+        assert_ne!(a.nodes()[x.index()].ty, b.nodes()[x.index()].ty);
+        assert!(same_function(&a, &b));
+        assert!(same_signature(&a, &b));
+        assert!(crate::ir::structural_eq(&a, &b));
+        assert_eq!(crate::ir::structural_hash(&a), crate::ir::structural_hash(&b));
+        assert!(!same_function(&a, &base));
+        assert!(!crate::ir::structural_eq(&a, &base));
     }
 }
