@@ -622,17 +622,9 @@ impl Function {
     pub fn builder_sharing_names(&self, nodes: usize, extra: usize) -> FunctionBuilder {
         FunctionBuilder {
             nodes: Vec::with_capacity(nodes),
-            types: TypeTable::default(),
-            spans: Vec::new(),
             extra: Vec::with_capacity(extra),
             syms: Arc::clone(&self.syms),
-            sym_index: Default::default(),
-            scalar_consts: Default::default(),
-            consts: Vec::new(),
-            call_attrs: vec![Attrs::new()],
-            closures: Vec::new(),
-            span: Span::default(),
-            malformed: false,
+            ..FunctionBuilder::new()
         }
     }
 
