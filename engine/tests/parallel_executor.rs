@@ -3,6 +3,7 @@
 //! copies, and `PassContext::map_functions`. Every parallel run is compared with the plain
 //! pass-by-pass run on one thread.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use passel_engine::ir::{fn_attr, print_module, AttrValue, Attrs, DType, Function, FunctionBuilder, Module, Type};
@@ -364,4 +365,110 @@ fn chrome_trace_is_json_with_one_track_per_worker_and_an_event_per_task() {
     named.sort();
     assert_eq!(named, task_tids, "one named track per thread that ran tasks");
     assert!(task_tids.iter().all(|&t| (1..=3).contains(&t)), "tasks run on the 3 pool workers: {task_tids:?}");
+}
+
+/// A function-local module pass: appends `k` to every function's trail (`SkipOptimization` ones
+/// too) and warns once per function. Its module body counts its calls in `module_runs`, so a
+/// test can tell whether the executor ran the body or the per-function form.
+fn local_tag_pass(name: &'static str, k: i64, module_runs: Arc<AtomicUsize>) -> Arc<dyn Pass> {
+    fn tag(func: &Arc<Function>, k: i64) -> Arc<Function> {
+        let prev = func.attrs().get("trail").and_then(AttrValue::as_int).unwrap_or(0);
+        Arc::new(func.with_attrs(func.attrs().clone().with("trail", AttrValue::Int(prev * 10 + k))))
+    }
+    module_pass(name, 0, move |m, ctx| {
+        module_runs.fetch_add(1, Ordering::SeqCst);
+        let mut out = m.clone();
+        let new = m
+            .iter()
+            .map(|(fname, f)| {
+                ctx.emit(Diagnostic::warning(name, format!("tagged {k}")).in_function(fname));
+                tag(f, k)
+            })
+            .collect();
+        out.replace_all(new);
+        Ok(out)
+    })
+    .with_function_form(move |func, _module, ctx| {
+        ctx.emit(Diagnostic::warning(name, format!("tagged {k}")));
+        Ok(tag(&func, k))
+    })
+    .shared()
+}
+
+/// A function pass that drops the declared result type of function `f1` (a signature change).
+fn drop_result_type_of_f1() -> FunctionPass {
+    function_pass("DropRet", 0, |func, _module, _ctx| {
+        if func.attrs().get("id").and_then(AttrValue::as_int) != Some(1) {
+            return Ok(func);
+        }
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(Type::tensor(vec![4], DType::F32)));
+        let body = b.call(op::lookup("relu").expect("relu"), &[x], Attrs::new());
+        Ok(Arc::new(b.finish(&[x], body, None, func.attrs().clone())))
+    })
+}
+
+fn local_pipeline(first: FunctionPass, module_runs: &Arc<AtomicUsize>) -> Sequential {
+    sequential(
+        "p",
+        vec![
+            first.shared(),
+            local_tag_pass("Local", 7, module_runs.clone()),
+            tag_pass("B", 2).shared(),
+            module_pass("Barrier", 0, |m, _| Ok(m)).shared(),
+            local_tag_pass("Alone", 8, module_runs.clone()),
+        ],
+    )
+}
+
+#[test]
+fn function_local_module_pass_joins_the_function_stage_and_matches_serial() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let names = stage_names(&plan(&local_pipeline(tag_pass("A", 1), &runs), &PassContext::default()).expect("plan"));
+    assert_eq!(names, ["F[A,Local,B]", "M[Barrier]", "F[Alone]"]);
+
+    let (serial_log, inst) = blind(None);
+    let serial = outcome(&local_pipeline(tag_pass("A", 1), &runs), module_of(23), &ctx(1, vec![inst]), true);
+    // Functions marked SkipOptimization get the module pass's tags but not the function passes'.
+    assert!(serial.0.contains("trail=1728") && serial.0.contains("trail=78"), "{}", serial.0);
+    assert_eq!(runs.swap(0, Ordering::SeqCst), 2);
+    for threads in [1, 2, 3] {
+        let (log, inst) = blind(None);
+        let got = outcome(&local_pipeline(tag_pass("A", 1), &runs), module_of(23), &ctx(threads, vec![inst]), false);
+        assert_eq!(got, serial, "threads {threads}");
+        assert_eq!(*log.lock().unwrap(), *serial_log.lock().unwrap(), "threads {threads}");
+        // "Local" ran in its per-function form; "Alone", a stage of one pass, ran its body.
+        assert_eq!(runs.swap(0, Ordering::SeqCst), 1, "threads {threads}");
+    }
+}
+
+#[test]
+fn signature_change_before_a_function_local_module_pass_falls_back_to_its_module_body() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (serial_log, inst) = blind(None);
+    let serial = outcome(&local_pipeline(drop_result_type_of_f1(), &runs), module_of(9), &ctx(1, vec![inst]), true);
+    runs.store(0, Ordering::SeqCst);
+    for threads in [1, 2] {
+        let (log, inst) = blind(None);
+        let got =
+            outcome(&local_pipeline(drop_result_type_of_f1(), &runs), module_of(9), &ctx(threads, vec![inst]), false);
+        assert_eq!(got, serial, "threads {threads}");
+        assert_eq!(*log.lock().unwrap(), *serial_log.lock().unwrap(), "threads {threads}");
+        assert_eq!(runs.swap(0, Ordering::SeqCst), 2, "both module bodies ran (threads {threads})");
+    }
+}
+
+#[test]
+fn function_local_module_pass_runs_its_body_when_a_signature_is_not_declared() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut m = module_of(6);
+    let mut b = FunctionBuilder::new();
+    let x = b.var("x", Some(Type::tensor(vec![4], DType::F32)));
+    let body = b.call(op::lookup("relu").expect("relu"), &[x], Attrs::new());
+    m.add("undeclared", b.finish(&[x], body, None, Attrs::new())).expect("unique");
+    let serial = outcome(&local_pipeline(tag_pass("A", 1), &runs), m.clone(), &ctx(1, vec![]), true);
+    runs.store(0, Ordering::SeqCst);
+    let got = outcome(&local_pipeline(tag_pass("A", 1), &runs), m, &ctx(2, vec![]), false);
+    assert_eq!(got, serial);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
 }

@@ -10,7 +10,7 @@ use passel_engine::ir::{print_module, Module};
 use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, verify_module};
-use passel_engine::transform::{parse_pipeline, run_sequential, Pass, PassContext, PassTimingInstrument};
+use passel_engine::transform::{parse_pipeline, run_plain, run_sequential, Pass, PassContext, PassTimingInstrument};
 use passel_harness::fuzz::{shaped_module, shaped_pipeline, Bytes};
 use passel_harness::gen::{chain, ChainOptions};
 use proptest::prelude::*;
@@ -21,11 +21,15 @@ fn passes() -> Vec<&'static str> {
     passel_passes::standard_pass_names()
 }
 
+/// With one thread the plain pass-by-pass algorithm (the serial baseline: no stages, no fusion,
+/// every module pass as a barrier); with more, `Pass::run` of the pipeline (the executor).
 fn run(module: Module, pipeline: &str, threads: usize) -> (String, Vec<String>) {
     passel_passes::link();
     let seq = parse_pipeline(pipeline).expect("registered passes");
     let ctx = PassContext::builder().opt_level(3).num_threads(threads).build().expect("valid context");
-    let res = ctx.scope(|| seq.run(module, &ctx)).expect("context enters");
+    let res = ctx
+        .scope(|| if threads == 1 { run_plain(&seq, module, &ctx) } else { seq.run(module, &ctx) })
+        .expect("context enters");
     let out = match res {
         Ok(m) => print_module(&m),
         Err(e) => format!("error: {e}"),

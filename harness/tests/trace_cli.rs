@@ -28,9 +28,11 @@ fn run_with_trace_writes_json_with_a_track_per_worker_and_same_output_as_serial(
     let events = json["traceEvents"].as_array().expect("traceEvents");
     let mut task_tids: Vec<u64> =
         events.iter().filter(|e| e["ph"] == "X").map(|e| e["tid"].as_u64().expect("tid")).collect();
-    // FoldConstant, InferType, EliminateCommonSubexpr, DeadCodeElimination, SimplifyExpr. The
-    // second and third InferType find the module fully typed and run no per-function task.
-    assert_eq!(task_tids.len(), 5 * 64);
+    // Stages [FoldConstant, InferType, EliminateCommonSubexpr, InferType], DeadCodeElimination,
+    // [InferType, SimplifyExpr]: InferType runs in its per-function form inside the function
+    // stages (every function of `gen chain` declares its signature), one task per function each
+    // time; DeadCodeElimination is a barrier with one task per function.
+    assert_eq!(task_tids.len(), 7 * 64);
     task_tids.sort();
     task_tids.dedup();
     let mut tracks: Vec<u64> =

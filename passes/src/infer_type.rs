@@ -91,6 +91,27 @@ pub fn infer_type_pass(m: Module, ctx: &PassContext) -> Result<Module, PassError
     Ok(ctx.replace_functions(m, new))
 }
 
+/// InferType's per-function form (`ModulePass::with_function_form`): what
+/// [`infer_type_pass`] does to one function, its type errors emitted as diagnostics (the
+/// executor fills in the function's name). With every global's signature declared, a function's
+/// types depend only on its own body and those signatures, so the executor may run this inside
+/// a stage of function passes instead of stopping every worker at a barrier.
+pub fn infer_type_function(func: Arc<Function>, view: &Module, ctx: &PassContext) -> Result<Arc<Function>, PassError> {
+    Ok(match infer_named(view, "", &func) {
+        Ok(f) => f,
+        Err(diags) => {
+            for d in diags {
+                let mut diag = Diagnostic::error("InferType", d.message).at_node(d.node);
+                if let Some(span) = d.span {
+                    diag = diag.at_span(span);
+                }
+                ctx.emit(diag);
+            }
+            func
+        }
+    })
+}
+
 /// Infers the types of every function of `m`. Functions with errors are kept unchanged, and
 /// all diagnostics are returned in module order.
 pub fn infer_module(m: &Module) -> (Module, Vec<TypeDiagnostic>) {

@@ -34,7 +34,7 @@ pub use eliminate_common_subexpr::eliminate_common_subexpr;
 pub use fold_constant::fold_constant;
 pub use fold_scale_axis::{backward_fold_scale_axis, forward_fold_scale_axis};
 pub use fuse_ops::fuse_ops;
-pub use infer_type::{infer_function, infer_module, infer_type_pass, TypeDiagnostic};
+pub use infer_type::{infer_function, infer_module, infer_type_function, infer_type_pass, TypeDiagnostic};
 pub use inline::inline_module;
 pub use lambda_lift::lambda_lift_module;
 pub use pipelines::{default_pipeline, run_pipeline_text, STANDARD_PIPELINE};
@@ -57,7 +57,7 @@ macro_rules! declare_passes {
 }
 
 declare_passes! {
-    "InferType" => module_pass("InferType", 0, infer_type_pass);
+    "InferType" => module_pass("InferType", 0, infer_type_pass).with_function_form(infer_type::infer_type_function);
     "FoldConstant" => function_pass("FoldConstant", 2, |func, _module, _ctx| Ok(fold_constant(&func)));
     "DeadCodeElimination" => module_pass("DeadCodeElimination", 1, dead_code_elimination_pass)
         .with_required(&["InferType"]);

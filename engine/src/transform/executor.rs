@@ -11,6 +11,14 @@
 //! [`FunctionPass`]. If the plan cannot be made (an unknown required pass), the `Sequential` runs
 //! pass by pass, so the error comes exactly where the serial run reports it.
 //!
+//! A module pass with a per-function form ([`Pass::function_form`], declared with
+//! `ModulePass::with_function_form`) is no barrier: the form joins the function stage. It
+//! visits every function (`SkipOptimization` ones too), and its precondition is checked at run
+//! time: every function of the stage's input declares its signature, and no earlier pass of the
+//! stage changed a function's declared signature before the form ran on it (the form's view is
+//! the stage's input). When either fails, the stage runs pass by pass and the form runs as its
+//! module pass.
+//!
 //! # Function stages
 //! A stage of one pass, or a stage run while an active instrument observes the IR
 //! ([`Instrument::observes_ir`]) or while `testing.immutable_module` is set, runs pass by pass
@@ -90,10 +98,10 @@ pub fn plan(seq: &Sequential, ctx: &PassContext) -> Result<Vec<Stage>, PassError
 }
 
 fn push_call(stages: &mut Vec<Stage>, pass: Arc<dyn Pass>) {
-    match pass.as_function() {
+    match pass.as_function().cloned().or_else(|| pass.function_form()) {
         Some(func_pass) => match stages.last_mut() {
-            Some(Stage::Function(run)) => run.push(func_pass.clone()),
-            _ => stages.push(Stage::Function(vec![func_pass.clone()])),
+            Some(Stage::Function(run)) => run.push(func_pass),
+            _ => stages.push(Stage::Function(vec![func_pass])),
         },
         None => stages.push(Stage::Module(pass)),
     }
@@ -141,16 +149,37 @@ pub fn run_plan(stages: &[Stage], mut module: Module, ctx: &PassContext) -> Resu
 /// allowed; see the module docs).
 pub fn run_function_stage(passes: &[FunctionPass], module: Module, ctx: &PassContext) -> Result<Module, PassError> {
     let insts = ctx.instruments();
-    let fuse =
-        passes.len() > 1 && insts.iter().all(|inst| !inst.observes_ir()) && !ctx.get_config(IMMUTABLE_MODULE, false);
+    let fuse = passes.len() > 1
+        && insts.iter().all(|inst| !inst.observes_ir())
+        && !ctx.get_config(IMMUTABLE_MODULE, false)
+        && (passes.iter().all(|p| !p.visits_marked()) || module.iter().all(|(_, f)| has_declared_signature(f)));
     if !fuse {
-        let mut module = module;
-        for pass in passes {
-            module = call_pass(pass, module, ctx)?;
-        }
-        return Ok(module);
+        return run_unfused(passes, module, ctx);
     }
     run_fused(passes, module, ctx, &insts)
+}
+
+/// Runs `passes` pass by pass, each with its hooks (a module pass's form runs as that module
+/// pass).
+fn run_unfused(passes: &[FunctionPass], mut module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    for pass in passes {
+        module = call_pass(pass, module, ctx)?;
+    }
+    Ok(module)
+}
+
+/// Whether every parameter of `f` and its result have a declared type: then the type other
+/// functions see for it does not depend on its body.
+fn has_declared_signature(f: &Function) -> bool {
+    f.ret_ty().is_some() && f.params().iter().all(|&p| f.ty(p).is_some())
+}
+
+/// Whether `a` and `b` declare the same parameter and result types.
+fn same_declared_signature(a: &Arc<Function>, b: &Arc<Function>) -> bool {
+    Arc::ptr_eq(a, b)
+        || (a.ret_ty() == b.ret_ty()
+            && a.params().len() == b.params().len()
+            && a.params().iter().zip(b.params()).all(|(&p, &q)| a.ty(p) == b.ty(q)))
 }
 
 /// What running a stage's passes on one function produced.
@@ -164,6 +193,9 @@ pub struct FunctionRun {
     pub busy: Vec<Duration>,
     /// The first failure: the index of the pass and its error (naming pass and function).
     pub error: Option<(usize, PassError)>,
+    /// Whether the run stopped before a module pass's per-function form because an earlier
+    /// pass had changed the function's declared signature (the form's precondition).
+    pub signature_changed: bool,
 }
 
 /// Runs `passes` in order on one function named `name`, as a fused task does: each pass under
@@ -182,9 +214,15 @@ pub fn run_stage_on_function(
         diagnostics: Vec::with_capacity(passes.len()),
         busy: Vec::with_capacity(passes.len()),
         error: None,
+        signature_changed: false,
     };
     for (i, pass) in passes.iter().enumerate() {
-        let (res, elapsed, diags) = run_in_worker(pass.info(), pass.body(), name, &run.func, view, ctx);
+        if pass.visits_marked() && !same_declared_signature(&run.func, func) {
+            run.signature_changed = true;
+            break;
+        }
+        let (res, elapsed, diags) =
+            run_in_worker(pass.info(), pass.body(), pass.visits_marked(), name, &run.func, view, ctx);
         run.diagnostics.push(diags);
         run.busy.push(elapsed);
         match res {
@@ -202,12 +240,13 @@ pub fn run_stage_on_function(
 pub(crate) fn run_in_worker(
     info: &PassInfo,
     body: &FunctionBody,
+    visits_marked: bool,
     name: &str,
     func: &Arc<Function>,
     view: &Module,
     ctx: &PassContext,
 ) -> (Result<Arc<Function>, PassError>, Duration, Vec<Diagnostic>) {
-    if func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) {
+    if !visits_marked && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) {
         return (Ok(func.clone()), Duration::ZERO, Vec::new());
     }
     let worker = ctx.worker_copy();
@@ -238,6 +277,13 @@ fn run_fused(
         let view = &module;
         let runs = map_entries(ctx, view, |name, func| run_stage_on_function(rest, name, func, view, ctx));
         let wall = start.elapsed();
+        if runs.iter().any(|r| r.signature_changed) {
+            // A pass changed a declared signature before a module pass's per-function form:
+            // the form's precondition fails, so this group runs pass by pass (no hook was
+            // called yet for it).
+            drop(runs);
+            return run_unfused(rest, module, ctx);
+        }
         let failed_at = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min();
         let busy: Vec<Duration> = (0..rest.len()).map(|i| runs.iter().filter_map(|r| r.busy.get(i)).sum()).collect();
         let all_busy: Duration = busy.iter().sum();

@@ -62,6 +62,13 @@ pub trait Pass: Send + Sync {
     fn as_function(&self) -> Option<&FunctionPass> {
         None
     }
+
+    /// A module pass's per-function form, if it declared one with
+    /// [`ModulePass::with_function_form`]: the executor may then run it inside a stage of
+    /// function passes instead of as a barrier (see `executor`'s module docs).
+    fn function_form(&self) -> Option<FunctionPass> {
+        None
+    }
 }
 
 impl fmt::Debug for dyn Pass {
@@ -111,6 +118,7 @@ pub type ModuleBody = dyn Fn(Module, &PassContext) -> Result<Module, PassError> 
 pub struct ModulePass {
     info: PassInfo,
     body: Arc<ModuleBody>,
+    function_form: Option<Arc<FunctionBody>>,
 }
 
 impl ModulePass {
@@ -120,12 +128,34 @@ impl ModulePass {
         opt_level: u32,
         body: impl Fn(Module, &PassContext) -> Result<Module, PassError> + Send + Sync + 'static,
     ) -> ModulePass {
-        ModulePass { info: PassInfo::new(name, opt_level), body: Arc::new(body) }
+        ModulePass { info: PassInfo::new(name, opt_level), body: Arc::new(body), function_form: None }
     }
 
     /// Builder form: the passes a `Sequential` runs before this one.
     pub fn with_required(mut self, required: &[&str]) -> ModulePass {
         self.info = self.info.with_required(required);
+        self
+    }
+
+    /// Declares the pass *function-local*: on a module whose every function has a declared
+    /// signature (annotated parameters and result), running `per_function` on each function
+    /// (those marked `SkipOptimization` included), with the module as its read-only view, gives
+    /// exactly what the module pass gives, diagnostics and their order included, and
+    /// `per_function` reads nothing of other functions but their declared signatures. The pass
+    /// must never fail where `per_function` succeeds for every function.
+    ///
+    /// The caller vouches for the equivalence (the parity tests check the standard passes'
+    /// forms against the module body). The executor then runs the pass inside a stage of
+    /// function passes, fused with its neighbours, instead of as a barrier; it checks the
+    /// signature precondition at run time and runs the module body whenever it does not hold.
+    pub fn with_function_form(
+        mut self,
+        per_function: impl Fn(Arc<Function>, &Module, &PassContext) -> Result<Arc<Function>, PassError>
+            + Send
+            + Sync
+            + 'static,
+    ) -> ModulePass {
+        self.function_form = Some(Arc::new(per_function));
         self
     }
 
@@ -147,6 +177,11 @@ impl Pass for ModulePass {
     fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
         (self.body)(module, ctx)
     }
+
+    fn function_form(&self) -> Option<FunctionPass> {
+        let body = self.function_form.clone()?;
+        Some(FunctionPass { info: self.info.clone(), body, module_form: Some(Arc::new(self.clone())) })
+    }
 }
 
 /// The body of a function pass: one function, a read-only view of the module, the context.
@@ -155,10 +190,15 @@ pub type FunctionBody = dyn Fn(Arc<Function>, &Module, &PassContext) -> Result<A
 /// A pass run on each function on its own (rule 28). Functions with `SkipOptimization` are
 /// left alone; it cannot add or remove functions. When the body returns every function
 /// unchanged (same `Arc`), the result holds the same functions.
+///
+/// A function pass may also be the per-function form of a function-local module pass
+/// ([`Pass::function_form`]): then it visits every function (`SkipOptimization` ones too), and
+/// run as a pass of its own it runs the module pass's body.
 #[derive(Clone)]
 pub struct FunctionPass {
     info: PassInfo,
     body: Arc<FunctionBody>,
+    module_form: Option<Arc<dyn Pass>>,
 }
 
 impl FunctionPass {
@@ -168,7 +208,7 @@ impl FunctionPass {
         opt_level: u32,
         body: impl Fn(Arc<Function>, &Module, &PassContext) -> Result<Arc<Function>, PassError> + Send + Sync + 'static,
     ) -> FunctionPass {
-        FunctionPass { info: PassInfo::new(name, opt_level), body: Arc::new(body) }
+        FunctionPass { info: PassInfo::new(name, opt_level), body: Arc::new(body), module_form: None }
     }
 
     /// Builder form: the passes a `Sequential` runs before this one.
@@ -186,6 +226,16 @@ impl FunctionPass {
     pub fn body(&self) -> &FunctionBody {
         &*self.body
     }
+
+    /// The module pass this is the per-function form of, if it is one.
+    pub fn module_form(&self) -> Option<&Arc<dyn Pass>> {
+        self.module_form.as_ref()
+    }
+
+    /// Whether the body runs on functions marked `SkipOptimization` too (module passes' forms).
+    pub fn visits_marked(&self) -> bool {
+        self.module_form.is_some()
+    }
 }
 
 impl Pass for FunctionPass {
@@ -198,7 +248,11 @@ impl Pass for FunctionPass {
     }
 
     fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
-        run_function_pass_over_module(&self.info, self.body(), module, ctx)
+        match &self.module_form {
+            // Run on its own, a module pass's form is that module pass.
+            Some(pass) => pass.execute(module, ctx),
+            None => run_function_pass_over_module(&self.info, self.body(), module, ctx),
+        }
     }
 
     fn as_function(&self) -> Option<&FunctionPass> {
@@ -220,7 +274,7 @@ pub fn run_function_pass_over_module(
 ) -> Result<Module, PassError> {
     let start = Instant::now();
     let view = &module;
-    let results = map_entries(ctx, view, |name, func| run_in_worker(info, body, name, func, view, ctx));
+    let results = map_entries(ctx, view, |name, func| run_in_worker(info, body, false, name, func, view, ctx));
     let mut busy = Duration::ZERO;
     let mut new = Vec::with_capacity(results.len());
     let mut first_err = None;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::context::PassContext;
 use super::error::PassError;
-use super::executor::{run_plain, run_sequential};
+use super::executor::run_sequential;
 use super::info::PassInfo;
 use super::pass::{Pass, PassKind};
 use crate::ir::Module;
@@ -61,14 +61,11 @@ impl Pass for Sequential {
         PassKind::Sequential
     }
 
-    /// With one thread, the plain serial algorithm (`executor::run_plain`); otherwise planned
-    /// into stages and run by the parallel executor (`executor::run_sequential`).
+    /// Planned into stages and run by the executor (`executor::run_sequential`), on one thread
+    /// too: a fused stage runs all its passes on one function while it is in cache. The plain
+    /// pass-by-pass algorithm (`executor::run_plain`) is the parity tests' baseline.
     fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
-        if ctx.num_threads() <= 1 {
-            run_plain(self, module, ctx)
-        } else {
-            run_sequential(self, module, ctx)
-        }
+        run_sequential(self, module, ctx)
     }
 
     fn as_sequential(&self) -> Option<&Sequential> {
