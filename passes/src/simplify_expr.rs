@@ -40,7 +40,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use passel_engine::ir::{
-    AttrValue, Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, OpId, Tensor, TensorData, Type,
+    AttrValue, Attrs, ConstIdx, Constant, DType, ExprKind, Fill, Function, NodeId, OpId, Tensor, TensorData, Type,
 };
 use passel_engine::op;
 use rustc_hash::FxHashMap;
@@ -110,6 +110,8 @@ struct Scratch {
     bound: Vec<NodeId>,
     subst: Vec<NodeId>,
     dropped: Vec<bool>,
+    /// Per constant of the function: which identities it is (see [`identities`]).
+    idents: Vec<u8>,
 }
 
 /// Buffers larger than this many entries are freed after use rather than kept by the thread.
@@ -173,6 +175,7 @@ fn simplify_by_copy(func: &Arc<Function>, ops: &Ops) -> Arc<Function> {
     let mut table = Vec::new();
     let mut bound = Bound { func, live: None, table: &mut table, ready: false };
     let mut made: FxHashMap<u32, Made> = FxHashMap::default();
+    let mut idents = Vec::new();
     let rw = Rewriter::new(func, Propagate::Nothing);
     let out = rw.run(|rw, id| {
         let ExprKind::Call { op, attrs, args } = *rw.func.kind(id) else { return None };
@@ -187,7 +190,7 @@ fn simplify_by_copy(func: &Arc<Function>, ops: &Ops) -> Arc<Function> {
                         return Some(zero);
                     }
                 }
-                let keep = binary(rw.func, ops, id, op, args[0], args[1])?;
+                let keep = binary(rw.func, ops, id, op, args[0], args[1], &mut idents)?;
                 Some(rw.map(keep))
             }
             1 if Some(op) == ops.negative => {
@@ -261,7 +264,8 @@ fn simplify_by_copy(func: &Arc<Function>, ops: &Ops) -> Arc<Function> {
 /// the copy decides them, so both give the same result.
 fn simplify_by_substitution(func: &Arc<Function>, ops: &Ops, s: &mut Scratch) -> Option<Arc<Function>> {
     let n = func.num_nodes();
-    let Scratch { live, bound: table, subst, dropped } = s;
+    let Scratch { live, bound: table, subst, dropped, idents } = s;
+    idents.clear();
     func.live_mask_into(live);
     let live = &*live;
     let mut bound = Bound { func, live: Some(live), table, ready: false };
@@ -278,7 +282,7 @@ fn simplify_by_substitution(func: &Arc<Function>, ops: &Ops, s: &mut Scratch) ->
                 if Some(op) == ops.subtract && args[0] == args[1] && func.kind(args[0]).is_atom() {
                     return None;
                 }
-                binary(func, ops, id, op, args[0], args[1])
+                binary(func, ops, id, op, args[0], args[1], idents)
             }
             1 if Some(op) == ops.negative => double_negative(func, op, args[0], &mut bound),
             1 if Some(op) == ops.reshape || Some(op) == ops.transpose => match inner_value(func, args[0], &mut bound) {
@@ -394,6 +398,7 @@ fn scalar_dtype(c: &Constant) -> (bool, DType) {
 }
 
 #[derive(Clone, Copy, PartialEq)]
+#[repr(u8)]
 enum Identity {
     One,
     /// Zero for `x + c`: integers any zero, floats only `-0.0`.
@@ -412,37 +417,63 @@ fn is_identity(c: &Constant, want: Identity) -> bool {
     }
 }
 
-fn const_of(func: &Function, id: NodeId) -> Option<&Arc<Constant>> {
-    match *func.kind(id) {
-        ExprKind::Const { idx } => Some(func.constant(idx)),
-        _ => None,
+/// The old operand that binary call `id` reduces to by an identity (not counting `x - x`).
+fn binary(
+    func: &Function,
+    ops: &Ops,
+    id: NodeId,
+    op: OpId,
+    l: NodeId,
+    r: NodeId,
+    memo: &mut Vec<u8>,
+) -> Option<NodeId> {
+    let o = Some(op);
+    // Whether `keep` is what the call reduces to when `c` is a constant with identity `want`.
+    let mut reduces = |keep: NodeId, c: NodeId, want: Identity| {
+        let ExprKind::Const { idx } = *func.kind(c) else { return false };
+        identities(func, idx, memo) & (1 << want as u8) != 0
+            && type_preserved(func, id, op, keep, c, func.constant(idx))
+    };
+    let (first, second) = if o == ops.multiply {
+        (Identity::One, Some(Identity::One))
+    } else if o == ops.divide {
+        (Identity::One, None)
+    } else if o == ops.add {
+        (Identity::AddZero, Some(Identity::AddZero))
+    } else if o == ops.subtract {
+        (Identity::SubZero, None)
+    } else {
+        return None;
+    };
+    if reduces(l, r, first) {
+        Some(l)
+    } else if second.is_some_and(|want| reduces(r, l, want)) {
+        Some(r)
+    } else {
+        None
     }
 }
 
-/// The old operand that binary call `id` reduces to by an identity (not counting `x - x`).
-fn binary(func: &Function, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: NodeId) -> Option<NodeId> {
-    let o = Some(op);
-    // (operand kept, constant operand, identity needed)
-    let mut candidates: [Option<(NodeId, NodeId, Identity)>; 2] = [None, None];
-    if o == ops.multiply {
-        candidates = [Some((l, r, Identity::One)), Some((r, l, Identity::One))];
-    } else if o == ops.divide {
-        candidates[0] = Some((l, r, Identity::One));
-    } else if o == ops.add {
-        candidates = [Some((l, r, Identity::AddZero)), Some((r, l, Identity::AddZero))];
-    } else if o == ops.subtract {
-        candidates[0] = Some((l, r, Identity::SubZero));
-    } else {
-        return None;
-    }
-    for (keep, c, want) in candidates.into_iter().flatten() {
-        let Some(cst) = const_of(func, c) else { continue };
-        if !is_identity(cst, want) || !type_preserved(func, id, op, keep, c, cst) {
-            continue;
+/// Which identities constant `idx` is, one bit per [`Identity`], memoized in `memo` (indexed
+/// by constant, 0 when not computed yet) because a function uses few distinct constants.
+fn identities(func: &Function, idx: ConstIdx, memo: &mut Vec<u8>) -> u8 {
+    const KNOWN: u8 = 0x80;
+    let i = idx.0 as usize;
+    if let Some(&m) = memo.get(i) {
+        if m & KNOWN != 0 {
+            return m & !KNOWN;
         }
-        return Some(keep);
     }
-    None
+    let c = func.constant(idx);
+    let bits = [Identity::One, Identity::AddZero, Identity::SubZero]
+        .into_iter()
+        .filter(|&want| is_identity(c, want))
+        .fold(0u8, |bits, want| bits | 1 << want as u8);
+    if memo.len() <= i {
+        memo.resize(i + 1, 0);
+    }
+    memo[i] = KNOWN | bits;
+    bits
 }
 
 /// Whether `op(keep, c)` (in the call's operand order) has the type of `keep`. `op` is one of

@@ -486,60 +486,12 @@ impl Function {
             }
         };
         let mut f = self.clone();
-        // Whether the nodes' extra ranges are disjoint and in node order, so that no two nodes
-        // read the same slot (always so for parsed and copied arenas); otherwise a compacted
-        // block is checked exactly below.
-        let mut prev_end = 0u32;
-        let mut disjoint = true;
-        let mut note = |r: IdRange| {
-            if r.len != 0 {
-                disjoint &= r.start >= prev_end;
-                prev_end = r.start + r.len;
-            }
-        };
         let mut compacted = false;
         let Function { nodes, extra, closures, .. } = &mut f;
         for (i, node) in nodes.iter_mut().enumerate() {
             let id = i as u32;
             match node.kind {
-                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
-                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
-                    note(args);
-                    if any_subst {
-                        for e in &mut extra[args.as_range()] {
-                            *e = fix(*e, id)?;
-                        }
-                    }
-                }
-                ExprKind::Apply { callee, args } => {
-                    note(args);
-                    if any_subst {
-                        for e in &mut extra[args.as_range()] {
-                            *e = fix(*e, id)?;
-                        }
-                        node.kind = ExprKind::Apply { callee: fix(callee, id)?, args };
-                    }
-                }
-                ExprKind::Proj { tuple, index } => {
-                    if any_subst {
-                        node.kind = ExprKind::Proj { tuple: fix(tuple, id)?, index };
-                    }
-                }
-                ExprKind::If { cond, then_, else_ } => {
-                    if any_subst {
-                        node.kind =
-                            ExprKind::If { cond: fix(cond, id)?, then_: fix(then_, id)?, else_: fix(else_, id)? };
-                    }
-                }
-                ExprKind::Func { idx } => {
-                    let c = &mut closures[idx.0 as usize];
-                    note(c.params);
-                    if any_subst {
-                        c.body = fix(c.body, id)?;
-                    }
-                }
                 ExprKind::Block { bindings, result } => {
-                    note(bindings);
                     if !any_subst && !any_dropped {
                         continue;
                     }
@@ -554,8 +506,10 @@ impl Function {
                             continue;
                         }
                         let value = if any_subst { fix(value, id)? } else { value };
-                        dst[w] = var;
-                        dst[w + 1] = value;
+                        if let Some(slot) = dst.get_mut(w..w + 2) {
+                            slot[0] = var;
+                            slot[1] = value;
+                        }
                         w += 2;
                     }
                     if w == 0 {
@@ -565,9 +519,32 @@ impl Function {
                     let bindings = IdRange { start: bindings.start, len: w as u32 };
                     node.kind = ExprKind::Block { bindings, result };
                 }
+                _ if !any_subst => {}
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
+                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                    for e in &mut extra[args.as_range()] {
+                        if subst.get(e.index()) != Some(&KEEP) {
+                            *e = fix(*e, id)?;
+                        }
+                    }
+                }
+                ExprKind::Apply { callee, args } => {
+                    for e in &mut extra[args.as_range()] {
+                        *e = fix(*e, id)?;
+                    }
+                    node.kind = ExprKind::Apply { callee: fix(callee, id)?, args };
+                }
+                ExprKind::Proj { tuple, index } => node.kind = ExprKind::Proj { tuple: fix(tuple, id)?, index },
+                ExprKind::If { cond, then_, else_ } => {
+                    node.kind = ExprKind::If { cond: fix(cond, id)?, then_: fix(then_, id)?, else_: fix(else_, id)? };
+                }
+                ExprKind::Func { idx } => {
+                    let c = &mut closures[idx.0 as usize];
+                    c.body = fix(c.body, id)?;
+                }
             }
         }
-        if compacted && !disjoint && self.compacts_shared_slots(dropped) {
+        if compacted && self.compacts_shared_slots(dropped) {
             return None;
         }
         f.body = resolve(f.body)?;
@@ -577,13 +554,24 @@ impl Function {
     /// Whether a block that loses a binding of a `dropped` variable shares one of its binding
     /// slots with another node (compacting it in place would corrupt that node).
     fn compacts_shared_slots(&self, dropped: &[bool]) -> bool {
-        let mut readers = vec![0u8; self.extra.len()];
         let range_of = |kind: ExprKind| match kind {
             ExprKind::Call { args, .. } | ExprKind::Apply { args, .. } | ExprKind::Tuple { fields: args } => Some(args),
             ExprKind::Block { bindings, .. } => Some(bindings),
             ExprKind::Func { idx } => Some(self.closures[idx.0 as usize].params),
             _ => None,
         };
+        // Usually the nodes' ranges are disjoint and in node order (always so for parsed and
+        // copied arenas): then no slot has two readers.
+        let mut prev_end = 0u32;
+        let disjoint = self.nodes.iter().filter_map(|node| range_of(node.kind)).filter(|r| r.len != 0).all(|r| {
+            let ok = r.start >= prev_end;
+            prev_end = r.start + r.len;
+            ok
+        });
+        if disjoint {
+            return false;
+        }
+        let mut readers = vec![0u8; self.extra.len()];
         for node in &self.nodes {
             if let Some(range) = range_of(node.kind) {
                 for c in &mut readers[range.as_range()] {
