@@ -496,13 +496,26 @@ impl Function {
                         continue;
                     }
                     let result = fix(result, id)?;
-                    // The kept pairs move to the front of the block's own range.
                     let range = bindings.as_range();
-                    let dst = &mut extra[range.clone()];
+                    let src = &self.extra[range.clone()];
+                    if !(any_dropped && src.chunks_exact(2).any(|p| dropped[p[0].index()])) {
+                        // No binding removed: only the values may change.
+                        if any_subst {
+                            for pair in extra[range].chunks_exact_mut(2) {
+                                if subst.get(pair[1].index()) != Some(&KEEP) {
+                                    pair[1] = fix(pair[1], id)?;
+                                }
+                            }
+                        }
+                        node.kind = ExprKind::Block { bindings, result };
+                        continue;
+                    }
+                    // The kept pairs move to the front of the block's own range.
+                    let dst = &mut extra[range];
                     let mut w = 0;
-                    for pair in self.extra[range].chunks_exact(2) {
+                    for pair in src.chunks_exact(2) {
                         let (var, value) = (pair[0], pair[1]);
-                        if any_dropped && dropped[var.index()] {
+                        if dropped[var.index()] {
                             continue;
                         }
                         let value = if any_subst { fix(value, id)? } else { value };
