@@ -319,6 +319,38 @@ mod tests {
     }
 
     #[test]
+    fn dead_code_elimination_keeps_stateful_values_and_reuses_scratch_across_functions() {
+        // let a = relu(x); let s = random_uniform(); let b = relu(a); x — `b` and then `a` go,
+        // the stateful `s` stays; run twice on differently sized functions in between.
+        let Some(rand) = op::lookup("random_uniform") else { return };
+        let build = |extra: usize| {
+            let mut b = FunctionBuilder::new();
+            let x = b.var("x", None);
+            let mut pairs = Vec::new();
+            for i in 0..extra {
+                let v = b.call(relu(), &[x], Attrs::new());
+                let d = b.var(&format!("d{i}"), None);
+                pairs.push((d, v));
+            }
+            let av = b.call(relu(), &[x], Attrs::new());
+            let a = b.var("a", None);
+            let sv = b.call(rand, &[], Attrs::new());
+            let s = b.var("s", None);
+            let bv = b.call(relu(), &[a], Attrs::new());
+            let bb = b.var("b", None);
+            pairs.extend([(a, av), (s, sv), (bb, bv)]);
+            let body = b.block(&pairs, x);
+            Arc::new(b.finish(&[x], body, None, Attrs::new()))
+        };
+        for extra in [0, 50, 2, 0] {
+            let func = build(extra);
+            let out = dead_code_elimination(&func);
+            assert_eq!(crate::rewrite::live_bindings(&out), 1, "extra = {extra}");
+            assert!(Arc::ptr_eq(&dead_code_elimination(&out), &out));
+        }
+    }
+
+    #[test]
     fn dead_code_elimination_patch_equals_rebuild() {
         // let a = relu(x); let b = relu(a); let c = relu(x); let d = relu(c); (c, d) minus b.
         let mut b = FunctionBuilder::new();

@@ -588,6 +588,61 @@ mod tests {
         assert!(Arc::ptr_eq(&eliminate_common_subexpr(&out), &out));
     }
 
+    /// `n` pairs of identical `relu` bindings on a chain starting at the parameter.
+    fn pairs_chain(n: usize) -> Arc<Function> {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let mut pairs = Vec::new();
+        let mut cur = x;
+        for i in 0..n {
+            let v1 = b.call(relu(), &[cur], Attrs::new());
+            let a = b.var(&format!("a{i}"), None);
+            let v2 = b.call(relu(), &[cur], Attrs::new());
+            let c = b.var(&format!("c{i}"), None);
+            pairs.push((a, v1));
+            pairs.push((c, v2));
+            cur = c;
+        }
+        let body = b.block(&pairs, cur);
+        Arc::new(b.finish(&[x], body, None, Attrs::new()))
+    }
+
+    #[test]
+    fn eliminate_common_subexpr_gives_the_same_result_with_reused_scratch() {
+        // The per-thread buffers carry state from one function to the next (a bigger one, a
+        // smaller one, the same again); each result must equal a run on a fresh thread.
+        let funcs = [pairs_chain(300), pairs_chain(3), pairs_chain(40), pairs_chain(3)];
+        for func in &funcs {
+            let here = eliminate_common_subexpr(func);
+            let fresh = {
+                let func = Arc::clone(func);
+                std::thread::spawn(move || eliminate_common_subexpr(&func)).join().expect("no panic")
+            };
+            assert!(structural_eq(&here, &fresh));
+            assert_eq!(crate::rewrite::live_bindings(&here), crate::rewrite::live_bindings(func) / 2);
+        }
+    }
+
+    #[test]
+    fn value_table_keeps_entries_through_growth_and_forgets_them_on_reset() {
+        let mut t = VnTable::default();
+        t.reset(4);
+        for k in 0..1000u64 {
+            assert_eq!(t.get(k, 0), None);
+            t.insert(k, 0, k as u32);
+        }
+        // Same key, different aux: a different entry.
+        assert_eq!(t.get_or_insert(7, 3, 99), 99);
+        for k in 0..1000u64 {
+            assert_eq!(t.get(k, 0), Some(k as u32));
+        }
+        assert_eq!(t.get(7, 3), Some(99));
+        t.reset(4);
+        assert!((0..1000u64).all(|k| t.get(k, 0).is_none()));
+        assert_eq!(t.get_or_insert(5, 0, 1), 1);
+        assert_eq!(t.get_or_insert(5, 0, 2), 1);
+    }
+
     #[test]
     fn eliminate_common_subexpr_handles_a_million_bindings() {
         // Pairs of identical bindings on a chain: half of them merge.

@@ -1298,6 +1298,32 @@ mod tests {
         assert!(func.substituted(&vec![KEEP; func.num_nodes()], &dropped).is_none());
     }
 
+    #[test]
+    fn substituted_compacts_a_block_when_ranges_are_out_of_order_but_not_shared() {
+        // The closure's parameter range is pushed before its body's call arguments, so the
+        // ranges are not in node order; no slot has two readers, so the patch goes ahead.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let p = b.var("p", None);
+        let params = b.push_ids(&[p]);
+        let r = b.call(relu(), &[p], Attrs::new());
+        let idx = b.push_closure(Closure { params, body: r, ret_ty: None, attrs: Attrs::new() });
+        let fv = b.push(ExprKind::Func { idx }, None);
+        let g = b.var("g", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let body = b.block(&[(g, fv), (a, av)], g);
+        let func = b.finish(&[x], body, None, Attrs::new());
+        assert!(func.is_well_formed());
+        let n = func.num_nodes();
+        let mut dropped = vec![false; n];
+        dropped[a.index()] = true;
+        let out = func.substituted(&vec![KEEP; n], &dropped).expect("no shared slots");
+        let ExprKind::Block { bindings, .. } = *out.kind(body) else { unreachable!() };
+        assert_eq!(out.bindings(bindings).collect::<Vec<_>>(), vec![(g, fv)]);
+        assert_eq!(out.ids(out.closure(idx).params), &[p]);
+    }
+
     fn f32s(shape: &[u64]) -> Type {
         Type::tensor(shape.to_vec(), DType::F32)
     }
