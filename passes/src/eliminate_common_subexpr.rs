@@ -65,6 +65,10 @@ struct Scratch {
     log: Vec<u32>,
     stack: Vec<Frame>,
     operands: Vec<NodeId>,
+    /// Constant index → `(generation, value number)`: a function refers to few distinct
+    /// constants, many times each.
+    const_vn: Vec<(u32, u32)>,
+    const_generation: u32,
     aliases: Vec<(NodeId, NodeId)>,
     subst: Vec<NodeId>,
     dropped: Vec<bool>,
@@ -79,6 +83,11 @@ impl Scratch {
         self.vn.resize(n, NO_VN);
         self.reps.clear();
         self.table.reset(n);
+        self.const_generation = self.const_generation.wrapping_add(1);
+        if self.const_generation == 0 {
+            self.const_vn.clear();
+            self.const_generation = 1;
+        }
         self.avail.clear();
         self.avail.resize(n, NONE);
         self.log.clear();
@@ -275,6 +284,14 @@ impl Numbering<'_, '_> {
                 self.s.vn[id.index()] = v;
             }
             ExprKind::Const { idx } => {
+                let i = idx.0 as usize;
+                let generation = self.s.const_generation;
+                if let Some(&(g, v)) = self.s.const_vn.get(i) {
+                    if g == generation {
+                        self.s.vn[id.index()] = v;
+                        return;
+                    }
+                }
                 let next = self.s.reps.len() as u32;
                 let c = &**func.constant(idx);
                 let v = match scalar_key(c) {
@@ -285,8 +302,59 @@ impl Numbering<'_, '_> {
                     self.s.reps.push(id);
                 }
                 self.s.vn[id.index()] = v;
+                if self.s.const_vn.len() <= i {
+                    self.s.const_vn.resize(i + 1, (0, 0));
+                }
+                self.s.const_vn[i] = (generation, v);
             }
             _ => {}
+        }
+    }
+
+    /// Numbers `id` right away when it is an atom, or a call or tuple of atoms (the usual
+    /// binding value); `false` (nothing done) for anything else.
+    #[inline]
+    fn simple(&mut self, id: NodeId) -> bool {
+        let func = self.func;
+        match *func.kind(id) {
+            ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => self.atom(id),
+            ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                let args = func.ids(args);
+                if !args.iter().all(|&o| func.kind(o).is_atom()) {
+                    return false;
+                }
+                for &o in args {
+                    self.atom(o);
+                }
+                self.s.vn[id.index()] = self.number(id);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// `let var = value;` with `value` numbered: `var` gets its number, and becomes the
+    /// holder of that value in scope, or merges into the earlier holder.
+    fn bind(&mut self, var: NodeId, value: NodeId) {
+        let v = self.s.vn[value.index()];
+        if v == NO_VN {
+            self.s.vn[var.index()] = self.fresh(var);
+            return;
+        }
+        self.s.vn[var.index()] = v;
+        if self.func.kind(value).is_atom() {
+            return;
+        }
+        let s = &mut *self.s;
+        if s.avail.len() <= v as usize {
+            s.avail.resize(s.reps.len().max(v as usize + 1) * 2, NONE);
+        }
+        match s.avail[v as usize] {
+            NONE => {
+                s.avail[v as usize] = var;
+                s.log.push(v);
+            }
+            earlier => s.aliases.push((var, earlier)),
         }
     }
 
@@ -389,7 +457,18 @@ fn find_merges(func: &Function, s: &mut Scratch) {
                 ExprKind::Block { bindings, result } => {
                     stack.push(Frame::ExitBlock(num.s.log.len() as u32));
                     stack.push(Frame::Enter(result));
-                    for pair in func.ids(bindings).chunks_exact(2).rev() {
+                    // Bindings with simple values are handled right away, in order; the rest
+                    // go on the stack (after them, before the result).
+                    let pairs = func.ids(bindings);
+                    let mut done = 0;
+                    for pair in pairs.chunks_exact(2) {
+                        if !num.simple(pair[1]) {
+                            break;
+                        }
+                        num.bind(pair[0], pair[1]);
+                        done += 2;
+                    }
+                    for pair in pairs[done..].chunks_exact(2).rev() {
                         stack.push(Frame::Bind(pair[0], pair[1]));
                         stack.push(Frame::Enter(pair[1]));
                     }
@@ -399,16 +478,10 @@ fn find_merges(func: &Function, s: &mut Scratch) {
                     stack.push(Frame::Enter(func.closure(idx).body));
                 }
                 ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
-                    let args = func.ids(args);
-                    if args.iter().all(|&o| func.kind(o).is_atom()) {
-                        // The usual case: number the atoms and the node right away.
-                        for &o in args {
-                            num.atom(o);
-                        }
-                        num.s.vn[id.index()] = num.number(id);
-                    } else {
+                    // The usual case, a call of atoms, is numbered right away.
+                    if !num.simple(id) {
                         stack.push(Frame::Exit(id));
-                        stack.extend(args.iter().rev().map(|&o| Frame::Enter(o)));
+                        stack.extend(func.ids(args).iter().rev().map(|&o| Frame::Enter(o)));
                     }
                 }
                 _ => {
@@ -422,28 +495,7 @@ fn find_merges(func: &Function, s: &mut Scratch) {
                 let v = num.number(id);
                 num.s.vn[id.index()] = v;
             }
-            Frame::Bind(var, value) => {
-                let v = num.s.vn[value.index()];
-                if v == NO_VN {
-                    num.s.vn[var.index()] = num.fresh(var);
-                    continue;
-                }
-                num.s.vn[var.index()] = v;
-                if func.kind(value).is_atom() {
-                    continue;
-                }
-                let s = &mut *num.s;
-                if s.avail.len() <= v as usize {
-                    s.avail.resize(s.reps.len().max(v as usize + 1) * 2, NONE);
-                }
-                match s.avail[v as usize] {
-                    NONE => {
-                        s.avail[v as usize] = var;
-                        s.log.push(v);
-                    }
-                    earlier => s.aliases.push((var, earlier)),
-                }
-            }
+            Frame::Bind(var, value) => num.bind(var, value),
             Frame::ExitBlock(mark) => {
                 let s = &mut *num.s;
                 for v in s.log.drain(mark as usize..) {
