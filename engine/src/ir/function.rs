@@ -463,8 +463,9 @@ impl Function {
         }
         // With no replacement only blocks change (a well-formed arena's operands already
         // precede their users).
-        let any_subst = subst.iter().any(|&t| t != KEEP);
-        let any_dropped = dropped.contains(&true);
+        // Folds rather than short-circuiting searches: they vectorize, and usually scan it all.
+        let any_subst = subst.iter().fold(KEEP.0, |all, t| all & t.0) != KEEP.0;
+        let any_dropped = dropped.iter().fold(false, |any, &d| any | d);
         // The end of `o`'s chain of replacements; `None` for a cycle or an id out of range.
         let resolve = |o: NodeId| -> Option<NodeId> {
             let mut cur = o;
