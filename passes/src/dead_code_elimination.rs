@@ -30,6 +30,7 @@
 //!    when that is refused, copy the live nodes without them; nothing removed → the same
 //!    `Arc`.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -38,76 +39,159 @@ use passel_engine::transform::{PassContext, PassError};
 
 use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
 
+/// Per-thread buffers reused across functions (cleared, not freed).
+#[derive(Default)]
+struct Scratch {
+    live: Vec<bool>,
+    uses: Vec<u32>,
+    impure: Vec<bool>,
+    dropped: Vec<bool>,
+    keep: Vec<NodeId>,
+    blocks: Vec<NodeId>,
+    stack: Vec<NodeId>,
+}
+
+/// Buffers larger than this many entries are freed after use rather than kept by the thread.
+const KEEP_SCRATCH: usize = 1 << 16;
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
 /// Removes unused pure bindings of `func`; returns `func` itself when none is unused.
 pub fn dead_code_elimination(func: &Arc<Function>) -> Arc<Function> {
     if !func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Block { .. })) || !well_formed(func) {
         return Arc::clone(func);
     }
+    SCRATCH.with(|cell| {
+        // A re-entrant call (never made by the passes) gets buffers of its own.
+        let mut own = Scratch::default();
+        let mut guard = cell.try_borrow_mut();
+        let s = match guard.as_deref_mut() {
+            Ok(s) => s,
+            Err(_) => &mut own,
+        };
+        let out = eliminate(func, s);
+        if s.live.capacity() > KEEP_SCRATCH {
+            *s = Scratch::default();
+        }
+        out
+    })
+}
+
+fn eliminate(func: &Arc<Function>, s: &mut Scratch) -> Arc<Function> {
     let n = func.num_nodes();
-    let live = func.live_mask();
-    let mut uses = vec![0u32; n];
-    let mut impure = vec![false; n];
-    let mut blocks = Vec::new();
-    for i in 0..n {
+    let Scratch { live, uses, impure, dropped, keep, blocks, stack } = s;
+    live.clear();
+    live.resize(n, false);
+    uses.clear();
+    uses.resize(n, 0);
+    blocks.clear();
+    // Phase 1, one backward sweep (operands have smaller ids than their users): the live
+    // nodes, the uses of every node among them, and whether any of them has an effect.
+    for &p in func.params() {
+        live[p.index()] = true;
+    }
+    live[func.body().index()] = true;
+    let mut any_effect = false;
+    for i in (0..n).rev() {
         if !live[i] {
             continue;
         }
         let id = NodeId(i as u32);
-        let mut imp = false;
         match *func.kind(id) {
+            ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
+            ExprKind::Call { op, args, .. } => {
+                any_effect |= is_stateful(op);
+                for &o in func.ids(args) {
+                    live[o.index()] = true;
+                    uses[o.index()] += 1;
+                }
+            }
+            ExprKind::Tuple { fields } => {
+                for &o in func.ids(fields) {
+                    live[o.index()] = true;
+                    uses[o.index()] += 1;
+                }
+            }
             ExprKind::Block { bindings, result } => {
                 blocks.push(id);
-                for (_, value) in func.bindings(bindings) {
-                    uses[value.index()] += 1;
-                    imp |= impure[value.index()];
+                for pair in func.ids(bindings).chunks_exact(2) {
+                    live[pair[0].index()] = true;
+                    live[pair[1].index()] = true;
+                    uses[pair[1].index()] += 1;
                 }
+                live[result.index()] = true;
                 uses[result.index()] += 1;
-                imp |= impure[result.index()];
             }
-            ExprKind::Func { idx } => uses[func.closure(idx).body.index()] += 1,
-            ExprKind::Call { op, args, .. } => {
-                for &o in func.ids(args) {
-                    uses[o.index()] += 1;
-                    imp |= impure[o.index()];
+            ExprKind::Func { idx } => {
+                // The parameters are live but not uses.
+                let c = func.closure(idx);
+                for &p in func.ids(c.params) {
+                    live[p.index()] = true;
                 }
-                imp |= is_stateful(op);
+                live[c.body.index()] = true;
+                uses[c.body.index()] += 1;
             }
             kind => {
+                any_effect |= matches!(kind, ExprKind::Apply { .. });
                 func.for_each_operand(id, |o| {
+                    live[o.index()] = true;
                     uses[o.index()] += 1;
-                    imp |= impure[o.index()];
                 });
-                match kind {
-                    ExprKind::Call { op, .. } => imp |= is_stateful(op),
-                    ExprKind::Apply { .. } => imp = true,
-                    _ => {}
-                }
             }
         }
-        impure[i] = imp;
+    }
+    // Which values contain an effect, forwards; only needed when some live node has one.
+    impure.clear();
+    if any_effect {
+        impure.resize(n, false);
+        for i in 0..n {
+            if !live[i] {
+                continue;
+            }
+            let id = NodeId(i as u32);
+            impure[i] = match *func.kind(id) {
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } | ExprKind::Func { .. } => {
+                    false
+                }
+                ExprKind::Apply { .. } => true,
+                ExprKind::Call { op, args, .. } => is_stateful(op) || func.ids(args).iter().any(|o| impure[o.index()]),
+                ExprKind::Block { bindings, result } => {
+                    impure[result.index()] || func.bindings(bindings).any(|(_, value)| impure[value.index()])
+                }
+                _ => {
+                    let mut imp = false;
+                    func.for_each_operand(id, |o| imp |= impure[o.index()]);
+                    imp
+                }
+            };
+        }
     }
 
-    let mut dropped = vec![false; n];
+    // Phase 2: innermost blocks (smaller ids) first.
+    dropped.clear();
+    dropped.resize(n, false);
     let mut any = false;
-    let mut stack = Vec::new();
-    for &block in &blocks {
+    for &block in blocks.iter().rev() {
         let ExprKind::Block { bindings, .. } = *func.kind(block) else { continue };
-        let pairs = func.ids(bindings);
-        for pair in pairs.chunks_exact(2).rev() {
+        for pair in func.ids(bindings).chunks_exact(2).rev() {
             let (var, value) = (pair[0], pair[1]);
-            if uses[var.index()] != 0 || impure[value.index()] || dropped[var.index()] {
+            if uses[var.index()] != 0 || dropped[var.index()] || (any_effect && impure[value.index()]) {
                 continue;
             }
             dropped[var.index()] = true;
             any = true;
-            uncount(func, value, &dropped, &mut uses, &mut stack);
+            uncount(func, value, dropped, uses, stack);
         }
     }
     if !any {
         return Arc::clone(func);
     }
-    // Usually the bindings can be cut out of a copy of the arena; otherwise rebuild it.
-    match func.substituted(&vec![NONE; n], &dropped).or_else(|| rebuild(func, &dropped)) {
+    // Phase 3: usually the bindings can be cut out of a copy of the arena; otherwise rebuild.
+    keep.clear();
+    keep.resize(n, NONE);
+    match func.substituted(keep, dropped).or_else(|| rebuild(func, dropped)) {
         Some(f) => Arc::new(f),
         None => Arc::clone(func),
     }
@@ -232,6 +316,38 @@ mod tests {
 
     fn relu() -> passel_engine::ir::OpId {
         op::lookup("relu").unwrap()
+    }
+
+    #[test]
+    fn dead_code_elimination_keeps_stateful_values_and_reuses_scratch_across_functions() {
+        // let a = relu(x); let s = random_uniform(); let b = relu(a); x — `b` and then `a` go,
+        // the stateful `s` stays; run twice on differently sized functions in between.
+        let Some(rand) = op::lookup("random_uniform") else { return };
+        let build = |extra: usize| {
+            let mut b = FunctionBuilder::new();
+            let x = b.var("x", None);
+            let mut pairs = Vec::new();
+            for i in 0..extra {
+                let v = b.call(relu(), &[x], Attrs::new());
+                let d = b.var(&format!("d{i}"), None);
+                pairs.push((d, v));
+            }
+            let av = b.call(relu(), &[x], Attrs::new());
+            let a = b.var("a", None);
+            let sv = b.call(rand, &[], Attrs::new());
+            let s = b.var("s", None);
+            let bv = b.call(relu(), &[a], Attrs::new());
+            let bb = b.var("b", None);
+            pairs.extend([(a, av), (s, sv), (bb, bv)]);
+            let body = b.block(&pairs, x);
+            Arc::new(b.finish(&[x], body, None, Attrs::new()))
+        };
+        for extra in [0, 50, 2, 0] {
+            let func = build(extra);
+            let out = dead_code_elimination(&func);
+            assert_eq!(crate::rewrite::live_bindings(&out), 1, "extra = {extra}");
+            assert!(Arc::ptr_eq(&dead_code_elimination(&out), &out));
+        }
     }
 
     #[test]

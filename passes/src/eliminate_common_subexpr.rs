@@ -26,6 +26,7 @@
 //!    ([`Function::substituted`]), or, when that is refused, copy the live nodes with the
 //!    variables aliased ([`crate::rewrite::Rewriter`]); nothing merged → the same `Arc`.
 
+use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -36,11 +37,73 @@ use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
 
 const NO_VN: u32 = u32::MAX;
 
+/// Calls and tuples with more operands than this are never merged (their operands are not
+/// compared).
+const MAX_OPERANDS: usize = 8;
+
+#[derive(Clone, Copy)]
 enum Frame {
     Enter(NodeId),
     Exit(NodeId),
     Bind(NodeId, NodeId),
     ExitBlock(u32),
+}
+
+/// Per-thread buffers reused across functions (cleared, not freed), so that numbering a
+/// function allocates nothing once the buffers have grown to the usual size.
+#[derive(Default)]
+struct Scratch {
+    vn: Vec<u32>,
+    /// Value number → an old node carrying it (to confirm hash matches).
+    reps: Vec<NodeId>,
+    /// Compound values by hash, and rank-0 dense constants by dtype and bits (hashing a
+    /// `Constant` allocates).
+    table: VnTable,
+    /// Value number → the variable in scope that holds it (`NONE` when none).
+    avail: Vec<NodeId>,
+    /// Value numbers made available, in order, so that a block's entries can be withdrawn.
+    log: Vec<u32>,
+    stack: Vec<Frame>,
+    operands: Vec<NodeId>,
+    /// Constant index → `(generation, value number)`: a function refers to few distinct
+    /// constants, many times each.
+    const_vn: Vec<(u32, u32)>,
+    const_generation: u32,
+    aliases: Vec<(NodeId, NodeId)>,
+    subst: Vec<NodeId>,
+    dropped: Vec<bool>,
+}
+
+/// Buffers larger than this many entries are freed after use rather than kept by the thread.
+const KEEP_SCRATCH: usize = 1 << 16;
+
+impl Scratch {
+    fn reset(&mut self, n: usize) {
+        self.vn.clear();
+        self.vn.resize(n, NO_VN);
+        self.reps.clear();
+        self.table.reset(n);
+        self.const_generation = self.const_generation.wrapping_add(1);
+        if self.const_generation == 0 {
+            self.const_vn.clear();
+            self.const_generation = 1;
+        }
+        self.avail.clear();
+        self.avail.resize(n, NONE);
+        self.log.clear();
+        self.stack.clear();
+        self.aliases.clear();
+    }
+
+    fn trim(&mut self) {
+        if self.vn.capacity() > KEEP_SCRATCH || self.table.slots.len() > KEEP_SCRATCH {
+            *self = Scratch::default();
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
 /// Runs EliminateCommonSubexpr on `func`; returns `func` itself when nothing merges.
@@ -50,17 +113,35 @@ pub fn eliminate_common_subexpr(func: &Arc<Function>) -> Arc<Function> {
     {
         return Arc::clone(func);
     }
-    let aliases = find_merges(func);
-    if aliases.is_empty() {
+    SCRATCH.with(|cell| {
+        // A re-entrant call (never made by the passes) gets buffers of its own.
+        let mut own = Scratch::default();
+        let mut guard = cell.try_borrow_mut();
+        let s = match guard.as_deref_mut() {
+            Ok(s) => s,
+            Err(_) => &mut own,
+        };
+        let out = merge(func, s);
+        s.trim();
+        out
+    })
+}
+
+fn merge(func: &Arc<Function>, s: &mut Scratch) -> Arc<Function> {
+    find_merges(func, s);
+    if s.aliases.is_empty() {
         return Arc::clone(func);
     }
     let n = func.num_nodes();
-    let (mut subst, mut dropped) = (vec![NONE; n], vec![false; n]);
-    for &(var, target) in &aliases {
-        subst[var.index()] = target;
-        dropped[var.index()] = true;
+    s.subst.clear();
+    s.subst.resize(n, NONE);
+    s.dropped.clear();
+    s.dropped.resize(n, false);
+    for &(var, target) in &s.aliases {
+        s.subst[var.index()] = target;
+        s.dropped[var.index()] = true;
     }
-    match func.substituted(&subst, &dropped).or_else(|| rebuild(func, &aliases)) {
+    match func.substituted(&s.subst, &s.dropped).or_else(|| rebuild(func, &s.aliases)) {
         Some(f) => Arc::new(f),
         None => Arc::clone(func),
     }
@@ -75,67 +156,245 @@ fn rebuild(func: &Function, aliases: &[(NodeId, NodeId)]) -> Option<Function> {
     rw.run(|_, _| None)
 }
 
-struct Numbering<'f> {
+/// An open-addressing map from `(key, aux)` to a value number, cleared in O(1) per function
+/// by a generation stamp. `aux` is 0 for hashes of compound nodes and `1 + dtype tag` for
+/// scalar constants, whose `key` is their bits.
+#[derive(Default)]
+struct VnTable {
+    slots: Vec<Slot>,
+    len: usize,
+    generation: u32,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    key: u64,
+    aux: u32,
+    val: u32,
+    generation: u32,
+}
+
+impl VnTable {
+    /// Empties the table, with room for about `n` entries.
+    fn reset(&mut self, n: usize) {
+        self.len = 0;
+        self.generation = self.generation.wrapping_add(1);
+        let want = (n * 2).next_power_of_two().max(64);
+        if self.slots.len() < want || self.generation == 0 {
+            self.slots.clear();
+            self.slots.resize(want.max(self.slots.len()), Slot::default());
+            self.generation = 1;
+        }
+    }
+
+    #[inline]
+    fn index(&self, key: u64, aux: u32) -> usize {
+        (mix(key, aux as u64) >> 32) as usize & (self.slots.len() - 1)
+    }
+
+    #[inline]
+    fn get(&self, key: u64, aux: u32) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let mut i = self.index(key, aux);
+        loop {
+            let slot = &self.slots[i];
+            if slot.generation != self.generation {
+                return None;
+            }
+            if slot.key == key && slot.aux == aux {
+                return Some(slot.val);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Adds an entry for a key that is not in the table.
+    fn insert(&mut self, key: u64, aux: u32, val: u32) {
+        if (self.len + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.index(key, aux);
+        while self.slots[i].generation == self.generation {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = Slot { key, aux, val, generation: self.generation };
+        self.len += 1;
+    }
+
+    fn grow(&mut self) {
+        let old = std::mem::take(&mut self.slots);
+        let generation = self.generation;
+        self.slots = vec![Slot::default(); old.len() * 2];
+        self.generation = 1;
+        self.len = 0;
+        for slot in old.into_iter().filter(|s| s.generation == generation) {
+            self.insert(slot.key, slot.aux, slot.val);
+        }
+    }
+
+    /// The value of `(key, aux)`, inserting `fresh` when there is none.
+    #[inline]
+    fn get_or_insert(&mut self, key: u64, aux: u32, fresh: u32) -> u32 {
+        match self.get(key, aux) {
+            Some(v) => v,
+            None => {
+                self.insert(key, aux, fresh);
+                fresh
+            }
+        }
+    }
+}
+
+/// One step of FxHash's mixing (the hash only picks candidates; [`Numbering::same`] confirms).
+#[inline]
+fn mix(h: u64, x: u64) -> u64 {
+    (h.rotate_left(5) ^ x).wrapping_mul(0xf135_7aea_2e62_a9c5)
+}
+
+struct Numbering<'f, 's> {
     func: &'f Function,
-    vn: Vec<u32>,
-    /// Value number → an old node carrying it (to confirm hash matches).
-    reps: Vec<NodeId>,
-    by_hash: FxHashMap<u64, u32>,
+    s: &'s mut Scratch,
     consts: FxHashMap<&'f Constant, u32>,
-    /// Rank-0 dense constants by dtype and bits (hashing a `Constant` allocates).
-    scalars: FxHashMap<(u8, u64), u32>,
     globals: FxHashMap<&'f str, u32>,
 }
 
-impl<'f> Numbering<'f> {
+impl Numbering<'_, '_> {
+    #[inline]
     fn fresh(&mut self, rep: NodeId) -> u32 {
-        self.reps.push(rep);
-        self.reps.len() as u32 - 1
+        self.s.reps.push(rep);
+        self.s.reps.len() as u32 - 1
+    }
+
+    /// Numbers atom `id` (a variable not bound yet gets a fresh number).
+    #[inline(always)]
+    fn atom(&mut self, id: NodeId) {
+        let func = self.func;
+        match *func.kind(id) {
+            ExprKind::Var { .. } if self.s.vn[id.index()] == NO_VN => {
+                self.s.vn[id.index()] = self.fresh(id);
+            }
+            ExprKind::Var { .. } => {}
+            ExprKind::Global { name } => {
+                let next = self.s.reps.len() as u32;
+                let v = *self.globals.entry(func.sym(name)).or_insert(next);
+                if v == next {
+                    self.s.reps.push(id);
+                }
+                self.s.vn[id.index()] = v;
+            }
+            ExprKind::Const { idx } => {
+                let i = idx.0 as usize;
+                let generation = self.s.const_generation;
+                if let Some(&(g, v)) = self.s.const_vn.get(i) {
+                    if g == generation {
+                        self.s.vn[id.index()] = v;
+                        return;
+                    }
+                }
+                let next = self.s.reps.len() as u32;
+                let c = &**func.constant(idx);
+                let v = match scalar_key(c) {
+                    Some((tag, bits)) => self.s.table.get_or_insert(bits, 1 + tag as u32, next),
+                    None => *self.consts.entry(c).or_insert(next),
+                };
+                if v == next {
+                    self.s.reps.push(id);
+                }
+                self.s.vn[id.index()] = v;
+                if self.s.const_vn.len() <= i {
+                    self.s.const_vn.resize(i + 1, (0, 0));
+                }
+                self.s.const_vn[i] = (generation, v);
+            }
+            _ => {}
+        }
+    }
+
+    /// Numbers `id` right away when it is an atom, or a call or tuple of atoms (the usual
+    /// binding value); `false` (nothing done) for anything else.
+    #[inline]
+    fn simple(&mut self, id: NodeId) -> bool {
+        let func = self.func;
+        match *func.kind(id) {
+            ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => self.atom(id),
+            ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                let args = func.ids(args);
+                if !args.iter().all(|&o| func.kind(o).is_atom()) {
+                    return false;
+                }
+                for &o in args {
+                    self.atom(o);
+                }
+                self.s.vn[id.index()] = self.number(id);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// `let var = value;` with `value` numbered: `var` gets its number, and becomes the
+    /// holder of that value in scope, or merges into the earlier holder.
+    fn bind(&mut self, var: NodeId, value: NodeId) {
+        let v = self.s.vn[value.index()];
+        if v == NO_VN {
+            self.s.vn[var.index()] = self.fresh(var);
+            return;
+        }
+        self.s.vn[var.index()] = v;
+        if self.func.kind(value).is_atom() {
+            return;
+        }
+        let s = &mut *self.s;
+        if s.avail.len() <= v as usize {
+            s.avail.resize(s.reps.len().max(v as usize + 1) * 2, NONE);
+        }
+        match s.avail[v as usize] {
+            NONE => {
+                s.avail[v as usize] = var;
+                s.log.push(v);
+            }
+            earlier => s.aliases.push((var, earlier)),
+        }
     }
 
     /// The number of compound node `id` whose operands are numbered, or `NO_VN`.
     fn number(&mut self, id: NodeId) -> u32 {
         let func = self.func;
-        let mut h = FxHasher::default();
         let kind = *func.kind(id);
-        std::mem::discriminant(&kind).hash(&mut h);
-        match kind {
-            ExprKind::Call { op, attrs, .. } => {
+        let vn = &self.s.vn;
+        let operand = |h: u64, o: NodeId| -> Option<u64> {
+            let v = vn[o.index()];
+            (v != NO_VN).then(|| mix(h, v as u64))
+        };
+        let h = match kind {
+            ExprKind::Call { op, attrs, args } => {
                 if is_stateful(op) {
                     return NO_VN;
                 }
-                op.hash(&mut h);
+                let mut h = mix(1, op.0 as u64);
                 if attrs.0 != 0 {
-                    func.call_attrs(attrs).hash(&mut h);
+                    let mut fx = FxHasher::default();
+                    func.call_attrs(attrs).hash(&mut fx);
+                    h = mix(h, fx.finish());
                 }
+                func.ids(args).iter().try_fold(h, |h, &o| operand(h, o))
             }
-            ExprKind::Proj { index, .. } => index.hash(&mut h),
-            ExprKind::Tuple { .. } | ExprKind::If { .. } => {}
-            _ => return NO_VN,
-        }
-        let mut ok = true;
-        let mut hash_operand = |o: NodeId| {
-            let v = self.vn[o.index()];
-            ok &= v != NO_VN;
-            v.hash(&mut h);
+            ExprKind::Tuple { fields } => func.ids(fields).iter().try_fold(mix(2, 0), |h, &o| operand(h, o)),
+            ExprKind::Proj { tuple, index } => operand(mix(3, index as u64), tuple),
+            ExprKind::If { cond, then_, else_ } => {
+                operand(mix(4, 0), cond).and_then(|h| operand(h, then_)).and_then(|h| operand(h, else_))
+            }
+            _ => None,
         };
-        match kind {
-            ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
-                func.ids(args).iter().for_each(|&o| hash_operand(o))
-            }
-            _ => func.for_each_operand(id, hash_operand),
-        }
-        if !ok {
-            return NO_VN;
-        }
-        let key = h.finish();
-        match self.by_hash.get(&key) {
-            Some(&v) if self.same(self.reps[v as usize], id) => v,
+        let Some(key) = h else { return NO_VN };
+        match self.s.table.get(key, 0) {
+            Some(v) if self.same(self.s.reps[v as usize], id) => v,
             // A 64-bit hash collision: give up merging this node rather than compare deeper.
             Some(_) => self.fresh(id),
             None => {
                 let v = self.fresh(id);
-                self.by_hash.insert(key, v);
+                self.s.table.insert(key, 0, v);
                 v
             }
         }
@@ -143,38 +402,28 @@ impl<'f> Numbering<'f> {
 
     fn same(&self, a: NodeId, b: NodeId) -> bool {
         let func = self.func;
-        let head = match (*func.kind(a), *func.kind(b)) {
-            (ExprKind::Call { op: o1, attrs: t1, .. }, ExprKind::Call { op: o2, attrs: t2, .. }) => {
-                o1 == o2 && (t1 == t2 || func.call_attrs(t1) == func.call_attrs(t2))
-            }
-            (ExprKind::Proj { index: i1, .. }, ExprKind::Proj { index: i2, .. }) => i1 == i2,
-            (ExprKind::Tuple { .. }, ExprKind::Tuple { .. }) | (ExprKind::If { .. }, ExprKind::If { .. }) => true,
-            _ => false,
+        let vn = &self.s.vn;
+        let same_ids = |x: &[NodeId], y: &[NodeId]| {
+            x.len() == y.len()
+                && x.len() <= MAX_OPERANDS
+                && x.iter().zip(y).all(|(p, q)| vn[p.index()] == vn[q.index()])
         };
-        if !head {
-            return false;
+        let eq = |p: NodeId, q: NodeId| vn[p.index()] == vn[q.index()];
+        match (*func.kind(a), *func.kind(b)) {
+            (ExprKind::Call { op: o1, attrs: t1, args: a1 }, ExprKind::Call { op: o2, attrs: t2, args: a2 }) => {
+                o1 == o2
+                    && (t1 == t2 || func.call_attrs(t1) == func.call_attrs(t2))
+                    && same_ids(func.ids(a1), func.ids(a2))
+            }
+            (ExprKind::Tuple { fields: f1 }, ExprKind::Tuple { fields: f2 }) => same_ids(func.ids(f1), func.ids(f2)),
+            (ExprKind::Proj { index: i1, tuple: t1 }, ExprKind::Proj { index: i2, tuple: t2 }) => {
+                i1 == i2 && eq(t1, t2)
+            }
+            (ExprKind::If { cond: c1, then_: x1, else_: y1 }, ExprKind::If { cond: c2, then_: x2, else_: y2 }) => {
+                eq(c1, c2) && eq(x1, x2) && eq(y1, y2)
+            }
+            _ => false,
         }
-        let mut xs = [NO_VN; 8];
-        let mut nx = 0usize;
-        let mut overflow = false;
-        func.for_each_operand(a, |o| {
-            if nx < xs.len() {
-                xs[nx] = self.vn[o.index()];
-            } else {
-                overflow = true;
-            }
-            nx += 1;
-        });
-        let mut ny = 0usize;
-        let mut eq = true;
-        func.for_each_operand(b, |o| {
-            if ny < xs.len() {
-                eq &= xs[ny] == self.vn[o.index()];
-            }
-            ny += 1;
-        });
-        // Long operand lists are compared only by hash prefix; treat them as distinct.
-        eq && nx == ny && !overflow
     }
 }
 
@@ -186,63 +435,40 @@ fn scalar_key(c: &Constant) -> Option<(u8, u64)> {
         return None;
     }
     Some(match &t.0 {
-        TensorData::F32(a) => (0, a.iter().next()?.to_bits() as u64),
-        TensorData::F16(a) => (1, a.iter().next()?.to_bits() as u64),
-        TensorData::I64(a) => (2, *a.iter().next()? as u64),
-        TensorData::I32(a) => (3, *a.iter().next()? as u32 as u64),
-        TensorData::Bool(a) => (4, *a.iter().next()? as u64),
+        TensorData::F32(a) => (0, a.first()?.to_bits() as u64),
+        TensorData::F16(a) => (1, a.first()?.to_bits() as u64),
+        TensorData::I64(a) => (2, *a.first()? as u64),
+        TensorData::I32(a) => (3, *a.first()? as u32 as u64),
+        TensorData::Bool(a) => (4, *a.first()? as u64),
     })
 }
 
-/// Finds `(var, earlier var)` pairs to merge.
-fn find_merges(func: &Function) -> Vec<(NodeId, NodeId)> {
-    let n = func.num_nodes();
-    let mut num = Numbering {
-        func,
-        vn: vec![NO_VN; n],
-        reps: Vec::with_capacity(n / 2),
-        by_hash: FxHashMap::with_capacity_and_hasher(n / 2, Default::default()),
-        consts: FxHashMap::default(),
-        scalars: FxHashMap::default(),
-        globals: FxHashMap::default(),
-    };
-    let mut avail: FxHashMap<u32, NodeId> = FxHashMap::with_capacity_and_hasher(n / 4, Default::default());
-    let mut log: Vec<u32> = Vec::new();
-    let mut aliases = Vec::new();
-    let mut stack = vec![Frame::Enter(func.body())];
-    let mut scratch: Vec<NodeId> = Vec::new();
+/// Finds `(var, earlier var)` pairs to merge, into `s.aliases`.
+fn find_merges(func: &Function, s: &mut Scratch) {
+    s.reset(func.num_nodes());
+    let mut stack = std::mem::take(&mut s.stack);
+    let mut operands = std::mem::take(&mut s.operands);
+    let mut num = Numbering { func, s, consts: FxHashMap::default(), globals: FxHashMap::default() };
+    stack.push(Frame::Enter(func.body()));
     while let Some(frame) = stack.pop() {
         match frame {
             Frame::Enter(id) => match *func.kind(id) {
-                ExprKind::Var { .. } => {
-                    if num.vn[id.index()] == NO_VN {
-                        num.vn[id.index()] = num.fresh(id);
-                    }
-                }
-                ExprKind::Global { name } => {
-                    let next = num.reps.len() as u32;
-                    let v = *num.globals.entry(func.sym(name)).or_insert(next);
-                    if v == next {
-                        num.reps.push(id);
-                    }
-                    num.vn[id.index()] = v;
-                }
-                ExprKind::Const { idx } => {
-                    let next = num.reps.len() as u32;
-                    let c = &**func.constant(idx);
-                    let v = match scalar_key(c) {
-                        Some(key) => *num.scalars.entry(key).or_insert(next),
-                        None => *num.consts.entry(c).or_insert(next),
-                    };
-                    if v == next {
-                        num.reps.push(id);
-                    }
-                    num.vn[id.index()] = v;
-                }
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => num.atom(id),
                 ExprKind::Block { bindings, result } => {
-                    stack.push(Frame::ExitBlock(log.len() as u32));
+                    stack.push(Frame::ExitBlock(num.s.log.len() as u32));
                     stack.push(Frame::Enter(result));
-                    for pair in func.ids(bindings).chunks_exact(2).rev() {
+                    // Bindings with simple values are handled right away, in order; the rest
+                    // go on the stack (after them, before the result).
+                    let pairs = func.ids(bindings);
+                    let mut done = 0;
+                    for pair in pairs.chunks_exact(2) {
+                        if !num.simple(pair[1]) {
+                            break;
+                        }
+                        num.bind(pair[0], pair[1]);
+                        done += 2;
+                    }
+                    for pair in pairs[done..].chunks_exact(2).rev() {
                         stack.push(Frame::Bind(pair[0], pair[1]));
                         stack.push(Frame::Enter(pair[1]));
                     }
@@ -252,46 +478,34 @@ fn find_merges(func: &Function) -> Vec<(NodeId, NodeId)> {
                     stack.push(Frame::Enter(func.closure(idx).body));
                 }
                 ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
-                    stack.push(Frame::Exit(id));
-                    stack.extend(func.ids(args).iter().rev().map(|&o| Frame::Enter(o)));
+                    // The usual case, a call of atoms, is numbered right away.
+                    if !num.simple(id) {
+                        stack.push(Frame::Exit(id));
+                        stack.extend(func.ids(args).iter().rev().map(|&o| Frame::Enter(o)));
+                    }
                 }
                 _ => {
                     stack.push(Frame::Exit(id));
-                    scratch.clear();
-                    func.for_each_operand(id, |o| scratch.push(o));
-                    stack.extend(scratch.iter().rev().map(|&o| Frame::Enter(o)));
+                    operands.clear();
+                    func.for_each_operand(id, |o| operands.push(o));
+                    stack.extend(operands.iter().rev().map(|&o| Frame::Enter(o)));
                 }
             },
             Frame::Exit(id) => {
                 let v = num.number(id);
-                num.vn[id.index()] = v;
+                num.s.vn[id.index()] = v;
             }
-            Frame::Bind(var, value) => {
-                let v = num.vn[value.index()];
-                if v == NO_VN {
-                    num.vn[var.index()] = num.fresh(var);
-                    continue;
-                }
-                num.vn[var.index()] = v;
-                if func.kind(value).is_atom() {
-                    continue;
-                }
-                match avail.get(&v) {
-                    Some(&earlier) => aliases.push((var, earlier)),
-                    None => {
-                        avail.insert(v, var);
-                        log.push(v);
-                    }
-                }
-            }
+            Frame::Bind(var, value) => num.bind(var, value),
             Frame::ExitBlock(mark) => {
-                for v in log.drain(mark as usize..) {
-                    avail.remove(&v);
+                let s = &mut *num.s;
+                for v in s.log.drain(mark as usize..) {
+                    s.avail[v as usize] = NONE;
                 }
             }
         }
     }
-    aliases
+    num.s.stack = stack;
+    num.s.operands = operands;
 }
 
 #[cfg(test)]
@@ -355,7 +569,9 @@ mod tests {
         let tup = b.tuple(&[c, d]);
         let body = b.block(&[(a, av), (bb, bv), (c, cv), (d, dv)], tup);
         let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
-        let aliases = find_merges(&func);
+        let mut scratch = Scratch::default();
+        find_merges(&func, &mut scratch);
+        let aliases = scratch.aliases.clone();
         assert_eq!(aliases, vec![(bb, a), (d, c)]);
         let n = func.num_nodes();
         let (mut subst, mut dropped) = (vec![NONE; n], vec![false; n]);
@@ -422,6 +638,61 @@ mod tests {
         let out = eliminate_common_subexpr(&func);
         assert_eq!(crate::rewrite::live_bindings(&out), crate::rewrite::live_bindings(&func) - 1);
         assert!(Arc::ptr_eq(&eliminate_common_subexpr(&out), &out));
+    }
+
+    /// `n` pairs of identical `relu` bindings on a chain starting at the parameter.
+    fn pairs_chain(n: usize) -> Arc<Function> {
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let mut pairs = Vec::new();
+        let mut cur = x;
+        for i in 0..n {
+            let v1 = b.call(relu(), &[cur], Attrs::new());
+            let a = b.var(&format!("a{i}"), None);
+            let v2 = b.call(relu(), &[cur], Attrs::new());
+            let c = b.var(&format!("c{i}"), None);
+            pairs.push((a, v1));
+            pairs.push((c, v2));
+            cur = c;
+        }
+        let body = b.block(&pairs, cur);
+        Arc::new(b.finish(&[x], body, None, Attrs::new()))
+    }
+
+    #[test]
+    fn eliminate_common_subexpr_gives_the_same_result_with_reused_scratch() {
+        // The per-thread buffers carry state from one function to the next (a bigger one, a
+        // smaller one, the same again); each result must equal a run on a fresh thread.
+        let funcs = [pairs_chain(300), pairs_chain(3), pairs_chain(40), pairs_chain(3)];
+        for func in &funcs {
+            let here = eliminate_common_subexpr(func);
+            let fresh = {
+                let func = Arc::clone(func);
+                std::thread::spawn(move || eliminate_common_subexpr(&func)).join().expect("no panic")
+            };
+            assert!(structural_eq(&here, &fresh));
+            assert_eq!(crate::rewrite::live_bindings(&here), crate::rewrite::live_bindings(func) / 2);
+        }
+    }
+
+    #[test]
+    fn value_table_keeps_entries_through_growth_and_forgets_them_on_reset() {
+        let mut t = VnTable::default();
+        t.reset(4);
+        for k in 0..1000u64 {
+            assert_eq!(t.get(k, 0), None);
+            t.insert(k, 0, k as u32);
+        }
+        // Same key, different aux: a different entry.
+        assert_eq!(t.get_or_insert(7, 3, 99), 99);
+        for k in 0..1000u64 {
+            assert_eq!(t.get(k, 0), Some(k as u32));
+        }
+        assert_eq!(t.get(7, 3), Some(99));
+        t.reset(4);
+        assert!((0..1000u64).all(|k| t.get(k, 0).is_none()));
+        assert_eq!(t.get_or_insert(5, 0, 1), 1);
+        assert_eq!(t.get_or_insert(5, 0, 2), 1);
     }
 
     #[test]

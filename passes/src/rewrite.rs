@@ -35,11 +35,13 @@ use passel_engine::op::{self, OpDef};
 pub(crate) const NONE: NodeId = NodeId(u32::MAX);
 
 /// The definition of `op`, or `None` for an id outside the registry (malformed input).
+#[inline]
 pub(crate) fn op_def(op: OpId) -> Option<&'static OpDef> {
-    op::all().nth(op.0 as usize).map(|(_, d)| d)
+    op::try_get(op)
 }
 
 /// Whether a call of `op` has effects. Unknown operators count as stateful.
+#[inline]
 pub(crate) fn is_stateful(op: OpId) -> bool {
     op_def(op).is_none_or(|d| d.stateful)
 }
@@ -579,7 +581,15 @@ pub(crate) fn bound_values(func: &Function) -> Vec<NodeId> {
 
 /// [`bound_values`] with the function's [`Function::live_mask`] already at hand.
 pub(crate) fn bound_values_of_live(func: &Function, live: &[bool]) -> Vec<NodeId> {
-    let mut bound = vec![NONE; func.num_nodes()];
+    let mut bound = Vec::new();
+    bound_values_into(func, live, &mut bound);
+    bound
+}
+
+/// [`bound_values_of_live`] into a caller's buffer (cleared first).
+pub(crate) fn bound_values_into(func: &Function, live: &[bool], bound: &mut Vec<NodeId>) {
+    bound.clear();
+    bound.resize(func.num_nodes(), NONE);
     let mut twice = Vec::new();
     // Only live blocks count: append mode leaves the old copy of a rewritten block behind, and
     // its bindings must not make every variable look bound twice.
@@ -596,7 +606,6 @@ pub(crate) fn bound_values_of_live(func: &Function, live: &[bool]) -> Vec<NodeId
     for v in twice {
         bound[v.index()] = NONE;
     }
-    bound
 }
 
 /// Number of bindings in live blocks (dead arena nodes left by append mode do not count).

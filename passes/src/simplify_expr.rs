@@ -36,15 +36,16 @@
 //! 3. Otherwise one copy of the live nodes ([`crate::rewrite::Rewriter`]), rewriting each call
 //!    once its operands are copied, so nested chains (`transpose³`) simplify in one run.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use passel_engine::ir::{
-    AttrValue, Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, OpId, Tensor, TensorData, Type,
+    AttrValue, Attrs, ConstIdx, Constant, DType, ExprKind, Fill, Function, NodeId, OpId, Tensor, TensorData, Type,
 };
 use passel_engine::op;
 use rustc_hash::FxHashMap;
 
-use crate::rewrite::{bound_values, bound_values_of_live, op_def, well_formed, Propagate, Rewriter, NONE};
+use crate::rewrite::{bound_values, bound_values_into, op_def, well_formed, Propagate, Rewriter, NONE};
 
 struct Ops {
     add: Option<OpId>,
@@ -54,6 +55,8 @@ struct Ops {
     negative: Option<OpId>,
     reshape: Option<OpId>,
     transpose: Option<OpId>,
+    /// Indexed by operator id: whether it is one of the above.
+    mask: Vec<bool>,
 }
 
 impl Ops {
@@ -64,7 +67,7 @@ impl Ops {
     }
 
     fn lookup() -> Ops {
-        Ops {
+        let mut ops = Ops {
             add: op::lookup("add"),
             subtract: op::lookup("subtract"),
             multiply: op::lookup("multiply"),
@@ -72,12 +75,24 @@ impl Ops {
             negative: op::lookup("negative"),
             reshape: op::lookup("reshape"),
             transpose: op::lookup("transpose"),
+            mask: Vec::new(),
+        };
+        for op in [ops.add, ops.subtract, ops.multiply, ops.divide, ops.negative, ops.reshape, ops.transpose]
+            .into_iter()
+            .flatten()
+        {
+            let i = op.0 as usize;
+            if ops.mask.len() <= i {
+                ops.mask.resize(i + 1, false);
+            }
+            ops.mask[i] = true;
         }
+        ops
     }
 
+    #[inline]
     fn relevant(&self, op: OpId) -> bool {
-        [self.add, self.subtract, self.multiply, self.divide, self.negative, self.reshape, self.transpose]
-            .contains(&Some(op))
+        self.mask.get(op.0 as usize).copied().unwrap_or(false)
     }
 }
 
@@ -88,6 +103,46 @@ struct Made {
     axes: Option<(Arc<str>, Vec<i64>)>,
 }
 
+/// Per-thread buffers reused across functions (cleared, not freed).
+#[derive(Default)]
+struct Scratch {
+    live: Vec<bool>,
+    bound: Vec<NodeId>,
+    subst: Vec<NodeId>,
+    dropped: Vec<bool>,
+    /// Per constant of the function: which identities it is (see [`identities`]).
+    idents: Vec<u8>,
+}
+
+/// Buffers larger than this many entries are freed after use rather than kept by the thread.
+const KEEP_SCRATCH: usize = 1 << 16;
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Binding variable → its value ([`bound_values`]), computed on first use.
+struct Bound<'a> {
+    func: &'a Function,
+    /// The function's live mask, when at hand.
+    live: Option<&'a [bool]>,
+    table: &'a mut Vec<NodeId>,
+    ready: bool,
+}
+
+impl Bound<'_> {
+    fn value(&mut self, var: NodeId) -> NodeId {
+        if !self.ready {
+            match self.live {
+                Some(live) => bound_values_into(self.func, live, self.table),
+                None => *self.table = bound_values(self.func),
+            }
+            self.ready = true;
+        }
+        self.table[var.index()]
+    }
+}
+
 /// Runs SimplifyExpr on `func`; returns `func` itself when no identity applies.
 pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
     let ops = Ops::get();
@@ -95,7 +150,21 @@ pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
     if !any || !well_formed(func) {
         return Arc::clone(func);
     }
-    match simplify_by_substitution(func, ops) {
+    let patched = SCRATCH.with(|cell| {
+        // A re-entrant call (never made by the passes) gets buffers of its own.
+        let mut own = Scratch::default();
+        let mut guard = cell.try_borrow_mut();
+        let s = match guard.as_deref_mut() {
+            Ok(s) => s,
+            Err(_) => &mut own,
+        };
+        let out = simplify_by_substitution(func, ops, s);
+        if s.live.capacity() > KEEP_SCRATCH {
+            *s = Scratch::default();
+        }
+        out
+    });
+    match patched {
         Some(out) => out,
         None => simplify_by_copy(func, ops),
     }
@@ -103,8 +172,10 @@ pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
 
 /// Phase 3: the copy that may rewrite a call into new nodes.
 fn simplify_by_copy(func: &Arc<Function>, ops: &Ops) -> Arc<Function> {
-    let mut bound: Option<Vec<NodeId>> = None;
+    let mut table = Vec::new();
+    let mut bound = Bound { func, live: None, table: &mut table, ready: false };
     let mut made: FxHashMap<u32, Made> = FxHashMap::default();
+    let mut idents = Vec::new();
     let rw = Rewriter::new(func, Propagate::Nothing);
     let out = rw.run(|rw, id| {
         let ExprKind::Call { op, attrs, args } = *rw.func.kind(id) else { return None };
@@ -119,7 +190,7 @@ fn simplify_by_copy(func: &Arc<Function>, ops: &Ops) -> Arc<Function> {
                         return Some(zero);
                     }
                 }
-                let keep = binary(rw.func, ops, id, op, args[0], args[1])?;
+                let keep = binary(rw.func, ops, id, op, args[0], args[1], &mut idents)?;
                 Some(rw.map(keep))
             }
             1 if Some(op) == ops.negative => {
@@ -191,17 +262,14 @@ fn simplify_by_copy(func: &Arc<Function>, ops: &Ops) -> Arc<Function> {
 /// reshape or transpose, a zero for `x - x`) or the patch is refused: the caller then copies
 /// the function with the [`Rewriter`]. The identities are decided on the input's nodes, as
 /// the copy decides them, so both give the same result.
-fn simplify_by_substitution(func: &Arc<Function>, ops: &Ops) -> Option<Arc<Function>> {
+fn simplify_by_substitution(func: &Arc<Function>, ops: &Ops, s: &mut Scratch) -> Option<Arc<Function>> {
     let n = func.num_nodes();
-    let live = func.live_mask();
-    let mut bound: Option<Vec<NodeId>> = None;
-    if ops
-        .negative
-        .is_some_and(|neg| func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { op, .. } if op == neg)))
-    {
-        bound = Some(bound_values_of_live(func, &live));
-    }
-    let mut subst: Vec<NodeId> = Vec::new();
+    let Scratch { live, bound: table, subst, dropped, idents } = s;
+    idents.clear();
+    func.live_mask_into(live);
+    let live = &*live;
+    let mut bound = Bound { func, live: Some(live), table, ready: false };
+    let mut any = false;
     for (i, &is_live) in live.iter().enumerate() {
         let id = NodeId(i as u32);
         let ExprKind::Call { op, args, .. } = *func.kind(id) else { continue };
@@ -214,7 +282,7 @@ fn simplify_by_substitution(func: &Arc<Function>, ops: &Ops) -> Option<Arc<Funct
                 if Some(op) == ops.subtract && args[0] == args[1] && func.kind(args[0]).is_atom() {
                     return None;
                 }
-                binary(func, ops, id, op, args[0], args[1])
+                binary(func, ops, id, op, args[0], args[1], idents)
             }
             1 if Some(op) == ops.negative => double_negative(func, op, args[0], &mut bound),
             1 if Some(op) == ops.reshape || Some(op) == ops.transpose => match inner_value(func, args[0], &mut bound) {
@@ -226,20 +294,24 @@ fn simplify_by_substitution(func: &Arc<Function>, ops: &Ops) -> Option<Arc<Funct
             _ => None,
         };
         if let Some(keep) = keep {
-            if subst.is_empty() {
-                subst = vec![NONE; n];
+            if !any {
+                any = true;
+                subst.clear();
+                subst.resize(n, NONE);
             }
             subst[i] = keep;
         }
     }
-    if subst.is_empty() {
+    if !any {
         return Some(Arc::clone(func));
     }
-    func.substituted(&subst, &vec![false; n]).map(Arc::new)
+    dropped.clear();
+    dropped.resize(n, false);
+    func.substituted(subst, dropped).map(Arc::new)
 }
 
 /// `negative(negative(y))`, directly or through a let-bound variable: the old `y`.
-fn double_negative(func: &Function, op: OpId, arg: NodeId, bound: &mut Option<Vec<NodeId>>) -> Option<NodeId> {
+fn double_negative(func: &Function, op: OpId, arg: NodeId, bound: &mut Bound<'_>) -> Option<NodeId> {
     let (inner, via_var) = inner_value(func, arg, bound)?;
     match *func.kind(inner) {
         ExprKind::Call { op: o, args: a, .. } if o == op && a.len == 1 => {
@@ -252,10 +324,10 @@ fn double_negative(func: &Function, op: OpId, arg: NodeId, bound: &mut Option<Ve
 
 /// The expression an operand stands for: itself if compound, or the value of the binding of
 /// a let-bound variable (with `true`).
-fn inner_value(func: &Function, arg: NodeId, bound: &mut Option<Vec<NodeId>>) -> Option<(NodeId, bool)> {
+fn inner_value(func: &Function, arg: NodeId, bound: &mut Bound<'_>) -> Option<(NodeId, bool)> {
     match func.kind(arg) {
         ExprKind::Var { .. } => {
-            let value = bound.get_or_insert_with(|| bound_values(func))[arg.index()];
+            let value = bound.value(arg);
             (value != NONE && !func.kind(value).is_atom()).then_some((value, true))
         }
         kind if kind.is_atom() => None,
@@ -326,6 +398,7 @@ fn scalar_dtype(c: &Constant) -> (bool, DType) {
 }
 
 #[derive(Clone, Copy, PartialEq)]
+#[repr(u8)]
 enum Identity {
     One,
     /// Zero for `x + c`: integers any zero, floats only `-0.0`.
@@ -344,48 +417,85 @@ fn is_identity(c: &Constant, want: Identity) -> bool {
     }
 }
 
-fn const_of(func: &Function, id: NodeId) -> Option<&Arc<Constant>> {
-    match *func.kind(id) {
-        ExprKind::Const { idx } => Some(func.constant(idx)),
-        _ => None,
-    }
-}
-
 /// The old operand that binary call `id` reduces to by an identity (not counting `x - x`).
-fn binary(func: &Function, ops: &Ops, id: NodeId, op: OpId, l: NodeId, r: NodeId) -> Option<NodeId> {
+fn binary(
+    func: &Function,
+    ops: &Ops,
+    id: NodeId,
+    op: OpId,
+    l: NodeId,
+    r: NodeId,
+    memo: &mut Vec<u8>,
+) -> Option<NodeId> {
     let o = Some(op);
-    // (operand kept, constant operand, identity needed)
-    let mut candidates: [Option<(NodeId, NodeId, Identity)>; 2] = [None, None];
-    if o == ops.multiply {
-        candidates = [Some((l, r, Identity::One)), Some((r, l, Identity::One))];
+    // Whether `keep` is what the call reduces to when `c` is a constant with identity `want`.
+    let mut reduces = |keep: NodeId, c: NodeId, want: Identity| {
+        let ExprKind::Const { idx } = *func.kind(c) else { return false };
+        identities(func, idx, memo) & (1 << want as u8) != 0
+            && type_preserved(func, id, op, keep, c, func.constant(idx))
+    };
+    let (first, second) = if o == ops.multiply {
+        (Identity::One, Some(Identity::One))
     } else if o == ops.divide {
-        candidates[0] = Some((l, r, Identity::One));
+        (Identity::One, None)
     } else if o == ops.add {
-        candidates = [Some((l, r, Identity::AddZero)), Some((r, l, Identity::AddZero))];
+        (Identity::AddZero, Some(Identity::AddZero))
     } else if o == ops.subtract {
-        candidates[0] = Some((l, r, Identity::SubZero));
+        (Identity::SubZero, None)
     } else {
         return None;
+    };
+    if reduces(l, r, first) {
+        Some(l)
+    } else if second.is_some_and(|want| reduces(r, l, want)) {
+        Some(r)
+    } else {
+        None
     }
-    for (keep, c, want) in candidates.into_iter().flatten() {
-        let Some(cst) = const_of(func, c) else { continue };
-        if !is_identity(cst, want) || !type_preserved(func, id, op, keep, c, cst) {
-            continue;
-        }
-        return Some(keep);
-    }
-    None
 }
 
-/// Whether `op(keep, c)` (in the call's operand order) has the type of `keep`.
+/// Which identities constant `idx` is, one bit per [`Identity`], memoized in `memo` (indexed
+/// by constant, 0 when not computed yet) because a function uses few distinct constants.
+fn identities(func: &Function, idx: ConstIdx, memo: &mut Vec<u8>) -> u8 {
+    const KNOWN: u8 = 0x80;
+    let i = idx.0 as usize;
+    if let Some(&m) = memo.get(i) {
+        if m & KNOWN != 0 {
+            return m & !KNOWN;
+        }
+    }
+    let c = func.constant(idx);
+    let bits = [Identity::One, Identity::AddZero, Identity::SubZero]
+        .into_iter()
+        .filter(|&want| is_identity(c, want))
+        .fold(0u8, |bits, want| bits | 1 << want as u8);
+    if memo.len() <= i {
+        memo.resize(i + 1, 0);
+    }
+    memo[i] = KNOWN | bits;
+    bits
+}
+
+/// Whether `op(keep, c)` (in the call's operand order) has the type of `keep`. `op` is one of
+/// the arithmetic operators (`add`, `subtract`, `multiply`, `divide`), which broadcast.
 fn type_preserved(func: &Function, call: NodeId, op: OpId, keep: NodeId, c: NodeId, cst: &Constant) -> bool {
     let Some(def) = op_def(op) else { return false };
     let ExprKind::Call { attrs, args, .. } = *func.kind(call) else { return false };
     match func.ty(keep) {
         Some(kt) => {
+            let same_call_ty = func.ty(call).is_none_or(|t| t == kt);
+            // The arithmetic operators broadcast: a rank-0 constant of `keep`'s (numeric) dtype
+            // gives `keep`'s type, as the type relation below would say, without building types.
+            let (rank0, dtype) = scalar_dtype(cst);
+            if rank0
+                && keep != c
+                && (dtype.is_int() || dtype.is_float())
+                && kt.as_tensor().is_some_and(|t| t.dtype == dtype)
+            {
+                return same_call_ty;
+            }
             let ct = cst.ty();
             let tys: Vec<Type> = func.ids(args).iter().map(|&a| if a == c { ct.clone() } else { kt.clone() }).collect();
-            let same_call_ty = func.ty(call).is_none_or(|t| t == kt);
             same_call_ty && (def.type_rel)(&tys, func.call_attrs(attrs)).is_ok_and(|t| &t == kt)
         }
         None => {
@@ -460,7 +570,7 @@ mod tests {
         let tup = b.tuple(&[a, d]);
         let body = b.block(&[(a, av), (bb, bv), (c, cv), (d, dv)], tup);
         let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
-        let patched = simplify_by_substitution(&func, Ops::get()).unwrap();
+        let patched = simplify_by_substitution(&func, Ops::get(), &mut Scratch::default()).unwrap();
         let copied = simplify_by_copy(&func, Ops::get());
         assert!(!Arc::ptr_eq(&patched, &func));
         assert!(structural_eq(&patched, &copied));

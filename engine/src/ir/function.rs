@@ -353,33 +353,43 @@ impl Function {
     /// Marks the nodes reachable from the parameters and the body. Dead nodes (left over by a
     /// builder) are never printed, evaluated or compared.
     pub fn live_mask(&self) -> Vec<bool> {
-        let mut live = vec![false; self.nodes.len()];
+        let mut live = Vec::new();
+        self.live_mask_into(&mut live);
+        live
+    }
+
+    /// [`Function::live_mask`] into a caller's buffer (cleared first), so that a pass can reuse
+    /// one buffer across functions.
+    pub fn live_mask_into(&self, live: &mut Vec<bool>) {
+        let n = self.nodes.len();
+        live.clear();
+        live.resize(n, false);
         for &p in self.params() {
             live[p.index()] = true;
         }
         live[self.body.index()] = true;
         // Operands have smaller ids than their users, so one backward sweep suffices.
-        for i in (0..self.nodes.len()).rev() {
+        for i in (0..n).rev() {
             if !live[i] {
                 continue;
             }
             match self.nodes[i].kind {
                 ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
                 // Binding variables and values alike.
-                ExprKind::Call { args: range, .. }
-                | ExprKind::Tuple { fields: range }
-                | ExprKind::Block { bindings: range, .. } => {
+                ExprKind::Call { args: range, .. } | ExprKind::Tuple { fields: range } => {
                     for &a in &self.extra[range.as_range()] {
                         live[a.index()] = true;
                     }
-                    if let ExprKind::Block { result, .. } = self.nodes[i].kind {
-                        live[result.index()] = true;
+                }
+                ExprKind::Block { bindings, result } => {
+                    for &a in &self.extra[bindings.as_range()] {
+                        live[a.index()] = true;
                     }
+                    live[result.index()] = true;
                 }
                 _ => self.for_each_operand(NodeId(i as u32), |c| live[c.index()] = true),
             }
         }
-        live
     }
 
     /// Number of let-bindings in all blocks of the function (a size measure for benchmarks).
@@ -451,11 +461,13 @@ impl Function {
         if !self.well_formed || subst.len() != n || dropped.len() != n {
             return None;
         }
+        // With no replacement only blocks change (a well-formed arena's operands already
+        // precede their users).
+        // Folds rather than short-circuiting searches: they vectorize, and usually scan it all.
+        let any_subst = subst.iter().fold(KEEP.0, |all, t| all & t.0) != KEEP.0;
+        let any_dropped = dropped.iter().fold(false, |any, &d| any | d);
         // The end of `o`'s chain of replacements; `None` for a cycle or an id out of range.
         let resolve = |o: NodeId| -> Option<NodeId> {
-            if subst.get(o.index()) == Some(&KEEP) {
-                return Some(o);
-            }
             let mut cur = o;
             for _ in 0..=n {
                 let next = *subst.get(cur.index())?;
@@ -466,95 +478,129 @@ impl Function {
             }
             None
         };
-        // The replacement of operand `o` of node `user`, which must precede the user.
-        let fix = |o: NodeId, user: u32| resolve(o).filter(|t| t.0 < user);
-        // How many nodes read each extra slot, when bindings are removed: a block's pairs are
-        // compacted in place, which is only right when no other node reads them.
-        let shared = dropped.iter().any(|&d| d).then(|| {
-            let mut readers = vec![0u8; self.extra.len()];
-            for node in &self.nodes {
-                let range = match node.kind {
-                    ExprKind::Call { args, .. } | ExprKind::Apply { args, .. } | ExprKind::Tuple { fields: args } => {
-                        args
+        // The replacement of operand `o` of node `user`, which must precede the user. Operands
+        // that are kept precede their user already (the arena is well formed).
+        let fix = |o: NodeId, user: u32| -> Option<NodeId> {
+            match subst.get(o.index()) {
+                Some(&KEEP) => Some(o),
+                _ => resolve(o).filter(|t| t.0 < user),
+            }
+        };
+        let mut f = self.clone();
+        let mut compacted = false;
+        let Function { nodes, extra, closures, .. } = &mut f;
+        for (i, node) in nodes.iter_mut().enumerate() {
+            let id = i as u32;
+            match node.kind {
+                ExprKind::Block { bindings, result } => {
+                    if !any_subst && !any_dropped {
+                        continue;
                     }
-                    ExprKind::Block { bindings, .. } => bindings,
-                    ExprKind::Func { idx } => self.closures[idx.0 as usize].params,
-                    _ => continue,
-                };
+                    let result = fix(result, id)?;
+                    let range = bindings.as_range();
+                    let src = &self.extra[range.clone()];
+                    if !(any_dropped && src.chunks_exact(2).any(|p| dropped[p[0].index()])) {
+                        // No binding removed: only the values may change.
+                        if any_subst {
+                            for pair in extra[range].chunks_exact_mut(2) {
+                                if subst.get(pair[1].index()) != Some(&KEEP) {
+                                    pair[1] = fix(pair[1], id)?;
+                                }
+                            }
+                        }
+                        node.kind = ExprKind::Block { bindings, result };
+                        continue;
+                    }
+                    // The kept pairs move to the front of the block's own range.
+                    let dst = &mut extra[range];
+                    let mut w = 0;
+                    for pair in src.chunks_exact(2) {
+                        let (var, value) = (pair[0], pair[1]);
+                        if dropped[var.index()] {
+                            continue;
+                        }
+                        let value = if any_subst { fix(value, id)? } else { value };
+                        if let Some(slot) = dst.get_mut(w..w + 2) {
+                            slot[0] = var;
+                            slot[1] = value;
+                        }
+                        w += 2;
+                    }
+                    if w == 0 {
+                        return None;
+                    }
+                    compacted |= w != dst.len();
+                    let bindings = IdRange { start: bindings.start, len: w as u32 };
+                    node.kind = ExprKind::Block { bindings, result };
+                }
+                _ if !any_subst => {}
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
+                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                    for e in &mut extra[args.as_range()] {
+                        if subst.get(e.index()) != Some(&KEEP) {
+                            *e = fix(*e, id)?;
+                        }
+                    }
+                }
+                ExprKind::Apply { callee, args } => {
+                    for e in &mut extra[args.as_range()] {
+                        *e = fix(*e, id)?;
+                    }
+                    node.kind = ExprKind::Apply { callee: fix(callee, id)?, args };
+                }
+                ExprKind::Proj { tuple, index } => node.kind = ExprKind::Proj { tuple: fix(tuple, id)?, index },
+                ExprKind::If { cond, then_, else_ } => {
+                    node.kind = ExprKind::If { cond: fix(cond, id)?, then_: fix(then_, id)?, else_: fix(else_, id)? };
+                }
+                ExprKind::Func { idx } => {
+                    let c = &mut closures[idx.0 as usize];
+                    c.body = fix(c.body, id)?;
+                }
+            }
+        }
+        if compacted && self.compacts_shared_slots(dropped) {
+            return None;
+        }
+        f.body = resolve(f.body)?;
+        Some(f)
+    }
+
+    /// Whether a block that loses a binding of a `dropped` variable shares one of its binding
+    /// slots with another node (compacting it in place would corrupt that node).
+    fn compacts_shared_slots(&self, dropped: &[bool]) -> bool {
+        let range_of = |kind: ExprKind| match kind {
+            ExprKind::Call { args, .. } | ExprKind::Apply { args, .. } | ExprKind::Tuple { fields: args } => Some(args),
+            ExprKind::Block { bindings, .. } => Some(bindings),
+            ExprKind::Func { idx } => Some(self.closures[idx.0 as usize].params),
+            _ => None,
+        };
+        // Usually the nodes' ranges are disjoint and in node order (always so for parsed and
+        // copied arenas): then no slot has two readers.
+        let mut prev_end = 0u32;
+        let disjoint = self.nodes.iter().filter_map(|node| range_of(node.kind)).filter(|r| r.len != 0).all(|r| {
+            let ok = r.start >= prev_end;
+            prev_end = r.start + r.len;
+            ok
+        });
+        if disjoint {
+            return false;
+        }
+        let mut readers = vec![0u8; self.extra.len()];
+        for node in &self.nodes {
+            if let Some(range) = range_of(node.kind) {
                 for c in &mut readers[range.as_range()] {
                     *c = c.saturating_add(1);
                 }
             }
-            readers
-        });
-        let mut f = self.clone();
-        // Only removals: only blocks change.
-        let removals_only = subst.iter().all(|&t| t == KEEP);
-        for i in 0..n {
-            let id = i as u32;
-            if removals_only && !matches!(f.nodes[i].kind, ExprKind::Block { .. }) {
-                continue;
-            }
-            let kind = match f.nodes[i].kind {
-                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => continue,
-                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
-                    for e in &mut f.extra[args.as_range()] {
-                        *e = fix(*e, id)?;
-                    }
-                    continue;
-                }
-                ExprKind::Apply { callee, args } => {
-                    for e in &mut f.extra[args.as_range()] {
-                        *e = fix(*e, id)?;
-                    }
-                    ExprKind::Apply { callee: fix(callee, id)?, args }
-                }
-                ExprKind::Proj { tuple, index } => ExprKind::Proj { tuple: fix(tuple, id)?, index },
-                ExprKind::If { cond, then_, else_ } => {
-                    ExprKind::If { cond: fix(cond, id)?, then_: fix(then_, id)?, else_: fix(else_, id)? }
-                }
-                ExprKind::Func { idx } => {
-                    let c = &mut f.closures[idx.0 as usize];
-                    c.body = fix(c.body, id)?;
-                    continue;
-                }
-                ExprKind::Block { bindings, result } => {
-                    let result = fix(result, id)?;
-                    let range = bindings.as_range();
-                    if !self.extra[range.clone()].iter().step_by(2).any(|v| dropped[v.index()]) {
-                        for e in f.extra[range].iter_mut().skip(1).step_by(2) {
-                            *e = fix(*e, id)?;
-                        }
-                        ExprKind::Block { bindings, result }
-                    } else {
-                        // The kept pairs move to the front of the block's own range, which no
-                        // other node reads (checked above).
-                        if shared.as_ref().is_some_and(|s| s[range.clone()].iter().any(|&c| c > 1)) {
-                            return None;
-                        }
-                        let mut w = range.start;
-                        for k in range.clone().step_by(2) {
-                            let (var, value) = (self.extra[k], self.extra[k + 1]);
-                            if !dropped[var.index()] {
-                                f.extra[w] = var;
-                                f.extra[w + 1] = fix(value, id)?;
-                                w += 2;
-                            }
-                        }
-                        if w == range.start {
-                            return None;
-                        }
-                        ExprKind::Block {
-                            bindings: IdRange { start: bindings.start, len: (w - range.start) as u32 },
-                            result,
-                        }
-                    }
-                }
-            };
-            f.nodes[i].kind = kind;
         }
-        f.body = resolve(f.body)?;
-        Some(f)
+        self.nodes.iter().any(|node| match node.kind {
+            ExprKind::Block { bindings, .. } => {
+                let range = bindings.as_range();
+                self.extra[range.clone()].iter().step_by(2).any(|v| dropped[v.index()])
+                    && readers[range].iter().any(|&c| c > 1)
+            }
+            _ => false,
+        })
     }
 
     /// The ids of `range`, or `None` when it lies outside the extra table (malformed arenas;
@@ -1251,6 +1297,32 @@ mod tests {
         let mut dropped = vec![false; func.num_nodes()];
         dropped[a.index()] = true;
         assert!(func.substituted(&vec![KEEP; func.num_nodes()], &dropped).is_none());
+    }
+
+    #[test]
+    fn substituted_compacts_a_block_when_ranges_are_out_of_order_but_not_shared() {
+        // The closure's parameter range is pushed before its body's call arguments, so the
+        // ranges are not in node order; no slot has two readers, so the patch goes ahead.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let p = b.var("p", None);
+        let params = b.push_ids(&[p]);
+        let r = b.call(relu(), &[p], Attrs::new());
+        let idx = b.push_closure(Closure { params, body: r, ret_ty: None, attrs: Attrs::new() });
+        let fv = b.push(ExprKind::Func { idx }, None);
+        let g = b.var("g", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let body = b.block(&[(g, fv), (a, av)], g);
+        let func = b.finish(&[x], body, None, Attrs::new());
+        assert!(func.is_well_formed());
+        let n = func.num_nodes();
+        let mut dropped = vec![false; n];
+        dropped[a.index()] = true;
+        let out = func.substituted(&vec![KEEP; n], &dropped).expect("no shared slots");
+        let ExprKind::Block { bindings, .. } = *out.kind(body) else { unreachable!() };
+        assert_eq!(out.bindings(bindings).collect::<Vec<_>>(), vec![(g, fv)]);
+        assert_eq!(out.ids(out.closure(idx).params), &[p]);
     }
 
     fn f32s(shape: &[u64]) -> Type {
