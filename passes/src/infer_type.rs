@@ -31,11 +31,13 @@
 //! 3. The dead nodes without a type are walked the same way, silently.
 //! 4. The types are written into one copy of the function ([`Function::with_types`]).
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
-use passel_engine::ir::{DType, ExprKind, Function, Module, NodeId, Span, Type, TypeKind};
+use passel_engine::ir::{AttrsIdx, DType, ExprKind, Function, Module, NodeId, OpId, Span, TyIdx, Type, TypeKind};
 use passel_engine::op;
 use passel_engine::transform::{Diagnostic, PassContext, PassError};
+use rustc_hash::FxHashMap;
 
 /// A type error found by InferType.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -451,6 +453,9 @@ fn infer_named(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<
     if already_typed(module, func) || (!root_untyped && live_typed(module, func)) {
         return Ok(Arc::clone(func));
     }
+    if let Some(typed) = LINEAR.with(|s| infer_linear(module, func, &mut s.borrow_mut())) {
+        return Ok(Arc::new(typed));
+    }
     let n = func.num_nodes();
     let malformed = || {
         let message = "malformed function: an operand does not precede its user".to_string();
@@ -511,6 +516,261 @@ fn infer_named(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<
         }
     }
     Ok(Arc::new(func.with_types(types)))
+}
+
+/// Per-thread buffers of the linear path, reused across functions.
+#[derive(Default)]
+struct Linear {
+    /// Binding variable → its value (`NONE` when not bound).
+    bound: Vec<NodeId>,
+    /// Node → its type's index in `table` (`TyIdx::NONE`: unknown, or failed).
+    tys: Vec<TyIdx>,
+    /// The output's type table: the input's, then the types found here.
+    table: Vec<Type>,
+    /// `table` by content, once it is too long to search.
+    by_value: FxHashMap<Type, TyIdx>,
+    /// (operator, attributes, argument types) → result type: calls repeat a few signatures.
+    calls: FxHashMap<(u16, u8, u32, [u32; 3]), TyIdx>,
+    arg_tys: Vec<Type>,
+}
+
+thread_local! {
+    static LINEAR: RefCell<Linear> = RefCell::new(Linear::default());
+}
+
+const UNBOUND: NodeId = NodeId(u32::MAX);
+
+/// Up to this many table entries are searched by content; beyond, `by_value` is used.
+const LINEAR_SEARCH: usize = 16;
+
+impl Linear {
+    /// The index of `t` in the table, adding it when no equal type is there.
+    fn intern(&mut self, t: &Type) -> TyIdx {
+        if let Some(i) = self.table.iter().position(|e| e.ptr_eq(t)) {
+            return TyIdx::new(i as u32);
+        }
+        if self.table.len() <= LINEAR_SEARCH {
+            if let Some(i) = self.table.iter().position(|e| e == t) {
+                return TyIdx::new(i as u32);
+            }
+        } else {
+            if self.by_value.is_empty() {
+                for (i, e) in self.table.iter().enumerate() {
+                    self.by_value.entry(e.clone()).or_insert(TyIdx::new(i as u32));
+                }
+            }
+            if let Some(&i) = self.by_value.get(t) {
+                return i;
+            }
+            self.by_value.insert(t.clone(), TyIdx::new(self.table.len() as u32));
+        }
+        self.table.push(t.clone());
+        TyIdx::new(self.table.len() as u32 - 1)
+    }
+
+    fn ty(&self, i: TyIdx) -> Option<&Type> {
+        self.table.get(i.index()?)
+    }
+
+    /// Whether `a` and `b` are the same type (by content).
+    fn same(&self, a: TyIdx, b: TyIdx) -> bool {
+        a == b || matches!((self.ty(a), self.ty(b)), (Some(x), Some(y)) if x == y)
+    }
+}
+
+/// The linear path, for the common case of a well-formed function whose bindings are laid
+/// out in evaluation order (each block's values and variables in increasing arena order, a
+/// variable right after its value): one forward loop over the arena types every node from
+/// its operands, variables from their binding's value. Types are interned as they are found
+/// (a call's result type is looked up by operator, attributes and argument types before its
+/// relation runs), and written into one copy with [`Function::with_type_table`].
+///
+/// A node whose type cannot be found is left untyped, and so are its users; when that
+/// reaches the body or a parameter, when the body's type is not the declared result, or when
+/// a node's existing type differs from the one found, `None` is returned and the walk in
+/// evaluation order (which reports the errors, and keeps the types of dead nodes) decides.
+fn infer_linear(module: &Module, func: &Function, s: &mut Linear) -> Option<Function> {
+    if !func.is_well_formed() {
+        return None;
+    }
+    let n = func.num_nodes();
+    let nodes = func.nodes();
+    s.bound.clear();
+    s.bound.resize(n, UNBOUND);
+    for node in nodes {
+        if let ExprKind::Block { bindings, .. } = node.kind {
+            let mut prev = None;
+            for (var, value) in func.bindings(bindings) {
+                // Evaluation order is arena order within the block.
+                if value >= var || prev.is_some_and(|p| value <= p) || s.bound[var.index()] != UNBOUND {
+                    return None;
+                }
+                s.bound[var.index()] = value;
+                prev = Some(var);
+            }
+        }
+    }
+    s.table.clear();
+    s.table.extend_from_slice(func.type_table());
+    s.by_value.clear();
+    s.calls.clear();
+    s.tys.clear();
+    s.tys.resize(n, TyIdx::NONE);
+    let none = TyIdx::NONE;
+    for (i, node) in nodes.iter().enumerate() {
+        let ty = match node.kind {
+            ExprKind::Var { .. } => {
+                let value = s.bound[i];
+                match (node.ty.is_some(), value == UNBOUND) {
+                    (true, true) => node.ty,
+                    // An annotated binding must agree with its value.
+                    (true, false) => {
+                        if !s.same(node.ty, s.tys[value.index()]) {
+                            return None;
+                        }
+                        node.ty
+                    }
+                    (false, true) => none,
+                    (false, false) => s.tys[value.index()],
+                }
+            }
+            ExprKind::Global { name } => match func.try_sym(name).and_then(|g| global_type(module, g)) {
+                Some(t) => s.intern(&t),
+                None => none,
+            },
+            ExprKind::Const { idx } => {
+                if node.ty.is_some() {
+                    node.ty
+                } else {
+                    s.intern(&func.constant(idx).ty())
+                }
+            }
+            ExprKind::Call { op, attrs, args } => call_type(s, func, op, attrs, func.ids(args)),
+            ExprKind::Apply { callee, args } => {
+                let ft = s.ty(s.tys[callee.index()]).and_then(|t| t.as_func());
+                match ft {
+                    Some(ft)
+                        if ft.params.len() == args.len as usize
+                            && ft.params.iter().zip(func.ids(args)).all(|(p, a)| s.ty(s.tys[a.index()]) == Some(p)) =>
+                    {
+                        let ret = ft.ret.clone();
+                        s.intern(&ret)
+                    }
+                    _ => none,
+                }
+            }
+            ExprKind::Tuple { fields } => {
+                let fields: Option<Vec<Type>> =
+                    func.ids(fields).iter().map(|f| s.ty(s.tys[f.index()]).cloned()).collect();
+                match fields {
+                    Some(fields) => s.intern(&Type::tuple(fields)),
+                    None => none,
+                }
+            }
+            ExprKind::Proj { tuple, index } => {
+                match s.ty(s.tys[tuple.index()]).and_then(|t| t.as_tuple()).and_then(|f| f.get(index as usize)) {
+                    Some(field) => {
+                        let field = field.clone();
+                        s.intern(&field)
+                    }
+                    None => none,
+                }
+            }
+            ExprKind::If { cond, then_, else_ } => {
+                let c = s.ty(s.tys[cond.index()]).and_then(|c| c.as_tensor());
+                let (t, e) = (s.tys[then_.index()], s.tys[else_.index()]);
+                if c.is_some_and(|c| c.dtype == DType::Bool && c.shape.is_empty()) && t.is_some() && s.same(t, e) {
+                    t
+                } else {
+                    none
+                }
+            }
+            ExprKind::Func { idx } => {
+                let c = func.closure(idx);
+                let params: Option<Vec<Type>> =
+                    func.ids(c.params).iter().map(|p| s.ty(s.tys[p.index()]).cloned()).collect();
+                match (params, s.ty(s.tys[c.body.index()])) {
+                    (Some(params), Some(body)) if c.ret_ty.as_ref().is_none_or(|r| r == body) => {
+                        let t = Type::func(params, body.clone());
+                        s.intern(&t)
+                    }
+                    _ => none,
+                }
+            }
+            ExprKind::Block { bindings, result } => {
+                if func.ids(bindings).iter().all(|x| s.tys[x.index()].is_some()) {
+                    s.tys[result.index()]
+                } else {
+                    none
+                }
+            }
+        };
+        // A type found must agree with the one the node has (the walk decides otherwise:
+        // a live node takes the new type, a dead one keeps its own).
+        if node.ty.is_some() && ty.is_some() && !s.same(node.ty, ty) {
+            return None;
+        }
+        if ty.is_none() && node.ty.is_some() {
+            // A typed node whose type is not found here: only the walk knows whether it is
+            // live (and then reports why) or dead (and keeps its type).
+            return None;
+        }
+        s.tys[i] = ty;
+    }
+    let body = s.tys[func.body().index()];
+    if body.is_none()
+        || func.params().iter().any(|p| s.tys[p.index()].is_none())
+        || func.ret_ty().is_some_and(|r| s.ty(body) != Some(r))
+    {
+        return None;
+    }
+    func.with_type_table(s.table.clone(), &s.tys)
+}
+
+/// The result type of a call, from the memo of call signatures or the operator's relation.
+fn call_type(s: &mut Linear, func: &Function, op: OpId, attrs: AttrsIdx, args: &[NodeId]) -> TyIdx {
+    let mut key = (op.0, args.len() as u8, attrs.0, [u32::MAX; 3]);
+    let memo = args.len() <= 3;
+    for (k, a) in args.iter().enumerate() {
+        let t = s.tys[a.index()];
+        if t.is_none() {
+            return TyIdx::NONE;
+        }
+        if memo {
+            key.3[k] = t.index().map_or(u32::MAX, |i| i as u32);
+        }
+    }
+    if memo {
+        if let Some(&t) = s.calls.get(&key) {
+            return t;
+        }
+    }
+    let Some(def) = op::try_get(op) else { return TyIdx::NONE };
+    if !def.arity.accepts(args.len()) || def.check_attrs(func.call_attrs(attrs)).is_err() {
+        return TyIdx::NONE;
+    }
+    let mut arg_tys = std::mem::take(&mut s.arg_tys);
+    arg_tys.clear();
+    for a in args {
+        match s.ty(s.tys[a.index()]) {
+            Some(t) => arg_tys.push(t.clone()),
+            None => {
+                s.arg_tys = arg_tys;
+                return TyIdx::NONE;
+            }
+        }
+    }
+    let res = (def.type_rel)(&arg_tys, func.call_attrs(attrs));
+    arg_tys.clear();
+    s.arg_tys = arg_tys;
+    let t = match res {
+        Ok(t) => s.intern(&t),
+        Err(_) => TyIdx::NONE,
+    };
+    if memo {
+        s.calls.insert(key, t);
+    }
+    t
 }
 
 #[cfg(test)]
