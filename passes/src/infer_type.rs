@@ -456,6 +456,11 @@ fn infer_named(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<
     if let Some(typed) = LINEAR.with(|s| infer_linear(module, func, &mut s.borrow_mut())) {
         return Ok(Arc::new(typed));
     }
+    infer_walk(module, name, func)
+}
+
+/// Phases 2–4 in general: the walk in evaluation order.
+fn infer_walk(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<Function>, Vec<TypeDiagnostic>> {
     let n = func.num_nodes();
     let malformed = || {
         let message = "malformed function: an operand does not precede its user".to_string();
@@ -529,8 +534,11 @@ struct Linear {
     table: Vec<Type>,
     /// `table` by content, once it is too long to search.
     by_value: FxHashMap<Type, TyIdx>,
-    /// (operator, attributes, argument types) → result type: calls repeat a few signatures.
-    calls: FxHashMap<(u16, u8, u32, [u32; 3]), TyIdx>,
+    /// (operator, attributes, argument types) → result type: calls repeat a few signatures,
+    /// so a small direct-mapped cache (entries of earlier functions are told apart by
+    /// `generation`) answers most of them.
+    calls: Vec<(u32, CallKey, TyIdx)>,
+    generation: u32,
     arg_tys: Vec<Type>,
 }
 
@@ -539,6 +547,11 @@ thread_local! {
 }
 
 const UNBOUND: NodeId = NodeId(u32::MAX);
+
+/// Operator, argument count, attributes and up to three argument types.
+type CallKey = (u16, u8, u32, [u32; 3]);
+
+const CALL_SLOTS: usize = 64;
 
 /// Up to this many table entries are searched by content; beyond, `by_value` is used.
 const LINEAR_SEARCH: usize = 16;
@@ -613,7 +626,15 @@ fn infer_linear(module: &Module, func: &Function, s: &mut Linear) -> Option<Func
     s.table.clear();
     s.table.extend_from_slice(func.type_table());
     s.by_value.clear();
-    s.calls.clear();
+    if s.calls.len() != CALL_SLOTS {
+        s.calls = vec![(0, (0, 0, 0, [0; 3]), TyIdx::NONE); CALL_SLOTS];
+    }
+    s.generation = s.generation.wrapping_add(1);
+    if s.generation == 0 {
+        // Generation 0 marks an empty slot; after wrapping around, forget everything.
+        s.calls.fill((0, (0, 0, 0, [0; 3]), TyIdx::NONE));
+        s.generation = 1;
+    }
     s.tys.clear();
     s.tys.resize(n, TyIdx::NONE);
     let none = TyIdx::NONE;
@@ -740,8 +761,18 @@ fn call_type(s: &mut Linear, func: &Function, op: OpId, attrs: AttrsIdx, args: &
             key.3[k] = t.index().map_or(u32::MAX, |i| i as u32);
         }
     }
+    let slot = {
+        let h = (key.0 as u32).wrapping_mul(0x9E37_79B9)
+            ^ key.2.wrapping_mul(0x85EB_CA6B)
+            ^ key.3[0].wrapping_mul(0xC2B2_AE35)
+            ^ key.3[1].wrapping_mul(0x27D4_EB2F)
+            ^ key.3[2].wrapping_mul(0x1656_67B1)
+            ^ key.1 as u32;
+        (h >> 26) as usize % CALL_SLOTS
+    };
     if memo {
-        if let Some(&t) = s.calls.get(&key) {
+        let (generation, k, t) = s.calls[slot];
+        if generation == s.generation && k == key {
             return t;
         }
     }
@@ -768,7 +799,7 @@ fn call_type(s: &mut Linear, func: &Function, op: OpId, attrs: AttrsIdx, args: &
         Err(_) => TyIdx::NONE,
     };
     if memo {
-        s.calls.insert(key, t);
+        s.calls[slot] = (s.generation, key, t);
     }
     t
 }
@@ -894,6 +925,72 @@ mod tests {
         assert_eq!(out.ty(orphan), None);
         // ...and the next run still returns its input.
         assert!(Arc::ptr_eq(&infer_function(&m, &out).unwrap(), &out));
+    }
+
+    /// Types every function of `text` by the linear path (which must apply) and by the walk:
+    /// both give every node the same type.
+    fn check_linear_matches_walk(text: &str) {
+        let m = passel_engine::ir::parse_module(text).unwrap();
+        for (name, f) in m.iter() {
+            let linear = LINEAR.with(|s| infer_linear(&m, f, &mut s.borrow_mut()));
+            let linear = linear.unwrap_or_else(|| panic!("@{name}: the linear path did not apply"));
+            let walked = infer_walk(&m, name, f).unwrap();
+            for id in f.node_ids() {
+                assert_eq!(linear.ty(id), walked.ty(id), "@{name}: {id}");
+            }
+            assert!(linear.nodes().iter().all(|n| n.ty.is_some()), "@{name}");
+        }
+    }
+
+    #[test]
+    fn infer_type_linear_path_agrees_with_the_walk() {
+        check_linear_matches_walk(
+            r#"
+def @g(%x: Tensor[(2, 3), f32]) -> Tensor[(2, 3), f32] {
+  relu(%x)
+}
+def @main(%x: Tensor[(2, 3), f32], %b: Tensor[(), bool]) -> Tensor[(3,), f32] {
+  let %a = add(%x, 1.0f);
+  let %s: Tensor[(2, 3), f32] = multiply(%a, %a);
+  let %t = (%s, %x);
+  let %p = %t.0;
+  let %f = fn (%y: Tensor[(2, 3), f32]) -> Tensor[(2, 3), f32] {
+    let %z = negative(%y);
+    tanh(%z)
+  };
+  let %q = %f(%p);
+  let %r = @g(%q);
+  let %c = if (%b) { %r } else { %x };
+  let %row = add(%c, tensor<(3,), f32>[1.0, 2.0, 3.0]);
+  let %m = less(%row, %x);
+  let %w = where(%m, %row, %x);
+  sum(%w, axis=[0])
+}
+"#,
+        );
+    }
+
+    #[test]
+    fn infer_type_linear_path_leaves_errors_and_unusual_layouts_to_the_walk() {
+        // A broadcast error: the walk reports it.
+        let m = passel_engine::ir::parse_module(
+            "def @f(%x: Tensor[(2,), f32], %y: Tensor[(3,), f32]) -> Tensor[(2,), f32] {\n  add(%x, %y)\n}\n",
+        )
+        .unwrap();
+        let f = m.get("f").unwrap();
+        assert!(LINEAR.with(|s| infer_linear(&m, f, &mut s.borrow_mut())).is_none());
+        assert_eq!(infer_function(&m, f).unwrap_err().len(), 1);
+        // A binding whose value follows its variable in the arena.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[2])));
+        let v = b.var("v", None);
+        let value = b.call(op::lookup("relu").unwrap(), &[x], Attrs::new());
+        let use_v = b.call(op::lookup("tanh").unwrap(), &[v], Attrs::new());
+        let body = b.block(&[(v, value)], use_v);
+        let (m, f) = module_with("main", b.finish(&[x], body, None, Attrs::new()));
+        assert!(LINEAR.with(|s| infer_linear(&m, &f, &mut s.borrow_mut())).is_none());
+        let out = infer_function(&m, &f).unwrap();
+        assert_eq!(out.ty(out.body()), Some(&t(&[2])));
     }
 
     #[test]

@@ -588,7 +588,8 @@ impl Function {
     /// node for `c` (a new constant-table entry; the node's type becomes the constant's type),
     /// and each binding variable `v` with `forward[v] != NodeId(u32::MAX)` is forwarded: its
     /// uses read `forward[v]` instead and its binding is removed (the variable stays behind as
-    /// a dead node, given its replacement's type when it has none). For passes that fold
+    /// a dead node, given its replacement's type when it has none; a forwarded variable that
+    /// no block binds is left as it is). For passes that fold
     /// values into constants (FoldConstant): nothing is pushed and ids stay, so this costs one
     /// copy of the arena plus the work on the `touched` nodes.
     ///
@@ -670,10 +671,19 @@ impl Function {
                         let start = f.extra.len();
                         for k in range.step_by(2) {
                             let (var, value) = (self.extra[k], self.extra[k + 1]);
-                            if target(var).is_none() {
-                                let value = fix(value, i)?;
-                                f.extra.push(var);
-                                f.extra.push(value);
+                            match target(var) {
+                                None => {
+                                    let value = fix(value, i)?;
+                                    f.extra.push(var);
+                                    f.extra.push(value);
+                                }
+                                // The variable is dead now; a type keeps a typed function
+                                // fully typed.
+                                Some(t) => {
+                                    if f.nodes[var.index()].ty.is_none() {
+                                        f.nodes[var.index()].ty = f.nodes[t.index()].ty;
+                                    }
+                                }
                             }
                         }
                         if f.extra.len() == start {
@@ -696,12 +706,6 @@ impl Function {
                 }
             };
             f.nodes[i].kind = kind;
-        }
-        // Forwarded variables are dead now; a type keeps a typed function fully typed.
-        for (i, &t) in forward.iter().enumerate() {
-            if t != KEEP && t.index() < n && f.nodes[i].ty.is_none() {
-                f.nodes[i].ty = f.nodes[t.index()].ty;
-            }
         }
         f.body = fix(f.body, n)?;
         Some(f)
