@@ -166,7 +166,12 @@ fn patch(func: &Function, s: &mut Scratch) -> Patch {
     s.touched.clear();
     for (i, node) in nodes.iter().enumerate() {
         let id = NodeId(i as u32);
-        if forwarded && !node.kind.is_atom() && reads_forwarded(func, node.kind, &s.forward) {
+        // Calls (most nodes) check their arguments below, in the same loop.
+        if forwarded
+            && !matches!(node.kind, ExprKind::Call { .. })
+            && !node.kind.is_atom()
+            && reads_forwarded(func, node.kind, &s.forward)
+        {
             s.touched.push(id);
         }
         match node.kind {
@@ -191,7 +196,15 @@ fn patch(func: &Function, s: &mut Scratch) -> Patch {
             }
             ExprKind::Call { op, attrs, args } => {
                 let args = func.ids(args);
-                if args.is_empty() || args.iter().any(|a| s.cst[a.index()] == NONE) {
+                let (mut all_const, mut reads) = (true, false);
+                for a in args {
+                    all_const &= s.cst[a.index()] != NONE;
+                    reads |= s.forward[a.index()] != NONE;
+                }
+                if reads {
+                    s.touched.push(id);
+                }
+                if args.is_empty() || !all_const {
                     continue;
                 }
                 let Some(def) = op::try_get(op) else { continue };

@@ -125,13 +125,10 @@ fn global_type(module: &Module, name: &str) -> Option<Type> {
 /// Phase 1: whether every node of `func` has a type and every global reference has the current
 /// type of its global (a callee whose signature changed makes its callers stale).
 fn already_typed(module: &Module, func: &Function) -> bool {
-    // Two tight loops: the first only reads each node's type tag; global references are rare.
-    let nodes = func.nodes();
-    nodes.iter().all(|n| n.ty.is_some())
-        && func
-            .node_ids()
-            .zip(nodes)
-            .all(|(id, n)| !matches!(n.kind, ExprKind::Global { .. }) || node_typed(module, func, id))
+    // One tight loop over the type tags; global references are rare.
+    func.nodes().iter().enumerate().all(|(i, n)| {
+        n.ty.is_some() && (!matches!(n.kind, ExprKind::Global { .. }) || node_typed(module, func, NodeId(i as u32)))
+    })
 }
 
 /// Phase 1 when some node lacks a type: whether only dead nodes do (a dead node whose type
@@ -548,8 +545,8 @@ thread_local! {
 
 const UNBOUND: NodeId = NodeId(u32::MAX);
 
-/// Operator, argument count, attributes and up to three argument types.
-type CallKey = (u16, u8, u32, [u32; 3]);
+/// Operator, attributes, argument count and up to three argument types, packed.
+type CallKey = u64;
 
 const CALL_SLOTS: usize = 64;
 
@@ -586,8 +583,14 @@ impl Linear {
     }
 
     /// Whether `a` and `b` are the same type (by content).
+    #[inline]
     fn same(&self, a: TyIdx, b: TyIdx) -> bool {
-        a == b || matches!((self.ty(a), self.ty(b)), (Some(x), Some(y)) if x == y)
+        a == b || self.same_content(a, b)
+    }
+
+    #[inline(never)]
+    fn same_content(&self, a: TyIdx, b: TyIdx) -> bool {
+        matches!((self.ty(a), self.ty(b)), (Some(x), Some(y)) if x == y)
     }
 }
 
@@ -627,12 +630,12 @@ fn infer_linear(module: &Module, func: &Function, s: &mut Linear) -> Option<Func
     s.table.extend_from_slice(func.type_table());
     s.by_value.clear();
     if s.calls.len() != CALL_SLOTS {
-        s.calls = vec![(0, (0, 0, 0, [0; 3]), TyIdx::NONE); CALL_SLOTS];
+        s.calls = vec![(0, 0, TyIdx::NONE); CALL_SLOTS];
     }
     s.generation = s.generation.wrapping_add(1);
     if s.generation == 0 {
         // Generation 0 marks an empty slot; after wrapping around, forget everything.
-        s.calls.fill((0, (0, 0, 0, [0; 3]), TyIdx::NONE));
+        s.calls.fill((0, 0, TyIdx::NONE));
         s.generation = 1;
     }
     s.tys.clear();
@@ -750,26 +753,19 @@ fn infer_linear(module: &Module, func: &Function, s: &mut Linear) -> Option<Func
 
 /// The result type of a call, from the memo of call signatures or the operator's relation.
 fn call_type(s: &mut Linear, func: &Function, op: OpId, attrs: AttrsIdx, args: &[NodeId]) -> TyIdx {
-    let mut key = (op.0, args.len() as u8, attrs.0, [u32::MAX; 3]);
-    let memo = args.len() <= 3;
+    // The memo key packs the operator, the attributes, the argument count and up to three
+    // argument types into 64 bits; calls that do not fit are not memoized.
+    let mut key = u64::from(op.0) | u64::from(attrs.0.min(255)) << 16 | (args.len().min(3) as u64) << 24;
+    let mut memo = args.len() <= 3 && attrs.0 < 255;
     for (k, a) in args.iter().enumerate() {
         let t = s.tys[a.index()];
-        if t.is_none() {
-            return TyIdx::NONE;
-        }
-        if memo {
-            key.3[k] = t.index().map_or(u32::MAX, |i| i as u32);
+        let Some(i) = t.index() else { return TyIdx::NONE };
+        if k < 3 {
+            memo &= i < (1 << 12);
+            key |= ((i as u64) & 0xfff) << (26 + 12 * k);
         }
     }
-    let slot = {
-        let h = (key.0 as u32).wrapping_mul(0x9E37_79B9)
-            ^ key.2.wrapping_mul(0x85EB_CA6B)
-            ^ key.3[0].wrapping_mul(0xC2B2_AE35)
-            ^ key.3[1].wrapping_mul(0x27D4_EB2F)
-            ^ key.3[2].wrapping_mul(0x1656_67B1)
-            ^ key.1 as u32;
-        (h >> 26) as usize % CALL_SLOTS
-    };
+    let slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CALL_SLOTS;
     if memo {
         let (generation, k, t) = s.calls[slot];
         if generation == s.generation && k == key {
