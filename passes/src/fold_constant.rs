@@ -34,14 +34,15 @@
 //!    evaluated directly, bit-identical to the tensor kernel; everything else goes through
 //!    the reference kernel.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
-use passel_engine::ir::{Constant, ExprKind, Function, NodeId, Tensor, TensorData, TensorType, Type, TypeKind};
+use passel_engine::ir::{Attrs, Constant, ExprKind, Function, NodeId, Tensor, TensorData, TensorType, Type, TypeKind};
 use passel_engine::op::{self, KernelCtx, OpDef};
 use rand_chacha::rand_core::SeedableRng;
 use rustc_hash::FxHashMap;
 
-use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter};
+use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
 
 /// Largest number of elements of any input or output of a folded call.
 pub const FOLD_ELEMENT_BUDGET: u64 = 1 << 20;
@@ -51,6 +52,16 @@ pub fn fold_constant(func: &Arc<Function>) -> Arc<Function> {
     if !has_candidate(func) || !well_formed(func) {
         return Arc::clone(func);
     }
+    match SCRATCH.with(|s| patch(func, &mut s.borrow_mut())) {
+        Patch::Same => return Arc::clone(func),
+        Patch::Done(new) => return new,
+        Patch::Fallback => {}
+    }
+    fold_with_rewriter(func)
+}
+
+/// Phase 2 in general: the copying rewriter.
+fn fold_with_rewriter(func: &Arc<Function>) -> Arc<Function> {
     let mut impure = vec![false; func.num_nodes()];
     // New tuple node → its constant fields, for projections of folded tuple-result calls.
     let mut folded_tuples: FxHashMap<u32, Vec<NodeId>> = FxHashMap::default();
@@ -90,6 +101,175 @@ fn has_candidate(func: &Function) -> bool {
     })
 }
 
+/// Per-thread buffers of the patch path, reused across functions so that a function costs
+/// no allocation until something folds.
+#[derive(Default)]
+struct Scratch {
+    /// Binding variable → its value (`NONE` when not bound).
+    bound: Vec<NodeId>,
+    /// Node → the node of the constant it stands for (itself for a constant or a folded
+    /// call, the value's constant for a variable bound to one), or `NONE`.
+    cst: Vec<NodeId>,
+    /// Variables bound to a value that follows them in the arena.
+    late: Vec<NodeId>,
+    folds: Vec<(NodeId, Arc<Constant>)>,
+    /// Variable → the node its uses take (`NONE`: kept).
+    forward: Vec<NodeId>,
+    /// Nodes that read or bind a forwarded variable.
+    touched: Vec<NodeId>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+enum Patch {
+    /// Nothing folds: return the input.
+    Same,
+    /// The folded function.
+    Done(Arc<Function>),
+    /// The patch cannot express the change (or could not be sure): use the rewriter.
+    Fallback,
+}
+
+/// Phase 2, the patch path: the common case — calls on constants fold to single constants and
+/// let-bound constants are forwarded into their uses — done on a copy of the arena: each
+/// folded call node becomes a constant node in place, and the forwarded variables' uses and
+/// bindings are patched in the same copy ([`Function::with_constants_forwarded`]). The result
+/// is structurally the rewriter's (folded dead nodes stay behind, and are never
+/// printed, evaluated or compared). Anything else — tuple results, projections of literal
+/// tuples, `if` on a constant, a variable bound twice or after its uses in the arena, a block
+/// left without bindings — falls back to the rewriter.
+fn patch(func: &Function, s: &mut Scratch) -> Patch {
+    let n = func.num_nodes();
+    let nodes = func.nodes();
+    s.bound.clear();
+    s.bound.resize(n, NONE);
+    for node in nodes {
+        if let ExprKind::Block { bindings, .. } = node.kind {
+            for (var, value) in func.bindings(bindings) {
+                let slot = &mut s.bound[var.index()];
+                if *slot != NONE {
+                    return Patch::Fallback;
+                }
+                *slot = value;
+            }
+        }
+    }
+    s.cst.clear();
+    s.cst.resize(n, NONE);
+    s.forward.clear();
+    s.forward.resize(n, NONE);
+    s.late.clear();
+    s.folds.clear();
+    let mut forwarded = false;
+    s.touched.clear();
+    for (i, node) in nodes.iter().enumerate() {
+        let id = NodeId(i as u32);
+        // Calls (most nodes) check their arguments below, in the same loop.
+        if forwarded
+            && !matches!(node.kind, ExprKind::Call { .. })
+            && !node.kind.is_atom()
+            && reads_forwarded(func, node.kind, &s.forward)
+        {
+            s.touched.push(id);
+        }
+        match node.kind {
+            ExprKind::Const { .. } => s.cst[i] = id,
+            ExprKind::Var { .. } => {
+                let value = s.bound[i];
+                if value == NONE {
+                    continue;
+                }
+                if value.index() >= i {
+                    s.late.push(id);
+                    continue;
+                }
+                let c = s.cst[value.index()];
+                if c != NONE {
+                    s.cst[i] = c;
+                    // Uses take the constant's node (a folded call's node becomes a constant
+                    // node), and the binding is removed.
+                    s.forward[i] = c;
+                    forwarded = true;
+                }
+            }
+            ExprKind::Call { op, attrs, args } => {
+                let args = func.ids(args);
+                let (mut all_const, mut reads) = (true, false);
+                for a in args {
+                    all_const &= s.cst[a.index()] != NONE;
+                    reads |= s.forward[a.index()] != NONE;
+                }
+                if reads {
+                    s.touched.push(id);
+                }
+                if args.is_empty() || !all_const {
+                    continue;
+                }
+                let Some(def) = op::try_get(op) else { continue };
+                if def.stateful || !def.arity.accepts(args.len()) {
+                    continue;
+                }
+                let attrs = func.call_attrs(attrs);
+                if def.check_attrs(attrs).is_err() {
+                    continue;
+                }
+                let (cst, folds) = (&s.cst, &s.folds);
+                let arg = |k: usize| {
+                    let c = cst[args[k].index()];
+                    match *func.kind(c) {
+                        ExprKind::Const { idx } => Some((func.constant(idx), func.ty(c))),
+                        // A call folded earlier (in id order, so `folds` is sorted).
+                        _ => {
+                            let at = folds.binary_search_by_key(&c, |&(id, _)| id).ok()?;
+                            Some((&folds[at].1, None))
+                        }
+                    }
+                };
+                match eval_call(def, attrs, args.len(), arg) {
+                    None => {}
+                    Some(Folded::Single(c)) => {
+                        s.folds.push((id, c));
+                        s.cst[i] = id;
+                    }
+                    Some(Folded::Tuple(..)) => return Patch::Fallback,
+                }
+            }
+            ExprKind::Proj { tuple, .. } if matches!(func.kind(tuple), ExprKind::Tuple { .. }) => {
+                return Patch::Fallback
+            }
+            ExprKind::If { cond, .. } if s.cst[cond.index()] != NONE => return Patch::Fallback,
+            _ => {}
+        }
+    }
+    if s.late.iter().any(|v| s.cst[s.bound[v.index()].index()] != NONE) {
+        return Patch::Fallback;
+    }
+    if s.folds.is_empty() && !forwarded {
+        return Patch::Same;
+    }
+    match func.with_constants_forwarded(&s.folds, &s.forward, &s.touched) {
+        Some(f) => Patch::Done(Arc::new(f)),
+        None => Patch::Fallback,
+    }
+}
+
+/// Whether compound node `kind` reads a forwarded variable (as an operand, a binding's value
+/// or its result) or binds one.
+fn reads_forwarded(func: &Function, kind: ExprKind, forward: &[NodeId]) -> bool {
+    let fwd = |o: &NodeId| forward[o.index()] != NONE;
+    match kind {
+        ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => func.ids(args).iter().any(fwd),
+        ExprKind::Apply { callee, args } => fwd(&callee) || func.ids(args).iter().any(fwd),
+        ExprKind::Block { bindings, result } => fwd(&result) || func.ids(bindings).iter().any(fwd),
+        ExprKind::Proj { tuple, .. } => fwd(&tuple),
+        ExprKind::If { cond, then_, else_ } => fwd(&cond) || fwd(&then_) || fwd(&else_),
+        ExprKind::Func { idx } => fwd(&func.closure(idx).body),
+        ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => false,
+    }
+}
+
 /// Whether constant `c` has tensor type `tt` (without building its type).
 fn has_type(c: &Constant, tt: &TensorType) -> bool {
     match c {
@@ -102,33 +282,117 @@ fn has_type(c: &Constant, tt: &TensorType) -> bool {
     }
 }
 
-/// The scalar fast path: a call of an operator with an `f32` scalar kernel
-/// ([`passel_engine::op::OpDef::scalar_f32`]) on rank-0 dense `f32` constants is evaluated
-/// directly, with the kernel's own arithmetic, so the result is bit-identical to the general
-/// path without the tensor and interpreter machinery. `None` when it does not apply; the
-/// caller then takes the general path. Every argument is known to be a constant.
-fn fold_scalar_f32(rw: &mut Rewriter<'_>, def: &OpDef, args: &[NodeId]) -> Option<NodeId> {
-    let kernel = def.scalar_f32?;
-    if def.tuple_result || args.len() > 3 {
+/// A rank-0 `f32` constant. The same few values recur in thousands of functions, so each
+/// thread keeps the last ones made (by bits, so `-0.0` and NaN payloads stay apart) and shares
+/// them: building a tensor costs several allocations, sharing one costs a reference count.
+fn scalar_f32(v: f32) -> Arc<Constant> {
+    const SLOTS: usize = 64;
+    type Slot = Option<(u32, Arc<Constant>)>;
+    thread_local! {
+        static RECENT: RefCell<[Slot; SLOTS]> = const { RefCell::new([const { None }; SLOTS]) };
+    }
+    let bits = v.to_bits();
+    let slot = (bits.wrapping_mul(0x9E37_79B9) >> 26) as usize % SLOTS;
+    RECENT.with(|r| {
+        let mut r = r.borrow_mut();
+        match &r[slot] {
+            Some((b, c)) if *b == bits => Arc::clone(c),
+            _ => {
+                let c = Arc::new(Constant::scalar_f32(v));
+                r[slot] = Some((bits, Arc::clone(&c)));
+                c
+            }
+        }
+    })
+}
+
+/// The value of a folded call.
+enum Folded {
+    /// One tensor.
+    Single(Arc<Constant>),
+    /// One tensor per field of a tuple result, and the tuple's type.
+    Tuple(Vec<Constant>, Type),
+}
+
+/// Evaluates a call of `def` (not stateful, arity and attributes checked) on `n` constant
+/// arguments; `arg(k)` gives argument `k`'s constant and, when known, its node's type.
+/// `None` when the call must stay: over the budget, a kernel error, or a result whose type
+/// is not the one the type relation promises.
+///
+/// Calls on rank-0 `f32` constants of an operator with a scalar kernel
+/// ([`passel_engine::op::OpDef::scalar_f32`]) are evaluated directly, with the kernel's own
+/// arithmetic, so the result is bit-identical to the general path without the tensor and
+/// interpreter machinery.
+fn eval_call<'c>(
+    def: &OpDef,
+    attrs: &Attrs,
+    n: usize,
+    arg: impl Fn(usize) -> Option<(&'c Arc<Constant>, Option<&'c Type>)>,
+) -> Option<Folded> {
+    if let Some(kernel) = def.scalar_f32.filter(|_| !def.tuple_result && n <= 3) {
+        let mut vals = [0f32; 3];
+        let mut scalar = true;
+        for (k, slot) in vals.iter_mut().enumerate().take(n) {
+            match &**arg(k)?.0 {
+                Constant::Dense(Tensor(TensorData::F32(x))) if x.ndim() == 0 && x.first().is_some() => {
+                    *slot = x.first().copied().unwrap_or_default()
+                }
+                _ => {
+                    scalar = false;
+                    break;
+                }
+            }
+        }
+        if scalar {
+            if let Some(v) = kernel(&vals[..n]) {
+                return Some(Folded::Single(scalar_f32(v)));
+            }
+        }
+    }
+    let mut consts = Vec::with_capacity(n);
+    let mut tys = Vec::with_capacity(n);
+    for k in 0..n {
+        let (c, ty) = arg(k)?;
+        // Constant nodes carry their type, so reusing it avoids building a new one.
+        let ty = match ty {
+            Some(t) if t.as_tensor().is_some_and(|tt| has_type(c, tt)) => t.clone(),
+            _ => c.ty(),
+        };
+        if ty.as_tensor().and_then(|t| t.num_elements()).is_none_or(|n| n > FOLD_ELEMENT_BUDGET) {
+            return None;
+        }
+        consts.push(c);
+        tys.push(ty);
+    }
+    let out_ty = (def.type_rel)(&tys, attrs).ok()?;
+    let out_tys: Vec<Type> = match (out_ty.kind(), def.tuple_result) {
+        (TypeKind::Tensor(_), false) => vec![out_ty.clone()],
+        (TypeKind::Tuple(fields), true) => fields.to_vec(),
+        _ => return None,
+    };
+    let mut total = 0u64;
+    for t in &out_tys {
+        total = total.checked_add(t.as_tensor()?.num_elements()?)?;
+    }
+    if total > FOLD_ELEMENT_BUDGET {
         return None;
     }
-    let f = rw.func;
-    let mut vals = [0f32; 3];
-    for (slot, &a) in vals.iter_mut().zip(args) {
-        let c = match *f.kind(a) {
-            ExprKind::Const { idx } => f.constant(idx),
-            _ => {
-                let new = rw.map(a);
-                rw.new_const(new)?
-            }
-        };
-        *slot = match &**c {
-            Constant::Dense(Tensor(TensorData::F32(x))) if x.ndim() == 0 => *x.first()?,
-            _ => return None,
-        };
+    let mut tensors = Vec::with_capacity(consts.len());
+    for c in &consts {
+        tensors.push(c.materialize().ok()?);
     }
-    let v = kernel(&vals[..args.len()])?;
-    Some(rw.constant(Arc::new(Constant::scalar_f32(v))))
+    let mut ctx = KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) };
+    let results = (def.kernel)(&tensors, attrs, &mut ctx).ok()?;
+    let mut results: Vec<Constant> = results.into_iter().map(Constant::Dense).collect();
+    let same = |(r, t): (&Constant, &Type)| t.as_tensor().is_some_and(|t| has_type(r, t));
+    if results.len() != out_tys.len() || !results.iter().zip(&out_tys).all(same) {
+        return None;
+    }
+    if def.tuple_result {
+        Some(Folded::Tuple(results, out_ty))
+    } else {
+        results.pop().map(|c| Folded::Single(Arc::new(c)))
+    }
 }
 
 fn fold_node(
@@ -146,8 +410,7 @@ fn fold_node(
                 return None;
             }
             // Most calls have a non-constant argument: find out before allocating anything.
-            // (`rw.map` copies an atom on first use; it is called exactly as the loop below
-            // would call it, and the loop's second call is a memo lookup.)
+            // (`rw.map` copies an atom on first use; a second call is a memo lookup.)
             for &a in args {
                 if !matches!(f.kind(a), ExprKind::Const { .. }) {
                     let new = rw.map(a);
@@ -156,62 +419,25 @@ fn fold_node(
             }
             let attrs = f.call_attrs(attrs);
             def.check_attrs(attrs).ok()?;
-            if let Some(folded) = fold_scalar_f32(rw, def, args) {
-                return Some(folded);
-            }
-            let mut consts = Vec::with_capacity(args.len());
-            let mut tys = Vec::with_capacity(args.len());
-            for &a in args {
-                // Constant nodes carry their type, so reusing it avoids building a new one.
-                let (c, ty) = match *f.kind(a) {
-                    ExprKind::Const { idx } => (f.constant(idx), f.ty(a)),
-                    _ => {
-                        let new = rw.map(a);
-                        (rw.new_const(new)?, rw.b.ty(new))
-                    }
+            let mapped: Vec<NodeId> = args.iter().map(|&a| rw.map(a)).collect();
+            let folded = {
+                let rw = &*rw;
+                let arg = |k: usize| match *f.kind(args[k]) {
+                    ExprKind::Const { idx } => Some((f.constant(idx), f.ty(args[k]))),
+                    _ => Some((rw.new_const(mapped[k])?, rw.b.ty(mapped[k]))),
                 };
-                let ty = match ty {
-                    Some(t) if t.as_tensor().is_some_and(|tt| has_type(c, tt)) => t.clone(),
-                    _ => c.ty(),
-                };
-                if ty.as_tensor().and_then(|t| t.num_elements()).is_none_or(|n| n > FOLD_ELEMENT_BUDGET) {
-                    return None;
-                }
-                consts.push(Arc::clone(c));
-                tys.push(ty);
-            }
-            let out_ty = (def.type_rel)(&tys, attrs).ok()?;
-            let out_tys: Vec<Type> = match (out_ty.kind(), def.tuple_result) {
-                (TypeKind::Tensor(_), false) => vec![out_ty.clone()],
-                (TypeKind::Tuple(fields), true) => fields.to_vec(),
-                _ => return None,
+                eval_call(def, attrs, args.len(), arg)?
             };
-            let mut total = 0u64;
-            for t in &out_tys {
-                total = total.checked_add(t.as_tensor()?.num_elements()?)?;
+            match folded {
+                Folded::Single(c) => Some(rw.constant(c)),
+                Folded::Tuple(results, out_ty) => {
+                    let fields: Vec<NodeId> = results.into_iter().map(|c| rw.constant(Arc::new(c))).collect();
+                    let tuple = rw.b.tuple(&fields);
+                    rw.b.set_ty(tuple, Some(out_ty));
+                    folded_tuples.insert(tuple.0, fields);
+                    Some(tuple)
+                }
             }
-            if total > FOLD_ELEMENT_BUDGET {
-                return None;
-            }
-            let mut tensors = Vec::with_capacity(consts.len());
-            for c in &consts {
-                tensors.push(c.materialize().ok()?);
-            }
-            let mut ctx = KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) };
-            let results = (def.kernel)(&tensors, attrs, &mut ctx).ok()?;
-            let results: Vec<Constant> = results.into_iter().map(Constant::Dense).collect();
-            let same = |(r, t): (&Constant, &Type)| t.as_tensor().is_some_and(|t| has_type(r, t));
-            if results.len() != out_tys.len() || !results.iter().zip(&out_tys).all(same) {
-                return None;
-            }
-            let mut fields: Vec<NodeId> = results.into_iter().map(|c| rw.constant(Arc::new(c))).collect();
-            if !def.tuple_result {
-                return fields.pop();
-            }
-            let tuple = rw.b.tuple(&fields);
-            rw.b.set_ty(tuple, Some(out_ty));
-            folded_tuples.insert(tuple.0, fields);
-            Some(tuple)
         }
         ExprKind::Proj { tuple, index } => {
             if let ExprKind::Tuple { fields } = *f.kind(tuple) {
@@ -302,6 +528,90 @@ mod tests {
         let expected = e.finish(&[x], body, None, Attrs::new());
         assert!(structural_eq(&out, &expected));
         assert!(Arc::ptr_eq(&fold_constant(&out), &out));
+    }
+
+    /// FoldConstant on every function of `text`, by the patch path (which must apply) and by
+    /// the rewriter: both give structurally equal functions, and a second run changes nothing.
+    fn check_patch_matches_rewriter(text: &str, typed: bool) {
+        let module = passel_engine::ir::parse_module(text).unwrap();
+        let module = if typed { crate::test_util::typed(text) } else { module };
+        for (name, func) in module.iter() {
+            let patched = SCRATCH.with(|s| patch(func, &mut s.borrow_mut()));
+            let patched = match patched {
+                Patch::Done(f) => f,
+                Patch::Same => panic!("@{name}: the patch path found nothing to fold"),
+                Patch::Fallback => panic!("@{name}: the patch path fell back"),
+            };
+            let rewritten = fold_with_rewriter(func);
+            assert!(structural_eq(&patched, &rewritten), "@{name}: patch and rewriter differ");
+            assert!(Arc::ptr_eq(&fold_constant(&patched), &patched), "@{name}: second run changed it");
+            if typed {
+                // A typed input stays fully typed, dead nodes included.
+                assert!(patched.nodes().iter().all(|n| n.ty.is_some()), "@{name}: untyped node");
+            }
+        }
+    }
+
+    const LET_CHAINS: &str = r#"
+def @f(%x: Tensor[(2, 2), f32]) -> Tensor[(2, 2), f32] {
+  let %a = multiply(3.0f, 0.5f);
+  let %b = %a;
+  let %c = add(%b, %a);
+  let %k = 2.0f;
+  let %v1 = add(%x, %c);
+  let %v2 = multiply(%v1, %k);
+  let %t = (%v2, %b);
+  let %g = fn (%y: Tensor[(2, 2), f32]) -> Tensor[(2, 2), f32] {
+    let %inner = subtract(%c, 1.0f);
+    let %w = add(%y, %inner);
+    relu(%w)
+  };
+  let %v3 = %g(%v2);
+  let %v4 = add(%v3, %t.1);
+  add(%v4, negative(tensor<(2, 2), f32>[1.0, 2.0, 3.0, 4.0]))
+}
+def @g(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {
+  let %z = exp(0.0f);
+  add(%x, %z)
+}
+def @h() -> Tensor[(), f32] {
+  let %c = multiply(2.0f, 0.5f);
+  %c
+}
+"#;
+
+    #[test]
+    fn fold_constant_patch_path_matches_the_rewriter() {
+        check_patch_matches_rewriter(LET_CHAINS, false);
+        check_patch_matches_rewriter(LET_CHAINS, true);
+    }
+
+    #[test]
+    fn fold_constant_falls_back_when_a_block_would_be_left_with_a_variable() {
+        let text = "def @f(%x: Tensor[(), f32]) -> Tensor[(), f32] {\n  let %c = multiply(2.0f, 0.5f);\n  let %d = add(%c, 1.0f);\n  %x\n}\n";
+        let module = passel_engine::ir::parse_module(text).unwrap();
+        let func = module.get("f").unwrap();
+        assert!(matches!(SCRATCH.with(|s| patch(func, &mut s.borrow_mut())), Patch::Fallback));
+        let out = fold_constant(func);
+        assert_eq!(out.body(), out.params()[0]);
+    }
+
+    #[test]
+    fn fold_constant_scalar_results_share_one_constant_across_functions() {
+        let text = "def @f(%x: Tensor[(), f32]) -> Tensor[(), f32] {\n  let %c = multiply(2.0f, 0.25f);\n  add(%x, %c)\n}\n\
+                    def @g(%x: Tensor[(), f32]) -> Tensor[(), f32] {\n  let %c = multiply(1.0f, 0.5f);\n  add(%x, %c)\n}\n";
+        let module = passel_engine::ir::parse_module(text).unwrap();
+        let consts: Vec<Arc<Constant>> = module
+            .iter()
+            .map(|(_, f)| {
+                let out = fold_constant(f);
+                let ExprKind::Call { args, .. } = *out.kind(out.body()) else { panic!("not a call") };
+                let ExprKind::Const { idx } = *out.kind(out.ids(args)[1]) else { panic!("not folded") };
+                Arc::clone(out.constant(idx))
+            })
+            .collect();
+        assert_eq!(consts[0].as_uniform_value(), Some(0.5));
+        assert!(Arc::ptr_eq(&consts[0], &consts[1]));
     }
 
     #[test]

@@ -31,11 +31,13 @@
 //! 3. The dead nodes without a type are walked the same way, silently.
 //! 4. The types are written into one copy of the function ([`Function::with_types`]).
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
-use passel_engine::ir::{DType, ExprKind, Function, Module, NodeId, Span, Type, TypeKind};
+use passel_engine::ir::{AttrsIdx, DType, ExprKind, Function, Module, NodeId, OpId, Span, TyIdx, Type, TypeKind};
 use passel_engine::op;
 use passel_engine::transform::{Diagnostic, PassContext, PassError};
+use rustc_hash::FxHashMap;
 
 /// A type error found by InferType.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -144,13 +146,10 @@ fn global_type(module: &Module, name: &str) -> Option<Type> {
 /// Phase 1: whether every node of `func` has a type and every global reference has the current
 /// type of its global (a callee whose signature changed makes its callers stale).
 fn already_typed(module: &Module, func: &Function) -> bool {
-    // Two tight loops: the first only reads each node's type tag; global references are rare.
-    let nodes = func.nodes();
-    nodes.iter().all(|n| n.ty.is_some())
-        && func
-            .node_ids()
-            .zip(nodes)
-            .all(|(id, n)| !matches!(n.kind, ExprKind::Global { .. }) || node_typed(module, func, id))
+    // One tight loop over the type tags; global references are rare.
+    func.nodes().iter().enumerate().all(|(i, n)| {
+        n.ty.is_some() && (!matches!(n.kind, ExprKind::Global { .. }) || node_typed(module, func, NodeId(i as u32)))
+    })
 }
 
 /// Phase 1 when some node lacks a type: whether only dead nodes do (a dead node whose type
@@ -472,6 +471,14 @@ fn infer_named(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<
     if already_typed(module, func) || (!root_untyped && live_typed(module, func)) {
         return Ok(Arc::clone(func));
     }
+    if let Some(typed) = LINEAR.with(|s| infer_linear(module, func, &mut s.borrow_mut())) {
+        return Ok(Arc::new(typed));
+    }
+    infer_walk(module, name, func)
+}
+
+/// Phases 2–4 in general: the walk in evaluation order.
+fn infer_walk(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<Function>, Vec<TypeDiagnostic>> {
     let n = func.num_nodes();
     let malformed = || {
         let message = "malformed function: an operand does not precede its user".to_string();
@@ -532,6 +539,286 @@ fn infer_named(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<
         }
     }
     Ok(Arc::new(func.with_types(types)))
+}
+
+/// Per-thread buffers of the linear path, reused across functions.
+#[derive(Default)]
+struct Linear {
+    /// Binding variable → its value (`NONE` when not bound).
+    bound: Vec<NodeId>,
+    /// Node → its type's index in `table` (`TyIdx::NONE`: unknown, or failed).
+    tys: Vec<TyIdx>,
+    /// The output's type table: the input's, then the types found here.
+    table: Vec<Type>,
+    /// `table` by content, once it is too long to search.
+    by_value: FxHashMap<Type, TyIdx>,
+    /// (operator, attributes, argument types) → result type: calls repeat a few signatures,
+    /// so a small direct-mapped cache (entries of earlier functions are told apart by
+    /// `generation`) answers most of them.
+    calls: Vec<(u32, CallKey, TyIdx)>,
+    generation: u32,
+    arg_tys: Vec<Type>,
+}
+
+thread_local! {
+    static LINEAR: RefCell<Linear> = RefCell::new(Linear::default());
+}
+
+const UNBOUND: NodeId = NodeId(u32::MAX);
+
+/// Operator, attributes, argument count and up to three argument types, packed.
+type CallKey = u64;
+
+const CALL_SLOTS: usize = 64;
+
+/// Up to this many table entries are searched by content; beyond, `by_value` is used.
+const LINEAR_SEARCH: usize = 16;
+
+impl Linear {
+    /// The index of `t` in the table, adding it when no equal type is there.
+    fn intern(&mut self, t: &Type) -> TyIdx {
+        if let Some(i) = self.table.iter().position(|e| e.ptr_eq(t)) {
+            return TyIdx::new(i as u32);
+        }
+        if self.table.len() <= LINEAR_SEARCH {
+            if let Some(i) = self.table.iter().position(|e| e == t) {
+                return TyIdx::new(i as u32);
+            }
+        } else {
+            if self.by_value.is_empty() {
+                for (i, e) in self.table.iter().enumerate() {
+                    self.by_value.entry(e.clone()).or_insert(TyIdx::new(i as u32));
+                }
+            }
+            if let Some(&i) = self.by_value.get(t) {
+                return i;
+            }
+            self.by_value.insert(t.clone(), TyIdx::new(self.table.len() as u32));
+        }
+        self.table.push(t.clone());
+        TyIdx::new(self.table.len() as u32 - 1)
+    }
+
+    fn ty(&self, i: TyIdx) -> Option<&Type> {
+        self.table.get(i.index()?)
+    }
+
+    /// Whether `a` and `b` are the same type (by content).
+    #[inline]
+    fn same(&self, a: TyIdx, b: TyIdx) -> bool {
+        a == b || self.same_content(a, b)
+    }
+
+    #[inline(never)]
+    fn same_content(&self, a: TyIdx, b: TyIdx) -> bool {
+        matches!((self.ty(a), self.ty(b)), (Some(x), Some(y)) if x == y)
+    }
+}
+
+/// The linear path, for the common case of a well-formed function whose bindings are laid
+/// out in evaluation order (each block's values and variables in increasing arena order, a
+/// variable right after its value): one forward loop over the arena types every node from
+/// its operands, variables from their binding's value. Types are interned as they are found
+/// (a call's result type is looked up by operator, attributes and argument types before its
+/// relation runs), and written into one copy with [`Function::with_type_table`].
+///
+/// A node whose type cannot be found is left untyped, and so are its users; when that
+/// reaches the body or a parameter, when the body's type is not the declared result, or when
+/// a node's existing type differs from the one found, `None` is returned and the walk in
+/// evaluation order (which reports the errors, and keeps the types of dead nodes) decides.
+fn infer_linear(module: &Module, func: &Function, s: &mut Linear) -> Option<Function> {
+    if !func.is_well_formed() {
+        return None;
+    }
+    let n = func.num_nodes();
+    let nodes = func.nodes();
+    s.bound.clear();
+    s.bound.resize(n, UNBOUND);
+    for node in nodes {
+        if let ExprKind::Block { bindings, .. } = node.kind {
+            let mut prev = None;
+            for (var, value) in func.bindings(bindings) {
+                // Evaluation order is arena order within the block.
+                if value >= var || prev.is_some_and(|p| value <= p) || s.bound[var.index()] != UNBOUND {
+                    return None;
+                }
+                s.bound[var.index()] = value;
+                prev = Some(var);
+            }
+        }
+    }
+    s.table.clear();
+    s.table.extend_from_slice(func.type_table());
+    s.by_value.clear();
+    if s.calls.len() != CALL_SLOTS {
+        s.calls = vec![(0, 0, TyIdx::NONE); CALL_SLOTS];
+    }
+    s.generation = s.generation.wrapping_add(1);
+    if s.generation == 0 {
+        // Generation 0 marks an empty slot; after wrapping around, forget everything.
+        s.calls.fill((0, 0, TyIdx::NONE));
+        s.generation = 1;
+    }
+    s.tys.clear();
+    s.tys.resize(n, TyIdx::NONE);
+    let none = TyIdx::NONE;
+    for (i, node) in nodes.iter().enumerate() {
+        let ty = match node.kind {
+            ExprKind::Var { .. } => {
+                let value = s.bound[i];
+                match (node.ty.is_some(), value == UNBOUND) {
+                    (true, true) => node.ty,
+                    // An annotated binding must agree with its value.
+                    (true, false) => {
+                        if !s.same(node.ty, s.tys[value.index()]) {
+                            return None;
+                        }
+                        node.ty
+                    }
+                    (false, true) => none,
+                    (false, false) => s.tys[value.index()],
+                }
+            }
+            ExprKind::Global { name } => match func.try_sym(name).and_then(|g| global_type(module, g)) {
+                Some(t) => s.intern(&t),
+                None => none,
+            },
+            ExprKind::Const { idx } => {
+                if node.ty.is_some() {
+                    node.ty
+                } else {
+                    s.intern(&func.constant(idx).ty())
+                }
+            }
+            ExprKind::Call { op, attrs, args } => call_type(s, func, op, attrs, func.ids(args)),
+            ExprKind::Apply { callee, args } => {
+                let ft = s.ty(s.tys[callee.index()]).and_then(|t| t.as_func());
+                match ft {
+                    Some(ft)
+                        if ft.params.len() == args.len as usize
+                            && ft.params.iter().zip(func.ids(args)).all(|(p, a)| s.ty(s.tys[a.index()]) == Some(p)) =>
+                    {
+                        let ret = ft.ret.clone();
+                        s.intern(&ret)
+                    }
+                    _ => none,
+                }
+            }
+            ExprKind::Tuple { fields } => {
+                let fields: Option<Vec<Type>> =
+                    func.ids(fields).iter().map(|f| s.ty(s.tys[f.index()]).cloned()).collect();
+                match fields {
+                    Some(fields) => s.intern(&Type::tuple(fields)),
+                    None => none,
+                }
+            }
+            ExprKind::Proj { tuple, index } => {
+                match s.ty(s.tys[tuple.index()]).and_then(|t| t.as_tuple()).and_then(|f| f.get(index as usize)) {
+                    Some(field) => {
+                        let field = field.clone();
+                        s.intern(&field)
+                    }
+                    None => none,
+                }
+            }
+            ExprKind::If { cond, then_, else_ } => {
+                let c = s.ty(s.tys[cond.index()]).and_then(|c| c.as_tensor());
+                let (t, e) = (s.tys[then_.index()], s.tys[else_.index()]);
+                if c.is_some_and(|c| c.dtype == DType::Bool && c.shape.is_empty()) && t.is_some() && s.same(t, e) {
+                    t
+                } else {
+                    none
+                }
+            }
+            ExprKind::Func { idx } => {
+                let c = func.closure(idx);
+                let params: Option<Vec<Type>> =
+                    func.ids(c.params).iter().map(|p| s.ty(s.tys[p.index()]).cloned()).collect();
+                match (params, s.ty(s.tys[c.body.index()])) {
+                    (Some(params), Some(body)) if c.ret_ty.as_ref().is_none_or(|r| r == body) => {
+                        let t = Type::func(params, body.clone());
+                        s.intern(&t)
+                    }
+                    _ => none,
+                }
+            }
+            ExprKind::Block { bindings, result } => {
+                if func.ids(bindings).iter().all(|x| s.tys[x.index()].is_some()) {
+                    s.tys[result.index()]
+                } else {
+                    none
+                }
+            }
+        };
+        // A type found must agree with the one the node has (the walk decides otherwise:
+        // a live node takes the new type, a dead one keeps its own).
+        if node.ty.is_some() && ty.is_some() && !s.same(node.ty, ty) {
+            return None;
+        }
+        if ty.is_none() && node.ty.is_some() {
+            // A typed node whose type is not found here: only the walk knows whether it is
+            // live (and then reports why) or dead (and keeps its type).
+            return None;
+        }
+        s.tys[i] = ty;
+    }
+    let body = s.tys[func.body().index()];
+    if body.is_none()
+        || func.params().iter().any(|p| s.tys[p.index()].is_none())
+        || func.ret_ty().is_some_and(|r| s.ty(body) != Some(r))
+    {
+        return None;
+    }
+    func.with_type_table(s.table.clone(), &s.tys)
+}
+
+/// The result type of a call, from the memo of call signatures or the operator's relation.
+fn call_type(s: &mut Linear, func: &Function, op: OpId, attrs: AttrsIdx, args: &[NodeId]) -> TyIdx {
+    // The memo key packs the operator, the attributes, the argument count and up to three
+    // argument types into 64 bits; calls that do not fit are not memoized.
+    let mut key = u64::from(op.0) | u64::from(attrs.0.min(255)) << 16 | (args.len().min(3) as u64) << 24;
+    let mut memo = args.len() <= 3 && attrs.0 < 255;
+    for (k, a) in args.iter().enumerate() {
+        let t = s.tys[a.index()];
+        let Some(i) = t.index() else { return TyIdx::NONE };
+        if k < 3 {
+            memo &= i < (1 << 12);
+            key |= ((i as u64) & 0xfff) << (26 + 12 * k);
+        }
+    }
+    let slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CALL_SLOTS;
+    if memo {
+        let (generation, k, t) = s.calls[slot];
+        if generation == s.generation && k == key {
+            return t;
+        }
+    }
+    let Some(def) = op::try_get(op) else { return TyIdx::NONE };
+    if !def.arity.accepts(args.len()) || def.check_attrs(func.call_attrs(attrs)).is_err() {
+        return TyIdx::NONE;
+    }
+    let mut arg_tys = std::mem::take(&mut s.arg_tys);
+    arg_tys.clear();
+    for a in args {
+        match s.ty(s.tys[a.index()]) {
+            Some(t) => arg_tys.push(t.clone()),
+            None => {
+                s.arg_tys = arg_tys;
+                return TyIdx::NONE;
+            }
+        }
+    }
+    let res = (def.type_rel)(&arg_tys, func.call_attrs(attrs));
+    arg_tys.clear();
+    s.arg_tys = arg_tys;
+    let t = match res {
+        Ok(t) => s.intern(&t),
+        Err(_) => TyIdx::NONE,
+    };
+    if memo {
+        s.calls[slot] = (s.generation, key, t);
+    }
+    t
 }
 
 #[cfg(test)]
@@ -655,6 +942,72 @@ mod tests {
         assert_eq!(out.ty(orphan), None);
         // ...and the next run still returns its input.
         assert!(Arc::ptr_eq(&infer_function(&m, &out).unwrap(), &out));
+    }
+
+    /// Types every function of `text` by the linear path (which must apply) and by the walk:
+    /// both give every node the same type.
+    fn check_linear_matches_walk(text: &str) {
+        let m = passel_engine::ir::parse_module(text).unwrap();
+        for (name, f) in m.iter() {
+            let linear = LINEAR.with(|s| infer_linear(&m, f, &mut s.borrow_mut()));
+            let linear = linear.unwrap_or_else(|| panic!("@{name}: the linear path did not apply"));
+            let walked = infer_walk(&m, name, f).unwrap();
+            for id in f.node_ids() {
+                assert_eq!(linear.ty(id), walked.ty(id), "@{name}: {id}");
+            }
+            assert!(linear.nodes().iter().all(|n| n.ty.is_some()), "@{name}");
+        }
+    }
+
+    #[test]
+    fn infer_type_linear_path_agrees_with_the_walk() {
+        check_linear_matches_walk(
+            r#"
+def @g(%x: Tensor[(2, 3), f32]) -> Tensor[(2, 3), f32] {
+  relu(%x)
+}
+def @main(%x: Tensor[(2, 3), f32], %b: Tensor[(), bool]) -> Tensor[(3,), f32] {
+  let %a = add(%x, 1.0f);
+  let %s: Tensor[(2, 3), f32] = multiply(%a, %a);
+  let %t = (%s, %x);
+  let %p = %t.0;
+  let %f = fn (%y: Tensor[(2, 3), f32]) -> Tensor[(2, 3), f32] {
+    let %z = negative(%y);
+    tanh(%z)
+  };
+  let %q = %f(%p);
+  let %r = @g(%q);
+  let %c = if (%b) { %r } else { %x };
+  let %row = add(%c, tensor<(3,), f32>[1.0, 2.0, 3.0]);
+  let %m = less(%row, %x);
+  let %w = where(%m, %row, %x);
+  sum(%w, axis=[0])
+}
+"#,
+        );
+    }
+
+    #[test]
+    fn infer_type_linear_path_leaves_errors_and_unusual_layouts_to_the_walk() {
+        // A broadcast error: the walk reports it.
+        let m = passel_engine::ir::parse_module(
+            "def @f(%x: Tensor[(2,), f32], %y: Tensor[(3,), f32]) -> Tensor[(2,), f32] {\n  add(%x, %y)\n}\n",
+        )
+        .unwrap();
+        let f = m.get("f").unwrap();
+        assert!(LINEAR.with(|s| infer_linear(&m, f, &mut s.borrow_mut())).is_none());
+        assert_eq!(infer_function(&m, f).unwrap_err().len(), 1);
+        // A binding whose value follows its variable in the arena.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[2])));
+        let v = b.var("v", None);
+        let value = b.call(op::lookup("relu").unwrap(), &[x], Attrs::new());
+        let use_v = b.call(op::lookup("tanh").unwrap(), &[v], Attrs::new());
+        let body = b.block(&[(v, value)], use_v);
+        let (m, f) = module_with("main", b.finish(&[x], body, None, Attrs::new()));
+        assert!(LINEAR.with(|s| infer_linear(&m, &f, &mut s.borrow_mut())).is_none());
+        let out = infer_function(&m, &f).unwrap();
+        assert_eq!(out.ty(out.body()), Some(&t(&[2])));
     }
 
     #[test]

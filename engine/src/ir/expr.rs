@@ -110,6 +110,19 @@ impl TyIdx {
         self == TyIdx::NONE
     }
 
+    /// Position `i` of a type table that the caller builds for
+    /// [`super::Function::with_type_table`].
+    #[inline]
+    pub fn new(i: u32) -> TyIdx {
+        TyIdx(i)
+    }
+
+    /// The table position, or `None` for [`TyIdx::NONE`] (public form of `get`).
+    #[inline]
+    pub fn index(self) -> Option<usize> {
+        self.get()
+    }
+
     /// The table position, or `None` for [`TyIdx::NONE`].
     #[inline]
     pub(crate) fn get(self) -> Option<usize> {

@@ -442,6 +442,33 @@ impl Function {
         }
     }
 
+    /// A copy in which node `i` has type `table[tys[i]]` (untyped for [`TyIdx::NONE`]). This
+    /// is how type inference writes its results when it interned them itself: no type is
+    /// hashed or reference-counted per node. `table` becomes the copy's type table; it may
+    /// hold types no node uses. Returns `None` when `tys` does not have one entry per node or
+    /// an index is outside `table`.
+    pub fn with_type_table(&self, table: Vec<Type>, tys: &[TyIdx]) -> Option<Function> {
+        if tys.len() != self.nodes.len() || tys.iter().any(|t| t.is_some() && t.0 as usize >= table.len()) {
+            return None;
+        }
+        let nodes = self.nodes.iter().zip(tys).map(|(n, &ty)| Node { kind: n.kind, ty }).collect();
+        Some(Function {
+            nodes,
+            types: table.into(),
+            spans: self.spans.clone(),
+            extra: self.extra.clone(),
+            syms: Arc::clone(&self.syms),
+            consts: self.consts.clone(),
+            call_attrs: self.call_attrs.clone(),
+            closures: self.closures.clone(),
+            params: self.params,
+            body: self.body,
+            ret_ty: self.ret_ty.clone(),
+            attrs: self.attrs.clone(),
+            well_formed: self.well_formed,
+        })
+    }
+
     /// A copy of this function in which every operand `o` is replaced by `subst[o]` (followed
     /// to the end of a chain; `NodeId(u32::MAX)` means "keep") and the bindings whose variable
     /// `v` has `dropped[v]` are removed, for passes that only merge, forward or delete values
@@ -603,6 +630,158 @@ impl Function {
         })
     }
 
+    /// A copy of this function in which each node `id` of `consts` is, in place, a constant
+    /// node for `c` (a new constant-table entry; the node's type becomes the constant's type),
+    /// and each binding variable `v` with `forward[v] != NodeId(u32::MAX)` is forwarded: its
+    /// uses read `forward[v]` instead and its binding is removed (the variable stays behind as
+    /// a dead node, given its replacement's type when it has none; a forwarded variable that
+    /// no block binds is left as it is). For passes that fold
+    /// values into constants (FoldConstant): nothing is pushed and ids stay, so this costs one
+    /// copy of the arena plus the work on the `touched` nodes.
+    ///
+    /// `touched` must list every node that reads a forwarded variable (as an operand, a
+    /// binding's value or a block's result) or binds one; only those nodes are patched. A
+    /// block that loses bindings gets its kept pairs in a new range at the end of the extra
+    /// table (its old slots become garbage, so no other reader of them is affected).
+    ///
+    /// Returns `None` — the caller then rebuilds the function — when the input is not well
+    /// formed, `forward` has the wrong length, an id is outside the arena, a replacement does
+    /// not precede a user or is itself forwarded, a parameter is forwarded, or a block whose
+    /// result is a variable or global would lose all its bindings (a block left with only a
+    /// computed or constant result becomes that result, in place).
+    pub fn with_constants_forwarded(
+        &self,
+        consts: &[(NodeId, Arc<Constant>)],
+        forward: &[NodeId],
+        touched: &[NodeId],
+    ) -> Option<Function> {
+        const KEEP: NodeId = NodeId(u32::MAX);
+        let n = self.nodes.len();
+        if !self.well_formed
+            || forward.len() != n
+            || consts.iter().any(|(id, _)| id.index() >= n)
+            || touched.iter().any(|id| id.index() >= n)
+        {
+            return None;
+        }
+        // Operands are in range in a well-formed function.
+        let target = |o: NodeId| -> Option<NodeId> { Some(forward[o.index()]).filter(|&t| t != KEEP) };
+        if self.params().iter().any(|&p| target(p).is_some()) {
+            return None;
+        }
+        let mut f = self.clone();
+        f.put_constants(consts);
+        // The replacement of operand `o` of node `user`: it must precede the user and not be
+        // forwarded itself.
+        let fix = |o: NodeId, user: usize| -> Option<NodeId> {
+            match target(o) {
+                None => Some(o),
+                Some(t) if t.index() < user && target(t).is_none() => Some(t),
+                Some(_) => None,
+            }
+        };
+        for &id in touched {
+            let i = id.index();
+            let kind = match f.nodes[i].kind {
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => continue,
+                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
+                    for e in &mut f.extra[args.as_range()] {
+                        *e = fix(*e, i)?;
+                    }
+                    continue;
+                }
+                ExprKind::Apply { callee, args } => {
+                    for e in &mut f.extra[args.as_range()] {
+                        *e = fix(*e, i)?;
+                    }
+                    ExprKind::Apply { callee: fix(callee, i)?, args }
+                }
+                ExprKind::Proj { tuple, index } => ExprKind::Proj { tuple: fix(tuple, i)?, index },
+                ExprKind::If { cond, then_, else_ } => {
+                    ExprKind::If { cond: fix(cond, i)?, then_: fix(then_, i)?, else_: fix(else_, i)? }
+                }
+                ExprKind::Func { idx } => {
+                    let c = &mut f.closures[idx.0 as usize];
+                    c.body = fix(c.body, i)?;
+                    continue;
+                }
+                ExprKind::Block { bindings, result } => {
+                    let result = fix(result, i)?;
+                    let range = bindings.as_range();
+                    if !self.extra[range.clone()].iter().step_by(2).any(|&v| target(v).is_some()) {
+                        for e in f.extra[range].iter_mut().skip(1).step_by(2) {
+                            *e = fix(*e, i)?;
+                        }
+                        ExprKind::Block { bindings, result }
+                    } else {
+                        let start = f.extra.len();
+                        for k in range.step_by(2) {
+                            let (var, value) = (self.extra[k], self.extra[k + 1]);
+                            match target(var) {
+                                None => {
+                                    let value = fix(value, i)?;
+                                    f.extra.push(var);
+                                    f.extra.push(value);
+                                }
+                                // The variable is dead now; a type keeps a typed function
+                                // fully typed.
+                                Some(t) => {
+                                    if f.nodes[var.index()].ty.is_none() {
+                                        f.nodes[var.index()].ty = f.nodes[t.index()].ty;
+                                    }
+                                }
+                            }
+                        }
+                        if f.extra.len() == start {
+                            // Only the result is left: the node becomes the result (a compound
+                            // result has no other live user; a constant may be shared). A
+                            // variable would need the block's users patched.
+                            let r = f.nodes[result.index()];
+                            if matches!(r.kind, ExprKind::Var { .. } | ExprKind::Global { .. }) {
+                                return None;
+                            }
+                            if f.nodes[i].ty.is_none() {
+                                f.nodes[i].ty = r.ty;
+                            }
+                            f.nodes[i].kind = r.kind;
+                            continue;
+                        }
+                        let len = u32::try_from(f.extra.len() - start).ok()?;
+                        ExprKind::Block { bindings: IdRange { start: u32::try_from(start).ok()?, len }, result }
+                    }
+                }
+            };
+            f.nodes[i].kind = kind;
+        }
+        f.body = fix(f.body, n)?;
+        Some(f)
+    }
+
+    /// Turns each node `id` of `consts` into a constant node for `c` (ids checked by the
+    /// caller), typed with the constant's type: an equal type of the table when there is one.
+    fn put_constants(&mut self, consts: &[(NodeId, Arc<Constant>)]) {
+        // New types are rare (a folded constant's type is usually a type of its arguments).
+        let mut table: Option<Vec<Type>> = None;
+        for (id, c) in consts {
+            let types: &[Type] = table.as_deref().unwrap_or(&self.types);
+            let found = types.iter().position(|t| t.as_tensor().is_some_and(|t| constant_has_type(c, t)));
+            let ty = match found {
+                Some(i) => TyIdx(i as u32),
+                None => {
+                    let v = table.get_or_insert_with(|| self.types.to_vec());
+                    v.push(c.ty());
+                    TyIdx(v.len() as u32 - 1)
+                }
+            };
+            let idx = ConstIdx(self.consts.len() as u32);
+            self.consts.push(Arc::clone(c));
+            self.nodes[id.index()] = Node { kind: ExprKind::Const { idx }, ty };
+        }
+        if let Some(v) = table {
+            self.types = v.into();
+        }
+    }
+
     /// The ids of `range`, or `None` when it lies outside the extra table (malformed arenas;
     /// the verifier uses the `try_` accessors so that it never panics).
     pub fn try_ids(&self, range: IdRange) -> Option<&[NodeId]> {
@@ -697,6 +876,18 @@ impl Function {
             span: Span::default(),
             malformed: !self.well_formed,
         }
+    }
+}
+
+/// Whether constant `c` has tensor type `tt` (without building its type).
+fn constant_has_type(c: &Constant, tt: &super::ty::TensorType) -> bool {
+    match c {
+        Constant::Dense(t) => {
+            t.dtype() == tt.dtype
+                && t.shape().len() == tt.shape.len()
+                && t.shape().iter().zip(tt.shape.iter()).all(|(&a, &b)| a as u64 == b)
+        }
+        Constant::Fill { ty, .. } => ty == tt,
     }
 }
 
