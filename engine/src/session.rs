@@ -28,11 +28,12 @@
 
 mod db;
 mod fast;
+mod fp;
 mod plan;
 mod same;
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -235,6 +236,8 @@ pub struct Session {
     cache: Option<Cache>,
     /// Functions whose body was set since `cache` was made, as they are now.
     edited: FxHashMap<Arc<str>, Arc<Function>>,
+    /// Whether the function list or the plan changed since the last salsa run.
+    restructured: bool,
 }
 
 impl Session {
@@ -257,6 +260,7 @@ impl Session {
             last: None,
             cache: None,
             edited: FxHashMap::default(),
+            restructured: true,
         })
     }
 
@@ -331,7 +335,10 @@ impl Session {
 
     fn set_plan(&mut self, plan: Plan) {
         let roots = self.roots();
-        roots.set_plan(&mut self.db).to(Arc::new(plan));
+        let plan = Arc::new(plan);
+        roots.set_plan(&mut self.db).to(plan.clone());
+        *self.db.mirror.plan.write().unwrap_or_else(PoisonError::into_inner) = plan;
+        self.restructured = true;
         self.last = None;
         self.cache = None;
     }
@@ -439,6 +446,7 @@ impl Session {
             // did not drop, so low-durability edits would stop module-pass outputs from being
             // reused after the first edit.
             input.set_func(&mut self.db).to(FnVal(func.clone()));
+            self.db.mirror.sources.insert(name.clone(), func.clone());
             self.edited.insert(name.clone(), func.clone());
         } else {
             let input = Source::new(&self.db, FnVal(func.clone()));
@@ -456,6 +464,12 @@ impl Session {
         let roots = self.roots();
         if *roots.funcs(&self.db) != list {
             roots.set_funcs(&mut self.db).to(Arc::new(list));
+            let sources = &self.db.mirror.sources;
+            sources.clear();
+            for name in &self.order {
+                sources.insert(name.clone(), self.entries[name].stored.clone());
+            }
+            self.restructured = true;
             self.cache = None;
         }
         self.last = None;
@@ -473,6 +487,7 @@ impl Session {
         let pending = self.start_run();
         let start = Instant::now();
         let mut ran = pending.ran()?;
+        self.restructured = false;
         self.edited.clear();
         self.cache = ran.outputs.take().map(|stages| {
             let sources = self.order.iter().map(|n| (n.clone(), self.entries[n].stored.clone())).collect();
@@ -489,7 +504,9 @@ impl Session {
         let Some(mut cache) = self.cache.take() else { return Ok(None) };
         let start = Instant::now();
         let plan = self.roots().plan(&self.db);
-        let Some(run) = run_edit(&plan, &mut cache, &self.edited)? else { return Ok(None) };
+        let Some(run) = run_edit(&plan, &mut cache, &self.edited, self.ctx.num_threads().max(1))? else {
+            return Ok(None);
+        };
         self.edited.clear();
         self.cache = Some(cache);
         let stages = run
@@ -526,7 +543,12 @@ impl Session {
     /// run has stopped.
     pub fn start_run(&self) -> PendingRun {
         let shifts = self.shifts();
-        PendingRun { db: self.db.clone(), threads: self.ctx.num_threads().max(1), shifts }
+        PendingRun {
+            db: self.db.clone(),
+            threads: self.ctx.num_threads().max(1),
+            shifts,
+            restructured: self.restructured,
+        }
     }
 }
 
@@ -550,6 +572,8 @@ pub struct PendingRun {
     threads: usize,
     /// Functions that moved in their source since their result was computed.
     shifts: FxHashMap<Arc<str>, i64>,
+    /// Whether the function list or the plan changed since the last salsa run.
+    restructured: bool,
 }
 
 impl PendingRun {
@@ -562,7 +586,7 @@ impl PendingRun {
 
     fn ran(&self) -> Result<Ran, SessionError> {
         self.db.take_log();
-        Ok(salsa::Cancelled::catch(AssertUnwindSafe(|| run_stages(&self.db, self.threads)))
+        Ok(salsa::Cancelled::catch(AssertUnwindSafe(|| run_stages(&self.db, self.threads, self.restructured)))
             .map_err(|_| SessionError::Cancelled)??)
     }
 

@@ -47,6 +47,10 @@ pub(crate) struct Stage {
     /// A module stage's shortcut on the edit path (not part of the fingerprint: it changes
     /// how the result is obtained, not the result).
     pub(crate) firewall: Option<ModuleFirewall>,
+    /// Whether this is the last function stage, whose per-function outputs (the module's
+    /// final functions unless a later module pass rewrites them) the session keeps; earlier
+    /// stages' outputs are recomputed when needed (not part of the fingerprint).
+    pub(crate) keep_output: bool,
 }
 
 impl PartialEq for Stage {
@@ -176,6 +180,7 @@ pub(crate) fn plan(
             ctx: ctx.clone(),
             split,
             firewall: None,
+            keep_output: false,
         });
         run.clear();
     };
@@ -207,9 +212,13 @@ pub(crate) fn plan(
             ctx: ctx.clone(),
             split: false,
             firewall,
+            keep_output: false,
         });
     }
     flush(&mut run, &mut stages, run_split);
+    if let Some(last) = stages.iter_mut().rev().find(|s| s.is_function()) {
+        last.keep_output = true;
+    }
     Ok(Plan { stages })
 }
 
