@@ -1,7 +1,8 @@
 //! Measures the incremental session on the chain workload:
 //! `cargo run --release -p passel-harness --example incremental_bench -- FUNCTIONS OPS THREADS`.
 //! Memory is counted by a counting allocator: bytes live after a plain run versus after a
-//! session run holding the same result.
+//! session run holding the same result. `ONLY=plain` / `ONLY=cold` run just one of the two
+//! (for `perf stat`), `ONLY=gen` only generates the module.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -44,6 +45,24 @@ fn main() {
     let pipeline = passel_passes::default_pipeline(2);
     let ctx = PassContext::builder().opt_level(2).num_threads(threads).build().expect("context");
     let name = format!("f{}", functions / 2);
+    // `ONLY=plain` or `ONLY=cold`: one plain run or one cold session run and nothing else,
+    // to compare the two by CPU counters (`perf stat -e instructions:u`), which a loaded
+    // machine disturbs far less than wall time.
+    match std::env::var("ONLY").as_deref() {
+        Ok("plain") => {
+            let out = ctx.scope(|| passel_engine::Pass::run(&pipeline, module.clone(), &ctx)).expect("scope");
+            println!("plain run: {} functions", out.expect("run").len());
+            return;
+        }
+        Ok("cold") => {
+            let mut session = standard_session(pipeline.clone(), &ctx).expect("session");
+            session.load(&module);
+            println!("cold session run: {} functions", session.run().expect("run").module.len());
+            return;
+        }
+        Ok("gen") => return,
+        _ => {}
+    }
     match measure_incremental(&module, &pipeline, &ctx, &name, edit.clone(), 3) {
         Ok(t) => print!("{}", render_incremental(&t)),
         Err(e) => eprintln!("error: {e}"),
@@ -55,6 +74,7 @@ fn main() {
     let before = live();
     let mut session = standard_session(pipeline.clone(), &ctx).expect("session");
     session.load(&module);
+    let loaded_bytes = live() - before;
     let out = session.run().expect("run");
     let session_bytes = live() - before;
     drop(out);
@@ -78,6 +98,10 @@ fn main() {
         plain_bytes / 1024,
         session_bytes / 1024,
         (session_bytes - plain_bytes) as f64 / functions as f64
+    );
+    println!(
+        "memory: of which {:.0} B per function after loading the module, before the first run",
+        loaded_bytes as f64 / functions as f64
     );
     // Many edits (alternating two versions) and no-change runs, for a median on a noisy
     // machine: `EDITS=N` (default 40).

@@ -4,17 +4,27 @@
 //! [`Roots`] holding the function list and the stage plan.
 //!
 //! Queries, for a function `name` and a stage `k`:
-//! - `source(name)`: the function as loaded; a firewall between the function list and the
-//!   stages, so adding one function does not re-run the others;
+//! - `source(name)`: the function as loaded, with its fingerprint and signature; a firewall
+//!   between the function list and the stages, so adding one function does not re-run the
+//!   others;
 //! - `stage_desc(k)`: stage `k` of the plan, equal (and so backdated) while its fingerprint
 //!   is unchanged;
-//! - `fn_stage(name, k)`: a function stage's passes run on the function;
+//! - `fn_stage(name, k)`: a function stage's passes run on the function; its value is the
+//!   output's 128-bit fingerprint, signature stub and diagnostics, not the output (which
+//!   only the plan's last function stage keeps);
 //! - `signature(name, k)`: what callers see of the function entering stage `k` — the
 //!   firewall that keeps a callee's body edit from re-running its callers;
-//! - `barrier(k)`: a module pass over the whole module entering stage `k`; and
-//!   `barrier_fn(name, k)`, one function of its output, backdated when unchanged so the next
-//!   stage reuses its result;
+//! - `barrier(k)`: a module pass over the whole module entering stage `k`, keeping only the
+//!   functions the pass changed; and `barrier_fn(name, k)`, one function of its output,
+//!   backdated when unchanged so the next stage reuses its result;
 //! - `names_at(k)`: the function list entering stage `k` (module passes may add or remove).
+//!
+//! Intermediate functions are not memoised. A stage's outputs wait in [`Mirror`]'s side
+//! table until the next stage has consumed them; a query that needs one that is gone (its
+//! producer was reused, not recomputed) recomputes it from the source without salsa seeing
+//! the reads ([`Mirror`] mirrors what that needs), so a query's dependencies stay exactly
+//! its direct inputs. Passes are deterministic, so a recomputed function equals the one the
+//! memo's fingerprint describes.
 //!
 //! Invariant: queries fan out only from [`run_stages`], outside every tracked function, each
 //! worker with its own database handle; a tracked function never starts parallel work.
@@ -493,7 +503,8 @@ pub(crate) fn run_function_stage(
     cancel: &dyn Fn(),
 ) -> Result<(Arc<Function>, StageOut), PassError> {
     let (out, diags) = run_passes(stage, name, input.func.clone(), view, cancel)?;
-    let fp = fingerprint(&out);
+    // A pass that changed nothing returns its input.
+    let fp = if Arc::ptr_eq(&out, &input.func) { input.fp } else { fingerprint(&out) };
     let sig = Sig::after(&input.func, &input.sig, &out);
     let added_refs = if fp == input.fp || Arc::ptr_eq(&out, &input.func) {
         None

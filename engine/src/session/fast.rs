@@ -1,23 +1,32 @@
 //! The session's edit path: after edits that only changed function bodies (no function
 //! added, removed, renamed or reordered, same plan and settings), a run starts from the
-//! previous run's per-stage outputs and recomputes only what the edits can reach, instead of
+//! previous run's per-stage results and recomputes only what the edits can reach, instead of
 //! asking salsa to verify every memo of every stage (a few µs each, times functions times
 //! stages).
 //!
+//! The per-stage results are small: per function and stage a fingerprint, a signature stub
+//! and the diagnostics; functions only where a module pass changed one and for the last
+//! function stage. A function entering a stage that is needed (a caller of a function whose
+//! signature changed, or every function when a module pass runs again) is recomputed from
+//! its source and the stored signatures of its callees.
+//!
 //! Phases, stage by stage, carrying the set of functions whose stage input changed (with the
-//! old and the new input):
+//! old input's signature, the new input, and the old input while a later module pass has a
+//! firewall that needs it):
 //! - a function stage re-runs its passes on the changed functions and on the callers of the
 //!   changed functions whose signature changed (a function pass reads no more than its
-//!   callees' signatures); an output equal to the previous one stops the change there;
-//! - a module stage re-runs its pass on the whole module when any input changed, and passes
-//!   on the functions whose output differs; when the pass adds or removes functions, the
-//!   edit path gives up and the session falls back to a salsa run;
+//!   callees' signatures); an output whose fingerprint equals the previous one stops the
+//!   change there;
+//! - a module stage skips its pass when its firewall holds, and otherwise re-runs it on the
+//!   whole module (its inputs recomputed in parallel) and passes on the functions whose output
+//!   differs; when the pass adds or removes functions, the edit path gives up and the session
+//!   falls back to a salsa run;
 //! - the output module and diagnostics (pass-major within a function stage, as a serial run
-//!   reports them) are assembled from the updated per-stage outputs.
+//!   reports them) are assembled from the updated per-stage results.
 //!
 //! What it deliberately does not do: update salsa's memos (salsa stays consistent with its
-//! inputs, and recomputes what changed when it is next asked), run in parallel (an edit
-//! touches few functions), or handle list or plan changes (salsa does).
+//! inputs, and recomputes what changed when it is next asked), run function stages in
+//! parallel (an edit touches few functions), or handle list or plan changes (salsa does).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
