@@ -2,7 +2,8 @@
 //! `cargo run --release -p passel-harness --example incremental_bench -- FUNCTIONS OPS THREADS`.
 //! Memory is counted by a counting allocator: bytes live after a plain run versus after a
 //! session run holding the same result. `ONLY=plain` / `ONLY=cold` run just one of the two
-//! (for `perf stat`), `ONLY=gen` only generates the module.
+//! (for `perf stat`), `ONLY=gen` only generates the module;
+//! `PASSES=A,B,...` runs that pipeline instead of the standard one.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -42,7 +43,15 @@ fn main() {
     let threads = args.get(2).copied().unwrap_or(2);
     let module = chain(&ChainOptions { functions, ops, ..Default::default() });
     let edit = chain(&ChainOptions { functions: 1, ops, seed: 7, ..Default::default() }).entries()[0].1.clone();
-    let pipeline = passel_passes::default_pipeline(2);
+    // `PASSES=A,B,...`: that pipeline instead of the standard one (e.g. to see what one more
+    // stage costs in memory).
+    let pipeline = match std::env::var("PASSES") {
+        Ok(names) => passel_engine::transform::Sequential::new(
+            "bench",
+            names.split(',').map(|n| passel_engine::transform::get_pass(n.trim()).expect("known pass")).collect(),
+        ),
+        Err(_) => passel_passes::default_pipeline(2),
+    };
     let ctx = PassContext::builder().opt_level(2).num_threads(threads).build().expect("context");
     let name = format!("f{}", functions / 2);
     // `ONLY=plain` or `ONLY=cold`: one plain run or one cold session run and nothing else,
@@ -77,6 +86,10 @@ fn main() {
     let loaded_bytes = live() - before;
     let out = session.run().expect("run");
     let session_bytes = live() - before;
+    println!("cold run: {:?}", out.stats.total);
+    for stage in &out.stats.stages {
+        println!("  {:<40} {:>10.3} ms", stage.label, stage.time.as_secs_f64() * 1e3);
+    }
     drop(out);
     // Where an edit's time goes, stage by stage.
     let edit2 = chain(&ChainOptions { functions: 1, ops, seed: 8, ..Default::default() }).entries()[0].1.clone();
