@@ -221,9 +221,13 @@ impl Mirror {
         self.side.insert((name.clone(), k), func);
     }
 
-    /// Drops the intermediate functions entering stages up to `k`.
+    /// Drops the intermediate functions entering stages up to `k`, on the rayon pool (freeing
+    /// 10k functions one by one on the coordinating thread would hold up the next stage).
     fn drop_side_upto(&self, k: u32) {
-        self.side.retain(|(_, s), _| *s > k);
+        let gone: Vec<(Arc<str>, u32)> = self.side.iter().filter(|e| e.key().1 <= k).map(|e| e.key().clone()).collect();
+        gone.par_iter().for_each(|key| {
+            self.side.remove(key);
+        });
     }
 
     fn plan(&self) -> Arc<Plan> {
