@@ -20,12 +20,12 @@ use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
 use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Function};
-use passel_engine::transform::{Diagnostic, PassContext, Severity};
+use passel_engine::transform::{PassContext, Severity};
 use passel_engine::{
     function_pass, module_pass, FirewallCheck, ModuleFirewall, ModuleSplit, Sequential, Session, SessionError,
 };
 use passel_passes::inline::{is_inline_candidate, MAX_SIZE_KEY};
-use passel_passes::{dead_code_elimination, infer_function, remove_unreachable_functions};
+use passel_passes::{dead_code_elimination, infer_type_function, remove_unreachable_functions};
 
 use crate::diag::{self, SourceError};
 
@@ -83,20 +83,8 @@ pub enum WatchError {
 pub fn standard_session(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
     passel_passes::link();
     let mut session = Session::new(pipeline, ctx)?;
-    let infer = function_pass("InferType", 0, |func, module, ctx| match infer_function(module, &func) {
-        Ok(typed) => Ok(typed),
-        Err(diags) => {
-            // The function name is filled in by the session, as the module pass names it.
-            for d in diags {
-                let mut diag = Diagnostic::error("InferType", d.message).at_node(d.node);
-                if let Some(span) = d.span {
-                    diag = diag.at_span(span);
-                }
-                ctx.emit(diag);
-            }
-            Ok(func)
-        }
-    });
+    // InferType's per-function form, as the executor fuses it (the session names the function).
+    let infer = function_pass("InferType", 0, infer_type_function);
     session.set_split("InferType", ModuleSplit { prelude: None, per_function: infer.shared() })?;
     let reach = module_pass("DeadCodeElimination", 1, |module, _ctx| Ok(remove_unreachable_functions(&module)));
     let dce = function_pass("DeadCodeElimination", 1, |func, _module, _ctx| Ok(dead_code_elimination(&func)));
