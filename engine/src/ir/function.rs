@@ -425,9 +425,14 @@ impl Function {
                 Node { kind: n.kind, ty }
             })
             .collect();
+        self.with_nodes_and_types(nodes, table.types.into())
+    }
+
+    /// A copy with `nodes` and `types` replaced and every other table shared or copied.
+    fn with_nodes_and_types(&self, nodes: Vec<Node>, types: Arc<[Type]>) -> Function {
         Function {
             nodes,
-            types: table.types.into(),
+            types,
             spans: self.spans.clone(),
             extra: self.extra.clone(),
             syms: Arc::clone(&self.syms),
@@ -452,21 +457,7 @@ impl Function {
             return None;
         }
         let nodes = self.nodes.iter().zip(tys).map(|(n, &ty)| Node { kind: n.kind, ty }).collect();
-        Some(Function {
-            nodes,
-            types: table.into(),
-            spans: self.spans.clone(),
-            extra: self.extra.clone(),
-            syms: Arc::clone(&self.syms),
-            consts: self.consts.clone(),
-            call_attrs: self.call_attrs.clone(),
-            closures: self.closures.clone(),
-            params: self.params,
-            body: self.body,
-            ret_ty: self.ret_ty.clone(),
-            attrs: self.attrs.clone(),
-            well_formed: self.well_formed,
-        })
+        Some(self.with_nodes_and_types(nodes, table.into()))
     }
 
     /// A copy of this function in which every operand `o` is replaced by `subst[o]` (followed
