@@ -37,7 +37,7 @@ pub use instrument::{stderr_sink, Instrument, Sink};
 pub use instruments::{DumpIrInstrument, PassTimingInstrument, PrintIr, PrintIrInstrument};
 pub use pass::{
     call_pass, function_pass, module_pass, run_function_pass_over_module, FunctionBody, FunctionPass, ModuleBody,
-    ModulePass, Pass, PassKind,
+    ModulePass, Pass, PassKind, PreludeBody,
 };
 pub use pipeline::{parse_pipeline, print_pipeline};
 pub use registry::{canonical_pass_name, get_pass, list_passes, PassListing, PassRegistration};

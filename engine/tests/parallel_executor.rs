@@ -129,6 +129,9 @@ fn stage_names(stages: &[Stage]) -> Vec<String> {
             Stage::Function(ps) => {
                 format!("F[{}]", ps.iter().map(|p| p.info().name.clone()).collect::<Vec<_>>().join(","))
             }
+            Stage::Split(_, ps) => {
+                format!("S[{}]", ps.iter().map(|p| p.info().name.clone()).collect::<Vec<_>>().join(","))
+            }
             Stage::Module(p) => format!("M[{}]", p.info().name),
         })
         .collect()
@@ -469,6 +472,129 @@ fn function_local_module_pass_runs_its_body_when_a_signature_is_not_declared() {
     let serial = outcome(&local_pipeline(tag_pass("A", 1), &runs), m.clone(), &ctx(1, vec![]), true);
     runs.store(0, Ordering::SeqCst);
     let got = outcome(&local_pipeline(tag_pass("A", 1), &runs), m, &ctx(2, vec![]), false);
+    assert_eq!(got, serial);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// A split module pass: its prelude removes the functions whose `id` is in `pruned` (and warns
+/// how many it removed; it panics when `pruned` holds -1), then appends `k` to every remaining
+/// function's trail (`SkipOptimization` ones too) and warns once per function. Its module body
+/// counts its calls in `module_runs`.
+fn split_tag_pass(name: &'static str, k: i64, pruned: &'static [i64], module_runs: Arc<AtomicUsize>) -> Arc<dyn Pass> {
+    fn prune(m: &Module, pruned: &[i64], name: &str, ctx: &PassContext) -> Module {
+        assert!(!pruned.contains(&-1), "prelude panics");
+        let mut out = Module::new();
+        let mut removed = 0;
+        for (fname, f) in m.iter() {
+            if pruned.contains(&f.attrs().get("id").and_then(AttrValue::as_int).unwrap_or(-2)) {
+                removed += 1;
+            } else {
+                out.add(fname, f.clone()).expect("unique names");
+            }
+        }
+        ctx.emit(Diagnostic::warning(name, format!("pruned {removed}")));
+        out
+    }
+    fn tag(func: &Arc<Function>, k: i64) -> Arc<Function> {
+        let prev = func.attrs().get("trail").and_then(AttrValue::as_int).unwrap_or(0);
+        Arc::new(func.with_attrs(func.attrs().clone().with("trail", AttrValue::Int(prev * 10 + k))))
+    }
+    module_pass(name, 0, move |m, ctx| {
+        module_runs.fetch_add(1, Ordering::SeqCst);
+        let mut out = prune(&m, pruned, name, ctx);
+        let new = out
+            .iter()
+            .map(|(fname, f)| {
+                ctx.emit(Diagnostic::warning(name, format!("tagged {k}")).in_function(fname));
+                tag(f, k)
+            })
+            .collect();
+        out.replace_all(new);
+        Ok(out)
+    })
+    .with_prelude_and_function_form(
+        move |m, ctx| prune(m, pruned, name, ctx),
+        move |func, _module, ctx| {
+            ctx.emit(Diagnostic::warning(name, format!("tagged {k}")));
+            Ok(tag(&func, k))
+        },
+    )
+    .shared()
+}
+
+fn split_pipeline(pruned: &'static [i64], module_runs: &Arc<AtomicUsize>) -> Sequential {
+    sequential(
+        "p",
+        vec![
+            tag_pass("A", 1).shared(),
+            split_tag_pass("Split", 7, pruned, module_runs.clone()),
+            tag_pass("B", 2).shared(),
+            tag_pass("C", 3).shared(),
+            module_pass("Barrier", 0, |m, _| Ok(m)).shared(),
+            split_tag_pass("Alone", 8, &[], module_runs.clone()),
+        ],
+    )
+}
+
+/// Runs `split_pipeline` plainly on one thread and planned on 1–3 threads, with a `Blind`
+/// instrument vetoing `veto`: outputs, diagnostics and hook logs agree. Returns the serial
+/// output and how many module bodies each planned run ran.
+fn check_split_against_serial(pruned: &'static [i64], veto: Option<&'static str>) -> (String, Vec<usize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (serial_log, inst) = blind(veto);
+    let serial = outcome(&split_pipeline(pruned, &runs), module_of(23), &ctx(1, vec![inst]), true);
+    runs.store(0, Ordering::SeqCst);
+    let mut bodies = Vec::new();
+    for threads in [1, 2, 3] {
+        let (log, inst) = blind(veto);
+        let got = outcome(&split_pipeline(pruned, &runs), module_of(23), &ctx(threads, vec![inst]), false);
+        assert_eq!(got, serial, "threads {threads}, veto {veto:?}");
+        assert_eq!(*log.lock().unwrap(), *serial_log.lock().unwrap(), "threads {threads}, veto {veto:?}");
+        bodies.push(runs.swap(0, Ordering::SeqCst));
+    }
+    (serial.0, bodies)
+}
+
+#[test]
+fn split_module_pass_runs_its_prelude_as_a_barrier_and_fuses_its_function_part() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let names = stage_names(&plan(&split_pipeline(&[2, 3], &runs), &PassContext::default()).expect("plan"));
+    assert_eq!(names, ["F[A]", "S[Split,B,C]", "M[Barrier]", "S[Alone]"]);
+    let (out, bodies) = check_split_against_serial(&[2, 3], None);
+    assert!(!out.contains("id=2,") && !out.contains("id=3,") && out.contains("trail=17238"), "{out}");
+    // Functions marked SkipOptimization get the split passes' tags but not the function passes'.
+    assert!(out.contains("trail=78"), "{out}");
+    // "Split" ran as prelude + per-function part; "Alone", a stage of one pass, ran its body.
+    assert_eq!(bodies, [1, 1, 1]);
+}
+
+#[test]
+fn veto_of_a_split_pass_drops_its_prelude_and_veto_after_it_keeps_it() {
+    let (out, bodies) = check_split_against_serial(&[2, 3], Some("Split"));
+    assert!(out.contains("id=2,") && out.contains("trail=1238"), "{out}");
+    assert_eq!(bodies, [1, 1, 1]);
+    let (out, _) = check_split_against_serial(&[2, 3], Some("B"));
+    assert!(!out.contains("id=2,") && out.contains("trail=1738"), "{out}");
+}
+
+#[test]
+fn split_pass_runs_its_module_body_when_the_stage_cannot_fuse_or_the_prelude_panics() {
+    // A panicking prelude: the module body runs and reports the panic as the serial run does.
+    let (out, bodies) = check_split_against_serial(&[-1], None);
+    assert!(out.starts_with("error:") && out.contains("Split"), "{out}");
+    assert_eq!(bodies, [1, 1, 1]);
+    // An instrument that observes the IR: stages run pass by pass, so both split passes run
+    // their module bodies and every hook sees the serial run's modules.
+    struct Watcher;
+    impl Instrument for Watcher {
+        fn name(&self) -> &str {
+            "Watcher"
+        }
+    }
+    let runs = Arc::new(AtomicUsize::new(0));
+    let serial = outcome(&split_pipeline(&[2], &runs), module_of(9), &ctx(1, vec![Arc::new(Watcher)]), true);
+    runs.store(0, Ordering::SeqCst);
+    let got = outcome(&split_pipeline(&[2], &runs), module_of(9), &ctx(2, vec![Arc::new(Watcher)]), false);
     assert_eq!(got, serial);
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }

@@ -60,6 +60,10 @@ declare_passes! {
     "InferType" => module_pass("InferType", 0, infer_type_pass).with_function_form(infer_type::infer_type_function);
     "FoldConstant" => function_pass("FoldConstant", 2, |func, _module, _ctx| Ok(fold_constant(&func)));
     "DeadCodeElimination" => module_pass("DeadCodeElimination", 1, dead_code_elimination_pass)
+        .with_prelude_and_function_form(
+            |module, _ctx| remove_unreachable_functions(module),
+            |func, _module, _ctx| Ok(dead_code_elimination(&func)),
+        )
         .with_required(&["InferType"]);
     "EliminateCommonSubexpr" => function_pass("EliminateCommonSubexpr", 3, |func, _module, _ctx| {
         Ok(eliminate_common_subexpr(&func))

@@ -19,6 +19,14 @@
 //! the stage's input). When either fails, the stage runs pass by pass and the form runs as its
 //! module pass.
 //!
+//! A module pass with a split form ([`Pass::split_form`], declared with
+//! `ModulePass::with_prelude_and_function_form`) is a short barrier: its module-wide prelude runs
+//! on the whole module, and its per-function part starts a function stage that the function
+//! passes after it join ([`Stage::Split`]). Where that stage cannot be fused (see below) the pass
+//! runs as its module pass instead, so hooks see exactly the serial run's modules. If an
+//! instrument vetoes the split pass, the prelude's output is dropped and the stage goes on from
+//! the pass's input, as the serial run does.
+//!
 //! # Function stages
 //! A stage of one pass, or a stage run while an active instrument observes the IR
 //! ([`Instrument::observes_ir`]) or while `testing.immutable_module` is set, runs pass by pass
@@ -64,7 +72,7 @@ use super::diagnostics::Diagnostic;
 use super::error::PassError;
 use super::info::PassInfo;
 use super::instrument::{after_pass, before_pass, Instrument};
-use super::pass::{call_pass, FunctionBody, FunctionPass, Pass};
+use super::pass::{call_pass, FunctionBody, FunctionPass, Pass, PreludeBody};
 use super::registry::get_pass;
 use super::sequential::Sequential;
 use crate::ir::{fn_attr, Function, Module};
@@ -74,9 +82,30 @@ use crate::ir::{fn_attr, Function, Module};
 pub enum Stage {
     /// A maximal run of function passes (required dependencies included), in call order.
     Function(Vec<FunctionPass>),
+    /// A split module pass ([`Pass::split_form`]): its prelude, then a run of function passes
+    /// whose first is that pass's per-function part.
+    Split(Prelude, Vec<FunctionPass>),
     /// A barrier: a module pass, a nested `Sequential`, or any other non-function pass. It is
     /// called through [`call_pass`] with the whole module.
     Module(Arc<dyn Pass>),
+}
+
+/// The module-wide part of a split module pass, as planned into a [`Stage::Split`].
+#[derive(Clone)]
+pub struct Prelude(pub Arc<PreludeBody>);
+
+impl std::fmt::Debug for Prelude {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Prelude")
+    }
+}
+
+/// A prelude that ran ahead of its fused stage.
+struct PreludeRun {
+    /// The split pass's input (the stage's input before the prelude).
+    input: Module,
+    time: Duration,
+    diagnostics: Vec<Diagnostic>,
 }
 
 /// Plans `seq`'s list under `ctx` (rules 12–15): the enabled passes, each preceded by its
@@ -98,12 +127,15 @@ pub fn plan(seq: &Sequential, ctx: &PassContext) -> Result<Vec<Stage>, PassError
 }
 
 fn push_call(stages: &mut Vec<Stage>, pass: Arc<dyn Pass>) {
-    match pass.as_function().cloned().or_else(|| pass.function_form()) {
-        Some(func_pass) => match stages.last_mut() {
-            Some(Stage::Function(run)) => run.push(func_pass),
+    if let Some(func_pass) = pass.as_function().cloned().or_else(|| pass.function_form()) {
+        match stages.last_mut() {
+            Some(Stage::Function(run)) | Some(Stage::Split(_, run)) => run.push(func_pass),
             _ => stages.push(Stage::Function(vec![func_pass])),
-        },
-        None => stages.push(Stage::Module(pass)),
+        }
+    } else if let Some((prelude, form)) = pass.split_form() {
+        stages.push(Stage::Split(Prelude(prelude), vec![form]));
+    } else {
+        stages.push(Stage::Module(pass));
     }
 }
 
@@ -140,6 +172,7 @@ pub fn run_plan(stages: &[Stage], mut module: Module, ctx: &PassContext) -> Resu
         module = match stage {
             Stage::Module(pass) => pass.run(module, ctx)?,
             Stage::Function(passes) => run_function_stage(passes, module, ctx)?,
+            Stage::Split(prelude, passes) => run_split_stage(&*prelude.0, passes, module, ctx)?,
         };
     }
     Ok(module)
@@ -149,14 +182,55 @@ pub fn run_plan(stages: &[Stage], mut module: Module, ctx: &PassContext) -> Resu
 /// allowed; see the module docs).
 pub fn run_function_stage(passes: &[FunctionPass], module: Module, ctx: &PassContext) -> Result<Module, PassError> {
     let insts = ctx.instruments();
-    let fuse = passes.len() > 1
-        && insts.iter().all(|inst| !inst.observes_ir())
-        && !ctx.get_config(IMMUTABLE_MODULE, false)
-        && (passes.iter().all(|p| !p.visits_marked()) || module.iter().all(|(_, f)| has_declared_signature(f)));
-    if !fuse {
+    if !(may_fuse(passes, &insts, ctx) && signatures_allow_fusing(passes, &module)) {
         return run_unfused(passes, module, ctx);
     }
-    run_fused(passes, module, ctx, &insts)
+    run_fused(passes, module, ctx, &insts, None)
+}
+
+/// Runs a [`Stage::Split`]: the prelude on the whole module, then `passes` (the first being
+/// the split pass's per-function part) fused. Where the stage may not be fused, or the prelude
+/// panics, the split pass runs as its module pass (hooks and errors exactly as in a serial
+/// run) and the other passes as a function stage.
+pub fn run_split_stage(
+    prelude: &PreludeBody,
+    passes: &[FunctionPass],
+    module: Module,
+    ctx: &PassContext,
+) -> Result<Module, PassError> {
+    let insts = ctx.instruments();
+    if may_fuse(passes, &insts, ctx) {
+        // Under a worker copy, so that its diagnostics can be dropped if it is not used.
+        let worker = ctx.worker_copy();
+        let scope = worker.push_silently();
+        let start = Instant::now();
+        let out = catch_unwind(AssertUnwindSafe(|| prelude(&module, &worker)));
+        let time = start.elapsed();
+        drop(scope);
+        if let Ok(out) = out {
+            if signatures_allow_fusing(passes, &out) {
+                let run = PreludeRun { input: module, time, diagnostics: worker.diagnostics().take() };
+                return run_fused(passes, out, ctx, &insts, Some(run));
+            }
+        }
+    }
+    let Some((split, rest)) = passes.split_first() else {
+        return Ok(module);
+    };
+    let module = call_pass(split, module, ctx)?;
+    run_function_stage(rest, module, ctx)
+}
+
+/// Whether a stage of `passes` may run fused under the context's instruments and config (the
+/// module is checked by [`signatures_allow_fusing`]).
+fn may_fuse(passes: &[FunctionPass], insts: &[Arc<dyn Instrument>], ctx: &PassContext) -> bool {
+    passes.len() > 1 && insts.iter().all(|inst| !inst.observes_ir()) && !ctx.get_config(IMMUTABLE_MODULE, false)
+}
+
+/// Whether every function of `module` declares its signature, where a pass of the stage relies
+/// on it (a function-local module pass's form).
+fn signatures_allow_fusing(passes: &[FunctionPass], module: &Module) -> bool {
+    passes.iter().all(|p| !p.reads_signatures()) || module.iter().all(|(_, f)| has_declared_signature(f))
 }
 
 /// Runs `passes` pass by pass, each with its hooks (a module pass's form runs as that module
@@ -217,7 +291,7 @@ pub fn run_stage_on_function(
         signature_changed: false,
     };
     for (i, pass) in passes.iter().enumerate() {
-        if pass.visits_marked() && !same_declared_signature(&run.func, func) {
+        if pass.reads_signatures() && !same_declared_signature(&run.func, func) {
             run.signature_changed = true;
             break;
         }
@@ -265,11 +339,15 @@ pub(crate) fn run_in_worker(
     (res.map_err(|e| e.in_pass(&info.name, Some(name))), elapsed, worker.diagnostics().take())
 }
 
+/// Runs `passes` fused over `module`. With `prelude`, `module` is the prelude's output and the
+/// first pass is the split pass's per-function part: its before-hooks see the prelude's input,
+/// its time includes the prelude's, and a veto of it goes back to that input.
 fn run_fused(
     passes: &[FunctionPass],
     mut module: Module,
     ctx: &PassContext,
     insts: &[Arc<dyn Instrument>],
+    mut prelude: Option<PreludeRun>,
 ) -> Result<Module, PassError> {
     let mut rest = passes;
     'group: while !rest.is_empty() {
@@ -280,9 +358,12 @@ fn run_fused(
         if runs.iter().any(|r| r.signature_changed) {
             // A pass changed a declared signature before a module pass's per-function form:
             // the form's precondition fails, so this group runs pass by pass (no hook was
-            // called yet for it).
+            // called yet for it), a split pass from its own input.
             drop(runs);
-            return run_unfused(rest, module, ctx);
+            return match prelude {
+                Some(pre) => run_unfused(rest, pre.input, ctx),
+                None => run_unfused(rest, module, ctx),
+            };
         }
         let failed_at = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min();
         let busy: Vec<Duration> = (0..rest.len()).map(|i| runs.iter().filter_map(|r| r.busy.get(i)).sum()).collect();
@@ -297,14 +378,30 @@ fn run_fused(
         };
         for (i, pass) in rest.iter().enumerate() {
             let info = pass.info();
-            if !before_pass(insts, &module, info, ctx.is_required(&info.name))? {
-                // Vetoed: the speculative work of this group is void. Apply the passes before
-                // the vetoed one (their hooks were called) and continue after it.
+            let pre = prelude.as_ref().filter(|_| i == 0);
+            let seen = pre.map_or(&module, |p| &p.input);
+            if !before_pass(insts, seen, info, ctx.is_required(&info.name))? {
+                // Vetoed: the speculative work of this group is void. A vetoed split pass goes
+                // back to its input and its prelude's output is dropped; otherwise apply the
+                // passes before the vetoed one (their hooks were called) and continue after it.
+                if let Some(pre) = prelude.take().filter(|_| i == 0) {
+                    drop(runs);
+                    release_module(ctx, std::mem::replace(&mut module, pre.input));
+                    return run_function_stage(&rest[1..], module, ctx);
+                }
                 if i > 0 {
                     module = apply_without_hooks(&rest[..i], module, ctx)?;
                 }
+                if let Some(pre) = prelude.take() {
+                    release_module(ctx, pre.input);
+                }
                 rest = &rest[i + 1..];
                 continue 'group;
+            }
+            if let Some(p) = pre {
+                for d in &p.diagnostics {
+                    ctx.emit(d.clone());
+                }
             }
             merge_diagnostics(ctx, &runs, i);
             if failed_at == Some(i) {
@@ -318,8 +415,9 @@ fn run_fused(
             } else {
                 wall.mul_f64(busy[i].as_secs_f64() / all_busy.as_secs_f64())
             };
+            let before = pre.map_or(Duration::ZERO, |p| p.time);
             for inst in insts {
-                inst.record_worker_time(info, share, busy[i]);
+                inst.record_worker_time(info, share + before, busy[i] + before);
             }
             after_pass(insts, output.as_ref().unwrap_or(&module), info)?;
         }
@@ -327,6 +425,9 @@ fn run_fused(
         // Every pass ran, so nothing failed and the output exists.
         if let Some(out) = output {
             release_module(ctx, std::mem::replace(&mut module, out));
+        }
+        if let Some(pre) = prelude.take() {
+            release_module(ctx, pre.input);
         }
         break;
     }

@@ -69,6 +69,14 @@ pub trait Pass: Send + Sync {
     fn function_form(&self) -> Option<FunctionPass> {
         None
     }
+
+    /// A module pass's split form, if it declared one with
+    /// [`ModulePass::with_prelude_and_function_form`]: a module-wide prelude and the per-function
+    /// form that follows it. The executor runs the prelude as a short barrier and the form
+    /// fused with the function passes after it (see `executor`'s module docs).
+    fn split_form(&self) -> Option<(Arc<PreludeBody>, FunctionPass)> {
+        None
+    }
 }
 
 impl fmt::Debug for dyn Pass {
@@ -113,12 +121,17 @@ pub fn call_pass<P: Pass + ?Sized>(pass: &P, module: Module, ctx: &PassContext) 
 /// The body of a module pass.
 pub type ModuleBody = dyn Fn(Module, &PassContext) -> Result<Module, PassError> + Send + Sync;
 
+/// The module-wide part of a split module pass ([`ModulePass::with_prelude_and_function_form`]):
+/// the module before the pass → the module its per-function form then runs on.
+pub type PreludeBody = dyn Fn(&Module, &PassContext) -> Module + Send + Sync;
+
 /// A pass over the whole module; it may add and remove functions (rule 27).
 #[derive(Clone)]
 pub struct ModulePass {
     info: PassInfo,
     body: Arc<ModuleBody>,
     function_form: Option<Arc<FunctionBody>>,
+    split: Option<(Arc<PreludeBody>, Arc<FunctionBody>)>,
 }
 
 impl ModulePass {
@@ -128,7 +141,7 @@ impl ModulePass {
         opt_level: u32,
         body: impl Fn(Module, &PassContext) -> Result<Module, PassError> + Send + Sync + 'static,
     ) -> ModulePass {
-        ModulePass { info: PassInfo::new(name, opt_level), body: Arc::new(body), function_form: None }
+        ModulePass { info: PassInfo::new(name, opt_level), body: Arc::new(body), function_form: None, split: None }
     }
 
     /// Builder form: the passes a `Sequential` runs before this one.
@@ -159,6 +172,33 @@ impl ModulePass {
         self
     }
 
+    /// Declares the pass *split*: running `prelude` on the whole module, then `per_function` on
+    /// each function of the prelude's output (those marked `SkipOptimization` included), with
+    /// that output as the read-only view, gives exactly what the module pass gives, diagnostics
+    /// and their order included. The prelude may add, remove or reorder functions; it must be
+    /// cheap next to the per-function part (it runs as a barrier) and must not fail (a panic
+    /// is reported as the pass's error, through the module body). The pass must never fail
+    /// where `per_function` succeeds for every function. DeadCodeElimination is the example:
+    /// reachability over the module, then unused bindings per function.
+    ///
+    /// The caller vouches for the equivalence (the parity tests check the standard passes'
+    /// forms against the module body). The executor then runs the prelude as a barrier and the
+    /// per-function part fused with the function passes after it, so each function is visited
+    /// once for all of them instead of once more for this pass; where it cannot fuse (an
+    /// instrument that observes the IR, `testing.immutable_module`, a stage of one pass) it
+    /// runs the module body.
+    pub fn with_prelude_and_function_form(
+        mut self,
+        prelude: impl Fn(&Module, &PassContext) -> Module + Send + Sync + 'static,
+        per_function: impl Fn(Arc<Function>, &Module, &PassContext) -> Result<Arc<Function>, PassError>
+            + Send
+            + Sync
+            + 'static,
+    ) -> ModulePass {
+        self.split = Some((Arc::new(prelude), Arc::new(per_function)));
+        self
+    }
+
     /// The pass behind an `Arc`, for `Sequential` lists.
     pub fn shared(self) -> Arc<dyn Pass> {
         Arc::new(self)
@@ -180,7 +220,23 @@ impl Pass for ModulePass {
 
     fn function_form(&self) -> Option<FunctionPass> {
         let body = self.function_form.clone()?;
-        Some(FunctionPass { info: self.info.clone(), body, module_form: Some(Arc::new(self.clone())) })
+        Some(FunctionPass {
+            info: self.info.clone(),
+            body,
+            module_form: Some(Arc::new(self.clone())),
+            reads_signatures: true,
+        })
+    }
+
+    fn split_form(&self) -> Option<(Arc<PreludeBody>, FunctionPass)> {
+        let (prelude, body) = self.split.clone()?;
+        let form = FunctionPass {
+            info: self.info.clone(),
+            body,
+            module_form: Some(Arc::new(self.clone())),
+            reads_signatures: false,
+        };
+        Some((prelude, form))
     }
 }
 
@@ -199,6 +255,8 @@ pub struct FunctionPass {
     info: PassInfo,
     body: Arc<FunctionBody>,
     module_form: Option<Arc<dyn Pass>>,
+    // A function-local module pass's form reads other functions' declared signatures.
+    reads_signatures: bool,
 }
 
 impl FunctionPass {
@@ -208,7 +266,12 @@ impl FunctionPass {
         opt_level: u32,
         body: impl Fn(Arc<Function>, &Module, &PassContext) -> Result<Arc<Function>, PassError> + Send + Sync + 'static,
     ) -> FunctionPass {
-        FunctionPass { info: PassInfo::new(name, opt_level), body: Arc::new(body), module_form: None }
+        FunctionPass {
+            info: PassInfo::new(name, opt_level),
+            body: Arc::new(body),
+            module_form: None,
+            reads_signatures: false,
+        }
     }
 
     /// Builder form: the passes a `Sequential` runs before this one.
@@ -235,6 +298,13 @@ impl FunctionPass {
     /// Whether the body runs on functions marked `SkipOptimization` too (module passes' forms).
     pub fn visits_marked(&self) -> bool {
         self.module_form.is_some()
+    }
+
+    /// Whether the body relies on every function declaring its signature and on no earlier
+    /// pass of its stage changing one (a function-local module pass's form,
+    /// [`ModulePass::with_function_form`]; not a split pass's form).
+    pub fn reads_signatures(&self) -> bool {
+        self.reads_signatures
     }
 }
 
