@@ -568,11 +568,16 @@ impl Function {
     /// A copy with `nodes` and `types` replaced, sharing the side tables and copying the extra
     /// table.
     fn with_nodes_and_types(&self, nodes: Vec<Node>, types: Arc<[Type]>) -> Function {
+        self.with_parts(nodes, types, self.extra.clone())
+    }
+
+    /// A copy with `nodes`, `types` and `extra` replaced and the side tables shared.
+    fn with_parts(&self, nodes: Vec<Node>, types: Arc<[Type]>, extra: Vec<NodeId>) -> Function {
         Function {
             nodes,
             types,
             spans: self.spans.clone(),
-            extra: self.extra.clone(),
+            extra,
             syms: Arc::clone(&self.syms),
             consts: self.consts.clone(),
             call_attrs: self.call_attrs.clone(),
@@ -590,12 +595,19 @@ impl Function {
     /// hashed or reference-counted per node. `table` becomes the copy's type table; it may
     /// hold types no node uses. Returns `None` when `tys` does not have one entry per node or
     /// an index is outside `table`.
-    pub fn with_type_table(&self, table: Vec<Type>, tys: &[TyIdx]) -> Option<Function> {
-        if tys.len() != self.nodes.len() || tys.iter().any(|t| t.is_some() && t.0 as usize >= table.len()) {
+    ///
+    /// `table` may be a slice (the types are cloned straight into the copy's shared table) or
+    /// a vector (moved into it), so a caller that keeps its table for the next function need
+    /// not clone it into a vector first.
+    pub fn with_type_table(&self, table: impl Into<Arc<[Type]>>, tys: &[TyIdx]) -> Option<Function> {
+        let table = table.into();
+        // `NONE` is `u32::MAX`, which wraps to 0: the largest `index + 1` of the typed nodes.
+        let end = tys.iter().fold(0u32, |end, t| end.max(t.0.wrapping_add(1)));
+        if tys.len() != self.nodes.len() || end as usize > table.len() {
             return None;
         }
         let nodes = self.nodes.iter().zip(tys).map(|(n, &ty)| Node { kind: n.kind, ty }).collect();
-        Some(self.with_nodes_and_types(nodes, table.into()))
+        Some(self.with_nodes_and_types(nodes, table))
     }
 
     /// A copy of this function in which every operand `o` is replaced by `subst[o]` (followed
@@ -804,7 +816,18 @@ impl Function {
         if self.params().iter().any(|&p| target(p).is_some()) {
             return None;
         }
-        let mut f = self.clone();
+        // A block that loses bindings gets a new range at the end of the extra table: reserve
+        // room for all of them, so that the copy of the table is not copied again as it grows.
+        let grow: usize = touched
+            .iter()
+            .map(|id| match self.nodes[id.index()].kind {
+                ExprKind::Block { bindings, .. } => bindings.len as usize,
+                _ => 0,
+            })
+            .sum();
+        let mut extra = Vec::with_capacity(self.extra.len() + grow);
+        extra.extend_from_slice(&self.extra);
+        let mut f = self.with_parts(self.nodes.clone(), Arc::clone(&self.types), extra);
         f.put_constants(consts);
         // The replacement of operand `o` of node `user`: it must precede the user and not be
         // forwarded itself.
@@ -1632,6 +1655,29 @@ mod tests {
         assert_eq!(out.spans.len(), n + 1);
         assert_eq!(out.span(k2), None, "a builder from a function starts without a span");
         assert_eq!(out.span(p), Some(Span { start: 1, end: 2 }));
+    }
+
+    #[test]
+    fn with_type_table_checks_every_index_against_the_table() {
+        let (func, [a, ..]) = merge_candidate();
+        let n = func.num_nodes();
+        let table = [f32s(&[2]), f32s(&[3])];
+        let mut tys = vec![TyIdx::NONE; n];
+        tys[a.index()] = TyIdx(1);
+        // A slice and a vector give the same copy; untyped nodes need no entry.
+        let out = func.with_type_table(&table[..], &tys).expect("index 1 is in the table");
+        assert_eq!(out.ty(a), Some(&table[1]));
+        assert_eq!(out.ty(NodeId(0)), None);
+        assert_eq!(out.type_table(), &table[..]);
+        assert!(func.with_type_table(table.to_vec(), &tys).is_some());
+        // One past the end, far past it, a short table and a wrong number of entries.
+        tys[a.index()] = TyIdx(2);
+        assert!(func.with_type_table(&table[..], &tys).is_none());
+        tys[a.index()] = TyIdx(u32::MAX - 1);
+        assert!(func.with_type_table(&table[..], &tys).is_none());
+        tys[a.index()] = TyIdx(1);
+        assert!(func.with_type_table(&table[..1], &tys).is_none());
+        assert!(func.with_type_table(&table[..], &tys[1..]).is_none());
     }
 
     #[test]
