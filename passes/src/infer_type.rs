@@ -769,7 +769,7 @@ fn infer_linear(module: &Module, func: &Function, s: &mut Linear) -> Option<Func
     {
         return None;
     }
-    func.with_type_table(s.table.clone(), &s.tys)
+    func.with_type_table(&s.table[..], &s.tys)
 }
 
 /// The result type of a call, from the memo of call signatures or the operator's relation.

@@ -146,6 +146,143 @@ impl TypeTable {
     }
 }
 
+/// A side table of a function (spans, constants, call attributes, closures), shared by the
+/// function and every copy made from it. Most copies (`substituted`, `with_type_table`,
+/// `with_constants_forwarded`) change the arena and keep these tables, so sharing makes such a
+/// copy cost one reference count per table instead of a copy of it (and, for constants, one
+/// reference count per constant); dropping an intermediate copy then frees nothing but its arena.
+/// An empty table holds no allocation, so a function without spans or closures pays nothing.
+#[derive(Debug)]
+struct Shared<T>(Option<Arc<[T]>>);
+
+impl<T> Clone for Shared<T> {
+    #[inline]
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<T> Default for Shared<T> {
+    fn default() -> Self {
+        Shared(None)
+    }
+}
+
+impl<T> std::ops::Deref for Shared<T> {
+    type Target = [T];
+
+    #[inline]
+    fn deref(&self) -> &[T] {
+        self.0.as_deref().unwrap_or(&[])
+    }
+}
+
+impl<T> From<Vec<T>> for Shared<T> {
+    fn from(v: Vec<T>) -> Self {
+        if v.is_empty() {
+            Shared(None)
+        } else {
+            Shared(Some(v.into()))
+        }
+    }
+}
+
+impl<T: Clone> Shared<T> {
+    /// The entries to change in place, copied first when another function shares them.
+    fn make_mut(&mut self) -> &mut [T] {
+        match &mut self.0 {
+            Some(table) => Arc::make_mut(table),
+            None => &mut [],
+        }
+    }
+}
+
+/// A side table of a builder: the table of the function it started from, shared until the
+/// builder first adds to it (most builders from `to_builder` and `builder_with_tables` add no
+/// constant, attribute or closure), then a vector of its own.
+#[derive(Debug)]
+enum Table<T> {
+    Shared(Shared<T>),
+    Owned(Vec<T>),
+}
+
+impl<T> Default for Table<T> {
+    fn default() -> Self {
+        Table::Owned(Vec::new())
+    }
+}
+
+impl<T> std::ops::Deref for Table<T> {
+    type Target = [T];
+
+    #[inline]
+    fn deref(&self) -> &[T] {
+        match self {
+            Table::Shared(t) => t,
+            Table::Owned(v) => v,
+        }
+    }
+}
+
+impl<T: Clone> Table<T> {
+    /// The vector to add to, copying a shared table first (with room for a few more entries,
+    /// since a builder that adds one usually adds several).
+    #[inline(always)]
+    fn vec_mut(&mut self) -> &mut Vec<T> {
+        // Inlined: builders push a span per node, and the table is nearly always owned.
+        if let Table::Owned(v) = self {
+            return v;
+        }
+        self.unshare()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unshare(&mut self) -> &mut Vec<T> {
+        let mut v = Vec::with_capacity(self.len() + self.len() / 4 + 4);
+        v.extend_from_slice(self);
+        *self = Table::Owned(v);
+        match self {
+            Table::Owned(v) => v,
+            Table::Shared(_) => unreachable!("made owned above"),
+        }
+    }
+
+    fn push(&mut self, value: T) {
+        self.vec_mut().push(value);
+    }
+
+    /// The finished table; a shared one stays shared, a vector becomes exactly sized.
+    fn finish(self) -> Shared<T> {
+        match self {
+            Table::Shared(t) => t,
+            Table::Owned(v) => v.into(),
+        }
+    }
+
+    /// The finished table, leaving this one empty with its vector (when it has one) kept for
+    /// the next function.
+    fn finish_and_clear(&mut self) -> Shared<T> {
+        match self {
+            Table::Shared(t) => {
+                let t = std::mem::take(t);
+                *self = Table::Owned(Vec::new());
+                t
+            }
+            Table::Owned(v) if v.is_empty() => Shared(None),
+            Table::Owned(v) => Shared(Some(v.drain(..).collect())),
+        }
+    }
+
+    /// Empties the table, keeping its vector (when it has one).
+    fn clear(&mut self) {
+        match self {
+            Table::Shared(_) => *self = Table::Owned(Vec::new()),
+            Table::Owned(v) => v.clear(),
+        }
+    }
+}
+
 /// A nested function (closure) inside a function's arena. It may refer to variables of the
 /// enclosing scopes.
 #[derive(Clone, Debug, PartialEq)]
@@ -170,13 +307,13 @@ pub struct Function {
     nodes: Vec<Node>,
     /// The types the nodes' [`TyIdx`] refer to.
     types: Arc<[Type]>,
-    spans: Vec<Span>,
+    spans: Shared<Span>,
     extra: Vec<NodeId>,
     // Shared with builders made by `to_builder`, which copy it only when they add a name.
     syms: Arc<SymTable>,
-    consts: Vec<Arc<Constant>>,
-    call_attrs: Vec<Attrs>,
-    closures: Vec<Closure>,
+    consts: Shared<Arc<Constant>>,
+    call_attrs: Shared<Attrs>,
+    closures: Shared<Closure>,
     params: IdRange,
     body: NodeId,
     ret_ty: Option<Type>,
@@ -428,13 +565,19 @@ impl Function {
         self.with_nodes_and_types(nodes, table.types.into())
     }
 
-    /// A copy with `nodes` and `types` replaced and every other table shared or copied.
+    /// A copy with `nodes` and `types` replaced, sharing the side tables and copying the extra
+    /// table.
     fn with_nodes_and_types(&self, nodes: Vec<Node>, types: Arc<[Type]>) -> Function {
+        self.with_parts(nodes, types, self.extra.clone())
+    }
+
+    /// A copy with `nodes`, `types` and `extra` replaced and the side tables shared.
+    fn with_parts(&self, nodes: Vec<Node>, types: Arc<[Type]>, extra: Vec<NodeId>) -> Function {
         Function {
             nodes,
             types,
             spans: self.spans.clone(),
-            extra: self.extra.clone(),
+            extra,
             syms: Arc::clone(&self.syms),
             consts: self.consts.clone(),
             call_attrs: self.call_attrs.clone(),
@@ -452,21 +595,29 @@ impl Function {
     /// hashed or reference-counted per node. `table` becomes the copy's type table; it may
     /// hold types no node uses. Returns `None` when `tys` does not have one entry per node or
     /// an index is outside `table`.
-    pub fn with_type_table(&self, table: Vec<Type>, tys: &[TyIdx]) -> Option<Function> {
-        if tys.len() != self.nodes.len() || tys.iter().any(|t| t.is_some() && t.0 as usize >= table.len()) {
+    ///
+    /// `table` may be a slice (the types are cloned straight into the copy's shared table) or
+    /// a vector (moved into it), so a caller that keeps its table for the next function need
+    /// not clone it into a vector first.
+    pub fn with_type_table(&self, table: impl Into<Arc<[Type]>>, tys: &[TyIdx]) -> Option<Function> {
+        let table = table.into();
+        // `NONE` is `u32::MAX`, which wraps to 0: the largest `index + 1` of the typed nodes.
+        let end = tys.iter().fold(0u32, |end, t| end.max(t.0.wrapping_add(1)));
+        if tys.len() != self.nodes.len() || end as usize > table.len() {
             return None;
         }
         let nodes = self.nodes.iter().zip(tys).map(|(n, &ty)| Node { kind: n.kind, ty }).collect();
-        Some(self.with_nodes_and_types(nodes, table.into()))
+        Some(self.with_nodes_and_types(nodes, table))
     }
 
     /// A copy of this function in which every operand `o` is replaced by `subst[o]` (followed
     /// to the end of a chain; `NodeId(u32::MAX)` means "keep") and the bindings whose variable
     /// `v` has `dropped[v]` are removed, for passes that only merge, forward or delete values
     /// (EliminateCommonSubexpr, DeadCodeElimination, SimplifyExpr's identities). Binder slots
-    /// (parameters, binding variables) are never replaced. Every table is copied as it is and
-    /// the nodes keep their ids and types, so this costs a copy of the arena and nothing per
-    /// node pushed; nodes that become unused stay behind as dead nodes.
+    /// (parameters, binding variables) are never replaced. The side tables are shared with the
+    /// input (the closure table is copied only when a closure's body is replaced) and the nodes
+    /// keep their ids and types, so this costs a copy of the arena (nodes and extra table) and
+    /// nothing per node pushed; nodes that become unused stay behind as dead nodes.
     ///
     /// Returns `None` — the caller then rebuilds the function — when the input is not well
     /// formed, the tables have the wrong length, a replacement would not precede one of its
@@ -571,8 +722,12 @@ impl Function {
                     node.kind = ExprKind::If { cond: fix(cond, id)?, then_: fix(then_, id)?, else_: fix(else_, id)? };
                 }
                 ExprKind::Func { idx } => {
-                    let c = &mut closures[idx.0 as usize];
-                    c.body = fix(c.body, id)?;
+                    // The closure table is shared with the input: copy it only for a change.
+                    let body = self.closures[idx.0 as usize].body;
+                    let fixed = fix(body, id)?;
+                    if fixed != body {
+                        closures.make_mut()[idx.0 as usize].body = fixed;
+                    }
                 }
             }
         }
@@ -628,7 +783,8 @@ impl Function {
     /// a dead node, given its replacement's type when it has none; a forwarded variable that
     /// no block binds is left as it is). For passes that fold
     /// values into constants (FoldConstant): nothing is pushed and ids stay, so this costs one
-    /// copy of the arena plus the work on the `touched` nodes.
+    /// copy of the arena and of the constant table (the other side tables are shared with the
+    /// input) plus the work on the `touched` nodes.
     ///
     /// `touched` must list every node that reads a forwarded variable (as an operand, a
     /// binding's value or a block's result) or binds one; only those nodes are patched. A
@@ -660,7 +816,18 @@ impl Function {
         if self.params().iter().any(|&p| target(p).is_some()) {
             return None;
         }
-        let mut f = self.clone();
+        // A block that loses bindings gets a new range at the end of the extra table: reserve
+        // room for all of them, so that the copy of the table is not copied again as it grows.
+        let grow: usize = touched
+            .iter()
+            .map(|id| match self.nodes[id.index()].kind {
+                ExprKind::Block { bindings, .. } => bindings.len as usize,
+                _ => 0,
+            })
+            .sum();
+        let mut extra = Vec::with_capacity(self.extra.len() + grow);
+        extra.extend_from_slice(&self.extra);
+        let mut f = self.with_parts(self.nodes.clone(), Arc::clone(&self.types), extra);
         f.put_constants(consts);
         // The replacement of operand `o` of node `user`: it must precede the user and not be
         // forwarded itself.
@@ -692,8 +859,11 @@ impl Function {
                     ExprKind::If { cond: fix(cond, i)?, then_: fix(then_, i)?, else_: fix(else_, i)? }
                 }
                 ExprKind::Func { idx } => {
-                    let c = &mut f.closures[idx.0 as usize];
-                    c.body = fix(c.body, i)?;
+                    let body = f.closures[idx.0 as usize].body;
+                    let fixed = fix(body, i)?;
+                    if fixed != body {
+                        f.closures.make_mut()[idx.0 as usize].body = fixed;
+                    }
                     continue;
                 }
                 ExprKind::Block { bindings, result } => {
@@ -753,6 +923,8 @@ impl Function {
     fn put_constants(&mut self, consts: &[(NodeId, Arc<Constant>)]) {
         // New types are rare (a folded constant's type is usually a type of its arguments).
         let mut table: Option<Vec<Type>> = None;
+        // The constant table is shared with the input: the new one is made once, at the end.
+        let mut new_consts = Vec::with_capacity(consts.len());
         for (id, c) in consts {
             let types: &[Type] = table.as_deref().unwrap_or(&self.types);
             let found = types.iter().position(|t| t.as_tensor().is_some_and(|t| constant_has_type(c, t)));
@@ -764,12 +936,15 @@ impl Function {
                     TyIdx(v.len() as u32 - 1)
                 }
             };
-            let idx = ConstIdx(self.consts.len() as u32);
-            self.consts.push(Arc::clone(c));
+            let idx = ConstIdx((self.consts.len() + new_consts.len()) as u32);
+            new_consts.push(Arc::clone(c));
             self.nodes[id.index()] = Node { kind: ExprKind::Const { idx }, ty };
         }
         if let Some(v) = table {
             self.types = v.into();
+        }
+        if !new_consts.is_empty() {
+            self.consts = Shared(Some(self.consts.iter().cloned().chain(new_consts).collect()));
         }
     }
 
@@ -819,14 +994,14 @@ impl Function {
         FunctionBuilder {
             nodes: Vec::new(),
             types: TypeTable::default(),
-            spans: Vec::new(),
+            spans: Table::default(),
             extra: Vec::new(),
             syms: self.syms.clone(),
             sym_index,
             scalar_consts: Default::default(),
-            consts: self.consts.clone(),
-            call_attrs: self.call_attrs.clone(),
-            closures: Vec::new(),
+            consts: Table::Shared(self.consts.clone()),
+            call_attrs: Table::Shared(self.call_attrs.clone()),
+            closures: Table::default(),
             span: Span::default(),
             malformed: false,
         }
@@ -856,14 +1031,14 @@ impl Function {
         FunctionBuilder {
             nodes: copy(&self.nodes),
             types: TypeTable::from_types(&self.types),
-            spans: copy(&self.spans),
+            spans: Table::Shared(self.spans.clone()),
             extra: copy(&self.extra),
             syms: Arc::clone(&self.syms),
             sym_index: Default::default(),
             scalar_consts: Default::default(),
-            consts: self.consts.clone(),
-            call_attrs: self.call_attrs.clone(),
-            closures: self.closures.clone(),
+            consts: Table::Shared(self.consts.clone()),
+            call_attrs: Table::Shared(self.call_attrs.clone()),
+            closures: Table::Shared(self.closures.clone()),
             span: Span::default(),
             malformed: !self.well_formed,
         }
@@ -888,16 +1063,16 @@ fn constant_has_type(c: &Constant, tt: &super::ty::TensorType) -> bool {
 pub struct FunctionBuilder {
     nodes: Vec<Node>,
     types: TypeTable,
-    spans: Vec<Span>,
+    spans: Table<Span>,
     extra: Vec<NodeId>,
     syms: Arc<SymTable>,
     // Index of names interned by this builder; a builder from `to_builder` starts without one
     // and may then intern a name twice, which is harmless (names do not matter for identity).
     sym_index: rustc_hash::FxHashMap<Box<str>, Sym>,
     scalar_consts: rustc_hash::FxHashMap<(DType, u64), (ConstIdx, Type)>,
-    consts: Vec<Arc<Constant>>,
-    call_attrs: Vec<Attrs>,
-    closures: Vec<Closure>,
+    consts: Table<Arc<Constant>>,
+    call_attrs: Table<Attrs>,
+    closures: Table<Closure>,
     span: Span,
     /// Set when a pushed node breaks well-formedness (see [`Function::is_well_formed`]).
     malformed: bool,
@@ -915,14 +1090,14 @@ impl FunctionBuilder {
         FunctionBuilder {
             nodes: Vec::new(),
             types: TypeTable::default(),
-            spans: Vec::new(),
+            spans: Table::default(),
             extra: Vec::new(),
             syms: Arc::new(SymTable::default()),
             sym_index: Default::default(),
             scalar_consts: Default::default(),
-            consts: Vec::new(),
-            call_attrs: vec![Attrs::new()],
-            closures: Vec::new(),
+            consts: Table::default(),
+            call_attrs: Table::Owned(vec![Attrs::new()]),
+            closures: Table::default(),
             span: Span::default(),
             malformed: false,
         }
@@ -999,8 +1174,9 @@ impl FunctionBuilder {
         self.malformed |= !(operands_ok && self.indices_in_range(&kind));
         self.nodes.push(Node { kind, ty });
         if self.span != Span::default() || !self.spans.is_empty() {
-            self.spans.resize(self.nodes.len() - 1, Span::default());
-            self.spans.push(self.span);
+            let spans = self.spans.vec_mut();
+            spans.resize(self.nodes.len() - 1, Span::default());
+            spans.push(self.span);
         }
         id
     }
@@ -1222,10 +1398,8 @@ impl FunctionBuilder {
         self.sym_index.clear();
         self.scalar_consts.clear();
         self.consts.clear();
-        self.call_attrs.truncate(1);
-        if self.call_attrs.first() != Some(&Attrs::new()) {
-            self.call_attrs = vec![Attrs::new()];
-        }
+        self.call_attrs.clear();
+        self.call_attrs.push(Attrs::new());
         self.closures.clear();
         self.span = Span::default();
         self.malformed = false;
@@ -1242,20 +1416,20 @@ impl FunctionBuilder {
         attrs: Attrs,
     ) -> Function {
         let params = self.range(params);
-        if !self.spans.is_empty() {
-            self.spans.resize(self.nodes.len(), Span::default());
+        if !self.spans.is_empty() && self.spans.len() != self.nodes.len() {
+            self.spans.vec_mut().resize(self.nodes.len(), Span::default());
         }
         let syms = SymTable { text: self.syms.text.as_str().into(), ends: self.syms.ends.to_vec() };
         let well_formed = self.finish_well_formed(params, body);
         let f = Function {
             nodes: self.nodes.drain(..).collect(),
             types: self.types.types.drain(..).collect(),
-            spans: self.spans.to_vec(),
+            spans: self.spans.finish_and_clear(),
             extra: self.extra.to_vec(),
             syms: Arc::new(syms),
-            consts: self.consts.drain(..).collect(),
-            call_attrs: self.call_attrs.drain(..).collect(),
-            closures: self.closures.drain(..).collect(),
+            consts: self.consts.finish_and_clear(),
+            call_attrs: self.call_attrs.finish_and_clear(),
+            closures: self.closures.finish_and_clear(),
             params,
             body,
             ret_ty,
@@ -1269,8 +1443,8 @@ impl FunctionBuilder {
     /// Finishes the function.
     pub fn finish(mut self, params: &[NodeId], body: NodeId, ret_ty: Option<Type>, attrs: Attrs) -> Function {
         let params = self.range(params);
-        if !self.spans.is_empty() {
-            self.spans.resize(self.nodes.len(), Span::default());
+        if !self.spans.is_empty() && self.spans.len() != self.nodes.len() {
+            self.spans.vec_mut().resize(self.nodes.len(), Span::default());
         }
         let well_formed = self.finish_well_formed(params, body);
         // A function lives long and is never appended to (`to_builder` copies): return the
@@ -1282,21 +1456,19 @@ impl FunctionBuilder {
             }
         }
         shrink(&mut self.nodes);
-        shrink(&mut self.spans);
         shrink(&mut self.extra);
-        shrink(&mut self.consts);
         if let Some(syms) = Arc::get_mut(&mut self.syms) {
             syms.shrink_to_fit();
         }
         Function {
             nodes: self.nodes,
             types: self.types.types.into(),
-            spans: self.spans,
+            spans: self.spans.finish(),
             extra: self.extra,
             syms: self.syms,
-            consts: self.consts,
-            call_attrs: self.call_attrs,
-            closures: self.closures,
+            consts: self.consts.finish(),
+            call_attrs: self.call_attrs.finish(),
+            closures: self.closures.finish(),
             params,
             body,
             ret_ty,
@@ -1400,6 +1572,112 @@ mod tests {
         let c = b.var("c", None);
         let body = b.block(&[(a, av), (bb, bv), (c, cv)], c);
         (b.finish(&[x], body, None, Attrs::new()), [a, bb, cv, body])
+    }
+
+    /// Whether two side tables are one allocation (both empty counts as shared).
+    fn same_table<T>(a: &Shared<T>, b: &Shared<T>) -> bool {
+        match (&a.0, &b.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+
+    /// `fn (x) { let k = 2.0; let g = fn (p) { relu(p) }; let c = sum(x, axis=0); (g, k, c) }`
+    /// with spans on every node, and the ids of the closure's body, `relu(p)` and `c`'s value.
+    fn function_with_every_table() -> (Function, [NodeId; 2]) {
+        let sum = crate::op::lookup("sum").expect("sum is registered");
+        let mut b = FunctionBuilder::new();
+        b.set_span(Span { start: 1, end: 2 });
+        let x = b.var("x", None);
+        let kv = b.constant(Constant::scalar_f32(2.0));
+        let k = b.var("k", None);
+        let p = b.var("p", None);
+        let r = b.call(relu(), &[p], Attrs::new());
+        let fv = b.closure(&[p], r, None, Attrs::new());
+        let g = b.var("g", None);
+        let cv = b.call(sum, &[x], Attrs::new().with("axis", crate::ir::AttrValue::Int(0)));
+        let c = b.var("c", None);
+        let tup = b.tuple(&[g, k, c]);
+        let body = b.block(&[(k, kv), (g, fv), (c, cv)], tup);
+        (b.finish(&[x], body, None, Attrs::new()), [p, cv])
+    }
+
+    #[test]
+    fn copies_share_unchanged_side_tables_and_copy_a_changed_one() {
+        let (func, [p, cv]) = function_with_every_table();
+        assert!(func.is_well_formed());
+        assert!(!func.spans.is_empty() && !func.consts.is_empty() && !func.closures.is_empty());
+        assert_eq!(func.call_attrs.len(), 2);
+        let n = func.num_nodes();
+
+        // A plain copy and a substitution that changes no closure share every table.
+        let out = func.substituted(&vec![KEEP; n], &vec![false; n]).expect("nothing to change");
+        for copy in [&func.clone(), &out, &func.with_attrs(Attrs::new())] {
+            assert!(same_table(&copy.spans, &func.spans));
+            assert!(same_table(&copy.consts, &func.consts));
+            assert!(same_table(&copy.call_attrs, &func.call_attrs));
+            assert!(same_table(&copy.closures, &func.closures));
+        }
+
+        // Folding `c`'s value into a constant makes a new constant table (the old entries
+        // first) and leaves the input's table as it was.
+        let two = Arc::new(Constant::scalar_f32(2.0));
+        let folded = func.with_constants_forwarded(&[(cv, Arc::clone(&two))], &vec![KEEP; n], &[]).expect("in range");
+        assert!(!same_table(&folded.consts, &func.consts));
+        assert_eq!(func.consts.len(), 1);
+        assert_eq!(folded.consts.len(), 2);
+        assert!(Arc::ptr_eq(&folded.consts[0], &func.consts[0]));
+        assert!(Arc::ptr_eq(&folded.consts[1], &two));
+        assert!(same_table(&folded.spans, &func.spans));
+        assert!(same_table(&folded.closures, &func.closures));
+
+        // Redirecting the closure's body copies the closure table; the input keeps its body.
+        let ExprKind::Func { idx } = *func.kind(NodeId(p.0 + 2)) else { unreachable!() };
+        let mut subst = vec![KEEP; n];
+        subst[func.closure(idx).body.index()] = p;
+        let redirected = func.substituted(&subst, &vec![false; n]).expect("p precedes the closure");
+        assert!(!same_table(&redirected.closures, &func.closures));
+        assert_eq!(redirected.closure(idx).body, p);
+        assert_eq!(func.closure(idx).body, NodeId(p.0 + 1));
+        assert!(same_table(&redirected.consts, &func.consts));
+
+        // A builder from the function shares the tables until it adds to one; adding to the
+        // builder never changes the function.
+        let mut b = func.to_builder();
+        let k2 = b.constant(Constant::scalar_f32(3.0));
+        let out = b.finish(&[], k2, None, Attrs::new());
+        assert_eq!(func.consts.len(), 1);
+        assert_eq!(out.consts.len(), 2);
+        assert!(same_table(&out.call_attrs, &func.call_attrs));
+        assert!(same_table(&out.closures, &func.closures));
+        assert!(!same_table(&out.spans, &func.spans), "the pushed node has a span");
+        assert_eq!(out.spans.len(), n + 1);
+        assert_eq!(out.span(k2), None, "a builder from a function starts without a span");
+        assert_eq!(out.span(p), Some(Span { start: 1, end: 2 }));
+    }
+
+    #[test]
+    fn with_type_table_checks_every_index_against_the_table() {
+        let (func, [a, ..]) = merge_candidate();
+        let n = func.num_nodes();
+        let table = [f32s(&[2]), f32s(&[3])];
+        let mut tys = vec![TyIdx::NONE; n];
+        tys[a.index()] = TyIdx(1);
+        // A slice and a vector give the same copy; untyped nodes need no entry.
+        let out = func.with_type_table(&table[..], &tys).expect("index 1 is in the table");
+        assert_eq!(out.ty(a), Some(&table[1]));
+        assert_eq!(out.ty(NodeId(0)), None);
+        assert_eq!(out.type_table(), &table[..]);
+        assert!(func.with_type_table(table.to_vec(), &tys).is_some());
+        // One past the end, far past it, a short table and a wrong number of entries.
+        tys[a.index()] = TyIdx(2);
+        assert!(func.with_type_table(&table[..], &tys).is_none());
+        tys[a.index()] = TyIdx(u32::MAX - 1);
+        assert!(func.with_type_table(&table[..], &tys).is_none());
+        tys[a.index()] = TyIdx(1);
+        assert!(func.with_type_table(&table[..1], &tys).is_none());
+        assert!(func.with_type_table(&table[..], &tys[1..]).is_none());
     }
 
     #[test]
