@@ -25,7 +25,7 @@ use passel_engine::{
     function_pass, module_pass, FirewallCheck, ModuleFirewall, ModuleSplit, Sequential, Session, SessionError,
 };
 use passel_passes::inline::{is_inline_candidate, MAX_SIZE_KEY};
-use passel_passes::{dead_code_elimination, infer_type_function, remove_unreachable_functions};
+use passel_passes::{dead_code_elimination, remove_unreachable_functions};
 
 use crate::diag::{self, SourceError};
 
@@ -82,10 +82,9 @@ pub enum WatchError {
 /// every edited function keeps its entry status and the globals it references.
 pub fn standard_session(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
     passel_passes::link();
+    // InferType needs no split: the session plans its per-function form
+    // (`Pass::function_form`) into the function stages, as the executor does.
     let mut session = Session::new(pipeline, ctx)?;
-    // InferType's per-function form, as the executor fuses it (the session names the function).
-    let infer = function_pass("InferType", 0, infer_type_function);
-    session.set_split("InferType", ModuleSplit { prelude: None, per_function: infer.shared() })?;
     let reach = module_pass("DeadCodeElimination", 1, |module, _ctx| Ok(remove_unreachable_functions(&module)));
     let dce = function_pass("DeadCodeElimination", 1, |func, _module, _ctx| Ok(dead_code_elimination(&func)));
     session
