@@ -9,6 +9,9 @@
 //!
 //! How it works (see `docs/incremental.md`): the pipeline is flattened under the context into
 //! stages — runs of function passes, and module passes as barriers — each with a fingerprint.
+//! A module pass with a per-function form joins the run of function passes it falls in, as in
+//! the executor, with the executor's precondition checked per function; when it fails the
+//! session runs the plan's unfused variant (`session/plan.rs`).
 //! Each (function, function stage) is a salsa query running that stage's passes on the
 //! function; each module pass is a query over the whole module whose per-function outputs are
 //! compared with the previous run's, so functions it did not change are reused by the next

@@ -754,3 +754,67 @@ fn a_failing_stage_reports_the_first_failing_pass_before_earlier_functions_faili
         }
     }
 }
+
+/// A function for the function-local pipeline: `kind % 4` picks a plain function, one that
+/// `Retype` changes the declared signature of, one without a declared result type, or one
+/// marked `SkipOptimization`.
+fn gen_local_func(name: &str, kind: u8, callee: Option<&str>) -> Arc<Function> {
+    let attrs = match kind % 4 {
+        1 => "#[Retype=1]\n",
+        3 => "#[SkipOptimization]\n",
+        _ => "",
+    };
+    let ret = if kind % 4 == 2 { "" } else { " -> Tensor[(2,), f32]" };
+    let body = match callee {
+        Some(c) => format!("  @{c}(%x)\n"),
+        None => format!("  {}(%x)\n", ["negative", "relu", "tanh"][(kind / 4) as usize % 3]),
+    };
+    func(&format!("{attrs}def @{name}(%x: Tensor[(2,), f32]){ret} {{\n{body}}}\n"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Random edits that make the fused form's precondition fail and hold again: the output
+    /// always equals a cold serial run's, through the edit path, salsa and `start_run`.
+    #[test]
+    fn random_edits_around_a_fused_form_match_a_cold_serial_run(
+        start in proptest::collection::vec(any::<u8>(), 1..6),
+        edits in proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..10),
+        threads in 1usize..3,
+    ) {
+        let p = local_pipeline();
+        let mut s = Session::new(p.clone(), &ctx(2, threads)).expect("session");
+        let mut names: Vec<String> = Vec::new();
+        for (i, kind) in start.iter().enumerate() {
+            let name = format!("f{i}");
+            let callee = names.last().cloned();
+            s.set_function(&name, gen_local_func(&name, *kind, callee.as_deref()));
+            names.push(name);
+        }
+        let mut next = names.len();
+        for (op, x, kind) in edits {
+            let name = names[x as usize % names.len()].clone();
+            let callee = names.get(kind as usize % names.len()).filter(|c| **c != name).cloned();
+            match op % 4 {
+                0 => {
+                    let fresh = format!("f{next}");
+                    next += 1;
+                    s.add_function(&fresh, gen_local_func(&fresh, kind, Some(&name))).expect("fresh name");
+                    names.push(fresh);
+                }
+                1 if names.len() > 1 => {
+                    s.remove_function(&name).expect("exists");
+                    names.retain(|n| *n != name);
+                }
+                _ => {
+                    s.set_function(&name, gen_local_func(&name, kind, callee.as_deref()));
+                }
+            }
+            let out = if op % 8 == 7 { s.start_run().run() } else { s.run() }.expect("run succeeds");
+            let (text, diags) = cold(&p, &s.module(), 2).expect("cold run succeeds");
+            prop_assert_eq!(print_module(&out.module), text);
+            prop_assert_eq!(out.diagnostics, diags);
+        }
+    }
+}

@@ -9,7 +9,8 @@
 //! not trigger a run.
 //!
 //! [`standard_session`] is the session every harness tool uses: it gives the standard module
-//! passes (InferType, DeadCodeElimination) their per-function forms, and Inline and the
+//! passes their per-function forms (InferType's own `Pass::function_form`, which the session
+//! plans into its function stages; a split for DeadCodeElimination), and Inline and the
 //! reachability prelude of DeadCodeElimination their firewalls.
 
 use std::io::Write;
@@ -73,8 +74,9 @@ pub enum WatchError {
 
 /// A session for `pipeline` under `ctx` in which the standard module passes run in their
 /// per-function forms: InferType as type inference of each function against its callees'
-/// signatures, DeadCodeElimination as the removal of unreachable functions (a barrier)
-/// followed by per-function dead binding removal.
+/// signatures (its registered `Pass::function_form`, planned by the session itself),
+/// DeadCodeElimination as the removal of unreachable functions (a barrier) followed by
+/// per-function dead binding removal.
 ///
 /// On the edit path, two firewalls let an edit skip the whole-module passes: Inline is
 /// skipped when every edited function is no inlining candidate before and after, references
