@@ -9,6 +9,9 @@
 //!
 //! How it works (see `docs/incremental.md`): the pipeline is flattened under the context into
 //! stages — runs of function passes, and module passes as barriers — each with a fingerprint.
+//! A module pass with a per-function form joins the run of function passes it falls in, as in
+//! the executor, with the executor's precondition checked per function; when it fails the
+//! session runs the plan's unfused variant (`session/plan.rs`).
 //! Each (function, function stage) is a salsa query running that stage's passes on the
 //! function; each module pass is a query over the whole module whose per-function outputs are
 //! compared with the previous run's, so functions it did not change are reused by the next
@@ -38,7 +41,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::{FxHashMap, FxHashSet};
 use salsa::Setter;
 
-use self::db::{run_stages, FnVal, FuncList, Ran, SessionDb, Source};
+use self::db::{run_stages, FnVal, FuncList, Ran, SessionDb, Source, UNFUSED};
 use self::fast::{run_edit, Cache};
 use self::plan::{plan, PassIds, Plan, Split};
 use self::same::{same_function, span_base};
@@ -235,6 +238,10 @@ pub struct Session {
     cache: Option<Cache>,
     /// Functions whose body was set since `cache` was made, as they are now.
     edited: FxHashMap<Arc<str>, Arc<Function>>,
+    /// Whether a run found the plan's fused variant not applicable to this module (a
+    /// per-function form's precondition failed): later runs go straight to the unfused
+    /// variant until the plan changes.
+    unfused: bool,
 }
 
 impl Session {
@@ -257,6 +264,7 @@ impl Session {
             last: None,
             cache: None,
             edited: FxHashMap::default(),
+            unfused: false,
         })
     }
 
@@ -334,6 +342,7 @@ impl Session {
         roots.set_plan(&mut self.db).to(Arc::new(plan));
         self.last = None;
         self.cache = None;
+        self.unfused = false;
     }
 
     fn roots(&self) -> db::Roots {
@@ -473,6 +482,7 @@ impl Session {
         let pending = self.start_run();
         let start = Instant::now();
         let mut ran = pending.ran()?;
+        self.unfused = ran.unfused;
         self.edited.clear();
         self.cache = ran.outputs.take().map(|stages| {
             let sources = self.order.iter().map(|n| (n.clone(), self.entries[n].stored.clone())).collect();
@@ -489,13 +499,14 @@ impl Session {
         let Some(mut cache) = self.cache.take() else { return Ok(None) };
         let start = Instant::now();
         let plan = self.roots().plan(&self.db);
-        let Some(run) = run_edit(&plan, &mut cache, &self.edited)? else { return Ok(None) };
+        let variant = plan.variant(self.unfused);
+        let Some(run) = run_edit(variant, &mut cache, &self.edited)? else { return Ok(None) };
         self.edited.clear();
         self.cache = Some(cache);
         let stages = run
             .stages
             .into_iter()
-            .zip(&plan.stages)
+            .zip(variant)
             .map(|(run, stage)| StageStats {
                 label: stage.label.clone(),
                 is_module_pass: !stage.is_function(),
@@ -526,7 +537,7 @@ impl Session {
     /// run has stopped.
     pub fn start_run(&self) -> PendingRun {
         let shifts = self.shifts();
-        PendingRun { db: self.db.clone(), threads: self.ctx.num_threads().max(1), shifts }
+        PendingRun { db: self.db.clone(), threads: self.ctx.num_threads().max(1), shifts, unfused: self.unfused }
     }
 }
 
@@ -550,6 +561,8 @@ pub struct PendingRun {
     threads: usize,
     /// Functions that moved in their source since their result was computed.
     shifts: FxHashMap<Arc<str>, i64>,
+    /// Run the plan's unfused variant without trying the fused one first.
+    unfused: bool,
 }
 
 impl PendingRun {
@@ -562,7 +575,7 @@ impl PendingRun {
 
     fn ran(&self) -> Result<Ran, SessionError> {
         self.db.take_log();
-        Ok(salsa::Cancelled::catch(AssertUnwindSafe(|| run_stages(&self.db, self.threads)))
+        Ok(salsa::Cancelled::catch(AssertUnwindSafe(|| run_stages(&self.db, self.threads, self.unfused)))
             .map_err(|_| SessionError::Cancelled)??)
     }
 
@@ -570,15 +583,20 @@ impl PendingRun {
         let log = self.db.take_log();
         let plan = salsa_roots(&self.db).plan(&self.db);
         let mut by_stage: Vec<FxHashMap<Arc<str>, ()>> = vec![FxHashMap::default(); ran.stages.len()];
+        // Only the variant that gave the result counts (a fused attempt may precede it).
+        let variant = if ran.unfused { UNFUSED } else { 0 };
         for (k, name) in log {
-            if let Some(set) = by_stage.get_mut(k as usize) {
+            if k & UNFUSED != variant {
+                continue;
+            }
+            if let Some(set) = by_stage.get_mut((k & !UNFUSED) as usize) {
                 set.insert(name, ());
             }
         }
         let stages = ran
             .stages
             .iter()
-            .zip(&plan.stages)
+            .zip(plan.variant(ran.unfused))
             .zip(by_stage)
             .map(|((run, stage), done)| {
                 let recomputed: Vec<Arc<str>> = run.names.0.iter().filter(|n| done.contains_key(*n)).cloned().collect();

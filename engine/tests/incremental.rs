@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use passel_engine::ir::{parse_module, print_module, AttrValue, ExprKind, Function, Module};
+use passel_engine::ir::{parse_module, print_module, AttrValue, ExprKind, Function, Module, Type};
 use passel_engine::transform::{Diagnostic, Pass, PassContext, PassError, Sequential};
 use passel_engine::{
     function_pass, module_pass, sequential, FirewallCheck, ModuleFirewall, Session, SessionError, SessionOutput,
@@ -552,6 +552,267 @@ proptest! {
             }
             let out = s.run().expect("run succeeds");
             let (text, diags) = cold(&p, &s.module(), opt).expect("cold run succeeds");
+            prop_assert_eq!(print_module(&out.module), text);
+            prop_assert_eq!(out.diagnostics, diags);
+        }
+    }
+}
+
+/// The type other functions see for `f`, as InferType reads it: its declared signature, or
+/// its parameter and body types when it declares none.
+fn seen_type(f: &Function) -> String {
+    f.signature()
+        .or_else(|| {
+            let params: Option<Vec<Type>> = f.params().iter().map(|&p| f.ty(p).cloned()).collect();
+            Some(Type::func(params?, f.ty(f.body())?.clone()))
+        })
+        .map_or_else(|| "unknown".to_string(), |t| t.to_string())
+}
+
+/// Reports the type each callee of `func` has in `module`.
+fn report_callee_types(func: &Function, module: &Module, ctx: &PassContext, name: Option<&str>) {
+    let mut callees: Vec<String> = func
+        .nodes()
+        .iter()
+        .filter_map(|n| match n.kind {
+            ExprKind::Global { name } => Some(func.sym(name).to_string()),
+            _ => None,
+        })
+        .collect();
+    callees.sort();
+    callees.dedup();
+    for callee in callees {
+        let ty = module.get(&callee).map_or_else(|| "missing".to_string(), |f| seen_type(f));
+        let mut d = Diagnostic::warning("CalleeTypes", format!("calls @{callee}: {ty}"));
+        if let Some(name) = name {
+            d = d.in_function(name);
+        }
+        ctx.emit(d);
+    }
+}
+
+/// A function-local module pass (like InferType) with its per-function form: reports the
+/// type every callee has in the module it is given, for every function (also those marked
+/// `SkipOptimization`), in module order.
+fn callee_types() -> Arc<dyn Pass> {
+    module_pass("CalleeTypes", 0, |module, ctx| {
+        for (name, f) in module.iter() {
+            report_callee_types(f, &module, ctx, Some(name));
+        }
+        Ok(module)
+    })
+    .with_function_form(|func, module, ctx| {
+        report_callee_types(&func, module, ctx, None);
+        Ok(func)
+    })
+    .shared()
+}
+
+/// `func` with node `id`'s type set to `ty`.
+fn with_type(func: &Function, id: passel_engine::ir::NodeId, ty: Option<Type>) -> Function {
+    let mut types: Vec<Option<Type>> = func.node_ids().map(|n| func.ty(n).cloned()).collect();
+    types[id.0 as usize] = ty;
+    func.with_types(types)
+}
+
+/// Changes the declared type of the first parameter of functions with the attribute `Retype`
+/// (which breaks the precondition of a per-function form run after it in the same stage).
+fn retype() -> Arc<dyn Pass> {
+    function_pass("Retype", 0, |func, _module, _ctx| {
+        let Some(&p) = func.params().first() else { return Ok(func) };
+        match (func.attrs().contains("Retype"), func.ty(p).cloned()) {
+            (true, Some(t)) => Ok(Arc::new(with_type(&func, p, Some(Type::func(vec![], t))))),
+            _ => Ok(func),
+        }
+    })
+    .shared()
+}
+
+/// Gives the body of a function without a declared result type its first parameter's type
+/// (so the type callers see for it changes).
+fn type_body() -> Arc<dyn Pass> {
+    function_pass("TypeBody", 0, |func, _module, _ctx| {
+        let Some(&p) = func.params().first() else { return Ok(func) };
+        if func.ret_ty().is_some() || func.ty(func.body()).is_some() {
+            return Ok(func);
+        }
+        Ok(Arc::new(with_type(&func, func.body(), func.ty(p).cloned())))
+    })
+    .shared()
+}
+
+/// Fused: [First, Retype, TypeBody, CalleeTypes, Last]; unfused: [First, Retype, TypeBody] |
+/// [CalleeTypes, Last].
+fn local_pipeline() -> Sequential {
+    sequential("local", vec![identity("First", 0), retype(), type_body(), callee_types(), identity("Last", 0)])
+}
+
+fn labels(out: &SessionOutput) -> Vec<&str> {
+    out.stats.stages.iter().map(|s| s.label.as_str()).collect()
+}
+
+const FUSED: &str = "First,Retype,TypeBody,CalleeTypes,Last";
+
+#[test]
+fn a_function_local_module_pass_joins_the_function_stage() {
+    let p = local_pipeline();
+    let mut s = Session::new(p.clone(), &ctx(2, 2)).expect("session");
+    let text = format!(
+        "{MODULE}\n#[SkipOptimization]\ndef @skipped(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {{\n  @leaf(%x)\n}}\n"
+    );
+    s.load(&parse(&text));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(labels(&out), [FUSED]);
+    // The form ran on the skipped function, as the module pass does.
+    assert!(out.diagnostics.iter().any(|d| d.function.as_deref() == Some("skipped")), "{:?}", out.diagnostics);
+    s.set_function("mid", func("def @mid(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @leaf(@leaf(%x))\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(recomputed(&out), [format!("{FUSED}: mid")]);
+}
+
+#[test]
+fn a_pass_changing_a_declared_signature_before_a_fused_form_makes_the_session_run_unfused() {
+    let p = local_pipeline();
+    let mut s = Session::new(p.clone(), &ctx(2, 2)).expect("session");
+    s.load(&parse(MODULE));
+    assert_eq!(labels(&run(&mut s, &p, 2)), [FUSED]);
+    // A body edit (the edit path) that makes Retype change @leaf's signature, which @mid's
+    // CalleeTypes must see.
+    s.set_function(
+        "leaf",
+        func("#[Retype=1]\ndef @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  add(%x, %x)\n}\n"),
+    );
+    let out = run(&mut s, &p, 2);
+    assert_eq!(labels(&out), ["First,Retype,TypeBody", "CalleeTypes,Last"]);
+    assert!(out.diagnostics.iter().any(|d| d.message.contains("fn(")), "{:?}", out.diagnostics);
+    // Later edits stay correct, through the edit path and salsa, serial and parallel.
+    s.set_function("top", func("def @top(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @mid(@mid(%x))\n}\n"));
+    run(&mut s, &p, 2);
+    s.set_function("leaf", func("def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  add(%x, %x)\n}\n"));
+    run(&mut s, &p, 2);
+    run_uncached(&mut s, &p, 2);
+    s.remove_function("hot").expect("remove");
+    run(&mut s, &p, 2);
+    // A fresh session on a module that breaks the precondition from the start.
+    let mut s = Session::new(p.clone(), &ctx(2, 1)).expect("session");
+    let text =
+        format!("{MODULE}\n#[Retype=1]\ndef @re(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {{\n  @top(%x)\n}}\n");
+    s.load(&parse(&text));
+    s.set_function("user", func("def @user(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @re(%x)\n}\n"));
+    run_uncached(&mut s, &p, 2);
+    let out = run(&mut s, &p, 2);
+    assert_eq!(labels(&out), ["First,Retype,TypeBody", "CalleeTypes,Last"]);
+}
+
+#[test]
+fn an_undeclared_signature_makes_the_session_run_unfused() {
+    let p = local_pipeline();
+    let mut s = Session::new(p.clone(), &ctx(2, 2)).expect("session");
+    let text = format!(
+        "{MODULE}\ndef @open(%x: Tensor[(2,), f32]) {{\n  add(%x, %x)\n}}\n\ndef @user(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {{\n  @open(%x)\n}}\n"
+    );
+    s.load(&parse(&text));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(labels(&out), ["First,Retype,TypeBody", "CalleeTypes,Last"]);
+    // TypeBody typed @open's body before CalleeTypes read it, as in the serial run.
+    assert!(out.diagnostics.iter().any(|d| d.message.starts_with("calls @open: fn(")), "{:?}", out.diagnostics);
+}
+
+/// Fails on functions with the attribute `attr`.
+fn fail_on(attr: &'static str) -> Arc<dyn Pass> {
+    function_pass(&format!("FailOn{attr}"), 0, move |func, _module, _ctx| {
+        if func.attrs().contains(attr) {
+            return Err(PassError::msg(format!("{attr} found")));
+        }
+        Ok(func)
+    })
+    .shared()
+}
+
+#[test]
+fn a_failing_stage_reports_the_first_failing_pass_before_earlier_functions_failing_later() {
+    // @a fails in the second pass, @b (after it) in the first: a serial run reports @b.
+    let p = sequential("fail", vec![fail_on("A"), fail_on("B")]);
+    for threads in [1, 2] {
+        let mut s = Session::new(p.clone(), &ctx(2, threads)).expect("session");
+        s.load(&parse(MODULE));
+        run(&mut s, &p, 2);
+        s.set_function("a", func("#[B=1]\ndef @a(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  negative(%x)\n}\n"));
+        s.set_function("b", func("#[A=1]\ndef @b(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  negative(%x)\n}\n"));
+        let cold_err = cold(&p, &s.module(), 2).expect_err("cold run fails");
+        assert!(cold_err.to_string().contains("A found"), "{cold_err}");
+        match s.run() {
+            Err(SessionError::Pass(e)) => assert_eq!(e.to_string(), cold_err.to_string()),
+            other => panic!("expected a pass error, got {:?}", other.map(|o| recomputed(&o))),
+        }
+        // Fixing @b leaves @a's failure.
+        s.set_function("b", func("def @b(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  negative(%x)\n}\n"));
+        let cold_err = cold(&p, &s.module(), 2).expect_err("cold run fails");
+        match s.run() {
+            Err(SessionError::Pass(e)) => assert_eq!(e.to_string(), cold_err.to_string()),
+            other => panic!("expected a pass error, got {:?}", other.map(|o| recomputed(&o))),
+        }
+    }
+}
+
+/// A function for the function-local pipeline: `kind % 4` picks a plain function, one that
+/// `Retype` changes the declared signature of, one without a declared result type, or one
+/// marked `SkipOptimization`.
+fn gen_local_func(name: &str, kind: u8, callee: Option<&str>) -> Arc<Function> {
+    let attrs = match kind % 4 {
+        1 => "#[Retype=1]\n",
+        3 => "#[SkipOptimization]\n",
+        _ => "",
+    };
+    let ret = if kind % 4 == 2 { "" } else { " -> Tensor[(2,), f32]" };
+    let body = match callee {
+        Some(c) => format!("  @{c}(%x)\n"),
+        None => format!("  {}(%x)\n", ["negative", "relu", "tanh"][(kind / 4) as usize % 3]),
+    };
+    func(&format!("{attrs}def @{name}(%x: Tensor[(2,), f32]){ret} {{\n{body}}}\n"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Random edits that make the fused form's precondition fail and hold again: the output
+    /// always equals a cold serial run's, through the edit path, salsa and `start_run`.
+    #[test]
+    fn random_edits_around_a_fused_form_match_a_cold_serial_run(
+        start in proptest::collection::vec(any::<u8>(), 1..6),
+        edits in proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..10),
+        threads in 1usize..3,
+    ) {
+        let p = local_pipeline();
+        let mut s = Session::new(p.clone(), &ctx(2, threads)).expect("session");
+        let mut names: Vec<String> = Vec::new();
+        for (i, kind) in start.iter().enumerate() {
+            let name = format!("f{i}");
+            let callee = names.last().cloned();
+            s.set_function(&name, gen_local_func(&name, *kind, callee.as_deref()));
+            names.push(name);
+        }
+        let mut next = names.len();
+        for (op, x, kind) in edits {
+            let name = names[x as usize % names.len()].clone();
+            let callee = names.get(kind as usize % names.len()).filter(|c| **c != name).cloned();
+            match op % 4 {
+                0 => {
+                    let fresh = format!("f{next}");
+                    next += 1;
+                    s.add_function(&fresh, gen_local_func(&fresh, kind, Some(&name))).expect("fresh name");
+                    names.push(fresh);
+                }
+                1 if names.len() > 1 => {
+                    s.remove_function(&name).expect("exists");
+                    names.retain(|n| *n != name);
+                }
+                _ => {
+                    s.set_function(&name, gen_local_func(&name, kind, callee.as_deref()));
+                }
+            }
+            let out = if op % 8 == 7 { s.start_run().run() } else { s.run() }.expect("run succeeds");
+            let (text, diags) = cold(&p, &s.module(), 2).expect("cold run succeeds");
             prop_assert_eq!(print_module(&out.module), text);
             prop_assert_eq!(out.diagnostics, diags);
         }

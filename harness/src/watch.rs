@@ -9,7 +9,8 @@
 //! not trigger a run.
 //!
 //! [`standard_session`] is the session every harness tool uses: it gives the standard module
-//! passes (InferType, DeadCodeElimination) their per-function forms, and Inline and the
+//! passes their per-function forms (InferType's own `Pass::function_form`, which the session
+//! plans into its function stages; a split for DeadCodeElimination), and Inline and the
 //! reachability prelude of DeadCodeElimination their firewalls.
 
 use std::io::Write;
@@ -25,7 +26,7 @@ use passel_engine::{
     function_pass, module_pass, FirewallCheck, ModuleFirewall, ModuleSplit, Sequential, Session, SessionError,
 };
 use passel_passes::inline::{is_inline_candidate, MAX_SIZE_KEY};
-use passel_passes::{dead_code_elimination, infer_type_function, remove_unreachable_functions};
+use passel_passes::{dead_code_elimination, remove_unreachable_functions};
 
 use crate::diag::{self, SourceError};
 
@@ -73,8 +74,9 @@ pub enum WatchError {
 
 /// A session for `pipeline` under `ctx` in which the standard module passes run in their
 /// per-function forms: InferType as type inference of each function against its callees'
-/// signatures, DeadCodeElimination as the removal of unreachable functions (a barrier)
-/// followed by per-function dead binding removal.
+/// signatures (its registered `Pass::function_form`, planned by the session itself),
+/// DeadCodeElimination as the removal of unreachable functions (a barrier) followed by
+/// per-function dead binding removal.
 ///
 /// On the edit path, two firewalls let an edit skip the whole-module passes: Inline is
 /// skipped when every edited function is no inlining candidate before and after, references
@@ -82,10 +84,9 @@ pub enum WatchError {
 /// every edited function keeps its entry status and the globals it references.
 pub fn standard_session(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
     passel_passes::link();
+    // InferType needs no split: the session plans its per-function form
+    // (`Pass::function_form`) into the function stages, as the executor does.
     let mut session = Session::new(pipeline, ctx)?;
-    // InferType's per-function form, as the executor fuses it (the session names the function).
-    let infer = function_pass("InferType", 0, infer_type_function);
-    session.set_split("InferType", ModuleSplit { prelude: None, per_function: infer.shared() })?;
     let reach = module_pass("DeadCodeElimination", 1, |module, _ctx| Ok(remove_unreachable_functions(&module)));
     let dce = function_pass("DeadCodeElimination", 1, |func, _module, _ctx| Ok(dead_code_elimination(&func)));
     session

@@ -69,6 +69,15 @@ pub(crate) struct Key<'db> {
     pub(crate) stage: u32,
 }
 
+/// Set in a stage number for a stage of the plan's unfused variant ([`Plan::variant`]): the
+/// two variants' queries never share a key.
+pub(crate) const UNFUSED: u32 = 1 << 31;
+
+/// The position of stage number `k` in its variant.
+fn index(k: u32) -> u32 {
+    k & !UNFUSED
+}
+
 /// A stage.
 #[salsa::interned]
 pub(crate) struct StageId<'db> {
@@ -102,7 +111,16 @@ impl PartialEq for SigVal {
 pub(crate) struct StageOut {
     pub(crate) func: FnVal,
     pub(crate) diags: Arc<Vec<Vec<Diagnostic>>>,
+    /// The precondition of a per-function form after the stage's first pass failed on this
+    /// function (see `plan.rs`): the run stopped before that form, and the whole stage must
+    /// run unfused.
+    pub(crate) unfusable: bool,
 }
+
+/// A function stage's failure: the index of the failing pass in the stage and its error. A
+/// serial run reports the first failing pass's first failing function, so the pass index
+/// decides between functions.
+pub(crate) type StageErr = (usize, PassError);
 
 /// A module barrier's result. Never equal to another run's: per-function equality is decided
 /// by `barrier_fn`.
@@ -173,7 +191,8 @@ impl SessionDb {
 
 #[salsa::tracked(returns(clone))]
 fn stage_desc<'db>(db: &'db dyn Db, id: StageId<'db>) -> Option<Stage> {
-    db.roots().plan(db).stages.get(id.stage(db) as usize).cloned()
+    let k = id.stage(db);
+    db.roots().plan(db).variant(k & UNFUSED != 0).get(index(k) as usize).cloned()
 }
 
 #[salsa::tracked(returns(clone))]
@@ -185,7 +204,7 @@ fn source<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<FnVal> {
 #[salsa::tracked(returns(clone))]
 fn names_at<'db>(db: &'db dyn Db, id: StageId<'db>) -> Names {
     let k = id.stage(db);
-    if k == 0 {
+    if index(k) == 0 {
         return Names(db.roots().funcs(db).names.clone());
     }
     let prev = StageId::new(db, k - 1);
@@ -200,13 +219,13 @@ fn names_at<'db>(db: &'db dyn Db, id: StageId<'db>) -> Names {
 
 /// The function `name` entering stage `k`: `None` when there is no such function then.
 fn stage_input(db: &dyn Db, name: &Arc<str>, k: u32) -> Option<Result<Arc<Function>, PassError>> {
-    if k == 0 {
+    if index(k) == 0 {
         return source(db, Key::new(db, name.clone(), 0)).map(|f| Ok(f.0));
     }
     let prev = k - 1;
     match stage_desc(db, StageId::new(db, prev))? {
         stage if stage.is_function() => {
-            fn_stage(db, Key::new(db, name.clone(), prev)).map(|res| res.map(|out| out.func.0))
+            fn_stage(db, Key::new(db, name.clone(), prev)).map(|res| res.map(|out| out.func.0).map_err(|(_, e)| e))
         }
         _ => barrier_fn(db, Key::new(db, name.clone(), prev)).map(|res| res.map(|f| f.0)),
     }
@@ -261,20 +280,33 @@ pub(crate) fn view_with(
 }
 
 /// Runs a function stage's passes on `func` (named `name`) with the module view `view`.
+///
+/// Before a module pass's per-function form after the first pass, checks its precondition as
+/// the executor does: the stage's input declares the function's signature and the passes
+/// before the form left that declaration as it was (the form's view holds every function as
+/// it entered the stage, so this is what makes that view right for the functions calling
+/// this one). When it fails, the run stops there and the output is marked `unfusable`.
 pub(crate) fn run_function_stage(
     stage: &Stage,
     name: &Arc<str>,
-    mut func: Arc<Function>,
+    input: Arc<Function>,
     view: &Module,
     cancel: &dyn Fn(),
-) -> Result<StageOut, PassError> {
+) -> Result<StageOut, StageErr> {
     let StageKind::Function(passes) = &stage.kind else {
-        return Err(PassError::msg(format!("stage {} is not a function stage", stage.label)));
+        return Err((0, PassError::msg(format!("stage {} is not a function stage", stage.label))));
     };
     let mut diags = Vec::with_capacity(passes.len());
+    let mut func = input.clone();
+    let mut unfusable = false;
     for (i, pass) in passes.iter().enumerate() {
         cancel();
-        let skip = !(stage.split && i == 0) && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
+        let marked = stage.marked.get(i).copied().unwrap_or(false);
+        if i > 0 && marked && !(has_declared_signature(&input) && same_declared_signature(&func, &input)) {
+            unfusable = true;
+            break;
+        }
+        let skip = !marked && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
         let (Some(fpass), false) = (pass.as_function(), skip) else {
             diags.push(Vec::new());
             continue;
@@ -290,13 +322,28 @@ pub(crate) fn run_function_stage(
         };
         worker.diagnostics().fill_function(name);
         diags.push(worker.diagnostics().take());
-        func = res?;
+        func = res.map_err(|e| (i, e))?;
     }
     // Most stages report nothing: share one empty list instead of allocating one per
     // function and stage.
     static NO_DIAGNOSTICS: LazyLock<Arc<Vec<Vec<Diagnostic>>>> = LazyLock::new(Arc::default);
     let diags = if diags.iter().all(Vec::is_empty) { NO_DIAGNOSTICS.clone() } else { Arc::new(diags) };
-    Ok(StageOut { func: FnVal(func), diags })
+    Ok(StageOut { func: FnVal(func), diags, unfusable })
+}
+
+/// Whether every parameter of `f` and its result have a declared type: then the type other
+/// functions see for it does not depend on its body. (A copy of the executor's private
+/// helper, which is being changed meanwhile.)
+fn has_declared_signature(f: &Function) -> bool {
+    f.ret_ty().is_some() && f.params().iter().all(|&p| f.ty(p).is_some())
+}
+
+/// Whether `a` and `b` declare the same parameter and result types (as the executor checks).
+fn same_declared_signature(a: &Arc<Function>, b: &Arc<Function>) -> bool {
+    Arc::ptr_eq(a, b)
+        || (a.ret_ty() == b.ret_ty()
+            && a.params().len() == b.params().len()
+            && a.params().iter().zip(b.params()).all(|(&p, &q)| a.ty(p) == b.ty(q)))
 }
 
 /// Runs a module stage's pass on `module`.
@@ -313,7 +360,7 @@ pub(crate) fn run_module_stage(stage: &Stage, module: Module) -> Result<(Module,
 }
 
 #[salsa::tracked(returns(clone))]
-fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, PassError>> {
+fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, StageErr>> {
     let (name, k) = (key.name(db).clone(), key.stage(db));
     let stage = stage_desc(db, StageId::new(db, k))?;
     if !stage.is_function() {
@@ -321,7 +368,8 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Pass
     }
     let func = match stage_input(db, &name, k)? {
         Ok(func) => func,
-        Err(e) => return Some(Err(e)),
+        // An earlier stage's error: it is reported there, before this stage is reached.
+        Err(e) => return Some(Err((0, e))),
     };
     let view = module_view(db, &name, &func, k);
     db.record(k, &name);
@@ -332,7 +380,7 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Pass
 fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
     let k = id.stage(db);
     let stage = stage_desc(db, id);
-    let Some(Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split, firewall }) = stage else {
+    let Some(Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, marked, firewall }) = stage else {
         return BarrierOut(Arc::new(Ok((Module::new(), Vec::new()))));
     };
     let names = names_at(db, id);
@@ -350,7 +398,7 @@ fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
         db.record(k, name);
     }
     db.unwind_if_revision_cancelled();
-    let stage = Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, split, firewall };
+    let stage = Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, marked, firewall };
     BarrierOut(Arc::new(run_module_stage(&stage, module)))
 }
 
@@ -376,6 +424,8 @@ pub(crate) struct Ran {
     pub(crate) stages: Vec<StageRun>,
     /// Every stage's output, when every function of every stage had one.
     pub(crate) outputs: Option<Vec<StageCache>>,
+    /// Whether this ran the plan's unfused variant.
+    pub(crate) unfused: bool,
 }
 
 /// What one stage produced, for every function entering it (in module order).
@@ -387,25 +437,50 @@ pub(crate) enum StageCache {
     Module { out: Module, diags: Vec<Diagnostic> },
 }
 
-/// Runs every stage in order, fanning function stages out over `threads` workers. May unwind
-/// with `salsa::Cancelled` when an input is set meanwhile.
-pub(crate) fn run_stages(db: &SessionDb, threads: usize) -> Result<Ran, PassError> {
+/// Runs every stage of the plan's fused variant in order (or of its unfused variant when
+/// `unfused`, or when a fused stage's run-time check fails), fanning function stages out over
+/// `threads` workers. May unwind with `salsa::Cancelled` when an input is set meanwhile.
+pub(crate) fn run_stages(db: &SessionDb, threads: usize, unfused: bool) -> Result<Ran, PassError> {
+    if !unfused {
+        if let Some(ran) = run_variant(db, threads, false)? {
+            return Ok(ran);
+        }
+    }
+    // The unfused variant has no run-time check, so it always gives a result.
+    run_variant(db, threads, true)?.ok_or_else(|| PassError::msg("internal error: unfused stage plan not runnable"))
+}
+
+/// Runs one variant of the plan; `None` when a function failed the run-time check of a fused
+/// stage (then the variant's result would not be the serial run's).
+fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<Ran>, PassError> {
     let plan = db.roots().plan(db);
+    let unfused = unfused && plan.unfused.is_some();
+    let variant = plan.variant(unfused);
+    let base = if unfused { UNFUSED } else { 0 };
     let mut diagnostics = Vec::new();
-    let mut stages = Vec::with_capacity(plan.stages.len());
-    let mut outputs = Some(Vec::with_capacity(plan.stages.len()));
-    for (k, stage) in plan.stages.iter().enumerate() {
+    let mut stages = Vec::with_capacity(variant.len());
+    let mut outputs = Some(Vec::with_capacity(variant.len()));
+    for (k, stage) in variant.iter().enumerate() {
         let start = Instant::now();
-        let k = k as u32;
+        let k = base | k as u32;
         let id = StageId::new(db, k);
         let names = names_at(db, id);
         match &stage.kind {
             StageKind::Function(passes) => {
                 let outs = fan_out(db, &names.0, threads, |db, name| fn_stage(db, Key::new(db, name.clone(), k)));
-                let mut ok = Vec::with_capacity(outs.len());
-                for out in outs.into_iter().flatten() {
-                    ok.push(out?);
+                let outs: Vec<_> = outs.into_iter().flatten().collect();
+                if outs.iter().any(|out| out.as_ref().is_ok_and(|o| o.unfusable)) {
+                    return Ok(None);
                 }
+                // The first failing pass's first failing function in module order, as a
+                // serial run reports it.
+                if let Some(i) = outs.iter().filter_map(|out| out.as_ref().err().map(|(i, _)| *i)).min() {
+                    let first = outs.into_iter().find_map(|out| out.err().filter(|(j, _)| *j == i));
+                    return Err(
+                        first.map_or_else(|| PassError::msg("internal error: failing function not found"), |(_, e)| e)
+                    );
+                }
+                let ok: Vec<StageOut> = outs.into_iter().filter_map(Result::ok).collect();
                 // Pass-major order, as a serial run reports them.
                 for j in 0..passes.len() {
                     for out in &ok {
@@ -431,7 +506,7 @@ pub(crate) fn run_stages(db: &SessionDb, threads: usize) -> Result<Ran, PassErro
         }
         stages.push(StageRun { names, time: start.elapsed() });
     }
-    let n = plan.stages.len() as u32;
+    let n = base | variant.len() as u32;
     let names = names_at(db, StageId::new(db, n));
     let mut module = Module::new();
     for name in names.0.iter() {
@@ -439,7 +514,7 @@ pub(crate) fn run_stages(db: &SessionDb, threads: usize) -> Result<Ran, PassErro
             let _ = module.add(name, res?);
         }
     }
-    Ok(Ran { module, diagnostics, stages, outputs })
+    Ok(Some(Ran { module, diagnostics, stages, outputs, unfused }))
 }
 
 fn fan_out<T: Send>(

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::db::{callees, run_function_stage, run_module_stage, view_with, FnVal, StageCache};
-use super::plan::{Plan, Stage, StageKind};
+use super::plan::{Stage, StageKind};
 use super::same::{same_function, same_signature};
 use super::FirewallCheck;
 use crate::ir::{Function, Module};
@@ -191,15 +191,17 @@ pub(crate) struct FastRun {
 /// A function whose stage input changed: its old and new input.
 type Changed = FxHashMap<Arc<str>, (Arc<Function>, Arc<Function>)>;
 
-/// Runs `plan` after the loaded functions in `edited` changed, updating `cache`. `Ok(None)`
-/// means the edit path cannot handle the edit (a module pass changed the function list);
+/// Runs `stages` (the plan variant `cache` was made with) after the loaded functions in
+/// `edited` changed, updating `cache`. `Ok(None)` means the edit path cannot handle the edit
+/// (a module pass changed the function list, a recomputed function failed a fused stage's
+/// run-time check, or a function pass failed: salsa picks the error a serial run reports);
 /// on `Ok(None)` or an error, `cache` is left partly updated and must be dropped.
 pub(crate) fn run_edit(
-    plan: &Plan,
+    stages_in: &[Stage],
     cache: &mut Cache,
     edited: &FxHashMap<Arc<str>, Arc<Function>>,
 ) -> Result<Option<FastRun>, PassError> {
-    if cache.stages.len() != plan.stages.len() {
+    if cache.stages.len() != stages_in.len() {
         return Ok(None);
     }
     let mut changed: Changed = FxHashMap::default();
@@ -213,9 +215,9 @@ pub(crate) fn run_edit(
         cache.sources.insert(name.clone(), new.clone());
         note(&mut cache.referrers, name, new);
     }
-    let mut stages = Vec::with_capacity(plan.stages.len());
+    let mut stages = Vec::with_capacity(stages_in.len());
     let mut diags_changed = false;
-    for (k, stage) in plan.stages.iter().enumerate() {
+    for (k, stage) in stages_in.iter().enumerate() {
         let start = Instant::now();
         let mut recomputed = Vec::new();
         let mut next: Changed = FxHashMap::default();
@@ -258,7 +260,10 @@ pub(crate) fn run_edit(
                 for name in &to_run {
                     let Some(input) = cache.input(k, name) else { continue };
                     let view = view_with(name, &input, |callee| cache.input(k, callee));
-                    let out = run_function_stage(stage, name, input, &view, &|| {})?;
+                    let Ok(out) = run_function_stage(stage, name, input, &view, &|| {}) else { return Ok(None) };
+                    if out.unfusable {
+                        return Ok(None);
+                    }
                     let (StageCache::Function { outs, .. }, Some(&i)) =
                         (&mut cache.stages[k], cache.index[k].get(name))
                     else {
@@ -333,7 +338,7 @@ pub(crate) fn run_edit(
         return Ok(Some(FastRun { module, diagnostics: cache.diagnostics.clone(), stages }));
     }
     let mut diagnostics = Vec::new();
-    for (stage, out) in plan.stages.iter().zip(&cache.stages) {
+    for (stage, out) in stages_in.iter().zip(&cache.stages) {
         match (&stage.kind, out) {
             (StageKind::Function(passes), StageCache::Function { outs, .. }) => {
                 for j in 0..passes.len() {

@@ -8,6 +8,15 @@
 //! sequential's own opt level and required list are ignored (rule 16). Consecutive function
 //! passes form one function stage; every other pass is a module barrier of its own.
 //!
+//! A module pass with a per-function form ([`Pass::function_form`], e.g. InferType) is planned
+//! into the function stage the way the executor plans it (`transform/executor.rs`): the form
+//! joins the run of function passes instead of stopping every function at a barrier. Its
+//! precondition is checked per function at run time (`db::run_function_stage`): the stage's
+//! input declares the function's signature, and no earlier pass of the stage changed that
+//! declaration before the form ran. When any function fails it, the session runs the plan's
+//! *unfused* variant instead, where each form starts a stage of its own and so sees every
+//! function as the previous pass left it, exactly like the module pass (no precondition).
+//!
 //! What it deliberately does not do: instruments. A session rejects contexts with
 //! instruments, since cached stages would skip their callbacks.
 //!
@@ -41,9 +50,11 @@ pub(crate) struct Stage {
     pub(crate) label: String,
     /// The context the stage runs under (covered by the fingerprint).
     pub(crate) ctx: PassContext,
-    /// Whether the stage's first pass is the per-function form of a module pass, which,
-    /// unlike a function pass, also runs on functions marked `SkipOptimization`.
-    pub(crate) split: bool,
+    /// Per pass of a function stage: whether it is the per-function form of a module pass,
+    /// which, unlike a function pass, also runs on functions marked `SkipOptimization`. A
+    /// form after the stage's first pass has the run-time precondition checked (see the
+    /// module docs). Covered by the fingerprint. Empty for a module stage.
+    pub(crate) marked: Vec<bool>,
     /// A module stage's shortcut on the edit path (not part of the fingerprint: it changes
     /// how the result is obtained, not the result).
     pub(crate) firewall: Option<ModuleFirewall>,
@@ -65,7 +76,21 @@ impl Stage {
 /// The stages of a pipeline under one context.
 #[derive(Clone, Default)]
 pub(crate) struct Plan {
+    /// Module passes' per-function forms fused into the function stages.
     pub(crate) stages: Vec<Stage>,
+    /// Each form in a stage of its own, when `stages` has a form after a stage's first pass
+    /// (whose precondition may fail at run time); `None` when `stages` has none.
+    pub(crate) unfused: Option<Vec<Stage>>,
+}
+
+impl Plan {
+    /// The stages of one variant.
+    pub(crate) fn variant(&self, unfused: bool) -> &[Stage] {
+        match (&self.unfused, unfused) {
+            (Some(stages), true) => stages,
+            _ => &self.stages,
+        }
+    }
 }
 
 /// Gives every pass object of a session a stable identity.
@@ -85,6 +110,7 @@ impl PassIds {
     }
 }
 
+#[derive(Clone)]
 enum Ident {
     Registered(String),
     Object(u64),
@@ -98,8 +124,10 @@ pub(crate) struct Split {
 
 /// Flattens `pipeline` under `ctx` into stages; a module pass named in `splits` is replaced
 /// by its prelude (a barrier) and its per-function form, which starts a function stage (the
-/// function passes right after it join that stage). A module stage whose pass is named in
-/// `firewalls` gets that shortcut.
+/// function passes right after it join that stage). Any other module pass with a
+/// per-function form ([`Pass::function_form`]) joins the function stage it is in (and starts
+/// one in the unfused variant). A module stage whose pass is named in `firewalls` gets that
+/// shortcut.
 pub(crate) fn plan(
     pipeline: &Sequential,
     ctx: &PassContext,
@@ -107,7 +135,7 @@ pub(crate) fn plan(
     splits: &[(String, Split)],
     firewalls: &[(String, ModuleFirewall)],
 ) -> Result<Plan, PassError> {
-    let mut leaves: Vec<(Arc<dyn Pass>, Ident, bool)> = Vec::new();
+    let mut leaves: Vec<Leaf> = Vec::new();
     // An explicit work list instead of recursion over nesting depth.
     let mut work: Vec<Work> = pipeline.passes().iter().rev().map(|p| Work::Filtered(p.clone())).collect();
     while let Some(item) = work.pop() {
@@ -133,22 +161,28 @@ pub(crate) fn plan(
             }
             kind => {
                 let split = splits.iter().find(|(name, _)| *name == pass.info().name).map(|(_, s)| s);
-                match split {
-                    Some(split) if kind != PassKind::Function => {
+                let ident = if registered {
+                    let name = &pass.info().name;
+                    Ident::Registered(canonical_pass_name(name).map_or_else(|| name.clone(), str::to_string))
+                } else {
+                    Ident::Object(ids.id(&pass))
+                };
+                match (split, pass.function_form()) {
+                    (Some(split), _) if kind != PassKind::Function => {
                         if let Some(prelude) = &split.prelude {
-                            leaves.push((prelude.clone(), Ident::Object(ids.id(prelude)), false));
+                            leaves.push(Leaf {
+                                pass: prelude.clone(),
+                                ident: Ident::Object(ids.id(prelude)),
+                                form: None,
+                            });
                         }
-                        leaves.push((split.per_function.clone(), Ident::Object(ids.id(&split.per_function)), true));
+                        let ident = Ident::Object(ids.id(&split.per_function));
+                        leaves.push(Leaf { pass: split.per_function.clone(), ident, form: Some(Form::Split) });
                     }
-                    _ => {
-                        let ident = if registered {
-                            let name = &pass.info().name;
-                            Ident::Registered(canonical_pass_name(name).map_or_else(|| name.clone(), str::to_string))
-                        } else {
-                            Ident::Object(ids.id(&pass))
-                        };
-                        leaves.push((pass, ident, false));
+                    (_, Some(form)) if kind != PassKind::Function => {
+                        leaves.push(Leaf { pass: Arc::new(form), ident, form: Some(Form::Local) });
                     }
+                    _ => leaves.push(Leaf { pass, ident, form: None }),
                 }
             }
         }
@@ -160,57 +194,88 @@ pub(crate) fn plan(
     format!("{:?}", ctx.config()).hash(&mut settings);
     let settings = settings.finish();
 
+    let stages = group(&leaves, settings, ctx, firewalls, true);
+    let has_checked = stages.iter().any(|s| s.marked.iter().skip(1).any(|&m| m));
+    let unfused = has_checked.then(|| group(&leaves, settings, ctx, firewalls, false));
+    Ok(Plan { stages, unfused })
+}
+
+/// A flattened pass: the pass run, its identity, and whether it is a module pass's
+/// per-function form.
+struct Leaf {
+    pass: Arc<dyn Pass>,
+    ident: Ident,
+    form: Option<Form>,
+}
+
+/// The kinds of per-function forms of module passes.
+#[derive(Clone, Copy, PartialEq)]
+enum Form {
+    /// A [`crate::session::ModuleSplit`]'s: always starts a stage (no run-time check).
+    Split,
+    /// A [`Pass::function_form`]: joins the stage when `fuse`, with its precondition checked.
+    Local,
+}
+
+/// Groups `leaves` into stages: consecutive function passes form a function stage, every
+/// other pass a module stage. A split's form starts a stage, and so does a function-local
+/// form unless `fuse`.
+fn group(
+    leaves: &[Leaf],
+    settings: u64,
+    ctx: &PassContext,
+    firewalls: &[(String, ModuleFirewall)],
+    fuse: bool,
+) -> Vec<Stage> {
     let mut stages: Vec<Stage> = Vec::new();
-    let mut run: Vec<(Arc<dyn Pass>, Ident)> = Vec::new();
-    let flush = |run: &mut Vec<(Arc<dyn Pass>, Ident)>, stages: &mut Vec<Stage>, split: bool| {
+    let mut run: Vec<(Arc<dyn Pass>, Ident, bool)> = Vec::new();
+    let flush = |run: &mut Vec<(Arc<dyn Pass>, Ident, bool)>, stages: &mut Vec<Stage>| {
         if run.is_empty() {
             return;
         }
-        let passes: Vec<_> = run.iter().map(|(p, _)| p.clone()).collect();
+        let passes: Vec<_> = run.iter().map(|(p, _, _)| p.clone()).collect();
+        let marked: Vec<bool> = run.iter().map(|(_, _, m)| *m).collect();
         let label = passes.iter().map(|p| p.info().name.as_str()).collect::<Vec<_>>().join(",");
-        let fingerprint = fingerprint(settings, if split { 's' } else { 'f' }, run.iter().map(|(_, i)| i));
+        let fingerprint = fingerprint(settings, 'f', run.iter().map(|(_, i, m)| (i, *m)));
         stages.push(Stage {
             kind: StageKind::Function(passes),
             fingerprint,
             label,
             ctx: ctx.clone(),
-            split,
+            marked,
             firewall: None,
         });
         run.clear();
     };
-    // Whether the run being collected starts with a split module pass.
-    let mut run_split = false;
-    for (pass, ident, alone) in leaves {
-        if pass.kind() == PassKind::Function && pass.as_function().is_some() {
+    for leaf in leaves {
+        if leaf.pass.kind() == PassKind::Function && leaf.pass.as_function().is_some() {
             // A split module pass sees every function as the previous pass left it, as the
             // module pass would: it starts a stage of its own. The function passes after it
             // join that stage (one query per function instead of one per stage), seeing
             // other functions as they entered it, like any function pass after the first
-            // of a stage.
-            if alone {
-                flush(&mut run, &mut stages, run_split);
-                run_split = true;
+            // of a stage. A function-local form joins the stage it is in (its precondition
+            // makes the stage's input as good as the previous pass's output for it).
+            if leaf.form == Some(Form::Split) || (leaf.form == Some(Form::Local) && !fuse) {
+                flush(&mut run, &mut stages);
             }
-            run.push((pass, ident));
+            run.push((leaf.pass.clone(), leaf.ident.clone(), leaf.form.is_some()));
             continue;
         }
-        flush(&mut run, &mut stages, run_split);
-        run_split = false;
-        let fingerprint = fingerprint(settings, 'm', [&ident]);
-        let label = pass.info().name.clone();
+        flush(&mut run, &mut stages);
+        let fingerprint = fingerprint(settings, 'm', [(&leaf.ident, false)]);
+        let label = leaf.pass.info().name.clone();
         let firewall = firewalls.iter().find(|(name, _)| *name == label).map(|(_, f)| f.clone());
         stages.push(Stage {
-            kind: StageKind::Module(pass),
+            kind: StageKind::Module(leaf.pass.clone()),
             fingerprint,
             label,
             ctx: ctx.clone(),
-            split: false,
+            marked: Vec::new(),
             firewall,
         });
     }
-    flush(&mut run, &mut stages, run_split);
-    Ok(Plan { stages })
+    flush(&mut run, &mut stages);
+    stages
 }
 
 enum Work {
@@ -221,14 +286,16 @@ enum Work {
     Direct(Arc<dyn Pass>, bool),
 }
 
-fn fingerprint<'a>(settings: u64, kind: char, idents: impl IntoIterator<Item = &'a Ident>) -> u64 {
+/// Hashes the settings, the stage kind and each pass's identity with whether it runs as a
+/// module pass's per-function form.
+fn fingerprint<'a>(settings: u64, kind: char, idents: impl IntoIterator<Item = (&'a Ident, bool)>) -> u64 {
     let mut h = FxHasher::default();
     settings.hash(&mut h);
     kind.hash(&mut h);
-    for ident in idents {
+    for (ident, form) in idents {
         match ident {
-            Ident::Registered(name) => (0u8, name).hash(&mut h),
-            Ident::Object(id) => (1u8, id).hash(&mut h),
+            Ident::Registered(name) => (0u8, name, form).hash(&mut h),
+            Ident::Object(id) => (1u8, id, form).hash(&mut h),
         }
     }
     h.finish()
