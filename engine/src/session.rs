@@ -71,7 +71,10 @@ pub enum SessionError {
 /// prelude sees the whole module again and the rest is recomputed per function.
 ///
 /// The caller vouches for the equivalence; passel-passes' standard module passes come with
-/// theirs, and the parity tests check them against cold runs. `per_function` may read other
+/// theirs, and the parity tests check them against cold runs. A module pass that declares its
+/// own split (`ModulePass::with_prelude_and_function_form`, [`Pass::split_form`]) needs no
+/// `ModuleSplit`: the session runs it split as the executor does (a `ModuleSplit` set for its
+/// name takes precedence). `per_function` may read other
 /// functions' signatures from its module view, nothing more.
 #[derive(Clone)]
 pub struct ModuleSplit {

@@ -395,6 +395,67 @@ fn a_split_module_pass_shares_a_stage_with_the_function_passes_after_it() {
     assert_eq!(recomputed(&out), ["First: mid", "MarkHotPerFunction,MarkSeen,CalleeReport: mid"]);
 }
 
+/// A module pass declaring its own split (`ModulePass::with_prelude_and_function_form`): the
+/// prelude drops the functions whose name starts with `dead`, the per-function part marks the
+/// rest with `Kept = 1`. Its module body counts its calls.
+fn prune_and_mark(body_runs: Arc<AtomicUsize>) -> Arc<dyn Pass> {
+    fn prune(module: &Module) -> Module {
+        let mut out = Module::new();
+        for (name, f) in module.iter().filter(|(n, _)| !n.starts_with("dead")) {
+            out.add(name, f.clone()).expect("unique names");
+        }
+        out
+    }
+    fn mark(f: &Arc<Function>) -> Arc<Function> {
+        Arc::new(f.with_attrs(f.attrs().clone().with("Kept", AttrValue::Int(1))))
+    }
+    module_pass("PruneAndMark", 0, move |module, _ctx| {
+        body_runs.fetch_add(1, Ordering::SeqCst);
+        let mut out = prune(&module);
+        let new = out.iter().map(|(_, f)| mark(f)).collect();
+        out.replace_all(new);
+        Ok(out)
+    })
+    .with_prelude_and_function_form(|module, _ctx| prune(module), |func, _module, _ctx| Ok(mark(&func)))
+    .shared()
+}
+
+#[test]
+fn a_pass_declaring_its_own_split_runs_split_in_a_session_without_set_split() {
+    let body_runs = Arc::new(AtomicUsize::new(0));
+    let p = sequential("test", vec![identity("First", 0), prune_and_mark(body_runs.clone()), mark_seen()]);
+    let mut s = Session::new(p.clone(), &ctx(2, 2)).expect("session");
+    s.load(&parse(&format!(
+        "{MODULE}
+def @dead_end(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {{
+  %x
+}}
+"
+    )));
+    let out = run(&mut s, &p, 2);
+    // The prelude is a module stage of the pass's name; its per-function part shares a stage
+    // with the function pass after it.
+    assert_eq!(
+        recomputed(&out),
+        [
+            "First: leaf mid top hot dead_end",
+            "PruneAndMark: leaf mid top hot dead_end",
+            "PruneAndMark,MarkSeen: leaf mid top hot"
+        ]
+    );
+    assert!(!print_module(&out.module).contains("dead_end"));
+    // Neither the session nor the cold check (the executor runs the split too) needed the body.
+    assert_eq!(body_runs.load(Ordering::SeqCst), 0);
+    s.set_function("mid", func("def @mid(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @leaf(@leaf(%x))\n}\n"));
+    let out = run(&mut s, &p, 2);
+    // Without a firewall the prelude sees the whole module again; per function only the
+    // edited one is recomputed.
+    assert_eq!(
+        recomputed(&out),
+        ["First: mid", "PruneAndMark: leaf mid top hot dead_end", "PruneAndMark,MarkSeen: mid"]
+    );
+}
+
 #[test]
 fn a_body_edit_that_makes_a_module_pass_drop_a_function_matches_a_cold_run() {
     // Drops the functions marked `Drop`: a body edit changes the function list after it.

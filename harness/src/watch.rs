@@ -22,11 +22,8 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Function};
 use passel_engine::transform::{PassContext, Severity};
-use passel_engine::{
-    function_pass, module_pass, FirewallCheck, ModuleFirewall, ModuleSplit, Sequential, Session, SessionError,
-};
+use passel_engine::{FirewallCheck, ModuleFirewall, Sequential, Session, SessionError};
 use passel_passes::inline::{is_inline_candidate, MAX_SIZE_KEY};
-use passel_passes::{dead_code_elimination, remove_unreachable_functions};
 
 use crate::diag::{self, SourceError};
 
@@ -86,11 +83,9 @@ pub fn standard_session(pipeline: Sequential, ctx: &PassContext) -> Result<Sessi
     passel_passes::link();
     // InferType needs no split: the session plans its per-function form
     // (`Pass::function_form`) into the function stages, as the executor does.
+    // Nor does DeadCodeElimination: the session runs its registered split
+    // (`Pass::split_form`: reachability prelude, then per-function elimination).
     let mut session = Session::new(pipeline, ctx)?;
-    let reach = module_pass("DeadCodeElimination", 1, |module, _ctx| Ok(remove_unreachable_functions(&module)));
-    let dce = function_pass("DeadCodeElimination", 1, |func, _module, _ctx| Ok(dead_code_elimination(&func)));
-    session
-        .set_split("DeadCodeElimination", ModuleSplit { prelude: Some(reach.shared()), per_function: dce.shared() })?;
     session.set_firewall("Inline", ModuleFirewall { unaffected: Arc::new(inline_unaffected) })?;
     // Covers the reachability prelude: DeadCodeElimination runs split in this session.
     session.set_firewall("DeadCodeElimination", ModuleFirewall { unaffected: Arc::new(reach_unaffected) })?;

@@ -30,7 +30,9 @@ use std::sync::Arc;
 use rustc_hash::FxHasher;
 
 use crate::session::ModuleFirewall;
-use crate::transform::{canonical_pass_name, get_pass, Pass, PassContext, PassError, PassKind, Sequential};
+use crate::transform::{
+    canonical_pass_name, get_pass, module_pass, Pass, PassContext, PassError, PassKind, Sequential,
+};
 
 /// What a stage runs.
 #[derive(Clone)]
@@ -114,6 +116,21 @@ impl PassIds {
 enum Ident {
     Registered(String),
     Object(u64),
+    /// A part of a split module pass ([`Pass::split_form`]): the prelude or the per-function form.
+    Part(Box<Ident>, &'static str),
+}
+
+impl Ident {
+    fn hash_into(&self, h: &mut FxHasher) {
+        match self {
+            Ident::Registered(name) => (0u8, name).hash(h),
+            Ident::Object(id) => (1u8, id).hash(h),
+            Ident::Part(whole, part) => {
+                (2u8, part).hash(h);
+                whole.hash_into(h);
+            }
+        }
+    }
 }
 
 /// A module pass's equivalent per-function form (see [`crate::session::ModuleSplit`]).
@@ -167,6 +184,25 @@ pub(crate) fn plan(
                 } else {
                     Ident::Object(ids.id(&pass))
                 };
+                if let (None, Some((prelude, form))) = (split, pass.split_form()) {
+                    // The pass's own split (`Pass::split_form`), as the executor runs it: the
+                    // prelude as a module stage of the pass's name (a firewall of that name
+                    // covers it), the per-function part starting a function stage.
+                    let info = pass.info();
+                    let prelude_pass =
+                        module_pass(&info.name, info.opt_level, move |m, ctx| Ok(prelude(&m, ctx))).shared();
+                    leaves.push(Leaf {
+                        pass: prelude_pass,
+                        ident: Ident::Part(Box::new(ident.clone()), "prelude"),
+                        form: None,
+                    });
+                    leaves.push(Leaf {
+                        pass: Arc::new(form),
+                        ident: Ident::Part(Box::new(ident), "form"),
+                        form: Some(Form::Split),
+                    });
+                    continue;
+                }
                 match (split, pass.function_form()) {
                     (Some(split), _) if kind != PassKind::Function => {
                         if let Some(prelude) = &split.prelude {
@@ -293,10 +329,8 @@ fn fingerprint<'a>(settings: u64, kind: char, idents: impl IntoIterator<Item = (
     settings.hash(&mut h);
     kind.hash(&mut h);
     for (ident, form) in idents {
-        match ident {
-            Ident::Registered(name) => (0u8, name, form).hash(&mut h),
-            Ident::Object(id) => (1u8, id, form).hash(&mut h),
-        }
+        ident.hash_into(&mut h);
+        form.hash(&mut h);
     }
     h.finish()
 }
