@@ -1451,6 +1451,20 @@ mod tests {
     }
 
     #[test]
+    fn first_where_finds_the_first_hit_in_any_chunk() {
+        let mut xs = vec![false; 200];
+        assert_eq!(first_where(&xs, |x| x), None);
+        xs[150] = true;
+        xs[199] = true;
+        assert_eq!(first_where(&xs, |x| x), Some(150));
+        xs[63] = true;
+        assert_eq!(first_where(&xs, |x| x), Some(63));
+        xs[0] = true;
+        assert_eq!(first_where(&xs, |x| x), Some(0));
+        assert_eq!(first_where(&[] as &[bool], |x| x), None);
+    }
+
+    #[test]
     fn substituted_refuses_what_would_break_the_arena() {
         let (func, [a, bb, cv, body]) = merge_candidate();
         let n = func.num_nodes();
