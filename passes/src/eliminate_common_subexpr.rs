@@ -30,7 +30,7 @@ use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use passel_engine::ir::{Constant, ExprKind, Function, NodeId, TensorData};
+use passel_engine::ir::{Attrs, Constant, ExprKind, Function, NodeId, OpId, TensorData};
 use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
@@ -72,6 +72,9 @@ struct Scratch {
     aliases: Vec<(NodeId, NodeId)>,
     subst: Vec<NodeId>,
     dropped: Vec<bool>,
+    /// Operator id → 1 pure, 2 stateful, 0 not looked up yet: the registry lookup costs
+    /// more than the rest of numbering a call.
+    stateful: Vec<u8>,
 }
 
 /// Buffers larger than this many entries are freed after use rather than kept by the thread.
@@ -192,7 +195,7 @@ impl VnTable {
         (mix(key, aux as u64) >> 32) as usize & (self.slots.len() - 1)
     }
 
-    #[inline]
+    #[cfg(test)]
     fn get(&self, key: u64, aux: u32) -> Option<u32> {
         let mask = self.slots.len() - 1;
         let mut i = self.index(key, aux);
@@ -233,16 +236,33 @@ impl VnTable {
         }
     }
 
+    /// The value of `(key, aux)`, or `None` after inserting `fresh` for it: one probe
+    /// sequence for both, since most keys are new.
+    #[inline]
+    fn find_or_insert(&mut self, key: u64, aux: u32, fresh: u32) -> Option<u32> {
+        if (self.len + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.index(key, aux);
+        loop {
+            let slot = &mut self.slots[i];
+            if slot.generation != self.generation {
+                *slot = Slot { key, aux, val: fresh, generation: self.generation };
+                self.len += 1;
+                return None;
+            }
+            if slot.key == key && slot.aux == aux {
+                return Some(slot.val);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// The value of `(key, aux)`, inserting `fresh` when there is none.
     #[inline]
     fn get_or_insert(&mut self, key: u64, aux: u32, fresh: u32) -> u32 {
-        match self.get(key, aux) {
-            Some(v) => v,
-            None => {
-                self.insert(key, aux, fresh);
-                fresh
-            }
-        }
+        self.find_or_insert(key, aux, fresh).unwrap_or(fresh)
     }
 }
 
@@ -312,25 +332,77 @@ impl Numbering<'_, '_> {
     }
 
     /// Numbers `id` right away when it is an atom, or a call or tuple of atoms (the usual
-    /// binding value); `false` (nothing done) for anything else.
+    /// binding value); `false` for anything else, with only some of its atom operands
+    /// numbered (in order, as the caller's traversal would number them next anyway).
+    ///
+    /// This is [`Numbering::number`] fused with numbering the operands: one read of each
+    /// operand and one probe of the table, with the same key.
     #[inline]
     fn simple(&mut self, id: NodeId) -> bool {
         let func = self.func;
-        match *func.kind(id) {
-            ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => self.atom(id),
-            ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
-                let args = func.ids(args);
-                if !args.iter().all(|&o| func.kind(o).is_atom()) {
-                    return false;
-                }
-                for &o in args {
-                    self.atom(o);
-                }
-                self.s.vn[id.index()] = self.number(id);
+        let (args, mut h, pure) = match *func.kind(id) {
+            ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {
+                self.atom(id);
+                return true;
             }
+            ExprKind::Call { op, attrs, args } => {
+                let pure = !self.stateful(op);
+                let mut h = mix(1, op.0 as u64);
+                if pure && attrs.0 != 0 {
+                    h = mix(h, attrs_hash(func.call_attrs(attrs)));
+                }
+                (args, h, pure)
+            }
+            ExprKind::Tuple { fields } => (fields, mix(2, 0), true),
             _ => return false,
+        };
+        let mut numbered = true;
+        for &o in func.ids(args) {
+            if !func.kind(o).is_atom() {
+                return false;
+            }
+            self.atom(o);
+            let v = self.s.vn[o.index()];
+            numbered &= v != NO_VN;
+            h = mix(h, v as u64);
         }
+        self.s.vn[id.index()] = if pure && numbered { self.lookup(id, h) } else { NO_VN };
         true
+    }
+
+    /// Whether calls of `op` have effects ([`is_stateful`]), cached per operator.
+    #[inline]
+    fn stateful(&mut self, op: OpId) -> bool {
+        let i = op.0 as usize;
+        let cache = &mut self.s.stateful;
+        match cache.get(i) {
+            Some(&1) => false,
+            Some(&2) => true,
+            _ => {
+                let stateful = is_stateful(op);
+                if cache.len() <= i {
+                    cache.resize(i + 1, 0);
+                }
+                cache[i] = if stateful { 2 } else { 1 };
+                stateful
+            }
+        }
+    }
+
+    /// The number of compound node `id` whose hash key is `key`: the number of an earlier
+    /// equal node, or a fresh one.
+    #[inline]
+    fn lookup(&mut self, id: NodeId, key: u64) -> u32 {
+        let fresh = self.s.reps.len() as u32;
+        match self.s.table.find_or_insert(key, 0, fresh) {
+            Some(v) if self.same(self.s.reps[v as usize], id) => v,
+            // A 64-bit hash collision: give up merging this node rather than compare deeper.
+            Some(_) => self.fresh(id),
+            None => {
+                self.s.reps.push(id);
+                fresh
+            }
+        }
     }
 
     /// `let var = value;` with `value` numbered: `var` gets its number, and becomes the
@@ -362,6 +434,11 @@ impl Numbering<'_, '_> {
     fn number(&mut self, id: NodeId) -> u32 {
         let func = self.func;
         let kind = *func.kind(id);
+        if let ExprKind::Call { op, .. } = kind {
+            if self.stateful(op) {
+                return NO_VN;
+            }
+        }
         let vn = &self.s.vn;
         let operand = |h: u64, o: NodeId| -> Option<u64> {
             let v = vn[o.index()];
@@ -369,14 +446,9 @@ impl Numbering<'_, '_> {
         };
         let h = match kind {
             ExprKind::Call { op, attrs, args } => {
-                if is_stateful(op) {
-                    return NO_VN;
-                }
                 let mut h = mix(1, op.0 as u64);
                 if attrs.0 != 0 {
-                    let mut fx = FxHasher::default();
-                    func.call_attrs(attrs).hash(&mut fx);
-                    h = mix(h, fx.finish());
+                    h = mix(h, attrs_hash(func.call_attrs(attrs)));
                 }
                 func.ids(args).iter().try_fold(h, |h, &o| operand(h, o))
             }
@@ -388,16 +460,7 @@ impl Numbering<'_, '_> {
             _ => None,
         };
         let Some(key) = h else { return NO_VN };
-        match self.s.table.get(key, 0) {
-            Some(v) if self.same(self.s.reps[v as usize], id) => v,
-            // A 64-bit hash collision: give up merging this node rather than compare deeper.
-            Some(_) => self.fresh(id),
-            None => {
-                let v = self.fresh(id);
-                self.s.table.insert(key, 0, v);
-                v
-            }
-        }
+        self.lookup(id, key)
     }
 
     fn same(&self, a: NodeId, b: NodeId) -> bool {
@@ -425,6 +488,12 @@ impl Numbering<'_, '_> {
             _ => false,
         }
     }
+}
+
+fn attrs_hash(attrs: &Attrs) -> u64 {
+    let mut fx = FxHasher::default();
+    attrs.hash(&mut fx);
+    fx.finish()
 }
 
 /// Identity of a rank-0 dense constant: its dtype and element bits (so `-0.0` and `0.0`

@@ -407,8 +407,8 @@ enum Identity {
     SubZero,
 }
 
-fn is_identity(c: &Constant, want: Identity) -> bool {
-    let Some((v, dtype)) = uniform_value(c) else { return false };
+/// Whether a constant whose every element is `v` (of `dtype`) is identity `want`.
+fn is_identity(v: f64, dtype: DType, want: Identity) -> bool {
     let int = dtype.is_int();
     match want {
         Identity::One => v == 1.0 && (int || dtype.is_float()),
@@ -464,11 +464,14 @@ fn identities(func: &Function, idx: ConstIdx, memo: &mut Vec<u8>) -> u8 {
             return m & !KNOWN;
         }
     }
-    let c = func.constant(idx);
-    let bits = [Identity::One, Identity::AddZero, Identity::SubZero]
-        .into_iter()
-        .filter(|&want| is_identity(c, want))
-        .fold(0u8, |bits, want| bits | 1 << want as u8);
+    // The value is read once for all three identities (reading it walks the tensor).
+    let bits = match uniform_value(func.constant(idx)) {
+        Some((v, dtype)) => [Identity::One, Identity::AddZero, Identity::SubZero]
+            .into_iter()
+            .filter(|&want| is_identity(v, dtype, want))
+            .fold(0u8, |bits, want| bits | 1 << want as u8),
+        None => 0,
+    };
     if memo.len() <= i {
         memo.resize(i + 1, 0);
     }

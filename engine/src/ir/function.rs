@@ -631,10 +631,13 @@ impl Function {
             return None;
         }
         // With no replacement only blocks change (a well-formed arena's operands already
-        // precede their users).
-        // Folds rather than short-circuiting searches: they vectorize, and usually scan it all.
-        let any_subst = subst.iter().fold(KEEP.0, |all, t| all & t.0) != KEEP.0;
-        let any_dropped = dropped.iter().fold(false, |any, &d| any | d);
+        // precede their users). Nodes before the first replaced or dropped id cannot refer to
+        // one (their operands, binders and closure bodies precede them), so they are skipped:
+        // merges and forwards usually start well into the arena.
+        let first_subst = first_where(subst, |t| t != KEEP);
+        let first_dropped = first_where(dropped, |d| d);
+        let (any_subst, any_dropped) = (first_subst.is_some(), first_dropped.is_some());
+        let first = first_subst.unwrap_or(n).min(first_dropped.unwrap_or(n));
         // The end of `o`'s chain of replacements; `None` for a cycle or an id out of range.
         let resolve = |o: NodeId| -> Option<NodeId> {
             let mut cur = o;
@@ -658,13 +661,10 @@ impl Function {
         let mut f = self.clone();
         let mut compacted = false;
         let Function { nodes, extra, closures, .. } = &mut f;
-        for (i, node) in nodes.iter_mut().enumerate() {
+        for (i, node) in nodes.iter_mut().enumerate().skip(first) {
             let id = i as u32;
             match node.kind {
                 ExprKind::Block { bindings, result } => {
-                    if !any_subst && !any_dropped {
-                        continue;
-                    }
                     let result = fix(result, id)?;
                     let range = bindings.as_range();
                     let src = &self.extra[range.clone()];
@@ -1478,6 +1478,21 @@ impl FunctionBuilder {
     }
 }
 
+/// The index of the first element of `xs` for which `hit` holds. Chunks are tested with a
+/// fold first: folds vectorize and short-circuiting searches do not, and the hit is usually
+/// far from the start.
+fn first_where<T: Copy>(xs: &[T], hit: impl Fn(T) -> bool) -> Option<usize> {
+    const CHUNK: usize = 64;
+    let mut base = 0;
+    for chunk in xs.chunks(CHUNK) {
+        if chunk.iter().fold(false, |any, &x| any | hit(x)) {
+            return chunk.iter().position(|&x| hit(x)).map(|i| base + i);
+        }
+        base += chunk.len();
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1711,6 +1726,20 @@ mod tests {
             .len(),
             3
         );
+    }
+
+    #[test]
+    fn first_where_finds_the_first_hit_in_any_chunk() {
+        let mut xs = vec![false; 200];
+        assert_eq!(first_where(&xs, |x| x), None);
+        xs[150] = true;
+        xs[199] = true;
+        assert_eq!(first_where(&xs, |x| x), Some(150));
+        xs[63] = true;
+        assert_eq!(first_where(&xs, |x| x), Some(63));
+        xs[0] = true;
+        assert_eq!(first_where(&xs, |x| x), Some(0));
+        assert_eq!(first_where(&[] as &[bool], |x| x), None);
     }
 
     #[test]
