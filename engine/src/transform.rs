@@ -40,6 +40,6 @@ pub use pass::{
     ModulePass, Pass, PassKind, PreludeBody,
 };
 pub use pipeline::{parse_pipeline, print_pipeline};
-pub use registry::{canonical_pass_name, get_pass, list_passes, PassListing, PassRegistration};
+pub use registry::{canonical_pass_name, get_pass, list_passes, PassListing, PassRegistration, RunsAs};
 pub use sequential::{sequential, Sequential};
 pub use trace::{chrome_trace_json, trace_channel, TraceEvent, Tracer};

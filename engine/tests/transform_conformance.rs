@@ -12,7 +12,7 @@ use passel_engine::transform::{
     function_pass, get_pass, list_configs, list_passes, module_pass, parse_config_assignment, parse_pipeline,
     print_pipeline, sequential, ConfigError, ConfigType, ConfigValue, Diagnostic, DumpIrInstrument, Hook, Instrument,
     InstrumentError, Pass, PassContext, PassError, PassInfo, PassKind, PassTimingInstrument, PrintIr,
-    PrintIrInstrument, Sequential, Sink,
+    PrintIrInstrument, RunsAs, Sequential, Sink,
 };
 use passel_engine::{register_config, register_pass};
 
@@ -1186,6 +1186,7 @@ fn list_passes_is_sorted_with_kind_opt_level_and_required() {
     assert_eq!((needs.kind, needs.opt_level, needs.required.clone()), (PassKind::Module, 0, vec!["TestDep".into()]));
     let relu = all.iter().find(|p| p.name == "TestRelu").unwrap();
     assert_eq!((relu.kind, relu.opt_level), (PassKind::Function, 1));
+    assert_eq!((needs.runs_as, relu.runs_as), (RunsAs::Barrier, RunsAs::Fused));
     assert!(names.contains(&"PrintIR"));
 }
 

@@ -294,16 +294,21 @@ fn resolve_pass_name(name: &str) -> Result<String, String> {
 }
 
 fn list_passes_text() -> String {
-    let mut out = String::from("name                      kind        opt  required\n");
+    let mut out = String::from("name                      kind        opt  runs as                   required\n");
     for p in list_passes() {
         out.push_str(&format!(
-            "{:<25} {:<11} {:<4} {}\n",
+            "{:<25} {:<11} {:<4} {:<25} {}\n",
             p.name,
             format!("{:?}", p.kind).to_lowercase(),
             p.opt_level,
+            p.runs_as.to_string(),
             p.required.join(",")
         ));
     }
+    out.push_str(
+        "\n`runs as`: fused passes run together on each function in one task; a barrier sees the whole\n\
+         module between stages (see docs/parallel.md).\n",
+    );
     out
 }
 

@@ -173,3 +173,18 @@ fn bench_errors_are_clear_and_exit_non_zero() {
         assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn passes_lists_how_the_executor_runs_each_pass() {
+    let out = passel(&["passes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).expect("utf-8 output");
+    let row = |name: &str| {
+        text.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or_else(|| panic!("{name}: {text}"))
+    };
+    assert!(row("InferType").contains("fused (function-local)"), "{text}");
+    assert!(row("DeadCodeElimination").contains("prelude + fused (split)"), "{text}");
+    assert!(row("Inline").contains("barrier"), "{text}");
+    assert!(row("FoldConstant").contains("fused"), "{text}");
+    assert!(row("FoldScaleAxis").contains("nested"), "{text}");
+}

@@ -40,6 +40,54 @@ pub struct PassListing {
     pub opt_level: u32,
     /// Its required passes.
     pub required: Vec<String>,
+    /// How the executor runs it (see docs/parallel.md).
+    pub runs_as: RunsAs,
+}
+
+/// How the executor runs a pass: what `passel passes` shows in its `runs as` column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunsAs {
+    /// A function pass: fused with its neighbours, one task per function.
+    Fused,
+    /// A module pass with a per-function form (`ModulePass::with_function_form`): fused like a
+    /// function pass while every signature is declared.
+    FunctionLocal,
+    /// A split module pass (`ModulePass::with_prelude_and_function_form`): a module-wide
+    /// prelude as a barrier, then its per-function part fused with the passes after it.
+    Split,
+    /// A module pass without a per-function form: a barrier.
+    Barrier,
+    /// A `Sequential`: called as one pass, planning its own list.
+    Nested,
+}
+
+impl std::fmt::Display for RunsAs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RunsAs::Fused => "fused",
+            RunsAs::FunctionLocal => "fused (function-local)",
+            RunsAs::Split => "prelude + fused (split)",
+            RunsAs::Barrier => "barrier",
+            RunsAs::Nested => "nested",
+        })
+    }
+}
+
+impl RunsAs {
+    /// How the executor runs `pass`.
+    pub fn of(pass: &dyn Pass) -> RunsAs {
+        if pass.as_function().is_some() {
+            RunsAs::Fused
+        } else if pass.function_form().is_some() {
+            RunsAs::FunctionLocal
+        } else if pass.split_form().is_some() {
+            RunsAs::Split
+        } else if pass.as_sequential().is_some() {
+            RunsAs::Nested
+        } else {
+            RunsAs::Barrier
+        }
+    }
 }
 
 struct Registry {
@@ -100,6 +148,7 @@ pub fn list_passes() -> Vec<PassListing> {
                 kind: pass.kind(),
                 opt_level: info.opt_level,
                 required: info.required.clone(),
+                runs_as: RunsAs::of(&*pass),
             }
         })
         .collect()
