@@ -12,7 +12,7 @@ mod config;
 mod context;
 mod diagnostics;
 mod error;
-mod executor;
+pub(crate) mod executor;
 mod info;
 mod instrument;
 mod instruments;

@@ -24,21 +24,26 @@ fn func(text: &str) -> Arc<Function> {
     parse(text).entries()[0].1.clone()
 }
 
+/// The globals `func` references, sorted, each once.
+fn callees(func: &Function) -> Vec<String> {
+    let mut callees: Vec<String> = func
+        .nodes()
+        .iter()
+        .filter_map(|n| match n.kind {
+            ExprKind::Global { name } => Some(func.sym(name).to_string()),
+            _ => None,
+        })
+        .collect();
+    callees.sort();
+    callees.dedup();
+    callees
+}
+
 /// Reports, for every global the function references, the callee's signature as seen in
 /// the module view.
 fn callee_report() -> Arc<dyn Pass> {
     function_pass("CalleeReport", 1, |func, module, ctx| {
-        let mut callees: Vec<String> = func
-            .nodes()
-            .iter()
-            .filter_map(|n| match n.kind {
-                ExprKind::Global { name } => Some(func.sym(name).to_string()),
-                _ => None,
-            })
-            .collect();
-        callees.sort();
-        callees.dedup();
-        for callee in callees {
+        for callee in callees(&func) {
             let sig = module.get(&callee).and_then(|f| f.signature()).map_or("unknown".to_string(), |t| t.to_string());
             ctx.emit(Diagnostic::warning("CalleeReport", format!("calls @{callee}: {sig}")));
         }
@@ -632,17 +637,7 @@ fn seen_type(f: &Function) -> String {
 
 /// Reports the type each callee of `func` has in `module`.
 fn report_callee_types(func: &Function, module: &Module, ctx: &PassContext, name: Option<&str>) {
-    let mut callees: Vec<String> = func
-        .nodes()
-        .iter()
-        .filter_map(|n| match n.kind {
-            ExprKind::Global { name } => Some(func.sym(name).to_string()),
-            _ => None,
-        })
-        .collect();
-    callees.sort();
-    callees.dedup();
-    for callee in callees {
+    for callee in callees(func) {
         let ty = module.get(&callee).map_or_else(|| "missing".to_string(), |f| seen_type(f));
         let mut d = Diagnostic::warning("CalleeTypes", format!("calls @{callee}: {ty}"));
         if let Some(name) = name {

@@ -370,14 +370,16 @@ fn chrome_trace_is_json_with_one_track_per_worker_and_an_event_per_task() {
     assert!(task_tids.iter().all(|&t| (1..=3).contains(&t)), "tasks run on the 3 pool workers: {task_tids:?}");
 }
 
+/// `func` with digit `k` appended to its `trail` attribute.
+fn append_trail(func: &Arc<Function>, k: i64) -> Arc<Function> {
+    let prev = func.attrs().get("trail").and_then(AttrValue::as_int).unwrap_or(0);
+    Arc::new(func.with_attrs(func.attrs().clone().with("trail", AttrValue::Int(prev * 10 + k))))
+}
+
 /// A function-local module pass: appends `k` to every function's trail (`SkipOptimization` ones
 /// too) and warns once per function. Its module body counts its calls in `module_runs`, so a
 /// test can tell whether the executor ran the body or the per-function form.
 fn local_tag_pass(name: &'static str, k: i64, module_runs: Arc<AtomicUsize>) -> Arc<dyn Pass> {
-    fn tag(func: &Arc<Function>, k: i64) -> Arc<Function> {
-        let prev = func.attrs().get("trail").and_then(AttrValue::as_int).unwrap_or(0);
-        Arc::new(func.with_attrs(func.attrs().clone().with("trail", AttrValue::Int(prev * 10 + k))))
-    }
     module_pass(name, 0, move |m, ctx| {
         module_runs.fetch_add(1, Ordering::SeqCst);
         let mut out = m.clone();
@@ -385,7 +387,7 @@ fn local_tag_pass(name: &'static str, k: i64, module_runs: Arc<AtomicUsize>) -> 
             .iter()
             .map(|(fname, f)| {
                 ctx.emit(Diagnostic::warning(name, format!("tagged {k}")).in_function(fname));
-                tag(f, k)
+                append_trail(f, k)
             })
             .collect();
         out.replace_all(new);
@@ -393,7 +395,7 @@ fn local_tag_pass(name: &'static str, k: i64, module_runs: Arc<AtomicUsize>) -> 
     })
     .with_function_form(move |func, _module, ctx| {
         ctx.emit(Diagnostic::warning(name, format!("tagged {k}")));
-        Ok(tag(&func, k))
+        Ok(append_trail(&func, k))
     })
     .shared()
 }
@@ -495,10 +497,6 @@ fn split_tag_pass(name: &'static str, k: i64, pruned: &'static [i64], module_run
         ctx.emit(Diagnostic::warning(name, format!("pruned {removed}")));
         out
     }
-    fn tag(func: &Arc<Function>, k: i64) -> Arc<Function> {
-        let prev = func.attrs().get("trail").and_then(AttrValue::as_int).unwrap_or(0);
-        Arc::new(func.with_attrs(func.attrs().clone().with("trail", AttrValue::Int(prev * 10 + k))))
-    }
     module_pass(name, 0, move |m, ctx| {
         module_runs.fetch_add(1, Ordering::SeqCst);
         let mut out = prune(&m, pruned, name, ctx);
@@ -506,7 +504,7 @@ fn split_tag_pass(name: &'static str, k: i64, pruned: &'static [i64], module_run
             .iter()
             .map(|(fname, f)| {
                 ctx.emit(Diagnostic::warning(name, format!("tagged {k}")).in_function(fname));
-                tag(f, k)
+                append_trail(f, k)
             })
             .collect();
         out.replace_all(new);
@@ -516,7 +514,7 @@ fn split_tag_pass(name: &'static str, k: i64, pruned: &'static [i64], module_run
         move |m, ctx| prune(m, pruned, name, ctx),
         move |func, _module, ctx| {
             ctx.emit(Diagnostic::warning(name, format!("tagged {k}")));
-            Ok(tag(&func, k))
+            Ok(append_trail(&func, k))
         },
     )
     .shared()

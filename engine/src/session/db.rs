@@ -29,6 +29,7 @@ use rustc_hash::FxHashMap;
 use super::plan::{Plan, Stage, StageKind};
 use super::same::{same_function, same_signature};
 use crate::ir::{fn_attr, ExprKind, Function, Module};
+use crate::transform::executor::{has_declared_signature, same_declared_signature};
 use crate::transform::{call_pass, Diagnostic, PassError};
 
 /// One function as loaded.
@@ -329,21 +330,6 @@ pub(crate) fn run_function_stage(
     static NO_DIAGNOSTICS: LazyLock<Arc<Vec<Vec<Diagnostic>>>> = LazyLock::new(Arc::default);
     let diags = if diags.iter().all(Vec::is_empty) { NO_DIAGNOSTICS.clone() } else { Arc::new(diags) };
     Ok(StageOut { func: FnVal(func), diags, unfusable })
-}
-
-/// Whether every parameter of `f` and its result have a declared type: then the type other
-/// functions see for it does not depend on its body. (A copy of the executor's private
-/// helper, which is being changed meanwhile.)
-fn has_declared_signature(f: &Function) -> bool {
-    f.ret_ty().is_some() && f.params().iter().all(|&p| f.ty(p).is_some())
-}
-
-/// Whether `a` and `b` declare the same parameter and result types (as the executor checks).
-fn same_declared_signature(a: &Arc<Function>, b: &Arc<Function>) -> bool {
-    Arc::ptr_eq(a, b)
-        || (a.ret_ty() == b.ret_ty()
-            && a.params().len() == b.params().len()
-            && a.params().iter().zip(b.params()).all(|(&p, &q)| a.ty(p) == b.ty(q)))
 }
 
 /// Runs a module stage's pass on `module`.

@@ -244,12 +244,12 @@ fn run_unfused(passes: &[FunctionPass], mut module: Module, ctx: &PassContext) -
 
 /// Whether every parameter of `f` and its result have a declared type: then the type other
 /// functions see for it does not depend on its body.
-fn has_declared_signature(f: &Function) -> bool {
+pub(crate) fn has_declared_signature(f: &Function) -> bool {
     f.ret_ty().is_some() && f.params().iter().all(|&p| f.ty(p).is_some())
 }
 
 /// Whether `a` and `b` declare the same parameter and result types.
-fn same_declared_signature(a: &Arc<Function>, b: &Arc<Function>) -> bool {
+pub(crate) fn same_declared_signature(a: &Arc<Function>, b: &Arc<Function>) -> bool {
     Arc::ptr_eq(a, b)
         || (a.ret_ty() == b.ret_ty()
             && a.params().len() == b.params().len()
