@@ -1,0 +1,112 @@
+//! Where an incremental session's memory goes, measured with a counting allocator:
+//! `cargo run --release -p passel-harness --example session_memory [FUNCTIONS]`.
+//!
+//! Part 1 runs the standard pipeline's stages one after another without a session and prints
+//! what each stage's output adds to the module it was given (its parts shared with the input,
+//! such as constant tables, cost nothing). A session keeps the output of every stage before a
+//! module barrier, so these are the intermediates it holds. Part 2 prints a session's overhead
+//! (bytes live with the session and its result, minus those of a plain run's result) for
+//! growing prefixes of the pipeline. See docs/incremental.md, "Memory: where the bytes go".
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use passel_engine::ir::Module;
+use passel_engine::transform::{get_pass, Pass, PassContext, Sequential};
+use passel_harness::gen::{chain, ChainOptions};
+use passel_harness::watch::standard_session;
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+fn pipeline(names: &[&str]) -> Sequential {
+    let passes = names.iter().map(|p| get_pass(p).unwrap_or_else(|e| panic!("{e}"))).collect();
+    Sequential::new("probe", passes)
+}
+
+fn main() {
+    passel_passes::link();
+    let functions: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let per_fn = |bytes: isize| bytes / functions as isize;
+    let module = chain(&ChainOptions { functions, ops: 50, ..Default::default() });
+    let ctx = PassContext::builder().opt_level(2).num_threads(2).build().expect("context");
+    let run = |names: &[&str], m: &Module| -> Module {
+        ctx.scope(|| pipeline(names).run(m.clone(), &ctx)).expect("scope").expect("run")
+    };
+
+    println!("1. what each stage's output adds, bytes per function ({functions}-function chain, 50 ops):");
+    let stages: [&[&str]; 5] = [
+        &["InferType"],
+        &["Inline"],
+        &[
+            "InferType",
+            "SimplifyInference",
+            "FoldConstant",
+            "FoldConstant",
+            "InferType",
+            "SimplifyExpr",
+            "CanonicalizeBindings",
+            "InferType",
+        ],
+        &["DeadCodeElimination"],
+        &["DeadCodeElimination", "InferType", "FuseOps"],
+    ];
+    let mut outputs = vec![module.clone()];
+    for names in stages {
+        let input = outputs.last().expect("the module");
+        let before = live();
+        let out = run(names, input);
+        let nodes: usize = out.entries().iter().map(|(_, f)| f.num_nodes()).sum();
+        println!("  {:<80} +{:>5} B  ({} nodes)", names.join(","), per_fn(live() - before), nodes / functions.max(1));
+        outputs.push(out);
+    }
+    drop(outputs);
+
+    println!("2. session overhead for prefixes of the standard pipeline, bytes per function:");
+    let prefixes: [&[&str]; 6] = [
+        &["InferType"],
+        &["InferType", "SimplifyInference"],
+        &["InferType", "Inline"],
+        &["InferType", "Inline", "SimplifyInference"],
+        &["InferType", "Inline", "SimplifyInference", "DeadCodeElimination"],
+        &["InferType", "Inline", "SimplifyInference", "DeadCodeElimination", "FuseOps"],
+    ];
+    for names in prefixes {
+        let pipeline = pipeline(names);
+        let before = live();
+        let plain = ctx.scope(|| pipeline.run(module.clone(), &ctx)).expect("scope").expect("run");
+        let plain_bytes = live() - before;
+        drop(plain);
+        let before = live();
+        let mut session = standard_session(pipeline, &ctx).expect("session");
+        session.load(&module);
+        let out = session.run().expect("run");
+        let session_bytes = live() - before;
+        println!(
+            "  {:<62} {} stages: result {:>5} B, overhead {:>5} B",
+            names.join(","),
+            out.stats.stages.len(),
+            per_fn(plain_bytes),
+            per_fn(session_bytes - plain_bytes)
+        );
+    }
+}
