@@ -75,8 +75,12 @@ fn main() {
         let input = outputs.last().expect("the module");
         let before = live();
         let out = run(names, input);
+        let added = per_fn(live() - before);
         let nodes: usize = out.entries().iter().map(|(_, f)| f.num_nodes()).sum();
-        println!("  {:<80} +{:>5} B  ({} nodes)", names.join(","), per_fn(live() - before), nodes / functions.max(1));
+        let live_nodes: usize =
+            out.entries().iter().map(|(_, f)| f.live_mask().into_iter().filter(|&l| l).count()).sum();
+        let per = |n: usize| n / functions.max(1);
+        println!("  {:<80} +{added:>5} B  ({} nodes, {} live)", names.join(","), per(nodes), per(live_nodes));
         outputs.push(out);
     }
     drop(outputs);

@@ -226,9 +226,9 @@ fn stage_input(db: &dyn Db, name: &Arc<str>, k: u32) -> Option<Result<Arc<Functi
     let prev = k - 1;
     match stage_desc(db, StageId::new(db, prev))? {
         stage if stage.is_function() => {
-            fn_stage(db, Key::new(db, name.clone(), prev)).map(|res| res.map(|out| out.func.0).map_err(|(_, e)| e))
+            fn_stage(db, Key::new(db, name.clone(), prev)).map(|res| res.map(|out| out.func.0).map_err(|e| e.1.clone()))
         }
-        _ => barrier_fn(db, Key::new(db, name.clone(), prev)).map(|res| res.map(|f| f.0)),
+        _ => barrier_fn(db, Key::new(db, name.clone(), prev)).map(|res| res.map(|f| f.0).map_err(|e| (*e).clone())),
     }
 }
 
@@ -346,7 +346,7 @@ pub(crate) fn run_module_stage(stage: &Stage, module: Module) -> Result<(Module,
 }
 
 #[salsa::tracked(returns(clone))]
-fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, StageErr>> {
+fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Arc<StageErr>>> {
     let (name, k) = (key.name(db).clone(), key.stage(db));
     let stage = stage_desc(db, StageId::new(db, k))?;
     if !stage.is_function() {
@@ -355,11 +355,11 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Stag
     let func = match stage_input(db, &name, k)? {
         Ok(func) => func,
         // An earlier stage's error: it is reported there, before this stage is reached.
-        Err(e) => return Some(Err((0, e))),
+        Err(e) => return Some(Err(Arc::new((0, e)))),
     };
     let view = module_view(db, &name, &func, k);
     db.record(k, &name);
-    Some(run_function_stage(&stage, &name, func, &view, &|| db.unwind_if_revision_cancelled()))
+    Some(run_function_stage(&stage, &name, func, &view, &|| db.unwind_if_revision_cancelled()).map_err(Arc::new))
 }
 
 #[salsa::tracked(returns(clone))]
@@ -389,11 +389,11 @@ fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
 }
 
 #[salsa::tracked(returns(clone))]
-fn barrier_fn<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<FnVal, PassError>> {
+fn barrier_fn<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<FnVal, Arc<PassError>>> {
     let out = barrier(db, StageId::new(db, key.stage(db)));
     match &*out.0 {
         Ok((module, _)) => module.get(key.name(db)).map(|f| Ok(FnVal(f.clone()))),
-        Err(e) => Some(Err(e.clone())),
+        Err(e) => Some(Err(Arc::new(e.clone()))),
     }
 }
 
@@ -460,11 +460,12 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
                 }
                 // The first failing pass's first failing function in module order, as a
                 // serial run reports it.
-                if let Some(i) = outs.iter().filter_map(|out| out.as_ref().err().map(|(i, _)| *i)).min() {
-                    let first = outs.into_iter().find_map(|out| out.err().filter(|(j, _)| *j == i));
-                    return Err(
-                        first.map_or_else(|| PassError::msg("internal error: failing function not found"), |(_, e)| e)
-                    );
+                if let Some(i) = outs.iter().filter_map(|out| out.as_ref().err().map(|e| e.0)).min() {
+                    let first = outs.into_iter().find_map(|out| out.err().filter(|e| e.0 == i));
+                    return Err(first.map_or_else(
+                        || PassError::msg("internal error: failing function not found"),
+                        |e| e.1.clone(),
+                    ));
                 }
                 let ok: Vec<StageOut> = outs.into_iter().filter_map(Result::ok).collect();
                 // Pass-major order, as a serial run reports them.
