@@ -758,29 +758,38 @@ impl Function {
         Some(f)
     }
 
-    /// Whether a block that loses a binding of a `dropped` variable shares one of its binding
-    /// slots with another node (compacting it in place would corrupt that node).
-    fn compacts_shared_slots(&self, dropped: &[bool]) -> bool {
-        let range_of = |kind: ExprKind| match kind {
+    /// The extra-table range node `kind` reads (arguments, fields, bindings, a closure's
+    /// parameters).
+    fn range_of(&self, kind: ExprKind) -> Option<IdRange> {
+        match kind {
             ExprKind::Call { args, .. } | ExprKind::Apply { args, .. } | ExprKind::Tuple { fields: args } => Some(args),
             ExprKind::Block { bindings, .. } => Some(bindings),
             ExprKind::Func { idx } => Some(self.closures[idx.0 as usize].params),
             _ => None,
-        };
-        // Usually the nodes' ranges are disjoint and in node order (always so for parsed and
-        // copied arenas): then no slot has two readers.
+        }
+    }
+
+    /// Whether the nodes' extra-table ranges are disjoint and in node order, as they always
+    /// are in parsed and copied arenas: then no slot has two readers, and a block's bindings
+    /// can be compacted in place.
+    fn ranges_disjoint(&self) -> bool {
         let mut prev_end = 0u32;
-        let disjoint = self.nodes.iter().filter_map(|node| range_of(node.kind)).filter(|r| r.len != 0).all(|r| {
+        self.nodes.iter().filter_map(|node| self.range_of(node.kind)).filter(|r| r.len != 0).all(|r| {
             let ok = r.start >= prev_end;
             prev_end = r.start + r.len;
             ok
-        });
-        if disjoint {
+        })
+    }
+
+    /// Whether a block that loses a binding of a `dropped` variable shares one of its binding
+    /// slots with another node (compacting it in place would corrupt that node).
+    fn compacts_shared_slots(&self, dropped: &[bool]) -> bool {
+        if self.ranges_disjoint() {
             return false;
         }
         let mut readers = vec![0u8; self.extra.len()];
         for node in self.nodes.iter() {
-            if let Some(range) = range_of(node.kind) {
+            if let Some(range) = self.range_of(node.kind) {
                 for c in &mut readers[range.as_range()] {
                     *c = c.saturating_add(1);
                 }
@@ -808,8 +817,10 @@ impl Function {
     ///
     /// `touched` must list every node that reads a forwarded variable (as an operand, a
     /// binding's value or a block's result) or binds one; only those nodes are patched. A
-    /// block that loses bindings gets its kept pairs in a new range at the end of the extra
-    /// table (its old slots become garbage, so no other reader of them is affected).
+    /// block that loses bindings keeps its kept pairs at the front of its own range when no
+    /// two nodes share extra-table slots (always so for parsed and copied arenas), and
+    /// otherwise gets them in a new range at the end of the table (its old slots become
+    /// garbage, so no other reader of them is affected).
     ///
     /// Returns `None` — the caller then rebuilds the function — when the input is not well
     /// formed, `forward` has the wrong length, an id is outside the arena, a replacement does
@@ -836,10 +847,13 @@ impl Function {
         if self.params().iter().any(|&p| target(p).is_some()) {
             return None;
         }
-        // A block that loses bindings gets its kept pairs in a new range at the end of the
-        // extra table: count them first, so that the table is copied once, at its final size.
+        // A block that loses bindings keeps its pairs in place when no slot has two readers;
+        // otherwise it gets a new range at the end of the extra table: count those first, so
+        // that the table is copied once, at its final size.
+        let in_place = self.ranges_disjoint();
         let grow: usize = touched
             .iter()
+            .filter(|_| !in_place)
             .map(|id| match self.nodes[id.index()].kind {
                 ExprKind::Block { bindings, .. } => {
                     let vars = self.extra[bindings.as_range()].iter().step_by(2);
@@ -910,6 +924,10 @@ impl Function {
                     continue;
                 }
                 ExprKind::Block { bindings, result } => {
+                    // Listed twice in `touched`: the first visit patched it already.
+                    if nodes[i].kind != self.nodes[i].kind {
+                        continue;
+                    }
                     let result = fix(result, i)?;
                     let range = bindings.as_range();
                     if !self.extra[range.clone()].iter().step_by(2).any(|&v| target(v).is_some()) {
@@ -918,15 +936,19 @@ impl Function {
                         }
                         ExprKind::Block { bindings, result }
                     } else {
-                        let start = end;
+                        // Kept pairs go to the front of the block's own range (reading the
+                        // input's slots, so nothing is overwritten before it is read), or to
+                        // the end of the table.
+                        let start = if in_place { range.start } else { end };
+                        let mut w = start;
                         for k in range.step_by(2) {
                             let (var, value) = (self.extra[k], self.extra[k + 1]);
                             match target(var) {
                                 None => {
                                     let value = fix(value, i)?;
-                                    *extra_table.get_mut(end)? = var;
-                                    *extra_table.get_mut(end + 1)? = value;
-                                    end += 2;
+                                    *extra_table.get_mut(w)? = var;
+                                    *extra_table.get_mut(w + 1)? = value;
+                                    w += 2;
                                 }
                                 // The variable is dead now; a type keeps a typed function
                                 // fully typed.
@@ -937,7 +959,10 @@ impl Function {
                                 }
                             }
                         }
-                        if end == start {
+                        if !in_place {
+                            end = w;
+                        }
+                        if w == start {
                             // Only the result is left: the node becomes the result (a compound
                             // result has no other live user; a constant may be shared). A
                             // variable would need the block's users patched.
@@ -951,7 +976,7 @@ impl Function {
                             nodes[i].kind = r.kind;
                             continue;
                         }
-                        let len = u32::try_from(end - start).ok()?;
+                        let len = u32::try_from(w - start).ok()?;
                         ExprKind::Block { bindings: IdRange { start: u32::try_from(start).ok()?, len }, result }
                     }
                 }
@@ -1845,6 +1870,51 @@ mod tests {
         let mut dropped = vec![false; func.num_nodes()];
         dropped[a.index()] = true;
         assert!(func.substituted(&vec![KEEP; func.num_nodes()], &dropped).is_none());
+    }
+
+    #[test]
+    fn forwarding_compacts_a_block_in_place_unless_its_slots_are_shared() {
+        // `{ let %a = relu(%x); let %k = 2.0; let %m = multiply(%a, %k); %m }` with `%k`
+        // forwarded to its constant.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let av = b.call(relu(), &[x], Attrs::new());
+        let a = b.var("a", None);
+        let two = b.constant(Constant::scalar_f32(2.0));
+        let k = b.var("k", None);
+        let mv = b.call(crate::op::lookup("multiply").expect("multiply"), &[a, k], Attrs::new());
+        let m = b.var("m", None);
+        let body = b.block(&[(a, av), (k, two), (m, mv)], m);
+        let func = b.finish(&[x], body, None, Attrs::new());
+        let n = func.num_nodes();
+        let mut forward = vec![KEEP; n];
+        forward[k.index()] = two;
+        let out = func.with_constants_forwarded(&[], &forward, &[mv, body, body]).expect("forwardable");
+        // In place: the kept pairs move to the front of the block's own range and the extra
+        // table keeps its length (listing the block twice changes nothing).
+        let ExprKind::Block { bindings, .. } = *out.kind(body) else { unreachable!() };
+        let ExprKind::Block { bindings: old, .. } = *func.kind(body) else { unreachable!() };
+        assert_eq!(bindings.start, old.start);
+        assert_eq!(out.bindings(bindings).collect::<Vec<_>>(), vec![(a, av), (m, mv)]);
+        assert_eq!(out.extra.len(), func.extra.len());
+        let ExprKind::Call { args, .. } = *out.kind(mv) else { unreachable!() };
+        assert_eq!(out.ids(args), &[a, two]);
+
+        // A second block reading the same slots: the kept pairs go to a new range at the end,
+        // and the other block still reads all three bindings.
+        let mut b = func.to_builder();
+        let other = b.push(ExprKind::Block { bindings: old, result: m }, None);
+        let tup = b.tuple(&[body, other]);
+        let shared = b.finish(&[x], tup, None, Attrs::new());
+        assert!(shared.is_well_formed());
+        let mut forward = vec![KEEP; shared.num_nodes()];
+        forward[k.index()] = two;
+        let out = shared.with_constants_forwarded(&[], &forward, &[mv, body]).expect("forwardable");
+        let ExprKind::Block { bindings, .. } = *out.kind(body) else { unreachable!() };
+        assert_eq!(bindings.start as usize, shared.extra.len());
+        assert_eq!(out.bindings(bindings).collect::<Vec<_>>(), vec![(a, av), (m, mv)]);
+        let ExprKind::Block { bindings: kept, .. } = *out.kind(other) else { unreachable!() };
+        assert_eq!(out.bindings(kept).count(), 3);
     }
 
     #[test]
