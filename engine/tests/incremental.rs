@@ -326,7 +326,7 @@ fn sessions_reject_instruments() {
 #[test]
 fn a_pass_panic_is_reported_and_the_session_stays_usable() {
     let boom = function_pass("Boom", 0, |func, _module, _ctx| {
-        if func.nodes().iter().zip(func.ty_idxs()).any(|(n, t)| matches!(n.kind, ExprKind::Call { .. }) && t.is_none())
+        if func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { .. }) && n.ty.is_none())
             && func.attrs().contains("Boom")
         {
             panic!("boom");

@@ -547,7 +547,7 @@ mod tests {
             assert!(Arc::ptr_eq(&fold_constant(&patched), &patched), "@{name}: second run changed it");
             if typed {
                 // A typed input stays fully typed, dead nodes included.
-                assert!(patched.ty_idxs().iter().all(|t| t.is_some()), "@{name}: untyped node");
+                assert!(patched.nodes().iter().all(|n| n.ty.is_some()), "@{name}: untyped node");
             }
         }
     }

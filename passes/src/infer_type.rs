@@ -147,8 +147,8 @@ fn global_type(module: &Module, name: &str) -> Option<Type> {
 /// type of its global (a callee whose signature changed makes its callers stale).
 fn already_typed(module: &Module, func: &Function) -> bool {
     // One tight loop over the type tags; global references are rare.
-    func.nodes().iter().zip(func.ty_idxs()).enumerate().all(|(i, (n, t))| {
-        t.is_some() && (!matches!(n.kind, ExprKind::Global { .. }) || node_typed(module, func, NodeId(i as u32)))
+    func.nodes().iter().enumerate().all(|(i, n)| {
+        n.ty.is_some() && (!matches!(n.kind, ExprKind::Global { .. }) || node_typed(module, func, NodeId(i as u32)))
     })
 }
 
@@ -526,7 +526,7 @@ fn infer_walk(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<F
     }
     inf.silent = true;
     for i in (0..n).rev() {
-        if !live[i] && inf.tys[i].is_none() && func.ty_idx(NodeId(i as u32)).is_none() {
+        if !live[i] && inf.tys[i].is_none() && func.nodes()[i].ty.is_none() {
             inf.walk(NodeId(i as u32), &mut stack);
         }
     }
@@ -662,18 +662,18 @@ fn infer_linear(module: &Module, func: &Function, s: &mut Linear) -> Option<Func
     s.tys.clear();
     s.tys.resize(n, TyIdx::NONE);
     let none = TyIdx::NONE;
-    for (i, (node, &node_ty)) in nodes.iter().zip(func.ty_idxs()).enumerate() {
+    for (i, node) in nodes.iter().enumerate() {
         let ty = match node.kind {
             ExprKind::Var { .. } => {
                 let value = s.bound[i];
-                match (node_ty.is_some(), value == UNBOUND) {
-                    (true, true) => node_ty,
+                match (node.ty.is_some(), value == UNBOUND) {
+                    (true, true) => node.ty,
                     // An annotated binding must agree with its value.
                     (true, false) => {
-                        if !s.same(node_ty, s.tys[value.index()]) {
+                        if !s.same(node.ty, s.tys[value.index()]) {
                             return None;
                         }
-                        node_ty
+                        node.ty
                     }
                     (false, true) => none,
                     (false, false) => s.tys[value.index()],
@@ -684,8 +684,8 @@ fn infer_linear(module: &Module, func: &Function, s: &mut Linear) -> Option<Func
                 None => none,
             },
             ExprKind::Const { idx } => {
-                if node_ty.is_some() {
-                    node_ty
+                if node.ty.is_some() {
+                    node.ty
                 } else {
                     s.intern(&func.constant(idx).ty())
                 }
@@ -752,10 +752,10 @@ fn infer_linear(module: &Module, func: &Function, s: &mut Linear) -> Option<Func
         };
         // A type found must agree with the one the node has (the walk decides otherwise:
         // a live node takes the new type, a dead one keeps its own).
-        if node_ty.is_some() && ty.is_some() && !s.same(node_ty, ty) {
+        if node.ty.is_some() && ty.is_some() && !s.same(node.ty, ty) {
             return None;
         }
-        if ty.is_none() && node_ty.is_some() {
+        if ty.is_none() && node.ty.is_some() {
             // A typed node whose type is not found here: only the walk knows whether it is
             // live (and then reports why) or dead (and keeps its type).
             return None;
@@ -854,7 +854,7 @@ mod tests {
         let body = b.block(&[(a, av), (p, pv)], r);
         let (m, f) = module_with("main", b.finish(&[x], body, Some(t(&[2, 3])), Attrs::new()));
         let out = infer_function(&m, &f).unwrap();
-        assert!(out.ty_idxs().iter().all(|t| t.is_some()));
+        assert!(out.nodes().iter().all(|n| n.ty.is_some()));
         assert_eq!(out.ty(out.body()), Some(&t(&[2, 3])));
         assert_eq!(out.ty(tup), Some(&Type::tuple(vec![t(&[2, 3]), t(&[2, 3])])));
         // Running again costs one scan and returns the same Arc.
@@ -899,7 +899,7 @@ mod tests {
         let (out, diags) = infer_module(&m);
         assert_eq!(diags.len(), 1, "{diags:?}");
         assert_eq!(diags[0].node, bad);
-        assert!(out.get("g").unwrap().ty_idxs().iter().all(|t| t.is_some()));
+        assert!(out.get("g").unwrap().nodes().iter().all(|n| n.ty.is_some()));
     }
 
     #[test]
@@ -955,7 +955,7 @@ mod tests {
             for id in f.node_ids() {
                 assert_eq!(linear.ty(id), walked.ty(id), "@{name}: {id}");
             }
-            assert!(linear.ty_idxs().iter().all(|t| t.is_some()), "@{name}");
+            assert!(linear.nodes().iter().all(|n| n.ty.is_some()), "@{name}");
         }
     }
 
@@ -1020,7 +1020,7 @@ def @main(%x: Tensor[(2, 3), f32], %b: Tensor[(), bool]) -> Tensor[(3,), f32] {
         let typed = infer_type_pass(m, &ctx).unwrap();
         let again = infer_type_pass(typed.clone(), &ctx).unwrap();
         assert!(Arc::ptr_eq(typed.get("main").unwrap(), again.get("main").unwrap()));
-        assert!(again.get("main").unwrap().ty_idxs().iter().all(|t| t.is_some()));
+        assert!(again.get("main").unwrap().nodes().iter().all(|n| n.ty.is_some()));
     }
 
     #[test]

@@ -130,14 +130,15 @@ impl TyIdx {
     }
 }
 
-/// One arena slot: an expression. Plain old data: copying or dropping an arena touches no
-/// reference counts. Its type is kept beside the arena ([`super::Function::ty_idx`], read the
-/// type with [`super::Function::ty`]), so that a copy changing only types (InferType) shares
-/// the arena with its input.
+/// One arena slot: an expression and the index of its type (filled by parsing annotations or
+/// InferType). Plain old data: copying or dropping an arena touches no reference counts.
 #[derive(Clone, Copy, Debug)]
 pub struct Node {
     /// What the node is.
     pub kind: ExprKind,
+    /// Its type's index in the function's type table; read the type with
+    /// [`super::Function::ty`].
+    pub ty: TyIdx,
 }
 
 /// A byte range in source text.

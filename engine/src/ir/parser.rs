@@ -660,8 +660,8 @@ impl<'s> Parser<'s> {
                 if let Some(&first) = self.scalars.get(text) {
                     self.bump();
                     self.b.set_span(self.span_from(start));
-                    let (kind, ty) = (self.b.node(first).kind, self.b.ty_idx(first));
-                    return Ok(self.b.push_idx(kind, ty));
+                    let node = *self.b.node(first);
+                    return Ok(self.b.push_idx(node.kind, node.ty));
                 }
                 let (c, ty) = match self.module_scalars.get(text) {
                     Some((c, ty)) => {

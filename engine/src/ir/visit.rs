@@ -578,9 +578,9 @@ impl<'a> RewriteCx<'a> {
         // Pass 2: fresh binders, then copies in post-order with remapped operands.
         let mut map: HashMap<NodeId, NodeId> = HashMap::new();
         for v in binders {
-            let (kind, ty) = (self.b.node(v).kind, self.b.ty_idx(v));
+            let node = *self.b.node(v);
             self.b.set_span(self.b.span_at(v));
-            let fresh = self.b.push_idx(kind, ty);
+            let fresh = self.b.push_idx(node.kind, node.ty);
             map.insert(v, fresh);
         }
         let saved = self.b.span_at(root);
@@ -615,7 +615,7 @@ impl<'a> RewriteCx<'a> {
                 atom => atom,
             };
             self.b.set_span(self.b.span_at(id));
-            let copy = self.b.push_idx(kind, self.b.ty_idx(id));
+            let copy = self.b.push_idx(kind, node.ty);
             map.insert(id, copy);
         }
         self.b.set_span(saved);

@@ -139,7 +139,7 @@ mod tests {
         copy.set_ty(x, Some(t5.clone()));
         copy.set_ty(y, Some(t2.clone()));
         let b = Arc::new(copy.finish(&[x, y], base.body(), None, Attrs::new()));
-        assert_ne!(a.ty_idx(x), b.ty_idx(x));
+        assert_ne!(a.nodes()[x.index()].ty, b.nodes()[x.index()].ty);
         assert!(same_function(&a, &b));
         assert!(same_signature(&a, &b));
         assert!(crate::ir::structural_eq(&a, &b));
