@@ -3,34 +3,18 @@
 //! Memory is counted by a counting allocator: bytes live after a plain run versus after a
 //! session run holding the same result.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
 use passel_engine::transform::PassContext;
+use passel_harness::bench::CountingAlloc;
 use passel_harness::gen::{chain, ChainOptions};
 use passel_harness::incremental_bench::{measure_incremental, render_incremental};
 use passel_harness::watch::standard_session;
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: CountingAlloc = CountingAlloc;
 
+/// Bytes live now (other threads' counts are exact to 64 KiB each).
 fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
+    ALLOC.live() as isize
 }
 
 fn main() {

@@ -121,6 +121,9 @@ pub(crate) struct StageOut {
 /// A function stage's failure: the index of the failing pass in the stage and its error. A
 /// serial run reports the first failing pass's first failing function, so the pass index
 /// decides between functions.
+///
+/// Memos hold it (and a barrier's per-function error) behind an `Arc`: salsa stores a memo's
+/// value inline, and an inline `PassError` would make every memo ~70 bytes bigger.
 pub(crate) type StageErr = (usize, PassError);
 
 /// A module barrier's result. Never equal to another run's: per-function equality is decided
