@@ -273,9 +273,9 @@ impl Session {
 
     /// The current (unoptimised) module.
     pub fn module(&self) -> Module {
-        let mut m = Module::new();
+        let mut m = Module::with_capacity(self.order.len());
         for name in &self.order {
-            let _ = m.add(name, self.entries[name].stored.clone());
+            let _ = m.add_shared(name, self.entries[name].stored.clone());
         }
         m
     }

@@ -297,11 +297,11 @@ pub fn remove_unreachable_functions(m: &Module) -> Module {
     if reached.iter().all(|&r| r) {
         return m.clone();
     }
-    let mut out = Module::new();
-    for ((name, func), keep) in m.iter().zip(reached) {
+    let mut out = Module::with_capacity(reached.iter().filter(|&&r| r).count());
+    for ((name, func), keep) in m.entries().iter().zip(reached) {
         if keep {
             // Names of a module are unique, so adding them again cannot fail.
-            let _ = out.add(name, Arc::clone(func));
+            let _ = out.add_shared(name, Arc::clone(func));
         }
     }
     out

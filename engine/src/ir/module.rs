@@ -1,7 +1,8 @@
 //! Modules: an ordered map from global names to functions.
 
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use super::function::Function;
 
@@ -24,7 +25,7 @@ pub enum ModuleError {
 #[derive(Clone, Debug, Default)]
 pub struct Module {
     funcs: Arc<Vec<(Arc<str>, Arc<Function>)>>,
-    index: Arc<HashMap<Arc<str>, usize>>,
+    index: Arc<FxHashMap<Arc<str>, usize>>,
 }
 
 impl Module {
@@ -38,10 +39,31 @@ impl Module {
         if self.index.contains_key(name) {
             return Err(ModuleError::Duplicate(name.to_string()));
         }
-        let name: Arc<str> = name.into();
-        Arc::make_mut(&mut self.index).insert(name.clone(), self.funcs.len());
-        Arc::make_mut(&mut self.funcs).push((name, func.into()));
+        self.push_new(name.into(), func.into());
         Ok(())
+    }
+
+    /// Adds a function at the end under a name the caller already holds as an `Arc<str>`,
+    /// sharing it instead of copying the text (as [`Module::add`] does). A duplicate name is an
+    /// error.
+    pub fn add_shared(&mut self, name: &Arc<str>, func: impl Into<Arc<Function>>) -> Result<(), ModuleError> {
+        if self.index.contains_key(&**name) {
+            return Err(ModuleError::Duplicate(name.to_string()));
+        }
+        self.push_new(name.clone(), func.into());
+        Ok(())
+    }
+
+    /// An empty module with room for `n` functions.
+    pub fn with_capacity(n: usize) -> Module {
+        let mut index = FxHashMap::default();
+        index.reserve(n);
+        Module { funcs: Arc::new(Vec::with_capacity(n)), index: Arc::new(index) }
+    }
+
+    fn push_new(&mut self, name: Arc<str>, func: Arc<Function>) {
+        Arc::make_mut(&mut self.index).insert(name.clone(), self.funcs.len());
+        Arc::make_mut(&mut self.funcs).push((name, func));
     }
 
     /// Replaces the function `name`, or adds it at the end if absent.

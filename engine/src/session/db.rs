@@ -29,7 +29,7 @@ use rustc_hash::FxHashMap;
 use super::plan::{Plan, Stage, StageKind};
 use super::same::{same_function, same_signature};
 use crate::ir::{fn_attr, ExprKind, Function, Module};
-use crate::transform::executor::{has_declared_signature, same_declared_signature};
+use crate::transform::executor::{has_declared_signature, pool, same_declared_signature};
 use crate::transform::{call_pass, Diagnostic, PassError};
 
 /// One function as loaded.
@@ -194,7 +194,7 @@ impl SessionDb {
 }
 
 #[salsa::tracked(returns(clone))]
-fn stage_desc<'db>(db: &'db dyn Db, id: StageId<'db>) -> Option<Stage> {
+fn stage_desc<'db>(db: &'db dyn Db, id: StageId<'db>) -> Option<Arc<Stage>> {
     let k = id.stage(db);
     db.roots().plan(db).variant(k & UNFUSED != 0).get(index(k) as usize).cloned()
 }
@@ -247,7 +247,7 @@ fn signature<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<SigVal> {
 /// references, each as it enters the stage. Callers depend only on their callees'
 /// signatures, so a pass must read no more than a callee's signature from the view.
 fn module_view(db: &dyn Db, name: &Arc<str>, func: &Arc<Function>, k: u32) -> Module {
-    view_with(name, func, |callee| signature(db, Key::new(db, Arc::from(callee), k)).map(|sig| sig.0))
+    view_with(name, func, |callee| signature(db, Key::new(db, callee, k)).map(|sig| sig.0))
 }
 
 /// The globals `func` references other than itself, sorted, without repeats.
@@ -274,7 +274,7 @@ pub(crate) fn view_with(
 ) -> Module {
     let mut view = Module::new();
     // The names are distinct, so adding cannot fail.
-    let _ = view.add(name, func.clone());
+    let _ = view.add_shared(name, func.clone());
     for callee in callees(name, func) {
         if let Some(f) = lookup(callee) {
             let _ = view.add(callee, f);
@@ -368,16 +368,15 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Arc<
 #[salsa::tracked(returns(clone))]
 fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
     let k = id.stage(db);
-    let stage = stage_desc(db, id);
-    let Some(Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, marked, firewall }) = stage else {
+    let Some(stage) = stage_desc(db, id).filter(|stage| !stage.is_function()) else {
         return BarrierOut(Arc::new(Ok((Module::new(), Vec::new()))));
     };
     let names = names_at(db, id);
-    let mut module = Module::new();
+    let mut module = Module::with_capacity(names.0.len());
     for name in names.0.iter() {
         match stage_input(db, name, k) {
             Some(Ok(func)) => {
-                let _ = module.add(name, func);
+                let _ = module.add_shared(name, func);
             }
             Some(Err(e)) => return BarrierOut(Arc::new(Err(e))),
             None => {}
@@ -387,7 +386,6 @@ fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
         db.record(k, name);
     }
     db.unwind_if_revision_cancelled();
-    let stage = Stage { kind: StageKind::Module(pass), ctx, fingerprint, label, marked, firewall };
     BarrierOut(Arc::new(run_module_stage(&stage, module)))
 }
 
@@ -484,7 +482,14 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
                     outputs.push(StageCache::Function { names: names.0.clone(), outs: ok });
                 }
             }
-            StageKind::Module(_) => match &*barrier(db, id).0 {
+            // On a handle of its own: salsa keeps a finished query's dependency set allocated
+            // for the next query on the same handle and clears all of it each time, so after a
+            // barrier (a dependency per function) every query run on `db` (a serial run's
+            // function stages) would pay for clearing a table sized for the whole module.
+            StageKind::Module(_) => match &*{
+                let handle = db.clone();
+                barrier(&handle, StageId::new(&handle, k)).0
+            } {
                 Ok((out, diags)) => {
                     diagnostics.extend(diags.iter().cloned());
                     if let Some(outputs) = &mut outputs {
@@ -498,28 +503,31 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
     }
     let n = base | variant.len() as u32;
     let names = names_at(db, StageId::new(db, n));
-    let mut module = Module::new();
+    let mut module = Module::with_capacity(names.0.len());
     for name in names.0.iter() {
         if let Some(res) = stage_input(db, name, n) {
-            let _ = module.add(name, res?);
+            let _ = module.add_shared(name, res?);
         }
     }
     Ok(Some(Ran { module, diagnostics, stages, outputs, unfused }))
 }
 
+/// Calls `f` on every name, in order: inline with one thread, else on the executor's cached
+/// pool of `threads` workers with rayon work stealing over single functions (as a plain run
+/// fans out), each rayon job with its own database handle.
 fn fan_out<T: Send>(
     db: &SessionDb,
     names: &[Arc<str>],
     threads: usize,
     f: impl Fn(&SessionDb, &Arc<str>) -> T + Sync,
 ) -> Vec<T> {
-    if threads <= 1 || names.len() <= 1 {
-        return names.iter().map(|name| f(db, name)).collect();
+    let pool = if threads <= 1 || names.len() <= 1 { None } else { pool(threads) };
+    match pool {
+        Some(pool) => {
+            let db = db.clone();
+            let f = &f;
+            pool.install(move || names.par_iter().map_with(db, |db, name| f(db, name)).collect())
+        }
+        None => names.iter().map(|name| f(db, name)).collect(),
     }
-    let chunk = names.len().div_ceil(threads);
-    let done: Vec<Vec<T>> = names
-        .par_chunks(chunk)
-        .map_with(db.clone(), |db, chunk| chunk.iter().map(|name| f(db, name)).collect())
-        .collect();
-    done.into_iter().flatten().collect()
 }

@@ -165,10 +165,10 @@ impl Cache {
 
 /// A copy of `module` sharing its functions but not its list.
 fn unshared(module: &Module) -> Module {
-    let mut copy = Module::new();
+    let mut copy = Module::with_capacity(module.len());
     for (name, func) in module.entries() {
         // The names of a module are distinct, so adding cannot fail.
-        let _ = copy.add(name, func.clone());
+        let _ = copy.add_shared(name, func.clone());
     }
     copy
 }
@@ -197,7 +197,7 @@ type Changed = FxHashMap<Arc<str>, (Arc<Function>, Arc<Function>)>;
 /// run-time check, or a function pass failed: salsa picks the error a serial run reports);
 /// on `Ok(None)` or an error, `cache` is left partly updated and must be dropped.
 pub(crate) fn run_edit(
-    stages_in: &[Stage],
+    stages_in: &[Arc<Stage>],
     cache: &mut Cache,
     edited: &FxHashMap<Arc<str>, Arc<Function>>,
 ) -> Result<Option<FastRun>, PassError> {
@@ -295,11 +295,11 @@ pub(crate) fn run_edit(
             StageKind::Module(_) => {
                 let names = cache.names_at(k);
                 entered = names.len();
-                let mut module = Module::new();
+                let mut module = Module::with_capacity(names.len());
                 for name in &names {
                     if let Some(f) = cache.input(k, name) {
                         // The names are distinct, so adding cannot fail.
-                        let _ = module.add(name, f);
+                        let _ = module.add_shared(name, f);
                     }
                 }
                 let (new_out, new_diags) = run_module_stage(stage, module)?;

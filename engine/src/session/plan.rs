@@ -79,15 +79,15 @@ impl Stage {
 #[derive(Clone, Default)]
 pub(crate) struct Plan {
     /// Module passes' per-function forms fused into the function stages.
-    pub(crate) stages: Vec<Stage>,
+    pub(crate) stages: Vec<Arc<Stage>>,
     /// Each form in a stage of its own, when `stages` has a form after a stage's first pass
     /// (whose precondition may fail at run time); `None` when `stages` has none.
-    pub(crate) unfused: Option<Vec<Stage>>,
+    pub(crate) unfused: Option<Vec<Arc<Stage>>>,
 }
 
 impl Plan {
     /// The stages of one variant.
-    pub(crate) fn variant(&self, unfused: bool) -> &[Stage] {
+    pub(crate) fn variant(&self, unfused: bool) -> &[Arc<Stage>] {
         match (&self.unfused, unfused) {
             (Some(stages), true) => stages,
             _ => &self.stages,
@@ -230,9 +230,10 @@ pub(crate) fn plan(
     format!("{:?}", ctx.config()).hash(&mut settings);
     let settings = settings.finish();
 
-    let stages = group(&leaves, settings, ctx, firewalls, true);
+    let stages: Vec<Arc<Stage>> = group(&leaves, settings, ctx, firewalls, true).into_iter().map(Arc::new).collect();
     let has_checked = stages.iter().any(|s| s.marked.iter().skip(1).any(|&m| m));
-    let unfused = has_checked.then(|| group(&leaves, settings, ctx, firewalls, false));
+    let unfused =
+        has_checked.then(|| group(&leaves, settings, ctx, firewalls, false).into_iter().map(Arc::new).collect());
     Ok(Plan { stages, unfused })
 }
 

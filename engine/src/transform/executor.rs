@@ -504,7 +504,7 @@ fn release_module(ctx: &PassContext, module: Module) {
 
 /// The cached pool of `n` workers, built on first use. `None` when the OS refuses threads (the
 /// caller then runs serially).
-fn pool(n: usize) -> Option<Arc<rayon::ThreadPool>> {
+pub(crate) fn pool(n: usize) -> Option<Arc<rayon::ThreadPool>> {
     type Pools = Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>;
     static POOLS: OnceLock<Pools> = OnceLock::new();
     let mut pools = POOLS.get_or_init(|| Mutex::new(Vec::new())).lock().unwrap_or_else(PoisonError::into_inner);
