@@ -28,7 +28,7 @@ fn main() {
     let pipeline = passel_passes::default_pipeline(2);
     let ctx = PassContext::builder().opt_level(2).num_threads(threads).build().expect("context");
     let name = format!("f{}", functions / 2);
-    match measure_incremental(&module, &pipeline, &ctx, &name, edit.clone(), 3) {
+    match measure_incremental(&module, &pipeline, &ctx, &name, edit.clone(), 5) {
         Ok(t) => print!("{}", render_incremental(&t)),
         Err(e) => eprintln!("error: {e}"),
     }
