@@ -434,12 +434,18 @@ impl Session {
     fn put(&mut self, name: &Arc<str>, func: &Arc<Function>) -> bool {
         let base = span_base(func);
         if let Some(entry) = self.entries.get_mut(name) {
+            let moved_since_last_run = base != entry.base;
             entry.base = base;
             if same_function(&entry.stored, func) {
                 if base != entry.stored_base {
                     self.moved.insert(name.clone());
                 } else {
                     self.moved.remove(name);
+                }
+                // The function did not change, but its diagnostics in the last run's output
+                // sit where it was: the next run must move them (the edit path does).
+                if moved_since_last_run {
+                    self.last = None;
                 }
                 return false;
             }

@@ -7,6 +7,9 @@
 
 use passel_engine::ir::{module_structural_eq, parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{parse_pipeline, Pass, PassContext, Severity};
+use passel_engine::{SessionError, SessionOutput};
+
+use crate::watch::standard_session;
 
 /// `parse`: arbitrary bytes never panic the parser; when they parse, the module prints.
 pub fn parse(data: &[u8]) -> Result<(), String> {
@@ -36,8 +39,9 @@ pub fn roundtrip(data: &[u8]) -> Result<(), String> {
 
 /// `pipeline_parity`: a module decoded from the bytes ([`shaped_module`]) run through a
 /// pipeline decoded from the bytes ([`shaped_pipeline`]): the parallel executor with 2 and 3
-/// threads prints the same module (or the same error) and the same diagnostics as the serial
-/// run, and when the input passes the verifier, so does a successful output (one that comes
+/// threads and an incremental session, cold and after an edit decoded from the rest of the
+/// bytes (`session_parity`), print the same module (or the same error) and the same
+/// diagnostics as the serial run, and when the input passes the verifier, so does a successful output (one that comes
 /// with no error diagnostic: a type error the verifier cannot see in the input, such as one
 /// on an unannotated binding, is reported by InferType and may stay in the output).
 pub fn pipeline_parity(data: &[u8]) -> Result<(), String> {
@@ -63,7 +67,72 @@ pub fn pipeline_parity(data: &[u8]) -> Result<(), String> {
             ));
         }
     }
+    session_parity(&mut bytes, &module, &text, &pipeline, &serial)
+}
+
+/// The incremental part of `pipeline_parity`: a session ([`standard_session`], 2 threads) run
+/// cold on `module` equals the serial run `serial`; then one function is replaced by the
+/// same-position function of a second module decoded from the rest of the bytes (a body or
+/// signature edit, or a new function when the names differ), and the session's re-run equals a
+/// serial run of the edited module.
+fn session_parity(
+    bytes: &mut Bytes<'_>,
+    module: &Module,
+    text: &str,
+    pipeline: &str,
+    serial: &Outcome,
+) -> Result<(), String> {
+    let seq = parse_pipeline(pipeline).map_err(|e| format!("pipeline {pipeline} does not parse: {e}"))?;
+    let ctx = PassContext::builder().opt_level(3).num_threads(2).build().map_err(|e| e.to_string())?;
+    let mut session = standard_session(seq, &ctx).map_err(|e| format!("session for {pipeline}: {e}"))?;
+    session.load(module);
+    let cold = session_outcome(session.run());
+    if !same_outcome(&cold, serial) {
+        return Err(format!(
+            "{pipeline} in a cold session differs from serial\n--- input:\n{text}\n--- serial:\n{}\n{:?}\n--- session:\n{}\n{:?}",
+            serial.text, serial.diagnostics, cold.text, cold.diagnostics
+        ));
+    }
+    let which = bytes.below(module.len());
+    let other_text = shaped_module(bytes);
+    let other = parse_module(&other_text)
+        .map_err(|e| format!("generated module does not parse: {e}\n--- text:\n{other_text}"))?;
+    let (Some((name, _)), Some((_, func))) = (module.entries().get(which), other.entries().get(which)) else {
+        return Ok(());
+    };
+    let mut edited = module.clone();
+    edited.insert(name, func.clone());
+    session.set_function(name, func.clone());
+    let rerun = session_outcome(session.run());
+    let expected = run_pipeline(&edited, pipeline, 1)?;
+    if !same_outcome(&rerun, &expected) {
+        return Err(format!(
+            "{pipeline} in a session after replacing @{name} differs from a serial run of the edited module\n--- input:\n{text}\n--- new @{name} (from):\n{other_text}\n--- serial:\n{}\n{:?}\n--- session:\n{}\n{:?}",
+            expected.text, expected.diagnostics, rerun.text, rerun.diagnostics
+        ));
+    }
     Ok(())
+}
+
+/// A session run as an [`Outcome`] (a failed run has no diagnostics: the session reports only
+/// the error).
+fn session_outcome(res: Result<SessionOutput, SessionError>) -> Outcome {
+    match res {
+        Ok(out) => {
+            let errors = out.diagnostics.iter().any(|d| d.severity == Severity::Error);
+            let diagnostics = out.diagnostics.iter().map(|d| format!("{d:?}")).collect();
+            Outcome { text: print_module(&out.module), module: Some(out.module), diagnostics, errors }
+        }
+        Err(SessionError::Pass(e)) => {
+            Outcome { module: None, text: format!("error: {e}"), diagnostics: Vec::new(), errors: true }
+        }
+        Err(e) => Outcome { module: None, text: format!("session error: {e}"), diagnostics: Vec::new(), errors: true },
+    }
+}
+
+/// Same printed module (or error) and, for a successful run, the same diagnostics.
+fn same_outcome(session: &Outcome, serial: &Outcome) -> bool {
+    session.text == serial.text && (serial.module.is_none() || session.diagnostics == serial.diagnostics)
 }
 
 struct Outcome {
