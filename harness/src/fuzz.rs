@@ -41,9 +41,10 @@ pub fn roundtrip(data: &[u8]) -> Result<(), String> {
 /// pipeline decoded from the bytes ([`shaped_pipeline`]): the parallel executor with 2 and 3
 /// threads and an incremental session, cold and after an edit decoded from the rest of the
 /// bytes (`session_parity`), print the same module (or the same error) and the same
-/// diagnostics as the serial run, and when the input passes the verifier, so does a successful output (one that comes
-/// with no error diagnostic: a type error the verifier cannot see in the input, such as one
-/// on an unannotated binding, is reported by InferType and may stay in the output).
+/// diagnostics as the serial run; and when the input passes the verifier, so does a
+/// successful output (one that comes with no error diagnostic: a type error the verifier cannot
+/// see in the input, such as one on an unannotated binding, is reported by InferType and may
+/// stay in the output).
 pub fn pipeline_parity(data: &[u8]) -> Result<(), String> {
     let mut bytes = Bytes::new(data);
     let pipeline = shaped_pipeline(&mut bytes);
