@@ -39,7 +39,8 @@ pub mod transform;
 mod util;
 
 pub use session::{
-    FirewallCheck, ModuleFirewall, ModuleSplit, PendingRun, RunStats, Session, SessionError, SessionOutput, StageStats,
+    FirewallCheck, MemoryMode, ModuleFirewall, ModuleSplit, PendingRun, RunStats, Session, SessionError, SessionOutput,
+    StageStats,
 };
 pub use transform::{
     function_pass, get_pass, module_pass, sequential, Instrument, Pass, PassContext, PassError, PassInfo, Sequential,

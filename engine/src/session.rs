@@ -31,6 +31,7 @@
 
 mod db;
 mod fast;
+mod lean;
 mod plan;
 mod same;
 
@@ -42,7 +43,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use salsa::Setter;
 
 use self::db::{run_stages, FnVal, FuncList, Ran, SessionDb, Source, UNFUSED};
-use self::fast::{run_edit, Cache};
+use self::fast::{run_edit, Cache, FastRun};
+use self::lean::Lean;
 use self::plan::{plan, PassIds, Plan, Split};
 use self::same::{same_function, span_base};
 use crate::ir::{Function, Module, ModuleError};
@@ -211,6 +213,25 @@ impl Last {
     }
 }
 
+/// What a session keeps between runs ([`Session::set_memory_mode`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemoryMode {
+    /// Every stage's output for every function, in salsa's memos and on the edit path: any
+    /// edit, including adding, removing or renaming functions and changing the pipeline,
+    /// recomputes only what it reaches. About 13 KB per function on a 50-op chain with the
+    /// standard pipeline.
+    #[default]
+    Full,
+    /// The sources, the result, and per function stage what callers see of each function (a
+    /// signature stub) and its diagnostics; every other intermediate function is recomputed
+    /// from its source when an edit needs it (`session/lean.rs`). Runs do not use salsa's
+    /// memos. Edits of function bodies recompute the same functions as in `Full` mode, at
+    /// about twice the cost per function; a change of the function list, the plan or the
+    /// settings, a module pass whose firewall does not hold, or a pass error costs about a
+    /// cold run. Under 1 KiB per function on the same chain.
+    Lean,
+}
+
 struct Entry {
     input: Source,
     /// The function the input holds.
@@ -245,6 +266,9 @@ pub struct Session {
     /// per-function form's precondition failed): later runs go straight to the unfused
     /// variant until the plan changes.
     unfused: bool,
+    mode: MemoryMode,
+    /// What lean mode keeps of its last run; dropped when `cache` would be.
+    lean: Option<Lean>,
 }
 
 impl Session {
@@ -268,7 +292,42 @@ impl Session {
             cache: None,
             edited: FxHashMap::default(),
             unfused: false,
+            mode: MemoryMode::Full,
+            lean: None,
         })
+    }
+
+    /// Chooses what the session keeps between runs (see [`MemoryMode`]). Switching drops
+    /// what the other mode kept (to `Lean`: salsa's memos too); the next run recomputes
+    /// everything. [`Session::start_run`] always runs the `Full` way, with salsa.
+    pub fn set_memory_mode(&mut self, mode: MemoryMode) {
+        if mode == self.mode {
+            return;
+        }
+        self.mode = mode;
+        self.cache = None;
+        self.lean = None;
+        self.last = None;
+        if mode == MemoryMode::Lean {
+            self.reset_db();
+        }
+    }
+
+    /// What the session keeps between runs.
+    pub fn memory_mode(&self) -> MemoryMode {
+        self.mode
+    }
+
+    /// Replaces the database by a new one holding the same inputs and no memos.
+    fn reset_db(&mut self) {
+        let plan = self.roots().plan(&self.db);
+        self.db = SessionDb::new((*plan).clone());
+        for name in &self.order {
+            if let Some(entry) = self.entries.get_mut(name) {
+                entry.input = Source::new(&self.db, FnVal(entry.stored.clone()));
+            }
+        }
+        self.sync_list();
     }
 
     /// The current (unoptimised) module.
@@ -345,6 +404,7 @@ impl Session {
         roots.set_plan(&mut self.db).to(Arc::new(plan));
         self.last = None;
         self.cache = None;
+        self.lean = None;
         self.unfused = false;
     }
 
@@ -475,6 +535,7 @@ impl Session {
         if *roots.funcs(&self.db) != list {
             roots.set_funcs(&mut self.db).to(Arc::new(list));
             self.cache = None;
+            self.lean = None;
         }
         self.last = None;
     }
@@ -483,6 +544,11 @@ impl Session {
     pub fn run(&mut self) -> Result<SessionOutput, SessionError> {
         if let Some(last) = &self.last {
             return Ok(last.output(Instant::now()));
+        }
+        if self.mode == MemoryMode::Lean {
+            let out = self.run_lean()?;
+            self.last = Some(Last::of(&out));
+            return Ok(out);
         }
         if let Some(out) = self.run_edit()? {
             self.last = Some(Last::of(&out));
@@ -512,6 +578,43 @@ impl Session {
         let Some(run) = run_edit(variant, &mut cache, &self.edited)? else { return Ok(None) };
         self.edited.clear();
         self.cache = Some(cache);
+        Ok(Some(self.output_of(run, variant, start)))
+    }
+
+    /// A run in lean mode: its edit path when the session has what the last lean run kept
+    /// and it can handle the edits, else a cold run of the stages.
+    fn run_lean(&mut self) -> Result<SessionOutput, SessionError> {
+        let start = Instant::now();
+        let plan = self.roots().plan(&self.db);
+        if let Some(mut lean) = self.lean.take() {
+            let variant = plan.variant(self.unfused);
+            if let Some(run) = lean::run_edit(variant, &mut lean, &self.edited)? {
+                self.edited.clear();
+                self.lean = Some(lean);
+                return Ok(self.output_of(run, variant, start));
+            }
+        }
+        // The function list salsa's input holds (the same names in the same order).
+        let names = self.roots().funcs(&self.db).names.clone();
+        let sources: Vec<Arc<Function>> = names.iter().map(|n| self.entries[n].stored.clone()).collect();
+        let threads = self.ctx.num_threads().max(1);
+        let mut ran = None;
+        if !self.unfused {
+            ran = lean::run_cold(plan.variant(false), names.clone(), sources.clone(), threads)?;
+        }
+        if ran.is_none() {
+            // The unfused variant has no run-time check, so it always gives a result.
+            self.unfused = plan.unfused.is_some();
+            ran = lean::run_cold(plan.variant(true), names, sources, threads)?;
+        }
+        let (lean, run) = ran.ok_or_else(|| PassError::msg("internal error: unfused stage plan not runnable"))?;
+        self.edited.clear();
+        self.lean = Some(lean);
+        Ok(self.output_of(run, plan.variant(self.unfused), start))
+    }
+
+    /// The output of an edit-path or lean run of `variant` that started at `start`.
+    fn output_of(&self, run: FastRun, variant: &[Arc<plan::Stage>], start: Instant) -> SessionOutput {
         let stages = run
             .stages
             .into_iter()
@@ -526,7 +629,7 @@ impl Session {
             .collect();
         let mut diagnostics = run.diagnostics;
         shift_diagnostics(&mut diagnostics, &self.shifts());
-        Ok(Some(SessionOutput { module: run.module, diagnostics, stats: RunStats { stages, total: start.elapsed() } }))
+        SessionOutput { module: run.module, diagnostics, stats: RunStats { stages, total: start.elapsed() } }
     }
 
     /// Functions that moved in their source since their result was computed.

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use passel_engine::ir::{parse_module, print_module, AttrValue, ExprKind, Function, Module, Type};
 use passel_engine::transform::{Diagnostic, Pass, PassContext, PassError, Sequential};
 use passel_engine::{
-    function_pass, module_pass, sequential, FirewallCheck, ModuleFirewall, Session, SessionError, SessionOutput,
+    function_pass, module_pass, sequential, FirewallCheck, MemoryMode, ModuleFirewall, Session, SessionError,
+    SessionOutput,
 };
 use proptest::prelude::*;
 
@@ -209,12 +210,16 @@ fn a_module_pass_firewall_skips_the_pass_for_edits_it_vouches_for() {
 fn a_firewall_is_not_trusted_for_a_function_the_pass_had_rewritten() {
     // A firewall that vouches for every edit: the session still runs the pass again for a
     // function the pass had changed, since it cannot know what the pass would make of it.
-    let (mut s, p) = session(1);
-    s.set_firewall("MarkHot", ModuleFirewall { unaffected: Arc::new(|_: &FirewallCheck<'_>| true) }).expect("firewall");
-    run(&mut s, &p, 2);
-    s.set_function("hot", func("def @hot(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n"));
-    let out = run(&mut s, &p, 2);
-    assert_eq!(recomputed(&out), ["First,CalleeReport: hot", "MarkHot: leaf mid top hot", "Last: hot"]);
+    for mode in [MemoryMode::Full, MemoryMode::Lean] {
+        let (mut s, p) = session(1);
+        s.set_memory_mode(mode);
+        s.set_firewall("MarkHot", ModuleFirewall { unaffected: Arc::new(|_: &FirewallCheck<'_>| true) })
+            .expect("firewall");
+        run(&mut s, &p, 2);
+        s.set_function("hot", func("def @hot(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n"));
+        let out = run(&mut s, &p, 2);
+        assert_eq!(recomputed(&out), ["First,CalleeReport: hot", "MarkHot: leaf mid top hot", "Last: hot"]);
+    }
 }
 
 #[test]
@@ -568,10 +573,17 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
-    fn random_edit_sequences_match_a_cold_serial_run(edits in proptest::collection::vec(edit(), 1..12), threads in 1usize..3) {
+    fn random_edit_sequences_match_a_cold_serial_run(
+        edits in proptest::collection::vec(edit(), 1..12),
+        threads in 1usize..3,
+        lean in any::<bool>(),
+    ) {
         let mut p = pipeline();
         let mut opt = 2u32;
         let mut s = Session::new(p.clone(), &ctx(opt, threads)).expect("session");
+        if lean {
+            s.set_memory_mode(MemoryMode::Lean);
+        }
         let mut names: Vec<String> = Vec::new();
         for i in 0..4u8 {
             let name = format!("f{i}");
@@ -789,8 +801,10 @@ fn fail_on(attr: &'static str) -> Arc<dyn Pass> {
 fn a_failing_stage_reports_the_first_failing_pass_before_earlier_functions_failing_later() {
     // @a fails in the second pass, @b (after it) in the first: a serial run reports @b.
     let p = sequential("fail", vec![fail_on("A"), fail_on("B")]);
-    for threads in [1, 2] {
+    for (threads, mode) in [(1, MemoryMode::Full), (2, MemoryMode::Full), (1, MemoryMode::Lean), (2, MemoryMode::Lean)]
+    {
         let mut s = Session::new(p.clone(), &ctx(2, threads)).expect("session");
+        s.set_memory_mode(mode);
         s.load(&parse(MODULE));
         run(&mut s, &p, 2);
         s.set_function("a", func("#[B=1]\ndef @a(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  negative(%x)\n}\n"));
@@ -838,9 +852,13 @@ proptest! {
         start in proptest::collection::vec(any::<u8>(), 1..6),
         edits in proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..10),
         threads in 1usize..3,
+        lean in any::<bool>(),
     ) {
         let p = local_pipeline();
         let mut s = Session::new(p.clone(), &ctx(2, threads)).expect("session");
+        if lean {
+            s.set_memory_mode(MemoryMode::Lean);
+        }
         let mut names: Vec<String> = Vec::new();
         for (i, kind) in start.iter().enumerate() {
             let name = format!("f{i}");
@@ -868,6 +886,163 @@ proptest! {
                 }
             }
             let out = if op % 8 == 7 { s.start_run().run() } else { s.run() }.expect("run succeeds");
+            let (text, diags) = cold(&p, &s.module(), 2).expect("cold run succeeds");
+            prop_assert_eq!(print_module(&out.module), text);
+            prop_assert_eq!(out.diagnostics, diags);
+        }
+    }
+}
+
+/// Lean mode ([`MemoryMode::Lean`]) keeps no intermediate functions, yet recomputes exactly
+/// what the default mode does for body and signature edits (its edit path mirrors the
+/// default one), including a module pass's firewall; changes of the function list run cold.
+#[test]
+fn lean_mode_recomputes_what_the_default_mode_does_and_matches_cold_runs() {
+    let p = pipeline();
+    let leaf_body = "def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  multiply(%x, %x)\n}\n";
+    let leaf_sig = "def @leaf(%x: Tensor[(3,), f32]) -> Tensor[(3,), f32] {\n  add(%x, %x)\n}\n";
+    let hot = "def @hot(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n";
+    let mut seen: Vec<Vec<Vec<String>>> = Vec::new();
+    for mode in [MemoryMode::Full, MemoryMode::Lean] {
+        let mut s = Session::new(p.clone(), &ctx(2, 2)).expect("session");
+        s.set_memory_mode(mode);
+        assert_eq!(s.memory_mode(), mode);
+        s.set_firewall("MarkHot", mark_hot_firewall()).expect("firewall");
+        s.load(&parse(MODULE));
+        let mut lists = vec![recomputed(&run(&mut s, &p, 2))];
+        for (name, text) in [("leaf", leaf_body), ("leaf", leaf_sig), ("hot", hot), ("leaf", leaf_body)] {
+            s.set_function(name, func(text));
+            lists.push(recomputed(&run(&mut s, &p, 2)));
+        }
+        lists.push(recomputed(&run(&mut s, &p, 2)));
+        seen.push(lists);
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert_eq!(
+        seen[1][2],
+        ["First,CalleeReport: leaf mid", "MarkHot: ", "Last: leaf mid"],
+        "a signature change: the function and its caller, MarkHot skipped by its firewall"
+    );
+    assert_eq!(seen[1][5], ["First,CalleeReport: ", "MarkHot: ", "Last: "]);
+
+    let mut s = Session::new(p.clone(), &ctx(2, 1)).expect("session");
+    s.set_memory_mode(MemoryMode::Lean);
+    s.load(&parse(MODULE));
+    run(&mut s, &p, 2);
+    s.add_function("hot2", func("def @hot2(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @top(%x)\n}\n"))
+        .expect("new name");
+    let out = run(&mut s, &p, 2);
+    assert_eq!(out.stats.stages[0].recomputed.len(), 5, "a list change runs cold in lean mode");
+    s.rename_function("mid", "mid2").expect("rename");
+    run(&mut s, &p, 2);
+    s.remove_function("hot").expect("remove");
+    run(&mut s, &p, 2);
+    // Back on the edit path: a signature change recomputes leaf and its renamed caller.
+    s.set_function("leaf", func(leaf_sig));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(out.stats.stages[0].recomputed.iter().map(|n| &**n).collect::<Vec<_>>(), ["leaf", "mid2"]);
+}
+
+/// Switching modes drops what the other mode kept; runs stay correct either way.
+#[test]
+fn switching_memory_modes_keeps_runs_correct() {
+    let (mut s, p) = session(2);
+    run(&mut s, &p, 2);
+    s.set_memory_mode(MemoryMode::Lean);
+    let out = run(&mut s, &p, 2);
+    assert_eq!(out.stats.stages[0].recomputed.len(), 4, "the first lean run is cold");
+    s.set_function("leaf", func("def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n"));
+    run(&mut s, &p, 2);
+    run_uncached(&mut s, &p, 2);
+    s.set_memory_mode(MemoryMode::Full);
+    s.set_function("mid", func("def @mid(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @leaf(@leaf(%x))\n}\n"));
+    run(&mut s, &p, 2);
+    s.set_function("leaf", func("def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  tanh(%x)\n}\n"));
+    let out = run(&mut s, &p, 2);
+    assert_eq!(out.stats.stages[0].recomputed.iter().map(|n| &**n).collect::<Vec<_>>(), ["leaf"]);
+}
+
+/// A pass panic in lean mode is reported as in the default mode and the session stays usable.
+#[test]
+fn a_pass_panic_in_lean_mode_is_reported_and_the_session_stays_usable() {
+    let boom = function_pass("Boom", 0, |func, _module, _ctx| {
+        if func.attrs().contains("Boom") {
+            panic!("boom");
+        }
+        Ok(func)
+    })
+    .shared();
+    let p = sequential("boom", vec![boom, mark_hot()]);
+    let mut s = Session::new(p.clone(), &ctx(2, 2)).expect("session");
+    s.set_memory_mode(MemoryMode::Lean);
+    s.load(&parse(MODULE));
+    run(&mut s, &p, 2);
+    // Through the edit path, then through a cold run.
+    for _ in 0..2 {
+        s.set_function(
+            "leaf",
+            func("#[Boom]\ndef @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  negative(%x)\n}\n"),
+        );
+        match s.run() {
+            Err(SessionError::Pass(PassError::InPass { pass, function, panicked, .. })) => {
+                assert_eq!((pass.as_str(), function.as_deref(), panicked), ("Boom", Some("leaf"), true));
+            }
+            other => panic!("expected a panic report, got {:?}", other.map(|o| recomputed(&o))),
+        }
+        s.set_function("leaf", func("def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  negative(%x)\n}\n"));
+        run(&mut s, &p, 2);
+    }
+}
+
+/// A function pass that records, as the attribute `name`, the type and attributes each
+/// callee has in its module view: its output changes when a callee's signature does (and,
+/// being an attribute, so does its own signature).
+fn record_callees(name: &'static str) -> Arc<dyn Pass> {
+    function_pass(name, 0, move |func, module, _ctx| {
+        let seen: Vec<String> = callees(&func)
+            .iter()
+            .map(|c| match module.get(c) {
+                Some(f) => format!("{c}:{} {:?}", seen_type(f), f.attrs()),
+                None => format!("{c}:none"),
+            })
+            .collect();
+        Ok(Arc::new(func.with_attrs(func.attrs().clone().with(name, AttrValue::Str(seen.join(";").into())))))
+    })
+    .shared()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Body and signature edits on a chain where function passes copy callee signatures into
+    /// the output (before and after a module pass): a callee's signature change changes its
+    /// callers' outputs, which must reach the result, in both memory modes.
+    #[test]
+    fn random_edits_with_passes_recording_callee_signatures_match_a_cold_serial_run(
+        edits in proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..10),
+        threads in 1usize..3,
+        lean in any::<bool>(),
+    ) {
+        let p = sequential(
+            "record",
+            vec![record_callees("RecordEarly"), mark_hot(), record_callees("RecordLate"), identity("Last", 0)],
+        );
+        let mut s = Session::new(p.clone(), &ctx(2, threads)).expect("session");
+        if lean {
+            s.set_memory_mode(MemoryMode::Lean);
+        }
+        let names: Vec<String> = ["f0", "f1", "hot2", "f3", "f4"].iter().map(|n| n.to_string()).collect();
+        for (i, name) in names.iter().enumerate() {
+            let callee = i.checked_sub(1).map(|j| names[j].clone());
+            s.set_function(name, gen_func(name, 2, i as u8, callee.as_deref()));
+        }
+        run(&mut s, &p, 2);
+        for (op, x, b) in edits {
+            let name = names[x as usize % names.len()].clone();
+            let callee = names.get(b as usize % names.len()).filter(|c| **c != name).cloned();
+            let size = if op % 2 == 0 { 2 } else { 1 + b % 3 };
+            s.set_function(&name, gen_func(&name, size, b, callee.as_deref()));
+            let out = s.run().expect("run succeeds");
             let (text, diags) = cold(&p, &s.module(), 2).expect("cold run succeeds");
             prop_assert_eq!(print_module(&out.module), text);
             prop_assert_eq!(out.diagnostics, diags);

@@ -4,6 +4,7 @@
 //! session run holding the same result.
 
 use passel_engine::transform::PassContext;
+use passel_engine::MemoryMode;
 use passel_harness::bench::CountingAlloc;
 use passel_harness::gen::{chain, ChainOptions};
 use passel_harness::incremental_bench::{measure_incremental, render_incremental};
@@ -28,7 +29,13 @@ fn main() {
     let pipeline = passel_passes::default_pipeline(2);
     let ctx = PassContext::builder().opt_level(2).num_threads(threads).build().expect("context");
     let name = format!("f{}", functions / 2);
-    match measure_incremental(&module, &pipeline, &ctx, &name, edit.clone(), 5) {
+    // `MODE=lean` measures a session in `MemoryMode::Lean`.
+    let mode = match std::env::var("MODE").as_deref() {
+        Ok("lean") => MemoryMode::Lean,
+        _ => MemoryMode::Full,
+    };
+    println!("memory mode: {mode:?}");
+    match measure_incremental(&module, &pipeline, &ctx, mode, &name, edit.clone(), 5) {
         Ok(t) => print!("{}", render_incremental(&t)),
         Err(e) => eprintln!("error: {e}"),
     }
@@ -38,6 +45,7 @@ fn main() {
     drop(plain);
     let before = live();
     let mut session = standard_session(pipeline.clone(), &ctx).expect("session");
+    session.set_memory_mode(mode);
     session.load(&module);
     let out = session.run().expect("run");
     let session_bytes = live() - before;

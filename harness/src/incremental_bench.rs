@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use passel_engine::ir::{Function, Module};
 use passel_engine::transform::{PassContext, Sequential};
-use passel_engine::{Pass, SessionError};
+use passel_engine::{MemoryMode, Pass, SessionError};
 
 use crate::watch::standard_session;
 
@@ -27,12 +27,14 @@ pub struct IncrementalTimes {
     pub edit_recomputed: usize,
 }
 
-/// Runs the measurement with [`standard_session`]. `edit` is the function `name` is replaced with (and back, on
-/// alternate repeats), so every edit re-run really has a change to process.
+/// Runs the measurement with [`standard_session`] in memory mode `mode`. `edit` is the
+/// function `name` is replaced with (and back, on alternate repeats), so every edit re-run
+/// really has a change to process.
 pub fn measure_incremental(
     module: &Module,
     pipeline: &Sequential,
     ctx: &PassContext,
+    mode: MemoryMode,
     name: &str,
     edit: Arc<Function>,
     repeats: usize,
@@ -58,6 +60,7 @@ pub fn measure_incremental(
         drop(plain?);
 
         let mut session = standard_session(pipeline.clone(), ctx)?;
+        session.set_memory_mode(mode);
         session.load(module);
         let start = Instant::now();
         let cold = session.run()?;

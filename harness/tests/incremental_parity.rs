@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, print_module, AttrValue, Function, Module};
 use passel_engine::transform::{Diagnostic, PassContext};
-use passel_engine::Pass;
+use passel_engine::{MemoryMode, Pass};
 use passel_harness::gen::{chain, ChainOptions};
 use passel_harness::watch::standard_session;
 use proptest::prelude::*;
@@ -280,8 +280,14 @@ proptest! {
         let mut module = chain(&ChainOptions { functions: 6, ops: 12, seed, ..Default::default() });
         let mut opt = 2;
         let mut max_size = 0i64;
-        let mut s = standard_session(passel_passes::default_pipeline(opt), &ctx(opt, threads)).expect("session");
-        s.load(&module);
+        // The default session and a lean one ([`MemoryMode::Lean`]) take the same edits.
+        let mut sessions = Vec::new();
+        for mode in [MemoryMode::Full, MemoryMode::Lean] {
+            let mut s = standard_session(passel_passes::default_pipeline(opt), &ctx(opt, threads)).expect("session");
+            s.set_memory_mode(mode);
+            s.load(&module);
+            sessions.push(s);
+        }
         for e in edits {
             let names: Vec<String> = module.iter().map(|(n, _)| n.to_string()).collect();
             let pick = |i: u8| names.get(i as usize % names.len().max(1)).cloned();
@@ -300,7 +306,9 @@ proptest! {
                 }
                 Edit::MaxSize(n) => {
                     max_size = i64::from(n);
-                    s.set_context(&ctx_max(opt, threads, max_size)).expect("context");
+                    for s in &mut sessions {
+                        s.set_context(&ctx_max(opt, threads, max_size)).expect("context");
+                    }
                 }
                 Edit::Replace(i, seed) => {
                     let names: Vec<String> = module.iter().map(|(n, _)| n.to_string()).collect();
@@ -325,15 +333,19 @@ proptest! {
                 }
                 Edit::OptLevel(level) => {
                     opt = u32::from(level);
-                    s.set_context(&ctx_max(opt, threads, max_size)).expect("context");
-                    s.set_pipeline(passel_passes::default_pipeline(opt)).expect("pipeline");
+                    for s in &mut sessions {
+                        s.set_context(&ctx_max(opt, threads, max_size)).expect("context");
+                        s.set_pipeline(passel_passes::default_pipeline(opt)).expect("pipeline");
+                    }
                 }
             }
-            s.load(&module);
-            let out = s.run().expect("session run succeeds");
             let (text, diags) = cold_max(&module, opt, max_size);
-            prop_assert_eq!(print_module(&out.module), text);
-            prop_assert_eq!(out.diagnostics, diags);
+            for s in &mut sessions {
+                s.load(&module);
+                let out = s.run().expect("session run succeeds");
+                prop_assert_eq!(print_module(&out.module), text.clone(), "{:?} mode", s.memory_mode());
+                prop_assert_eq!(&out.diagnostics, &diags, "{:?} mode", s.memory_mode());
+            }
         }
     }
 }
