@@ -12,7 +12,8 @@
 //! new [`Session`](passel_engine::Session) loads the module and runs), `session-nochange` (the
 //! same session runs again with nothing changed) and `session-edit` (one function in the middle
 //! of the module gets a new, dead binding in its body — same signature — and the session runs
-//! again). The cold session's output is compared with the serial run's too.
+//! again). The cold session's output is compared with the serial run's too. Then the same three
+//! for a session in [`MemoryMode::Lean`]: `lean-cold`, `lean-nochange`, `lean-edit`.
 
 mod alloc;
 mod cli;
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use passel_engine::ir::{parse_module, print_module, Function, Module};
 use passel_engine::transform::{parse_pipeline, Pass, PassContext, Sequential, Severity};
-use passel_engine::Session;
+use passel_engine::{MemoryMode, Session};
 
 use crate::watch::standard_session;
 
@@ -159,7 +160,7 @@ pub fn run_bench(cfg: &BenchConfig<'_>, progress: &mut dyn FnMut()) -> Result<Ve
     Ok(rows)
 }
 
-/// The `session-cold`, `session-nochange` and `session-edit` rows (see the module doc).
+/// The `session-…` and `lean-…` rows (see the module doc).
 fn incremental_rows(
     cfg: &BenchConfig<'_>,
     pipeline: &Sequential,
@@ -167,6 +168,24 @@ fn incremental_rows(
     reference: &str,
     progress: &mut dyn FnMut(),
 ) -> Result<Vec<BenchRow>, String> {
+    let mut rows = session_rows(cfg, pipeline, threads, reference, MemoryMode::Full, progress)?;
+    rows.extend(session_rows(cfg, pipeline, threads, reference, MemoryMode::Lean, progress)?);
+    Ok(rows)
+}
+
+/// The cold, no-change and edit rows of a session in memory mode `mode`.
+fn session_rows(
+    cfg: &BenchConfig<'_>,
+    pipeline: &Sequential,
+    threads: usize,
+    reference: &str,
+    mode: MemoryMode,
+    progress: &mut dyn FnMut(),
+) -> Result<Vec<BenchRow>, String> {
+    let labels = match mode {
+        MemoryMode::Full => ["session-cold", "session-nochange", "session-edit"],
+        MemoryMode::Lean => ["lean-cold", "lean-nochange", "lean-edit"],
+    };
     let size = (cfg.module.len(), count_bindings(cfg.module));
     let ctx = PassContext::builder().opt_level(3).num_threads(threads).build().map_err(|e| e.to_string())?;
     let Some((name, original)) = cfg.module.entries().get(cfg.module.len() / 2).cloned() else {
@@ -175,26 +194,27 @@ fn incremental_rows(
     let edited = with_dead_binding(cfg.module, &name)?;
     let new_session = || -> Result<Session, String> {
         let mut session = standard_session(pipeline.clone(), &ctx).map_err(|e| e.to_string())?;
+        session.set_memory_mode(mode);
         session.load(cfg.module);
         Ok(session)
     };
-    let (cold, mut session) = measure("session-cold", threads, size, cfg.repeats, cfg.heap, progress, || {
+    let (cold, mut session) = measure(labels[0], threads, size, cfg.repeats, cfg.heap, progress, || {
         let mut session = new_session()?;
         session.run().map_err(|e| e.to_string())?;
         Ok(session)
     })?;
     let out = session.run().map_err(|e| e.to_string())?;
     if print_module(&out.module) != reference {
-        return Err("the incremental session printed a different module than the serial run".to_string());
+        return Err(format!("the incremental session ({mode:?} mode) printed a different module than the serial run"));
     }
     drop(out);
-    let (no_change, ()) = measure("session-nochange", threads, size, cfg.repeats, cfg.heap, progress, || {
+    let (no_change, ()) = measure(labels[1], threads, size, cfg.repeats, cfg.heap, progress, || {
         session.run().map(drop).map_err(|e| e.to_string())
     })?;
     // Alternate between the edited and the original body, so every timed run has an edit to
     // process; only the run itself is timed, not the setter.
     let mut flip = false;
-    let (edit, ()) = measure("session-edit", threads, size, cfg.repeats, cfg.heap, progress, || {
+    let (edit, ()) = measure(labels[2], threads, size, cfg.repeats, cfg.heap, progress, || {
         flip = !flip;
         session.set_function(&name, if flip { edited.clone() } else { original.clone() });
         session.run().map(drop).map_err(|e| e.to_string())

@@ -7,7 +7,7 @@
 
 use passel_engine::ir::{module_structural_eq, parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{parse_pipeline, Pass, PassContext, Severity};
-use passel_engine::{SessionError, SessionOutput};
+use passel_engine::{MemoryMode, SessionError, SessionOutput};
 
 use crate::watch::standard_session;
 
@@ -71,11 +71,11 @@ pub fn pipeline_parity(data: &[u8]) -> Result<(), String> {
     session_parity(&mut bytes, &module, &text, &pipeline, &serial)
 }
 
-/// The incremental part of `pipeline_parity`: a session ([`standard_session`], 2 threads) run
-/// cold on `module` equals the serial run `serial`; then one function is replaced by the
-/// same-position function of a second module decoded from the rest of the bytes (a body or
-/// signature edit, or a new function when the names differ), and the session's re-run equals a
-/// serial run of the edited module.
+/// The incremental part of `pipeline_parity`, in each [`MemoryMode`]: a session
+/// ([`standard_session`], 2 threads) run cold on `module` equals the serial run `serial`;
+/// then one function is replaced by the same-position function of a second module decoded
+/// from the rest of the bytes (a body or signature edit, or a new function when the names
+/// differ), and the session's re-run equals a serial run of the edited module.
 fn session_parity(
     bytes: &mut Bytes<'_>,
     module: &Module,
@@ -85,32 +85,39 @@ fn session_parity(
 ) -> Result<(), String> {
     let seq = parse_pipeline(pipeline).map_err(|e| format!("pipeline {pipeline} does not parse: {e}"))?;
     let ctx = PassContext::builder().opt_level(3).num_threads(2).build().map_err(|e| e.to_string())?;
-    let mut session = standard_session(seq, &ctx).map_err(|e| format!("session for {pipeline}: {e}"))?;
-    session.load(module);
-    let cold = session_outcome(session.run());
-    if !same_outcome(&cold, serial) {
-        return Err(format!(
-            "{pipeline} in a cold session differs from serial\n--- input:\n{text}\n--- serial:\n{}\n{:?}\n--- session:\n{}\n{:?}",
-            serial.text, serial.diagnostics, cold.text, cold.diagnostics
-        ));
-    }
     let which = bytes.below(module.len());
     let other_text = shaped_module(bytes);
     let other = parse_module(&other_text)
         .map_err(|e| format!("generated module does not parse: {e}\n--- text:\n{other_text}"))?;
-    let (Some((name, _)), Some((_, func))) = (module.entries().get(which), other.entries().get(which)) else {
-        return Ok(());
+    let edit = module.entries().get(which).zip(other.entries().get(which)).map(|((name, _), (_, func))| {
+        let mut edited = module.clone();
+        edited.insert(name, func.clone());
+        (name.clone(), func.clone(), edited)
+    });
+    let expected = match &edit {
+        Some((_, _, edited)) => Some(run_pipeline(edited, pipeline, 1)?),
+        None => None,
     };
-    let mut edited = module.clone();
-    edited.insert(name, func.clone());
-    session.set_function(name, func.clone());
-    let rerun = session_outcome(session.run());
-    let expected = run_pipeline(&edited, pipeline, 1)?;
-    if !same_outcome(&rerun, &expected) {
-        return Err(format!(
-            "{pipeline} in a session after replacing @{name} differs from a serial run of the edited module\n--- input:\n{text}\n--- new @{name} (from):\n{other_text}\n--- serial:\n{}\n{:?}\n--- session:\n{}\n{:?}",
-            expected.text, expected.diagnostics, rerun.text, rerun.diagnostics
-        ));
+    for mode in [MemoryMode::Full, MemoryMode::Lean] {
+        let mut session = standard_session(seq.clone(), &ctx).map_err(|e| format!("session for {pipeline}: {e}"))?;
+        session.set_memory_mode(mode);
+        session.load(module);
+        let cold = session_outcome(session.run());
+        if !same_outcome(&cold, serial) {
+            return Err(format!(
+                "{pipeline} in a cold session ({mode:?} mode) differs from serial\n--- input:\n{text}\n--- serial:\n{}\n{:?}\n--- session:\n{}\n{:?}",
+                serial.text, serial.diagnostics, cold.text, cold.diagnostics
+            ));
+        }
+        let (Some((name, func, _)), Some(expected)) = (&edit, &expected) else { continue };
+        session.set_function(name, func.clone());
+        let rerun = session_outcome(session.run());
+        if !same_outcome(&rerun, expected) {
+            return Err(format!(
+                "{pipeline} in a session ({mode:?} mode) after replacing @{name} differs from a serial run of the edited module\n--- input:\n{text}\n--- new @{name} (from):\n{other_text}\n--- serial:\n{}\n{:?}\n--- session:\n{}\n{:?}",
+                expected.text, expected.diagnostics, rerun.text, rerun.diagnostics
+            ));
+        }
     }
     Ok(())
 }

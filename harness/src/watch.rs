@@ -22,7 +22,7 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Function};
 use passel_engine::transform::{PassContext, Severity};
-use passel_engine::{FirewallCheck, ModuleFirewall, Sequential, Session, SessionError};
+use passel_engine::{FirewallCheck, MemoryMode, ModuleFirewall, Sequential, Session, SessionError};
 use passel_passes::inline::{is_inline_candidate, MAX_SIZE_KEY};
 
 use crate::diag::{self, SourceError};
@@ -43,6 +43,8 @@ pub struct WatchOptions {
     pub max_runs: Option<usize>,
     /// Write the optimised module here after each successful run.
     pub output: Option<PathBuf>,
+    /// What the session keeps between runs.
+    pub memory: MemoryMode,
 }
 
 /// Errors that end the watch.
@@ -134,6 +136,7 @@ fn live_globals(func: &Function) -> Vec<&str> {
 /// Watches `opts.file`, writing a report of every run to `out`.
 pub fn watch(opts: &WatchOptions, out: &mut dyn Write) -> Result<(), WatchError> {
     let mut session = standard_session(opts.pipeline.clone(), &opts.ctx)?;
+    session.set_memory_mode(opts.memory);
     let (tx, rx) = mpsc::channel();
     let notify_err = |source| WatchError::Notify { path: opts.file.display().to_string(), source };
     let mut watcher = notify::recommended_watcher(move |event| {

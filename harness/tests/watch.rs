@@ -38,13 +38,24 @@ fn wait_for(path: &std::path::Path, needle: &str) -> String {
 
 #[test]
 fn watch_reruns_incrementally_on_each_save_and_survives_parse_errors() {
-    let dir = std::env::temp_dir().join(format!("passel-watch-test-{}", std::process::id()));
+    watch_three_runs(&[]);
+}
+
+/// The same with `--lean` (a session keeping no intermediate functions): the same report.
+#[test]
+fn watch_lean_reruns_incrementally_too() {
+    watch_three_runs(&["--lean"]);
+}
+
+fn watch_three_runs(extra: &[&str]) {
+    let dir = std::env::temp_dir().join(format!("passel-watch-test-{}-{}", std::process::id(), extra.join("")));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join("m.pir");
     let log = dir.join("log.txt");
     std::fs::write(&file, V1).expect("write");
     let mut child = Command::new(env!("CARGO_BIN_EXE_passel"))
         .args(["watch", "--max-runs", "3", "-j", "1"])
+        .args(extra)
         .arg(&file)
         .stdout(Stdio::from(std::fs::File::create(&log).expect("log")))
         .stderr(Stdio::inherit())

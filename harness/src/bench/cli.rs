@@ -37,7 +37,8 @@ pub struct BenchArgs {
     /// Seed of the workload.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Skip the incremental-session rows (cold, no-change and one-edit re-runs).
+    /// Skip the incremental-session rows (cold, no-change and one-edit re-runs, for the
+    /// default and the lean memory mode).
     #[arg(long)]
     pub no_incremental: bool,
     /// Also write the results as JSON (workload, pipeline, machine, rows) to FILE.
@@ -126,7 +127,7 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>) -> Result<String,
     };
     eprintln!("workload: {workload}, {} functions, {bindings} bindings; pipeline: {}", module.len(), args.passes);
 
-    let rows = 1 + threads.len() + if args.no_incremental { 0 } else { 3 };
+    let rows = 1 + threads.len() + if args.no_incremental { 0 } else { 6 };
     let bar = indicatif::ProgressBar::new(rows as u64 * args.repeats);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs {elapsed}")
