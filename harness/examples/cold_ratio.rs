@@ -6,13 +6,13 @@
 //! `plain` or `session` (only that kind of run, for a profiler:
 //! `valgrind --tool=callgrind target/release/examples/cold_ratio session 1`, minus a `plain 0`
 //! run for the workload generation). `N` sets the number of functions (default 10000), `T` the
-//! threads (default 2). Prints the best time of each kind and the ratio of their best and of
+//! threads (default 2), `LEAN=1` runs the session in `MemoryMode::Lean`. Prints the best time of each kind and the ratio of their best and of
 //! their total times.
 
 use std::time::{Duration, Instant};
 
 use passel_engine::transform::PassContext;
-use passel_engine::Pass;
+use passel_engine::{MemoryMode, Pass};
 use passel_harness::gen::{chain, ChainOptions};
 use passel_harness::watch::standard_session;
 
@@ -32,6 +32,7 @@ fn main() {
     let module = chain(&ChainOptions { functions: env("N", 10_000), ops: 50, ..Default::default() });
     let pipeline = passel_passes::default_pipeline(2);
     let ctx = PassContext::builder().opt_level(2).num_threads(env("T", 2)).build().expect("context");
+    let lean = env("LEAN", 0) == 1;
     let (mut plain, mut session) = (Vec::new(), Vec::new());
     for _ in 0..iterations {
         if mode != "session" {
@@ -43,6 +44,9 @@ fn main() {
         if mode != "plain" {
             let start = Instant::now();
             let mut s = standard_session(pipeline.clone(), &ctx).expect("session");
+            if lean {
+                s.set_memory_mode(MemoryMode::Lean);
+            }
             s.load(&module);
             let out = s.run().expect("session run");
             session.push(start.elapsed());
