@@ -6,10 +6,12 @@
 //! such as constant tables, cost nothing). A session keeps the output of every stage before a
 //! module barrier, so these are the intermediates it holds. Part 2 prints a session's overhead
 //! (bytes live with the session and its result, minus those of a plain run's result) for
-//! growing prefixes of the pipeline. See docs/incremental.md, "Memory: where the bytes go".
+//! growing prefixes of the pipeline, in the default memory mode and in lean mode. See
+//! docs/incremental.md, "Memory: where the bytes go".
 
 use passel_engine::ir::Module;
 use passel_engine::transform::{get_pass, Pass, PassContext, Sequential};
+use passel_engine::MemoryMode;
 use passel_harness::bench::CountingAlloc;
 use passel_harness::gen::{chain, ChainOptions};
 use passel_harness::watch::standard_session;
@@ -84,17 +86,23 @@ fn main() {
         let plain = ctx.scope(|| pipeline.run(module.clone(), &ctx)).expect("scope").expect("run");
         let plain_bytes = live() - before;
         drop(plain);
-        let before = live();
-        let mut session = standard_session(pipeline, &ctx).expect("session");
-        session.load(&module);
-        let out = session.run().expect("run");
-        let session_bytes = live() - before;
+        let mut overhead = Vec::new();
+        let mut stages = 0;
+        for mode in [MemoryMode::Full, MemoryMode::Lean] {
+            let before = live();
+            let mut session = standard_session(pipeline.clone(), &ctx).expect("session");
+            session.set_memory_mode(mode);
+            session.load(&module);
+            let out = session.run().expect("run");
+            overhead.push(per_fn(live() - before - plain_bytes));
+            stages = out.stats.stages.len();
+        }
         println!(
-            "  {:<62} {} stages: result {:>5} B, overhead {:>5} B",
+            "  {:<62} {stages} stages: result {:>5} B, overhead {:>5} B (lean mode {:>4} B)",
             names.join(","),
-            out.stats.stages.len(),
             per_fn(plain_bytes),
-            per_fn(session_bytes - plain_bytes)
+            overhead[0],
+            overhead[1]
         );
     }
 }

@@ -145,7 +145,7 @@ struct WatchArgs {
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
     /// Keep no intermediate functions between runs (about 0.7 KB per function instead of
-    /// 13 KB on a 50-op chain). Body edits recompute the same functions at about twice the
+    /// 13 KB on a 50-op chain). Body edits recompute the same functions at up to twice the
     /// cost; adding, removing or renaming a function re-runs the whole pipeline.
     #[arg(long)]
     lean: bool,

@@ -18,9 +18,9 @@
 //! The runs themselves do not use salsa: a cold run runs the stages directly (fanning
 //! function stages out like a plain run) and records the above; an edit of function bodies
 //! follows `fast.rs` phase by phase. Costs against the default mode: an edit runs each
-//! recomputed function's stage twice (new and previous input) plus the replays; a module
-//! pass whose firewall does not hold replays every function up to it; a change of the
-//! function list, the plan or the settings, or a pass error, means a cold run.
+//! recomputed function's stages but the last twice (new and previous input) plus the
+//! replays; a module pass whose firewall does not hold replays every function up to it; a
+//! change of the function list, the plan or the settings, or a pass error, means a cold run.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -416,6 +416,7 @@ pub(crate) fn run_edit(
         let entered;
         match &stage.kind {
             StageKind::Function(_) => {
+                let last = k + 1 == stages_in.len();
                 let LeanStage::Function { index, .. } = &lean.stages[k] else { return Ok(None) };
                 let index = index.clone();
                 entered = index.len();
@@ -460,16 +461,30 @@ pub(crate) fn run_edit(
                         return Ok(None);
                     }
                     // The previous output, from the previous input and what callers saw then.
-                    let old_view = view_with(name, &old_in, |c| lean.sig(k, c));
-                    let Ok(old_out) = run_function_stage(stage, name, old_in, &old_view, &|| {}) else {
-                        return Ok(None);
+                    // After the last stage it would only decide whether the result gets the
+                    // new output, which is harmless when they are equal: skipped.
+                    let old = if last {
+                        None
+                    } else {
+                        let old_view = view_with(name, &old_in, |c| lean.sig(k, c));
+                        let Ok(old_out) = run_function_stage(stage, name, old_in, &old_view, &|| {}) else {
+                            return Ok(None);
+                        };
+                        Some(old_out.func)
                     };
-                    outs.push((*i, name.clone(), old_out.func, new_out));
+                    outs.push((*i, name.clone(), old, new_out));
                 }
                 let LeanStage::Function { sigs, diags, .. } = &mut lean.stages[k] else { return Ok(None) };
                 for (i, name, old, new) in &outs {
-                    if *old != new.func {
-                        next.insert(name.clone(), (old.0.clone(), new.func.0.clone()));
+                    match old {
+                        Some(old) if *old == new.func => {}
+                        Some(old) => {
+                            next.insert(name.clone(), (old.0.clone(), new.func.0.clone()));
+                        }
+                        // Only the new output matters after the last stage.
+                        None => {
+                            next.insert(name.clone(), (new.func.0.clone(), new.func.0.clone()));
+                        }
                     }
                     let reported = new.diags.iter().any(|d| !d.is_empty());
                     let before =
