@@ -9,7 +9,7 @@
 //!
 //! After the serial and parallel rows come three incremental rows (unless
 //! [`BenchConfig::incremental`] is off), run with the most threads asked for: `session-cold` (a
-//! new [`Session`](passel_engine::Session) loads the module and runs), `session-nochange` (the
+//! new [`Session`] loads the module and runs), `session-nochange` (the
 //! same session runs again with nothing changed) and `session-edit` (one function in the middle
 //! of the module gets a new, dead binding in its body — same signature — and the session runs
 //! again). The cold session's output is compared with the serial run's too. Then the same three

@@ -120,7 +120,8 @@ struct RunArgs {
     /// Print the module to stderr after every pass that changed it.
     #[arg(long)]
     print_ir_after_change: bool,
-    /// Write the module after each pass to DIR/NNN_<pass>.pir.
+    /// Write the module after each pass to DIR/NNN_PASS.pir (NNN counts the passes from 000,
+    /// PASS is the pass name).
     #[arg(long, value_name = "DIR")]
     dump_ir: Option<PathBuf>,
     /// Write a Chrome trace (JSON, open in Perfetto) of every per-function task, one track per

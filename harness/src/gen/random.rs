@@ -31,7 +31,7 @@ pub struct RandomOptions {
     pub bindings: usize,
     /// `n` of the tensor types `(n, n)` and `(n,)`.
     pub size: u64,
-    /// Maximum nesting of `if` branches and nested functions (clamped to [`MAX_DEPTH`]).
+    /// Maximum nesting of `if` branches and nested functions (clamped to `MAX_DEPTH`, 8).
     pub max_depth: usize,
     /// Seed.
     pub seed: u64,
