@@ -459,16 +459,7 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
                 if outs.iter().any(|out| out.as_ref().is_ok_and(|o| o.unfusable)) {
                     return Ok(None);
                 }
-                // The first failing pass's first failing function in module order, as a
-                // serial run reports it.
-                if let Some(i) = outs.iter().filter_map(|out| out.as_ref().err().map(|e| e.0)).min() {
-                    let first = outs.into_iter().find_map(|out| out.err().filter(|e| e.0 == i));
-                    return Err(first.map_or_else(
-                        || PassError::msg("internal error: failing function not found"),
-                        |e| e.1.clone(),
-                    ));
-                }
-                let ok: Vec<StageOut> = outs.into_iter().filter_map(Result::ok).collect();
+                let ok = first_error(outs.into_iter().map(|out| out.map_err(|e| (*e).clone())))?;
                 // Pass-major order, as a serial run reports them.
                 for j in 0..passes.len() {
                     for out in &ok {
@@ -510,6 +501,19 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
         }
     }
     Ok(Some(Ran { module, diagnostics, stages, outputs, unfused }))
+}
+
+/// A function stage's results in module order, or the error a serial run reports among
+/// them: the first failing pass's first failing function in module order.
+pub(crate) fn first_error(
+    outs: impl IntoIterator<Item = Result<StageOut, StageErr>>,
+) -> Result<Vec<StageOut>, PassError> {
+    let outs: Vec<_> = outs.into_iter().collect();
+    if let Some(i) = outs.iter().filter_map(|out| out.as_ref().err().map(|e| e.0)).min() {
+        let first = outs.into_iter().find_map(|out| out.err().filter(|e| e.0 == i));
+        return Err(first.map_or_else(|| PassError::msg("internal error: failing function not found"), |e| e.1));
+    }
+    Ok(outs.into_iter().filter_map(Result::ok).collect())
 }
 
 /// Calls `f` on every name, in order: inline with one thread, else on the executor's cached

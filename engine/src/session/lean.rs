@@ -29,7 +29,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::db::{callees, run_function_stage, run_module_stage, view_with, StageErr, StageOut};
+use super::db::{callees, first_error, run_function_stage, run_module_stage, view_with};
 use super::fast::{FastRun, FastStage};
 use super::plan::{Stage, StageKind};
 use super::same::{same_function, same_signature};
@@ -130,16 +130,6 @@ fn par_map<I: Sync, T: Send>(items: &[I], threads: usize, f: impl Fn(&I) -> T + 
         Some(pool) => pool.install(|| items.par_iter().map(&f).collect()),
         None => items.iter().map(f).collect(),
     }
-}
-
-/// The error a serial run reports among a function stage's results: the first failing pass's
-/// first failing function in module order.
-fn first_error(outs: Vec<Result<StageOut, StageErr>>) -> Result<Vec<StageOut>, PassError> {
-    if let Some(i) = outs.iter().filter_map(|out| out.as_ref().err().map(|e| e.0)).min() {
-        let first = outs.into_iter().find_map(|out| out.err().filter(|e| e.0 == i));
-        return Err(first.map_or_else(|| PassError::msg("internal error: failing function not found"), |e| e.1));
-    }
-    Ok(outs.into_iter().filter_map(Result::ok).collect())
 }
 
 /// The globals in `func` (named `name`) that `source` does not reference.
