@@ -513,7 +513,11 @@ pub(crate) fn first_error(
         let first = outs.into_iter().find_map(|out| out.err().filter(|e| e.0 == i));
         return Err(first.map_or_else(|| PassError::msg("internal error: failing function not found"), |e| e.1));
     }
-    Ok(outs.into_iter().filter_map(Result::ok).collect())
+    // A new vector: collecting in place would keep `outs`' allocation, sized for the larger
+    // `Result`s, alive in the session's cache.
+    let mut ok = Vec::with_capacity(outs.len());
+    ok.extend(outs.into_iter().filter_map(Result::ok));
+    Ok(ok)
 }
 
 /// Calls `f` on every name, in order: inline with one thread, else on the executor's cached
