@@ -588,7 +588,8 @@ impl Session {
         let plan = self.roots().plan(&self.db);
         if let Some(mut lean) = self.lean.take() {
             let variant = plan.variant(self.unfused);
-            if let Some(run) = lean::run_edit(variant, &mut lean, &self.edited)? {
+            let threads = self.ctx.num_threads().max(1);
+            if let Some(run) = lean::run_edit(variant, &mut lean, &self.edited, threads)? {
                 self.edited.clear();
                 self.lean = Some(lean);
                 return Ok(self.output_of(run, variant, start));

@@ -19,8 +19,9 @@
 //! function stages out like a plain run) and records the above; an edit of function bodies
 //! follows `fast.rs` phase by phase. Costs against the default mode: an edit runs each
 //! recomputed function's stages but the last twice (new and previous input) plus the
-//! replays; a module pass whose firewall does not hold replays every function up to it; a
-//! change of the function list, the plan or the settings, or a pass error, means a cold run.
+//! replays; a module pass whose firewall does not hold replays every function up to it (in
+//! parallel); a change of the function list, the plan or the settings, or a pass error,
+//! means a cold run.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -344,32 +345,42 @@ impl Replay<'_> {
     /// already updated by this run); `None` when it does not enter stage `k` or a pass
     /// failed on it.
     fn input(&self, lean: &Lean, k: usize, name: &Arc<str>) -> Option<Arc<Function>> {
-        if k == 0 {
-            return lean.source(name).cloned();
-        }
-        if let Some(f) = self.memo.borrow().get(&(k, name.clone())) {
-            return f.clone();
-        }
-        let res = match &lean.stages[k - 1] {
-            LeanStage::Function { index, .. } => {
-                if index.contains_key(name) {
-                    self.input(lean, k - 1, name).and_then(|input| {
-                        let view = view_with(name, &input, |c| lean.sig(k - 1, c));
-                        run_function_stage(&self.stages[k - 1], name, input, &view, &|| {}).ok().map(|o| o.func.0)
-                    })
-                } else {
-                    None
-                }
-            }
-            LeanStage::Module { dropped, modified, .. } => match modified.get(name) {
-                Some(f) => Some(f.clone()),
-                None if dropped.contains(name) => None,
-                None => self.input(lean, k - 1, name),
-            },
-        };
-        self.memo.borrow_mut().insert((k, name.clone()), res.clone());
-        res
+        replayed(lean, self.stages, k, name, Some(&self.memo))
     }
+}
+
+/// The function `name` entering stage `k` of `stages` as `lean` now stands, recomputed from its
+/// source; `memo`, when given, remembers every stage input computed on the way.
+fn replayed(
+    lean: &Lean,
+    stages: &[Arc<Stage>],
+    k: usize,
+    name: &Arc<str>,
+    memo: Option<&RefCell<Replayed>>,
+) -> Option<Arc<Function>> {
+    if k == 0 {
+        return lean.source(name).cloned();
+    }
+    if let Some(f) = memo.and_then(|m| m.borrow().get(&(k, name.clone())).cloned()) {
+        return f;
+    }
+    let res = match &lean.stages[k - 1] {
+        LeanStage::Function { index, .. } if index.contains_key(name) => replayed(lean, stages, k - 1, name, memo)
+            .and_then(|input| {
+                let view = view_with(name, &input, |c| lean.sig(k - 1, c));
+                run_function_stage(&stages[k - 1], name, input, &view, &|| {}).ok().map(|o| o.func.0)
+            }),
+        LeanStage::Function { .. } => None,
+        LeanStage::Module { dropped, modified, .. } => match modified.get(name) {
+            Some(f) => Some(f.clone()),
+            None if dropped.contains(name) => None,
+            None => replayed(lean, stages, k - 1, name, memo),
+        },
+    };
+    if let Some(m) = memo {
+        m.borrow_mut().insert((k, name.clone()), res.clone());
+    }
+    res
 }
 
 /// Runs `stages_in` (the plan variant `lean` was made with) after the loaded functions in
@@ -379,6 +390,7 @@ pub(crate) fn run_edit(
     stages_in: &[Arc<Stage>],
     lean: &mut Lean,
     edited: &FxHashMap<Arc<str>, Arc<Function>>,
+    threads: usize,
 ) -> Result<Option<FastRun>, PassError> {
     if lean.stages.len() != stages_in.len() {
         return Ok(None);
@@ -509,12 +521,13 @@ pub(crate) fn run_edit(
             StageKind::Module(_) => {
                 let names = lean.names_at(k);
                 entered = names.len();
+                // Every function's input, replayed in parallel (each replay is independent).
+                let inputs = par_map(&names, threads, |name| match changed.get(name) {
+                    Some((_, new)) => Some(new.clone()),
+                    None => replayed(lean, stages_in, k, name, None),
+                });
                 let mut module = Module::with_capacity(names.len());
-                for name in names.iter() {
-                    let input = match changed.get(name) {
-                        Some((_, new)) => Some(new.clone()),
-                        None => replay.input(lean, k, name),
-                    };
+                for (name, input) in names.iter().zip(inputs) {
                     match input {
                         Some(f) => {
                             // The names are distinct, so adding cannot fail.
