@@ -1049,3 +1049,53 @@ proptest! {
         }
     }
 }
+
+/// A module pass that replaces every function marked `Calls` by one calling `@c`: its output
+/// references a global its source does not.
+fn rewire() -> Arc<dyn Pass> {
+    module_pass("Rewire", 0, |module, _ctx| {
+        let mut out = Module::new();
+        for (name, f) in module.iter() {
+            let f = if f.attrs().contains("Calls") {
+                let text = format!("def @{name}(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {{\n  @c(%x)\n}}\n");
+                parse_module(&text).map_err(|e| PassError::msg(e.to_string()))?.entries()[0].1.clone()
+            } else {
+                f.clone()
+            };
+            out.add(name, f).map_err(|e| PassError::msg(e.to_string()))?;
+        }
+        Ok(out)
+    })
+    .shared()
+}
+
+/// A function that references a global only after a module pass (not in its source) is still
+/// a caller: when that global's signature changes, it is recomputed after the pass, in both
+/// memory modes (lean mode keeps no intermediates to find it in, so it records such
+/// references as it goes).
+#[test]
+fn a_reference_added_by_a_module_pass_follows_signature_changes() {
+    let p = sequential(
+        "rewire",
+        vec![record_callees("RecordEarly"), rewire(), record_callees("RecordLate"), identity("Last", 0)],
+    );
+    let text = "def @c(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n\n\
+                #[Calls=1]\ndef @a(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  negative(%x)\n}\n";
+    for mode in [MemoryMode::Full, MemoryMode::Lean] {
+        let mut s = Session::new(p.clone(), &ctx(2, 1)).expect("session");
+        s.set_memory_mode(mode);
+        // Rewire only touches functions marked `Calls`: an edit of another skips it, so
+        // nothing but the recorded reference tells the session that @a calls @c.
+        let unmarked = |c: &FirewallCheck<'_>| !c.old.attrs().contains("Calls") && !c.new.attrs().contains("Calls");
+        s.set_firewall("Rewire", ModuleFirewall { unaffected: Arc::new(unmarked) }).expect("firewall");
+        s.load(&parse(text));
+        run(&mut s, &p, 2);
+        s.set_function("c", func("def @c(%x: Tensor[(3,), f32]) -> Tensor[(3,), f32] {\n  relu(%x)\n}\n"));
+        let out = run(&mut s, &p, 2);
+        assert_eq!(
+            recomputed(&out),
+            ["RecordEarly: c", "Rewire: ", "RecordLate,Last: c a"],
+            "{mode:?} mode: @a calls @c only after Rewire"
+        );
+    }
+}

@@ -143,6 +143,17 @@ fn extra_of(name: &str, func: &Function, source: Option<&Arc<Function>>) -> Vec<
     new.into_iter().filter(|c| old.binary_search(c).is_err()).map(Arc::from).collect()
 }
 
+/// Adds `extra` to the globals recorded for `name` (sorted, without repeats).
+fn add_extra(extra_callees: &mut FxHashMap<Arc<str>, Vec<Arc<str>>>, name: &Arc<str>, extra: Vec<Arc<str>>) {
+    if extra.is_empty() {
+        return;
+    }
+    let recorded = extra_callees.entry(name.clone()).or_default();
+    recorded.extend(extra);
+    recorded.sort_unstable();
+    recorded.dedup();
+}
+
 /// Runs `stages` on `sources` (one per name of `names`) from scratch. `Ok(None)` when a function
 /// failed the run-time check of a fused stage (run the plan's unfused variant instead).
 pub(crate) fn run_cold(
@@ -189,12 +200,7 @@ pub(crate) fn run_cold(
                 for ((name, _), (out, sig, extra)) in entries.iter().zip(results) {
                     outs.push(out);
                     sigs.push(sig);
-                    if !extra.is_empty() {
-                        let e = extra_callees.entry(name.clone()).or_default();
-                        e.extend(extra);
-                        e.sort_unstable();
-                        e.dedup();
-                    }
+                    add_extra(&mut extra_callees, name, extra);
                 }
                 if outs.iter().any(|out| out.as_ref().is_ok_and(|o| o.unfusable)) {
                     return Ok(None);
@@ -235,13 +241,7 @@ pub(crate) fn run_cold(
                 for (name, f) in out.entries() {
                     if current.get(name).is_none_or(|input| !same_function(input, f)) {
                         modified.insert(name.clone(), f.clone());
-                        let extra = extra_of(name, f, source_of(name));
-                        if !extra.is_empty() {
-                            let e = extra_callees.entry(name.clone()).or_default();
-                            e.extend(extra);
-                            e.sort_unstable();
-                            e.dedup();
-                        }
+                        add_extra(&mut extra_callees, name, extra_of(name, f, source_of(name)));
                     }
                 }
                 let out_names: Vec<Arc<str>> = out.entries().iter().map(|(n, _)| n.clone()).collect();
@@ -302,12 +302,7 @@ impl Lean {
             }
             None => {
                 let extra = extra_of(name, func, self.source(name));
-                if !extra.is_empty() {
-                    let e = self.extra_callees.entry(name.clone()).or_default();
-                    e.extend(extra);
-                    e.sort_unstable();
-                    e.dedup();
-                }
+                add_extra(&mut self.extra_callees, name, extra);
             }
         }
     }
