@@ -226,7 +226,7 @@ pub enum MemoryMode {
     /// signature stub) and its diagnostics; every other intermediate function is recomputed
     /// from its source when an edit needs it (`session/lean.rs`). Runs do not use salsa's
     /// memos. Edits of function bodies recompute the same functions as in `Full` mode, at
-    /// 1.5–2 times the cost per function; a change of the function list, the plan or the
+    /// up to about twice the cost per function; a change of the function list, the plan or the
     /// settings, a module pass whose firewall does not hold, or a pass error costs about a
     /// cold run. Under 1 KiB per function on the same chain.
     Lean,

@@ -460,12 +460,7 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
                     return Ok(None);
                 }
                 let ok = first_error(outs.into_iter().map(|out| out.map_err(|e| (*e).clone())))?;
-                // Pass-major order, as a serial run reports them.
-                for j in 0..passes.len() {
-                    for out in &ok {
-                        diagnostics.extend(out.diags.get(j).into_iter().flatten().cloned());
-                    }
-                }
+                extend_pass_major(&mut diagnostics, passes.len(), ok.iter().map(|out| &*out.diags));
                 if ok.len() != names.0.len() {
                     outputs = None;
                 }
@@ -501,6 +496,33 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
         }
     }
     Ok(Some(Ran { module, diagnostics, stages, outputs, unfused }))
+}
+
+/// Appends a function stage's diagnostics (per function in module order, per pass) in the
+/// order a serial run reports them: pass-major.
+pub(crate) fn extend_pass_major<'a>(
+    diagnostics: &mut Vec<Diagnostic>,
+    passes: usize,
+    per_function: impl Iterator<Item = &'a Vec<Vec<Diagnostic>>> + Clone,
+) {
+    for j in 0..passes {
+        for diags in per_function.clone() {
+            diagnostics.extend(diags.get(j).into_iter().flatten().cloned());
+        }
+    }
+}
+
+/// The functions whose final output changed, `(name, (old, new))`, replaced in `output`;
+/// functions no longer in it are skipped.
+pub(crate) fn replace_outputs<'a>(
+    output: &mut Module,
+    changed: impl IntoIterator<Item = (&'a Arc<str>, &'a (Arc<Function>, Arc<Function>))>,
+) {
+    for (name, (_, new)) in changed {
+        if output.contains(name) {
+            output.insert(name, new.clone());
+        }
+    }
 }
 
 /// A function stage's results in module order, or the error a serial run reports among

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::db::{callees, run_function_stage, run_module_stage, view_with, FnVal, StageCache};
+use super::db::{
+    callees, extend_pass_major, replace_outputs, run_function_stage, run_module_stage, view_with, FnVal, StageCache,
+};
 use super::plan::{Stage, StageKind};
 use super::same::{same_function, same_signature};
 use super::FirewallCheck;
@@ -328,11 +330,7 @@ pub(crate) fn run_edit(
     }
     // The functions whose final output changed are replaced in the previous output; the
     // function list is the same (a changed list gave up above).
-    for (name, (_, new)) in &changed {
-        if cache.output.contains(name) {
-            cache.output.insert(name, new.clone());
-        }
-    }
+    replace_outputs(&mut cache.output, &changed);
     let module = cache.output.clone();
     if !diags_changed {
         return Ok(Some(FastRun { module, diagnostics: cache.diagnostics.clone(), stages }));
@@ -341,11 +339,7 @@ pub(crate) fn run_edit(
     for (stage, out) in stages_in.iter().zip(&cache.stages) {
         match (&stage.kind, out) {
             (StageKind::Function(passes), StageCache::Function { outs, .. }) => {
-                for j in 0..passes.len() {
-                    for out in outs {
-                        diagnostics.extend(out.diags.get(j).into_iter().flatten().cloned());
-                    }
-                }
+                extend_pass_major(&mut diagnostics, passes.len(), outs.iter().map(|out| &*out.diags));
             }
             (StageKind::Module(_), StageCache::Module { diags, .. }) => diagnostics.extend(diags.iter().cloned()),
             _ => return Ok(None),

@@ -30,7 +30,9 @@ use std::time::Instant;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::db::{callees, first_error, run_function_stage, run_module_stage, view_with};
+use super::db::{
+    callees, extend_pass_major, first_error, replace_outputs, run_function_stage, run_module_stage, view_with,
+};
 use super::fast::{FastRun, FastStage};
 use super::plan::{Stage, StageKind};
 use super::same::{same_function, same_signature};
@@ -206,11 +208,7 @@ pub(crate) fn run_cold(
                     return Ok(None);
                 }
                 let outs = first_error(outs)?;
-                for j in 0..passes.len() {
-                    for out in &outs {
-                        diagnostics.extend(out.diags.get(j).into_iter().flatten().cloned());
-                    }
-                }
+                extend_pass_major(&mut diagnostics, passes.len(), outs.iter().map(|out| &*out.diags));
                 if *list != entered {
                     list = Arc::new(entered.clone());
                 }
@@ -574,11 +572,7 @@ pub(crate) fn run_edit(
         changed = next;
         stages.push(FastStage { recomputed, entered, time: start.elapsed() });
     }
-    for (name, (_, new)) in &changed {
-        if lean.output.contains(name) {
-            lean.output.insert(name, new.clone());
-        }
-    }
+    replace_outputs(&mut lean.output, &changed);
     let module = lean.output.clone();
     if !diags_changed {
         return Ok(Some(FastRun { module, diagnostics: lean.diagnostics.clone(), stages }));
@@ -589,11 +583,7 @@ pub(crate) fn run_edit(
             (StageKind::Function(passes), LeanStage::Function { diags, .. }) => {
                 let mut reported: Vec<_> = diags.iter().collect();
                 reported.sort_unstable_by_key(|(i, _)| **i);
-                for j in 0..passes.len() {
-                    for (_, d) in &reported {
-                        diagnostics.extend(d.get(j).into_iter().flatten().cloned());
-                    }
-                }
+                extend_pass_major(&mut diagnostics, passes.len(), reported.iter().map(|(_, d)| &***d));
             }
             (StageKind::Module(_), LeanStage::Module { diags, .. }) => diagnostics.extend(diags.iter().cloned()),
             _ => return Ok(None),
