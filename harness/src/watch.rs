@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
 use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Function};
@@ -208,6 +208,9 @@ fn run_once(
     run: usize,
     output: Option<&Path>,
 ) -> Result<String, WatchError> {
+    // The time reported is the time the user waited: parsing, verifying, the session run, the
+    // statistics, rendering diagnostics and writing the output, not only `Session::run`.
+    let start = Instant::now();
     let module = match parse_module(text) {
         Ok(m) => m,
         Err(errors) => {
@@ -223,14 +226,7 @@ fn run_once(
         Err(e) => return Ok(format!("run {run}: error: {e}\n")),
     };
     let recomputed = out.stats.recomputed_functions();
-    let mut report = format!(
-        "run {run}: {} functions, {} edited, {} recomputed{} in {:.2} ms\n",
-        module.len(),
-        edited.len(),
-        recomputed.len(),
-        list_names(&recomputed),
-        out.stats.total.as_secs_f64() * 1e3
-    );
+    let mut report = String::new();
     for stage in &out.stats.stages {
         report.push_str(&format!(
             "  {:<40} {:>6} recomputed {:>6} reused {:>9.2} ms\n",
@@ -260,6 +256,16 @@ fn run_once(
         std::fs::write(path, print_module(&out.module))
             .map_err(|source| WatchError::Io { what: path.display().to_string(), source })?;
     }
+    let header = format!(
+        "run {run}: {} functions, {} edited, {} recomputed{} in {:.2} ms (session {:.2} ms)\n",
+        module.len(),
+        edited.len(),
+        recomputed.len(),
+        list_names(&recomputed),
+        start.elapsed().as_secs_f64() * 1e3,
+        out.stats.total.as_secs_f64() * 1e3
+    );
+    report.insert_str(0, &header);
     Ok(report)
 }
 
