@@ -1,6 +1,5 @@
 //! The `passel` command-line interface.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,6 +13,7 @@ use passel_engine::transform::{
     Severity,
 };
 use passel_engine::MemoryMode;
+use passel_harness::console::{Console, Stream};
 use passel_harness::{bench, diag, gen};
 
 /// passel: a parallel, incremental compiler pass engine.
@@ -152,7 +152,7 @@ struct WatchArgs {
     lean: bool,
 }
 
-fn watch(args: WatchArgs) -> ExitCode {
+fn watch(console: &Console, args: WatchArgs) -> ExitCode {
     let res = (|| -> Result<(), String> {
         let (pipeline, builder) = args.pipeline.pipeline_and_context()?;
         let opts = passel_harness::watch::WatchOptions {
@@ -163,14 +163,11 @@ fn watch(args: WatchArgs) -> ExitCode {
             output: args.output.clone(),
             memory: if args.lean { MemoryMode::Lean } else { MemoryMode::Full },
         };
-        passel_harness::watch::watch(&opts, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
+        passel_harness::watch::watch(&opts, &mut console.writer(Stream::Stdout)).map_err(|e| e.to_string())
     })();
     match res {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
+        Ok(()) => console.exit_code(ExitCode::SUCCESS),
+        Err(message) => console.error(&message),
     }
 }
 
@@ -185,48 +182,34 @@ fn read_source(path: &PathBuf) -> Result<String, String> {
 }
 
 /// Parses and verifies `path`, printing rendered errors to stderr.
-fn load(path: &PathBuf) -> Result<Module, ExitCode> {
-    let src = read_source(path).map_err(|e| {
-        eprintln!("error: {e}");
-        ExitCode::FAILURE
-    })?;
+fn load(console: &Console, path: &PathBuf) -> Result<Module, ExitCode> {
+    let src = read_source(path).map_err(|e| console.error(&e))?;
     let name = path.display().to_string();
     let module = parse_module(&src).map_err(|errors| {
-        eprint!("{}", diag::render(&name, &src, &diag::parse_errors(&errors)));
-        ExitCode::FAILURE
+        let _ = console.err(&diag::render(&name, &src, &diag::parse_errors(&errors)));
+        console.exit_code(ExitCode::FAILURE)
     })?;
     verify_module(&module).map_err(|errors| {
-        eprint!("{}", diag::render(&name, &src, &diag::verify_errors(&errors)));
-        ExitCode::FAILURE
+        let _ = console.err(&diag::render(&name, &src, &diag::verify_errors(&errors)));
+        console.exit_code(ExitCode::FAILURE)
     })?;
     Ok(module)
 }
 
-fn write_stdout(text: &str) -> ExitCode {
-    let mut out = std::io::stdout().lock();
-    // A closed pipe (`passel gen … | head`) is not an error worth a message.
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: cannot write output: {e}");
-            ExitCode::FAILURE
-        }
+fn write_stdout(console: &Console, text: &str) -> ExitCode {
+    let _ = console.out(text);
+    console.exit_code(ExitCode::SUCCESS)
+}
+
+fn run(console: &Console, args: RunArgs) -> ExitCode {
+    match try_run(console, args) {
+        Ok(code) => console.exit_code(code),
+        Err(message) => console.error(&message),
     }
 }
 
-fn run(args: RunArgs) -> ExitCode {
-    match try_run(args) {
-        Ok(code) => code,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn try_run(args: RunArgs) -> Result<ExitCode, String> {
-    let module = match load(&args.file) {
+fn try_run(console: &Console, args: RunArgs) -> Result<ExitCode, String> {
+    let module = match load(console, &args.file) {
         Ok(m) => m,
         Err(code) => return Ok(code),
     };
@@ -236,7 +219,7 @@ fn try_run(args: RunArgs) -> Result<ExitCode, String> {
         builder = builder.instrument(timing.clone());
     }
     if !args.print_ir_before.is_empty() || !args.print_ir_after.is_empty() || args.print_ir_after_change {
-        let mut p = PrintIrInstrument::new();
+        let mut p = PrintIrInstrument::new().to_sink(console.stderr_sink());
         for name in &args.print_ir_before {
             p = if name == "all" { p.before_all() } else { p.before(&resolve_pass_name(name)?) };
         }
@@ -273,22 +256,25 @@ fn try_run(args: RunArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("cannot write trace {}: {e}", path.display()))?;
     }
     if let Some(report) = report {
-        eprint!("{report}");
+        if console.err(&report).is_err() {
+            return Ok(console.exit_code(ExitCode::FAILURE));
+        }
     }
     let diags = ctx.diagnostics().take();
     for d in &diags {
         let func = d.function.as_deref().map(|f| format!(" @{f}")).unwrap_or_default();
         let sev = if d.severity == Severity::Error { "error" } else { "warning" };
-        eprintln!("{sev} in pass {}{func}: {}", d.pass, d.message);
+        if console.err(&format!("{sev} in pass {}{func}: {}\n", d.pass, d.message)).is_err() {
+            return Ok(console.exit_code(ExitCode::FAILURE));
+        }
     }
     let module = res.map_err(|e| e.to_string())?;
     let text = print_module(&module);
     match &args.output {
         Some(path) => std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?,
         None => {
-            let code = write_stdout(&text);
-            if code != ExitCode::SUCCESS {
-                return Ok(code);
+            if console.out(&text).is_err() {
+                return Ok(console.exit_code(ExitCode::FAILURE));
             }
         }
     }
@@ -332,39 +318,38 @@ fn list_configs_text() -> String {
 #[global_allocator]
 static HEAP: bench::CountingAlloc = bench::CountingAlloc;
 
-fn bench(args: bench::BenchArgs) -> ExitCode {
-    match bench::run_cli(&args, Some(&HEAP)) {
-        Ok(table) => write_stdout(&table),
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+fn bench(console: &Console, args: bench::BenchArgs) -> ExitCode {
+    match bench::run_cli(&args, Some(&HEAP), console) {
+        Ok(table) => write_stdout(console, &table),
+        Err(e) => console.error(&e),
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let console = Console::new();
+    let console = &console;
     match cli.command {
-        Command::Check { file } => match load(&file) {
+        Command::Check { file } => match load(console, &file) {
             Ok(m) => {
-                eprintln!("{}: ok ({} functions)", file.display(), m.len());
+                let _ = console.err(&format!("{}: ok ({} functions)\n", file.display(), m.len()));
                 // The process ends right here, and the module holds memory only (no files or
                 // buffers to flush): freeing its million nodes one allocation at a time would
                 // only add time (1.5% of `check` on a 700k-binding file). The OS reclaims it.
                 std::mem::forget(m);
-                ExitCode::SUCCESS
+                console.exit_code(ExitCode::SUCCESS)
             }
             Err(code) => code,
         },
-        Command::Fmt { file } => match load(&file) {
-            Ok(m) => write_stdout(&print_module(&m)),
+        Command::Fmt { file } => match load(console, &file) {
+            Ok(m) => write_stdout(console, &print_module(&m)),
             Err(code) => code,
         },
-        Command::Gen(cmd) => write_stdout(&print_module(&gen::cli::generate(&cmd))),
-        Command::Run(args) => run(*args),
-        Command::Bench(args) => bench(args),
-        Command::Watch(args) => watch(args),
-        Command::Passes => write_stdout(&list_passes_text()),
-        Command::Configs => write_stdout(&list_configs_text()),
+        Command::Gen(cmd) => write_stdout(console, &print_module(&gen::cli::generate(&cmd))),
+        Command::Run(args) => run(console, *args),
+        Command::Bench(args) => bench(console, args),
+        Command::Watch(args) => watch(console, args),
+        Command::Passes => write_stdout(console, &list_passes_text()),
+        Command::Configs => write_stdout(console, &list_configs_text()),
     }
 }

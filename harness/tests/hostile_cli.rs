@@ -1,0 +1,192 @@
+//! The CLI under hostile or careless use (issue #20): failed writes, watch on missing paths
+//! and symlinks, skipped-pass notes, capped and clipped error rendering, type errors in
+//! `check`, and the run/check round trip. Each test runs the built binary on a reproducer at
+//! small size.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_passel"))
+}
+
+fn passel(args: &[&str]) -> Output {
+    bin().args(args).stdin(Stdio::null()).output().expect("the passel binary runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A fresh directory for one test.
+fn temp_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("passel-hostile-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+/// A module large enough (about 100 KB printed) that its output cannot fit in a pipe buffer.
+fn big_module(dir: &Path) -> PathBuf {
+    let out = passel(&["gen", "chain", "--functions", "200", "--ops", "10"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let path = dir.join("big.pir");
+    std::fs::write(&path, &out.stdout).expect("write");
+    path
+}
+
+fn dev_full() -> Stdio {
+    Stdio::from(std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full exists"))
+}
+
+fn assert_no_panic(out: &Output, what: &str) {
+    let err = stderr(out);
+    assert_ne!(out.status.code(), Some(101), "{what} panicked: {err}");
+    assert!(!err.contains("panicked"), "{what} panicked: {err}");
+}
+
+/// Runs `args` with the reading end of stdout (or stderr) closed before the command writes.
+fn with_closed_pipe(args: &[&str], stream_is_stderr: bool) -> (Option<i32>, String) {
+    let mut cmd = bin();
+    cmd.args(args).stdin(Stdio::null());
+    if stream_is_stderr {
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    } else {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    }
+    let mut child = cmd.spawn().expect("spawn");
+    let mut other = String::new();
+    if stream_is_stderr {
+        drop(child.stderr.take());
+    } else {
+        drop(child.stdout.take());
+        // More than a pipe buffer is written to stdout, so a write fails after the drop.
+        child.stderr.take().expect("stderr").read_to_string(&mut other).expect("read stderr");
+    }
+    let status = child.wait().expect("wait");
+    (status.code(), other)
+}
+
+#[test]
+fn closed_pipe_on_stdout_or_stderr_ends_quietly_with_141() {
+    let dir = temp_dir("pipe");
+    let big = big_module(&dir);
+    let big = big.to_str().expect("utf-8 path");
+    for args in [&["gen", "chain", "--functions", "300", "--ops", "10"][..], &["fmt", big], &["run", big]] {
+        let (code, err) = with_closed_pipe(args, false);
+        assert_eq!(code, Some(141), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?} wrote to stderr: {err}");
+    }
+    // `passel run --print-ir-after all -o /dev/null m.pir 2>&1 | head -1` used to panic.
+    let (code, _) = with_closed_pipe(&["run", "-j", "1", "--print-ir-after", "all", "-o", "/dev/null", big], true);
+    assert_eq!(code, Some(141));
+}
+
+#[test]
+fn failed_writes_to_stderr_or_stdout_exit_1_without_a_panic() {
+    let dir = temp_dir("full");
+    let big = big_module(&dir);
+    let big = big.to_str().expect("utf-8 path");
+    let bad = write(&dir, "bad.pir", "def @f( {");
+    let bad = bad.to_str().expect("utf-8 path");
+    let stderr_full: &[&[&str]] = &[
+        &["check", big],
+        &["check", bad],
+        &["run", "--timing", "-o", "/dev/null", big],
+        &["run", "--print-ir-after", "all", "-o", "/dev/null", big],
+        &["bench", "--functions", "4", "--ops", "4", "--repeats", "1", "--threads", "1", "--no-incremental"],
+        &["watch", "--max-runs", "1", "/nonexistent/m.pir"],
+    ];
+    for args in stderr_full {
+        let out =
+            bin().args(*args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(dev_full()).output().expect("run");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+    }
+    for args in [&["gen", "chain"][..], &["fmt", big], &["run", big], &["passes"], &["watch", "--max-runs", "1", big]] {
+        let out = bin().args(args).stdin(Stdio::null()).stdout(dev_full()).output().expect("run");
+        assert_no_panic(&out, &format!("{args:?}"));
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.matches("error:").count(), 1, "{args:?} must report once: {err}");
+        assert!(err.contains("No space left on device"), "{args:?}: {err}");
+    }
+    let out = passel(&["run", big, "-o", "/nonexistent-dir/out.pir"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("cannot write /nonexistent-dir/out.pir"), "{}", stderr(&out));
+}
+
+/// Waits for `child` at most `secs` seconds; kills it and fails the test if it is still running.
+fn wait_bounded(child: &mut std::process::Child, secs: u64, what: &str) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(secs) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not exit within {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn watch_on_a_missing_file_or_a_directory_is_an_error_not_a_hang() {
+    let dir = temp_dir("watch-missing");
+    let missing = dir.join("missing.pir");
+    for (path, reason) in [(missing.as_path(), "No such file"), (dir.as_path(), "it is a directory")] {
+        let mut child = bin()
+            .args(["watch", "--max-runs", "1"])
+            .arg(path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let status = wait_bounded(&mut child, 30, "watch on a missing path");
+        let mut err = String::new();
+        child.stderr.take().expect("stderr").read_to_string(&mut err).expect("read");
+        assert_eq!(status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("error: cannot watch {}", path.display())) && err.contains(reason), "{err}");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn watch_through_a_symlink_sees_edits_of_its_target() {
+    let dir = temp_dir("watch-link");
+    std::fs::create_dir_all(dir.join("real")).expect("dir");
+    std::fs::create_dir_all(dir.join("links")).expect("dir");
+    let v1 = "def @main(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {\n  relu(%x)\n}\n";
+    let target = write(&dir.join("real"), "m.pir", v1);
+    let link = dir.join("links").join("link.pir");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let log = dir.join("log.txt");
+    let mut child = bin()
+        .args(["watch", "--max-runs", "2", "-j", "1"])
+        .arg(&link)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(std::fs::File::create(&log).expect("log")))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let start = std::time::Instant::now();
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("run 1:") {
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "no first run");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Edit the target in place, in its own directory (the link's directory sees no event).
+    std::fs::write(&target, v1.replace("relu", "negative")).expect("edit");
+    let status = wait_bounded(&mut child, 60, "watch through a symlink");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(text.contains("run 2: 1 functions, 1 edited, 1 recomputed (@main)"), "{text}");
+}
