@@ -186,7 +186,7 @@ fn load(console: &Console, path: &PathBuf) -> Result<Module, ExitCode> {
     let src = read_source(path).map_err(|e| console.error(&e))?;
     let name = path.display().to_string();
     let module = parse_module(&src).map_err(|errors| {
-        let _ = console.err(&diag::render(&name, &src, &diag::parse_errors(&errors)));
+        let _ = console.err(&diag::render_parse_errors(&name, &src, &errors));
         console.exit_code(ExitCode::FAILURE)
     })?;
     verify_module(&module).map_err(|errors| {

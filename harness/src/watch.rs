@@ -242,7 +242,7 @@ fn run_once(
     let module = match parse_module(text) {
         Ok(m) => m,
         Err(errors) => {
-            return Ok(format!("run {run}: parse errors\n{}", diag::render(name, text, &diag::parse_errors(&errors))))
+            return Ok(format!("run {run}: parse errors\n{}", diag::render_parse_errors(name, text, &errors)))
         }
     };
     if let Err(errors) = verify_module(&module) {

@@ -190,3 +190,44 @@ fn watch_through_a_symlink_sees_edits_of_its_target() {
     let text = std::fs::read_to_string(&log).expect("log");
     assert!(text.contains("run 2: 1 functions, 1 edited, 1 recomputed (@main)"), "{text}");
 }
+
+#[test]
+fn verifier_errors_are_capped_and_say_how_many_were_omitted() {
+    let dir = temp_dir("verify-cap");
+    let mut text = String::from("def @f(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {\n");
+    for i in 0..1000 {
+        text.push_str(&format!("  let %v{i} = @g{i}(%x);\n"));
+    }
+    text.push_str("  %x\n}\n");
+    let path = write(&dir, "many.pir", &text);
+    let out = passel(&["check", path.to_str().expect("utf-8")]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(err.matches("unknown global function").count(), 2 * 100, "{err}");
+    assert!(err.contains("error: 900 more error(s) omitted (1000 in all; the first 100 are shown)"), "{err}");
+    // Line numbers stay exact although the source is scanned once for all errors.
+    assert!(err.contains("many.pir:101:14]"), "{err}");
+}
+
+#[test]
+fn long_lines_are_clipped_around_the_span() {
+    let dir = temp_dir("clip");
+    // 1 MB on one line: `def def def …` (the 10 MB reproducer at small size).
+    let path = write(&dir, "defs.pir", &"def ".repeat(250_000));
+    let out = passel(&["check", path.to_str().expect("utf-8")]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.len() < 100_000, "{} bytes of errors", err.len());
+    let longest = err.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(longest < 200, "a rendered line has {longest} characters");
+    assert!(err.contains("error: too many errors: parsing stopped after 100"), "{err}");
+    // A span far into a long line: the snippet is clipped on both sides, the column is exact.
+    let mut text = String::from("def @f(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {");
+    text.push_str(&" ".repeat(5000));
+    text.push_str("add(%x, %nope) }\n");
+    let path = write(&dir, "far.pir", &text);
+    let err = stderr(&passel(&["check", path.to_str().expect("utf-8")]));
+    assert!(err.contains("1:5061: undefined variable `%nope`") && err.contains("far.pir:1:5061]"), "{err}");
+    assert!(err.contains("… ") && err.contains("add(%x, %nope) }"), "{err}");
+    assert!(err.lines().all(|l| l.chars().count() < 200), "{err}");
+}
