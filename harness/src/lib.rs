@@ -7,4 +7,5 @@ pub mod diag;
 pub mod fuzz;
 pub mod gen;
 pub mod incremental_bench;
+pub mod notes;
 pub mod watch;

@@ -155,10 +155,16 @@ struct WatchArgs {
 fn watch(console: &Console, args: WatchArgs) -> ExitCode {
     let res = (|| -> Result<(), String> {
         let (pipeline, builder) = args.pipeline.pipeline_and_context()?;
+        let ctx = builder.build().map_err(|e| e.to_string())?;
+        if args.pipeline.passes.is_some() || !args.pipeline.disable.is_empty() {
+            for note in passel_harness::notes::pipeline_notes(&pipeline, &ctx, args.pipeline.passes.is_some()) {
+                console.err(&format!("note: {note}\n")).map_err(|_| "cannot write to stderr".to_string())?;
+            }
+        }
         let opts = passel_harness::watch::WatchOptions {
             file: args.file.clone(),
             pipeline,
-            ctx: builder.build().map_err(|e| e.to_string())?,
+            ctx,
             max_runs: args.max_runs.map(|n| n as usize),
             output: args.output.clone(),
             memory: if args.lean { MemoryMode::Lean } else { MemoryMode::Full },
@@ -241,6 +247,13 @@ fn try_run(console: &Console, args: RunArgs) -> Result<ExitCode, String> {
         trace_rx = Some(rx);
     }
     let ctx = builder.build().map_err(|e| e.to_string())?;
+    if args.pipeline.passes.is_some() || !args.pipeline.disable.is_empty() {
+        for note in passel_harness::notes::pipeline_notes(&pipeline, &ctx, args.pipeline.passes.is_some()) {
+            if console.err(&format!("note: {note}\n")).is_err() {
+                return Ok(console.exit_code(ExitCode::FAILURE));
+            }
+        }
+    }
     let outcome = ctx
         .scope(|| {
             let res = pipeline.run(module, &ctx);

@@ -231,3 +231,35 @@ fn long_lines_are_clipped_around_the_span() {
     assert!(err.contains("… ") && err.contains("add(%x, %nope) }"), "{err}");
     assert!(err.lines().all(|l| l.chars().count() < 200), "{err}");
 }
+
+const SMALL: &str = "def @f(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {\n  add(%x, 1.0f)\n}\n";
+
+#[test]
+fn a_pass_the_opt_level_skips_and_an_overridden_disable_are_noted() {
+    let dir = temp_dir("notes");
+    let m = write(&dir, "m.pir", SMALL);
+    let m = m.to_str().expect("utf-8");
+    let out = passel(&["run", "--passes", "EliminateCommonSubexpr", m]);
+    assert!(out.status.success());
+    assert!(
+        stderr(&out).contains(
+            "note: pass EliminateCommonSubexpr is skipped: its opt level is 3 and this run's is 2; pass -O3 or \
+             --require EliminateCommonSubexpr to run it"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    for args in [
+        &["run", "-O3", "--passes", "EliminateCommonSubexpr", m][..],
+        &["run", "--require", "EliminateCommonSubexpr", "--passes", "EliminateCommonSubexpr", m],
+        &["run", m],
+    ] {
+        let out = passel(args);
+        assert!(!stderr(&out).contains("note:"), "{args:?}: {}", stderr(&out));
+    }
+    let out = passel(&["run", "--disable", "InferType", "--passes", "SimplifyExpr,FoldConstant", m]);
+    assert_eq!(
+        stderr(&out),
+        "note: --disable InferType has no effect here: it runs anyway before SimplifyExpr, which require(s) it\n"
+    );
+}
