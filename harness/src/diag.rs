@@ -10,6 +10,8 @@ use miette::{
     LabeledSpan, MietteDiagnostic, MietteError, MietteSpanContents, Report, SourceCode, SourceSpan, SpanContents,
 };
 use passel_engine::ir::{ParseErrors, VerifyError, MAX_ERRORS};
+use passel_engine::transform::{Diagnostic, Severity};
+use passel_passes::TypeDiagnostic;
 
 /// At most this many errors are rendered; the rest are counted.
 pub const MAX_RENDERED: usize = MAX_ERRORS;
@@ -272,6 +274,40 @@ pub fn verify_errors(errors: &[VerifyError]) -> Vec<SourceError> {
             message: e.to_string(),
             span: e.span.map(|s| (s.start as usize, s.end as usize)),
             label: e.msg.clone(),
+        })
+        .collect()
+}
+
+/// Converts type errors (InferType's, as `check` finds them) into renderable errors.
+pub fn type_errors(errors: &[TypeDiagnostic]) -> Vec<SourceError> {
+    errors
+        .iter()
+        .map(|e| SourceError {
+            message: format!("type error in @{}: {}", e.func, e.message),
+            span: e.span.map(|s| (s.start as usize, s.end as usize)),
+            label: e.message.clone(),
+        })
+        .collect()
+}
+
+/// Converts the diagnostics of a pipeline run into renderable errors, each once: a pass that
+/// runs several times (InferType is required by most passes) reports the same problem each
+/// time, and the reader needs it once. First occurrences keep their order.
+pub fn pass_diagnostics(diags: &[Diagnostic]) -> Vec<SourceError> {
+    let mut seen = std::collections::HashSet::new();
+    diags
+        .iter()
+        .filter(|d| seen.insert((d.severity == Severity::Error, &d.pass, &d.function, d.span, &d.message)))
+        .map(|d| SourceError {
+            message: format!(
+                "{} in pass {}{}: {}",
+                if d.severity == Severity::Error { "error" } else { "warning" },
+                d.pass,
+                d.function.as_deref().map(|f| format!(" @{f}")).unwrap_or_default(),
+                d.message
+            ),
+            span: d.span.map(|s| (s.start as usize, s.end as usize)),
+            label: d.message.clone(),
         })
         .collect()
 }

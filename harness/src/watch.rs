@@ -21,11 +21,11 @@ use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
 use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Function};
-use passel_engine::transform::{PassContext, Severity};
+use passel_engine::transform::PassContext;
 use passel_engine::{FirewallCheck, MemoryMode, ModuleFirewall, Sequential, Session, SessionError};
 use passel_passes::inline::{is_inline_candidate, MAX_SIZE_KEY};
 
-use crate::diag::{self, SourceError};
+use crate::diag;
 
 /// File events closer together than this are handled as one save.
 pub const DEBOUNCE: Duration = Duration::from_millis(50);
@@ -271,21 +271,7 @@ fn run_once(
             stage.time.as_secs_f64() * 1e3
         ));
     }
-    let errors: Vec<SourceError> = out
-        .diagnostics
-        .iter()
-        .map(|d| SourceError {
-            message: format!(
-                "{} in {}{}: {}",
-                if d.severity == Severity::Error { "error" } else { "warning" },
-                d.pass,
-                d.function.as_deref().map(|f| format!(" @{f}")).unwrap_or_default(),
-                d.message
-            ),
-            span: d.span.map(|s| (s.start as usize, s.end as usize)),
-            label: d.message.clone(),
-        })
-        .collect();
+    let errors = diag::pass_diagnostics(&out.diagnostics);
     report.push_str(&diag::render(name, text, &errors));
     if let Some(path) = output {
         std::fs::write(path, print_module(&out.module))

@@ -263,3 +263,54 @@ fn a_pass_the_opt_level_skips_and_an_overridden_disable_are_noted() {
         "note: --disable InferType has no effect here: it runs anyway before SimplifyExpr, which require(s) it\n"
     );
 }
+
+const TYPE_ERRORS: &str = "\
+def @a(%x: Tensor[(4,), f32]) -> Tensor[(4,), i32] {
+  relu(%x)
+}
+
+def @b(%c: Tensor[(), bool], %x: Tensor[(4,), f32]) {
+  if (%c) { %x } else { 1 }
+}
+
+def @t(%x: Tensor[(4,), f32]) {
+  let %p = (%x, %x);
+  %p.5
+}
+";
+
+#[test]
+fn check_rejects_the_type_errors_run_rejects_with_their_location() {
+    let dir = temp_dir("types");
+    let m = write(&dir, "m.pir", TYPE_ERRORS);
+    let out = passel(&["check", m.to_str().expect("utf-8")]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for (message, location) in [
+        ("body has type Tensor[(4,), f32], declared result is Tensor[(4,), i32]", "m.pir:2:3]"),
+        ("branches have different types: Tensor[(4,), f32] and Tensor[(), i64]", "m.pir:6:3]"),
+        ("projection .5 of a tuple of 2 fields", "m.pir:11:3]"),
+    ] {
+        assert!(err.contains(message) && err.contains(location), "{message} at {location}: {err}");
+    }
+    // Wrong arity on a `fn` value: the verifier's, so check and run both refuse it.
+    let arity = "def @g(%f: fn(Tensor[(4,), f32]) -> Tensor[(4,), f32], %x: Tensor[(4,), f32]) {\n  %f(%x, %x)\n}\n";
+    let g = write(&dir, "g.pir", arity);
+    for cmd in ["check", "run"] {
+        let out = passel(&[cmd, g.to_str().expect("utf-8")]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(stderr(&out).contains("callee takes 1 arguments, got 2"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn run_reports_each_diagnostic_once_with_its_span_and_snippet() {
+    let dir = temp_dir("run-diags");
+    let m = write(&dir, "m.pir", TYPE_ERRORS);
+    let out = passel(&["run", m.to_str().expect("utf-8")]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(err.matches("error in pass InferType @a:").count(), 1, "{err}");
+    assert_eq!(err.matches("error in pass InferType @t:").count(), 1, "{err}");
+    assert!(err.contains("m.pir:11:3]") && err.contains("%p.5"), "{err}");
+}
