@@ -314,3 +314,70 @@ fn run_reports_each_diagnostic_once_with_its_span_and_snippet() {
     assert_eq!(err.matches("error in pass InferType @t:").count(), 1, "{err}");
     assert!(err.contains("m.pir:11:3]") && err.contains("%p.5"), "{err}");
 }
+
+/// `def @f(%x) { let %v0 = relu(%x); let %v1 = relu(%v0); … }` with `n` bindings.
+fn binding_chain(n: usize) -> String {
+    let mut s = String::from("def @f(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {\n");
+    for i in 0..n {
+        let arg = if i == 0 { "%x".to_string() } else { format!("%v{}", i - 1) };
+        s.push_str(&format!("  let %v{i} = relu({arg});\n"));
+    }
+    s.push_str(&format!("  %v{}\n}}\n", n - 1));
+    s
+}
+
+/// Runs `passel run ARGS FILE`, then `passel check` on what it printed.
+fn run_then_check(dir: &Path, input: &Path, args: &[&str]) -> (String, Output) {
+    let out = bin().arg("run").args(args).arg(input).stdin(Stdio::null()).output().expect("run");
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let printed = String::from_utf8(out.stdout).expect("utf-8");
+    let path = write(dir, "out.pir", &printed);
+    let check = passel(&["check", path.to_str().expect("utf-8")]);
+    (printed, check)
+}
+
+#[test]
+fn whatever_run_prints_check_accepts_even_when_passes_nest_deeply() {
+    let dir = temp_dir("nesting");
+    let chain = write(&dir, "chain.pir", &binding_chain(1000));
+    for args in [
+        &["--passes", "ToGraphNormalForm"][..],
+        &["--passes", "FuseOps", "--config", "relay.FuseOps.max_depth=2000"],
+        &["-O3", "--passes", "ToGraphNormalForm,FuseOps", "--config", "relay.FuseOps.max_depth=2000"],
+    ] {
+        let (printed, check) = run_then_check(&dir, &chain, args);
+        assert!(check.status.success(), "{args:?}: {}", stderr(&check));
+        assert!(printed.contains("let %nest"), "{args:?}: deep expressions are bound to variables");
+    }
+    // 60 nested `if`s around a 450-binding chain, which ToGraphNormalForm turns into a
+    // 450-deep expression: hoisting inside blocks counts the blocks' depth.
+    let mut inner: String = (0..450)
+        .map(|i| format!("let %a{i} = relu({}); ", if i == 0 { "%x".to_string() } else { format!("%a{}", i - 1) }))
+        .collect();
+    inner.push_str("%a449");
+    for _ in 0..60 {
+        inner = format!("if (%c) {{ {inner} }} else {{ %x }}");
+    }
+    let text = format!("def @f(%c: Tensor[(), bool], %x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {{\n  {inner}\n}}\n");
+    let deep = write(&dir, "deep.pir", &text);
+    let (_, check) = run_then_check(&dir, &deep, &["--passes", "ToGraphNormalForm"]);
+    assert!(check.status.success(), "{}", stderr(&check));
+}
+
+#[test]
+fn text_that_parses_prints_unchanged_up_to_the_nesting_limit() {
+    let dir = temp_dir("nesting-edge");
+    // 510 nested calls under a function body: the deepest text the parser accepts.
+    let mut e = "%x".to_string();
+    for _ in 0..510 {
+        e = format!("relu({e})");
+    }
+    let text = format!("def @f(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {{\n  {e}\n}}\n");
+    let path = write(&dir, "edge.pir", &text);
+    let out = passel(&["fmt", path.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8(out.stdout).expect("utf-8"), text);
+    let deeper = write(&dir, "deeper.pir", &text.replace("%x)", "relu(%x))"));
+    let out = passel(&["check", deeper.to_str().expect("utf-8")]);
+    assert!(stderr(&out).contains("nesting deeper than 512 levels"), "{}", stderr(&out));
+}
