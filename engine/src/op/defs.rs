@@ -129,7 +129,12 @@ pub(super) fn all() -> Vec<OpDef> {
             Div,
             "elementwise quotient with numpy broadcasting (integers truncate; dividing by zero is an error)"
         ),
-        arith!("power", Pow, "elementwise power a^b with numpy broadcasting"),
+        arith!(
+            "power",
+            Pow,
+            "elementwise power a^b with numpy broadcasting (integers: exact modulo 2^bits, wrapping \
+             like the other integer operators; a negative exponent truncates toward zero)"
+        ),
         arith!("maximum", Max, "elementwise maximum with numpy broadcasting (NaN propagates)"),
         arith!("minimum", Min, "elementwise minimum with numpy broadcasting (NaN propagates)"),
         unary!("negative", Negative, "elementwise -x"),

@@ -139,7 +139,20 @@ macro_rules! impl_int {
                         _ => 0,
                     }
                 } else {
-                    self.wrapping_pow(u32::try_from(e).unwrap_or(u32::MAX))
+                    // Exact power modulo 2^bits (two's complement wrapping, like every other
+                    // integer operator): square-and-multiply over the whole exponent, so
+                    // exponents beyond u32 are not clamped.
+                    let mut exp = e as u64;
+                    let mut base = self;
+                    let mut acc: Self = 1;
+                    while exp > 0 {
+                        if exp & 1 == 1 {
+                            acc = acc.wrapping_mul(base);
+                        }
+                        base = base.wrapping_mul(base);
+                        exp >>= 1;
+                    }
+                    acc
                 }
             }
         }

@@ -158,6 +158,20 @@ fn integer_arithmetic_wraps_and_truncates() {
 }
 
 #[test]
+fn integer_power_is_exact_modulo_two_to_the_bits_for_huge_exponents() {
+    // power(3, 2^32) once folded with the exponent clamped to u32::MAX.
+    let pow_i64 = |b: f64, e: f64| {
+        let t = run1("power", &[tt(&[], DType::I64, &[b]), tt(&[], DType::I64, &[e])], Attrs::new());
+        t.to_bits_scalar().map(|v| v as i64)
+    };
+    assert_eq!(pow_i64(3.0, 4294967296.0), Some(2491309678558969857));
+    assert_eq!(pow_i64(3.0, 4294967295.0), Some(830436559519656619));
+    assert_eq!(pow_i64(-3.0, 4294967297.0), Some(-7473929035676909571));
+    assert_eq!(pow_i64(2.0, 64.0), Some(0));
+    assert_eq!(pow_i64(7.0, 0.0), Some(1));
+}
+
+#[test]
 fn f16_computes_through_f32() {
     let a = tt(&[2], DType::F16, &[1.5, -2.0]);
     check(&run1("add", &[a.clone(), a.clone()], Attrs::new()), DType::F16, &[2], &[3.0, -4.0]);
