@@ -7,7 +7,7 @@
 
 use super::kernels::elementwise::{self, Arith, Cmp, Param, Unary};
 use super::kernels::reduce::{self, Reduce as ReduceKind};
-use super::kernels::{create, nn, shape};
+use super::kernels::{create, index, nn, shape};
 use super::{Arity, AttrKind, AttrSpec, OpDef, OpPattern};
 
 // Macros rather than `const fn`s so that `&[attr!(…)]` is promoted to a `'static` slice.
@@ -329,6 +329,42 @@ pub(super) fn all() -> Vec<OpDef> {
             shape::broadcast_to_rel,
             shape::broadcast_to,
             "broadcasts x to `shape` under numpy rules",
+        ),
+        simple(
+            "take",
+            Exact(2),
+            &[AXIS],
+            Injective,
+            index::take_rel,
+            index::take,
+            "ONNX Gather: picks slices of x along `axis` (default 0) at i32/i64 `indices` (negative count from the end)",
+        ),
+        simple(
+            "strided_slice",
+            Exact(1),
+            &[required!("begin", Ints), required!("end", Ints), attr!("strides", Ints), attr!("axes", Ints)],
+            Injective,
+            index::strided_slice_rel,
+            index::strided_slice,
+            "ONNX Slice: x[begin:end:strides] on `axes` (default 0..len(begin)); negative indices, clamping, negative strides",
+        ),
+        simple(
+            "pad",
+            Exact(1),
+            &[required!("pad_width", Ints), attr!("pad_value", Float), attr!("pad_mode", Str)],
+            Injective,
+            index::pad_rel,
+            index::pad,
+            "ONNX Pad: `pad_width` [x1_begin, x2_begin, …, x1_end, …] (negative crops), `pad_mode` constant (with `pad_value`), reflect or edge",
+        ),
+        simple(
+            "trilu",
+            Exact(1),
+            &[attr!("upper", Bool), attr!("k", Int)],
+            Injective,
+            index::trilu_rel,
+            index::trilu,
+            "ONNX Trilu: keeps the upper (default) or lower triangle of the last two dims above/below diagonal `k`, zeroes the rest",
         ),
         reduction!("sum", Sum, "sum over `axis` (default all axes), `keepdims` keeps them as 1"),
         reduction!("mean", Mean, "mean over `axis` (default all axes), `keepdims` keeps them as 1"),

@@ -15,6 +15,7 @@
 
 pub(crate) mod create;
 pub(crate) mod elementwise;
+pub(crate) mod index;
 
 pub(crate) mod nn;
 

@@ -2,7 +2,7 @@
 //! indexing, padding, pooling, transposed convolution, `lrn`, `resize2d`) and for the
 //! ONNX-driven extensions of `matmul` and `split`.
 
-use super::{check, err, f, ints, rel, rel_err, run, run1, tt, ty};
+use super::{check, err, f, int, ints, rel, rel_err, run, run1, tt, ty};
 use crate::ir::{AttrValue, Attrs, DType};
 use crate::op::OpError;
 
@@ -115,4 +115,145 @@ fn absurd_values_in_new_attributes_are_errors() {
     assert!(matches!(run("clip", &[f(&[1], &[1.0])], Attrs::new()), Err(OpError::Invalid(_))));
     let e = rel("clip", &[ty(&[1], DType::F32)], float("a_min", f64::NAN).with("a_max", AttrValue::Float(1.0)));
     assert_eq!(e.unwrap_err().to_string(), "clip: `a_min` and `a_max` must not be NaN");
+}
+
+// ---- take, strided_slice, pad, trilu ----
+
+fn i64s(shape: &[u64], vals: &[f64]) -> crate::ir::Tensor {
+    tt(shape, DType::I64, vals)
+}
+
+#[test]
+fn take_gathers_with_negative_indices() {
+    let x = f(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    check(
+        &run1("take", &[x.clone(), i64s(&[2], &[2.0, -3.0])], Attrs::new()),
+        DType::F32,
+        &[2, 2],
+        &[5.0, 6.0, 1.0, 2.0],
+    );
+    let idx = tt(&[1, 1], DType::I32, &[1.0]);
+    check(&run1("take", &[x.clone(), idx], int("axis", 1)), DType::F32, &[3, 1, 1], &[2.0, 4.0, 6.0]);
+    check(&run1("take", &[x.clone(), i64s(&[], &[-1.0])], Attrs::new()), DType::F32, &[2], &[5.0, 6.0]);
+    let b = tt(&[3], DType::Bool, &[1.0, 0.0, 1.0]);
+    check(&run1("take", &[b, i64s(&[2], &[1.0, 1.0])], Attrs::new()), DType::Bool, &[2], &[0.0, 0.0]);
+    assert_eq!(
+        err("take", &[x.clone(), i64s(&[1], &[3.0])], Attrs::new()),
+        "take: index 3 is out of range for axis 0 of length 3"
+    );
+    assert_eq!(
+        err("take", &[x.clone(), i64s(&[1], &[-4.0])], Attrs::new()),
+        "take: index -4 is out of range for axis 0 of length 3"
+    );
+    assert_eq!(
+        err("take", &[x.clone(), f(&[1], &[0.0])], Attrs::new()),
+        "take: indices must have dtype i32 or i64, got f32"
+    );
+    assert_eq!(
+        err("take", &[x, i64s(&[1], &[0.0])], int("axis", 2)),
+        "take: axis 2 is out of range for a tensor of rank 2"
+    );
+}
+
+fn slice(begin: &[i64], end: &[i64], strides: Option<&[i64]>, axes: Option<&[i64]>) -> Attrs {
+    let mut a = ints("begin", begin).with("end", AttrValue::Ints(end.into()));
+    if let Some(s) = strides {
+        a = a.with("strides", AttrValue::Ints(s.into()));
+    }
+    if let Some(x) = axes {
+        a = a.with("axes", AttrValue::Ints(x.into()));
+    }
+    a
+}
+
+#[test]
+fn strided_slice_follows_onnx_slice() {
+    let vals: Vec<f64> = (0..10).map(f64::from).collect();
+    let x = tt(&[10], DType::I32, &vals);
+    let go = |a: Attrs| run1("strided_slice", &[x.clone()], a);
+    check(&go(slice(&[2], &[8], Some(&[3]), None)), DType::I32, &[2], &[2.0, 5.0]);
+    check(&go(slice(&[8], &[1], Some(&[-2]), None)), DType::I32, &[4], &[8.0, 6.0, 4.0, 2.0]);
+    // End clamps; INT64_MAX means "to the end", INT64_MIN with a negative step "to the start".
+    check(&go(slice(&[7], &[i64::MAX], None, None)), DType::I32, &[3], &[7.0, 8.0, 9.0]);
+    let rev: Vec<f64> = vals.iter().rev().copied().collect();
+    check(&go(slice(&[-1], &[i64::MIN], Some(&[-1]), None)), DType::I32, &[10], &rev);
+    check(&go(slice(&[20], &[30], None, None)), DType::I32, &[0], &[]);
+    check(&go(slice(&[-3], &[-1], None, None)), DType::I32, &[2], &[7.0, 8.0]);
+    // A start before the first element with a negative step selects nothing (numpy).
+    check(&go(slice(&[-20], &[-30], Some(&[-1]), None)), DType::I32, &[0], &[]);
+    let m = f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let r = run1("strided_slice", &[m.clone()], slice(&[1], &[1000], None, Some(&[-1])));
+    check(&r, DType::F32, &[2, 2], &[2.0, 3.0, 5.0, 6.0]);
+    let r = run1("strided_slice", &[m.clone()], slice(&[-1, 2], &[-1000, 0], Some(&[-1, -2]), None));
+    check(&r, DType::F32, &[2, 1], &[6.0, 3.0]);
+    assert_eq!(
+        err("strided_slice", &[m.clone()], slice(&[0], &[1], Some(&[0]), None)),
+        "strided_slice: stride of axis 0 is 0"
+    );
+    assert_eq!(
+        err("strided_slice", &[m.clone()], slice(&[0, 0], &[1, 1], None, Some(&[1, -1]))),
+        "strided_slice: `axes` repeats axis 1"
+    );
+    assert_eq!(
+        err("strided_slice", &[m], slice(&[0, 0], &[1], None, None)),
+        "strided_slice: `begin`, `end`, `strides` and `axes` must have equal lengths, got 2, 1, 2 and 2"
+    );
+}
+
+fn pads(widths: &[i64], mode: &str) -> Attrs {
+    ints("pad_width", widths).with("pad_mode", AttrValue::Str(mode.into()))
+}
+
+#[test]
+fn pad_constant_reflect_edge_and_crop() {
+    let x = f(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let a = pads(&[1, 0, 0, 1], "constant").with("pad_value", AttrValue::Float(9.0));
+    check(&run1("pad", &[x.clone()], a), DType::F32, &[3, 3], &[9.0, 9.0, 9.0, 1.0, 2.0, 9.0, 3.0, 4.0, 9.0]);
+    let v = f(&[3], &[1.0, 2.0, 3.0]);
+    check(&run1("pad", &[v.clone()], pads(&[2, 2], "reflect")), DType::F32, &[7], &[3.0, 2.0, 1.0, 2.0, 3.0, 2.0, 1.0]);
+    check(&run1("pad", &[v.clone()], pads(&[2, 1], "edge")), DType::F32, &[6], &[1.0, 1.0, 1.0, 2.0, 3.0, 3.0]);
+    // Reflection wider than the axis keeps mirroring (numpy's `reflect`).
+    let two = f(&[2], &[1.0, 2.0]);
+    check(&run1("pad", &[two.clone()], pads(&[3, 0], "reflect")), DType::F32, &[5], &[2.0, 1.0, 2.0, 1.0, 2.0]);
+    // Negative widths crop.
+    check(&run1("pad", &[v.clone()], ints("pad_width", &[-1, 1])), DType::F32, &[3], &[2.0, 3.0, 0.0]);
+    let i = tt(&[1], DType::I64, &[5.0]);
+    let a = ints("pad_width", &[1, 0]).with("pad_value", AttrValue::Float(7.0));
+    check(&run1("pad", &[i], a), DType::I64, &[2], &[7.0, 5.0]);
+    assert_eq!(
+        err("pad", &[v.clone()], ints("pad_width", &[-2, -2])),
+        "pad: pads (-2, -2) crop more than the length 3 of axis 0"
+    );
+    assert_eq!(
+        err("pad", &[x], ints("pad_width", &[1, 1])),
+        "pad: `pad_width` needs 4 values for a tensor of rank 2, got 2"
+    );
+    assert_eq!(
+        err("pad", &[v], pads(&[1, 1], "wrap")),
+        "pad: `pad_mode` must be one of constant, reflect, edge, got \"wrap\""
+    );
+    assert_eq!(err("pad", &[f(&[0], &[])], pads(&[1, 0], "edge")), "pad: cannot edge-pad the empty axis 0");
+    let e = run("pad", &[two], ints("pad_width", &[1 << 40, 0])).unwrap_err();
+    assert!(matches!(e, OpError::Tensor(crate::ir::TensorError::TooLarge { .. })), "{e}");
+}
+
+#[test]
+fn trilu_masks_triangles() {
+    let x = f(&[3, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    check(
+        &run1("trilu", &[x.clone()], Attrs::new()),
+        DType::F32,
+        &[3, 3],
+        &[1.0, 2.0, 3.0, 0.0, 5.0, 6.0, 0.0, 0.0, 9.0],
+    );
+    let lower = Attrs::new().with("upper", AttrValue::Bool(false)).with("k", AttrValue::Int(-1));
+    check(&run1("trilu", &[x.clone()], lower), DType::F32, &[3, 3], &[0.0, 0.0, 0.0, 4.0, 0.0, 0.0, 7.0, 8.0, 0.0]);
+    check(&run1("trilu", &[x], int("k", 1)), DType::F32, &[3, 3], &[0.0, 2.0, 3.0, 0.0, 0.0, 6.0, 0.0, 0.0, 0.0]);
+    let b = tt(&[2, 1, 2], DType::Bool, &[1.0, 1.0, 1.0, 1.0]);
+    let lower = Attrs::new().with("upper", AttrValue::Bool(false));
+    check(&run1("trilu", &[b], lower), DType::Bool, &[2, 1, 2], &[1.0, 0.0, 1.0, 0.0]);
+    assert_eq!(
+        err("trilu", &[f(&[3], &[0.0; 3])], Attrs::new()),
+        "trilu: expected a tensor of rank 2 or more, got shape (3,)"
+    );
 }
