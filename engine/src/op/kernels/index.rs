@@ -91,8 +91,11 @@ pub(crate) fn take(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KRes
 
 // ---- strided_slice ----
 
-/// Per-axis `(start, step, len)` of `strided_slice` on a tensor of `shape` (ONNX Slice).
-fn slice_plan(args: &[Type], attrs: &Attrs) -> Result<(Vec<(i128, i128, u64)>, Type), OpError> {
+/// Per axis `(start, step, len)`.
+type SlicePlan = Vec<(i128, i128, u64)>;
+
+/// The plan of `strided_slice` (ONNX Slice) and its result type.
+fn slice_plan(args: &[Type], attrs: &Attrs) -> Result<(SlicePlan, Type), OpError> {
     let op = "strided_slice";
     check_arity(op, args.len(), 1)?;
     let x = tensor_arg(op, args, 0)?;
@@ -193,8 +196,11 @@ pub(crate) fn strided_slice(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx
 
 const PAD_MODES: &[&str] = &["constant", "reflect", "edge"];
 
-/// Checked `pad` parameters: per axis `(begin, end)` (negative crops), and the mode.
-fn pad_plan(args: &[Type], attrs: &Attrs) -> Result<(Vec<(i128, i128)>, &'static str, Type), OpError> {
+/// Per axis `(begin, end)`; negative values crop.
+type PadWidths = Vec<(i128, i128)>;
+
+/// Checked `pad` parameters: the widths, the mode and the result type.
+fn pad_plan(args: &[Type], attrs: &Attrs) -> Result<(PadWidths, &'static str, Type), OpError> {
     let op = "pad";
     check_arity(op, args.len(), 1)?;
     let x = tensor_arg(op, args, 0)?;
