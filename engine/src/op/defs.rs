@@ -7,7 +7,7 @@
 
 use super::kernels::elementwise::{self, Arith, Cmp, Param, Unary};
 use super::kernels::reduce::{self, Reduce as ReduceKind};
-use super::kernels::{create, index, nn, pool, shape};
+use super::kernels::{create, index, nn, pool, resize, shape};
 use super::{Arity, AttrKind, AttrSpec, OpDef, OpPattern};
 
 // Macros rather than `const fn`s so that `&[attr!(…)]` is promoted to a `'static` slice.
@@ -431,6 +431,24 @@ pub(super) fn all() -> Vec<OpDef> {
             index::pad_rel,
             index::pad,
             "ONNX Pad: `pad_width` [x1_begin, x2_begin, …, x1_end, …] (negative crops), `pad_mode` constant (with `pad_value`), reflect or edge",
+        ),
+        simple(
+            "resize2d",
+            Exact(1),
+            &[
+                required!("size", Ints),
+                attr!("method", Str),
+                attr!("coordinate_transformation_mode", Str),
+                attr!("rounding_method", Str),
+                attr!("cubic_alpha", Float),
+                attr!("exclude_outside", Bool),
+                attr!("scale_h", Float),
+                attr!("scale_w", Float),
+            ],
+            Injective,
+            resize::resize2d_rel,
+            resize::resize2d,
+            "ONNX Resize of the last two dims to `size` [h, w]: `method` nearest/linear/cubic, ONNX coordinate modes and rounding; optional `scale_h`/`scale_w` when ONNX gave scales",
         ),
         simple(
             "trilu",
