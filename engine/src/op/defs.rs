@@ -234,7 +234,7 @@ pub(super) fn all() -> Vec<OpDef> {
             OutEWiseFusable,
             nn::matmul_rel,
             nn::matmul,
-            "matrix product [M,K]x[K,N]->[M,N], batched over a leading dimension of either side",
+            "numpy/ONNX MatMul: [...,M,K]x[...,K,N]->[...,M,N], batch dims broadcast, 1-d operands are a row/column",
         ),
         simple(
             "dense",
@@ -387,14 +387,14 @@ pub(super) fn all() -> Vec<OpDef> {
         OpDef {
             name: "split",
             arity: Exact(1),
-            attrs: &[required!("indices_or_sections", Int), AXIS],
+            attrs: &[attr!("indices_or_sections", Int), attr!("indices", Ints), AXIS],
             pattern: Injective,
             stateful: false,
             tuple_result: true,
             type_rel: shape::split_rel,
             kernel: shape::split,
             scalar_f32: None,
-            doc: "splits x along `axis` into `indices_or_sections` equal parts (a tuple)",
+            doc: "splits x along `axis` into `indices_or_sections` equal parts, or at the split points `indices` (exactly one is given); a tuple",
         },
         simple(
             "broadcast_to",

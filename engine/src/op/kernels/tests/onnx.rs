@@ -559,3 +559,65 @@ fn resize2d_rejects_bad_attributes() {
     assert!(matches!(e, OpError::Tensor(crate::ir::TensorError::TooLarge { .. })), "{e}");
     check(&run1("resize2d", &[f(&[1, 2], &[1.0, 2.0])], ints("size", &[0, 1 << 40])), DType::F32, &[0, 1 << 40], &[]);
 }
+
+// ---- matmul and split extensions ----
+
+#[test]
+fn matmul_follows_numpy_for_vectors_and_batches() {
+    let f32t = |s: &[u64]| ty(s, DType::F32);
+    let shape_of = |a: &[u64], b: &[u64]| rel("matmul", &[f32t(a), f32t(b)], Attrs::new()).map(|t| t.to_string());
+    assert_eq!(shape_of(&[2, 1, 4, 5], &[3, 5, 6]).unwrap(), "Tensor[(2, 3, 4, 6), f32]");
+    assert_eq!(shape_of(&[5], &[5]).unwrap(), "Tensor[(), f32]");
+    assert_eq!(shape_of(&[5], &[2, 5, 3]).unwrap(), "Tensor[(2, 3), f32]");
+    assert_eq!(shape_of(&[2, 4, 5], &[5]).unwrap(), "Tensor[(2, 4), f32]");
+    assert_eq!(
+        rel_err("matmul", &[f32t(&[2, 4, 5]), f32t(&[3, 5, 6])], Attrs::new()),
+        "matmul: batch dimensions do not broadcast: shapes (2, 4, 5) and (3, 5, 6)"
+    );
+    assert_eq!(
+        rel_err("matmul", &[f32t(&[]), f32t(&[3])], Attrs::new()),
+        "matmul: operands must have rank 1 or more, got shapes () and (3,)"
+    );
+    // Vector . vector, vector x matrix, matrix x vector.
+    let v = f(&[2], &[1.0, 2.0]);
+    let m = f(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    check(&run1("matmul", &[v.clone(), v.clone()], Attrs::new()), DType::F32, &[], &[5.0]);
+    check(&run1("matmul", &[v.clone(), m.clone()], Attrs::new()), DType::F32, &[2], &[7.0, 10.0]);
+    check(&run1("matmul", &[m.clone(), v], Attrs::new()), DType::F32, &[2], &[5.0, 11.0]);
+    // [2, 1, 1, 2] x [3, 2, 1]: every (i, j) pairs a's batch i with b's batch j.
+    let a = f(&[2, 1, 1, 2], &[1.0, 0.0, 0.0, 1.0]);
+    let b = f(&[3, 2, 1], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    check(&run1("matmul", &[a, b], Attrs::new()), DType::F32, &[2, 3, 1, 1], &[1.0, 3.0, 5.0, 2.0, 4.0, 6.0]);
+}
+
+#[test]
+fn split_at_indices() {
+    let x = f(&[7], &seq(7));
+    let out = run("split", &[x.clone()], ints("indices", &[2, 5])).unwrap();
+    assert_eq!(out.len(), 3);
+    check(&out[0], DType::F32, &[2], &[1.0, 2.0]);
+    check(&out[1], DType::F32, &[3], &[3.0, 4.0, 5.0]);
+    check(&out[2], DType::F32, &[2], &[6.0, 7.0]);
+    let m = f(&[2, 3], &seq(6));
+    let out = run("split", &[m], ints("indices", &[1, 1]).with("axis", AttrValue::Int(-1))).unwrap();
+    let shapes: Vec<Vec<usize>> = out.iter().map(|t| t.shape().to_vec()).collect();
+    assert_eq!(shapes, [vec![2, 1], vec![2, 0], vec![2, 2]]);
+    let t = rel("split", &[ty(&[7], DType::I64)], ints("indices", &[3])).unwrap();
+    assert_eq!(t.to_string(), "(Tensor[(3,), i64], Tensor[(4,), i64])");
+    assert_eq!(
+        err("split", &[x.clone()], ints("indices", &[5, 2])),
+        "split: `indices` must be ascending split points in [0, 7] (axis 0 of (7,)), got [5, 2]"
+    );
+    assert_eq!(
+        err("split", &[x.clone()], ints("indices", &[8])),
+        "split: `indices` must be ascending split points in [0, 7] (axis 0 of (7,)), got [8]"
+    );
+    assert_eq!(
+        err("split", &[x.clone()], ints("indices", &[2]).with("indices_or_sections", AttrValue::Int(7))),
+        "split: exactly one of `indices_or_sections` and `indices` must be given"
+    );
+    assert_eq!(
+        err("split", &[x], Attrs::new()),
+        "split: exactly one of `indices_or_sections` and `indices` must be given"
+    );
+}
