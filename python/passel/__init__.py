@@ -49,7 +49,7 @@ def eval(mod: ir.Module, *args: Any, entry: str = "main") -> Union[Any, List[Any
     raw = []
     for a in args:
         arr = np.asarray(a)
-        arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+        arr = np.asarray(arr, dtype=arr.dtype.newbyteorder("<"), order="C")
         raw.append((arr.dtype.name, list(arr.shape), arr.tobytes()))
     return ir._from_raw(_passel_eval(mod, entry, raw))
 

@@ -103,7 +103,7 @@ class FunctionBuilder(_passel.FunctionBuilder):
         import numpy as np
 
         arr = np.asarray(value)
-        arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+        arr = np.asarray(arr, dtype=arr.dtype.newbyteorder("<"), order="C")
         return self.const_raw(arr.dtype.name, list(arr.shape), arr.tobytes())
 
 
