@@ -34,6 +34,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registered_passes, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline, m)?)?;
     m.add_function(wrap_pyfunction!(print_ir, m)?)?;
+    m.add_function(wrap_pyfunction!(time_in_rust, m)?)?;
     Ok(())
 }
 
@@ -391,10 +392,36 @@ fn call_python<T>(what: &str, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> Resu
     if errors::cancelled() {
         return Err(RPassError::msg(errors::cancelled_message()));
     }
+    keep_thread_state();
     Python::attach(|py| {
         let res = py.check_signals().and_then(|()| f(py));
         res.map_err(|e| RPassError::msg(errors::record(py, e, what)))
     })
+}
+
+/// Gives a thread that Python does not know (an engine worker) a Python thread state that
+/// lives as long as the thread. Without it every `Python::attach` on a worker creates and
+/// destroys a thread state, which costs more than a trivial pass body.
+fn keep_thread_state() {
+    thread_local! {
+        static CHECKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if CHECKED.with(|c| c.replace(true)) {
+        return;
+    }
+    // SAFETY: called without the GIL (the engine calls pass bodies from detached code).
+    // `PyGILState_GetThisThreadState` only reads this thread's state. When the thread has
+    // none, `PyGILState_Ensure` creates one and takes the GIL, and `PyEval_SaveThread`
+    // releases the GIL again while the state stays registered for the thread with a
+    // gilstate count of one, so later `PyGILState_Ensure` / `Release` pairs (what
+    // `Python::attach` does) reuse it instead of deleting it. Threads Python created already
+    // have a state and are left alone.
+    unsafe {
+        if pyo3::ffi::PyGILState_GetThisThreadState().is_null() {
+            pyo3::ffi::PyGILState_Ensure();
+            pyo3::ffi::PyEval_SaveThread();
+        }
+    }
 }
 
 /// A function pass whose body calls ``body(func, mod, ctx)`` per function, which must return
@@ -403,11 +430,23 @@ fn call_python<T>(what: &str, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> Resu
 #[pyo3(signature = (name, opt_level, required, body))]
 fn py_function_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<PyAny>) -> PassHandle {
     let label = format!("function pass {name}");
+    // The context object handed to the body, made once per context rather than per function.
+    let ctx_cache: Mutex<Option<(usize, Py<PassContext>)>> = Mutex::new(None);
     let pass = function_pass(name, opt_level, move |func: Arc<RFunction>, module: &RModule, ctx: &RContext| {
         call_python(&label, |py| {
             let f = Function { inner: func };
             let m = Module { inner: module.clone() };
-            let c = PassContext::for_callback(py, ctx)?;
+            let c = {
+                let mut cache = ctx_cache.lock().unwrap_or_else(|e| e.into_inner());
+                match &*cache {
+                    Some((id, obj)) if *id == ctx.id() => obj.clone_ref(py),
+                    _ => {
+                        let obj = PassContext::for_callback(py, ctx)?;
+                        *cache = Some((ctx.id(), obj.clone_ref(py)));
+                        obj
+                    }
+                }
+            };
             let out = body.call1(py, (f, m, c))?;
             let out = out.bind(py);
             match out.extract::<PyRef<'_, Function>>() {
@@ -520,4 +559,31 @@ pub(crate) fn diagnostic_text(d: &passel_engine::transform::Diagnostic) -> Strin
     };
     let func = d.function.as_ref().map(|f| format!(" on @{f}")).unwrap_or_default();
     format!("{severity} in pass {}{func}: {}", d.pass, d.message)
+}
+
+/// Benchmark baseline: runs ``pass_`` on ``module`` ``repeats`` times entirely inside Rust
+/// (one boundary crossing for all runs) and returns the best wall time in seconds, to compare
+/// with calling the same pass from Python (``python/bench/overhead.py``).
+#[pyfunction]
+#[pyo3(signature = (pass_, module, ctx, repeats=3))]
+fn time_in_rust(
+    py: Python<'_>,
+    pass_: PyRef<'_, PassHandle>,
+    module: PyRef<'_, Module>,
+    ctx: PyRef<'_, PassContext>,
+    repeats: usize,
+) -> PyResult<f64> {
+    let pass = pass_.inner.clone();
+    let m = module.inner.clone();
+    let ctx = ctx.inner.clone();
+    errors::run_detached(py, move || {
+        let mut best = f64::INFINITY;
+        for _ in 0..repeats.max(1) {
+            let start = std::time::Instant::now();
+            let out = pass.run(m.clone(), &ctx)?;
+            best = best.min(start.elapsed().as_secs_f64());
+            drop(out);
+        }
+        Ok::<f64, RPassError>(best)
+    })
 }
