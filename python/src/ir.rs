@@ -443,7 +443,7 @@ impl Expr {
 
     /// A constant's value as ``(dtype, shape, little-endian bytes)`` (``passel.ir`` turns it
     /// into a numpy array with ``const_value``), else None.
-    fn const_raw<'py>(&self, py: Python<'py>) -> PyResult<Option<(String, Vec<usize>, Bound<'py, PyBytes>)>> {
+    fn const_raw<'py>(&self, py: Python<'py>) -> PyResult<Option<RawPy<'py>>> {
         match self.kind_of() {
             ExprKind::Const { idx } => {
                 let t = self.func.constant(idx).materialize().map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -970,6 +970,9 @@ fn tensor_from_raw(dtype: &str, shape: &[usize], data: &[u8]) -> PyResult<Tensor
 }
 
 type RawTensor = (String, Vec<usize>, Vec<u8>);
+
+/// A raw tensor handed to Python: dtype name, shape, little-endian bytes.
+type RawPy<'py> = (String, Vec<usize>, Bound<'py, PyBytes>);
 
 fn value_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     match v {
