@@ -276,3 +276,25 @@ def test_eval_errors_are_pass_errors(small):
 def test_parse_errors_give_line_and_column():
     with pytest.raises(passel.ParseError, match=r"2:\d+"):
         ir.Module.parse("def @f(%x: Tensor[(4), f32]) {\n  let %a = ;\n  %a\n}")
+
+
+def test_python_passes_may_call_rust_passes_inside_without_deadlock():
+    """A Python module pass (calling thread) and a Python function pass (a worker under 2
+    threads) each run a Rust pass on their own; the GIL is released around the inner runs."""
+    fold = transform.get_pass("FoldConstant")
+
+    @transform.module_pass(opt_level=0)
+    def fold_inside(mod, ctx):
+        return fold(mod)
+
+    @transform.function_pass(opt_level=0)
+    def fold_one(func, mod, ctx):
+        return fold(ir.Module({"f": func}))["f"]
+
+    mod = chain(16)
+    outs = []
+    for threads in (1, 2):
+        with PassContext(num_threads=threads):
+            outs.append((fold_inside(mod).script(), fold_one(mod).script()))
+    assert outs[0] == outs[1]
+    assert outs[0][0] == outs[0][1] and "multiply(3.0f, 0.5f)" not in outs[0][0]
