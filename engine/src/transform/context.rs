@@ -163,6 +163,12 @@ impl PassContext {
         self.inner.required_pass.iter().any(|p| p == name)
     }
 
+    /// An identity shared by this context, its clones and its worker copies, stable while any
+    /// of them lives. Frontends use it to find the object a context was built from.
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
     /// A copy for a parallel worker: shares config and instruments, has its own diagnostics.
     pub fn worker_copy(&self) -> PassContext {
         PassContext { inner: self.inner.clone(), diagnostics: DiagnosticSink::new() }
@@ -322,6 +328,13 @@ impl ContextGuard {
     /// The entered context.
     pub fn context(&self) -> Option<&PassContext> {
         self.ctx.as_ref()
+    }
+
+    /// Leaves the context entered after the guard is gone: the caller must call
+    /// [`PassContext::exit`] itself, on the same thread. For frontends whose scopes are not
+    /// Rust lexical scopes (Python's `with` calls `__enter__` and `__exit__` separately).
+    pub fn keep(mut self) {
+        self.ctx = None;
     }
 
     /// Exits the context, reporting out-of-order exits and instrument exit failures. An

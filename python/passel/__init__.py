@@ -1,0 +1,60 @@
+"""passel: TVM's pass infrastructure over a parallel, incremental Rust engine.
+
+The API follows TVM's Python names and semantics:
+
+- ``passel.ir``: ``Module`` (TVM's ``IRModule``), ``Function``, ``Expr``, ``Type``, and
+  ``FunctionBuilder`` / ``ExprMutator`` for writing passes that rebuild functions.
+- ``passel.transform`` (``tvm.ir.transform``): ``PassInfo``, ``PassContext``, ``Pass``,
+  ``Sequential``, the ``module_pass`` / ``function_pass`` decorators, ``get_pass``,
+  ``list_passes``, ``PrintIR`` and textual pipelines.
+- ``passel.instrument`` (``tvm.ir.instrument``): ``PassInstrument``, ``pass_instrument``,
+  ``PassTimingInstrument``.
+- ``passel.Session``: incremental runs that recompute only what an edit can affect.
+- ``passel.eval``: the reference interpreter on numpy arrays.
+
+Rust passes run in parallel with the GIL released; Python passes run under the GIL, one call
+per function (see ``passel.transform``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Union
+
+from . import instrument, ir, transform
+from ._passel import ParseError, PassError, StageStats
+from .session import Session, SessionRun
+
+__all__ = [
+    "ir",
+    "transform",
+    "instrument",
+    "Session",
+    "SessionRun",
+    "StageStats",
+    "PassError",
+    "ParseError",
+    "eval",
+]
+
+
+def eval(mod: ir.Module, *args: Any, entry: str = "main") -> Union[Any, List[Any]]:
+    """Runs function ``entry`` of ``mod`` in the reference interpreter.
+
+    ``args`` are numpy arrays (or anything ``numpy.asarray`` accepts) of the parameter types;
+    the result is a numpy array, or a list of them for a tuple result. Raises
+    ``passel.PassError`` when evaluation fails (wrong argument types, an operator error).
+    """
+    import numpy as np
+
+    raw = []
+    for a in args:
+        arr = np.asarray(a)
+        arr = np.asarray(arr, dtype=arr.dtype.newbyteorder("<"), order="C")
+        raw.append((arr.dtype.name, list(arr.shape), arr.tobytes()))
+    return ir._from_raw(_passel_eval(mod, entry, raw))
+
+
+def _passel_eval(mod: ir.Module, entry: str, raw: list) -> Any:
+    from ._passel import eval_raw
+
+    return eval_raw(mod, entry, raw)

@@ -1,0 +1,1016 @@
+//! IR objects for Python: `Module` and `Function` wrap the engine's (O(1) clones sharing the
+//! Rust `Arc`s), `Expr` is a handle on one node of a function's arena (what a Python pass
+//! walks), `Type` wraps a type, `FunctionBuilder` builds new functions, and `eval` runs the
+//! reference interpreter on raw tensor buffers (the Python layer converts numpy arrays).
+
+use std::sync::{Arc, Mutex};
+
+use ndarray::{ArcArray, IxDyn};
+use passel_engine::interp::{eval_function, Value};
+use passel_engine::ir::{
+    module_structural_eq, module_structural_hash, parse_module, print_function, print_module, structural_eq,
+    structural_hash, verify_function, AttrValue, Attrs, Constant, DType, ExprKind, Function as RFunction,
+    FunctionBuilder as RBuilder, Module as RModule, NodeId, Tensor, TensorData, Type as RType, TypeKind,
+};
+use passel_engine::op;
+use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
+
+use crate::errors::{self, ParseError};
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Module>()?;
+    m.add_class::<Function>()?;
+    m.add_class::<Expr>()?;
+    m.add_class::<Type>()?;
+    m.add_class::<FunctionBuilder>()?;
+    m.add_class::<Value_>()?;
+    m.add_function(wrap_pyfunction!(eval_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(list_ops, m)?)?;
+    Ok(())
+}
+
+/// An IR module: an ordered map from global names to functions (TVM's ``IRModule``).
+///
+/// Build one with ``Module.parse(text)`` or ``Module.from_file(path)``; print it with
+/// ``mod.script()`` or ``str(mod)``. ``mod["main"]`` is a function, ``mod.functions`` maps
+/// every name to its function, in module order. Copies are O(1) and share functions.
+#[pyclass(module = "passel.ir", frozen)]
+#[derive(Clone)]
+pub struct Module {
+    pub(crate) inner: RModule,
+}
+
+#[pymethods]
+impl Module {
+    /// An empty module, or one holding ``functions`` (a dict name -> Function, in order).
+    #[new]
+    #[pyo3(signature = (functions=None))]
+    fn new(functions: Option<&Bound<'_, PyDict>>) -> PyResult<Module> {
+        let mut inner = RModule::new();
+        if let Some(fs) = functions {
+            for (k, v) in fs.iter() {
+                let name: String = k.extract()?;
+                let f = v.extract::<PyRef<'_, Function>>()?;
+                inner
+                    .add(name.trim_start_matches('@'), f.inner.clone())
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            }
+        }
+        Ok(Module { inner })
+    }
+
+    /// Parses ``.pir`` text. Raises ``passel.ParseError`` with ``line:col`` of every error.
+    #[staticmethod]
+    fn parse(py: Python<'_>, text: &str) -> PyResult<Module> {
+        let text = text.to_string();
+        py.detach(move || parse_module(&text))
+            .map(|inner| Module { inner })
+            .map_err(|e| ParseError::new_err(e.to_string()))
+    }
+
+    /// Reads and parses a ``.pir`` file.
+    #[staticmethod]
+    fn from_file(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Module> {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("cannot read {}: {e}", path.display())))?;
+        py.detach(move || parse_module(&text))
+            .map(|inner| Module { inner })
+            .map_err(|e| ParseError::new_err(format!("{}: {e}", path.display())))
+    }
+
+    /// The module as ``.pir`` text (what ``str(mod)`` gives).
+    fn script(&self, py: Python<'_>) -> String {
+        let m = self.inner.clone();
+        py.detach(move || print_module(&m))
+    }
+
+    fn __str__(&self, py: Python<'_>) -> String {
+        self.script(py)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<passel.ir.Module with {} functions>", self.inner.len())
+    }
+
+    /// Every function by name, in module order (a new dict each call).
+    #[getter]
+    fn functions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (name, f) in self.inner.iter() {
+            d.set_item(name, Function { inner: f.clone() })?;
+        }
+        Ok(d)
+    }
+
+    /// The global names, in module order.
+    fn names(&self) -> Vec<String> {
+        self.inner.iter().map(|(n, _)| n.to_string()).collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        self.inner.contains(name.trim_start_matches('@'))
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        PyList::new(py, self.names())?.try_iter().map(|it| it.into_any())
+    }
+
+    fn __getitem__(&self, name: &str) -> PyResult<Function> {
+        self.inner
+            .get(name.trim_start_matches('@'))
+            .map(|f| Function { inner: f.clone() })
+            .ok_or_else(|| PyKeyError::new_err(format!("no function @{} in the module", name.trim_start_matches('@'))))
+    }
+
+    /// A copy of the module with ``name`` set to ``func`` (replaced in place, or added at
+    /// the end). Modules are immutable values, as in TVM's functional style.
+    fn with_function(&self, name: &str, func: PyRef<'_, Function>) -> Module {
+        let mut inner = self.inner.clone();
+        inner.insert(name.trim_start_matches('@'), func.inner.clone());
+        Module { inner }
+    }
+
+    /// A copy of the module without ``name``.
+    fn without_function(&self, name: &str) -> PyResult<Module> {
+        let mut inner = self.inner.clone();
+        inner.remove(name.trim_start_matches('@')).map_err(|e| PyKeyError::new_err(e.to_string()))?;
+        Ok(Module { inner })
+    }
+
+    /// Structural equality: same names in the same order, structurally equal functions
+    /// (variable names do not matter).
+    fn structural_equal(&self, other: PyRef<'_, Module>) -> bool {
+        module_structural_eq(&self.inner, &other.inner)
+    }
+
+    /// A hash consistent with ``structural_equal``.
+    fn structural_hash(&self) -> u64 {
+        module_structural_hash(&self.inner)
+    }
+
+    /// Whether both hold the very same functions (what a pass that changed nothing returns).
+    fn same_as(&self, other: PyRef<'_, Module>) -> bool {
+        self.inner.len() == other.inner.len()
+            && self.inner.iter().zip(other.inner.iter()).all(|((a, f), (b, g))| a == b && Arc::ptr_eq(f, g))
+    }
+
+    /// Checks every function's well-formedness (scoping, operator arity and attributes).
+    /// Raises ``ValueError`` listing the problems.
+    fn verify(&self) -> PyResult<()> {
+        passel_engine::ir::verify_module(&self.inner)
+            .map_err(|errs| PyValueError::new_err(errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n")))
+    }
+}
+
+/// A function of a module: parameters, a body, a declared return type and attributes.
+/// Immutable; ``func.same_as(other)`` tells whether a pass returned it unchanged.
+#[pyclass(module = "passel.ir", frozen)]
+#[derive(Clone)]
+pub struct Function {
+    pub(crate) inner: Arc<RFunction>,
+}
+
+#[pymethods]
+impl Function {
+    /// The parameters (``Expr`` of kind ``"var"``, with ``name`` and ``type``).
+    #[getter]
+    fn params(&self) -> Vec<Expr> {
+        self.inner.params().iter().map(|&id| Expr::new(&self.inner, id)).collect()
+    }
+
+    /// The declared return type, or None.
+    #[getter]
+    fn ret_type(&self) -> Option<Type> {
+        self.inner.ret_ty().cloned().map(|t| Type { inner: t })
+    }
+
+    /// The function's attributes as a dict.
+    #[getter]
+    fn attrs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        attrs_to_dict(py, self.inner.attrs())
+    }
+
+    /// The body expression (usually a ``"block"`` of bindings).
+    #[getter]
+    fn body(&self) -> Expr {
+        Expr::new(&self.inner, self.inner.body())
+    }
+
+    /// The body's top-level bindings as ``(var, value)`` pairs (empty when the body is not
+    /// a block).
+    #[getter]
+    fn bindings(&self) -> Vec<(Expr, Expr)> {
+        self.body().bindings()
+    }
+
+    /// Number of nodes in the function's arena.
+    fn num_nodes(&self) -> usize {
+        self.inner.num_nodes()
+    }
+
+    /// The function as text, under ``name``.
+    #[pyo3(signature = (name="f"))]
+    fn script(&self, name: &str) -> String {
+        print_function(name, &self.inner)
+    }
+
+    fn __str__(&self) -> String {
+        self.script("f")
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<passel.ir.Function with {} params, {} nodes>", self.inner.params().len(), self.inner.num_nodes())
+    }
+
+    /// Whether ``other`` is the very same function object (pointer-equal in Rust).
+    fn same_as(&self, other: PyRef<'_, Function>) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Structural equality (variable names do not matter).
+    fn structural_equal(&self, other: PyRef<'_, Function>) -> bool {
+        structural_eq(&self.inner, &other.inner)
+    }
+
+    /// A hash consistent with ``structural_equal``.
+    fn structural_hash(&self) -> u64 {
+        structural_hash(&self.inner)
+    }
+
+    /// A copy with ``attrs`` (a dict) as its attributes.
+    fn with_attrs(&self, attrs: &Bound<'_, PyDict>) -> PyResult<Function> {
+        let attrs = dict_to_attrs(attrs, None)?;
+        Ok(Function { inner: Arc::new(self.inner.with_attrs(attrs)) })
+    }
+}
+
+/// One node of a function: ``kind`` is one of ``"var"``, ``"global"``, ``"const"``,
+/// ``"call"`` (``op``, ``args``, ``attrs``), ``"apply"`` (``callee``, ``args``), ``"tuple"``
+/// (``fields``), ``"proj"`` (``tuple``, ``index``), ``"if"`` (``cond``, ``then_``,
+/// ``else_``), ``"func"`` (a nested function) and ``"block"`` (``bindings``, ``result``).
+/// ``type`` is the node's type when known. Two handles are equal when they name the same
+/// node of the same function.
+#[pyclass(module = "passel.ir", frozen, eq, hash)]
+#[derive(Clone)]
+pub struct Expr {
+    func: Arc<RFunction>,
+    id: NodeId,
+}
+
+impl PartialEq for Expr {
+    fn eq(&self, other: &Expr) -> bool {
+        Arc::ptr_eq(&self.func, &other.func) && self.id == other.id
+    }
+}
+
+impl std::hash::Hash for Expr {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (Arc::as_ptr(&self.func) as usize, self.id.index()).hash(h)
+    }
+}
+
+impl Expr {
+    fn new(func: &Arc<RFunction>, id: NodeId) -> Expr {
+        Expr { func: func.clone(), id }
+    }
+
+    fn at(&self, id: NodeId) -> Expr {
+        Expr::new(&self.func, id)
+    }
+
+    fn kind_of(&self) -> ExprKind {
+        *self.func.kind(self.id)
+    }
+}
+
+#[pymethods]
+impl Expr {
+    /// The node kind (see the class doc).
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match self.kind_of() {
+            ExprKind::Var { .. } => "var",
+            ExprKind::Global { .. } => "global",
+            ExprKind::Const { .. } => "const",
+            ExprKind::Call { .. } => "call",
+            ExprKind::Apply { .. } => "apply",
+            ExprKind::Tuple { .. } => "tuple",
+            ExprKind::Proj { .. } => "proj",
+            ExprKind::If { .. } => "if",
+            ExprKind::Func { .. } => "func",
+            ExprKind::Block { .. } => "block",
+        }
+    }
+
+    /// The node's index in its function's arena (operands have smaller ids).
+    #[getter]
+    fn id(&self) -> usize {
+        self.id.index()
+    }
+
+    /// A variable's or global's name, else None.
+    #[getter]
+    fn name(&self) -> Option<String> {
+        match self.kind_of() {
+            ExprKind::Var { name } | ExprKind::Global { name } => Some(self.func.sym(name).to_string()),
+            _ => None,
+        }
+    }
+
+    /// The node's type, or None when not annotated / inferred.
+    #[getter]
+    fn r#type(&self) -> Option<Type> {
+        self.func.ty(self.id).cloned().map(|t| Type { inner: t })
+    }
+
+    /// A call's operator name, else None.
+    #[getter]
+    fn op(&self) -> Option<&'static str> {
+        match self.kind_of() {
+            ExprKind::Call { op, .. } => op::try_get(op).map(|d| d.name),
+            _ => None,
+        }
+    }
+
+    /// A call's or apply's arguments (empty for other kinds).
+    #[getter]
+    fn args(&self) -> Vec<Expr> {
+        match self.kind_of() {
+            ExprKind::Call { args, .. } | ExprKind::Apply { args, .. } => {
+                self.func.ids(args).iter().map(|&i| self.at(i)).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// A call's attributes as a dict (empty for other kinds).
+    #[getter]
+    fn attrs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        match self.kind_of() {
+            ExprKind::Call { attrs, .. } => attrs_to_dict(py, self.func.call_attrs(attrs)),
+            _ => Ok(PyDict::new(py)),
+        }
+    }
+
+    /// A tuple's fields (empty for other kinds).
+    #[getter]
+    fn fields(&self) -> Vec<Expr> {
+        match self.kind_of() {
+            ExprKind::Tuple { fields } => self.func.ids(fields).iter().map(|&i| self.at(i)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// An apply's callee, a projection's tuple, an if's condition; else None.
+    #[getter]
+    fn callee(&self) -> Option<Expr> {
+        match self.kind_of() {
+            ExprKind::Apply { callee, .. } => Some(self.at(callee)),
+            _ => None,
+        }
+    }
+
+    /// A projection's tuple, else None.
+    #[getter]
+    fn tuple(&self) -> Option<Expr> {
+        match self.kind_of() {
+            ExprKind::Proj { tuple, .. } => Some(self.at(tuple)),
+            _ => None,
+        }
+    }
+
+    /// A projection's field index, else None.
+    #[getter]
+    fn index(&self) -> Option<u32> {
+        match self.kind_of() {
+            ExprKind::Proj { index, .. } => Some(index),
+            _ => None,
+        }
+    }
+
+    /// An if's condition, else None.
+    #[getter]
+    fn cond(&self) -> Option<Expr> {
+        match self.kind_of() {
+            ExprKind::If { cond, .. } => Some(self.at(cond)),
+            _ => None,
+        }
+    }
+
+    /// An if's then-branch, else None.
+    #[getter]
+    fn then_(&self) -> Option<Expr> {
+        match self.kind_of() {
+            ExprKind::If { then_, .. } => Some(self.at(then_)),
+            _ => None,
+        }
+    }
+
+    /// An if's else-branch, else None.
+    #[getter]
+    fn else_(&self) -> Option<Expr> {
+        match self.kind_of() {
+            ExprKind::If { else_, .. } => Some(self.at(else_)),
+            _ => None,
+        }
+    }
+
+    /// A block's ``(var, value)`` bindings, in order (empty for other kinds).
+    #[getter]
+    fn bindings(&self) -> Vec<(Expr, Expr)> {
+        match self.kind_of() {
+            ExprKind::Block { bindings, .. } => {
+                self.func.bindings(bindings).map(|(v, e)| (self.at(v), self.at(e))).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// A block's result, else None.
+    #[getter]
+    fn result(&self) -> Option<Expr> {
+        match self.kind_of() {
+            ExprKind::Block { result, .. } => Some(self.at(result)),
+            _ => None,
+        }
+    }
+
+    /// A constant's value as ``(dtype, shape, little-endian bytes)`` (``passel.ir`` turns it
+    /// into a numpy array with ``const_value``), else None.
+    fn const_raw<'py>(&self, py: Python<'py>) -> PyResult<Option<RawPy<'py>>> {
+        match self.kind_of() {
+            ExprKind::Const { idx } => {
+                let t = self.func.constant(idx).materialize().map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let (dtype, shape, bytes) = tensor_to_raw(&t);
+                Ok(Some((dtype, shape, PyBytes::new(py, &bytes))))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        match (self.kind_of(), self.name(), self.op()) {
+            (_, Some(n), _) => format!("<Expr {} {}{n}>", self.kind(), if self.kind() == "var" { "%" } else { "@" }),
+            (_, _, Some(op)) => format!("<Expr call {op}>"),
+            _ => format!("<Expr {} #{}>", self.kind(), self.id.index()),
+        }
+    }
+}
+
+/// A type: a tensor (``shape``, ``dtype``), a tuple (``fields``) or a function (``params``,
+/// ``ret``). ``str(t)`` is its text syntax; types compare by value.
+#[pyclass(module = "passel.ir", frozen, eq, hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Type {
+    pub(crate) inner: RType,
+}
+
+#[pymethods]
+impl Type {
+    /// A tensor type of ``shape`` and ``dtype`` (``"float32"``, ``"float16"``, ``"int64"``,
+    /// ``"int32"``, ``"bool"``; short names such as ``"f32"`` work too).
+    #[staticmethod]
+    #[pyo3(signature = (shape, dtype="float32"))]
+    fn tensor(shape: Vec<u64>, dtype: &str) -> PyResult<Type> {
+        Ok(Type { inner: RType::tensor(shape, parse_dtype(dtype)?) })
+    }
+
+    /// A tuple type.
+    #[staticmethod]
+    fn tuple(fields: Vec<PyRef<'_, Type>>) -> Type {
+        Type { inner: RType::tuple(fields.iter().map(|t| t.inner.clone()).collect::<Vec<_>>()) }
+    }
+
+    /// A function type.
+    #[staticmethod]
+    fn func(params: Vec<PyRef<'_, Type>>, ret: PyRef<'_, Type>) -> Type {
+        Type { inner: RType::func(params.iter().map(|t| t.inner.clone()).collect::<Vec<_>>(), ret.inner.clone()) }
+    }
+
+    /// ``"tensor"``, ``"tuple"`` or ``"func"``.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match self.inner.kind() {
+            TypeKind::Tensor(_) => "tensor",
+            TypeKind::Tuple(_) => "tuple",
+            TypeKind::Func(_) => "func",
+        }
+    }
+
+    /// A tensor type's shape, else None.
+    #[getter]
+    fn shape(&self) -> Option<Vec<u64>> {
+        self.inner.as_tensor().map(|t| t.shape.to_vec())
+    }
+
+    /// A tensor type's dtype name (``"float32"``…), else None.
+    #[getter]
+    fn dtype(&self) -> Option<&'static str> {
+        self.inner.as_tensor().map(|t| numpy_dtype(t.dtype))
+    }
+
+    /// A tuple type's fields (empty for other kinds).
+    #[getter]
+    fn fields(&self) -> Vec<Type> {
+        self.inner.as_tuple().map(|f| f.iter().map(|t| Type { inner: t.clone() }).collect()).unwrap_or_default()
+    }
+
+    /// A function type's parameter types (empty for other kinds).
+    #[getter]
+    fn params(&self) -> Vec<Type> {
+        self.inner.as_func().map(|f| f.params.iter().map(|t| Type { inner: t.clone() }).collect()).unwrap_or_default()
+    }
+
+    /// A function type's result type, else None.
+    #[getter]
+    fn ret(&self) -> Option<Type> {
+        self.inner.as_func().map(|f| Type { inner: f.ret.clone() })
+    }
+
+    fn __str__(&self) -> String {
+        self.inner.to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Type({})", self.inner)
+    }
+}
+
+/// A value under construction in a ``FunctionBuilder`` (a parameter, a bound variable, or an
+/// expression not yet bound). A non-variable value may be used once: bind it with
+/// ``let`` to use it more often (expressions are trees; sharing goes through variables).
+#[pyclass(module = "passel.ir", name = "Value", frozen)]
+#[derive(Clone)]
+pub struct Value_ {
+    builder: usize,
+    id: NodeId,
+}
+
+/// Builds a new function: ``param``, then ``call`` / ``const`` / ``tuple`` / ``proj`` /
+/// ``global_ref`` values, ``let`` to bind them, and ``finish(result)``. ``copy(expr, env)``
+/// copies an expression of another function (``env`` maps that function's variables, by
+/// ``Expr``, to values of this builder). The finished function is checked by the verifier.
+#[pyclass(module = "passel.ir", subclass)]
+pub struct FunctionBuilder {
+    inner: Mutex<Option<RBuilder>>,
+    params: Mutex<Vec<NodeId>>,
+    bindings: Mutex<Vec<(NodeId, NodeId)>>,
+}
+
+impl FunctionBuilder {
+    fn key(&self) -> usize {
+        self as *const FunctionBuilder as usize
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut RBuilder) -> PyResult<T>) -> PyResult<T> {
+        let mut g = self.inner.lock().map_err(|_| PyValueError::new_err("builder is poisoned"))?;
+        match g.as_mut() {
+            Some(b) => f(b),
+            None => Err(PyValueError::new_err("the builder was finished already")),
+        }
+    }
+
+    fn val(&self, id: NodeId) -> Value_ {
+        Value_ { builder: self.key(), id }
+    }
+
+    fn id_of(&self, v: &Bound<'_, PyAny>) -> PyResult<NodeId> {
+        let v = v
+            .extract::<PyRef<'_, Value_>>()
+            .map_err(|_| PyTypeError::new_err("expected a passel.ir.Value of this builder"))?;
+        if v.builder != self.key() {
+            return Err(PyValueError::new_err("the value belongs to another FunctionBuilder"));
+        }
+        Ok(v.id)
+    }
+}
+
+#[pymethods]
+impl FunctionBuilder {
+    #[new]
+    fn new() -> FunctionBuilder {
+        FunctionBuilder {
+            inner: Mutex::new(Some(RBuilder::new())),
+            params: Mutex::new(Vec::new()),
+            bindings: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Adds a parameter named ``name`` of type ``ty`` (or untyped).
+    #[pyo3(signature = (name, ty=None))]
+    fn param(&self, name: &str, ty: Option<PyRef<'_, Type>>) -> PyResult<Value_> {
+        let id = self.with(|b| Ok(b.var(name, ty.map(|t| t.inner.clone()))))?;
+        self.params.lock().map_err(|_| PyValueError::new_err("builder is poisoned"))?.push(id);
+        Ok(self.val(id))
+    }
+
+    /// An operator call ``op(args){attrs}`` (of type ``ty`` when given); the operator and its
+    /// attributes are checked.
+    #[pyo3(signature = (op_name, args, attrs=None, ty=None))]
+    fn call(
+        &self,
+        op_name: &str,
+        args: Vec<Bound<'_, PyAny>>,
+        attrs: Option<&Bound<'_, PyDict>>,
+        ty: Option<PyRef<'_, Type>>,
+    ) -> PyResult<Value_> {
+        let op_id = op::lookup(op_name).ok_or_else(|| {
+            PyValueError::new_err(format!("unknown operator `{op_name}` (close: {})", op::suggest(op_name).join(", ")))
+        })?;
+        let def = op::get(op_id);
+        if !def.arity.accepts(args.len()) {
+            return Err(PyValueError::new_err(format!("operator `{op_name}` does not take {} arguments", args.len())));
+        }
+        let attrs = match attrs {
+            Some(d) => dict_to_attrs(d, Some(def))?,
+            None => Attrs::new(),
+        };
+        def.check_attrs(&attrs).map_err(|e| PyValueError::new_err(format!("operator `{op_name}`: {e}")))?;
+        let ids = args.iter().map(|a| self.id_of(a)).collect::<PyResult<Vec<_>>>()?;
+        let id = self.with(|b| {
+            let n = b.call(op_id, &ids, attrs);
+            b.set_ty(n, ty.map(|t| t.inner.clone()));
+            Ok(n)
+        })?;
+        Ok(self.val(id))
+    }
+
+    /// A tuple of values.
+    fn tuple(&self, fields: Vec<Bound<'_, PyAny>>) -> PyResult<Value_> {
+        let ids = fields.iter().map(|a| self.id_of(a)).collect::<PyResult<Vec<_>>>()?;
+        let id = self.with(|b| Ok(b.tuple(&ids)))?;
+        Ok(self.val(id))
+    }
+
+    /// Field ``index`` of a tuple value.
+    fn proj(&self, tuple: &Bound<'_, PyAny>, index: u32) -> PyResult<Value_> {
+        let t = self.id_of(tuple)?;
+        let id = self.with(|b| Ok(b.proj(t, index)))?;
+        Ok(self.val(id))
+    }
+
+    /// A reference to the global function ``name``.
+    fn global_ref(&self, name: &str) -> PyResult<Value_> {
+        let id = self.with(|b| Ok(b.global(name.trim_start_matches('@'))))?;
+        Ok(self.val(id))
+    }
+
+    /// A constant from raw little-endian bytes (``passel.ir.const`` converts numpy arrays).
+    fn const_raw(&self, dtype: &str, shape: Vec<usize>, data: &[u8]) -> PyResult<Value_> {
+        let t = tensor_from_raw(dtype, &shape, data)?;
+        let id = self.with(|b| Ok(b.constant(Constant::Dense(t))))?;
+        Ok(self.val(id))
+    }
+
+    /// Binds ``value`` to a new variable ``name`` (with type ``ty`` if given) and returns the
+    /// variable.
+    #[pyo3(signature = (name, value, ty=None))]
+    fn r#let(&self, name: &str, value: &Bound<'_, PyAny>, ty: Option<PyRef<'_, Type>>) -> PyResult<Value_> {
+        let v = self.id_of(value)?;
+        let var = self.with(|b| Ok(b.var(name, ty.map(|t| t.inner.clone()))))?;
+        self.bindings.lock().map_err(|_| PyValueError::new_err("builder is poisoned"))?.push((var, v));
+        Ok(self.val(var))
+    }
+
+    /// Copies ``expr`` (of another function) into this builder; ``env`` maps the variables it
+    /// uses (``Expr`` of kind ``"var"``) to values of this builder. Nested blocks are copied
+    /// with fresh variables; nested functions are not supported (``ValueError``).
+    fn copy(&self, expr: PyRef<'_, Expr>, env: &Bound<'_, PyDict>) -> PyResult<Value_> {
+        let mut map: std::collections::HashMap<usize, NodeId> = std::collections::HashMap::new();
+        for (k, v) in env.iter() {
+            let k = k.extract::<PyRef<'_, Expr>>()?;
+            if !Arc::ptr_eq(&k.func, &expr.func) {
+                return Err(PyValueError::new_err("env keys must be expressions of the copied expression's function"));
+            }
+            map.insert(k.id.index(), self.id_of(&v)?);
+        }
+        let id = self.with(|b| copy_expr(b, &expr.func, expr.id, &mut map))?;
+        Ok(self.val(id))
+    }
+
+    /// Finishes the function: the bindings made with ``let``, in order, then ``result``.
+    /// Raises ``ValueError`` when the verifier rejects it.
+    #[pyo3(signature = (result, ret_type=None, attrs=None))]
+    fn finish(
+        &self,
+        result: &Bound<'_, PyAny>,
+        ret_type: Option<PyRef<'_, Type>>,
+        attrs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Function> {
+        let r = self.id_of(result)?;
+        let attrs = match attrs {
+            Some(d) => dict_to_attrs(d, None)?,
+            None => Attrs::new(),
+        };
+        let bindings =
+            std::mem::take(&mut *self.bindings.lock().map_err(|_| PyValueError::new_err("builder is poisoned"))?);
+        let params =
+            std::mem::take(&mut *self.params.lock().map_err(|_| PyValueError::new_err("builder is poisoned"))?);
+        let mut g = self.inner.lock().map_err(|_| PyValueError::new_err("builder is poisoned"))?;
+        let mut b = g.take().ok_or_else(|| PyValueError::new_err("the builder was finished already"))?;
+        let body = b.block(&bindings, r);
+        let f = b.finish(&params, body, ret_type.map(|t| t.inner.clone()), attrs);
+        verify_function(None, "built", &f).map_err(|errs| {
+            PyValueError::new_err(format!(
+                "the built function is not valid: {}",
+                errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+            ))
+        })?;
+        Ok(Function { inner: Arc::new(f) })
+    }
+}
+
+/// Copies the expression `root` of `src` into `b` without recursion (an explicit stack in
+/// post-order), mapping variables through `map` (old id → new id).
+fn copy_expr(
+    b: &mut RBuilder,
+    src: &RFunction,
+    root: NodeId,
+    map: &mut std::collections::HashMap<usize, NodeId>,
+) -> PyResult<NodeId> {
+    // (node, children pushed?)
+    let mut stack = vec![(root, false)];
+    while let Some((id, expanded)) = stack.pop() {
+        if map.contains_key(&id.index()) {
+            continue;
+        }
+        let kind = *src.kind(id);
+        if !expanded {
+            stack.push((id, true));
+            let mut push = |c: NodeId| stack.push((c, false));
+            match kind {
+                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
+                ExprKind::Call { args, .. } => src.ids(args).iter().rev().for_each(|&c| push(c)),
+                ExprKind::Apply { callee, args } => {
+                    src.ids(args).iter().rev().for_each(|&c| push(c));
+                    push(callee);
+                }
+                ExprKind::Tuple { fields } => src.ids(fields).iter().rev().for_each(|&c| push(c)),
+                ExprKind::Proj { tuple, .. } => push(tuple),
+                ExprKind::If { cond, then_, else_ } => {
+                    push(else_);
+                    push(then_);
+                    push(cond);
+                }
+                ExprKind::Block { result, bindings } => {
+                    // Binding variables are fresh in the copy: map them before their uses.
+                    push(result);
+                    let pairs: Vec<(NodeId, NodeId)> = src.bindings(bindings).collect();
+                    for &(var, value) in pairs.iter().rev() {
+                        push(var);
+                        push(value);
+                    }
+                    for &(var, _) in &pairs {
+                        let ty = src.ty(var).cloned();
+                        let new = b.var(src.name_of(var).unwrap_or("v"), ty);
+                        map.insert(var.index(), new);
+                    }
+                }
+                ExprKind::Func { .. } => {
+                    return Err(PyValueError::new_err(
+                        "copying nested functions is not supported; keep the original function or rebuild its body",
+                    ))
+                }
+            }
+            continue;
+        }
+        let ty = src.ty(id).cloned();
+        let m = |i: NodeId, map: &std::collections::HashMap<usize, NodeId>| {
+            map.get(&i.index()).copied().ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "variable %{} is not in env (map every free variable of the copied expression)",
+                    src.name_of(i).unwrap_or("?")
+                ))
+            })
+        };
+        let new = match kind {
+            ExprKind::Var { .. } => {
+                return Err(m(id, map).err().unwrap_or_else(|| PyValueError::new_err("unmapped variable")));
+            }
+            ExprKind::Global { name } => b.global(src.sym(name)),
+            ExprKind::Const { idx } => b.constant(src.constant(idx).clone()),
+            ExprKind::Call { op, attrs, args } => {
+                let args = src.ids(args).iter().map(|&c| m(c, map)).collect::<PyResult<Vec<_>>>()?;
+                let n = b.call(op, &args, src.call_attrs(attrs).clone());
+                b.set_ty(n, ty);
+                n
+            }
+            ExprKind::Apply { callee, args } => {
+                let args = src.ids(args).iter().map(|&c| m(c, map)).collect::<PyResult<Vec<_>>>()?;
+                let n = b.apply(m(callee, map)?, &args);
+                b.set_ty(n, ty);
+                n
+            }
+            ExprKind::Tuple { fields } => {
+                let f = src.ids(fields).iter().map(|&c| m(c, map)).collect::<PyResult<Vec<_>>>()?;
+                let n = b.tuple(&f);
+                b.set_ty(n, ty);
+                n
+            }
+            ExprKind::Proj { tuple, index } => {
+                let n = b.proj(m(tuple, map)?, index);
+                b.set_ty(n, ty);
+                n
+            }
+            ExprKind::If { cond, then_, else_ } => {
+                let n = b.if_(m(cond, map)?, m(then_, map)?, m(else_, map)?);
+                b.set_ty(n, ty);
+                n
+            }
+            ExprKind::Block { result, bindings } => {
+                let pairs =
+                    src.bindings(bindings).map(|(v, e)| Ok((m(v, map)?, m(e, map)?))).collect::<PyResult<Vec<_>>>()?;
+                b.block(&pairs, m(result, map)?)
+            }
+            ExprKind::Func { .. } => unreachable_func()?,
+        };
+        map.insert(id.index(), new);
+    }
+    map.get(&root.index()).copied().ok_or_else(|| PyValueError::new_err("copy failed"))
+}
+
+fn unreachable_func() -> PyResult<NodeId> {
+    Err(PyValueError::new_err("copying nested functions is not supported"))
+}
+
+fn parse_dtype(name: &str) -> PyResult<DType> {
+    let short = match name {
+        "float32" => "f32",
+        "float16" => "f16",
+        "int64" => "i64",
+        "int32" => "i32",
+        other => other,
+    };
+    DType::from_name(short).ok_or_else(|| {
+        PyValueError::new_err(format!("unknown dtype `{name}` (expected float32, float16, int64, int32 or bool)"))
+    })
+}
+
+fn numpy_dtype(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float32",
+        DType::F16 => "float16",
+        DType::I64 => "int64",
+        DType::I32 => "int32",
+        DType::Bool => "bool",
+    }
+}
+
+pub(crate) fn attrs_to_dict<'py>(py: Python<'py>, attrs: &Attrs) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in attrs.iter() {
+        match v {
+            AttrValue::Bool(b) => d.set_item(k, *b)?,
+            AttrValue::Int(i) => d.set_item(k, *i)?,
+            AttrValue::Float(f) => d.set_item(k, *f)?,
+            AttrValue::Str(s) => d.set_item(k, &**s)?,
+            AttrValue::Ints(v) => d.set_item(k, v.to_vec())?,
+            AttrValue::DType(t) => d.set_item(k, numpy_dtype(*t))?,
+        }
+    }
+    Ok(d)
+}
+
+fn dict_to_attrs(d: &Bound<'_, PyDict>, def: Option<&op::OpDef>) -> PyResult<Attrs> {
+    let mut attrs = Attrs::new();
+    for (k, v) in d.iter() {
+        let key: String = k.extract()?;
+        let wants_dtype =
+            def.is_some_and(|def| def.attrs.iter().any(|s| s.name == key && s.kind == op::AttrKind::DType));
+        let value = if v.is_instance_of::<PyBool>() {
+            AttrValue::Bool(v.extract()?)
+        } else if v.is_instance_of::<PyInt>() {
+            AttrValue::Int(v.extract()?)
+        } else if v.is_instance_of::<PyFloat>() {
+            AttrValue::Float(v.extract()?)
+        } else if v.is_instance_of::<PyString>() {
+            let s: String = v.extract()?;
+            if wants_dtype {
+                AttrValue::DType(parse_dtype(&s)?)
+            } else {
+                AttrValue::Str(s.into())
+            }
+        } else if let Ok(ints) = v.extract::<Vec<i64>>() {
+            AttrValue::Ints(ints.into())
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "attribute `{key}`: expected bool, int, float, str or a list of ints, got {}",
+                v.get_type().name()?
+            )));
+        };
+        attrs.set(&key, value);
+    }
+    Ok(attrs)
+}
+
+fn tensor_to_raw(t: &Tensor) -> (String, Vec<usize>, Vec<u8>) {
+    let shape = t.shape().to_vec();
+    let bytes: Vec<u8> = match &t.0 {
+        TensorData::F32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        TensorData::F16(a) => a.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect(),
+        TensorData::I64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        TensorData::I32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        TensorData::Bool(a) => a.iter().map(|&v| v as u8).collect(),
+    };
+    (numpy_dtype(t.dtype()).to_string(), shape, bytes)
+}
+
+fn tensor_from_raw(dtype: &str, shape: &[usize], data: &[u8]) -> PyResult<Tensor> {
+    let dt = parse_dtype(dtype)?;
+    let n: usize = shape.iter().product();
+    let size = match dt {
+        DType::F32 | DType::I32 => 4,
+        DType::F16 => 2,
+        DType::I64 => 8,
+        DType::Bool => 1,
+    };
+    if data.len() != n * size {
+        return Err(PyValueError::new_err(format!(
+            "tensor of shape {shape:?} and dtype {dtype} needs {} bytes, got {}",
+            n * size,
+            data.len()
+        )));
+    }
+    let dims = IxDyn(shape);
+    let bad = |e: ndarray::ShapeError| PyValueError::new_err(e.to_string());
+    let chunks = |k: usize| data.chunks_exact(k);
+    Ok(Tensor(match dt {
+        DType::F32 => TensorData::F32(
+            ArcArray::from_shape_vec(dims, chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+                .map_err(bad)?,
+        ),
+        DType::I32 => TensorData::I32(
+            ArcArray::from_shape_vec(dims, chunks(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+                .map_err(bad)?,
+        ),
+        DType::F16 => TensorData::F16(
+            ArcArray::from_shape_vec(
+                dims,
+                chunks(2).map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]]))).collect(),
+            )
+            .map_err(bad)?,
+        ),
+        DType::I64 => TensorData::I64(
+            ArcArray::from_shape_vec(
+                dims,
+                chunks(8).map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect(),
+            )
+            .map_err(bad)?,
+        ),
+        DType::Bool => {
+            TensorData::Bool(ArcArray::from_shape_vec(dims, data.iter().map(|&b| b != 0).collect()).map_err(bad)?)
+        }
+    }))
+}
+
+type RawTensor = (String, Vec<usize>, Vec<u8>);
+
+/// A raw tensor handed to Python: dtype name, shape, little-endian bytes.
+type RawPy<'py> = (String, Vec<usize>, Bound<'py, PyBytes>);
+
+fn value_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    match v {
+        Value::Tensor(t) => {
+            let (d, s, b) = tensor_to_raw(t);
+            Ok((d, s, PyBytes::new(py, &b)).into_pyobject(py)?.into_any())
+        }
+        Value::Tuple(fields) => {
+            let items = fields.iter().map(|f| value_to_py(py, f)).collect::<PyResult<Vec<_>>>()?;
+            Ok(PyList::new(py, items)?.into_any())
+        }
+        Value::Func(_) => Err(PyValueError::new_err("the function returned a function value, which has no numpy form")),
+    }
+}
+
+/// Runs the reference interpreter: calls ``name`` of ``mod`` on raw tensors
+/// ``(dtype, shape, bytes)``. Returns a raw tensor, or a list for a tuple result.
+/// ``passel.eval`` wraps this for numpy arrays.
+#[pyfunction]
+fn eval_raw<'py>(
+    py: Python<'py>,
+    module: PyRef<'_, Module>,
+    name: &str,
+    args: Vec<RawTensor>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let args =
+        args.iter().map(|(d, s, b)| tensor_from_raw(d, s, b).map(Value::Tensor)).collect::<PyResult<Vec<_>>>()?;
+    let m = module.inner.clone();
+    let name = name.trim_start_matches('@').to_string();
+    if !m.contains(&name) {
+        return Err(PyKeyError::new_err(format!("no function @{name} in the module")));
+    }
+    let out = py.detach(move || eval_function(&m, &name, &args)).map_err(|e| errors::to_py(py, e))?;
+    value_to_py(py, &out)
+}
+
+/// The registered operators: ``(name, pattern, doc)`` per operator.
+#[pyfunction]
+fn list_ops() -> Vec<(&'static str, &'static str, &'static str)> {
+    op::all().map(|(_, d)| (d.name, d.pattern.name(), d.doc)).collect()
+}

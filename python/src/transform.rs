@@ -1,0 +1,589 @@
+//! Passes and the pass context for Python: `PassInfo`, `PassContext` (entered with `with`),
+//! `PassHandle` (any engine pass: registered Rust passes, sequentials, and passes whose body
+//! is a Python callable), the registry, textual pipelines and the config registry.
+//!
+//! A Python function pass is an engine `FunctionPass` whose body attaches to the interpreter
+//! for one call per function (see the crate docs): under `num_threads > 1` it is called from
+//! pool workers, fused with the Rust function passes next to it, and its results are merged
+//! in module order like theirs, so the output does not depend on the thread count.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use passel_engine::ir::{Function as RFunction, Module as RModule};
+use passel_engine::transform::{
+    function_pass, get_pass, list_configs, list_passes, module_pass, parse_pipeline, print_pipeline, ConfigValue,
+    Instrument, Pass as RPass, PassContext as RContext, PassError as RPassError, PrintIr, Sequential,
+};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
+
+use crate::errors;
+use crate::instrument::to_instrument;
+use crate::ir::{Function, Module};
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PassInfo>()?;
+    m.add_class::<PassContext>()?;
+    m.add_class::<PassHandle>()?;
+    m.add_function(wrap_pyfunction!(py_function_pass, m)?)?;
+    m.add_function(wrap_pyfunction!(py_module_pass, m)?)?;
+    m.add_function(wrap_pyfunction!(sequential, m)?)?;
+    m.add_function(wrap_pyfunction!(registered_pass, m)?)?;
+    m.add_function(wrap_pyfunction!(registered_passes, m)?)?;
+    m.add_function(wrap_pyfunction!(pipeline, m)?)?;
+    m.add_function(wrap_pyfunction!(print_ir, m)?)?;
+    m.add_function(wrap_pyfunction!(time_in_rust, m)?)?;
+    Ok(())
+}
+
+/// The static description of a pass: ``name``, ``opt_level`` (the lowest context opt level
+/// at which a ``Sequential`` runs it) and ``required`` (registry names run right before it).
+#[pyclass(module = "passel.transform", frozen, eq)]
+#[derive(Clone, PartialEq)]
+pub struct PassInfo {
+    /// The pass name.
+    #[pyo3(get)]
+    name: String,
+    /// The pass's opt level.
+    #[pyo3(get)]
+    opt_level: u32,
+    /// Registry names of the passes a ``Sequential`` runs right before this one.
+    #[pyo3(get)]
+    required: Vec<String>,
+}
+
+impl PassInfo {
+    pub(crate) fn of(info: &passel_engine::PassInfo) -> PassInfo {
+        PassInfo { name: info.name.clone(), opt_level: info.opt_level, required: info.required.clone() }
+    }
+}
+
+#[pymethods]
+impl PassInfo {
+    #[new]
+    #[pyo3(signature = (opt_level, name, required=None))]
+    fn new(opt_level: u32, name: String, required: Option<Vec<String>>) -> PassInfo {
+        PassInfo { name, opt_level, required: required.unwrap_or_default() }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("PassInfo(name={:?}, opt_level={}, required={:?})", self.name, self.opt_level, self.required)
+    }
+}
+
+/// Python objects of contexts that may be `current()`: entered ones (with their entry count)
+/// and thread defaults whose instruments were overridden.
+static KNOWN: Mutex<Vec<(usize, usize, Py<PassContext>)>> = Mutex::new(Vec::new());
+
+/// The settings passes run under (TVM's ``PassContext``): ``opt_level`` (default 2),
+/// ``required_pass`` and ``disabled_pass`` (names), ``instruments``, ``config`` (registered
+/// keys only, type-checked; see ``PassContext.list_configs()``) and passel's ``num_threads``
+/// (worker threads for function passes; None = all cores, 1 = serial).
+///
+/// Use it as a context manager: ``with PassContext(opt_level=3): mod = seq(mod)``. Entering
+/// calls every instrument's ``enter_pass_ctx``; leaving calls ``exit_pass_ctx``. Each thread
+/// has its own stack; ``PassContext.current()`` is the innermost entered on this thread.
+#[pyclass(module = "passel.transform", frozen)]
+pub struct PassContext {
+    pub(crate) inner: RContext,
+    instruments: Mutex<Vec<Py<PyAny>>>,
+}
+
+fn config_value(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<ConfigValue>> {
+    Ok(Some(if v.is_none() {
+        return Ok(None);
+    } else if v.is_instance_of::<PyBool>() {
+        ConfigValue::Bool(v.extract()?)
+    } else if v.is_instance_of::<PyInt>() {
+        ConfigValue::Int(v.extract()?)
+    } else if v.is_instance_of::<PyFloat>() {
+        ConfigValue::Float(v.extract()?)
+    } else if v.is_instance_of::<PyString>() {
+        ConfigValue::Str(v.extract()?)
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "config `{key}`: expected bool, int, float or str, got {}",
+            v.get_type().name()?
+        )));
+    }))
+}
+
+fn config_to_py<'py>(py: Python<'py>, v: &ConfigValue) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        ConfigValue::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        ConfigValue::Int(i) => i.into_pyobject(py)?.into_any(),
+        ConfigValue::Float(f) => f.into_pyobject(py)?.into_any(),
+        ConfigValue::Str(s) => s.into_pyobject(py)?.into_any(),
+    })
+}
+
+impl PassContext {
+    fn wrap(py: Python<'_>, inner: RContext) -> PyResult<Py<PassContext>> {
+        let id = inner.id();
+        let known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, obj)) = known.iter().find(|(k, _, _)| *k == id) {
+            return Ok(obj.clone_ref(py));
+        }
+        drop(known);
+        Py::new(py, PassContext { inner, instruments: Mutex::new(Vec::new()) })
+    }
+
+    fn remember(slf: &Bound<'_, PassContext>) {
+        let id = slf.get().inner.id();
+        let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+        match known.iter_mut().find(|(k, _, _)| *k == id) {
+            Some(entry) => entry.1 += 1,
+            None => known.push((id, 1, slf.clone().unbind())),
+        }
+    }
+
+    fn forget(id: usize) {
+        let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pos) = known.iter().position(|(k, _, _)| *k == id) {
+            known[pos].1 -= 1;
+            if known[pos].1 == 0 {
+                known.remove(pos);
+            }
+        }
+    }
+
+    /// The context a pass body was called under, as a Python object (the user's object when
+    /// it is an entered one).
+    pub(crate) fn for_callback(py: Python<'_>, ctx: &RContext) -> PyResult<Py<PassContext>> {
+        PassContext::wrap(py, ctx.clone())
+    }
+}
+
+#[pymethods]
+impl PassContext {
+    #[new]
+    #[pyo3(signature = (opt_level=2, required_pass=None, disabled_pass=None, instruments=None, config=None, num_threads=None))]
+    fn new(
+        opt_level: u32,
+        required_pass: Option<Vec<String>>,
+        disabled_pass: Option<Vec<String>>,
+        instruments: Option<Vec<Bound<'_, PyAny>>>,
+        config: Option<&Bound<'_, PyDict>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<PassContext> {
+        let mut b = RContext::builder().opt_level(opt_level);
+        for name in required_pass.iter().flatten() {
+            b = b.require(name);
+        }
+        for name in disabled_pass.iter().flatten() {
+            b = b.disable(name);
+        }
+        if let Some(config) = config {
+            for (k, v) in config.iter() {
+                let key: String = k.extract()?;
+                b = b.config_entry(&key, config_value(&key, &v)?);
+            }
+        }
+        let instruments = instruments.unwrap_or_default();
+        for inst in &instruments {
+            b = b.instrument(to_instrument(inst)?);
+        }
+        if let Some(n) = num_threads {
+            b = b.num_threads(n);
+        }
+        let inner = b.build().map_err(|e| Python::attach(|py| errors::pass_err(py, e)))?;
+        Ok(PassContext { inner, instruments: Mutex::new(instruments.into_iter().map(Bound::unbind).collect()) })
+    }
+
+    /// The innermost context entered on this thread, else this thread's default context.
+    #[staticmethod]
+    fn current(py: Python<'_>) -> PyResult<Py<PassContext>> {
+        PassContext::wrap(py, RContext::current())
+    }
+
+    /// Every registered config key and its type name (``"bool"``, ``"int"``, ``"float"``,
+    /// ``"string"``), sorted by key.
+    #[staticmethod]
+    fn list_configs<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for k in list_configs() {
+            let entry = PyDict::new(py);
+            entry.set_item("type", k.ty.name())?;
+            entry.set_item("doc", k.doc)?;
+            d.set_item(k.key, entry)?;
+        }
+        Ok(d)
+    }
+
+    /// The opt level.
+    #[getter]
+    fn opt_level(&self) -> u32 {
+        self.inner.opt_level()
+    }
+
+    /// Passes run regardless of opt level (unless disabled), skipping ``should_run``.
+    #[getter]
+    fn required_pass(&self) -> Vec<String> {
+        self.inner.required_pass().to_vec()
+    }
+
+    /// Passes a ``Sequential`` never runs.
+    #[getter]
+    fn disabled_pass(&self) -> Vec<String> {
+        self.inner.disabled_pass().to_vec()
+    }
+
+    /// Worker threads for function passes.
+    #[getter]
+    fn num_threads(&self) -> usize {
+        self.inner.num_threads()
+    }
+
+    /// The config, validated, as a dict.
+    #[getter(config)]
+    fn config_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.inner.config() {
+            d.set_item(k, config_to_py(py, v)?)?;
+        }
+        Ok(d)
+    }
+
+    /// The config value of ``key``, or ``default`` when it is not set.
+    #[pyo3(signature = (key, default=None))]
+    fn get_config<'py>(
+        &self,
+        py: Python<'py>,
+        key: &str,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self.inner.config().get(key) {
+            Some(v) => config_to_py(py, v),
+            None => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
+        }
+    }
+
+    /// The instruments (empty after a failed enter or exit cleared them, as in TVM).
+    #[getter]
+    fn instruments(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        if self.inner.instruments().is_empty() {
+            return Vec::new();
+        }
+        self.instruments.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|o| o.clone_ref(py)).collect()
+    }
+
+    /// Diagnostics emitted so far under this context, as strings.
+    fn diagnostics(&self) -> Vec<String> {
+        self.inner.diagnostics().snapshot().iter().map(crate::transform::diagnostic_text).collect()
+    }
+
+    /// Exits the current instruments, replaces them by ``instruments`` and enters those
+    /// (TVM's ``override_instruments``); on a thread's default context the change persists.
+    fn override_instruments(slf: &Bound<'_, PassContext>, instruments: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
+        let py = slf.py();
+        let insts = instruments.iter().map(to_instrument).collect::<PyResult<Vec<Arc<dyn Instrument>>>>()?;
+        *slf.get().instruments.lock().unwrap_or_else(|e| e.into_inner()) =
+            instruments.into_iter().map(Bound::unbind).collect();
+        PassContext::remember(slf);
+        let ctx = slf.get().inner.clone();
+        errors::run_detached(py, move || ctx.override_instruments(insts))
+    }
+
+    fn __enter__(slf: &Bound<'_, PassContext>) -> PyResult<Py<PassContext>> {
+        let py = slf.py();
+        let ctx = slf.get().inner.clone();
+        errors::run_detached(py, move || ctx.enter().map(|guard| guard.keep()))?;
+        PassContext::remember(slf);
+        Ok(slf.clone().unbind())
+    }
+
+    fn __exit__(
+        slf: &Bound<'_, PassContext>,
+        _exc_type: Option<Bound<'_, PyAny>>,
+        _exc: Option<Bound<'_, PyAny>>,
+        _tb: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let py = slf.py();
+        let ctx = slf.get().inner.clone();
+        let res = errors::run_detached(py, move || ctx.exit());
+        PassContext::forget(slf.get().inner.id());
+        res.map(|()| false)
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.extract::<PyRef<'_, PassContext>>().is_ok_and(|o| o.inner.id() == self.inner.id())
+    }
+
+    fn __hash__(&self) -> u64 {
+        self.inner.id() as u64
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "PassContext(opt_level={}, required_pass={:?}, disabled_pass={:?}, num_threads={})",
+            self.inner.opt_level(),
+            self.inner.required_pass(),
+            self.inner.disabled_pass(),
+            self.inner.num_threads()
+        )
+    }
+}
+
+/// A pass of the engine as a Python object (``passel.transform.Pass`` wraps it): a
+/// registered Rust pass, a ``Sequential``, or a pass whose body is a Python callable.
+#[pyclass(module = "passel._passel", frozen)]
+#[derive(Clone)]
+pub struct PassHandle {
+    pub(crate) inner: Arc<dyn RPass>,
+}
+
+#[pymethods]
+impl PassHandle {
+    /// The pass's ``PassInfo``.
+    #[getter]
+    fn info(&self) -> PassInfo {
+        PassInfo::of(self.inner.info())
+    }
+
+    /// ``"module"``, ``"function"`` or ``"sequential"``.
+    #[getter]
+    fn kind(&self) -> String {
+        self.inner.kind().to_string()
+    }
+
+    /// Runs the pass on ``module`` under ``ctx`` (default: the current context), with the
+    /// GIL released while Rust code runs.
+    #[pyo3(signature = (module, ctx=None))]
+    fn run(&self, py: Python<'_>, module: PyRef<'_, Module>, ctx: Option<PyRef<'_, PassContext>>) -> PyResult<Module> {
+        let pass = self.inner.clone();
+        let m = module.inner.clone();
+        let ctx = ctx.map(|c| c.inner.clone());
+        errors::run_detached(py, move || {
+            let ctx = ctx.unwrap_or_else(RContext::current);
+            pass.run(m, &ctx)
+        })
+        .map(|inner| Module { inner })
+    }
+
+    /// The pipeline text of a ``Sequential`` (``print_pipeline``), else the pass name.
+    fn pipeline_text(&self) -> String {
+        match self.inner.as_sequential() {
+            Some(seq) => print_pipeline(seq),
+            None => self.inner.info().name.clone(),
+        }
+    }
+
+    /// The handles of a ``Sequential``'s passes (empty for other kinds).
+    fn children(&self) -> Vec<PassHandle> {
+        self.inner
+            .as_sequential()
+            .map(|s| s.passes().iter().map(|p| PassHandle { inner: p.clone() }).collect())
+            .unwrap_or_default()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<{} pass {}>", self.inner.kind(), self.inner.info().name)
+    }
+}
+
+fn required_refs(required: &[String]) -> Vec<&str> {
+    required.iter().map(String::as_str).collect()
+}
+
+/// Calls a Python pass body: attaches, checks for Ctrl-C, converts the exception.
+fn call_python<T>(what: &str, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> Result<T, RPassError> {
+    if errors::cancelled() {
+        return Err(RPassError::msg(errors::cancelled_message()));
+    }
+    keep_thread_state();
+    Python::attach(|py| {
+        let res = py.check_signals().and_then(|()| f(py));
+        res.map_err(|e| RPassError::msg(errors::record(py, e, what)))
+    })
+}
+
+/// Gives a thread that Python does not know (an engine worker) a Python thread state that
+/// lives as long as the thread. Without it every `Python::attach` on a worker creates and
+/// destroys a thread state, which costs more than a trivial pass body.
+fn keep_thread_state() {
+    thread_local! {
+        static CHECKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if CHECKED.with(|c| c.replace(true)) {
+        return;
+    }
+    // SAFETY: called without the GIL (the engine calls pass bodies from detached code).
+    // `PyGILState_GetThisThreadState` only reads this thread's state. When the thread has
+    // none, `PyGILState_Ensure` creates one and takes the GIL, and `PyEval_SaveThread`
+    // releases the GIL again while the state stays registered for the thread with a
+    // gilstate count of one, so later `PyGILState_Ensure` / `Release` pairs (what
+    // `Python::attach` does) reuse it instead of deleting it. Threads Python created already
+    // have a state and are left alone.
+    unsafe {
+        if pyo3::ffi::PyGILState_GetThisThreadState().is_null() {
+            pyo3::ffi::PyGILState_Ensure();
+            pyo3::ffi::PyEval_SaveThread();
+        }
+    }
+}
+
+/// A function pass whose body calls ``body(func, mod, ctx)`` per function, which must return
+/// a ``Function`` (the same object when it changes nothing).
+#[pyfunction]
+#[pyo3(signature = (name, opt_level, required, body))]
+fn py_function_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<PyAny>) -> PassHandle {
+    let label = format!("function pass {name}");
+    // The context object handed to the body, made once per context rather than per function.
+    let ctx_cache: Mutex<Option<(usize, Py<PassContext>)>> = Mutex::new(None);
+    let pass = function_pass(name, opt_level, move |func: Arc<RFunction>, module: &RModule, ctx: &RContext| {
+        call_python(&label, |py| {
+            let f = Function { inner: func };
+            let m = Module { inner: module.clone() };
+            let c = {
+                let mut cache = ctx_cache.lock().unwrap_or_else(|e| e.into_inner());
+                match &*cache {
+                    Some((id, obj)) if *id == ctx.id() => obj.clone_ref(py),
+                    _ => {
+                        let obj = PassContext::for_callback(py, ctx)?;
+                        *cache = Some((ctx.id(), obj.clone_ref(py)));
+                        obj
+                    }
+                }
+            };
+            let out = body.call1(py, (f, m, c))?;
+            let out = out.bind(py);
+            match out.extract::<PyRef<'_, Function>>() {
+                Ok(f) => Ok(f.inner.clone()),
+                Err(_) => Err(PyTypeError::new_err(format!(
+                    "a function pass must return a passel.ir.Function, got {}",
+                    out.get_type().name()?
+                ))),
+            }
+        })
+    })
+    .with_required(&required_refs(&required));
+    PassHandle { inner: pass.shared() }
+}
+
+/// A module pass whose body calls ``body(mod, ctx)``, which must return a ``Module``.
+#[pyfunction]
+#[pyo3(signature = (name, opt_level, required, body))]
+fn py_module_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<PyAny>) -> PassHandle {
+    let label = format!("module pass {name}");
+    let pass = module_pass(name, opt_level, move |module: RModule, ctx: &RContext| {
+        call_python(&label, |py| {
+            let m = Module { inner: module };
+            let c = PassContext::for_callback(py, ctx)?;
+            let out = body.call1(py, (m, c))?;
+            let out = out.bind(py);
+            match out.extract::<PyRef<'_, Module>>() {
+                Ok(m) => Ok(m.inner.clone()),
+                Err(_) => Err(PyTypeError::new_err(format!(
+                    "a module pass must return a passel.ir.Module, got {}",
+                    out.get_type().name()?
+                ))),
+            }
+        })
+    })
+    .with_required(&required_refs(&required));
+    PassHandle { inner: pass.shared() }
+}
+
+/// A ``Sequential`` of ``passes`` (default opt level 0, name ``"sequential"``).
+#[pyfunction]
+#[pyo3(signature = (passes, opt_level=0, name="sequential", required=None))]
+fn sequential(
+    passes: Vec<PyRef<'_, PassHandle>>,
+    opt_level: u32,
+    name: &str,
+    required: Option<Vec<String>>,
+) -> PassHandle {
+    let seq = Sequential::new(name, passes.iter().map(|p| p.inner.clone()).collect())
+        .with_opt_level(opt_level)
+        .with_required(&required_refs(&required.unwrap_or_default()));
+    PassHandle { inner: seq.shared() }
+}
+
+/// The registered pass ``name`` (TVM spelling ``FoldConstant`` or CLI ``fold-constant``).
+/// Raises ``passel.PassError`` naming close names for an unknown one.
+#[pyfunction]
+fn registered_pass(py: Python<'_>, name: &str) -> PyResult<PassHandle> {
+    get_pass(name).map(|inner| PassHandle { inner }).map_err(|e| errors::pass_err(py, e))
+}
+
+/// Every registered pass as ``(name, kind, opt_level, required)``, sorted by name.
+#[pyfunction]
+fn registered_passes() -> Vec<(String, String, u32, Vec<String>)> {
+    list_passes().into_iter().map(|p| (p.name, p.kind.to_string(), p.opt_level, p.required)).collect()
+}
+
+/// Parses a textual pipeline such as ``"FoldConstant,[EliminateCommonSubexpr,DeadCodeElimination]"``
+/// into a ``Sequential`` of registered passes.
+#[pyfunction]
+fn pipeline(py: Python<'_>, text: &str) -> PyResult<PassHandle> {
+    parse_pipeline(text).map(|s| PassHandle { inner: s.shared() }).map_err(|e| errors::pass_err(py, e))
+}
+
+/// Writes to Python's ``sys.stderr`` (so pytest's ``capsys`` and notebooks see it).
+struct PyStderr;
+
+impl Write for PyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf).into_owned();
+        Python::attach(|py| {
+            py.import("sys")
+                .and_then(|sys| sys.getattr("stderr"))
+                .and_then(|err| err.call_method1("write", (text,)))
+                .map(|_| ())
+                .map_err(|e| std::io::Error::other(e.to_string()))
+        })?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// TVM's ``PrintIR(header)``: a module pass at opt level 0 that writes
+/// ``PrintIR(<header>):`` and the module to ``sys.stderr`` and returns the module unchanged.
+#[pyfunction]
+#[pyo3(signature = (header=""))]
+fn print_ir(header: &str) -> PassHandle {
+    let sink: passel_engine::transform::Sink = Arc::new(Mutex::new(PyStderr));
+    PassHandle { inner: Arc::new(PrintIr::to_sink(header, sink)) }
+}
+
+/// A diagnostic as one line: `warning in pass P on @f: message`.
+pub(crate) fn diagnostic_text(d: &passel_engine::transform::Diagnostic) -> String {
+    let severity = match d.severity {
+        passel_engine::transform::Severity::Warning => "warning",
+        passel_engine::transform::Severity::Error => "error",
+    };
+    let func = d.function.as_ref().map(|f| format!(" on @{f}")).unwrap_or_default();
+    format!("{severity} in pass {}{func}: {}", d.pass, d.message)
+}
+
+/// Benchmark baseline: runs ``pass_`` on ``module`` ``repeats`` times entirely inside Rust
+/// (one boundary crossing for all runs) and returns the best wall time in seconds, to compare
+/// with calling the same pass from Python (``python/bench/overhead.py``).
+#[pyfunction]
+#[pyo3(signature = (pass_, module, ctx, repeats=3))]
+fn time_in_rust(
+    py: Python<'_>,
+    pass_: PyRef<'_, PassHandle>,
+    module: PyRef<'_, Module>,
+    ctx: PyRef<'_, PassContext>,
+    repeats: usize,
+) -> PyResult<f64> {
+    let pass = pass_.inner.clone();
+    let m = module.inner.clone();
+    let ctx = ctx.inner.clone();
+    errors::run_detached(py, move || {
+        let mut best = f64::INFINITY;
+        for _ in 0..repeats.max(1) {
+            let start = std::time::Instant::now();
+            let out = pass.run(m.clone(), &ctx)?;
+            best = best.min(start.elapsed().as_secs_f64());
+            drop(out);
+        }
+        Ok::<f64, RPassError>(best)
+    })
+}
