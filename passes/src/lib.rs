@@ -87,7 +87,20 @@ declare_passes! {
     "ToANormalForm" => module_pass("ToANormalForm", 1, |module, _ctx| Ok(to_a_normal_form_module(&module)));
     "Inline" => module_pass("Inline", 1, |module, ctx| {
         let max_size = ctx.get_config::<i64>(inline::MAX_SIZE_KEY, 0).max(0);
-        Ok(inline_module(&module, usize::try_from(max_size).unwrap_or(usize::MAX)))
+        let default_growth = i64::try_from(inline::DEFAULT_MAX_GROWTH).unwrap_or(i64::MAX);
+        let max_growth = ctx.get_config::<i64>(inline::MAX_GROWTH_KEY, default_growth).max(0);
+        let max_growth = usize::try_from(max_growth).unwrap_or(usize::MAX);
+        let (out, stopped) =
+            inline::inline_module_with_budget(&module, usize::try_from(max_size).unwrap_or(usize::MAX), max_growth);
+        if let Some(caller) = stopped {
+            let message = format!(
+                "inlining stopped at the growth budget of {max_growth} nodes ({}); calls from @{caller} and \
+                 later functions were kept",
+                inline::MAX_GROWTH_KEY
+            );
+            ctx.emit(passel_engine::transform::Diagnostic::warning("Inline", message).in_function(&caller));
+        }
+        Ok(out)
     })
     .with_required(&["InferType"]);
     "LambdaLift" => module_pass("LambdaLift", 1, |module, _ctx| Ok(lambda_lift_module(&module)))
