@@ -15,7 +15,9 @@
 //! - fold stateful operators (`OpDef::stateful`) or zero-argument calls (`zeros()` stays a
 //!   call: folding it would only trade a call for a large constant);
 //! - fold when any input or the declared output has more than [`FOLD_ELEMENT_BUDGET`]
-//!   elements, so compile time and memory stay bounded;
+//!   elements, so compile time and memory stay bounded — except an elementwise operator with a
+//!   scalar kernel on `full` fills and scalars, whose result is a `full` fill (compact at any
+//!   size) and is always folded;
 //! - fold when the kernel fails, the attributes do not match the schema, or the kernel's
 //!   result does not have the type the type relation promises: the call is left as it is;
 //! - remove other dead bindings (that is DeadCodeElimination) or var-to-var rebindings (that
@@ -37,7 +39,9 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use passel_engine::ir::{Attrs, Constant, ExprKind, Function, NodeId, Tensor, TensorData, TensorType, Type, TypeKind};
+use passel_engine::ir::{
+    Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, Tensor, TensorData, TensorType, Type, TypeKind,
+};
 use passel_engine::op::{self, KernelCtx, OpDef};
 use rand_chacha::rand_core::SeedableRng;
 use rustc_hash::FxHashMap;
@@ -332,10 +336,16 @@ fn eval_call<'c>(
     if let Some(kernel) = def.scalar_f32.filter(|_| !def.tuple_result && n <= 3) {
         let mut vals = [0f32; 3];
         let mut scalar = true;
+        let mut any_fill = false;
         for (k, slot) in vals.iter_mut().enumerate().take(n) {
             match &**arg(k)?.0 {
                 Constant::Dense(Tensor(TensorData::F32(x))) if x.ndim() == 0 && x.first().is_some() => {
                     *slot = x.first().copied().unwrap_or_default()
+                }
+                // Every element of an f32 `full` fill is `v as f32` (`Tensor::full`).
+                Constant::Fill { ty, fill: Fill::Full(v) } if ty.dtype == DType::F32 => {
+                    *slot = *v as f32;
+                    any_fill = true;
                 }
                 _ => {
                     scalar = false;
@@ -343,9 +353,23 @@ fn eval_call<'c>(
                 }
             }
         }
-        if scalar {
+        if scalar && !any_fill {
             if let Some(v) = kernel(&vals[..n]) {
                 return Some(Folded::Single(scalar_f32(v)));
+            }
+        }
+        // An elementwise op on `full` fills and scalars is a `full` fill of the broadcast type:
+        // every element is the scalar kernel's result, whatever the size, so the result stays
+        // compact instead of materializing (`add(full<(1024, 1024), f32>(1.0), 1.0f)`).
+        if scalar && any_fill {
+            let tys: Option<Vec<Type>> = (0..n).map(|k| arg(k).map(|(c, _)| c.ty())).collect();
+            if let (Some(tys), Some(v)) = (tys, kernel(&vals[..n])) {
+                let out_ty = (def.type_rel)(&tys, attrs).ok()?;
+                let tt = out_ty.as_tensor().filter(|t| t.dtype == DType::F32)?;
+                return Some(Folded::Single(Arc::new(Constant::Fill {
+                    ty: tt.clone(),
+                    fill: Fill::Full(f64::from(v)),
+                })));
             }
         }
     }
@@ -639,9 +663,10 @@ def @h() -> Tensor[(), f32] {
 
     #[test]
     fn fold_constant_skips_inputs_over_the_budget() {
+        // A `uniform` fill: `full` fills fold without materializing (see below).
         let big = Constant::Fill {
             ty: passel_engine::ir::TensorType { shape: vec![1 << 21].into(), dtype: DType::F32 },
-            fill: passel_engine::ir::Fill::Full(1.0),
+            fill: passel_engine::ir::Fill::Uniform { seed: 1, low: 0.0, high: 1.0 },
         };
         let mut b = FunctionBuilder::new();
         let c1 = b.constant(big.clone());
@@ -656,7 +681,7 @@ def @h() -> Tensor[(), f32] {
         // [1024, 1] + [1, 2048] broadcasts to 2M elements: over the budget.
         let fill = |shape: Vec<u64>| Constant::Fill {
             ty: passel_engine::ir::TensorType { shape: shape.into(), dtype: DType::F32 },
-            fill: passel_engine::ir::Fill::Full(1.0),
+            fill: passel_engine::ir::Fill::Uniform { seed: 1, low: 0.0, high: 1.0 },
         };
         let mut b = FunctionBuilder::new();
         let c1 = b.constant(fill(vec![1024, 1]));
@@ -664,6 +689,35 @@ def @h() -> Tensor[(), f32] {
         let body = b.call(add(), &[c1, c2], Attrs::new());
         let func = Arc::new(b.finish(&[], body, None, Attrs::new()));
         assert!(Arc::ptr_eq(&fold_constant(&func), &func));
+    }
+
+    /// `add(full<(1024, 1024), f32>(1.0), 1.0f)` used to materialize 4 MB per use (and print
+    /// as a dense literal): an elementwise op on `full` fills and scalars stays a `full` fill
+    /// of the broadcast type, whatever its size, with the kernel's arithmetic.
+    #[test]
+    fn fold_constant_keeps_full_fills_compact_under_elementwise_ops() {
+        let fill = |shape: Vec<u64>, v: f64| Constant::Fill {
+            ty: passel_engine::ir::TensorType { shape: shape.into(), dtype: DType::F32 },
+            fill: passel_engine::ir::Fill::Full(v),
+        };
+        let mut b = FunctionBuilder::new();
+        let c1 = b.constant(fill(vec![1024, 1], 1.5));
+        let c2 = b.constant(fill(vec![1, 4096], 0.25));
+        let one = b.constant(Constant::scalar_f32(1.0));
+        let sum = b.call(add(), &[c1, c2], Attrs::new());
+        let body = b.call(add(), &[sum, one], Attrs::new());
+        let func = Arc::new(b.finish(&[], body, None, Attrs::new()));
+        let out = fold_constant(&func);
+        let ExprKind::Const { idx } = *out.kind(out.body()) else { panic!("not folded") };
+        match &**out.constant(idx) {
+            Constant::Fill { ty, fill: passel_engine::ir::Fill::Full(v) } => {
+                assert_eq!(&*ty.shape, &[1024, 4096]);
+                assert_eq!(*v, 2.75);
+            }
+            other => panic!("materialized: {other:?}"),
+        }
+        let text = passel_engine::ir::print_function("f", &out);
+        assert!(text.len() < 200, "{text}");
     }
 
     #[test]
