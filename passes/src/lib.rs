@@ -58,7 +58,19 @@ macro_rules! declare_passes {
 
 declare_passes! {
     "InferType" => module_pass("InferType", 0, infer_type_pass).with_function_form(infer_type::infer_type_function);
-    "FoldConstant" => function_pass("FoldConstant", 2, |func, _module, _ctx| Ok(fold_constant(&func)));
+    "FoldConstant" => function_pass("FoldConstant", 2, |func, _module, ctx| {
+        let default = i64::try_from(fold_constant::DEFAULT_MAX_BYTES).unwrap_or(i64::MAX);
+        let max_bytes = u64::try_from(ctx.get_config::<i64>(fold_constant::MAX_BYTES_KEY, default)).unwrap_or(0);
+        let (out, hit) = fold_constant::fold_constant_within(&func, max_bytes);
+        if hit {
+            let message = format!(
+                "constant folding stopped at {max_bytes} bytes of folded constants ({}); later calls were kept",
+                fold_constant::MAX_BYTES_KEY
+            );
+            ctx.emit(passel_engine::transform::Diagnostic::warning("FoldConstant", message));
+        }
+        Ok(out)
+    });
     "DeadCodeElimination" => module_pass("DeadCodeElimination", 1, dead_code_elimination_pass)
         .with_prelude_and_function_form(
             |module, _ctx| remove_unreachable_functions(module),
