@@ -57,13 +57,13 @@ passel_engine::register_config!(
 /// Config key: how many live nodes inlining may add to a module in one run.
 pub const MAX_GROWTH_KEY: &str = "relay.Inline.max_growth";
 
-/// Default of [`MAX_GROWTH_KEY`]: about 40 MB of arena.
-pub const DEFAULT_MAX_GROWTH: usize = 2_000_000;
+/// Default of [`MAX_GROWTH_KEY`]: about 5 MB of arena, far above what real models inline.
+pub const DEFAULT_MAX_GROWTH: usize = 250_000;
 
 passel_engine::register_config!(
     MAX_GROWTH_KEY,
     ConfigType::Int,
-    "Inline adds at most this many live nodes to a module (default 2000000); further calls stay calls, with a warning"
+    "Inline adds at most this many live nodes to a module (default 250000); further calls stay calls, with a warning"
 );
 
 /// Runs Inline on `module` with size limit `max_size` (0: only marked functions) and the default

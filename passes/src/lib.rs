@@ -106,8 +106,8 @@ declare_passes! {
             inline::inline_module_with_budget(&module, usize::try_from(max_size).unwrap_or(usize::MAX), max_growth);
         if let Some(caller) = stopped {
             let message = format!(
-                "inlining stopped at the growth budget of {max_growth} nodes ({}); calls from @{caller} and \
-                 later functions were kept",
+                "inlining stopped at the growth budget of {max_growth} nodes ({}): @{caller} keeps a call, \
+                 and so may later functions",
                 inline::MAX_GROWTH_KEY
             );
             ctx.emit(passel_engine::transform::Diagnostic::warning("Inline", message).in_function(&caller));
