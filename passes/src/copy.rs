@@ -51,6 +51,9 @@ pub(crate) struct Copier<'s> {
     pub(crate) var_prefix: String,
 }
 
+/// The longest name [`Copier::fresh_var`] makes by prefixing (bytes).
+pub(crate) const MAX_PREFIXED_NAME: usize = 32;
+
 impl<'s> Copier<'s> {
     /// A copier from `src` with an empty memo.
     pub(crate) fn new(src: &'s Function) -> Copier<'s> {
@@ -74,7 +77,10 @@ impl<'s> Copier<'s> {
     /// recorded in the memo.
     pub(crate) fn fresh_var(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
         let name = self.src.name_of(old).unwrap_or("v");
-        let name = if self.var_prefix.is_empty() { name.to_string() } else { format!("{}{name}", self.var_prefix) };
+        // A prefixed name longer than the limit keeps the variable's own name, so names do not
+        // grow with every level of inlining (the printer numbers repeats).
+        let prefixed = !self.var_prefix.is_empty() && self.var_prefix.len() + name.len() <= MAX_PREFIXED_NAME;
+        let name = if prefixed { format!("{}{name}", self.var_prefix) } else { name.to_string() };
         let new = b.var(&name, self.src.ty(old).cloned());
         self.memo[old.index()] = new;
         new

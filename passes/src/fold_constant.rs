@@ -15,7 +15,9 @@
 //! - fold stateful operators (`OpDef::stateful`) or zero-argument calls (`zeros()` stays a
 //!   call: folding it would only trade a call for a large constant);
 //! - fold when any input or the declared output has more than [`FOLD_ELEMENT_BUDGET`]
-//!   elements, so compile time and memory stay bounded;
+//!   elements, so compile time and memory stay bounded — except an elementwise operator with a
+//!   scalar kernel on `full` fills and scalars, whose result is a `full` fill (compact at any
+//!   size) and is always folded;
 //! - fold when the kernel fails, the attributes do not match the schema, or the kernel's
 //!   result does not have the type the type relation promises: the call is left as it is;
 //! - remove other dead bindings (that is DeadCodeElimination) or var-to-var rebindings (that
@@ -37,8 +39,11 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use passel_engine::ir::{Attrs, Constant, ExprKind, Function, NodeId, Tensor, TensorData, TensorType, Type, TypeKind};
+use passel_engine::ir::{
+    Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, Tensor, TensorData, TensorType, Type, TypeKind,
+};
 use passel_engine::op::{self, KernelCtx, OpDef};
+use passel_engine::transform::ConfigType;
 use rand_chacha::rand_core::SeedableRng;
 use rustc_hash::FxHashMap;
 
@@ -49,19 +54,49 @@ pub const FOLD_ELEMENT_BUDGET: u64 = 1 << 20;
 
 /// Runs FoldConstant on `func`; returns `func` itself (pointer-equal) when nothing folds.
 pub fn fold_constant(func: &Arc<Function>) -> Arc<Function> {
+    fold_constant_within(func, DEFAULT_MAX_BYTES).0
+}
+
+/// Config key: how many bytes of dense constants FoldConstant may materialize per function.
+pub const MAX_BYTES_KEY: &str = "relay.FoldConstant.max_bytes";
+
+/// Default of [`MAX_BYTES_KEY`]: 64 MiB per function.
+pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
+
+passel_engine::register_config!(
+    MAX_BYTES_KEY,
+    ConfigType::Int,
+    "FoldConstant materializes at most this many bytes of dense constants per function (default 67108864); later calls stay calls, with a warning"
+);
+
+/// Runs FoldConstant on `func` materializing at most `max_bytes` bytes of dense results (scalar
+/// results and `full` fills are compact and not counted); calls evaluated in arena order, so
+/// the calls left unfolded are the same on every run and thread count. Returns whether the
+/// budget left a call unfolded. (A second run has a fresh budget and may fold further.)
+pub fn fold_constant_within(func: &Arc<Function>, max_bytes: u64) -> (Arc<Function>, bool) {
     if !has_candidate(func) || !well_formed(func) {
-        return Arc::clone(func);
+        return (Arc::clone(func), false);
     }
-    match SCRATCH.with(|s| patch(func, &mut s.borrow_mut())) {
-        Patch::Same => return Arc::clone(func),
-        Patch::Done(new) => return new,
+    let mut budget = Budget { left: max_bytes, hit: false };
+    match SCRATCH.with(|s| patch(func, &mut s.borrow_mut(), &mut budget)) {
+        Patch::Same => return (Arc::clone(func), budget.hit),
+        Patch::Done(new) => return (new, budget.hit),
         Patch::Fallback => {}
     }
-    fold_with_rewriter(func)
+    // The rewriter evaluates the same calls again, from the full budget.
+    let mut budget = Budget { left: max_bytes, hit: false };
+    let out = fold_with_rewriter(func, &mut budget);
+    (out, budget.hit)
+}
+
+/// Bytes of dense results FoldConstant may still materialize in one function.
+struct Budget {
+    left: u64,
+    hit: bool,
 }
 
 /// Phase 2 in general: the copying rewriter.
-fn fold_with_rewriter(func: &Arc<Function>) -> Arc<Function> {
+fn fold_with_rewriter(func: &Arc<Function>, budget: &mut Budget) -> Arc<Function> {
     let mut impure = vec![false; func.num_nodes()];
     // New tuple node → its constant fields, for projections of folded tuple-result calls.
     let mut folded_tuples: FxHashMap<u32, Vec<NodeId>> = FxHashMap::default();
@@ -77,7 +112,7 @@ fn fold_with_rewriter(func: &Arc<Function>) -> Arc<Function> {
             _ => {}
         }
         impure[id.index()] = imp;
-        fold_node(rw, id, &impure, &mut folded_tuples)
+        fold_node(rw, id, &impure, &mut folded_tuples, budget)
     });
     match out {
         Some(new) => Arc::new(new),
@@ -140,7 +175,7 @@ enum Patch {
 /// printed, evaluated or compared). Anything else — tuple results, projections of literal
 /// tuples, `if` on a constant, a variable bound twice or after its uses in the arena, a block
 /// left without bindings — falls back to the rewriter.
-fn patch(func: &Function, s: &mut Scratch) -> Patch {
+fn patch(func: &Function, s: &mut Scratch, budget: &mut Budget) -> Patch {
     let n = func.num_nodes();
     let nodes = func.nodes();
     s.bound.clear();
@@ -227,7 +262,7 @@ fn patch(func: &Function, s: &mut Scratch) -> Patch {
                         }
                     }
                 };
-                match eval_call(def, attrs, args.len(), arg) {
+                match eval_call(def, attrs, args.len(), arg, budget) {
                     None => {}
                     Some(Folded::Single(c)) => {
                         s.folds.push((id, c));
@@ -328,14 +363,21 @@ fn eval_call<'c>(
     attrs: &Attrs,
     n: usize,
     arg: impl Fn(usize) -> Option<(&'c Arc<Constant>, Option<&'c Type>)>,
+    budget: &mut Budget,
 ) -> Option<Folded> {
     if let Some(kernel) = def.scalar_f32.filter(|_| !def.tuple_result && n <= 3) {
         let mut vals = [0f32; 3];
         let mut scalar = true;
+        let mut any_fill = false;
         for (k, slot) in vals.iter_mut().enumerate().take(n) {
             match &**arg(k)?.0 {
                 Constant::Dense(Tensor(TensorData::F32(x))) if x.ndim() == 0 && x.first().is_some() => {
                     *slot = x.first().copied().unwrap_or_default()
+                }
+                // Every element of an f32 `full` fill is `v as f32` (`Tensor::full`).
+                Constant::Fill { ty, fill: Fill::Full(v) } if ty.dtype == DType::F32 => {
+                    *slot = *v as f32;
+                    any_fill = true;
                 }
                 _ => {
                     scalar = false;
@@ -343,9 +385,23 @@ fn eval_call<'c>(
                 }
             }
         }
-        if scalar {
+        if scalar && !any_fill {
             if let Some(v) = kernel(&vals[..n]) {
                 return Some(Folded::Single(scalar_f32(v)));
+            }
+        }
+        // An elementwise op on `full` fills and scalars is a `full` fill of the broadcast type:
+        // every element is the scalar kernel's result, whatever the size, so the result stays
+        // compact instead of materializing (`add(full<(1024, 1024), f32>(1.0), 1.0f)`).
+        if scalar && any_fill {
+            let tys: Option<Vec<Type>> = (0..n).map(|k| arg(k).map(|(c, _)| c.ty())).collect();
+            if let (Some(tys), Some(v)) = (tys, kernel(&vals[..n])) {
+                let out_ty = (def.type_rel)(&tys, attrs).ok()?;
+                let tt = out_ty.as_tensor().filter(|t| t.dtype == DType::F32)?;
+                return Some(Folded::Single(Arc::new(Constant::Fill {
+                    ty: tt.clone(),
+                    fill: Fill::Full(f64::from(v)),
+                })));
             }
         }
     }
@@ -377,6 +433,16 @@ fn eval_call<'c>(
     if total > FOLD_ELEMENT_BUDGET {
         return None;
     }
+    let mut bytes = 0u64;
+    for t in &out_tys {
+        let t = t.as_tensor()?;
+        bytes = bytes.checked_add(t.num_elements()?.checked_mul(t.dtype.size_bytes() as u64)?)?;
+    }
+    if bytes > budget.left {
+        budget.hit = true;
+        return None;
+    }
+    budget.left -= bytes;
     let mut tensors = Vec::with_capacity(consts.len());
     for c in &consts {
         tensors.push(c.materialize().ok()?);
@@ -400,6 +466,7 @@ fn fold_node(
     id: NodeId,
     impure: &[bool],
     folded_tuples: &mut FxHashMap<u32, Vec<NodeId>>,
+    budget: &mut Budget,
 ) -> Option<NodeId> {
     let f = rw.func;
     match *f.kind(id) {
@@ -426,7 +493,7 @@ fn fold_node(
                     ExprKind::Const { idx } => Some((f.constant(idx), f.ty(args[k]))),
                     _ => Some((rw.new_const(mapped[k])?, rw.b.ty(mapped[k]))),
                 };
-                eval_call(def, attrs, args.len(), arg)?
+                eval_call(def, attrs, args.len(), arg, budget)?
             };
             match folded {
                 Folded::Single(c) => Some(rw.constant(c)),
@@ -536,13 +603,13 @@ mod tests {
         let module = passel_engine::ir::parse_module(text).unwrap();
         let module = if typed { crate::test_util::typed(text) } else { module };
         for (name, func) in module.iter() {
-            let patched = SCRATCH.with(|s| patch(func, &mut s.borrow_mut()));
+            let patched = SCRATCH.with(|s| patch(func, &mut s.borrow_mut(), &mut full_budget()));
             let patched = match patched {
                 Patch::Done(f) => f,
                 Patch::Same => panic!("@{name}: the patch path found nothing to fold"),
                 Patch::Fallback => panic!("@{name}: the patch path fell back"),
             };
-            let rewritten = fold_with_rewriter(func);
+            let rewritten = fold_with_rewriter(func, &mut full_budget());
             assert!(structural_eq(&patched, &rewritten), "@{name}: patch and rewriter differ");
             assert!(Arc::ptr_eq(&fold_constant(&patched), &patched), "@{name}: second run changed it");
             if typed {
@@ -591,7 +658,7 @@ def @h() -> Tensor[(), f32] {
         let text = "def @f(%x: Tensor[(), f32]) -> Tensor[(), f32] {\n  let %c = multiply(2.0f, 0.5f);\n  let %d = add(%c, 1.0f);\n  %x\n}\n";
         let module = passel_engine::ir::parse_module(text).unwrap();
         let func = module.get("f").unwrap();
-        assert!(matches!(SCRATCH.with(|s| patch(func, &mut s.borrow_mut())), Patch::Fallback));
+        assert!(matches!(SCRATCH.with(|s| patch(func, &mut s.borrow_mut(), &mut full_budget())), Patch::Fallback));
         let out = fold_constant(func);
         assert_eq!(out.body(), out.params()[0]);
     }
@@ -639,9 +706,10 @@ def @h() -> Tensor[(), f32] {
 
     #[test]
     fn fold_constant_skips_inputs_over_the_budget() {
+        // A `uniform` fill: `full` fills fold without materializing (see below).
         let big = Constant::Fill {
             ty: passel_engine::ir::TensorType { shape: vec![1 << 21].into(), dtype: DType::F32 },
-            fill: passel_engine::ir::Fill::Full(1.0),
+            fill: passel_engine::ir::Fill::Uniform { seed: 1, low: 0.0, high: 1.0 },
         };
         let mut b = FunctionBuilder::new();
         let c1 = b.constant(big.clone());
@@ -656,7 +724,7 @@ def @h() -> Tensor[(), f32] {
         // [1024, 1] + [1, 2048] broadcasts to 2M elements: over the budget.
         let fill = |shape: Vec<u64>| Constant::Fill {
             ty: passel_engine::ir::TensorType { shape: shape.into(), dtype: DType::F32 },
-            fill: passel_engine::ir::Fill::Full(1.0),
+            fill: passel_engine::ir::Fill::Uniform { seed: 1, low: 0.0, high: 1.0 },
         };
         let mut b = FunctionBuilder::new();
         let c1 = b.constant(fill(vec![1024, 1]));
@@ -664,6 +732,88 @@ def @h() -> Tensor[(), f32] {
         let body = b.call(add(), &[c1, c2], Attrs::new());
         let func = Arc::new(b.finish(&[], body, None, Attrs::new()));
         assert!(Arc::ptr_eq(&fold_constant(&func), &func));
+    }
+
+    /// `add(full<(1024, 1024), f32>(1.0), 1.0f)` used to materialize 4 MB per use (and print
+    /// as a dense literal): an elementwise op on `full` fills and scalars stays a `full` fill
+    /// of the broadcast type, whatever its size, with the kernel's arithmetic.
+    #[test]
+    fn fold_constant_keeps_full_fills_compact_under_elementwise_ops() {
+        let fill = |shape: Vec<u64>, v: f64| Constant::Fill {
+            ty: passel_engine::ir::TensorType { shape: shape.into(), dtype: DType::F32 },
+            fill: passel_engine::ir::Fill::Full(v),
+        };
+        let mut b = FunctionBuilder::new();
+        let c1 = b.constant(fill(vec![1024, 1], 1.5));
+        let c2 = b.constant(fill(vec![1, 4096], 0.25));
+        let one = b.constant(Constant::scalar_f32(1.0));
+        let sum = b.call(add(), &[c1, c2], Attrs::new());
+        let body = b.call(add(), &[sum, one], Attrs::new());
+        let func = Arc::new(b.finish(&[], body, None, Attrs::new()));
+        let out = fold_constant(&func);
+        let ExprKind::Const { idx } = *out.kind(out.body()) else { panic!("not folded") };
+        match &**out.constant(idx) {
+            Constant::Fill { ty, fill: passel_engine::ir::Fill::Full(v) } => {
+                assert_eq!(&*ty.shape, &[1024, 4096]);
+                assert_eq!(*v, 2.75);
+            }
+            other => panic!("materialized: {other:?}"),
+        }
+        let text = passel_engine::ir::print_function("f", &out);
+        assert!(text.len() < 200, "{text}");
+    }
+
+    /// The per-function byte budget (`relay.FoldConstant.max_bytes`) stops materializing
+    /// dense results; the calls are taken in arena order, so which stay is deterministic.
+    fn full_budget() -> Budget {
+        Budget { left: DEFAULT_MAX_BYTES, hit: false }
+    }
+
+    #[test]
+    fn fold_constant_stops_at_the_byte_budget_with_a_warning() {
+        let uniform = Constant::Fill {
+            ty: passel_engine::ir::TensorType { shape: vec![1024].into(), dtype: DType::F32 },
+            fill: passel_engine::ir::Fill::Uniform { seed: 1, low: 0.0, high: 1.0 },
+        };
+        let mut b = FunctionBuilder::new();
+        let u1 = b.constant(uniform.clone());
+        let u2 = b.constant(uniform);
+        let one = b.constant(Constant::scalar_f32(1.0));
+        let a = b.call(add(), &[u1, one], Attrs::new());
+        let c = b.call(add(), &[u2, one], Attrs::new());
+        let t = b.tuple(&[a, c]);
+        let func = Arc::new(b.finish(&[], t, None, Attrs::new()));
+        let count_calls = |f: &Function| {
+            let live = f.live_mask();
+            f.node_ids().filter(|id| live[id.index()] && matches!(f.kind(*id), ExprKind::Call { .. })).count()
+        };
+        let (out, hit) = fold_constant_within(&func, 5000);
+        assert!(hit);
+        assert_eq!(count_calls(&out), 1, "the first call (4096 bytes) folds, the second stays");
+        let (out, hit) = fold_constant_within(&func, 8192);
+        assert!(!hit);
+        assert_eq!(count_calls(&out), 0);
+        // Through the registered pass: the key is read and the warning names it, the same at
+        // every thread count.
+        crate::link();
+        let mut m = passel_engine::ir::Module::new();
+        m.add("f", Arc::clone(&func)).expect("fresh");
+        m.add("g", Arc::clone(&func)).expect("fresh");
+        let mut outs = Vec::new();
+        for threads in [1, 2] {
+            let ctx = passel_engine::transform::PassContext::builder()
+                .config(MAX_BYTES_KEY, 5000i64)
+                .num_threads(threads)
+                .build()
+                .expect("key");
+            let pass = passel_engine::transform::get_pass("FoldConstant").expect("registered");
+            let res = ctx.scope(|| pass.run(m.clone(), &ctx)).expect("scope").expect("runs");
+            let diags = ctx.diagnostics().take();
+            assert_eq!(diags.len(), 2, "{diags:?}");
+            assert!(diags[0].message.contains("relay.FoldConstant.max_bytes"), "{:?}", diags[0]);
+            outs.push(passel_engine::ir::print_module(&res));
+        }
+        assert_eq!(outs[0], outs[1]);
     }
 
     #[test]

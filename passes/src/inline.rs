@@ -7,9 +7,17 @@
 //! the body, exactly as the call evaluated them. `@g` is inlined when it is marked `Inline`
 //! (the function attribute [`fn_attr::INLINE`]) or when its live node count is at most the
 //! config value [`MAX_SIZE_KEY`] (`relay.Inline.max_size`, default 0: only marked
-//! functions). Inlined variables are renamed deterministically: `%p` of `@g` becomes `%g_p`
-//! (the printer numbers repeats). Callees are processed before their callers, so a chain of
-//! inlinable functions collapses in one run.
+//! functions). The size limit holds after inlining: a function's size is counted once its own
+//! callees have been inlined into it. Inlined variables are renamed deterministically: `%p` of
+//! `@g` becomes `%g_p` while that has at most 32 bytes, else it keeps its name (the printer
+//! numbers repeats), so names stay short however deep the inlining. Callees are processed
+//! before their callers, so a chain of inlinable functions collapses in one run.
+//!
+//! Total growth is bounded: inlining adds at most [`MAX_GROWTH_KEY`] (`relay.Inline.max_growth`,
+//! default [`DEFAULT_MAX_GROWTH`]) live nodes to the module, counted as the callee sizes of the
+//! calls it inlined. A call whose inlining would exceed the budget is left as a call, and the
+//! pass reports a warning naming the first such caller. Functions are processed in one fixed
+//! order on one thread, so the result does not depend on the thread count.
 //!
 //! What it deliberately does not do:
 //! - inline a recursive function: any function on a cycle of the reference graph (calls and
@@ -46,18 +54,39 @@ passel_engine::register_config!(
     "Inline also inlines global functions with at most this many live nodes (default 0: only functions marked Inline)"
 );
 
-/// Runs Inline on `module` with size limit `max_size` (0: only marked functions).
+/// Config key: how many live nodes inlining may add to a module in one run.
+pub const MAX_GROWTH_KEY: &str = "relay.Inline.max_growth";
+
+/// Default of [`MAX_GROWTH_KEY`]: about 5 MB of arena, far above what real models inline.
+pub const DEFAULT_MAX_GROWTH: usize = 250_000;
+
+passel_engine::register_config!(
+    MAX_GROWTH_KEY,
+    ConfigType::Int,
+    "Inline adds at most this many live nodes to a module (default 250000); further calls stay calls, with a warning"
+);
+
+/// Runs Inline on `module` with size limit `max_size` (0: only marked functions) and the default
+/// growth budget.
 pub fn inline_module(module: &Module, max_size: usize) -> Module {
+    inline_module_with_budget(module, max_size, DEFAULT_MAX_GROWTH).0
+}
+
+/// Runs Inline on `module` with size limit `max_size` and growth budget `max_growth` (live
+/// nodes). Returns the module and, when the budget stopped inlining, the first caller that
+/// kept a call because of it.
+pub fn inline_module_with_budget(module: &Module, max_size: usize, max_growth: usize) -> (Module, Option<String>) {
     let entries = module.entries();
     let wanted = |f: &Function| f.attrs().flag(fn_attr::INLINE) || (max_size > 0 && live_nodes(f) <= max_size);
     // The common case, nothing to inline, costs one attribute lookup per function: the call
     // graph and its cycles are only computed when some function is a candidate.
     if !entries.iter().any(|(_, f)| wanted(f)) {
-        return module.clone();
+        return (module.clone(), None);
     }
     let edges: Vec<Vec<usize>> = entries.iter().map(|(_, f)| referenced_globals(module, f)).collect();
     let (recursive, order) = recursive_and_post_order(&edges);
-    let inlinable: Vec<bool> = entries
+    // Whether a function may be inlined, before its size after inlining is known.
+    let eligible: Vec<bool> = entries
         .iter()
         .enumerate()
         .map(|(i, (_, f))| {
@@ -70,27 +99,48 @@ pub fn inline_module(module: &Module, max_size: usize) -> Module {
                 && well_formed(f)
         })
         .collect();
-    if !inlinable.iter().any(|&b| b) {
-        return module.clone();
+    if !eligible.iter().any(|&b| b) {
+        return (module.clone(), None);
     }
     let mut done: Vec<Arc<Function>> = entries.iter().map(|(_, f)| Arc::clone(f)).collect();
+    // Set in post-order once a function is final (its callees inlined into it): callees are
+    // decided before their callers look at them.
+    let mut inlinable = vec![false; entries.len()];
+    let mut size = vec![0usize; entries.len()];
+    let mut budget = Budget { left: max_growth, first_stop: None };
     for i in order {
         let func = Arc::clone(&done[i]);
-        if func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) || !well_formed(&func) {
-            continue;
+        if !func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) && well_formed(&func) {
+            let mut hooks = Splicer {
+                module,
+                done: &done,
+                inlinable: &inlinable,
+                size: &size,
+                budget: &mut budget,
+                caller: &entries[i].0,
+                changed: false,
+            };
+            if has_inlinable_call(&func, &mut hooks) {
+                let new = copy_function(&func, &mut hooks);
+                if hooks.changed {
+                    done[i] = Arc::new(new);
+                }
+            }
         }
-        let mut hooks = Splicer { module, done: &done, inlinable: &inlinable, changed: false };
-        if !has_inlinable_call(&func, &mut hooks) {
-            continue;
-        }
-        let new = copy_function(&func, &mut hooks);
-        if hooks.changed {
-            done[i] = Arc::new(new);
+        if eligible[i] {
+            size[i] = live_nodes(&done[i]);
+            inlinable[i] = done[i].attrs().flag(fn_attr::INLINE) || size[i] <= max_size;
         }
     }
     let mut out = module.clone();
     out.replace_all(done);
-    out
+    (out, budget.first_stop)
+}
+
+/// What is left of the growth budget, and the first caller that hit it.
+struct Budget {
+    left: usize,
+    first_stop: Option<String>,
 }
 
 fn live_nodes(func: &Function) -> usize {
@@ -180,6 +230,10 @@ struct Splicer<'a> {
     module: &'a Module,
     done: &'a [Arc<Function>],
     inlinable: &'a [bool],
+    /// Live nodes of each final inlinable function.
+    size: &'a [usize],
+    budget: &'a mut Budget,
+    caller: &'a str,
     changed: bool,
 }
 
@@ -203,6 +257,11 @@ impl<'s> CopyHooks<'s> for Splicer<'_> {
         let func = cp.src;
         let idx = self.target(func, old)?;
         let ExprKind::Apply { args, .. } = *func.kind(old) else { return None };
+        if self.size[idx] > self.budget.left {
+            self.budget.first_stop.get_or_insert_with(|| self.caller.to_string());
+            return None;
+        }
+        self.budget.left -= self.size[idx];
         let callee = &self.done[idx];
         let args: Vec<NodeId> = func.ids(args).iter().map(|&a| cp.map(b, a)).collect();
         let mut inner = Copier::new(callee);
@@ -292,6 +351,81 @@ mod tests {
         let module = parse_module(SRC).expect("parses");
         let out = inline_module(&module, 0);
         assert!(out.ptr_eq(&module));
+    }
+
+    /// `@f0` is `relu(%x)`; `@fK` calls `@f(K-1)` `calls` times and adds the results.
+    fn chain(n: usize, calls: usize, marked: bool) -> Module {
+        let ty = "Tensor[(2,), f32]";
+        let mut text = format!("def @f0(%x: {ty}) -> {ty} {{\n  relu(%x)\n}}\n");
+        for k in 1..n {
+            let attr = if marked { "#[Inline]\n" } else { "" };
+            let mut body = format!("  let %long_variable_name = @f{}(%x);\n", k - 1);
+            let mut acc = "%long_variable_name".to_string();
+            for c in 1..calls {
+                body.push_str(&format!("  let %v{c} = add({acc}, @f{}(%x));\n", k - 1));
+                acc = format!("%v{c}");
+            }
+            text.push_str(&format!("\n{attr}def @f{k}(%x: {ty}) -> {ty} {{\n{body}  relu({acc})\n}}\n"));
+        }
+        parse_module(&text).expect("parses")
+    }
+
+    fn longest_var_name(m: &Module) -> usize {
+        print_module(m)
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '%'))
+            .filter(|w| w.starts_with('%'))
+            .map(str::len)
+            .max()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn inline_keeps_inlined_names_short_on_long_chains() {
+        // Names used to concatenate every callee on the way (`%f1_f2_…_fN_x`): O(N^3) bytes.
+        let out = inline_module(&chain(60, 1, true), 0);
+        assert!(!print_module(&out).contains("@f58(%x)"), "the chain collapsed");
+        let longest = longest_var_name(&out);
+        assert!(longest <= 1 + crate::copy::MAX_PREFIXED_NAME, "longest name {longest}");
+    }
+
+    #[test]
+    fn inline_max_size_holds_after_callees_are_inlined() {
+        // Each @fK calls @f(K-1) twice: every function is small before inlining (≤ 10 live
+        // nodes) but doubles with each level once its callees are inlined.
+        let max_size = 10;
+        let m = chain(20, 2, false);
+        assert!(m.iter().all(|(_, f)| live_nodes(f) <= max_size));
+        let (out, stopped) = inline_module_with_budget(&m, max_size, DEFAULT_MAX_GROWTH);
+        assert_eq!(stopped, None);
+        // A function whose size after inlining exceeds the limit is not inlined: every
+        // function stays within what inlining callees of at most `max_size` nodes gives.
+        for (name, f) in out.iter() {
+            assert!(live_nodes(f) <= 2 * max_size + 8, "@{name}: {} live nodes", live_nodes(f));
+        }
+        let text = print_module(&out);
+        assert!(text.contains("@f1(%x)"), "calls of large callees stay calls: {text}");
+    }
+
+    #[test]
+    fn inline_stops_at_the_growth_budget_with_a_warning() {
+        let m = chain(12, 2, true);
+        let (out, stopped) = inline_module_with_budget(&m, 0, 200);
+        assert!(stopped.is_some());
+        let total: usize = out.iter().map(|(_, f)| live_nodes(f)).sum();
+        let before: usize = m.iter().map(|(_, f)| live_nodes(f)).sum();
+        assert!(total <= before + 200, "grew from {before} to {total}");
+        // Through the registered pass: the key is read and the warning names the key.
+        crate::link();
+        let ctx = PassContext::builder().config(MAX_GROWTH_KEY, 200i64).num_threads(1).build().expect("key");
+        let pass = get_pass("Inline").expect("registered");
+        let res = ctx.scope(|| pass.run(m.clone(), &ctx)).expect("scope");
+        assert!(print_module(&res.expect("runs")) == print_module(&out));
+        let diags = ctx.diagnostics().take();
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        assert!(diags[0].message.contains("relay.Inline.max_growth"), "{:?}", diags[0]);
+        // Without a budget problem the whole chain collapses and nothing is reported.
+        let (_, stopped) = inline_module_with_budget(&chain(12, 1, true), 0, DEFAULT_MAX_GROWTH);
+        assert_eq!(stopped, None);
     }
 
     #[test]

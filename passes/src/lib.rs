@@ -58,7 +58,19 @@ macro_rules! declare_passes {
 
 declare_passes! {
     "InferType" => module_pass("InferType", 0, infer_type_pass).with_function_form(infer_type::infer_type_function);
-    "FoldConstant" => function_pass("FoldConstant", 2, |func, _module, _ctx| Ok(fold_constant(&func)));
+    "FoldConstant" => function_pass("FoldConstant", 2, |func, _module, ctx| {
+        let default = i64::try_from(fold_constant::DEFAULT_MAX_BYTES).unwrap_or(i64::MAX);
+        let max_bytes = u64::try_from(ctx.get_config::<i64>(fold_constant::MAX_BYTES_KEY, default)).unwrap_or(0);
+        let (out, hit) = fold_constant::fold_constant_within(&func, max_bytes);
+        if hit {
+            let message = format!(
+                "constant folding stopped at {max_bytes} bytes of folded constants ({}); later calls were kept",
+                fold_constant::MAX_BYTES_KEY
+            );
+            ctx.emit(passel_engine::transform::Diagnostic::warning("FoldConstant", message));
+        }
+        Ok(out)
+    });
     "DeadCodeElimination" => module_pass("DeadCodeElimination", 1, dead_code_elimination_pass)
         .with_prelude_and_function_form(
             |module, _ctx| remove_unreachable_functions(module),
@@ -87,7 +99,20 @@ declare_passes! {
     "ToANormalForm" => module_pass("ToANormalForm", 1, |module, _ctx| Ok(to_a_normal_form_module(&module)));
     "Inline" => module_pass("Inline", 1, |module, ctx| {
         let max_size = ctx.get_config::<i64>(inline::MAX_SIZE_KEY, 0).max(0);
-        Ok(inline_module(&module, usize::try_from(max_size).unwrap_or(usize::MAX)))
+        let default_growth = i64::try_from(inline::DEFAULT_MAX_GROWTH).unwrap_or(i64::MAX);
+        let max_growth = ctx.get_config::<i64>(inline::MAX_GROWTH_KEY, default_growth).max(0);
+        let max_growth = usize::try_from(max_growth).unwrap_or(usize::MAX);
+        let (out, stopped) =
+            inline::inline_module_with_budget(&module, usize::try_from(max_size).unwrap_or(usize::MAX), max_growth);
+        if let Some(caller) = stopped {
+            let message = format!(
+                "inlining stopped at the growth budget of {max_growth} nodes ({}): @{caller} keeps a call, \
+                 and so may later functions",
+                inline::MAX_GROWTH_KEY
+            );
+            ctx.emit(passel_engine::transform::Diagnostic::warning("Inline", message).in_function(&caller));
+        }
+        Ok(out)
     })
     .with_required(&["InferType"]);
     "LambdaLift" => module_pass("LambdaLift", 1, |module, _ctx| Ok(lambda_lift_module(&module)))

@@ -205,14 +205,24 @@ macro_rules! register_config {
     };
 }
 
-/// Fails every pass with `Immutable module has been modified in pass: <name>` when a pass
-/// changes the module's structural hash.
+/// TVM's meaning: the structural hash of a pass's *input* module is taken before the pass and
+/// again after it; if the input changed (the pass mutated it in place instead of returning a
+/// new module) the pass fails with `Immutable module has been modified in pass: <name>`. A pass
+/// that returns a changed new module is fine.
+///
+/// In passel a pass cannot change its input through safe code: the caller keeps a shared copy
+/// (O(1)), and `Module` and `Function` are copy-on-write with no interior mutability — their
+/// function list, name index and every function's side tables (spans, constants, call
+/// attributes, closures) are `Arc`-shared and copied before any change, and the crate has no
+/// `unsafe`. The check therefore guards against `unsafe` code and against interior mutability
+/// added to those shared tables later; it costs two structural hashes of the input per pass,
+/// and runs every function stage pass by pass.
 pub const IMMUTABLE_MODULE: &str = "testing.immutable_module";
 
 crate::register_config!(
     IMMUTABLE_MODULE,
     ConfigType::Bool,
-    "fail a pass that changes the module (compares structural hashes before and after)"
+    "fail a pass that changed its input module in place (hashes the input before and after, as TVM does)"
 );
 
 struct Registry {

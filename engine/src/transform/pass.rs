@@ -117,14 +117,15 @@ pub(crate) fn call_pass_decided<P: Pass + ?Sized>(
     if !runs {
         return Ok(module);
     }
-    let immutable = ctx.get_config(IMMUTABLE_MODULE, false);
-    let hash_before = immutable.then(|| module_structural_hash(&module));
+    // TVM's check (`src/ir/transform.cc`): hash the *input* before and after the pass; only a
+    // pass that changed its input in place fails. The handle kept here is an O(1) shared copy.
+    let input = ctx.get_config(IMMUTABLE_MODULE, false).then(|| (module.clone(), module_structural_hash(&module)));
     let res = match catch_unwind(AssertUnwindSafe(|| pass.execute(module, ctx))) {
         Ok(res) => res,
         Err(payload) => Err(PassError::panicked(&info.name, None, &*payload)),
     };
-    let res = res.map_err(|e| e.in_pass(&info.name, None)).and_then(|out| match hash_before {
-        Some(h) if h != module_structural_hash(&out) => {
+    let res = res.map_err(|e| e.in_pass(&info.name, None)).and_then(|out| match &input {
+        Some((input, hash)) if *hash != module_structural_hash(input) => {
             Err(PassError::ImmutableModuleModified { pass: info.name.clone() })
         }
         _ => Ok(out),
