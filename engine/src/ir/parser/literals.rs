@@ -193,7 +193,7 @@ impl<'s> Parser<'s> {
             self.named(k2)?;
             let b = self.float_element()?;
             if kind == "uniform" {
-                if !(a <= b) || !a.is_finite() || !b.is_finite() {
+                if !a.is_finite() || !b.is_finite() || a > b {
                     let span = self.span_from(t.start);
                     return Err(self.error_at(
                         span,
