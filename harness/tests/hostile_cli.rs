@@ -381,3 +381,53 @@ fn text_that_parses_prints_unchanged_up_to_the_nesting_limit() {
     let out = passel(&["check", deeper.to_str().expect("utf-8")]);
     assert!(stderr(&out).contains("nesting deeper than 512 levels"), "{}", stderr(&out));
 }
+
+/// `passel check` on a one-function module whose body is `body`; returns (success, stderr).
+fn check_body(dir: &Path, body: &str) -> (bool, String) {
+    let text = format!("def @f(%x: Tensor[(4,), f32]) {{\n  {body}\n}}\n");
+    let path = write(dir, "lit.pir", &text);
+    let out = passel(&["check", path.to_str().expect("utf-8")]);
+    (out.status.success(), stderr(&out))
+}
+
+#[test]
+fn literals_that_overflow_or_cannot_hold_their_value_are_errors() {
+    let dir = temp_dir("literals");
+    for (body, message) in [
+        ("1e39f", "number `1e39f` is out of range for f32"),
+        ("tensor<(2,), f32>[1.0, 1e39]", "`1e39` is not a valid f32 value"),
+        ("full<(4,), i32>(1.5)", "fill value 1.5 is not a valid i32 value"),
+        ("uniform<(4,), f32>(seed=1, low=2.0, high=1.0)", "uniform needs finite bounds with low <= high"),
+        ("uniform<(4,), f32>(seed=1, low=nan, high=1.0)", "uniform needs finite bounds with low <= high"),
+    ] {
+        let (ok, err) = check_body(&dir, body);
+        assert!(!ok && err.contains(message), "{body}: {err}");
+    }
+    // `inf` and `nan` are literals, as `-inf` is; `1e38f` still fits.
+    for body in ["add(%x, inf)", "add(%x, nan)", "add(%x, -inf)", "add(%x, 1e38f)", "full<(4,), i32>(3.0)"] {
+        let (ok, err) = check_body(&dir, body);
+        assert!(ok, "{body}: {err}");
+    }
+}
+
+#[test]
+fn config_values_out_of_range_are_errors_and_booleans_ignore_case() {
+    let dir = temp_dir("config");
+    let m = write(&dir, "m.pir", SMALL);
+    let m = m.to_str().expect("utf-8");
+    for (config, message) in [
+        ("relay.FuseOps.max_depth=-1", "config key `relay.FuseOps.max_depth` expects a non-negative int, got -1"),
+        ("relay.Inline.max_size=-5", "config key `relay.Inline.max_size` expects a non-negative int, got -5"),
+        ("relay.FuseOps.max_depth=99999999999999999999", "expects a 64-bit int, got 99999999999999999999"),
+    ] {
+        let out = passel(&["run", "--config", config, m]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(stderr(&out).contains(message), "{config}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("got float"), "{config}: {}", stderr(&out));
+    }
+    for value in ["true", "TRUE", "True", "false", "FALSE", "1", "0"] {
+        let out =
+            passel(&["run", "--passes", "FoldConstant", "--config", &format!("testing.immutable_module={value}"), m]);
+        assert!(!stderr(&out).contains("expects"), "{value}: {}", stderr(&out));
+    }
+}

@@ -56,7 +56,7 @@ const MAX_ALIASES: usize = 64;
 
 passel_engine::register_config!(
     MAX_DEPTH_KEY,
-    ConfigType::Int,
+    ConfigType::Count,
     "FuseOps: largest number of operators fused into one primitive function (default 256)"
 );
 

@@ -50,7 +50,7 @@ pub const MAX_SIZE_KEY: &str = "relay.Inline.max_size";
 
 passel_engine::register_config!(
     MAX_SIZE_KEY,
-    ConfigType::Int,
+    ConfigType::Count,
     "Inline also inlines global functions with at most this many live nodes (default 0: only functions marked Inline)"
 );
 

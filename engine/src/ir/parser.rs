@@ -622,6 +622,8 @@ impl<'s> Parser<'s> {
                 Kw::If => self.if_(),
                 Kw::Fn => self.closure(),
                 Kw::None if self.peek.kind == Tok::LParen => self.op_call(),
+                // `inf` and `nan` are f32 scalars, as `-inf` is.
+                Kw::None if matches!(self.text(self.tok), "inf" | "nan") => self.constant_expr(),
                 _ => Err(self.unexpected("an expression")),
             },
             _ => Err(self.unexpected("an expression")),

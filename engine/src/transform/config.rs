@@ -14,6 +14,9 @@ pub enum ConfigType {
     Bool,
     /// A 64-bit integer (a bool is accepted as 0 / 1; a float is not).
     Int,
+    /// A non-negative 64-bit integer (a size or a depth): as `Int`, and a negative value is
+    /// an error.
+    Count,
     /// A float (an int is accepted).
     Float,
     /// A string.
@@ -26,6 +29,7 @@ impl ConfigType {
         match self {
             ConfigType::Bool => "bool",
             ConfigType::Int => "int",
+            ConfigType::Count => "non-negative int",
             ConfigType::Float => "float",
             ConfigType::Str => "string",
         }
@@ -62,12 +66,13 @@ impl ConfigValue {
         }
     }
 
-    /// Reads a value from CLI text: `true`/`false`, an integer, a float, else a string.
-    /// The registered type decides later whether it is accepted.
+    /// Reads a value from CLI text: `true`/`false` (in any case: `TRUE`, `False`), an
+    /// integer, a float, else a string. The registered type decides later whether it is
+    /// accepted (a bool key also takes an integer, nonzero meaning true, as TVM does).
     pub fn parse(text: &str) -> ConfigValue {
         match text {
-            "true" => ConfigValue::Bool(true),
-            "false" => ConfigValue::Bool(false),
+            t if t.eq_ignore_ascii_case("true") => ConfigValue::Bool(true),
+            t if t.eq_ignore_ascii_case("false") => ConfigValue::Bool(false),
             _ => {
                 if let Ok(i) = text.parse::<i64>() {
                     ConfigValue::Int(i)
@@ -88,6 +93,8 @@ impl ConfigValue {
             (ConfigType::Bool, ConfigValue::Int(i)) => Some(ConfigValue::Bool(i != 0)),
             (ConfigType::Int, ConfigValue::Int(i)) => Some(ConfigValue::Int(i)),
             (ConfigType::Int, ConfigValue::Bool(b)) => Some(ConfigValue::Int(b as i64)),
+            (ConfigType::Count, ConfigValue::Int(i)) if i >= 0 => Some(ConfigValue::Int(i)),
+            (ConfigType::Count, ConfigValue::Bool(b)) => Some(ConfigValue::Int(b as i64)),
             (ConfigType::Float, ConfigValue::Float(f)) => Some(ConfigValue::Float(f)),
             (ConfigType::Float, ConfigValue::Int(i)) => Some(ConfigValue::Float(i as f64)),
             (ConfigType::Str, ConfigValue::Str(s)) => Some(ConfigValue::Str(s)),
@@ -263,6 +270,15 @@ pub fn validate_config(key: &str, value: Option<ConfigValue>) -> Result<ConfigVa
         return Err(ConfigError::Duplicate { key: key.to_string() });
     }
     let value = value.ok_or_else(|| ConfigError::MissingValue { key: key.to_string() })?;
+    if let (ConfigType::Count, ConfigValue::Int(i)) = (def.ty, &value) {
+        if *i < 0 {
+            return Err(ConfigError::OutOfRange {
+                key: key.to_string(),
+                value: i.to_string(),
+                expected: def.ty.name(),
+            });
+        }
+    }
     let actual = value.ty().name();
     value.coerce(def.ty).ok_or(ConfigError::WrongType { key: key.to_string(), expected: def.ty.name(), actual })
 }
@@ -272,6 +288,11 @@ pub fn parse_config_assignment(text: &str) -> Result<(String, ConfigValue), Conf
     let (key, value) = text.split_once('=').ok_or_else(|| ConfigError::BadAssignment { text: text.to_string() })?;
     let key = key.trim();
     let value = value.trim();
+    let digits = value.strip_prefix(['-', '+']).unwrap_or(value);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && value.parse::<i64>().is_err() {
+        // An integer too large for 64 bits is not a float.
+        return Err(ConfigError::OutOfRange { key: key.to_string(), value: value.to_string(), expected: "64-bit int" });
+    }
     let value = (!value.is_empty()).then(|| ConfigValue::parse(value));
     let value = validate_config(key, value)?;
     Ok((key.to_string(), value))

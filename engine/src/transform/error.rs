@@ -75,6 +75,17 @@ pub enum ConfigError {
         /// The type of the value given.
         actual: &'static str,
     },
+    /// The value has the right type but is out of range (a negative size, an integer too
+    /// large for 64 bits).
+    #[error("config key `{key}` expects a {expected}, got {value}")]
+    OutOfRange {
+        /// The key given.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What the key accepts.
+        expected: &'static str,
+    },
     /// The key was registered more than once.
     #[error("config key `{key}` is registered more than once")]
     Duplicate {

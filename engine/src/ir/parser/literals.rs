@@ -32,9 +32,20 @@ impl<'s> Parser<'s> {
                 return Err(self.error_at(span, format!("invalid number literal `{text}`")));
             }
         };
+        // A finite literal that rounds to infinity (`1e39f`) is out of range, not `inf`.
+        let finite_text = !body.contains("inf");
         let data = match dtype {
-            DType::F32 => body.parse::<f32>().ok().map(|v| TensorData::F32(scalar(v))),
-            DType::F16 => body.parse::<f64>().ok().map(|v| TensorData::F16(scalar(f16::from_f64(v)))),
+            DType::F32 => body
+                .parse::<f32>()
+                .ok()
+                .filter(|v| !v.is_infinite() || !finite_text)
+                .map(|v| TensorData::F32(scalar(v))),
+            DType::F16 => body
+                .parse::<f64>()
+                .ok()
+                .map(f16::from_f64)
+                .filter(|v| !v.is_infinite() || !finite_text)
+                .map(|v| TensorData::F16(scalar(v))),
             DType::I64 => body.parse::<i64>().ok().map(|v| TensorData::I64(scalar(v))),
             DType::I32 => body.parse::<i32>().ok().map(|v| TensorData::I32(scalar(v))),
             DType::Bool => None,
@@ -85,9 +96,21 @@ impl<'s> Parser<'s> {
         let (mut f32s, mut f16s, mut i64s, mut i32s, mut bools) = (vec![], vec![], vec![], vec![], vec![]);
         while !self.at(Tok::RBrack) {
             let (t, text) = self.element()?;
+            let finite_text = !text.contains("inf");
             let ok = match ty.dtype {
-                DType::F32 => text.parse::<f32>().map(|v| f32s.push(v)).is_ok(),
-                DType::F16 => text.parse::<f64>().map(|v| f16s.push(f16::from_f64(v))).is_ok(),
+                DType::F32 => text
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|v| !v.is_infinite() || !finite_text)
+                    .map(|v| f32s.push(v))
+                    .is_some(),
+                DType::F16 => text
+                    .parse::<f64>()
+                    .ok()
+                    .map(f16::from_f64)
+                    .filter(|v| !v.is_infinite() || !finite_text)
+                    .map(|v| f16s.push(v))
+                    .is_some(),
                 DType::I64 => text.parse::<i64>().map(|v| i64s.push(v)).is_ok(),
                 DType::I32 => text.parse::<i32>().map(|v| i32s.push(v)).is_ok(),
                 DType::Bool => match text {
@@ -141,7 +164,20 @@ impl<'s> Parser<'s> {
         let ty = self.tensor_type()?;
         self.expect(Tok::LParen, "`(`")?;
         let fill = if kind == "full" {
-            Fill::Full(self.float_element()?)
+            let start = self.tok.start;
+            let v = self.float_element()?;
+            let span = self.span_from(start);
+            let fits = match ty.dtype {
+                DType::I64 => v.fract() == 0.0 && v >= i64::MIN as f64 && v < i64::MAX as f64,
+                DType::I32 => v.fract() == 0.0 && v >= i32::MIN as f64 && v <= i32::MAX as f64,
+                DType::Bool => v == 0.0 || v == 1.0,
+                DType::F32 => !v.is_finite() || (v as f32).is_finite(),
+                DType::F16 => !v.is_finite() || f16::from_f64(v).is_finite(),
+            };
+            if !fits {
+                return Err(self.error_at(span, format!("fill value {v} is not a valid {} value", ty.dtype)));
+            }
+            Fill::Full(v)
         } else {
             self.named("seed")?;
             let t = self.expect(Tok::Number, "a seed")?;
@@ -157,6 +193,13 @@ impl<'s> Parser<'s> {
             self.named(k2)?;
             let b = self.float_element()?;
             if kind == "uniform" {
+                if !a.is_finite() || !b.is_finite() || a > b {
+                    let span = self.span_from(t.start);
+                    return Err(self.error_at(
+                        span,
+                        format!("uniform needs finite bounds with low <= high, got low={a}, high={b}"),
+                    ));
+                }
                 Fill::Uniform { seed: seed_v, low: a, high: b }
             } else {
                 Fill::Normal { seed: seed_v, mean: a, std: b }
@@ -273,6 +316,10 @@ fn unescape(s: &str) -> Option<String> {
                 loop {
                     let c = chars.next()?;
                     if c == '}' {
+                        if digits == 0 {
+                            // `\u{}` names no character.
+                            return None;
+                        }
                         break;
                     }
                     code = code.checked_mul(16)?.checked_add(c.to_digit(16)?)?;
