@@ -20,6 +20,7 @@ mod pass;
 mod pipeline;
 mod registry;
 mod sequential;
+mod statistics;
 mod trace;
 
 pub use config::{
@@ -34,7 +35,7 @@ pub use executor::{
 };
 pub use info::PassInfo;
 pub use instrument::{stderr_sink, Instrument, Sink};
-pub use instruments::{DumpIrInstrument, PassTimingInstrument, PrintIr, PrintIrInstrument};
+pub use instruments::{unified_diff, DumpIrInstrument, PassTimingInstrument, PrintIr, PrintIrInstrument};
 pub use pass::{
     call_pass, function_pass, module_pass, run_function_pass_over_module, FunctionBody, FunctionPass, ModuleBody,
     ModulePass, Pass, PassKind, PreludeBody,
@@ -42,4 +43,5 @@ pub use pass::{
 pub use pipeline::{parse_pipeline, print_pipeline};
 pub use registry::{canonical_pass_name, get_pass, list_passes, PassListing, PassRegistration, RunsAs};
 pub use sequential::{sequential, Sequential};
+pub use statistics::{Statistic, Statistics};
 pub use trace::{chrome_trace_json, trace_channel, TraceEvent, Tracer};

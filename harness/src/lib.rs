@@ -2,6 +2,7 @@
 //! benches and fuzzing, and the bench runner. This is the only crate that does IO.
 
 pub mod bench;
+pub mod debug;
 pub mod diag;
 pub mod fuzz;
 pub mod gen;

@@ -14,7 +14,7 @@ use passel_engine::transform::{
     Severity,
 };
 use passel_engine::MemoryMode;
-use passel_harness::{bench, diag, gen};
+use passel_harness::{bench, debug, diag, gen};
 
 /// passel: a parallel, incremental compiler pass engine.
 #[derive(Parser)]
@@ -117,7 +117,8 @@ struct RunArgs {
     /// Print the module to stderr after this pass. Repeatable; `all` for every pass.
     #[arg(long = "print-ir-after", value_name = "NAME")]
     print_ir_after: Vec<String>,
-    /// Print the module to stderr after every pass that changed it.
+    /// Print to stderr, after every pass that changed the module, the functions it changed
+    /// (header: `PrintIR(after PASS, changed: @f, @g; removed: @h):`).
     #[arg(long)]
     print_ir_after_change: bool,
     /// Write the module after each pass to DIR/NNN_PASS.pir (NNN counts the passes from 000,
@@ -131,6 +132,36 @@ struct RunArgs {
     /// Write the result here instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
+    #[command(flatten)]
+    debug: DebugArgs,
+}
+
+/// `passel run`'s pipeline debugging options (README: "Debugging a pipeline"). Each gives the
+/// same output at any thread count.
+#[derive(Args)]
+struct DebugArgs {
+    /// Count pass statistics (FoldConstant: calls folded, bytes materialized; DeadCodeElimination:
+    /// bindings removed, functions removed; …) and print their totals to stderr after the run,
+    /// sorted by pass, then counter. Counters that stayed 0 are not shown.
+    #[arg(long)]
+    stats: bool,
+    /// Write the statistic totals as JSON (`{"PASS": {"counter": N}}`) to FILE.
+    #[arg(long = "stats-json", value_name = "FILE")]
+    stats_json: Option<PathBuf>,
+    /// With --print-ir-after-change, print the whole module instead of the changed functions
+    /// (MLIR's module scope).
+    #[arg(long)]
+    print_ir_module_scope: bool,
+    /// When a pass fails or panics, print its input module to stderr (innermost failing pass).
+    #[arg(long)]
+    print_ir_after_failure: bool,
+    /// Print only this function in every --print-ir-* output (`@name` or `name`). Repeatable.
+    #[arg(long = "print-ir-filter", value_name = "@NAME")]
+    print_ir_filter: Vec<String>,
+    /// After every pass that changed the module, print a unified diff of each function it
+    /// changed, added or removed to stderr.
+    #[arg(long)]
+    print_ir_diff: bool,
 }
 
 #[derive(Args)]
@@ -235,8 +266,26 @@ fn try_run(args: RunArgs) -> Result<ExitCode, String> {
     if args.timing {
         builder = builder.instrument(timing.clone());
     }
-    if !args.print_ir_before.is_empty() || !args.print_ir_after.is_empty() || args.print_ir_after_change {
+    let d = &args.debug;
+    if !args.print_ir_before.is_empty()
+        || !args.print_ir_after.is_empty()
+        || args.print_ir_after_change
+        || d.print_ir_after_failure
+        || d.print_ir_diff
+    {
         let mut p = PrintIrInstrument::new();
+        if !d.print_ir_module_scope {
+            p = p.changed_functions();
+        }
+        if d.print_ir_after_failure {
+            p = p.after_failure();
+        }
+        if d.print_ir_diff {
+            p = p.diff();
+        }
+        for name in &d.print_ir_filter {
+            p = p.filter(name);
+        }
         for name in &args.print_ir_before {
             p = if name == "all" { p.before_all() } else { p.before(&resolve_pass_name(name)?) };
         }
@@ -256,6 +305,9 @@ fn try_run(args: RunArgs) -> Result<ExitCode, String> {
         let (tracer, rx) = trace_channel();
         builder = builder.trace(tracer);
         trace_rx = Some(rx);
+    }
+    if args.debug.stats || args.debug.stats_json.is_some() {
+        builder = builder.statistics(true);
     }
     let ctx = builder.build().map_err(|e| e.to_string())?;
     let outcome = ctx
@@ -280,6 +332,14 @@ fn try_run(args: RunArgs) -> Result<ExitCode, String> {
         let func = d.function.as_deref().map(|f| format!(" @{f}")).unwrap_or_default();
         let sev = if d.severity == Severity::Error { "error" } else { "warning" };
         eprintln!("{sev} in pass {}{func}: {}", d.pass, d.message);
+    }
+    let stats = ctx.take_statistics();
+    if args.debug.stats {
+        eprint!("{}", debug::stats::table(&stats));
+    }
+    if let Some(path) = &args.debug.stats_json {
+        std::fs::write(path, debug::stats::json(&stats))
+            .map_err(|e| format!("cannot write statistics {}: {e}", path.display()))?;
     }
     let module = res.map_err(|e| e.to_string())?;
     let text = print_module(&module);

@@ -17,6 +17,7 @@ use super::error::{ContextError, PassError};
 use super::executor::{map_entries, release};
 use super::info::PassInfo;
 use super::instrument::{enter_all, exit_all, Instrument};
+use super::statistics::Statistics;
 use super::trace::Tracer;
 use crate::ir::{Function, Module};
 
@@ -27,6 +28,7 @@ struct Inner {
     config: BTreeMap<String, ConfigValue>,
     num_threads: usize,
     trace: Option<Tracer>,
+    statistics: bool,
     // Mutable because a failing enter/exit clears the list and `override_instruments`
     // replaces it; callbacks run on a snapshot, never under the lock.
     instruments: Mutex<Vec<Arc<dyn Instrument>>>,
@@ -79,6 +81,7 @@ impl PassContext {
                 config,
                 num_threads: b.num_threads.unwrap_or_else(default_threads),
                 trace: b.trace,
+                statistics: b.statistics,
                 instruments: Mutex::new(b.instruments),
             }),
             diagnostics: DiagnosticSink::new(),
@@ -136,6 +139,27 @@ impl PassContext {
     /// Reports a diagnostic.
     pub fn emit(&self, diag: Diagnostic) {
         self.diagnostics.emit(diag)
+    }
+
+    /// Whether passes count their statistics ([`crate::transform::Statistic::add`]).
+    pub fn collects_statistics(&self) -> bool {
+        self.inner.statistics
+    }
+
+    /// The statistic totals counted into this context so far (a worker copy's counts are
+    /// merged here by the executor once the serial order reaches them).
+    pub fn statistics(&self) -> Statistics {
+        self.diagnostics.statistics()
+    }
+
+    /// Removes and returns the statistic totals so far.
+    pub fn take_statistics(&self) -> Statistics {
+        self.diagnostics.take_statistics()
+    }
+
+    /// Adds a worker copy's counts to this context's.
+    pub fn merge_statistics(&self, stats: &Statistics) {
+        self.diagnostics.merge_statistics(stats)
     }
 
     /// A snapshot of the instrument list.
@@ -253,14 +277,15 @@ impl PassContext {
             }
             drop(scope);
             worker.diagnostics().fill_function(name);
-            (res, worker.diagnostics().take())
+            (res, worker.diagnostics().take(), worker.take_statistics())
         });
         let mut out = Vec::with_capacity(results.len());
         let mut first_err = None;
-        for (res, diags) in results {
+        for (res, diags, stats) in results {
             for d in diags {
                 self.emit(d);
             }
+            self.merge_statistics(&stats);
             match res {
                 Ok(v) => out.push(v),
                 Err(e) => {
@@ -372,6 +397,7 @@ pub struct PassContextBuilder {
     num_threads: Option<usize>,
     instruments: Vec<Arc<dyn Instrument>>,
     trace: Option<Tracer>,
+    statistics: bool,
 }
 
 impl Default for PassContextBuilder {
@@ -384,6 +410,7 @@ impl Default for PassContextBuilder {
             num_threads: None,
             instruments: Vec::new(),
             trace: None,
+            statistics: false,
         }
     }
 }
@@ -433,6 +460,13 @@ impl PassContextBuilder {
     /// Streams one event per (pass, function) task to `tracer` (see `trace_channel`).
     pub fn trace(mut self, tracer: Tracer) -> Self {
         self.trace = Some(tracer);
+        self
+    }
+
+    /// Makes passes count their statistics (off by default: counting costs a little per
+    /// function and pass).
+    pub fn statistics(mut self, on: bool) -> Self {
+        self.statistics = on;
         self
     }
 

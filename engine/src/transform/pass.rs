@@ -348,10 +348,11 @@ pub fn run_function_pass_over_module(
     let mut busy = Duration::ZERO;
     let mut new = Vec::with_capacity(results.len());
     let mut first_err = None;
-    for (res, elapsed, diags) in results {
+    for (res, elapsed, diags, stats) in results {
         for d in diags {
             ctx.emit(d);
         }
+        ctx.merge_statistics(&stats);
         busy += elapsed;
         match res {
             Ok(func) => new.push(func),

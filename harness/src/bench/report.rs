@@ -291,7 +291,7 @@ fn mib(bytes: u64) -> String {
 }
 
 /// A JSON string literal.
-fn json_str(s: &str) -> String {
+pub(crate) fn json_str(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
