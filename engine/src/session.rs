@@ -146,16 +146,19 @@ pub struct RunStats {
 
 impl RunStats {
     /// Functions recomputed by any function stage, in first-seen order, without repeats.
+    /// Linear in the total length of the stages' lists: a hash set remembers what was seen,
+    /// the returned `Vec` keeps the order.
     pub fn recomputed_functions(&self) -> Vec<Arc<str>> {
-        let mut seen = Vec::new();
+        let mut seen: FxHashSet<Arc<str>> = FxHashSet::default();
+        let mut order = Vec::new();
         for stage in self.stages.iter().filter(|s| !s.is_module_pass) {
             for name in &stage.recomputed {
-                if !seen.contains(name) {
-                    seen.push(name.clone());
+                if seen.insert(name.clone()) {
+                    order.push(name.clone());
                 }
             }
         }
-        seen
+        order
     }
 }
 
@@ -276,6 +279,8 @@ impl Session {
     /// config and thread count, on an empty module.
     pub fn new(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
         check_no_instruments(ctx)?;
+        // A cold run refuses such a pipeline; so does a session (its plan would not recurse).
+        pipeline.check_depth()?;
         let mut ids = PassIds::default();
         let plan = plan(&pipeline, ctx, &mut ids, &[], &[])?;
         Ok(Session {

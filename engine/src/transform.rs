@@ -42,6 +42,6 @@ pub use pass::{
 };
 pub use pipeline::{parse_pipeline, print_pipeline};
 pub use registry::{canonical_pass_name, get_pass, list_passes, PassListing, PassRegistration, RunsAs};
-pub use sequential::{sequential, Sequential};
+pub use sequential::{sequential, Sequential, MAX_PIPELINE_DEPTH};
 pub use statistics::{Statistic, Statistics};
 pub use trace::{chrome_trace_json, trace_channel, TraceEvent, Tracer};

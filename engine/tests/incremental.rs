@@ -12,8 +12,8 @@ use std::sync::Arc;
 use passel_engine::ir::{parse_module, print_module, AttrValue, ExprKind, Function, Module, Type};
 use passel_engine::transform::{Diagnostic, Pass, PassContext, PassError, Sequential};
 use passel_engine::{
-    function_pass, module_pass, sequential, FirewallCheck, MemoryMode, ModuleFirewall, Session, SessionError,
-    SessionOutput,
+    function_pass, module_pass, sequential, FirewallCheck, MemoryMode, ModuleFirewall, RunStats, Session, SessionError,
+    SessionOutput, StageStats,
 };
 use proptest::prelude::*;
 
@@ -1098,4 +1098,40 @@ fn a_reference_added_by_a_module_pass_follows_signature_changes() {
             "{mode:?} mode: @a calls @c only after Rewire"
         );
     }
+}
+
+/// `RunStats::recomputed_functions` de-duplicates with a set, keeping first-seen order across
+/// function stages and ignoring module passes (it was a `Vec::contains` scan, quadratic in
+/// functions: `passel watch`'s first run on 100k functions took minutes).
+#[test]
+fn recomputed_functions_keeps_first_seen_order_without_repeats() {
+    let stage = |label: &str, is_module_pass: bool, names: &[&str]| StageStats {
+        label: label.into(),
+        is_module_pass,
+        recomputed: names.iter().map(|n| Arc::from(*n)).collect(),
+        reused: 0,
+        time: std::time::Duration::ZERO,
+    };
+    let n = 10_000;
+    let many: Vec<String> = (0..n).map(|i| format!("f{i}")).collect();
+    let many_refs: Vec<&str> = many.iter().map(|s| s.as_str()).collect();
+    let reversed: Vec<&str> = many_refs.iter().rev().copied().collect();
+    let stats = RunStats {
+        stages: vec![
+            stage("A", false, &["b", "a"]),
+            stage("M", true, &["m"]),
+            stage("B", false, &many_refs),
+            stage("C", false, &reversed),
+            stage("D", false, &["a", "z"]),
+        ],
+        total: std::time::Duration::ZERO,
+    };
+    let got = stats.recomputed_functions();
+    assert_eq!(got.len(), n + 3);
+    assert_eq!(&*got[0], "b");
+    assert_eq!(&*got[1], "a");
+    assert_eq!(&*got[2], "f0");
+    assert_eq!(&*got[n + 1], &format!("f{}", n - 1));
+    assert_eq!(&*got[n + 2], "z");
+    assert!(!got.iter().any(|g| &**g == "m"), "module-pass stages are not counted");
 }

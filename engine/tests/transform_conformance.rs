@@ -1011,8 +1011,8 @@ fn timing_renders_a_tree_in_call_order_with_tvm_columns() {
     check_timing_line(lines[4], 2, "P2");
     assert_eq!(lines.len(), 5);
     assert!(lines[1].contains("(100.00%; 100.00%)"), "{report}");
-    // Exiting the scope cleared the data.
-    assert_eq!(timing.render().unwrap().lines().count(), 1);
+    // Exiting the scope cleared the data: nothing profiled renders as "", as in TVM.
+    assert_eq!(timing.render().unwrap(), "");
 }
 
 #[test]
@@ -1027,7 +1027,17 @@ fn timing_keeps_data_until_the_outermost_entry_exits() {
         })
         .unwrap();
     assert_eq!(report.lines().count(), 2, "{report}");
-    assert_eq!(timing.render().unwrap().lines().count(), 1);
+    assert_eq!(timing.render().unwrap(), "");
+}
+
+/// TVM's `RenderPassProfiles` returns `""` when nothing was profiled, not a zero total.
+#[test]
+fn timing_render_with_nothing_profiled_is_empty() {
+    let timing = Arc::new(PassTimingInstrument::new());
+    assert_eq!(timing.render().unwrap(), "");
+    let ctx = ctx_with(vec![timing.clone()]);
+    let report = ctx.scope(|| timing.render().unwrap()).unwrap();
+    assert_eq!(report, "");
 }
 
 #[test]
@@ -1088,7 +1098,8 @@ fn timing_leaves_no_dangling_entry_when_another_instrument_fails_after_the_pass(
             timing.render().unwrap()
         })
         .unwrap();
-    assert_eq!(report.lines().count(), 1, "{report}");
+    // Nothing completed, so nothing is profiled: the report is empty, as in TVM.
+    assert_eq!(report, "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1230,5 +1241,66 @@ fn parsed_pipeline_runs_through_instruments() {
             "A before TestDep",
             "A before TestNeedsDep"
         ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nesting depth of pipelines (a deep pipeline used to overflow the stack when run or dropped)
+
+fn nested(depth: usize, leaf: Arc<dyn Pass>) -> Sequential {
+    let mut seq = sequential("level1", vec![leaf]);
+    for level in 2..=depth {
+        seq = sequential(&format!("level{level}"), vec![seq.shared()]);
+    }
+    seq
+}
+
+#[test]
+fn deep_sequentials_build_and_drop_without_recursion() {
+    let seq = nested(100_000, module_pass("Leaf", 0, |m, _| Ok(m)).shared());
+    assert_eq!(seq.depth(), 100_000);
+    drop(seq);
+}
+
+#[test]
+fn sequentials_deeper_than_the_limit_are_refused_before_any_pass_runs() {
+    let log = new_log();
+    let ctx = PassContext::builder().build().unwrap();
+    let too_deep = nested(20_000, logging_pass("Leaf", 0, &log));
+    let err = too_deep.run(tiny_module(), &ctx).unwrap_err();
+    assert_eq!(
+        err,
+        PassError::PipelineTooDeep {
+            name: "level20000".into(),
+            depth: 20_000,
+            max: passel_engine::transform::MAX_PIPELINE_DEPTH
+        }
+    );
+    assert!(err.to_string().contains("at most 128"), "{err}");
+    assert_eq!(passel_engine::transform::run_plain(&too_deep, tiny_module(), &ctx).unwrap_err(), err);
+    assert!(events(&log).is_empty());
+    // At the limit the pipeline runs, serially and in parallel.
+    for threads in [1, 2] {
+        let ctx = PassContext::builder().num_threads(threads).build().unwrap();
+        let ok = nested(passel_engine::transform::MAX_PIPELINE_DEPTH, logging_pass("Leaf", 0, &log));
+        assert!(ok.run(tiny_module(), &ctx).is_ok());
+    }
+    assert_eq!(events(&log), ["pass Leaf", "pass Leaf"]);
+    let ctx = PassContext::builder().build().unwrap();
+    let session = passel_engine::Session::new(nested(200, logging_pass("Leaf", 0, &log)), &ctx);
+    assert!(matches!(session, Err(passel_engine::SessionError::Pass(PassError::PipelineTooDeep { depth: 200, .. }))));
+}
+
+#[test]
+fn textual_pipelines_nest_at_most_the_limit() {
+    let max = passel_engine::transform::MAX_PIPELINE_DEPTH;
+    // The whole pipeline is level 1, so `max - 1` groups reach the limit.
+    let ok = format!("{}TestNoop{}", "[".repeat(max - 1), "]".repeat(max - 1));
+    assert_eq!(parse_pipeline(&ok).unwrap().depth(), max);
+    let deep = format!("{}TestNoop{}", "[".repeat(7000), "]".repeat(7000));
+    let err = parse_pipeline(&deep).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("pipeline error at {}: pipeline groups nest deeper than {max} levels", max - 1)
     );
 }

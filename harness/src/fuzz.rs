@@ -44,7 +44,8 @@ pub fn roundtrip(data: &[u8]) -> Result<(), String> {
 /// diagnostics as the serial run; and when the input passes the verifier, so does a
 /// successful output (one that comes with no error diagnostic: a type error the verifier cannot
 /// see in the input, such as one on an unannotated binding, is reported by InferType and may
-/// stay in the output).
+/// stay in the output); and the printed output parses again (and then verifies and
+/// type-checks, when the run succeeded on valid input): what `run` prints, `check` accepts.
 pub fn pipeline_parity(data: &[u8]) -> Result<(), String> {
     let mut bytes = Bytes::new(data);
     let pipeline = shaped_pipeline(&mut bytes);
@@ -57,6 +58,24 @@ pub fn pipeline_parity(data: &[u8]) -> Result<(), String> {
         if let Err(errs) = verify_module(out) {
             let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
             return Err(format!("output of {pipeline} does not verify: {first}\n--- input:\n{text}"));
+        }
+    }
+    // Whatever `passel run` prints, `passel check` accepts: the printed output parses again
+    // (nesting included), and a successful run of valid input prints valid, well-typed text.
+    if let Some(out) = &serial.module {
+        let printed = print_module(out);
+        let reparsed = parse_module(&printed).map_err(|e| {
+            format!("output of {pipeline} does not parse again: {e}\n--- input:\n{text}\n--- output:\n{printed}")
+        })?;
+        if input_verifies && !serial.errors {
+            if let Err(errs) = verify_module(&reparsed) {
+                let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
+                return Err(format!("printed output of {pipeline} does not verify: {first}\n--- input:\n{text}"));
+            }
+            let (_, type_errors) = passel_passes::infer_module(&reparsed);
+            if let Some(e) = type_errors.first() {
+                return Err(format!("printed output of {pipeline} does not type-check: {e}\n--- input:\n{text}"));
+            }
         }
     }
     for threads in [2, 3] {

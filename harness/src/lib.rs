@@ -2,9 +2,11 @@
 //! benches and fuzzing, and the bench runner. This is the only crate that does IO.
 
 pub mod bench;
+pub mod console;
 pub mod debug;
 pub mod diag;
 pub mod fuzz;
 pub mod gen;
 pub mod incremental_bench;
+pub mod notes;
 pub mod watch;

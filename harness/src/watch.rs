@@ -17,15 +17,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
 use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Function};
-use passel_engine::transform::{PassContext, Severity};
+use passel_engine::transform::PassContext;
 use passel_engine::{FirewallCheck, MemoryMode, ModuleFirewall, Sequential, Session, SessionError};
 use passel_passes::inline::{is_inline_candidate, MAX_SIZE_KEY};
 
-use crate::diag::{self, SourceError};
+use crate::diag;
 
 /// File events closer together than this are handled as one save.
 pub const DEBOUNCE: Duration = Duration::from_millis(50);
@@ -57,6 +57,14 @@ pub enum WatchError {
         path: String,
         /// Why.
         source: notify::Error,
+    },
+    /// The watched path is missing or is not a regular file (a directory, say).
+    #[error("cannot watch {path}: {reason}")]
+    NotAFile {
+        /// The path given.
+        path: String,
+        /// Why it cannot be watched.
+        reason: String,
     },
     /// The session could not be set up.
     #[error(transparent)]
@@ -135,6 +143,7 @@ fn live_globals(func: &Function) -> Vec<&str> {
 
 /// Watches `opts.file`, writing a report of every run to `out`.
 pub fn watch(opts: &WatchOptions, out: &mut dyn Write) -> Result<(), WatchError> {
+    let watched = watched_paths(&opts.file)?;
     let mut session = standard_session(opts.pipeline.clone(), &opts.ctx)?;
     session.set_memory_mode(opts.memory);
     let (tx, rx) = mpsc::channel();
@@ -144,11 +153,13 @@ pub fn watch(opts: &WatchOptions, out: &mut dyn Write) -> Result<(), WatchError>
         let _ = tx.send(event);
     })
     .map_err(notify_err)?;
-    let dir = match opts.file.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    watcher.watch(&dir, RecursiveMode::NonRecursive).map_err(notify_err)?;
+    for path in &watched {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        watcher.watch(&dir, RecursiveMode::NonRecursive).map_err(notify_err)?;
+    }
     let name = opts.file.display().to_string();
     let mut last_text: Option<String> = None;
     let mut runs = 0usize;
@@ -166,17 +177,36 @@ pub fn watch(opts: &WatchOptions, out: &mut dyn Write) -> Result<(), WatchError>
         if opts.max_runs.is_some_and(|max| runs >= max) {
             return Ok(());
         }
-        if !wait_for_change(&rx, &opts.file, out)? {
+        if !wait_for_change(&rx, &watched, out)? {
             return Ok(());
         }
     }
 }
 
-/// Blocks until an event about `file` arrives, then lets the burst settle. Returns false when
-/// the watcher has gone away.
+/// The paths whose directories are watched: `file` itself and, when it is a symlink, the file
+/// it resolves to (an edit of the target changes what `file` reads, but raises events only in
+/// the target's directory). Fails when `file` is missing or not a regular file: a watch that
+/// could never run would otherwise wait forever.
+fn watched_paths(file: &Path) -> Result<Vec<PathBuf>, WatchError> {
+    let not_a_file = |reason: String| WatchError::NotAFile { path: file.display().to_string(), reason };
+    let meta = std::fs::metadata(file).map_err(|e| not_a_file(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(not_a_file(if meta.is_dir() { "it is a directory".into() } else { "not a regular file".into() }));
+    }
+    let mut paths = vec![file.to_path_buf()];
+    let is_link = std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link {
+        let target = std::fs::canonicalize(file).map_err(|e| not_a_file(e.to_string()))?;
+        paths.push(target);
+    }
+    Ok(paths)
+}
+
+/// Blocks until an event about one of `files` arrives, then lets the burst settle. Returns
+/// false when the watcher has gone away.
 fn wait_for_change(
     rx: &mpsc::Receiver<notify::Result<notify::Event>>,
-    file: &Path,
+    files: &[PathBuf],
     out: &mut dyn Write,
 ) -> Result<bool, WatchError> {
     loop {
@@ -184,7 +214,8 @@ fn wait_for_change(
             Err(_) => return Ok(false),
             Ok(Err(e)) => write_report(out, &format!("watch error: {e}\n"))?,
             Ok(Ok(event)) => {
-                if event.kind.is_access() || !event.paths.iter().any(|p| p.file_name() == file.file_name()) {
+                let about_file = event.paths.iter().any(|p| files.iter().any(|f| p.file_name() == f.file_name()));
+                if event.kind.is_access() || !about_file {
                     continue;
                 }
                 while rx.recv_timeout(DEBOUNCE).is_ok() {}
@@ -208,10 +239,13 @@ fn run_once(
     run: usize,
     output: Option<&Path>,
 ) -> Result<String, WatchError> {
+    // The time reported is the time the user waited: parsing, verifying, the session run, the
+    // statistics, rendering diagnostics and writing the output, not only `Session::run`.
+    let start = Instant::now();
     let module = match parse_module(text) {
         Ok(m) => m,
         Err(errors) => {
-            return Ok(format!("run {run}: parse errors\n{}", diag::render(name, text, &diag::parse_errors(&errors))))
+            return Ok(format!("run {run}: parse errors\n{}", diag::render_parse_errors(name, text, &errors)))
         }
     };
     if let Err(errors) = verify_module(&module) {
@@ -223,14 +257,7 @@ fn run_once(
         Err(e) => return Ok(format!("run {run}: error: {e}\n")),
     };
     let recomputed = out.stats.recomputed_functions();
-    let mut report = format!(
-        "run {run}: {} functions, {} edited, {} recomputed{} in {:.2} ms\n",
-        module.len(),
-        edited.len(),
-        recomputed.len(),
-        list_names(&recomputed),
-        out.stats.total.as_secs_f64() * 1e3
-    );
+    let mut report = String::new();
     for stage in &out.stats.stages {
         report.push_str(&format!(
             "  {:<40} {:>6} recomputed {:>6} reused {:>9.2} ms\n",
@@ -240,26 +267,22 @@ fn run_once(
             stage.time.as_secs_f64() * 1e3
         ));
     }
-    let errors: Vec<SourceError> = out
-        .diagnostics
-        .iter()
-        .map(|d| SourceError {
-            message: format!(
-                "{} in {}{}: {}",
-                if d.severity == Severity::Error { "error" } else { "warning" },
-                d.pass,
-                d.function.as_deref().map(|f| format!(" @{f}")).unwrap_or_default(),
-                d.message
-            ),
-            span: d.span.map(|s| (s.start as usize, s.end as usize)),
-            label: d.message.clone(),
-        })
-        .collect();
+    let errors = diag::pass_diagnostics(&out.diagnostics);
     report.push_str(&diag::render(name, text, &errors));
     if let Some(path) = output {
         std::fs::write(path, print_module(&out.module))
             .map_err(|source| WatchError::Io { what: path.display().to_string(), source })?;
     }
+    let header = format!(
+        "run {run}: {} functions, {} edited, {} recomputed{} in {:.2} ms (session {:.2} ms)\n",
+        module.len(),
+        edited.len(),
+        recomputed.len(),
+        list_names(&recomputed),
+        start.elapsed().as_secs_f64() * 1e3,
+        out.stats.total.as_secs_f64() * 1e3
+    );
+    report.insert_str(0, &header);
     Ok(report)
 }
 

@@ -196,3 +196,21 @@ fn passes_lists_how_the_executor_runs_each_pass() {
     assert!(row("FoldConstant").contains("fused"), "{text}");
     assert!(row("FoldScaleAxis").contains("nested"), "{text}");
 }
+
+/// `--passes` with groups nested 7,000 deep used to overflow the stack (exit 134); `run` and
+/// `bench` now refuse it with the pipeline error.
+#[test]
+fn deeply_nested_pass_groups_are_an_error_not_a_crash() {
+    let deep = format!("{}FoldConstant{}", "[".repeat(7000), "]".repeat(7000));
+    let dir = std::env::temp_dir().join(format!("passel-deep-passes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("m.pir");
+    std::fs::write(&file, "def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n").expect("write");
+    let file = file.display().to_string();
+    for args in [vec!["run", "--passes", &deep, &file], vec!["bench", "--functions", "3", "--passes", &deep]] {
+        let out = passel(&args);
+        assert_eq!(out.status.code(), Some(1), "{}: {}", args[0], stderr(&out));
+        assert!(stderr(&out).contains("pipeline groups nest deeper than 128 levels"), "{}: {}", args[0], stderr(&out));
+    }
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

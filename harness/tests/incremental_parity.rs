@@ -1,6 +1,8 @@
 //! The standard pipeline in an incremental session (with the per-function forms of InferType
 //! and DeadCodeElimination) prints the same module and reports the same diagnostics as a cold
 //! serial run, after every edit of a random edit sequence.
+//! `PASSEL_INCREMENTAL_CASES=300 cargo test -p passel-harness --test incremental_parity` runs
+//! more cases (`PROPTEST_CASES` is honoured too when the specific variable is unset).
 
 use std::sync::Arc;
 
@@ -269,7 +271,10 @@ fn toggled(func: &Function, key: &str) -> Arc<Function> {
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(16)
+    ["PASSEL_INCREMENTAL_CASES", "PROPTEST_CASES"]
+        .iter()
+        .find_map(|key| std::env::var(key).ok().and_then(|v| v.parse().ok()))
+        .unwrap_or(16)
 }
 
 proptest! {

@@ -62,7 +62,9 @@ fn watch_three_runs(extra: &[&str]) {
         .spawn()
         .expect("passel runs");
 
-    assert!(wait_for(&log, "run 1:").contains("run 1: 2 functions, 2 edited, 2 recomputed"));
+    let first = wait_for(&log, "run 1:");
+    assert!(first.contains("run 1: 2 functions, 2 edited, 2 recomputed"), "{first}");
+    assert_waited_at_least_session(&first);
     // Save a broken version: the error is shown and the watch goes on.
     save(&file, &V1.replace("relu(%x)", "relu(%x"));
     let text = wait_for(&log, "run 2:");
@@ -74,4 +76,21 @@ fn watch_three_runs(extra: &[&str]) {
     let text = std::fs::read_to_string(&log).expect("log");
     assert!(text.contains("run 3: 2 functions, 1 edited, 1 recomputed (@b)"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The time a run reports is the whole wait (parse, run, statistics, output), so it is never
+/// less than the session's own time printed next to it.
+fn assert_waited_at_least_session(log: &str) {
+    let line = log.lines().find(|l| l.starts_with("run 1:")).expect("run 1 line");
+    let number_before = |marker: &str| -> f64 {
+        let end = line.find(marker).unwrap_or_else(|| panic!("no `{marker}` in {line}"));
+        let start = line[..end].rfind(' ').map_or(0, |i| i + 1);
+        line[start..end].parse().unwrap_or_else(|_| panic!("no number before `{marker}` in {line}"))
+    };
+    let waited = number_before(" ms (session");
+    let session = {
+        let tail = &line[line.find("(session ").expect("session time") + "(session ".len()..];
+        tail.split(' ').next().and_then(|n| n.parse::<f64>().ok()).expect("session ms")
+    };
+    assert!(waited >= session, "{line}");
 }

@@ -6,6 +6,14 @@
 //! nodes are not printed (they are a cache), and variable names are made unique and valid per
 //! function (a second `%x` prints as `%x_1`) so the output always parses. Indentation stops
 //! growing after [`MAX_INDENT`] levels, which keeps the output of very deep nesting linear.
+//!
+//! Invariant: the output parses, nesting included. The parser refuses input nested deeper
+//! than [`MAX_NESTING`] levels, but passes can build deeper expressions (ToGraphNormalForm on
+//! a long chain, FuseOps with a large `max_depth`). The printer knows the parser's depth at
+//! every statement and each node's nesting height; a statement that would exceed the limit
+//! has its deepest subexpressions bound to fresh variables first (`let %nest = …;`, in
+//! evaluation order), so no printed statement nests too deep. Text that parsed never needs
+//! this, so printing it stays a round trip.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -17,6 +25,7 @@ use super::function::Function;
 use super::ids::NodeId;
 use super::module::Module;
 use super::parser::FxMap;
+use super::parser::MAX_NESTING;
 use super::tensor::{Constant, Fill, Tensor, TensorData};
 use crate::op;
 
@@ -52,10 +61,18 @@ impl fmt::Display for Module {
 /// One step of the printing walk.
 #[derive(Clone, Copy)]
 enum Work {
-    /// An expression.
-    Expr(NodeId),
-    /// The inside of a `{ … }`: a block's bindings and result, or a lone expression.
-    Body(NodeId),
+    /// An expression, at its parser depth (nesting level of its own frame).
+    Expr(NodeId, u32),
+    /// An expression printed in full even if it was hoisted (the value of its `let`).
+    Hoisted(NodeId, u32),
+    /// The inside of a `{ … }` at parser depth `u32`: a block's bindings and result, or a
+    /// lone expression.
+    Body(NodeId, u32),
+    /// One statement's value (a binding's or the result) in a block at depth `u32`: hoists
+    /// subexpressions first if it would nest too deep.
+    Stmt(NodeId, u32),
+    /// The end of a block: forget the variables hoisted in it (out of scope from here).
+    EndScope(usize),
     /// A variable's definition: its name and type annotation.
     Def(NodeId),
     /// Fixed text.
@@ -84,6 +101,10 @@ struct Printer<'a> {
     next_suffix: FxMap<Cow<'a, str>, u32>,
     indent: usize,
     stack: Vec<Work>,
+    /// Nesting height of each node as the parser counts it (levels from its own frame down).
+    height: Vec<u32>,
+    /// Hoisted subexpressions in scope, with their names, innermost last.
+    hoisted: Vec<(NodeId, Cow<'a, str>)>,
 }
 
 /// `#[Key, Key=value]`.
@@ -133,6 +154,8 @@ impl<'a> Printer<'a> {
             next_suffix: FxMap::default(),
             indent: 0,
             stack: Vec::new(),
+            height: Vec::new(),
+            hoisted: Vec::new(),
         }
     }
 
@@ -147,6 +170,8 @@ impl<'a> Printer<'a> {
         self.used.clear();
         self.next_suffix.clear();
         self.indent = 0;
+        self.hoisted.clear();
+        self.height = heights(f);
         if !f.attrs().is_empty() {
             write_attrs(&mut self.out, f.attrs());
             self.out.push('\n');
@@ -163,7 +188,7 @@ impl<'a> Printer<'a> {
             Work::Str("}"),
             Work::Newline,
             Work::Dedent,
-            Work::Body(f.body()),
+            Work::Body(f.body(), 1),
             Work::Indent,
         ]);
         self.run();
@@ -230,10 +255,10 @@ impl<'a> Printer<'a> {
         self.out.push_str(&SPACES[..2 * self.indent.min(MAX_INDENT)]);
     }
 
-    /// Pushes `items` separated by `, ` so that they print in order.
-    fn push_list(&mut self, items: &[NodeId]) {
+    /// Pushes `items` (at parser depth `depth`) separated by `, ` so that they print in order.
+    fn push_list(&mut self, items: &[NodeId], depth: u32) {
         for (i, &x) in items.iter().enumerate().rev() {
-            self.stack.push(Work::Expr(x));
+            self.stack.push(Work::Expr(x, depth));
             if i > 0 {
                 self.stack.push(Work::Str(", "));
             }
@@ -260,29 +285,92 @@ impl<'a> Printer<'a> {
                         let _ = write!(self.out, "{key}={value}");
                     }
                 }
-                Work::Body(id) => {
+                Work::Body(id, depth) => {
                     let (pairs, result) = match *f.kind(id) {
                         ExprKind::Block { bindings, result } => (f.ids(bindings), result),
                         _ => (&[][..], id),
                     };
-                    self.stack.extend([Work::Expr(result), Work::Newline]);
+                    self.stack.extend([
+                        Work::EndScope(self.hoisted.len()),
+                        Work::Expr(result, depth + 1),
+                        Work::Stmt(result, depth),
+                    ]);
                     for pair in pairs.chunks_exact(2).rev() {
                         self.stack.extend([
                             Work::Str(";"),
-                            Work::Expr(pair[1]),
+                            Work::Expr(pair[1], depth + 1),
                             Work::Str(" = "),
                             Work::Def(pair[0]),
                             Work::Str("let "),
-                            Work::Newline,
+                            Work::Stmt(pair[1], depth),
                         ]);
                     }
                 }
-                Work::Expr(id) => self.expr(id),
+                Work::Stmt(id, depth) => self.stmt(id, depth),
+                Work::EndScope(len) => self.hoisted.truncate(len),
+                Work::Expr(id, depth) => match self.hoisted.iter().rev().find(|(n, _)| *n == id) {
+                    Some((_, name)) => {
+                        self.out.push('%');
+                        self.out.push_str(name);
+                    }
+                    None => self.expr(id, depth),
+                },
+                Work::Hoisted(id, depth) => self.expr(id, depth),
             }
         }
     }
 
-    fn expr(&mut self, id: NodeId) {
+    /// Starts a statement of a block at `depth`: a line break, then (when the value at
+    /// `value` would nest deeper than the parser allows) `let` bindings of its deepest
+    /// subexpressions. A binding's `let %x = value;` text follows on the stack; a block's
+    /// result is pushed here when `value` is one.
+    fn stmt(&mut self, value: NodeId, depth: u32) {
+        let f = self.func();
+        // The statement's root frame is at depth + 1; frames may go up to MAX_NESTING.
+        let budget = (MAX_NESTING + 1).saturating_sub(depth + 1).max(2);
+        let cuts = if self.height.get(value.index()).copied().unwrap_or(1) > budget {
+            cut_points(f, value, budget, &self.height)
+        } else {
+            Vec::new()
+        };
+        for &c in &cuts {
+            let name = self.fresh("nest");
+            self.hoisted.push((c, name));
+        }
+        // Pushed in reverse: the hoisted lets print first, in evaluation order, then the line
+        // break of the statement itself.
+        self.stack.push(Work::Newline);
+        for &c in cuts.iter().rev() {
+            self.stack.extend([
+                Work::Str(";"),
+                Work::Hoisted(c, depth + 1),
+                Work::Str(" = "),
+                Work::Expr(c, depth + 1),
+                Work::Str("let "),
+                Work::Newline,
+            ]);
+        }
+    }
+
+    /// A fresh variable name `base`, `base_1`, … not used in this function so far.
+    fn fresh(&mut self, base: &'static str) -> Cow<'a, str> {
+        let base: Cow<'a, str> = Cow::Borrowed(base);
+        if self.used.insert(base.clone()) {
+            return base;
+        }
+        let k = self.next_suffix.entry(base.clone()).or_insert(1);
+        loop {
+            let name = format!("{base}_{k}");
+            *k += 1;
+            if !self.used.contains(name.as_str()) {
+                let name: Cow<'a, str> = Cow::Owned(name);
+                self.used.insert(name.clone());
+                return name;
+            }
+        }
+    }
+
+    fn expr(&mut self, id: NodeId, depth: u32) {
         let f = self.func();
         match *f.kind(id) {
             ExprKind::Var { .. } => self.var(id),
@@ -296,22 +384,22 @@ impl<'a> Printer<'a> {
                 self.out.push('(');
                 self.stack.push(Work::Str(")"));
                 self.stack.push(Work::CallAttrs(attrs, args.len > 0));
-                self.push_list(f.ids(args));
+                self.push_list(f.ids(args), depth + 1);
             }
             ExprKind::Apply { callee, args } => {
                 self.stack.push(Work::Str(")"));
-                self.push_list(f.ids(args));
+                self.push_list(f.ids(args), depth + 1);
                 self.stack.push(Work::Str("("));
-                self.stack.push(Work::Expr(callee));
+                self.stack.push(Work::Expr(callee, depth));
             }
             ExprKind::Tuple { fields } => {
                 self.out.push('(');
                 self.stack.push(Work::Str(if fields.len == 1 { ",)" } else { ")" }));
-                self.push_list(f.ids(fields));
+                self.push_list(f.ids(fields), depth + 1);
             }
             ExprKind::Proj { tuple, index } => {
                 self.stack.push(Work::Index(index));
-                self.stack.push(Work::Expr(tuple));
+                self.stack.push(Work::Expr(tuple, depth));
             }
             ExprKind::If { cond, then_, else_ } => {
                 self.out.push_str("if (");
@@ -319,15 +407,15 @@ impl<'a> Printer<'a> {
                     Work::Str("}"),
                     Work::Newline,
                     Work::Dedent,
-                    Work::Body(else_),
+                    Work::Body(else_, depth + 1),
                     Work::Indent,
                     Work::Str("} else {"),
                     Work::Newline,
                     Work::Dedent,
-                    Work::Body(then_),
+                    Work::Body(then_, depth + 1),
                     Work::Indent,
                     Work::Str(") {"),
-                    Work::Expr(cond),
+                    Work::Expr(cond, depth + 1),
                 ]);
             }
             ExprKind::Func { idx } => {
@@ -342,14 +430,145 @@ impl<'a> Printer<'a> {
                     let _ = write!(self.out, " -> {ty}");
                 }
                 self.out.push_str(" {");
-                self.stack.extend([Work::Str("}"), Work::Newline, Work::Dedent, Work::Body(c.body), Work::Indent]);
+                self.stack.extend([
+                    Work::Str("}"),
+                    Work::Newline,
+                    Work::Dedent,
+                    Work::Body(c.body, depth + 1),
+                    Work::Indent,
+                ]);
             }
             ExprKind::Block { .. } => {
                 self.out.push('{');
-                self.stack.extend([Work::Str("}"), Work::Newline, Work::Dedent, Work::Body(id), Work::Indent]);
+                self.stack.extend([
+                    Work::Str("}"),
+                    Work::Newline,
+                    Work::Dedent,
+                    Work::Body(id, depth + 1),
+                    Work::Indent,
+                ]);
             }
         }
     }
+}
+
+/// The operands of `id` printed inside its own text, with the extra parser depth of each
+/// (0: same frame, as a projection's tuple or a call's callee; 1: one level in), and its
+/// bodies (blocks two levels in: the `{` frame, then each statement's frame).
+fn operands(f: &Function, id: NodeId, mut visit: impl FnMut(NodeId, u32)) {
+    match *f.kind(id) {
+        ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
+        ExprKind::Call { args, .. } => f.ids(args).iter().for_each(|&a| visit(a, 1)),
+        ExprKind::Tuple { fields } => f.ids(fields).iter().for_each(|&a| visit(a, 1)),
+        ExprKind::Apply { callee, args } => {
+            visit(callee, 0);
+            f.ids(args).iter().for_each(|&a| visit(a, 1));
+        }
+        ExprKind::Proj { tuple, .. } => visit(tuple, 0),
+        ExprKind::If { cond, .. } => visit(cond, 1),
+        ExprKind::Func { .. } | ExprKind::Block { .. } => {}
+    }
+}
+
+/// The bodies nested in `id` (an `if`'s branches, a closure's body, a block itself).
+fn bodies(f: &Function, id: NodeId) -> [Option<NodeId>; 2] {
+    match *f.kind(id) {
+        ExprKind::If { then_, else_, .. } => [Some(then_), Some(else_)],
+        ExprKind::Func { idx } => [Some(f.closure(idx).body), None],
+        _ => [None, None],
+    }
+}
+
+/// The parser depth a body's statements need below the body's `{` frame.
+fn body_height(f: &Function, body: NodeId, height: &[u32]) -> u32 {
+    let h = |n: NodeId| height.get(n.index()).copied().unwrap_or(1);
+    match *f.kind(body) {
+        ExprKind::Block { bindings, result } => {
+            f.ids(bindings).chunks_exact(2).map(|p| h(p[1])).max().unwrap_or(0).max(h(result))
+        }
+        _ => h(body),
+    }
+}
+
+/// Height of each node: the parser levels its text uses, counting its own frame. Nodes are in
+/// post-order (operands first), so one forward pass computes them; an operand that does not
+/// precede its user (a malformed function) counts as a leaf.
+fn heights(f: &Function) -> Vec<u32> {
+    let n = f.num_nodes();
+    let mut height = vec![1u32; n];
+    for i in 0..n {
+        let id = NodeId(i as u32);
+        let mut h = 1u32;
+        operands(f, id, |c, extra| {
+            if c.index() < i {
+                h = h.max(height[c.index()].saturating_add(extra));
+            }
+        });
+        let own_block = matches!(f.kind(id), ExprKind::Block { .. }).then_some(id);
+        for body in bodies(f, id).into_iter().flatten().chain(own_block) {
+            if body.index() <= i {
+                // `{` is one frame, each statement another.
+                let inner = if body == id {
+                    match *f.kind(id) {
+                        ExprKind::Block { bindings, result } => f
+                            .ids(bindings)
+                            .chunks_exact(2)
+                            .map(|p| height.get(p[1].index()).copied().unwrap_or(1))
+                            .max()
+                            .unwrap_or(0)
+                            .max(height.get(result.index()).copied().unwrap_or(1)),
+                        _ => 1,
+                    }
+                } else {
+                    body_height(f, body, &height)
+                };
+                h = h.max(inner.saturating_add(2));
+            }
+        }
+        height[i] = h;
+    }
+    height
+}
+
+/// The subexpressions of the statement value `root` to bind to variables first so that every
+/// printed expression uses at most `budget` parser levels, in evaluation order (operands
+/// before users). A hoisted node prints as a variable (one level) in its users.
+fn cut_points(f: &Function, root: NodeId, budget: u32, height: &[u32]) -> Vec<NodeId> {
+    // Effective height after cuts, per node of this statement (a DAG: memoized).
+    let mut eff: rustc_hash::FxHashMap<NodeId, u32> = rustc_hash::FxHashMap::default();
+    let mut cuts = Vec::new();
+    // Iterative post-order: (node, children pushed?).
+    let mut stack = vec![(root, false)];
+    while let Some((id, expanded)) = stack.pop() {
+        if eff.contains_key(&id) {
+            continue;
+        }
+        if !expanded {
+            stack.push((id, true));
+            operands(f, id, |c, _| {
+                if c.index() < id.index() && !eff.contains_key(&c) {
+                    stack.push((c, false));
+                }
+            });
+            continue;
+        }
+        let mut h = 1u32;
+        operands(f, id, |c, extra| {
+            let ch = eff.get(&c).copied().unwrap_or(1);
+            h = h.max(ch.saturating_add(extra));
+        });
+        // Bodies hoist inside themselves; count them as they are.
+        let own = height.get(id.index()).copied().unwrap_or(1);
+        if matches!(f.kind(id), ExprKind::If { .. } | ExprKind::Func { .. } | ExprKind::Block { .. }) {
+            h = h.max(own.min(budget));
+        }
+        if id != root && h >= budget {
+            cuts.push(id);
+            h = 1;
+        }
+        eff.insert(id, h);
+    }
+    cuts
 }
 
 /// `(4, 4)`, `(3,)`, `()`.

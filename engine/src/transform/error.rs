@@ -132,6 +132,17 @@ pub enum PassError {
         /// The pass.
         pass: String,
     },
+    /// Nested `Sequential`s deeper than [`MAX_PIPELINE_DEPTH`](super::MAX_PIPELINE_DEPTH); refused
+    /// before anything runs, because running nests calls once per level.
+    #[error("pipeline `{name}` nests sequentials {depth} levels deep; at most {max} are allowed")]
+    PipelineTooDeep {
+        /// The outermost sequential's name.
+        name: String,
+        /// Its nesting depth (1 for a sequential of plain passes).
+        depth: usize,
+        /// The limit.
+        max: usize,
+    },
     /// No pass of that name is registered.
     #[error("unknown pass `{name}`{}", did_you_mean(suggestions))]
     UnknownPass {

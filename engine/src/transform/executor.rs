@@ -33,15 +33,17 @@
 //! through [`call_pass`]: every hook sees the module exactly as in a serial run, and each pass
 //! still fans out over functions.
 //!
-//! Otherwise the stage is *fused*: one task per function runs every pass of the stage on that
-//! function. The coordinating thread then calls the hooks of each pass in the serial order
-//! (`should_run`, `run_before_pass`, [`Instrument::record_worker_time`], `run_after_pass`, or
-//! `on_pass_failed`), after the work was done. Because no active instrument observes the IR,
-//! before-hooks are given the stage's input module and after-hooks the stage's output. If a
-//! `should_run` vetoes a pass, the speculative work is dropped: the passes before it are run
-//! again without hooks, and the stage goes on after the vetoed pass, so the result is the one of
-//! the serial run. `record_worker_time` of a fused pass gets that pass's summed task time and a
-//! share of the stage's wall time proportional to it.
+//! Otherwise the stage is *fused*. The coordinating thread first asks the instruments'
+//! `should_run` for every pass of the stage, in order, before any body of the stage runs (a
+//! prelude is part of its split pass's body). If every pass is accepted, one task per function
+//! runs every pass of the stage on that function, and the coordinating thread then calls, per
+//! pass in the serial order, `run_before_pass`, [`Instrument::record_worker_time`] and
+//! `run_after_pass` (or `on_pass_failed`). Because no active instrument observes the IR,
+//! should-run and before-hooks are given the stage's input module and after-hooks the stage's
+//! output. If a `should_run` vetoes a pass, the stage runs pass by pass with the decisions
+//! already made: the vetoed pass's body never runs and no body runs twice, so the result is
+//! the one of the serial run. `record_worker_time` of a fused pass gets that pass's summed task
+//! time and a share of the stage's wall time proportional to it.
 //!
 //! A function pass reads other functions only through its read-only module view. In a fused
 //! stage the view is the stage's input module for every pass of the stage; a function pass must
@@ -71,8 +73,8 @@ use super::context::PassContext;
 use super::diagnostics::Diagnostic;
 use super::error::PassError;
 use super::info::PassInfo;
-use super::instrument::{after_pass, before_pass, Instrument};
-use super::pass::{call_pass, FunctionBody, FunctionPass, Pass, PreludeBody};
+use super::instrument::{after_pass, run_before, should_run, Instrument};
+use super::pass::{call_pass, call_pass_decided, FunctionBody, FunctionPass, Pass, PreludeBody};
 use super::registry::get_pass;
 use super::sequential::Sequential;
 use super::statistics::Statistics;
@@ -144,6 +146,7 @@ fn push_call(stages: &mut Vec<Stage>, pass: Arc<dyn Pass>) {
 /// Runs a `Sequential`'s list (what `Sequential::execute` does): planned into stages when the
 /// plan can be made, else pass by pass.
 pub fn run_sequential(seq: &Sequential, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    seq.check_depth()?;
     match plan(seq, ctx) {
         Ok(stages) => run_plan(&stages, module, ctx),
         Err(_) => run_plain(seq, module, ctx),
@@ -153,6 +156,7 @@ pub fn run_sequential(seq: &Sequential, module: Module, ctx: &PassContext) -> Re
 /// Runs a `Sequential`'s list pass by pass, the reference's algorithm without stages or fusion
 /// (each function pass still fans out over functions). Kept as the parity baseline.
 pub fn run_plain(seq: &Sequential, mut module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    seq.check_depth()?;
     for pass in seq.passes() {
         let info = pass.info();
         if !ctx.pass_enabled(info) {
@@ -187,13 +191,18 @@ pub fn run_function_stage(passes: &[FunctionPass], module: Module, ctx: &PassCon
     if !(may_fuse(passes, &insts, ctx) && signatures_allow_fusing(passes, &module)) {
         return run_unfused(passes, module, ctx);
     }
-    run_fused(passes, module, ctx, &insts, None)
+    let decisions = ask_should_run(passes, &module, &insts, ctx)?;
+    if decisions.iter().all(|&d| d) {
+        run_fused(passes, module, ctx, &insts, None)
+    } else {
+        run_decided(passes, module, ctx, &decisions)
+    }
 }
 
 /// Runs a [`Stage::Split`]: the prelude on the whole module, then `passes` (the first being
-/// the split pass's per-function part) fused. Where the stage may not be fused, or the prelude
-/// panics, the split pass runs as its module pass (hooks and errors exactly as in a serial
-/// run) and the other passes as a function stage.
+/// the split pass's per-function part) fused. Where the stage may not be fused, a pass is
+/// vetoed, or the prelude panics, the split pass runs as its module pass (hooks and errors
+/// exactly as in a serial run) and the other passes pass by pass.
 pub fn run_split_stage(
     prelude: &PreludeBody,
     passes: &[FunctionPass],
@@ -201,31 +210,58 @@ pub fn run_split_stage(
     ctx: &PassContext,
 ) -> Result<Module, PassError> {
     let insts = ctx.instruments();
-    if may_fuse(passes, &insts, ctx) {
-        // Under a worker copy, so that its diagnostics can be dropped if it is not used.
-        let worker = ctx.worker_copy();
-        let scope = worker.push_silently();
-        let start = Instant::now();
-        let out = catch_unwind(AssertUnwindSafe(|| prelude(&module, &worker)));
-        let time = start.elapsed();
-        drop(scope);
-        if let Ok(out) = out {
-            if signatures_allow_fusing(passes, &out) {
-                let run = PreludeRun {
-                    input: module,
-                    time,
-                    diagnostics: worker.diagnostics().take(),
-                    statistics: worker.take_statistics(),
-                };
-                return run_fused(passes, out, ctx, &insts, Some(run));
-            }
+    if !may_fuse(passes, &insts, ctx) {
+        return run_unfused(passes, module, ctx);
+    }
+    // The prelude is part of the split pass's body: it runs only once every pass was accepted.
+    let decisions = ask_should_run(passes, &module, &insts, ctx)?;
+    if !decisions.iter().all(|&d| d) {
+        return run_decided(passes, module, ctx, &decisions);
+    }
+    // Under a worker copy, so that its diagnostics can be dropped if it is not used.
+    let worker = ctx.worker_copy();
+    let scope = worker.push_silently();
+    let start = Instant::now();
+    let out = catch_unwind(AssertUnwindSafe(|| prelude(&module, &worker)));
+    let time = start.elapsed();
+    drop(scope);
+    if let Ok(out) = out {
+        if signatures_allow_fusing(passes, &out) {
+            let run = PreludeRun {
+                input: module,
+                time,
+                diagnostics: worker.diagnostics().take(),
+                statistics: worker.take_statistics(),
+            };
+            return run_fused(passes, out, ctx, &insts, Some(run));
         }
     }
-    let Some((split, rest)) = passes.split_first() else {
-        return Ok(module);
-    };
-    let module = call_pass(split, module, ctx)?;
-    run_function_stage(rest, module, ctx)
+    run_decided(passes, module, ctx, &decisions)
+}
+
+/// Asks the instruments' `should_run` for every pass of a fused stage, in order, on the
+/// coordinating thread, before any body of the stage runs (see [`Instrument::observes_ir`]).
+fn ask_should_run(
+    passes: &[FunctionPass],
+    module: &Module,
+    insts: &[Arc<dyn Instrument>],
+    ctx: &PassContext,
+) -> Result<Vec<bool>, PassError> {
+    passes.iter().map(|p| should_run(insts, module, p.info(), ctx.is_required(&p.info().name))).collect()
+}
+
+/// Runs `passes` pass by pass whose `should_run` was already asked: a vetoed pass is skipped
+/// (its body never runs), an accepted one gets its before- and after-hooks.
+fn run_decided(
+    passes: &[FunctionPass],
+    mut module: Module,
+    ctx: &PassContext,
+    decisions: &[bool],
+) -> Result<Module, PassError> {
+    for (pass, &runs) in passes.iter().zip(decisions) {
+        module = call_pass_decided(pass, module, ctx, Some(runs))?;
+    }
+    Ok(module)
 }
 
 /// Whether a stage of `passes` may run fused under the context's instruments and config (the
@@ -353,9 +389,10 @@ pub(crate) fn run_in_worker(
     (res.map_err(|e| e.in_pass(&info.name, Some(name))), elapsed, worker.diagnostics().take(), worker.take_statistics())
 }
 
-/// Runs `passes` fused over `module`. With `prelude`, `module` is the prelude's output and the
-/// first pass is the split pass's per-function part: its before-hooks see the prelude's input,
-/// its time includes the prelude's, and a veto of it goes back to that input.
+/// Runs `passes` fused over `module`; every pass's `should_run` already said yes. With
+/// `prelude`, `module` is the prelude's output and the first pass is the split pass's
+/// per-function part: its before-hooks see the prelude's input and its time includes the
+/// prelude's.
 fn run_fused(
     passes: &[FunctionPass],
     mut module: Module,
@@ -363,103 +400,71 @@ fn run_fused(
     insts: &[Arc<dyn Instrument>],
     mut prelude: Option<PreludeRun>,
 ) -> Result<Module, PassError> {
-    let mut rest = passes;
-    'group: while !rest.is_empty() {
-        let start = Instant::now();
-        let view = &module;
-        let runs = map_entries(ctx, view, |name, func| run_stage_on_function(rest, name, func, view, ctx));
-        let wall = start.elapsed();
-        if runs.iter().any(|r| r.signature_changed) {
-            // A pass changed a declared signature before a module pass's per-function form:
-            // the form's precondition fails, so this group runs pass by pass (no hook was
-            // called yet for it), a split pass from its own input.
-            drop(runs);
-            return match prelude {
-                Some(pre) => run_unfused(rest, pre.input, ctx),
-                None => run_unfused(rest, module, ctx),
-            };
-        }
-        let failed_at = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min();
-        let busy: Vec<Duration> = (0..rest.len()).map(|i| runs.iter().filter_map(|r| r.busy.get(i)).sum()).collect();
-        let all_busy: Duration = busy.iter().sum();
-        let output = match failed_at {
-            None => {
-                let mut out = module.clone();
-                out.replace_all(runs.iter().map(|r| r.func.clone()).collect());
-                Some(out)
-            }
-            Some(_) => None,
-        };
-        for (i, pass) in rest.iter().enumerate() {
-            let info = pass.info();
-            let pre = prelude.as_ref().filter(|_| i == 0);
-            let seen = pre.map_or(&module, |p| &p.input);
-            if !before_pass(insts, seen, info, ctx.is_required(&info.name))? {
-                // Vetoed: the speculative work of this group is void. A vetoed split pass goes
-                // back to its input and its prelude's output is dropped; otherwise apply the
-                // passes before the vetoed one (their hooks were called) and continue after it.
-                if let Some(pre) = prelude.take().filter(|_| i == 0) {
-                    drop(runs);
-                    release_module(ctx, std::mem::replace(&mut module, pre.input));
-                    return run_function_stage(&rest[1..], module, ctx);
-                }
-                if i > 0 {
-                    module = apply_without_hooks(&rest[..i], module, ctx)?;
-                }
-                if let Some(pre) = prelude.take() {
-                    release_module(ctx, pre.input);
-                }
-                rest = &rest[i + 1..];
-                continue 'group;
-            }
-            if let Some(p) = pre {
-                for d in &p.diagnostics {
-                    ctx.emit(d.clone());
-                }
-                ctx.merge_statistics(&p.statistics);
-            }
-            merge_diagnostics(ctx, &runs, i);
-            if failed_at == Some(i) {
-                for inst in insts {
-                    inst.on_pass_failed(info);
-                }
-                return Err(first_error(runs, i));
-            }
-            let share = if all_busy.is_zero() {
-                wall / rest.len() as u32
-            } else {
-                wall.mul_f64(busy[i].as_secs_f64() / all_busy.as_secs_f64())
-            };
-            let before = pre.map_or(Duration::ZERO, |p| p.time);
-            for inst in insts {
-                inst.record_worker_time(info, share + before, busy[i] + before);
-            }
-            after_pass(insts, output.as_ref().unwrap_or(&module), info)?;
-        }
-        drop(runs);
-        // Every pass ran, so nothing failed and the output exists.
-        if let Some(out) = output {
-            release_module(ctx, std::mem::replace(&mut module, out));
-        }
-        if let Some(pre) = prelude.take() {
-            release_module(ctx, pre.input);
-        }
-        break;
-    }
-    Ok(module)
-}
-
-/// Runs `passes` fused with no hooks and drops their diagnostics: after a veto, this rebuilds
-/// the module whose hooks and diagnostics were already handled from the speculative run. Passes
-/// are pure, so this gives the same functions; an error is still reported, not assumed away.
-fn apply_without_hooks(passes: &[FunctionPass], module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    let start = Instant::now();
     let view = &module;
     let runs = map_entries(ctx, view, |name, func| run_stage_on_function(passes, name, func, view, ctx));
-    if let Some(i) = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min() {
-        return Err(first_error(runs, i));
+    let wall = start.elapsed();
+    if runs.iter().any(|r| r.signature_changed) {
+        // A pass changed a declared signature before a module pass's per-function form: the
+        // form's precondition fails, so the stage runs pass by pass (no hook but should-run was
+        // called yet for it), a split pass from its own input. The bodies that already ran on
+        // some functions run again: function passes are not meant to change signatures.
+        drop(runs);
+        let accepted = vec![true; passes.len()];
+        return match prelude {
+            Some(pre) => run_decided(passes, pre.input, ctx, &accepted),
+            None => run_decided(passes, module, ctx, &accepted),
+        };
     }
-    let new = runs.into_iter().map(|r| r.func).collect();
-    Ok(ctx.replace_functions(module, new))
+    let failed_at = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min();
+    let busy: Vec<Duration> = (0..passes.len()).map(|i| runs.iter().filter_map(|r| r.busy.get(i)).sum()).collect();
+    let all_busy: Duration = busy.iter().sum();
+    let output = match failed_at {
+        None => {
+            let mut out = module.clone();
+            out.replace_all(runs.iter().map(|r| r.func.clone()).collect());
+            Some(out)
+        }
+        Some(_) => None,
+    };
+    for (i, pass) in passes.iter().enumerate() {
+        let info = pass.info();
+        let pre = prelude.as_ref().filter(|_| i == 0);
+        let seen = pre.map_or(&module, |p| &p.input);
+        run_before(insts, seen, info)?;
+        if let Some(p) = pre {
+            for d in &p.diagnostics {
+                ctx.emit(d.clone());
+            }
+            ctx.merge_statistics(&p.statistics);
+        }
+        merge_diagnostics(ctx, &runs, i);
+        if failed_at == Some(i) {
+            for inst in insts {
+                inst.on_pass_failed(info);
+            }
+            return Err(first_error(runs, i));
+        }
+        let share = if all_busy.is_zero() {
+            wall / passes.len() as u32
+        } else {
+            wall.mul_f64(busy[i].as_secs_f64() / all_busy.as_secs_f64())
+        };
+        let before = pre.map_or(Duration::ZERO, |p| p.time);
+        for inst in insts {
+            inst.record_worker_time(info, share + before, busy[i] + before);
+        }
+        after_pass(insts, output.as_ref().unwrap_or(&module), info)?;
+    }
+    drop(runs);
+    // Every pass ran, so nothing failed and the output exists.
+    if let Some(out) = output {
+        release_module(ctx, std::mem::replace(&mut module, out));
+    }
+    if let Some(pre) = prelude.take() {
+        release_module(ctx, pre.input);
+    }
+    Ok(module)
 }
 
 /// Merges the diagnostics and statistic counts of pass `pass_idx` of every function's run.

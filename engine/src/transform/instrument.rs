@@ -57,9 +57,14 @@ pub trait Instrument: Send + Sync {
 
     /// passel: whether this instrument needs to see the module between passes. While every
     /// active instrument says no, the executor may run several function passes on a function in
-    /// one task ("fusion") and call their hooks afterwards, in the serial order, with the
-    /// stage's input (before-hooks) and output (after-hooks) modules. Say no only if no hook
-    /// reads the module it is given.
+    /// one task ("fusion"). It then first asks `should_run` for every pass of the stage, in
+    /// order, before any pass body runs (so a vetoed pass's body never runs), runs the bodies of
+    /// the passes all instruments accepted, and then calls, per pass in order,
+    /// `run_before_pass`, `record_worker_time` and `run_after_pass` (or `on_pass_failed`), with
+    /// the stage's input (should-run and before-hooks) and output (after-hooks) modules. Each
+    /// pass still sees should-run < before < after; only the should-run calls of a stage come
+    /// together at its start. Say no only if no hook reads the module it is given and
+    /// `should_run` does not depend on earlier passes' after-hooks.
     fn observes_ir(&self) -> bool {
         true
     }
@@ -126,26 +131,42 @@ pub(crate) fn before_pass(
     info: &PassInfo,
     required: bool,
 ) -> Result<bool, PassError> {
-    if insts.is_empty() {
-        return Ok(true);
+    if !should_run(insts, module, info, required)? {
+        return Ok(false);
     }
+    run_before(insts, module, info)?;
+    Ok(true)
+}
+
+/// The decision half of the before-hook: every instrument's `should_run` (no short-circuit),
+/// skipped for a pass named in `required_pass`. A fused function stage asks this for each of
+/// its passes before any of their bodies runs.
+pub(crate) fn should_run(
+    insts: &[Arc<dyn Instrument>],
+    module: &Module,
+    info: &PassInfo,
+    required: bool,
+) -> Result<bool, PassError> {
+    let mut run = true;
     if !required {
-        let mut run = true;
         for inst in insts {
             // No short-circuit: every instrument sees should_run.
             run &= call_hook(&**inst, Hook::ShouldRun, || inst.should_run(module, info))?;
         }
-        if !run {
-            return Ok(false);
-        }
     }
+    Ok(run)
+}
+
+/// The second half of the before-hook: every `run_before_pass` in order. When one fails, the
+/// instruments whose before-hook already succeeded get [`Instrument::on_pass_failed`].
+pub(crate) fn run_before(insts: &[Arc<dyn Instrument>], module: &Module, info: &PassInfo) -> Result<(), PassError> {
     for (i, inst) in insts.iter().enumerate() {
         if let Err(e) = call_hook(&**inst, Hook::BeforePass, || inst.run_before_pass(module, info)) {
             insts[..i].iter().for_each(|done| done.on_pass_failed(info));
             return Err(e);
         }
     }
-    Ok(true)
+    Ok(())
 }
 
 /// The after-hook of one pass call (rule 21). When a `run_after_pass` fails, the instruments

@@ -10,7 +10,7 @@ use super::context::PassContext;
 use super::error::PassError;
 use super::executor::{map_entries, run_in_worker};
 use super::info::PassInfo;
-use super::instrument::{after_pass, before_pass};
+use super::instrument::{after_pass, before_pass, run_before};
 use super::sequential::Sequential;
 use crate::ir::{module_structural_hash, Function, Module};
 
@@ -58,6 +58,12 @@ pub trait Pass: Send + Sync {
         None
     }
 
+    /// The pass as a mutable `Sequential`, if it is one (`Sequential`'s drop takes nested
+    /// lists through this, so dropping deep nesting does not recurse).
+    fn as_sequential_mut(&mut self) -> Option<&mut Sequential> {
+        None
+    }
+
     /// The pass as a `FunctionPass`, if it is one (the executor fuses and fans these out).
     fn as_function(&self) -> Option<&FunctionPass> {
         None
@@ -87,9 +93,28 @@ impl fmt::Debug for dyn Pass {
 
 /// The instrumented call of `pass` (what [`Pass::run`] does).
 pub fn call_pass<P: Pass + ?Sized>(pass: &P, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    call_pass_decided(pass, module, ctx, None)
+}
+
+/// [`call_pass`], where `decided` is the answer of the instruments' `should_run`, asked
+/// already (a fused stage asks it up front); `None` asks it here.
+pub(crate) fn call_pass_decided<P: Pass + ?Sized>(
+    pass: &P,
+    module: Module,
+    ctx: &PassContext,
+    decided: Option<bool>,
+) -> Result<Module, PassError> {
     let info = pass.info();
     let insts = ctx.instruments();
-    if !before_pass(&insts, &module, info, ctx.is_required(&info.name))? {
+    let runs = match decided {
+        None => before_pass(&insts, &module, info, ctx.is_required(&info.name))?,
+        Some(false) => false,
+        Some(true) => {
+            run_before(&insts, &module, info)?;
+            true
+        }
+    };
+    if !runs {
         return Ok(module);
     }
     let immutable = ctx.get_config(IMMUTABLE_MODULE, false);

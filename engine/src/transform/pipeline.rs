@@ -6,7 +6,8 @@
 //! item     := NAME | '[' pipeline ']'
 //! NAME     := [A-Za-z0-9_.-]+      (a registry name, TVM or CLI spelling)
 //! ```
-//! A bracketed group is a nested `Sequential` with the default name "sequential". Names are
+//! A bracketed group is a nested `Sequential` with the default name "sequential"; groups nest
+//! at most [`MAX_PIPELINE_DEPTH`] levels (counting the whole pipeline as one). Names are
 //! resolved through the registry; [`print_pipeline`] prints a parsed pipeline back in the
 //! same form (names in their registered spelling, no spaces).
 
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use super::error::{PassError, PipelineError};
 use super::pass::Pass;
 use super::registry::get_pass;
-use super::sequential::Sequential;
+use super::sequential::{Sequential, MAX_PIPELINE_DEPTH};
 
 /// Parses `text` into a `Sequential` named "sequential".
 pub fn parse_pipeline(text: &str) -> Result<Sequential, PassError> {
@@ -27,6 +28,11 @@ pub fn parse_pipeline(text: &str) -> Result<Sequential, PassError> {
         let start = p.pos;
         match p.peek() {
             Some('[') => {
+                // The outermost list is depth 1; each open group adds one.
+                if stack.len() >= MAX_PIPELINE_DEPTH {
+                    let message = format!("pipeline groups nest deeper than {MAX_PIPELINE_DEPTH} levels");
+                    return Err(p.error_at(start, message).into());
+                }
                 p.pos += 1;
                 stack.push((start, Vec::new()));
                 continue;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::{count_bindings, run_bench, BenchConfig, BenchReport, CountingAlloc, Machine};
+use crate::console::Console;
 use crate::gen;
 
 /// The default pipeline of `passel bench`.
@@ -95,7 +96,7 @@ fn write_all(mut file: File, path: &Path, text: &str) -> Result<(), String> {
 
 /// Runs `passel bench`: returns the table for stdout; progress and the workload summary go to
 /// stderr. `heap` is the installed counting allocator, if any (then rows report peak heap).
-pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>) -> Result<String, String> {
+pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>, console: &Console) -> Result<String, String> {
     if args.ops.is_some() && args.workload != "chain" {
         return Err(format!("--ops applies only to --workload chain, not `{}`", args.workload));
     }
@@ -125,7 +126,13 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>) -> Result<String,
         "chain" => format!("chain {}x{}", module.len(), args.ops.unwrap_or(50)),
         kind => kind.to_string(),
     };
-    eprintln!("workload: {workload}, {} functions, {bindings} bindings; pipeline: {}", module.len(), args.passes);
+    console
+        .err(&format!(
+            "workload: {workload}, {} functions, {bindings} bindings; pipeline: {}\n",
+            module.len(),
+            args.passes
+        ))
+        .map_err(|_| "cannot write to stderr".to_string())?;
 
     let rows = 1 + threads.len() + if args.no_incremental { 0 } else { 6 };
     let bar = indicatif::ProgressBar::new(rows as u64 * args.repeats);

@@ -54,12 +54,16 @@ impl PassTimingInstrument {
     }
 
     /// The report: a `Total` line, then one line per pass, tab-indented by depth:
-    /// `name: total [self] (% of total; % of parent) cpu time`. Rendering while a pass runs is
-    /// an error.
+    /// `name: total [self] (% of total; % of parent) cpu time`. With nothing profiled the
+    /// report is empty, as TVM's `RenderPassProfiles` returns `""`. Rendering while a pass runs
+    /// is an error.
     pub fn render(&self) -> Result<String, InstrumentError> {
         let state = self.lock();
         if !state.open.is_empty() {
             return Err(InstrumentError::new("cannot render pass timings while a pass is running"));
+        }
+        if state.roots.is_empty() {
+            return Ok(String::new());
         }
         let total: Duration = state.roots.iter().map(|n| n.total).sum();
         let mut out = String::new();
