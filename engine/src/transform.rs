@@ -8,6 +8,7 @@
 //! through [`call_pass`], which applies the instrument hooks, the `testing.immutable_module`
 //! check and error location.
 
+mod bisect;
 mod config;
 mod context;
 mod diagnostics;
@@ -23,6 +24,7 @@ mod sequential;
 mod statistics;
 mod trace;
 
+pub use bisect::OptBisect;
 pub use config::{
     list_configs, parse_config_assignment, validate_config, ConfigKey, ConfigType, ConfigValue, FromConfigValue,
     IMMUTABLE_MODULE,

@@ -11,6 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use super::bisect::OptBisect;
 use super::config::{validate_config, ConfigValue, FromConfigValue};
 use super::diagnostics::{Diagnostic, DiagnosticSink};
 use super::error::{ContextError, PassError};
@@ -29,6 +30,7 @@ struct Inner {
     num_threads: usize,
     trace: Option<Tracer>,
     statistics: bool,
+    bisect: Option<Arc<OptBisect>>,
     // Mutable because a failing enter/exit clears the list and `override_instruments`
     // replaces it; callbacks run on a snapshot, never under the lock.
     instruments: Mutex<Vec<Arc<dyn Instrument>>>,
@@ -82,6 +84,7 @@ impl PassContext {
                 num_threads: b.num_threads.unwrap_or_else(default_threads),
                 trace: b.trace,
                 statistics: b.statistics,
+                bisect: b.bisect,
                 instruments: Mutex::new(b.instruments),
             }),
             diagnostics: DiagnosticSink::new(),
@@ -160,6 +163,11 @@ impl PassContext {
     /// Adds a worker copy's counts to this context's.
     pub fn merge_statistics(&self, stats: &Statistics) {
         self.diagnostics.merge_statistics(stats)
+    }
+
+    /// The opt-bisect state, when the context runs only the first N pass executions.
+    pub fn opt_bisect(&self) -> Option<&OptBisect> {
+        self.inner.bisect.as_deref()
     }
 
     /// A snapshot of the instrument list.
@@ -398,6 +406,7 @@ pub struct PassContextBuilder {
     instruments: Vec<Arc<dyn Instrument>>,
     trace: Option<Tracer>,
     statistics: bool,
+    bisect: Option<Arc<OptBisect>>,
 }
 
 impl Default for PassContextBuilder {
@@ -411,6 +420,7 @@ impl Default for PassContextBuilder {
             instruments: Vec::new(),
             trace: None,
             statistics: false,
+            bisect: None,
         }
     }
 }
@@ -467,6 +477,13 @@ impl PassContextBuilder {
     /// function and pass).
     pub fn statistics(mut self, on: bool) -> Self {
         self.statistics = on;
+        self
+    }
+
+    /// Runs only the first `bisect`-limited optional pass executions (opt-bisect; see
+    /// [`OptBisect`]). While set, function stages run pass by pass.
+    pub fn opt_bisect(mut self, bisect: Arc<OptBisect>) -> Self {
+        self.bisect = Some(bisect);
         self
     }
 

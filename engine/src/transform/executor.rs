@@ -267,7 +267,10 @@ fn run_decided(
 /// Whether a stage of `passes` may run fused under the context's instruments and config (the
 /// module is checked by [`signatures_allow_fusing`]).
 fn may_fuse(passes: &[FunctionPass], insts: &[Arc<dyn Instrument>], ctx: &PassContext) -> bool {
-    passes.len() > 1 && insts.iter().all(|inst| !inst.observes_ir()) && !ctx.get_config(IMMUTABLE_MODULE, false)
+    passes.len() > 1
+        && insts.iter().all(|inst| !inst.observes_ir())
+        && !ctx.get_config(IMMUTABLE_MODULE, false)
+        && ctx.opt_bisect().is_none()
 }
 
 /// Whether every function of `module` declares its signature, where a pass of the stage relies
