@@ -260,7 +260,8 @@ fn duration(secs: f64) -> String {
 /// A ratio below one as `1/N` with two significant digits and a k/M suffix (`1/12`, `1/1.6k`,
 /// `1/740k`); a ratio of at least one as `N.NNx`.
 fn fraction(ratio: f64) -> String {
-    if !(ratio > 0.0) {
+    // NaN and non-positive ratios (a zero-time row) print as 0.
+    if ratio.is_nan() || ratio <= 0.0 {
         return "0".to_string();
     }
     if ratio >= 1.0 {
