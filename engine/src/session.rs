@@ -48,7 +48,7 @@ use self::lean::Lean;
 use self::plan::{plan, PassIds, Plan, Split};
 use self::same::{same_function, span_base};
 use crate::ir::{Function, Module, ModuleError};
-use crate::transform::{Diagnostic, Pass, PassContext, PassError, PassKind, Sequential};
+use crate::transform::{Diagnostic, Pass, PassContext, PassError, PassKind, Sequential, Statistics};
 
 /// Errors of a session.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -543,6 +543,14 @@ impl Session {
             self.lean = None;
         }
         self.last = None;
+    }
+
+    /// Removes and returns the pass statistics of the work this session did since the last
+    /// call (its context must be built with `PassContextBuilder::statistics(true)`). A session
+    /// counts only what it computes: a function it reuses from an earlier run counts nothing,
+    /// so a cold run's totals equal a serial run's and a no-change run's are empty.
+    pub fn take_statistics(&self) -> Statistics {
+        self.ctx.take_statistics()
     }
 
     /// Runs the pipeline, recomputing only what changed since the last run.

@@ -8,6 +8,7 @@
 //! through [`call_pass`], which applies the instrument hooks, the `testing.immutable_module`
 //! check and error location.
 
+mod bisect;
 mod config;
 mod context;
 mod diagnostics;
@@ -20,8 +21,10 @@ mod pass;
 mod pipeline;
 mod registry;
 mod sequential;
+mod statistics;
 mod trace;
 
+pub use bisect::OptBisect;
 pub use config::{
     list_configs, parse_config_assignment, validate_config, ConfigKey, ConfigType, ConfigValue, FromConfigValue,
     IMMUTABLE_MODULE,
@@ -34,7 +37,7 @@ pub use executor::{
 };
 pub use info::PassInfo;
 pub use instrument::{stderr_sink, Instrument, Sink};
-pub use instruments::{DumpIrInstrument, PassTimingInstrument, PrintIr, PrintIrInstrument};
+pub use instruments::{unified_diff, DumpIrInstrument, PassTimingInstrument, PrintIr, PrintIrInstrument};
 pub use pass::{
     call_pass, function_pass, module_pass, run_function_pass_over_module, FunctionBody, FunctionPass, ModuleBody,
     ModulePass, Pass, PassKind, PreludeBody,
@@ -42,4 +45,5 @@ pub use pass::{
 pub use pipeline::{parse_pipeline, print_pipeline};
 pub use registry::{canonical_pass_name, get_pass, list_passes, PassListing, PassRegistration, RunsAs};
 pub use sequential::{sequential, Sequential, MAX_PIPELINE_DEPTH};
+pub use statistics::{Statistic, Statistics};
 pub use trace::{chrome_trace_json, trace_channel, TraceEvent, Tracer};

@@ -17,7 +17,7 @@
 
 mod alloc;
 mod cli;
-mod report;
+pub(crate) mod report;
 
 pub use alloc::CountingAlloc;
 pub use cli::{parse_threads, run_cli, BenchArgs, DEFAULT_PIPELINE};

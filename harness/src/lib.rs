@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod console;
+pub mod debug;
 pub mod diag;
 pub mod fuzz;
 pub mod gen;

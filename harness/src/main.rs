@@ -9,12 +9,12 @@ use std::sync::Arc;
 use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
     chrome_trace_json, get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, trace_channel,
-    DumpIrInstrument, Pass, PassContext, PassContextBuilder, PassTimingInstrument, PrintIrInstrument, Sequential,
-    Severity,
+    DumpIrInstrument, OptBisect, Pass, PassContext, PassContextBuilder, PassTimingInstrument, PrintIrInstrument,
+    Sequential, Severity,
 };
 use passel_engine::MemoryMode;
 use passel_harness::console::{Console, Stream};
-use passel_harness::{bench, diag, gen};
+use passel_harness::{bench, debug, diag, gen};
 
 /// passel: a parallel, incremental compiler pass engine.
 #[derive(Parser)]
@@ -48,6 +48,10 @@ enum Command {
     /// Run a pipeline on a .pir file, then again incrementally on every save, printing
     /// which functions were recomputed.
     Watch(WatchArgs),
+    /// Binary-search the opt-bisect limit for the first pass execution after which CHECK fails:
+    /// runs the pipeline with limits N, writes each output to a temporary .pir file and runs
+    /// `sh -c 'CHECK "$1"' sh OUTPUT` (exit 0 = good). Prints the culprit's BISECT line.
+    Bisect(Box<BisectArgs>),
     /// List the registered passes with kind, opt level and required passes.
     Passes,
     /// List the registered PassContext config keys with their types.
@@ -118,7 +122,8 @@ struct RunArgs {
     /// Print the module to stderr after this pass. Repeatable; `all` for every pass.
     #[arg(long = "print-ir-after", value_name = "NAME")]
     print_ir_after: Vec<String>,
-    /// Print the module to stderr after every pass that changed it.
+    /// Print to stderr, after every pass that changed the module, the functions it changed
+    /// (header: `PrintIR(after PASS, changed: @f, @g; removed: @h):`).
     #[arg(long)]
     print_ir_after_change: bool,
     /// Write the module after each pass to DIR/NNN_PASS.pir (NNN counts the passes from 000,
@@ -132,6 +137,95 @@ struct RunArgs {
     /// Write the result here instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
+    #[command(flatten)]
+    debug: DebugArgs,
+}
+
+/// `passel run`'s pipeline debugging options (README: "Debugging a pipeline"). Each gives the
+/// same output at any thread count.
+#[derive(Args)]
+struct DebugArgs {
+    /// Count pass statistics (FoldConstant: calls folded, bytes materialized; DeadCodeElimination:
+    /// bindings removed, functions removed; …) and print their totals to stderr after the run,
+    /// sorted by pass, then counter. Counters that stayed 0 are not shown.
+    #[arg(long)]
+    stats: bool,
+    /// Write the statistic totals as JSON (`{"PASS": {"counter": N}}`) to FILE.
+    #[arg(long = "stats-json", value_name = "FILE")]
+    stats_json: Option<PathBuf>,
+    /// Run only the first N optional pass executions, counted per (function pass, function) and
+    /// per module pass call in the serial order (the same at any -j), and print
+    /// `BISECT: running pass (K) NAME on @func` / `BISECT: NOT running …` to stderr. Required
+    /// passes (--require, and opt level 0 passes such as InferType) always run, unnumbered.
+    #[arg(long = "opt-bisect-limit", value_name = "N")]
+    opt_bisect_limit: Option<u64>,
+    /// With --print-ir-after-change, print the whole module instead of the changed functions
+    /// (MLIR's module scope).
+    #[arg(long)]
+    print_ir_module_scope: bool,
+    /// When a pass fails or panics, print its input module to stderr (innermost failing pass).
+    #[arg(long)]
+    print_ir_after_failure: bool,
+    /// Print only this function in every --print-ir-* output (`@name` or `name`). Repeatable.
+    #[arg(long = "print-ir-filter", value_name = "@NAME")]
+    print_ir_filter: Vec<String>,
+    /// After every pass that changed the module, print a unified diff of each function it
+    /// changed, added or removed to stderr.
+    #[arg(long)]
+    print_ir_diff: bool,
+}
+
+#[derive(Args)]
+struct BisectArgs {
+    /// The .pir file.
+    file: PathBuf,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
+    /// Shell command that checks an output file (passed as its last argument); a nonzero exit
+    /// means the output is bad.
+    #[arg(long, value_name = "CMD")]
+    check: String,
+}
+
+fn bisect(console: &Console, args: BisectArgs) -> ExitCode {
+    let (module, _) = match load(console, &args.file) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
+    let res = (|| -> Result<String, String> {
+        let (pipeline, _) = args.pipeline.pipeline_and_context()?;
+        let builder = || args.pipeline.pipeline_and_context().map(|(_, b)| b).unwrap_or_default();
+        let full = debug::bisect::run_with_limit(&module, &pipeline, builder, u64::MAX)?;
+        let out_path = std::env::temp_dir().join(format!("passel-bisect-{}.pir", std::process::id()));
+        let mut fails = |limit: u64| -> Result<bool, String> {
+            let run = debug::bisect::run_with_limit(&module, &pipeline, builder, limit)?;
+            let text = run.output.unwrap_or_else(|e| format!("// pipeline failed: {e}\n"));
+            std::fs::write(&out_path, text).map_err(|e| format!("cannot write {}: {e}", out_path.display()))?;
+            let status = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("{} \"$1\"", args.check))
+                .arg("sh")
+                .arg(&out_path)
+                .status()
+                .map_err(|e| format!("cannot run the check: {e}"))?;
+            let _ = console.err(&format!("limit {limit}: {}\n", if status.success() { "good" } else { "bad" }));
+            Ok(!status.success())
+        };
+        let found = debug::bisect::first_failing(full.executions, &mut fails);
+        let _ = std::fs::remove_file(&out_path);
+        Ok(match found? {
+            None => format!("the check passes with all {} executions: nothing to bisect\n", full.executions),
+            Some(k) => format!(
+                "first bad execution ({k} of {}):\n{}\n",
+                full.executions,
+                debug::bisect::execution_line(&full.log, k).unwrap_or("(no line)")
+            ),
+        })
+    })();
+    match res {
+        Ok(text) => write_stdout(console, &text),
+        Err(e) => console.error(&e),
+    }
 }
 
 #[derive(Args)]
@@ -247,8 +341,26 @@ fn try_run(console: &Console, args: RunArgs) -> Result<ExitCode, String> {
     if args.timing {
         builder = builder.instrument(timing.clone());
     }
-    if !args.print_ir_before.is_empty() || !args.print_ir_after.is_empty() || args.print_ir_after_change {
+    let d = &args.debug;
+    if !args.print_ir_before.is_empty()
+        || !args.print_ir_after.is_empty()
+        || args.print_ir_after_change
+        || d.print_ir_after_failure
+        || d.print_ir_diff
+    {
         let mut p = PrintIrInstrument::new().to_sink(console.stderr_sink());
+        if !d.print_ir_module_scope {
+            p = p.changed_functions();
+        }
+        if d.print_ir_after_failure {
+            p = p.after_failure();
+        }
+        if d.print_ir_diff {
+            p = p.diff();
+        }
+        for name in &d.print_ir_filter {
+            p = p.filter(name);
+        }
         for name in &args.print_ir_before {
             p = if name == "all" { p.before_all() } else { p.before(&resolve_pass_name(name)?) };
         }
@@ -268,6 +380,12 @@ fn try_run(console: &Console, args: RunArgs) -> Result<ExitCode, String> {
         let (tracer, rx) = trace_channel();
         builder = builder.trace(tracer);
         trace_rx = Some(rx);
+    }
+    if args.debug.stats || args.debug.stats_json.is_some() {
+        builder = builder.statistics(true);
+    }
+    if let Some(limit) = args.debug.opt_bisect_limit {
+        builder = builder.opt_bisect(Arc::new(OptBisect::new(limit, console.stderr_sink())));
     }
     let ctx = builder.build().map_err(|e| e.to_string())?;
     if args.pipeline.passes.is_some() || !args.pipeline.disable.is_empty() {
@@ -302,6 +420,14 @@ fn try_run(console: &Console, args: RunArgs) -> Result<ExitCode, String> {
         if console.err(&rendered).is_err() {
             return Ok(console.exit_code(ExitCode::FAILURE));
         }
+    }
+    let stats = ctx.take_statistics();
+    if args.debug.stats && console.err(&debug::stats::table(&stats)).is_err() {
+        return Ok(console.exit_code(ExitCode::FAILURE));
+    }
+    if let Some(path) = &args.debug.stats_json {
+        std::fs::write(path, debug::stats::json(&stats))
+            .map_err(|e| format!("cannot write statistics {}: {e}", path.display()))?;
     }
     let module = res.map_err(|e| e.to_string())?;
     let text = print_module(&module);
@@ -374,6 +500,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(console, *args),
         Command::Bench(args) => bench(console, args),
         Command::Watch(args) => watch(console, args),
+        Command::Bisect(args) => bisect(console, *args),
         Command::Passes => write_stdout(console, &list_passes_text()),
         Command::Configs => write_stdout(console, &list_configs_text()),
     }

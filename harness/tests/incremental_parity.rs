@@ -398,3 +398,29 @@ fn diagnostics_follow_a_function_that_only_moved() {
     mixed.insert("user", moved.get("user").expect("user").clone());
     assert_eq!(s.run().expect("run").diagnostics, cold(&mixed, 2).1);
 }
+
+/// A session's statistics are those of the work it did: a cold session run counts what a cold
+/// serial run counts (at any thread count, in both memory modes), and a re-run with nothing
+/// changed counts nothing.
+#[test]
+fn session_statistics_count_the_work_done_in_the_run() {
+    let module = chain(&ChainOptions { functions: 30, ops: 20, ..Default::default() });
+    let with_stats =
+        |threads| PassContext::builder().opt_level(3).num_threads(threads).statistics(true).build().expect("context");
+    let pipeline = passel_passes::default_pipeline(3);
+    let serial = with_stats(1);
+    serial.scope(|| pipeline.run(module.clone(), &serial)).expect("scope").expect("serial run");
+    let expected = serial.take_statistics();
+    assert!(expected.get("FoldConstant", "calls folded").is_some_and(|n| n > 0), "{expected:?}");
+    for mode in [MemoryMode::Full, MemoryMode::Lean] {
+        for threads in [1, 2, 8] {
+            let mut s = standard_session(pipeline.clone(), &with_stats(threads)).expect("session");
+            s.set_memory_mode(mode);
+            s.load(&module);
+            s.run().expect("cold run");
+            assert_eq!(s.take_statistics(), expected, "{mode:?} mode, {threads} threads");
+            s.run().expect("no-change run");
+            assert!(s.take_statistics().is_empty(), "a no-change run does no work");
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! Serial = parallel: for generated modules, pipelines drawn from the registry and thread counts
-//! {1, 2, 3, 8}, the printed output and the diagnostics of a parallel run are byte-identical to a
-//! serial run. `PASSEL_PARITY_CASES=5000 cargo test -p passel-harness --test parity` runs more.
+//! {1, 2, 3, 8}, the printed output, the diagnostics and the pass statistic totals of a parallel
+//! run are identical to a serial run's. `PASSEL_PARITY_CASES=5000 cargo test -p passel-harness --test parity` runs more.
 //!
 //! Two generators: `gen::chain` (big regular functions) and the fuzz decoder
 //! `fuzz::shaped_module` over random bytes (calls between functions, constants, duplicates,
@@ -26,7 +26,7 @@ fn passes() -> Vec<&'static str> {
 fn run(module: Module, pipeline: &str, threads: usize) -> (String, Vec<String>) {
     passel_passes::link();
     let seq = parse_pipeline(pipeline).expect("registered passes");
-    let ctx = PassContext::builder().opt_level(3).num_threads(threads).build().expect("valid context");
+    let ctx = PassContext::builder().opt_level(3).num_threads(threads).statistics(true).build().expect("valid context");
     let res = ctx
         .scope(|| if threads == 1 { run_plain(&seq, module, &ctx) } else { seq.run(module, &ctx) })
         .expect("context enters");
@@ -34,8 +34,14 @@ fn run(module: Module, pipeline: &str, threads: usize) -> (String, Vec<String>) 
         Ok(m) => print_module(&m),
         Err(e) => format!("error: {e}"),
     };
-    let diags = ctx.diagnostics().take().into_iter().map(|d| format!("{d:?}")).collect();
-    (out, diags)
+    (out, diags_and_statistics(&ctx))
+}
+
+/// The run's diagnostics, then its statistic totals, one line each.
+fn diags_and_statistics(ctx: &PassContext) -> Vec<String> {
+    let mut lines: Vec<String> = ctx.diagnostics().take().into_iter().map(|d| format!("{d:?}")).collect();
+    lines.extend(ctx.take_statistics().iter().map(|(pass, name, n)| format!("stat {pass} {name} {n}")));
+    lines
 }
 
 /// The executor on `threads` threads (also with 1: the fused, planned path) under a timing
@@ -48,6 +54,7 @@ fn run_executor(module: Module, pipeline: &str, threads: usize) -> (String, Vec<
         .opt_level(3)
         .num_threads(threads)
         .instrument(timing.clone())
+        .statistics(true)
         .build()
         .expect("valid context");
     let res = ctx.scope(|| run_sequential(&seq, module, &ctx)).expect("context enters");
@@ -55,8 +62,7 @@ fn run_executor(module: Module, pipeline: &str, threads: usize) -> (String, Vec<
         Ok(m) => print_module(&m),
         Err(e) => format!("error: {e}"),
     };
-    let diags = ctx.diagnostics().take().into_iter().map(|d| format!("{d:?}")).collect();
-    (out, diags)
+    (out, diags_and_statistics(&ctx))
 }
 
 fn shaped(data: &[u8]) -> (Module, String) {

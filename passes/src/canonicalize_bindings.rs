@@ -15,7 +15,15 @@ use std::sync::Arc;
 
 use passel_engine::ir::{ExprKind, Function};
 
+use crate::census::{fewer, Counter};
 use crate::rewrite::{well_formed, Propagate, Rewriter};
+use passel_engine::transform::Statistic;
+
+/// This pass's statistics (`passel run --stats`), read off the census of each function it
+/// changed (net counts: before − after).
+pub(crate) static STATISTICS: &[Counter] = &[(&BINDINGS_REMOVED, |b, a| fewer(b.bindings, a.bindings))];
+static BINDINGS_REMOVED: Statistic =
+    Statistic::new("CanonicalizeBindings", "bindings removed", "var-to-var rebindings forwarded away");
 
 /// Runs CanonicalizeBindings on `func`; returns `func` itself when there is no rebinding.
 pub fn canonicalize_bindings(func: &Arc<Function>) -> Arc<Function> {

@@ -37,7 +37,18 @@ use std::sync::Arc;
 use passel_engine::ir::{fn_attr, AttrValue, ExprKind, Function, Module, NodeId};
 use passel_engine::transform::{PassContext, PassError};
 
+use crate::census::{counted, fewer, Counter};
 use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
+use passel_engine::transform::Statistic;
+
+/// This pass's statistics (`passel run --stats`), read off the census of each function it
+/// changed (net counts: before − after).
+pub(crate) static STATISTICS: &[Counter] = &[(&BINDINGS_REMOVED, |b, a| fewer(b.bindings, a.bindings))];
+static BINDINGS_REMOVED: Statistic =
+    Statistic::new("DeadCodeElimination", "bindings removed", "unused let-bindings dropped");
+/// Counted by the reachability prelude: functions no entry point reaches.
+pub(crate) static FUNCTIONS_REMOVED: Statistic =
+    Statistic::new("DeadCodeElimination", "functions removed", "functions no entry point reaches");
 
 /// Per-thread buffers reused across functions (cleared, not freed).
 #[derive(Default)]
@@ -236,10 +247,19 @@ fn uncount(func: &Function, root: NodeId, dropped: &[bool], uses: &mut [u32], st
 /// The registered module pass: [`dead_code_elimination_module`] with the per-function work on
 /// the executor's workers (`ctx.map_functions`).
 pub fn dead_code_elimination_pass(m: Module, ctx: &PassContext) -> Result<Module, PassError> {
-    let out = remove_unreachable_functions(&m);
+    let out = reachability_prelude(&m, ctx);
     drop(m);
-    let new = ctx.map_functions("DeadCodeElimination", &out, |_, _, func| Ok(dead_code_elimination(func)))?;
+    let new = ctx.map_functions("DeadCodeElimination", &out, |worker, _, func| {
+        Ok(counted(worker, func, dead_code_elimination(func), STATISTICS))
+    })?;
     Ok(ctx.replace_functions(out, new))
+}
+
+/// The pass's module-wide prelude: [`remove_unreachable_functions`], counting them.
+pub(crate) fn reachability_prelude(m: &Module, ctx: &PassContext) -> Module {
+    let out = remove_unreachable_functions(m);
+    FUNCTIONS_REMOVED.add(ctx, fewer(m.len() as u64, out.len() as u64));
+    out
 }
 
 /// Removes unreachable functions, then unused bindings in every remaining

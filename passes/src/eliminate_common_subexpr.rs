@@ -33,7 +33,15 @@ use std::sync::Arc;
 use passel_engine::ir::{Attrs, Constant, ExprKind, Function, NodeId, OpId, TensorData};
 use rustc_hash::{FxHashMap, FxHasher};
 
+use crate::census::{fewer, Counter};
 use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
+use passel_engine::transform::Statistic;
+
+/// This pass's statistics (`passel run --stats`), read off the census of each function it
+/// changed (net counts: before − after).
+pub(crate) static STATISTICS: &[Counter] = &[(&BINDINGS_MERGED, |b, a| fewer(b.bindings, a.bindings))];
+static BINDINGS_MERGED: Statistic =
+    Statistic::new("EliminateCommonSubexpr", "bindings merged", "bindings replaced by an equal earlier one");
 
 const NO_VN: u32 = u32::MAX;
 

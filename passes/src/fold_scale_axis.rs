@@ -34,7 +34,22 @@ use passel_engine::ir::{AttrValue, Attrs, Constant, ExprKind, Function, Function
 use passel_engine::op;
 use passel_engine::transform::{function_pass, FunctionPass, Sequential};
 
+use crate::census::{counted, fewer, Counter};
 use crate::rewrite::{Rewriter, NONE};
+use passel_engine::transform::Statistic;
+
+/// This pass's statistics (`passel run --stats`), read off the census of each function it
+/// changed (net counts: before − after).
+pub(crate) static BACKWARD_STATISTICS: &[Counter] =
+    &[(&BACKWARD_CHANGED, |_, _| 1), (&BACKWARD_CALLS, |b, a| fewer(b.calls, a.calls))];
+pub(crate) static FORWARD_STATISTICS: &[Counter] =
+    &[(&FORWARD_CHANGED, |_, _| 1), (&FORWARD_CALLS, |b, a| fewer(b.calls, a.calls))];
+static BACKWARD_CHANGED: Statistic =
+    Statistic::new("BackwardFoldScaleAxis", "functions changed", "functions with a scale folded into a weight");
+static BACKWARD_CALLS: Statistic = Statistic::new("BackwardFoldScaleAxis", "calls removed", "operator calls removed");
+static FORWARD_CHANGED: Statistic =
+    Statistic::new("ForwardFoldScaleAxis", "functions changed", "functions with a scale folded into a weight");
+static FORWARD_CALLS: Statistic = Statistic::new("ForwardFoldScaleAxis", "calls removed", "operator calls removed");
 
 mod backward;
 mod forward;
@@ -50,21 +65,27 @@ const SCALE_ELEMENT_BUDGET: u64 = 1 << 20;
 
 /// The `BackwardFoldScaleAxis` pass.
 pub fn backward_pass() -> FunctionPass {
-    function_pass("BackwardFoldScaleAxis", 3, |func, _module, _ctx| Ok(backward_fold_scale_axis(&func)))
-        .with_required(&["InferType"])
+    function_pass("BackwardFoldScaleAxis", 3, |func, _module, ctx| {
+        Ok(counted(ctx, &func, backward_fold_scale_axis(&func), BACKWARD_STATISTICS))
+    })
+    .with_required(&["InferType"])
 }
 
 /// The `ForwardFoldScaleAxis` pass.
 pub fn forward_pass() -> FunctionPass {
-    function_pass("ForwardFoldScaleAxis", 3, |func, _module, _ctx| Ok(forward_fold_scale_axis(&func)))
-        .with_required(&["InferType"])
+    function_pass("ForwardFoldScaleAxis", 3, |func, _module, ctx| {
+        Ok(counted(ctx, &func, forward_fold_scale_axis(&func), FORWARD_STATISTICS))
+    })
+    .with_required(&["InferType"])
 }
 
 /// The `FoldScaleAxis` sequential: backward, forward, then FoldConstant (built here, not
 /// looked up, so that constructing it cannot fail; a test checks it matches the registered
 /// FoldConstant).
 pub fn fold_scale_axis_pass() -> Sequential {
-    let fold_constant = function_pass("FoldConstant", 2, |func, _module, _ctx| Ok(crate::fold_constant(&func)));
+    let fold_constant = function_pass("FoldConstant", 2, |func, _module, ctx| {
+        Ok(counted(ctx, &func, crate::fold_constant(&func), crate::fold_constant::STATISTICS))
+    });
     Sequential::new("FoldScaleAxis", vec![backward_pass().shared(), forward_pass().shared(), fold_constant.shared()])
         .with_opt_level(0)
 }

@@ -45,7 +45,14 @@ use passel_engine::op::OpPattern;
 use passel_engine::transform::ConfigType;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::census::{more, Counter};
 use crate::rewrite::{bound_values, eval_order, is_stateful, op_def, well_formed, Propagate, Rewriter, NONE};
+use passel_engine::transform::Statistic;
+
+/// This pass's statistics (`passel run --stats`), read off the census of each function it
+/// changed (net counts: before − after).
+pub(crate) static STATISTICS: &[Counter] = &[(&GROUPS_FORMED, |b, a| more(b.primitives, a.primitives))];
+static GROUPS_FORMED: Statistic = Statistic::new("FuseOps", "groups formed", "fused groups (Primitive functions) made");
 
 /// Config key bounding the number of operators in one fused function.
 pub const MAX_DEPTH_KEY: &str = "relay.FuseOps.max_depth";

@@ -34,10 +34,18 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
+use crate::census::{counted, Counter};
 use passel_engine::ir::{AttrsIdx, DType, ExprKind, Function, Module, NodeId, OpId, Span, TyIdx, Type, TypeKind};
 use passel_engine::op;
+use passel_engine::transform::Statistic;
 use passel_engine::transform::{Diagnostic, PassContext, PassError};
 use rustc_hash::FxHashMap;
+
+/// This pass's statistics (`passel run --stats`), read off the census of each function it
+/// changed (net counts: before − after).
+pub(crate) static STATISTICS: &[Counter] = &[(&FUNCTIONS_TYPED, |_, _| 1)];
+static FUNCTIONS_TYPED: Statistic =
+    Statistic::new("InferType", "functions typed", "functions whose types were filled in");
 
 /// A type error found by InferType.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -77,7 +85,7 @@ pub fn infer_type_pass(m: Module, ctx: &PassContext) -> Result<Module, PassError
     let view = &m;
     let new = ctx.map_functions("InferType", view, |worker, name, func| {
         Ok(match infer_named(view, name, func) {
-            Ok(f) => f,
+            Ok(f) => counted(worker, func, f, STATISTICS),
             Err(diags) => {
                 for d in diags {
                     let mut diag = Diagnostic::error("InferType", d.message).in_function(&d.func).at_node(d.node);
@@ -100,7 +108,7 @@ pub fn infer_type_pass(m: Module, ctx: &PassContext) -> Result<Module, PassError
 /// a stage of function passes instead of stopping every worker at a barrier.
 pub fn infer_type_function(func: Arc<Function>, view: &Module, ctx: &PassContext) -> Result<Arc<Function>, PassError> {
     Ok(match infer_named(view, "", &func) {
-        Ok(f) => f,
+        Ok(f) => counted(ctx, &func, f, STATISTICS),
         Err(diags) => {
             for d in diags {
                 let mut diag = Diagnostic::error("InferType", d.message).at_node(d.node);

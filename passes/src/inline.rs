@@ -41,8 +41,20 @@ use std::sync::Arc;
 use passel_engine::ir::{fn_attr, ExprKind, Function, FunctionBuilder, Module, NodeId};
 use passel_engine::transform::ConfigType;
 
+use crate::census::{fewer, Counter};
 use crate::copy::{copy_function, Copier, CopyHooks, NoHooks};
 use crate::rewrite::well_formed;
+use passel_engine::transform::Statistic;
+
+/// This pass's statistics (`passel run --stats`), read off the census of each function it
+/// changed (net counts: before − after).
+pub(crate) static STATISTICS: &[Counter] = &[
+    (&CALLS_INLINED, |b, a| fewer(b.global_calls, a.global_calls)),
+    (&FUNCTIONS_REMOVED, |b, a| fewer(b.functions, a.functions)),
+];
+static CALLS_INLINED: Statistic =
+    Statistic::new("Inline", "calls inlined", "calls of global functions replaced by their body");
+static FUNCTIONS_REMOVED: Statistic = Statistic::new("Inline", "functions removed", "inlined functions dropped");
 
 /// Config key: functions with at most this many live nodes are inlined (0: only functions
 /// marked `Inline`).

@@ -40,8 +40,21 @@ use std::sync::Arc;
 
 use passel_engine::ir::{fn_attr, AttrValue, Attrs, ExprKind, Function, FunctionBuilder, Module, NodeId};
 
+use crate::census::{fewer, more, Counter};
 use crate::copy::{copy_function, free_vars, Copier, CopyHooks, NoHooks};
 use crate::rewrite::{well_formed, NONE};
+use passel_engine::transform::Statistic;
+
+/// This pass's statistics (`passel run --stats`), read off the census of each function it
+/// changed (net counts: before − after).
+pub(crate) static STATISTICS: &[Counter] = &[
+    (&CLOSURES_LIFTED, |b, a| fewer(b.closures, a.closures)),
+    (&FUNCTIONS_ADDED, |b, a| more(b.functions, a.functions)),
+];
+static CLOSURES_LIFTED: Statistic =
+    Statistic::new("LambdaLift", "closures lifted", "nested functions moved to globals");
+static FUNCTIONS_ADDED: Statistic =
+    Statistic::new("LambdaLift", "functions added", "global functions made from closures");
 
 /// Attribute marking a closure-conversion wrapper (TVM's `Closure`).
 pub const CLOSURE_ATTR: &str = "Closure";

@@ -6,6 +6,7 @@
 //! required passes. `passel passes` lists it.
 #![warn(missing_docs)]
 
+mod census;
 mod copy;
 mod rewrite;
 #[cfg(test)]
@@ -43,6 +44,7 @@ pub use simplify_inference::simplify_inference;
 pub use to_a_normal_form::{is_a_normal_form, to_a_normal_form, to_a_normal_form_module};
 pub use to_graph_normal_form::{to_graph_normal_form, to_graph_normal_form_module};
 
+use census::{counted, counted_module};
 use passel_engine::transform::{function_pass, module_pass};
 
 /// Declares the standard passes: registers each constructor and lists the names.
@@ -69,34 +71,40 @@ declare_passes! {
             );
             ctx.emit(passel_engine::transform::Diagnostic::warning("FoldConstant", message));
         }
-        Ok(out)
+        Ok(counted(ctx, &func, out, fold_constant::STATISTICS))
     });
     "DeadCodeElimination" => module_pass("DeadCodeElimination", 1, dead_code_elimination_pass)
         .with_prelude_and_function_form(
-            |module, _ctx| remove_unreachable_functions(module),
-            |func, _module, _ctx| Ok(dead_code_elimination(&func)),
+            dead_code_elimination::reachability_prelude,
+            |func, _module, ctx| Ok(counted(ctx, &func, dead_code_elimination(&func), dead_code_elimination::STATISTICS)),
         )
         .with_required(&["InferType"]);
-    "EliminateCommonSubexpr" => function_pass("EliminateCommonSubexpr", 3, |func, _module, _ctx| {
-        Ok(eliminate_common_subexpr(&func))
+    "EliminateCommonSubexpr" => function_pass("EliminateCommonSubexpr", 3, |func, _module, ctx| {
+        Ok(counted(ctx, &func, eliminate_common_subexpr(&func), eliminate_common_subexpr::STATISTICS))
     })
     .with_required(&["InferType"]);
-    "SimplifyExpr" => function_pass("SimplifyExpr", 0, |func, _module, _ctx| Ok(simplify_expr(&func)))
+    "SimplifyExpr" => function_pass("SimplifyExpr", 0, |func, _module, ctx| {
+        Ok(counted(ctx, &func, simplify_expr(&func), simplify_expr::STATISTICS))
+    })
         .with_required(&["InferType"]);
-    "CanonicalizeBindings" => function_pass("CanonicalizeBindings", 1, |func, _module, _ctx| {
-        Ok(canonicalize_bindings(&func))
+    "CanonicalizeBindings" => function_pass("CanonicalizeBindings", 1, |func, _module, ctx| {
+        Ok(counted(ctx, &func, canonicalize_bindings(&func), canonicalize_bindings::STATISTICS))
     });
-    "SimplifyInference" => function_pass("SimplifyInference", 0, |func, _module, _ctx| Ok(simplify_inference(&func)))
+    "SimplifyInference" => function_pass("SimplifyInference", 0, |func, _module, ctx| {
+        Ok(counted(ctx, &func, simplify_inference(&func), simplify_inference::STATISTICS))
+    })
         .with_required(&["InferType"]);
     "BackwardFoldScaleAxis" => fold_scale_axis::backward_pass();
     "ForwardFoldScaleAxis" => fold_scale_axis::forward_pass();
     "FoldScaleAxis" => fold_scale_axis::fold_scale_axis_pass();
     "FuseOps" => function_pass("FuseOps", 0, |func, _module, ctx| {
         let depth = ctx.get_config(fuse_ops::MAX_DEPTH_KEY, fuse_ops::DEFAULT_MAX_DEPTH);
-        Ok(fuse_ops(&func, usize::try_from(depth).unwrap_or(0)))
+        Ok(counted(ctx, &func, fuse_ops(&func, usize::try_from(depth).unwrap_or(0)), fuse_ops::STATISTICS))
     })
     .with_required(&["InferType"]);
-    "ToANormalForm" => module_pass("ToANormalForm", 1, |module, _ctx| Ok(to_a_normal_form_module(&module)));
+    "ToANormalForm" => module_pass("ToANormalForm", 1, |module, ctx| {
+        Ok(counted_module(ctx, &module, to_a_normal_form_module(&module), to_a_normal_form::STATISTICS))
+    });
     "Inline" => module_pass("Inline", 1, |module, ctx| {
         let max_size = ctx.get_config::<i64>(inline::MAX_SIZE_KEY, 0).max(0);
         let default_growth = i64::try_from(inline::DEFAULT_MAX_GROWTH).unwrap_or(i64::MAX);
@@ -112,12 +120,16 @@ declare_passes! {
             );
             ctx.emit(passel_engine::transform::Diagnostic::warning("Inline", message).in_function(&caller));
         }
-        Ok(out)
+        Ok(counted_module(ctx, &module, out, inline::STATISTICS))
     })
     .with_required(&["InferType"]);
-    "LambdaLift" => module_pass("LambdaLift", 1, |module, _ctx| Ok(lambda_lift_module(&module)))
+    "LambdaLift" => module_pass("LambdaLift", 1, |module, ctx| {
+        Ok(counted_module(ctx, &module, lambda_lift_module(&module), lambda_lift::STATISTICS))
+    })
         .with_required(&["InferType"]);
-    "ToGraphNormalForm" => module_pass("ToGraphNormalForm", 1, |module, _ctx| Ok(to_graph_normal_form_module(&module)));
+    "ToGraphNormalForm" => module_pass("ToGraphNormalForm", 1, |module, ctx| {
+        Ok(counted_module(ctx, &module, to_graph_normal_form_module(&module), to_graph_normal_form::STATISTICS))
+    });
 }
 
 /// Makes sure the registrations of this crate are linked into binaries that only call

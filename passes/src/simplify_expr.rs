@@ -45,7 +45,16 @@ use passel_engine::ir::{
 use passel_engine::op;
 use rustc_hash::FxHashMap;
 
+use crate::census::{fewer, Counter};
 use crate::rewrite::{bound_values, bound_values_into, op_def, well_formed, Propagate, Rewriter, NONE};
+use passel_engine::transform::Statistic;
+
+/// This pass's statistics (`passel run --stats`), read off the census of each function it
+/// changed (net counts: before − after).
+pub(crate) static STATISTICS: &[Counter] =
+    &[(&FUNCTIONS_CHANGED, |_, _| 1), (&CALLS_REMOVED, |b, a| fewer(b.calls, a.calls))];
+static FUNCTIONS_CHANGED: Statistic = Statistic::new("SimplifyExpr", "functions changed", "functions simplified");
+static CALLS_REMOVED: Statistic = Statistic::new("SimplifyExpr", "calls removed", "operator calls simplified away");
 
 struct Ops {
     add: Option<OpId>,

@@ -49,7 +49,18 @@ use passel_engine::ir::{
 use passel_engine::op;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::census::{more, Counter};
 use crate::rewrite::{bound_values, eval_order, is_stateful, op_def, well_formed, Propagate, Rewriter, NONE};
+use passel_engine::transform::Statistic;
+
+/// This pass's statistics (`passel run --stats`), read off the census of each function it
+/// changed (net counts: before − after).
+pub(crate) static STATISTICS: &[Counter] =
+    &[(&FUNCTIONS_CHANGED, |_, _| 1), (&CALLS_ADDED, |b, a| more(b.calls, a.calls))];
+static FUNCTIONS_CHANGED: Statistic =
+    Statistic::new("SimplifyInference", "functions changed", "functions with inference-only operators rewritten");
+static CALLS_ADDED: Statistic =
+    Statistic::new("SimplifyInference", "calls added", "operator calls added by expanding batch_norm and friends");
 
 struct Ops {
     batch_norm: OpId,

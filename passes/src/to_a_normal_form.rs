@@ -27,8 +27,16 @@ use std::sync::Arc;
 
 use passel_engine::ir::{fn_attr, ExprKind, Function, FunctionBuilder, Module, NodeId};
 
+use crate::census::{more, Counter};
 use crate::copy::{Copier, NoHooks};
 use crate::rewrite::well_formed;
+use passel_engine::transform::Statistic;
+
+/// This pass's statistics (`passel run --stats`), read off the census of each function it
+/// changed (net counts: before − after).
+pub(crate) static STATISTICS: &[Counter] = &[(&BINDINGS_ADDED, |b, a| more(b.bindings, a.bindings))];
+static BINDINGS_ADDED: Statistic =
+    Statistic::new("ToANormalForm", "bindings added", "let-bindings made for nested subexpressions");
 
 /// Runs ToANormalForm on every function of `module`; unchanged functions keep their `Arc`.
 pub fn to_a_normal_form_module(module: &Module) -> Module {

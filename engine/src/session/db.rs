@@ -326,6 +326,8 @@ pub(crate) fn run_function_stage(
         };
         worker.diagnostics().fill_function(name);
         diags.push(worker.diagnostics().take());
+        // Work done in this run counts at once (the session reports what it computed).
+        stage.ctx.merge_statistics(&worker.take_statistics());
         func = res.map_err(|e| (i, e))?;
     }
     // Most stages report nothing: share one empty list instead of allocating one per
@@ -345,6 +347,7 @@ pub(crate) fn run_module_stage(stage: &Stage, module: Module) -> Result<(Module,
         let _scope = worker.push_silently();
         call_pass(&**pass, module, &worker)
     };
+    stage.ctx.merge_statistics(&worker.take_statistics());
     res.map(|m| (m, worker.diagnostics().take()))
 }
 

@@ -11,12 +11,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use super::bisect::OptBisect;
 use super::config::{validate_config, ConfigValue, FromConfigValue};
 use super::diagnostics::{Diagnostic, DiagnosticSink};
 use super::error::{ContextError, PassError};
 use super::executor::{map_entries, release};
 use super::info::PassInfo;
 use super::instrument::{enter_all, exit_all, Instrument};
+use super::statistics::Statistics;
 use super::trace::Tracer;
 use crate::ir::{Function, Module};
 
@@ -27,6 +29,8 @@ struct Inner {
     config: BTreeMap<String, ConfigValue>,
     num_threads: usize,
     trace: Option<Tracer>,
+    statistics: bool,
+    bisect: Option<Arc<OptBisect>>,
     // Mutable because a failing enter/exit clears the list and `override_instruments`
     // replaces it; callbacks run on a snapshot, never under the lock.
     instruments: Mutex<Vec<Arc<dyn Instrument>>>,
@@ -79,6 +83,8 @@ impl PassContext {
                 config,
                 num_threads: b.num_threads.unwrap_or_else(default_threads),
                 trace: b.trace,
+                statistics: b.statistics,
+                bisect: b.bisect,
                 instruments: Mutex::new(b.instruments),
             }),
             diagnostics: DiagnosticSink::new(),
@@ -136,6 +142,32 @@ impl PassContext {
     /// Reports a diagnostic.
     pub fn emit(&self, diag: Diagnostic) {
         self.diagnostics.emit(diag)
+    }
+
+    /// Whether passes count their statistics ([`crate::transform::Statistic::add`]).
+    pub fn collects_statistics(&self) -> bool {
+        self.inner.statistics
+    }
+
+    /// The statistic totals counted into this context so far (a worker copy's counts are
+    /// merged here by the executor once the serial order reaches them).
+    pub fn statistics(&self) -> Statistics {
+        self.diagnostics.statistics()
+    }
+
+    /// Removes and returns the statistic totals so far.
+    pub fn take_statistics(&self) -> Statistics {
+        self.diagnostics.take_statistics()
+    }
+
+    /// Adds a worker copy's counts to this context's.
+    pub fn merge_statistics(&self, stats: &Statistics) {
+        self.diagnostics.merge_statistics(stats)
+    }
+
+    /// The opt-bisect state, when the context runs only the first N pass executions.
+    pub fn opt_bisect(&self) -> Option<&OptBisect> {
+        self.inner.bisect.as_deref()
     }
 
     /// A snapshot of the instrument list.
@@ -259,14 +291,15 @@ impl PassContext {
             }
             drop(scope);
             worker.diagnostics().fill_function(name);
-            (res, worker.diagnostics().take())
+            (res, worker.diagnostics().take(), worker.take_statistics())
         });
         let mut out = Vec::with_capacity(results.len());
         let mut first_err = None;
-        for (res, diags) in results {
+        for (res, diags, stats) in results {
             for d in diags {
                 self.emit(d);
             }
+            self.merge_statistics(&stats);
             match res {
                 Ok(v) => out.push(v),
                 Err(e) => {
@@ -385,6 +418,8 @@ pub struct PassContextBuilder {
     num_threads: Option<usize>,
     instruments: Vec<Arc<dyn Instrument>>,
     trace: Option<Tracer>,
+    statistics: bool,
+    bisect: Option<Arc<OptBisect>>,
 }
 
 impl Default for PassContextBuilder {
@@ -397,6 +432,8 @@ impl Default for PassContextBuilder {
             num_threads: None,
             instruments: Vec::new(),
             trace: None,
+            statistics: false,
+            bisect: None,
         }
     }
 }
@@ -446,6 +483,20 @@ impl PassContextBuilder {
     /// Streams one event per (pass, function) task to `tracer` (see `trace_channel`).
     pub fn trace(mut self, tracer: Tracer) -> Self {
         self.trace = Some(tracer);
+        self
+    }
+
+    /// Makes passes count their statistics (off by default: counting costs a little per
+    /// function and pass).
+    pub fn statistics(mut self, on: bool) -> Self {
+        self.statistics = on;
+        self
+    }
+
+    /// Runs only the first `bisect`-limited optional pass executions (opt-bisect; see
+    /// [`OptBisect`]). While set, function stages run pass by pass.
+    pub fn opt_bisect(mut self, bisect: Arc<OptBisect>) -> Self {
+        self.bisect = Some(bisect);
         self
     }
 

@@ -1,9 +1,11 @@
 //! Diagnostics that passes report without failing: errors and warnings with the pass, the
 //! function and an optional location. A [`DiagnosticSink`] is cheap to clone; a parallel worker
-//! gets a fresh one and the coordinator appends it back in module order.
+//! gets a fresh one and the coordinator appends it back in module order. The sink also holds the
+//! worker's statistic counts ([`super::statistics`]), which travel back with its diagnostics.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::statistics::{Statistic, Statistics};
 use crate::ir::{NodeId, Span};
 
 /// How serious a diagnostic is.
@@ -66,10 +68,18 @@ impl Diagnostic {
     }
 }
 
-/// A shared, append-only list of diagnostics. Clones share the list.
+/// A shared, append-only list of diagnostics (and statistic counts). Clones share the list.
 #[derive(Clone, Debug, Default)]
 pub struct DiagnosticSink {
-    buf: Arc<Mutex<Vec<Diagnostic>>>,
+    buf: Arc<Mutex<Reports>>,
+}
+
+/// What a sink holds: one lock and one allocation for both, since a worker copy makes a sink
+/// per (function, pass).
+#[derive(Debug, Default)]
+struct Reports {
+    diags: Vec<Diagnostic>,
+    stats: Statistics,
 }
 
 impl DiagnosticSink {
@@ -80,7 +90,7 @@ impl DiagnosticSink {
 
     /// Appends one diagnostic.
     pub fn emit(&self, diag: Diagnostic) {
-        self.lock().push(diag);
+        self.lock().diags.push(diag);
     }
 
     /// Appends everything in `other`, in its order, and empties it.
@@ -88,37 +98,64 @@ impl DiagnosticSink {
         if Arc::ptr_eq(&self.buf, &other.buf) {
             return;
         }
-        let taken = other.take();
-        self.lock().extend(taken);
+        let (taken, stats) = {
+            let mut o = other.lock();
+            (std::mem::take(&mut o.diags), std::mem::take(&mut o.stats))
+        };
+        let mut me = self.lock();
+        me.diags.extend(taken);
+        me.stats.merge(&stats);
     }
 
     /// A copy of the diagnostics so far.
     pub fn snapshot(&self) -> Vec<Diagnostic> {
-        self.lock().clone()
+        self.lock().diags.clone()
     }
 
     /// Removes and returns the diagnostics so far.
     pub fn take(&self) -> Vec<Diagnostic> {
-        std::mem::take(&mut *self.lock())
+        std::mem::take(&mut self.lock().diags)
     }
 
     /// Whether any error was reported.
     pub fn has_errors(&self) -> bool {
-        self.lock().iter().any(|d| d.severity == Severity::Error)
+        self.lock().diags.iter().any(|d| d.severity == Severity::Error)
     }
 
     /// Sets the function of every diagnostic that has none.
     pub(crate) fn fill_function(&self, function: &str) {
-        for d in self.lock().iter_mut().filter(|d| d.function.is_none()) {
+        for d in self.lock().diags.iter_mut().filter(|d| d.function.is_none()) {
             d.function = Some(function.to_string());
         }
+    }
+
+    /// Adds `n` to a statistic.
+    pub(crate) fn add_statistic(&self, stat: &'static Statistic, n: u64) {
+        self.lock().stats.add(stat, n);
+    }
+
+    /// Adds every count of `stats` (nothing to lock when it is empty).
+    pub(crate) fn merge_statistics(&self, stats: &Statistics) {
+        if !stats.is_empty() {
+            self.lock().stats.merge(stats);
+        }
+    }
+
+    /// A copy of the statistic counts so far.
+    pub(crate) fn statistics(&self) -> Statistics {
+        self.lock().stats.clone()
+    }
+
+    /// Removes and returns the statistic counts so far.
+    pub(crate) fn take_statistics(&self) -> Statistics {
+        std::mem::take(&mut self.lock().stats)
     }
 
     pub(crate) fn same_as(&self, other: &DiagnosticSink) -> bool {
         Arc::ptr_eq(&self.buf, &other.buf)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Diagnostic>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Reports> {
         // A panic while holding the lock cannot leave the Vec half-updated.
         self.buf.lock().unwrap_or_else(PoisonError::into_inner)
     }

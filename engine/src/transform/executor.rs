@@ -77,6 +77,7 @@ use super::instrument::{after_pass, run_before, should_run, Instrument};
 use super::pass::{call_pass, call_pass_decided, FunctionBody, FunctionPass, Pass, PreludeBody};
 use super::registry::get_pass;
 use super::sequential::Sequential;
+use super::statistics::Statistics;
 use crate::ir::{fn_attr, Function, Module};
 
 /// One step of a planned `Sequential`.
@@ -108,6 +109,7 @@ struct PreludeRun {
     input: Module,
     time: Duration,
     diagnostics: Vec<Diagnostic>,
+    statistics: Statistics,
 }
 
 /// Plans `seq`'s list under `ctx` (rules 12–15): the enabled passes, each preceded by its
@@ -225,7 +227,12 @@ pub fn run_split_stage(
     drop(scope);
     if let Ok(out) = out {
         if signatures_allow_fusing(passes, &out) {
-            let run = PreludeRun { input: module, time, diagnostics: worker.diagnostics().take() };
+            let run = PreludeRun {
+                input: module,
+                time,
+                diagnostics: worker.diagnostics().take(),
+                statistics: worker.take_statistics(),
+            };
             return run_fused(passes, out, ctx, &insts, Some(run));
         }
     }
@@ -260,7 +267,10 @@ fn run_decided(
 /// Whether a stage of `passes` may run fused under the context's instruments and config (the
 /// module is checked by [`signatures_allow_fusing`]).
 fn may_fuse(passes: &[FunctionPass], insts: &[Arc<dyn Instrument>], ctx: &PassContext) -> bool {
-    passes.len() > 1 && insts.iter().all(|inst| !inst.observes_ir()) && !ctx.get_config(IMMUTABLE_MODULE, false)
+    passes.len() > 1
+        && insts.iter().all(|inst| !inst.observes_ir())
+        && !ctx.get_config(IMMUTABLE_MODULE, false)
+        && ctx.opt_bisect().is_none()
 }
 
 /// Whether every function of `module` declares its signature, where a pass of the stage relies
@@ -301,6 +311,8 @@ pub struct FunctionRun {
     pub diagnostics: Vec<Vec<Diagnostic>>,
     /// Time spent in each pass that ran, indexed by pass.
     pub busy: Vec<Duration>,
+    /// The statistic counts of each pass that ran, indexed by pass.
+    pub statistics: Vec<Statistics>,
     /// The first failure: the index of the pass and its error (naming pass and function).
     pub error: Option<(usize, PassError)>,
     /// Whether the run stopped before a module pass's per-function form because an earlier
@@ -323,6 +335,7 @@ pub fn run_stage_on_function(
         func: func.clone(),
         diagnostics: Vec::with_capacity(passes.len()),
         busy: Vec::with_capacity(passes.len()),
+        statistics: Vec::with_capacity(passes.len()),
         error: None,
         signature_changed: false,
     };
@@ -331,9 +344,10 @@ pub fn run_stage_on_function(
             run.signature_changed = true;
             break;
         }
-        let (res, elapsed, diags) =
+        let (res, elapsed, diags, stats) =
             run_in_worker(pass.info(), pass.body(), pass.visits_marked(), name, &run.func, view, ctx);
         run.diagnostics.push(diags);
+        run.statistics.push(stats);
         run.busy.push(elapsed);
         match res {
             Ok(f) => run.func = f,
@@ -346,6 +360,9 @@ pub fn run_stage_on_function(
     run
 }
 
+/// What one pass did on one function in a worker: its result, time, diagnostics and counts.
+pub(crate) type WorkerResult = (Result<Arc<Function>, PassError>, Duration, Vec<Diagnostic>, Statistics);
+
 /// One pass on one function under a fresh worker copy of `ctx`.
 pub(crate) fn run_in_worker(
     info: &PassInfo,
@@ -355,9 +372,9 @@ pub(crate) fn run_in_worker(
     func: &Arc<Function>,
     view: &Module,
     ctx: &PassContext,
-) -> (Result<Arc<Function>, PassError>, Duration, Vec<Diagnostic>) {
+) -> WorkerResult {
     if !visits_marked && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) {
-        return (Ok(func.clone()), Duration::ZERO, Vec::new());
+        return (Ok(func.clone()), Duration::ZERO, Vec::new(), Statistics::new());
     }
     let worker = ctx.worker_copy();
     let scope = worker.push_silently();
@@ -372,7 +389,7 @@ pub(crate) fn run_in_worker(
     }
     drop(scope);
     worker.diagnostics().fill_function(name);
-    (res.map_err(|e| e.in_pass(&info.name, Some(name))), elapsed, worker.diagnostics().take())
+    (res.map_err(|e| e.in_pass(&info.name, Some(name))), elapsed, worker.diagnostics().take(), worker.take_statistics())
 }
 
 /// Runs `passes` fused over `module`; every pass's `should_run` already said yes. With
@@ -422,6 +439,7 @@ fn run_fused(
             for d in &p.diagnostics {
                 ctx.emit(d.clone());
             }
+            ctx.merge_statistics(&p.statistics);
         }
         merge_diagnostics(ctx, &runs, i);
         if failed_at == Some(i) {
@@ -452,12 +470,16 @@ fn run_fused(
     Ok(module)
 }
 
+/// Merges the diagnostics and statistic counts of pass `pass_idx` of every function's run.
 fn merge_diagnostics(ctx: &PassContext, runs: &[FunctionRun], pass_idx: usize) {
     for run in runs {
         if let Some(diags) = run.diagnostics.get(pass_idx) {
             for d in diags {
                 ctx.emit(d.clone());
             }
+        }
+        if let Some(stats) = run.statistics.get(pass_idx) {
+            ctx.merge_statistics(stats);
         }
     }
 }

@@ -5,6 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::bisect::bisect_for;
 use super::config::IMMUTABLE_MODULE;
 use super::context::PassContext;
 use super::error::PassError;
@@ -12,7 +13,8 @@ use super::executor::{map_entries, run_in_worker};
 use super::info::PassInfo;
 use super::instrument::{after_pass, before_pass, run_before};
 use super::sequential::Sequential;
-use crate::ir::{module_structural_hash, Function, Module};
+use super::statistics::Statistics;
+use crate::ir::{fn_attr, module_structural_hash, Function, Module};
 
 /// The three kinds of passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +107,20 @@ pub(crate) fn call_pass_decided<P: Pass + ?Sized>(
     decided: Option<bool>,
 ) -> Result<Module, PassError> {
     let info = pass.info();
+    // opt-bisect: a module pass (or a module pass's per-function form run as that pass) is one
+    // execution; a function pass numbers its functions in `run_function_pass_over_module`.
+    let one_execution = match pass.kind() {
+        PassKind::Module => true,
+        PassKind::Function => pass.as_function().is_some_and(|f| f.module_form().is_some()),
+        PassKind::Sequential => false,
+    };
+    if let Some(b) = bisect_for(ctx, info).filter(|_| one_execution) {
+        let k = b.reserve(1);
+        b.report(k, &info.name, "module")?;
+        if !b.allows(k) {
+            return Ok(module);
+        }
+    }
     let insts = ctx.instruments();
     let runs = match decided {
         None => before_pass(&insts, &module, info, ctx.is_required(&info.name))?,
@@ -369,15 +385,38 @@ pub fn run_function_pass_over_module(
     ctx: &PassContext,
 ) -> Result<Module, PassError> {
     let start = Instant::now();
+    // opt-bisect: number the functions the pass visits, in module order, before the fan-out.
+    let gate = bisect_for(ctx, info);
+    let mut numbers: Vec<Option<u64>> = Vec::new();
+    if let Some(b) = gate {
+        let visits = |f: &Function| !f.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
+        let mut k = b.reserve(module.iter().filter(|(_, f)| visits(f)).count() as u64);
+        for (name, f) in module.iter() {
+            numbers.push(visits(f).then(|| {
+                k += 1;
+                k - 1
+            }));
+            if let Some(n) = numbers.last().copied().flatten() {
+                b.report(n, &info.name, &format!("@{name}"))?;
+            }
+        }
+    }
     let view = &module;
-    let results = map_entries(ctx, view, |name, func| run_in_worker(info, body, false, name, func, view, ctx));
+    let results = map_entries(ctx, view, |name, func| {
+        let number = view.position(name).and_then(|i| numbers.get(i).copied().flatten());
+        if gate.zip(number).is_some_and(|(b, k)| !b.allows(k)) {
+            return (Ok(func.clone()), Duration::ZERO, Vec::new(), Statistics::new());
+        }
+        run_in_worker(info, body, false, name, func, view, ctx)
+    });
     let mut busy = Duration::ZERO;
     let mut new = Vec::with_capacity(results.len());
     let mut first_err = None;
-    for (res, elapsed, diags) in results {
+    for (res, elapsed, diags, stats) in results {
         for d in diags {
             ctx.emit(d);
         }
+        ctx.merge_statistics(&stats);
         busy += elapsed;
         match res {
             Ok(func) => new.push(func),

@@ -1,5 +1,12 @@
 //! A bench report and its three renderings: a text table, JSON (hand-written: the harness has
 //! no serde dependency) and a self-contained SVG bar chart of the time per row.
+//!
+//! Times print with three significant digits in the unit that fits (`ns`, `µs`, `ms`, `s`), so a
+//! 0.23 µs no-change re-run and a 216 ms cold run are both readable. A `…-nochange` row does no
+//! work (the session hands back its previous result), so throughput and speedup over serial are
+//! meaningless there and print as `—` (`null` in JSON); instead, every `PREFIX-nochange` and
+//! `PREFIX-edit` row shows its time as a fraction of its `PREFIX-cold` row (`vs cold`, e.g.
+//! `1/740k`: the re-run takes 1/740,000 of the cold run's time).
 
 use std::fmt::Write as _;
 
@@ -57,32 +64,42 @@ impl BenchReport {
         self.rows.iter().find(|r| r.mode == "serial").map(|r| r.time.as_secs_f64())
     }
 
+    /// Speedup over the serial row; none for rows that do no work.
     fn speedup(&self, row: &BenchRow) -> Option<f64> {
         let t = row.time.as_secs_f64();
-        self.serial_secs().filter(|_| t > 0.0).map(|s| s / t)
+        self.serial_secs().filter(|_| t > 0.0 && !does_no_work(row)).map(|s| s / t)
+    }
+
+    /// The row's time divided by its session's cold row's (`session-edit` → `session-cold`).
+    fn vs_cold(&self, row: &BenchRow) -> Option<f64> {
+        let prefix = row.mode.strip_suffix("-nochange").or_else(|| row.mode.strip_suffix("-edit"))?;
+        let cold = format!("{prefix}-cold");
+        let cold = self.rows.iter().find(|r| r.mode == cold)?.time.as_secs_f64();
+        (cold > 0.0).then(|| row.time.as_secs_f64() / cold)
     }
 
     /// The rows as an aligned text table.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<18} {:>7} {:>11} {:>12} {:>14} {:>8} {:>10}\n",
-            "mode", "threads", "time", "functions/s", "bindings/s", "speedup", "peak heap"
+            "{:<18} {:>7} {:>9} {:>12} {:>14} {:>8} {:>8} {:>10}\n",
+            "mode", "threads", "time", "functions/s", "bindings/s", "speedup", "vs cold", "peak heap"
         );
         for r in &self.rows {
             let t = r.time.as_secs_f64().max(1e-9);
-            let speedup = self.speedup(r).map(|s| format!("{s:.2}x")).unwrap_or_else(|| "-".into());
-            let peak = r.peak_heap.map(mib).unwrap_or_else(|| "-".into());
-            // Sub-10 ms rows (tiny workloads) keep three significant digits.
-            let ms = if t < 0.01 { format!("{:.3}ms", t * 1e3) } else { format!("{:.1}ms", t * 1e3) };
+            let rate = |n: usize| if does_no_work(r) { DASH.to_string() } else { format!("{:.0}", n as f64 / t) };
+            let speedup = self.speedup(r).map(|s| format!("{s:.2}x")).unwrap_or_else(|| DASH.into());
+            let vs_cold = self.vs_cold(r).map(fraction).unwrap_or_else(|| DASH.into());
+            let peak = r.peak_heap.map(mib).unwrap_or_else(|| DASH.into());
             let _ = writeln!(
                 out,
-                "{:<18} {:>7} {:>11} {:>12.0} {:>14.0} {:>8} {:>10}",
+                "{:<18} {:>7} {:>9} {:>12} {:>14} {:>8} {:>8} {:>10}",
                 r.mode,
                 r.threads,
-                ms,
-                r.functions as f64 / t,
-                r.bindings as f64 / t,
+                duration(r.time.as_secs_f64()),
+                rate(r.functions),
+                rate(r.bindings),
                 speedup,
+                vs_cold,
                 peak
             );
         }
@@ -108,12 +125,12 @@ impl BenchReport {
         out.push_str("  \"rows\": [");
         for (i, r) in self.rows.iter().enumerate() {
             let t = r.time.as_secs_f64();
-            let per_sec = |n: usize| if t > 0.0 { Some(n as f64 / t) } else { None };
+            let per_sec = |n: usize| if t > 0.0 && !does_no_work(r) { Some(n as f64 / t) } else { None };
             let _ = write!(
                 out,
                 "{}\n    {{\"mode\": {}, \"threads\": {}, \"time_ms\": {}, \"repeats\": {}, \"functions\": {}, \
                  \"bindings\": {}, \"functions_per_sec\": {}, \"bindings_per_sec\": {}, \"speedup\": {}, \
-                 \"peak_heap_bytes\": {}, \"base_heap_bytes\": {}}}",
+                 \"vs_cold\": {}, \"peak_heap_bytes\": {}, \"base_heap_bytes\": {}}}",
                 if i == 0 { "" } else { "," },
                 json_str(&r.mode),
                 r.threads,
@@ -124,6 +141,7 @@ impl BenchReport {
                 json_num(per_sec(r.functions).map(f64::round)),
                 json_num(per_sec(r.bindings).map(f64::round)),
                 json_num(self.speedup(r).map(|x| (x * 1e3).round() / 1e3)),
+                json_num(self.vs_cold(r)),
                 r.peak_heap.map(|b| b.to_string()).unwrap_or_else(|| "null".into()),
                 r.base_heap.map(|b| b.to_string()).unwrap_or_else(|| "null".into()),
             );
@@ -183,7 +201,7 @@ impl BenchReport {
                 y + 4.0,
                 ROW_H - 10.0
             );
-            let mut note = format!("{:.1} ms", t * 1e3);
+            let mut note = duration(t);
             if let Some(sp) = self.speedup(r) {
                 let _ = write!(note, " · {sp:.2}x");
             }
@@ -208,13 +226,73 @@ impl BenchReport {
     }
 }
 
+/// What the table prints for a value that does not apply to a row.
+const DASH: &str = "—";
+
+/// Whether a row does no work: a session re-run with nothing changed hands back its last
+/// result, so per-second rates and speedups of it measure the timer, not passel.
+fn does_no_work(row: &BenchRow) -> bool {
+    row.mode.ends_with("-nochange")
+}
+
+/// Seconds with three significant digits in the unit that fits: `231ns`, `14.2µs`, `2.16ms`,
+/// `216ms`, `1.23s`.
+fn duration(secs: f64) -> String {
+    let (v, unit) = if secs >= 1.0 {
+        (secs, "s")
+    } else if secs >= 1e-3 {
+        (secs * 1e3, "ms")
+    } else if secs >= 1e-6 {
+        (secs * 1e6, "µs")
+    } else {
+        (secs * 1e9, "ns")
+    };
+    let decimals = if v >= 100.0 || unit == "ns" {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.decimals$}{unit}")
+}
+
+/// A ratio below one as `1/N` with two significant digits and a k/M suffix (`1/12`, `1/1.6k`,
+/// `1/740k`); a ratio of at least one as `N.NNx`.
+fn fraction(ratio: f64) -> String {
+    // NaN and non-positive ratios (a zero-time row) print as 0.
+    if ratio.is_nan() || ratio <= 0.0 {
+        return "0".to_string();
+    }
+    if ratio >= 1.0 {
+        return format!("{ratio:.2}x");
+    }
+    let n = 1.0 / ratio;
+    let (v, suffix) = if n >= 1e6 {
+        (n / 1e6, "M")
+    } else if n >= 1e3 {
+        (n / 1e3, "k")
+    } else {
+        (n, "")
+    };
+    // Two significant digits.
+    let digits = v.log10().floor() as i32;
+    let scale = 10f64.powi(1 - digits);
+    let v = (v * scale).round() / scale;
+    if v >= 10.0 {
+        format!("1/{v:.0}{suffix}")
+    } else {
+        format!("1/{v:.1}{suffix}")
+    }
+}
+
 /// Bytes as mebibytes with one decimal.
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// A JSON string literal.
-fn json_str(s: &str) -> String {
+pub(crate) fn json_str(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -269,7 +347,14 @@ mod tests {
             bindings: 100,
             pipeline: "A,B".into(),
             machine: Machine { cores: 2, os: "linux".into(), arch: "x86_64".into(), load_average: None },
-            rows: vec![row("serial", 1, 200), row("parallel", 2, 100), row("incremental-edit", 2, 0)],
+            rows: vec![
+                row("serial", 1, 200),
+                row("parallel", 2, 100),
+                row("incremental-edit", 2, 0),
+                row("session-cold", 2, 150),
+                row("session-nochange", 2, 0),
+                row("session-edit", 2, 3),
+            ],
         }
     }
 
@@ -280,10 +365,40 @@ mod tests {
     }
 
     #[test]
+    fn table_prints_small_times_in_their_unit_and_dashes_for_no_change_rows() {
+        let mut r = report();
+        r.rows[4].time = Duration::from_nanos(231);
+        r.rows[5].time = Duration::from_micros(14_230);
+        let t = r.table();
+        let line = |mode: &str| t.lines().find(|l| l.starts_with(&format!("{mode} "))).unwrap_or_default().to_string();
+        let nochange = line("session-nochange");
+        assert!(nochange.contains("231ns") && nochange.matches('—').count() == 3, "{t}");
+        assert!(nochange.contains("1/650k"), "{t}");
+        let edit = line("session-edit");
+        assert!(edit.contains("14.2ms") && edit.contains("1/11") && edit.contains("14.05x"), "{t}");
+        assert!(line("serial").contains("200ms") && line("serial").ends_with("3.0 MiB"), "{t}");
+    }
+
+    #[test]
+    fn durations_and_fractions_keep_three_and_two_significant_digits() {
+        let cases = [(1.234, "1.23s"), (0.2162, "216ms"), (0.00216, "2.16ms"), (14.2e-6, "14.2µs"), (231e-9, "231ns")];
+        for (secs, text) in cases {
+            assert_eq!(duration(secs), text);
+        }
+        assert_eq!(fraction(1.0 / 12.0), "1/12");
+        assert_eq!(fraction(1.0 / 1570.0), "1/1.6k");
+        assert_eq!(fraction(1.0 / 744_000.0), "1/740k");
+        assert_eq!(fraction(1.0 / 2_500_000.0), "1/2.5M");
+        assert_eq!(fraction(2.0), "2.00x");
+    }
+
+    #[test]
     fn json_escapes_strings_and_writes_null_for_infinite_speedup() {
         let j = report().to_json();
         assert!(j.contains(r#""workload": "chain \"x\" <10>""#), "{j}");
         assert!(j.contains(r#""mode": "incremental-edit""#) && j.contains(r#""speedup": null"#), "{j}");
+        let nochange = j.lines().find(|l| l.contains("session-nochange")).unwrap_or_default();
+        assert!(nochange.contains(r#""functions_per_sec": null"#) && nochange.contains(r#""vs_cold": 0,"#), "{j}");
         assert!(j.contains(r#""load_average": null"#), "{j}");
     }
 
@@ -291,7 +406,7 @@ mod tests {
     fn svg_escapes_text_and_has_one_bar_per_row() {
         let s = report().to_svg();
         assert!(s.contains("chain &quot;x&quot; &lt;10&gt;"), "{s}");
-        assert_eq!(s.matches("<rect").count(), 1 + 3);
+        assert_eq!(s.matches("<rect").count(), 1 + 6);
         assert!(s.trim_end().ends_with("</svg>"));
     }
 }

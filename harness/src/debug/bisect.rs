@@ -1,0 +1,98 @@
+//! `passel run --opt-bisect-limit N` and `passel bisect FILE --check CMD`: find the first pass
+//! execution after which a user's check fails (engine side: `passel_engine::transform::OptBisect`).
+//!
+//! [`run_with_limit`] runs the pipeline with a limit and collects the `BISECT:` lines;
+//! [`first_failing`] binary-searches the limit (the check must pass with limit 0 and fail with
+//! every execution), so a bisection takes about log2(executions) + 2 runs.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use passel_engine::ir::{print_module, Module};
+use passel_engine::transform::{OptBisect, Pass, PassContextBuilder, Sequential, Sink};
+
+/// One run under a limit.
+#[derive(Debug)]
+pub struct LimitRun {
+    /// The printed output module, or the pipeline's error.
+    pub output: Result<String, String>,
+    /// The `BISECT:` lines, one per numbered execution.
+    pub log: String,
+    /// How many executions were numbered (run or not).
+    pub executions: u64,
+}
+
+/// Runs `pipeline` on `module` under the context `builder` gives, running only executions
+/// 1 ..= `limit`.
+pub fn run_with_limit(
+    module: &Module,
+    pipeline: &Sequential,
+    builder: impl FnOnce() -> PassContextBuilder,
+    limit: u64,
+) -> Result<LimitRun, String> {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let sink: Sink = buf.clone();
+    let bisect = Arc::new(OptBisect::new(limit, sink));
+    let ctx = builder().opt_bisect(bisect.clone()).build().map_err(|e| e.to_string())?;
+    let res = ctx.scope(|| pipeline.run(module.clone(), &ctx)).map_err(|e| e.to_string())?;
+    let log = String::from_utf8_lossy(&buf.lock().unwrap_or_else(PoisonError::into_inner)).into_owned();
+    Ok(LimitRun {
+        output: res.map(|m| print_module(&m)).map_err(|e| e.to_string()),
+        log,
+        executions: bisect.executions(),
+    })
+}
+
+/// The smallest limit in 1 ..= `total` at which `fails` says yes: `None` when it passes with
+/// every execution, an error when it fails even with none (limit 0).
+pub fn first_failing(total: u64, mut fails: impl FnMut(u64) -> Result<bool, String>) -> Result<Option<u64>, String> {
+    if !fails(total)? {
+        return Ok(None);
+    }
+    if fails(0)? {
+        return Err("the check fails even with no optional pass execution (limit 0)".to_string());
+    }
+    // Invariant: the check passes at `lo` and fails at `hi`.
+    let (mut lo, mut hi) = (0, total);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fails(mid)? {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(Some(hi))
+}
+
+/// The `BISECT:` line of execution `k` in `log`.
+pub fn execution_line(log: &str, k: u64) -> Option<&str> {
+    let tag = format!(" ({k}) ");
+    log.lines().find(|l| l.contains(&tag))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_failing_finds_the_boundary_with_few_checks() {
+        for culprit in 1..=40u64 {
+            let mut calls = 0;
+            let found = first_failing(40, |n| {
+                calls += 1;
+                Ok(n >= culprit)
+            });
+            assert_eq!(found, Ok(Some(culprit)));
+            assert!(calls <= 2 + 6, "{calls} checks for 40 executions");
+        }
+        assert_eq!(first_failing(40, |_| Ok(false)), Ok(None));
+        assert!(first_failing(40, |_| Ok(true)).is_err());
+    }
+
+    #[test]
+    fn execution_line_matches_the_whole_number() {
+        let log = "BISECT: running pass (1) A on @f\nBISECT: NOT running pass (11) A on @g\n";
+        assert_eq!(execution_line(log, 11), Some("BISECT: NOT running pass (11) A on @g"));
+        assert_eq!(execution_line(log, 2), None);
+    }
+}
