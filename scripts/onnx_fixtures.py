@@ -164,6 +164,26 @@ def fixtures():
         ],
         opset=13,
     )
+    # Nodes listed consumers-first: the importer sorts them topologically.
+    out["unsorted_nodes"] = model(
+        [
+            helper.make_node("Relu", ["a"], ["y"], name="second"),
+            helper.make_node("Neg", ["x"], ["a"], name="first"),
+        ],
+        [vi("x", F, [2])],
+        [vi("y", F, [2])],
+        check=False,
+    )
+    # A constant expression: folded at import unless the fold limit is below its size.
+    out["const_add"] = model(
+        [
+            helper.make_node("Add", ["a", "b"], ["ab"], name="add_consts"),
+            helper.make_node("Add", ["x", "ab"], ["y"], name="add_x"),
+        ],
+        [vi("x", F, [4])],
+        [vi("y", F, [4])],
+        [arr("a", np.array([1, 2, 3, 4], np.float32)), arr("b", np.array([10, 20, 30, 40], np.float32))],
+    )
     # ---- bad input ----
     out["bad_unsupported"] = model(
         [
