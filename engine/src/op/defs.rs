@@ -7,7 +7,7 @@
 
 use super::kernels::elementwise::{self, Arith, Cmp, Param, Unary};
 use super::kernels::reduce::{self, Reduce as ReduceKind};
-use super::kernels::{create, index, nn, shape};
+use super::kernels::{create, index, nn, pool, shape};
 use super::{Arity, AttrKind, AttrSpec, OpDef, OpPattern};
 
 // Macros rather than `const fn`s so that `&[attr!(…)]` is promoted to a `'static` slice.
@@ -26,6 +26,21 @@ macro_rules! required {
 const AXIS: AttrSpec = attr!("axis", Int);
 const EPSILON: AttrSpec = attr!("epsilon", Float);
 const REDUCE_ATTRS: &[AttrSpec] = &[attr!("axis", Ints), attr!("keepdims", Bool)];
+const POOL_ATTRS: &[AttrSpec] = &[
+    required!("pool_size", Ints),
+    attr!("strides", Ints),
+    attr!("padding", Ints),
+    attr!("dilation", Ints),
+    attr!("ceil_mode", Bool),
+];
+const AVG_POOL_ATTRS: &[AttrSpec] = &[
+    required!("pool_size", Ints),
+    attr!("strides", Ints),
+    attr!("padding", Ints),
+    attr!("dilation", Ints),
+    attr!("ceil_mode", Bool),
+    attr!("count_include_pad", Bool),
+];
 const FILL_ATTRS: &[AttrSpec] = &[required!("shape", Ints), attr!("dtype", DType)];
 
 macro_rules! unary {
@@ -238,6 +253,66 @@ pub(super) fn all() -> Vec<OpDef> {
             nn::conv2d_rel,
             nn::conv2d,
             "2-d convolution, data NCHW, weight OIHW; padding [p], [ph,pw] or [top,left,bottom,right]",
+        ),
+        simple(
+            "conv2d_transpose",
+            Exact(2),
+            &[
+                attr!("strides", Ints),
+                attr!("padding", Ints),
+                attr!("dilation", Ints),
+                attr!("groups", Int),
+                attr!("output_padding", Ints),
+            ],
+            OutEWiseFusable,
+            nn::conv2d_transpose_rel,
+            nn::conv2d_transpose,
+            "2-d transposed convolution (ONNX ConvTranspose), data NCHW, weight IOHW [C_in, C_out/groups, kh, kw]",
+        ),
+        simple(
+            "max_pool2d",
+            Exact(1),
+            POOL_ATTRS,
+            OutEWiseFusable,
+            |args, attrs| pool::pool2d_rel("max_pool2d", args, attrs),
+            |args, attrs, ctx| pool::pool2d("max_pool2d", false, args, attrs, ctx),
+            "ONNX MaxPool over NCHW: `pool_size`, `strides`, `padding` [t,l,b,r], `dilation`, `ceil_mode`; padding never wins",
+        ),
+        simple(
+            "avg_pool2d",
+            Exact(1),
+            AVG_POOL_ATTRS,
+            OutEWiseFusable,
+            |args, attrs| pool::pool2d_rel("avg_pool2d", args, attrs),
+            |args, attrs, ctx| pool::pool2d("avg_pool2d", true, args, attrs, ctx),
+            "ONNX AveragePool over NCHW: like max_pool2d, dividing by the input elements or with `count_include_pad` the window size",
+        ),
+        simple(
+            "global_avg_pool2d",
+            Exact(1),
+            &[],
+            OutEWiseFusable,
+            |args, attrs| pool::global_pool_rel("global_avg_pool2d", args, attrs),
+            |args, attrs, ctx| pool::global_pool("global_avg_pool2d", true, args, attrs, ctx),
+            "mean over the spatial axes of NCHW data, keeping them as 1: [N,C,1,1]",
+        ),
+        simple(
+            "global_max_pool2d",
+            Exact(1),
+            &[],
+            OutEWiseFusable,
+            |args, attrs| pool::global_pool_rel("global_max_pool2d", args, attrs),
+            |args, attrs, ctx| pool::global_pool("global_max_pool2d", false, args, attrs, ctx),
+            "maximum over the spatial axes of NCHW data, keeping them as 1: [N,C,1,1]",
+        ),
+        simple(
+            "lrn",
+            Exact(1),
+            &[required!("size", Int), attr!("alpha", Float), attr!("beta", Float), attr!("bias", Float)],
+            Opaque,
+            pool::lrn_rel,
+            pool::lrn,
+            "ONNX LRN across channels: x / (bias + alpha/size * sum of squares over `size` neighbouring channels)^beta",
         ),
         simple(
             "bias_add",

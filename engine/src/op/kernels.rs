@@ -18,6 +18,7 @@ pub(crate) mod elementwise;
 pub(crate) mod index;
 
 pub(crate) mod nn;
+pub(crate) mod pool;
 
 pub(crate) mod reduce;
 

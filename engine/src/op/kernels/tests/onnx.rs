@@ -257,3 +257,186 @@ fn trilu_masks_triangles() {
         "trilu: expected a tensor of rank 2 or more, got shape (3,)"
     );
 }
+
+// ---- pools, lrn, conv2d_transpose ----
+
+fn seq(n: usize) -> Vec<f64> {
+    (1..=n).map(|v| v as f64).collect()
+}
+
+#[test]
+fn max_pool2d_ceil_mode_padding_and_dilation() {
+    let x = f(&[1, 1, 4, 4], &seq(16));
+    let a = ints("pool_size", &[3, 3]).with("strides", AttrValue::Ints(vec![2, 2].into()));
+    check(&run1("max_pool2d", &[x.clone()], a.clone()), DType::F32, &[1, 1, 1, 1], &[11.0]);
+    let ceil = a.with("ceil_mode", AttrValue::Bool(true));
+    check(&run1("max_pool2d", &[x.clone()], ceil), DType::F32, &[1, 1, 2, 2], &[11.0, 12.0, 15.0, 16.0]);
+    // A last window that would start in the padding is dropped (ONNX's reduce-by-one case).
+    let small = f(&[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let a = ints("pool_size", &[1])
+        .with("strides", AttrValue::Ints(vec![2].into()))
+        .with("ceil_mode", AttrValue::Bool(true));
+    check(&run1("max_pool2d", &[small], a), DType::F32, &[1, 1, 1, 1], &[1.0]);
+    // Padding never wins, even against negative inputs.
+    let neg = f(&[1, 1, 2, 2], &[-1.0, -2.0, -3.0, -4.0]);
+    let a = ints("pool_size", &[2]).with("padding", AttrValue::Ints(vec![1].into()));
+    check(
+        &run1("max_pool2d", &[neg], a),
+        DType::F32,
+        &[1, 1, 3, 3],
+        &[-1.0, -1.0, -2.0, -1.0, -1.0, -2.0, -3.0, -3.0, -4.0],
+    );
+    let a = ints("pool_size", &[2]).with("dilation", AttrValue::Ints(vec![2].into()));
+    check(&run1("max_pool2d", &[x.clone()], a), DType::F32, &[1, 1, 2, 2], &[11.0, 12.0, 15.0, 16.0]);
+    assert_eq!(
+        err("max_pool2d", &[x.clone()], ints("pool_size", &[5])),
+        "max_pool2d: window extent 5 is larger than the padded input 4"
+    );
+    assert_eq!(
+        err("max_pool2d", &[f(&[4], &[0.0; 4])], ints("pool_size", &[1])),
+        "max_pool2d: expected 4-d data (NCHW), got shape (4,)"
+    );
+    assert_eq!(err("max_pool2d", &[x], Attrs::new()), "operator `max_pool2d` needs attribute `pool_size`");
+}
+
+#[test]
+fn avg_pool2d_counts_and_ceil_mode() {
+    let x = f(&[1, 1, 4, 4], &seq(16));
+    let a = ints("pool_size", &[3, 3])
+        .with("strides", AttrValue::Ints(vec![2, 2].into()))
+        .with("ceil_mode", AttrValue::Bool(true));
+    check(&run1("avg_pool2d", &[x.clone()], a), DType::F32, &[1, 1, 2, 2], &[6.0, 7.5, 12.0, 13.5]);
+    let a = ints("pool_size", &[2])
+        .with("dilation", AttrValue::Ints(vec![2].into()))
+        .with("ceil_mode", AttrValue::Bool(true));
+    check(&run1("avg_pool2d", &[x], a), DType::F32, &[1, 1, 2, 2], &[6.0, 7.0, 10.0, 11.0]);
+    let s = f(&[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let a = ints("pool_size", &[2]).with("padding", AttrValue::Ints(vec![1].into()));
+    check(
+        &run1("avg_pool2d", &[s.clone()], a.clone()),
+        DType::F32,
+        &[1, 1, 3, 3],
+        &[1.0, 1.5, 2.0, 2.0, 2.5, 3.0, 3.0, 3.5, 4.0],
+    );
+    let inc = a.with("count_include_pad", AttrValue::Bool(true));
+    check(
+        &run1("avg_pool2d", &[s], inc),
+        DType::F32,
+        &[1, 1, 3, 3],
+        &[0.25, 0.75, 0.5, 1.0, 2.5, 1.5, 0.75, 1.75, 1.0],
+    );
+    // ONNX's averagepool_2d_precomputed_pads_count_include_pad.
+    let x = f(&[1, 1, 5, 5], &seq(25));
+    let a = ints("pool_size", &[5])
+        .with("padding", AttrValue::Ints(vec![2, 2, 2, 2].into()))
+        .with("count_include_pad", AttrValue::Bool(true));
+    #[rustfmt::skip]
+    let expected = [
+        2.52, 3.6, 4.8, 4.08, 3.24, 4.56, 6.4, 8.4, 7.04, 5.52, 7.2, 10.0, 13.0, 10.8, 8.4,
+        6.96, 9.6, 12.4, 10.24, 7.92, 6.12, 8.4, 10.8, 8.88, 6.84,
+    ];
+    check(&run1("avg_pool2d", &[x], a), DType::F32, &[1, 1, 5, 5], &expected);
+}
+
+#[test]
+fn global_pools_keep_spatial_axes() {
+    let x = f(&[1, 2, 2, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, -8.0]);
+    check(&run1("global_avg_pool2d", &[x.clone()], Attrs::new()), DType::F32, &[1, 2, 1, 1], &[2.5, 2.5]);
+    check(&run1("global_max_pool2d", &[x], Attrs::new()), DType::F32, &[1, 2, 1, 1], &[4.0, 7.0]);
+    let h = tt(&[1, 1, 2], DType::F16, &[1.0, 3.0]);
+    check(&run1("global_avg_pool2d", &[h], Attrs::new()), DType::F16, &[1, 1, 1], &[2.0]);
+    assert_eq!(
+        err("global_max_pool2d", &[f(&[1, 1, 0, 2], &[])], Attrs::new()),
+        "global_max_pool2d: cannot pool the empty spatial axes of (1, 1, 0, 2)"
+    );
+}
+
+#[test]
+fn lrn_normalises_across_channels() {
+    let x = f(&[1, 3, 1, 1], &[1.0, 2.0, 3.0]);
+    let a = int("size", 3).with("alpha", AttrValue::Float(3.0)).with("beta", AttrValue::Float(1.0));
+    check(&run1("lrn", &[x.clone()], a), DType::F32, &[1, 3, 1, 1], &[1.0 / 6.0, 2.0 / 15.0, 3.0 / 14.0]);
+    // An even size looks one channel further ahead than behind.
+    let a = int("size", 2).with("alpha", AttrValue::Float(2.0)).with("beta", AttrValue::Float(1.0));
+    check(&run1("lrn", &[x.clone()], a), DType::F32, &[1, 3, 1, 1], &[1.0 / 6.0, 2.0 / 14.0, 3.0 / 10.0]);
+    // Defaults: alpha 1e-4, beta 0.75, bias 1.
+    let y = run1("lrn", &[x.clone()], int("size", 1));
+    check(
+        &y,
+        DType::F32,
+        &[1, 3, 1, 1],
+        &[1.0 / 1.0001f64.powf(0.75), 2.0 / 1.0004f64.powf(0.75), 3.0 / 1.0009f64.powf(0.75)],
+    );
+    assert_eq!(err("lrn", &[x], int("size", 0)), "lrn: `size` must be positive, got 0");
+}
+
+#[test]
+fn conv2d_transpose_scatters_kernels() {
+    let x = f(&[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let w = f(&[1, 1, 2, 2], &[1.0; 4]);
+    let go = |a: Attrs| run1("conv2d_transpose", &[x.clone(), w.clone()], a);
+    check(&go(Attrs::new()), DType::F32, &[1, 1, 3, 3], &[1.0, 3.0, 2.0, 4.0, 10.0, 6.0, 3.0, 7.0, 4.0]);
+    #[rustfmt::skip]
+    let blocks = [1.0, 1.0, 2.0, 2.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0, 3.0, 3.0, 4.0, 4.0];
+    check(&go(ints("strides", &[2])), DType::F32, &[1, 1, 4, 4], &blocks);
+    let padded = ints("strides", &[2]).with("padding", AttrValue::Ints(vec![1].into()));
+    check(&go(padded), DType::F32, &[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let extra = ints("strides", &[2]).with("output_padding", AttrValue::Ints(vec![1, 0].into()));
+    let out = go(extra);
+    assert_eq!(out.shape(), [1, 1, 5, 4]);
+    assert_eq!(out.to_f64s()[16..], [0.0; 4]);
+    // Two groups, one channel each.
+    let x2 = f(&[1, 2, 1, 1], &[1.0, 2.0]);
+    let w2 = f(&[2, 1, 1, 1], &[10.0, -1.0]);
+    check(&run1("conv2d_transpose", &[x2, w2], int("groups", 2)), DType::F32, &[1, 2, 1, 1], &[10.0, -2.0]);
+    // ONNX's convtranspose case: 3x3 input 0..8, two 3x3 all-ones output channels.
+    let x3 = f(&[1, 1, 3, 3], &(0..9).map(f64::from).collect::<Vec<_>>());
+    let w3 = f(&[1, 2, 3, 3], &[1.0; 18]);
+    let out = run1("conv2d_transpose", &[x3, w3], Attrs::new());
+    #[rustfmt::skip]
+    let ch = [
+        0.0, 1.0, 3.0, 3.0, 2.0, 3.0, 8.0, 15.0, 12.0, 7.0, 9.0, 21.0, 36.0, 27.0, 15.0,
+        9.0, 20.0, 33.0, 24.0, 13.0, 6.0, 13.0, 21.0, 15.0, 8.0,
+    ];
+    check(&out, DType::F32, &[1, 2, 5, 5], &[ch, ch].concat());
+    assert_eq!(
+        err(
+            "conv2d_transpose",
+            &[x.clone(), w.clone()],
+            ints("strides", &[2]).with("output_padding", AttrValue::Ints(vec![2].into()))
+        ),
+        "conv2d_transpose: `output_padding` 2 must be non-negative and less than the stride or dilation"
+    );
+    assert_eq!(
+        err("conv2d_transpose", &[x.clone(), f(&[2, 1, 1, 1], &[1.0; 2])], Attrs::new()),
+        "conv2d_transpose: data has 1 channels but weight (2, 1, 1, 1) expects 2"
+    );
+    assert_eq!(
+        err("conv2d_transpose", &[x, w], ints("padding", &[2])),
+        "conv2d_transpose: padding 4 removes the whole output of length 3"
+    );
+}
+
+#[test]
+fn absurd_pool_and_transpose_geometry_is_an_error_not_an_allocation() {
+    let x = f(&[1, 1, 2, 2], &[1.0; 4]);
+    let huge = ints("pool_size", &[1]).with("padding", AttrValue::Ints(vec![1 << 40].into()));
+    let e = run("max_pool2d", &[x.clone()], huge).unwrap_err();
+    assert!(matches!(e, OpError::Tensor(crate::ir::TensorError::TooLarge { .. })), "{e}");
+    let e = run(
+        "avg_pool2d",
+        &[x.clone()],
+        ints("pool_size", &[i64::MAX]).with("dilation", AttrValue::Ints(vec![i64::MAX].into())),
+    );
+    assert_eq!(e.unwrap_err().to_string(), "avg_pool2d: padding, dilation or pool size overflows");
+    let w = f(&[1, 1, 1, 1], &[1.0]);
+    let e = run("conv2d_transpose", &[x.clone(), w], ints("strides", &[1 << 40])).unwrap_err();
+    assert!(matches!(e, OpError::Tensor(crate::ir::TensorError::TooLarge { .. })), "{e}");
+    let w3 = f(&[1, 1, 3, 3], &[1.0; 9]);
+    let e = run(
+        "conv2d_transpose",
+        &[x, w3],
+        ints("strides", &[i64::MAX]).with("dilation", AttrValue::Ints(vec![i64::MAX].into())),
+    );
+    assert_eq!(e.unwrap_err().to_string(), "conv2d_transpose: strides, padding, dilation or kernel size overflows");
+}
