@@ -701,8 +701,8 @@ fn split(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         }
         None => {
             let n = num_outputs.map(|n| n as u64).unwrap_or(n_out as u64);
-            if n == 0 {
-                return Err("splits into zero parts".into());
+            if n == 0 || n != n_out as u64 {
+                return Err(format!("splits into {n} parts but has {n_out} outputs"));
             }
             let chunk = dim.div_ceil(n);
             if num_outputs.is_none() && dim % n != 0 {
