@@ -9,4 +9,5 @@ pub mod fuzz;
 pub mod gen;
 pub mod incremental_bench;
 pub mod notes;
+pub mod onnx;
 pub mod watch;

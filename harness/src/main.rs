@@ -14,7 +14,7 @@ use passel_engine::transform::{
 };
 use passel_engine::MemoryMode;
 use passel_harness::console::{Console, Stream};
-use passel_harness::{bench, debug, diag, gen};
+use passel_harness::{bench, debug, diag, gen, onnx};
 
 /// passel: a parallel, incremental compiler pass engine.
 #[derive(Parser)]
@@ -26,17 +26,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Parse, verify and type-check a .pir file; errors are shown with a source snippet (exit 1
-    /// if invalid).
+    /// Parse, verify and type-check a .pir file (or import a .onnx model); errors are shown with
+    /// a source snippet (exit 1 if invalid).
     Check {
-        /// The .pir file ("-" for stdin).
+        /// The .pir file ("-" for stdin) or .onnx model.
         file: PathBuf,
+        #[command(flatten)]
+        shapes: onnx::InputShapeArgs,
     },
-    /// Print a .pir file in canonical form to stdout.
+    /// Print a .pir file (or an imported .onnx model) in canonical form to stdout.
     Fmt {
-        /// The .pir file ("-" for stdin).
+        /// The .pir file ("-" for stdin) or .onnx model.
         file: PathBuf,
+        #[command(flatten)]
+        shapes: onnx::InputShapeArgs,
     },
+    /// Import an ONNX model (opsets 9-21) and print it as .pir text.
+    Import(onnx::ImportArgs),
     /// Generate a deterministic workload as .pir text on stdout.
     #[command(subcommand)]
     Gen(gen::cli::GenCommand),
@@ -109,8 +115,10 @@ impl PipelineArgs {
 
 #[derive(Args)]
 struct RunArgs {
-    /// The .pir file ("-" for stdin).
+    /// The .pir file ("-" for stdin) or .onnx model.
     file: PathBuf,
+    #[command(flatten)]
+    shapes: onnx::InputShapeArgs,
     #[command(flatten)]
     pipeline: PipelineArgs,
     /// Print a timing tree of every pass to stderr.
@@ -177,8 +185,10 @@ struct DebugArgs {
 
 #[derive(Args)]
 struct BisectArgs {
-    /// The .pir file.
+    /// The .pir file or .onnx model.
     file: PathBuf,
+    #[command(flatten)]
+    shapes: onnx::InputShapeArgs,
     #[command(flatten)]
     pipeline: PipelineArgs,
     /// Shell command that checks an output file (passed as its last argument); a nonzero exit
@@ -188,7 +198,7 @@ struct BisectArgs {
 }
 
 fn bisect(console: &Console, args: BisectArgs) -> ExitCode {
-    let (module, _) = match load(console, &args.file) {
+    let (module, _) = match load(console, &args.file, &args.shapes) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
@@ -230,8 +240,10 @@ fn bisect(console: &Console, args: BisectArgs) -> ExitCode {
 
 #[derive(Args)]
 struct WatchArgs {
-    /// The .pir file.
+    /// The .pir file or .onnx model.
     file: PathBuf,
+    #[command(flatten)]
+    shapes: onnx::InputShapeArgs,
     #[command(flatten)]
     pipeline: PipelineArgs,
     /// Stop after this many runs (for scripts and tests).
@@ -263,6 +275,7 @@ fn watch(console: &Console, args: WatchArgs) -> ExitCode {
             max_runs: args.max_runs.map(|n| n as usize),
             output: args.output.clone(),
             memory: if args.lean { MemoryMode::Lean } else { MemoryMode::Full },
+            import: args.shapes.options().map_err(|e| e.to_string())?,
         };
         passel_harness::watch::watch(&opts, &mut console.writer(Stream::Stdout)).map_err(|e| e.to_string())
     })();
@@ -282,9 +295,16 @@ fn read_source(path: &PathBuf) -> Result<String, String> {
     }
 }
 
-/// Parses and verifies `path`, printing rendered errors to stderr; returns the module and its
-/// source text.
-fn load(console: &Console, path: &PathBuf) -> Result<(Module, String), ExitCode> {
+/// Parses and verifies `path` (or imports it when it is a `.onnx` model), printing rendered
+/// errors to stderr; returns the module and its source text (empty for an imported model).
+fn load(console: &Console, path: &PathBuf, shapes: &onnx::InputShapeArgs) -> Result<(Module, String), ExitCode> {
+    if onnx::is_onnx(path) {
+        return shapes
+            .options()
+            .and_then(|o| onnx::import_onnx(path, &o))
+            .map(|m| (m, String::new()))
+            .map_err(|e| console.error(&e.to_string()));
+    }
     let src = read_source(path).map_err(|e| console.error(&e))?;
     let name = path.display().to_string();
     let module = parse_module(&src).map_err(|errors| {
@@ -300,8 +320,8 @@ fn load(console: &Console, path: &PathBuf) -> Result<(Module, String), ExitCode>
 
 /// `passel check`: parses, verifies and type-checks (InferType's inference, so every type
 /// error `run` would report is reported here too, with its location).
-fn check(console: &Console, path: &PathBuf) -> ExitCode {
-    let (module, src) = match load(console, path) {
+fn check(console: &Console, path: &PathBuf, shapes: &onnx::InputShapeArgs) -> ExitCode {
+    let (module, src) = match load(console, path, shapes) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
@@ -332,7 +352,7 @@ fn run(console: &Console, args: RunArgs) -> ExitCode {
 }
 
 fn try_run(console: &Console, args: RunArgs) -> Result<ExitCode, String> {
-    let (module, src) = match load(console, &args.file) {
+    let (module, src) = match load(console, &args.file, &args.shapes) {
         Ok(loaded) => loaded,
         Err(code) => return Ok(code),
     };
@@ -491,10 +511,15 @@ fn main() -> ExitCode {
     let console = Console::new();
     let console = &console;
     match cli.command {
-        Command::Check { file } => check(console, &file),
-        Command::Fmt { file } => match load(console, &file) {
+        Command::Check { file, shapes } => check(console, &file, &shapes),
+        Command::Fmt { file, shapes } => match load(console, &file, &shapes) {
             Ok((m, _)) => write_stdout(console, &print_module(&m)),
             Err(code) => code,
+        },
+        Command::Import(args) => match onnx::run_import(&args) {
+            Ok(Some(text)) => write_stdout(console, &text),
+            Ok(None) => console.exit_code(ExitCode::SUCCESS),
+            Err(e) => console.error(&e.to_string()),
         },
         Command::Gen(cmd) => write_stdout(console, &print_module(&gen::cli::generate(&cmd))),
         Command::Run(args) => run(console, *args),

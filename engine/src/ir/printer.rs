@@ -601,6 +601,14 @@ fn write_f32(out: &mut String, v: f32) {
 fn write_constant(out: &mut String, c: &Constant) {
     match c {
         Constant::Dense(t) => write_dense(out, t),
+        // `Constant::raw` bounds the size, so decoding cannot fail; a raw constant prints as
+        // the dense tensor it equals.
+        Constant::Raw { .. } => match c.materialize() {
+            Ok(t) => write_dense(out, &t),
+            Err(e) => {
+                let _ = write!(out, "/* {e} */");
+            }
+        },
         Constant::Fill { ty, fill } => {
             let name = match fill {
                 Fill::Full(_) => "full",
