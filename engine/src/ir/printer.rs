@@ -6,6 +6,11 @@
 //! nodes are not printed (they are a cache), and variable names are made unique and valid per
 //! function (a second `%x` prints as `%x_1`) so the output always parses. Indentation stops
 //! growing after [`MAX_INDENT`] levels, which keeps the output of very deep nesting linear.
+//!
+//! Dense constants with more than [`INLINE_ELEMENTS_LIMIT`] elements print as references,
+//! `resource<(64, 3, 7, 7), f32>(r0)`, into a `resources { … }` section after the last
+//! function that holds each distinct byte string once, as little-endian hex. Names are `r0`,
+//! `r1`, … in order of first use in the text, so they are deterministic and `fmt` keeps them.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -23,7 +28,14 @@ use crate::op;
 /// Indentation (two spaces a level) grows up to this many levels.
 pub const MAX_INDENT: usize = 64;
 
-/// Prints a module in canonical text: functions in module order, separated by a blank line.
+/// Dense constants with more elements than this print as references into the `resources`
+/// section instead of inline: 1024 elements is a 32×32 matrix or a 4 KiB f32 blob, small
+/// enough to read inline, while every real weight tensor (a 64×3×7×7 convolution kernel has
+/// 9408) goes to the section.
+pub const INLINE_ELEMENTS_LIMIT: usize = 1024;
+
+/// Prints a module in canonical text: functions in module order, separated by a blank line,
+/// then the `resources` section if a large constant needs one.
 pub fn print_module(m: &Module) -> String {
     let mut p = Printer::new(m.iter().map(|(_, f)| f.num_nodes() * 16 + 64).sum());
     for (i, (name, f)) in m.iter().enumerate() {
@@ -32,13 +44,16 @@ pub fn print_module(m: &Module) -> String {
         }
         p.function(name, f);
     }
+    p.resources_section();
     p.out
 }
 
-/// Prints one global function `@name` in canonical text.
+/// Prints one global function `@name` in canonical text, followed by the `resources` section
+/// of its large constants (if any), so the text parses on its own.
 pub fn print_function(name: &str, f: &Function) -> String {
     let mut p = Printer::new(f.num_nodes() * 16 + 64);
     p.function(name, f);
+    p.resources_section();
     p.out
 }
 
@@ -84,7 +99,52 @@ struct Printer<'a> {
     next_suffix: FxMap<Cow<'a, str>, u32>,
     indent: usize,
     stack: Vec<Work>,
+    resources: Resources<'a>,
 }
+
+/// The distinct byte strings of the large constants printed so far, named `r<index>`.
+#[derive(Default)]
+struct Resources<'a> {
+    /// Constants already named, by address (a module shares one `Arc` between many uses).
+    by_addr: rustc_hash::FxHashMap<*const Constant, u32>,
+    /// Blob indices by a hash of their bytes, to share equal constants that are distinct
+    /// allocations.
+    by_hash: rustc_hash::FxHashMap<u64, Vec<u32>>,
+    blobs: Vec<Vec<u8>>,
+    _marker: std::marker::PhantomData<&'a Constant>,
+}
+
+impl<'a> Resources<'a> {
+    /// The index of `t`'s bytes in the section, adding them when new.
+    fn index(&mut self, c: &'a Constant, t: &Tensor) -> u32 {
+        let addr = c as *const Constant;
+        if let Some(&i) = self.by_addr.get(&addr) {
+            return i;
+        }
+        let bytes = t.to_le_bytes();
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = rustc_hash::FxHasher::default();
+            bytes.hash(&mut h);
+            h.finish()
+        };
+        let same = self.by_hash.entry(hash).or_default();
+        let i = match same.iter().find(|&&i| self.blobs[i as usize] == bytes) {
+            Some(&i) => i,
+            None => {
+                let i = self.blobs.len() as u32;
+                self.blobs.push(bytes);
+                same.push(i);
+                i
+            }
+        };
+        self.by_addr.insert(addr, i);
+        i
+    }
+}
+
+/// Lowercase hex digits, for blobs.
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// `#[Key, Key=value]`.
 fn write_attrs(out: &mut String, attrs: &Attrs) {
@@ -133,7 +193,30 @@ impl<'a> Printer<'a> {
             next_suffix: FxMap::default(),
             indent: 0,
             stack: Vec::new(),
+            resources: Resources::default(),
         }
+    }
+
+    /// `resources { r0 = "…"; … }` after the functions, when a constant was large.
+    fn resources_section(&mut self) {
+        if self.resources.blobs.is_empty() {
+            return;
+        }
+        let bytes: usize = self.resources.blobs.iter().map(|b| 2 * b.len() + 16).sum();
+        self.out.reserve(bytes + 16);
+        self.out.push_str("\nresources {\n");
+        for (i, blob) in self.resources.blobs.iter().enumerate() {
+            let _ = write!(self.out, "  r{i} = \"");
+            let mut hex = Vec::with_capacity(2 * blob.len());
+            for &b in blob {
+                hex.push(HEX[(b >> 4) as usize]);
+                hex.push(HEX[(b & 15) as usize]);
+            }
+            // Only ASCII hex digits were pushed.
+            self.out.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+            self.out.push_str("\";\n");
+        }
+        self.out.push_str("}\n");
     }
 
     fn func(&self) -> &'a Function {
@@ -290,7 +373,18 @@ impl<'a> Printer<'a> {
                 self.out.push('@');
                 self.out.push_str(f.sym(name));
             }
-            ExprKind::Const { idx } => write_constant(&mut self.out, f.constant(idx)),
+            ExprKind::Const { idx } => {
+                let c: &'a Constant = f.constant(idx);
+                match c {
+                    Constant::Dense(t) if t.len() > INLINE_ELEMENTS_LIMIT => {
+                        let i = self.resources.index(c, t);
+                        self.out.push_str("resource<");
+                        write_shape(&mut self.out, t.shape().iter().map(|&d| d as u64));
+                        let _ = write!(self.out, ", {}>(r{i})", t.dtype());
+                    }
+                    _ => write_constant(&mut self.out, c),
+                }
+            }
             ExprKind::Call { op, attrs, args } => {
                 self.out.push_str(op::get(op).name);
                 self.out.push('(');
