@@ -31,6 +31,7 @@
 //! [`transform::parse_pipeline`].
 #![warn(missing_docs)]
 
+pub mod frontend;
 pub mod interp;
 pub mod ir;
 pub mod op;

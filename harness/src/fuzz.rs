@@ -20,6 +20,26 @@ pub fn parse(data: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// `onnx_import`: arbitrary bytes never panic the ONNX importer; a model that imports
+/// verifies, and its printed text parses back to a structurally equal module (raw weights
+/// print as the dense tensors they equal).
+pub fn onnx_import(data: &[u8]) -> Result<(), String> {
+    use passel_engine::frontend::onnx::{import_onnx_bytes, ImportOptions};
+    let Ok(m) = import_onnx_bytes(bytes::Bytes::copy_from_slice(data), &ImportOptions::default()) else {
+        return Ok(());
+    };
+    if let Err(errs) = verify_module(&m) {
+        let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
+        return Err(format!("imported module does not verify: {first}\n--- text:\n{}", print_module(&m)));
+    }
+    let text = print_module(&m);
+    let back = parse_module(&text).map_err(|e| format!("printed import does not parse: {e}\n--- text:\n{text}"))?;
+    if !module_structural_eq(&m, &back) {
+        return Err(format!("parse(print(import)) differs from the import\n--- text:\n{text}"));
+    }
+    Ok(())
+}
+
 /// `roundtrip`: whenever text parses, printing it and parsing again gives a structurally
 /// equal module, and printing that gives the same bytes.
 pub fn roundtrip(data: &[u8]) -> Result<(), String> {

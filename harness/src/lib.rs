@@ -6,4 +6,5 @@ pub mod diag;
 pub mod fuzz;
 pub mod gen;
 pub mod incremental_bench;
+pub mod onnx;
 pub mod watch;

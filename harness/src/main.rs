@@ -14,7 +14,7 @@ use passel_engine::transform::{
     Severity,
 };
 use passel_engine::MemoryMode;
-use passel_harness::{bench, diag, gen};
+use passel_harness::{bench, diag, gen, onnx};
 
 /// passel: a parallel, incremental compiler pass engine.
 #[derive(Parser)]
@@ -26,16 +26,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Parse and verify a .pir file; errors are shown with a source snippet (exit 1 if invalid).
+    /// Parse and verify a .pir file (or import a .onnx model); errors are shown with a source
+    /// snippet (exit 1 if invalid).
     Check {
-        /// The .pir file ("-" for stdin).
+        /// The .pir file ("-" for stdin) or .onnx model.
         file: PathBuf,
+        #[command(flatten)]
+        shapes: onnx::InputShapeArgs,
     },
-    /// Print a .pir file in canonical form to stdout.
+    /// Print a .pir file (or an imported .onnx model) in canonical form to stdout.
     Fmt {
-        /// The .pir file ("-" for stdin).
+        /// The .pir file ("-" for stdin) or .onnx model.
         file: PathBuf,
+        #[command(flatten)]
+        shapes: onnx::InputShapeArgs,
     },
+    /// Import an ONNX model (opsets 9-21) and print it as .pir text.
+    Import(onnx::ImportArgs),
     /// Generate a deterministic workload as .pir text on stdout.
     #[command(subcommand)]
     Gen(gen::cli::GenCommand),
@@ -104,8 +111,10 @@ impl PipelineArgs {
 
 #[derive(Args)]
 struct RunArgs {
-    /// The .pir file ("-" for stdin).
+    /// The .pir file ("-" for stdin) or .onnx model.
     file: PathBuf,
+    #[command(flatten)]
+    shapes: onnx::InputShapeArgs,
     #[command(flatten)]
     pipeline: PipelineArgs,
     /// Print a timing tree of every pass to stderr.
@@ -135,8 +144,10 @@ struct RunArgs {
 
 #[derive(Args)]
 struct WatchArgs {
-    /// The .pir file.
+    /// The .pir file or .onnx model.
     file: PathBuf,
+    #[command(flatten)]
+    shapes: onnx::InputShapeArgs,
     #[command(flatten)]
     pipeline: PipelineArgs,
     /// Stop after this many runs (for scripts and tests).
@@ -162,6 +173,7 @@ fn watch(args: WatchArgs) -> ExitCode {
             max_runs: args.max_runs.map(|n| n as usize),
             output: args.output.clone(),
             memory: if args.lean { MemoryMode::Lean } else { MemoryMode::Full },
+            import: args.shapes.options().map_err(|e| e.to_string())?,
         };
         passel_harness::watch::watch(&opts, &mut std::io::stdout().lock()).map_err(|e| e.to_string())
     })();
@@ -184,8 +196,15 @@ fn read_source(path: &PathBuf) -> Result<String, String> {
     }
 }
 
-/// Parses and verifies `path`, printing rendered errors to stderr.
-fn load(path: &PathBuf) -> Result<Module, ExitCode> {
+/// Parses and verifies `path` (or imports it when it is a `.onnx` model), printing rendered
+/// errors to stderr.
+fn load(path: &PathBuf, shapes: &onnx::InputShapeArgs) -> Result<Module, ExitCode> {
+    if onnx::is_onnx(path) {
+        return shapes.options().and_then(|o| onnx::import_onnx(path, &o)).map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        });
+    }
     let src = read_source(path).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::FAILURE
@@ -226,7 +245,7 @@ fn run(args: RunArgs) -> ExitCode {
 }
 
 fn try_run(args: RunArgs) -> Result<ExitCode, String> {
-    let module = match load(&args.file) {
+    let module = match load(&args.file, &args.shapes) {
         Ok(m) => m,
         Err(code) => return Ok(code),
     };
@@ -345,7 +364,7 @@ fn bench(args: bench::BenchArgs) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Check { file } => match load(&file) {
+        Command::Check { file, shapes } => match load(&file, &shapes) {
             Ok(m) => {
                 eprintln!("{}: ok ({} functions)", file.display(), m.len());
                 // The process ends right here, and the module holds memory only (no files or
@@ -356,9 +375,17 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
-        Command::Fmt { file } => match load(&file) {
+        Command::Fmt { file, shapes } => match load(&file, &shapes) {
             Ok(m) => write_stdout(&print_module(&m)),
             Err(code) => code,
+        },
+        Command::Import(args) => match onnx::run_import(&args) {
+            Ok(Some(text)) => write_stdout(&text),
+            Ok(None) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
         },
         Command::Gen(cmd) => write_stdout(&print_module(&gen::cli::generate(&cmd))),
         Command::Run(args) => run(*args),

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
-use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Function};
+use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Function, Module};
 use passel_engine::transform::{PassContext, Severity};
 use passel_engine::{FirewallCheck, MemoryMode, ModuleFirewall, Sequential, Session, SessionError};
 use passel_passes::inline::{is_inline_candidate, MAX_SIZE_KEY};
@@ -32,7 +32,7 @@ pub const DEBOUNCE: Duration = Duration::from_millis(50);
 
 /// What to watch and how to run it.
 pub struct WatchOptions {
-    /// The `.pir` file.
+    /// The `.pir` file, or a `.onnx` model (imported on every change).
     pub file: PathBuf,
     /// The pipeline.
     pub pipeline: Sequential,
@@ -45,6 +45,8 @@ pub struct WatchOptions {
     pub output: Option<PathBuf>,
     /// What the session keeps between runs.
     pub memory: MemoryMode,
+    /// How `.onnx` files are imported (input shapes).
+    pub import: passel_engine::frontend::onnx::ImportOptions,
 }
 
 /// Errors that end the watch.
@@ -150,16 +152,27 @@ pub fn watch(opts: &WatchOptions, out: &mut dyn Write) -> Result<(), WatchError>
     };
     watcher.watch(&dir, RecursiveMode::NonRecursive).map_err(notify_err)?;
     let name = opts.file.display().to_string();
-    let mut last_text: Option<String> = None;
+    let mut last: Option<Vec<u8>> = None;
     let mut runs = 0usize;
+    let onnx = crate::onnx::is_onnx(&opts.file);
     loop {
-        match std::fs::read_to_string(&opts.file) {
+        match std::fs::read(&opts.file) {
             Err(e) => write_report(out, &format!("cannot read {name}: {e}\n"))?,
-            Ok(text) if last_text.as_deref() != Some(text.as_str()) => {
+            Ok(bytes) if last.as_deref() != Some(bytes.as_slice()) => {
                 runs += 1;
-                let report = run_once(&mut session, &name, &text, runs, opts.output.as_deref())?;
+                let report = if onnx {
+                    match crate::onnx::import_onnx(&opts.file, &opts.import) {
+                        Ok(module) => run_module(&mut session, &name, "", &module, runs, opts.output.as_deref())?,
+                        Err(e) => format!("run {runs}: error: {e}\n"),
+                    }
+                } else {
+                    match std::str::from_utf8(&bytes) {
+                        Ok(text) => run_once(&mut session, &name, text, runs, opts.output.as_deref())?,
+                        Err(_) => format!("run {runs}: {name} is not UTF-8 text\n"),
+                    }
+                };
                 write_report(out, &report)?;
-                last_text = Some(text);
+                last = Some(bytes);
             }
             Ok(_) => {}
         }
@@ -217,7 +230,20 @@ fn run_once(
     if let Err(errors) = verify_module(&module) {
         return Ok(format!("run {run}: invalid module\n{}", diag::render(name, text, &diag::verify_errors(&errors))));
     }
-    let edited = session.load(&module);
+    run_module(session, name, text, &module, run, output)
+}
+
+/// Runs the pipeline on one verified version of the module; returns the report. `text` is the
+/// source diagnostics point into (empty for an imported model).
+fn run_module(
+    session: &mut Session,
+    name: &str,
+    text: &str,
+    module: &Module,
+    run: usize,
+    output: Option<&Path>,
+) -> Result<String, WatchError> {
+    let edited = session.load(module);
     let out = match session.run() {
         Ok(out) => out,
         Err(e) => return Ok(format!("run {run}: error: {e}\n")),

@@ -33,3 +33,8 @@ fn roundtrip_corpus_is_stable() {
 fn pipeline_parity_corpus_is_equal_to_serial() {
     replay("pipeline_parity", passel_harness::fuzz::pipeline_parity);
 }
+
+#[test]
+fn onnx_import_corpus_never_panics() {
+    replay("onnx_import", passel_harness::fuzz::onnx_import);
+}

@@ -278,7 +278,7 @@ fn has_type(c: &Constant, tt: &TensorType) -> bool {
                 && t.shape().len() == tt.shape.len()
                 && t.shape().iter().zip(tt.shape.iter()).all(|(&a, &b)| a as u64 == b)
         }
-        Constant::Fill { ty, .. } => ty == tt,
+        Constant::Fill { ty, .. } | Constant::Raw { ty, .. } => ty == tt,
     }
 }
 

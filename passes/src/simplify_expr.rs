@@ -393,7 +393,7 @@ fn uniform_value(c: &Constant) -> Option<(f64, DType)> {
 fn scalar_dtype(c: &Constant) -> (bool, DType) {
     match c {
         Constant::Dense(t) => (t.shape().is_empty(), t.dtype()),
-        Constant::Fill { ty, .. } => (ty.shape.is_empty(), ty.dtype),
+        Constant::Fill { ty, .. } | Constant::Raw { ty, .. } => (ty.shape.is_empty(), ty.dtype),
     }
 }
 

@@ -1098,7 +1098,7 @@ fn constant_has_type(c: &Constant, tt: &super::ty::TensorType) -> bool {
                 && t.shape().len() == tt.shape.len()
                 && t.shape().iter().zip(tt.shape.iter()).all(|(&a, &b)| a as u64 == b)
         }
-        Constant::Fill { ty, .. } => ty == tt,
+        Constant::Fill { ty, .. } | Constant::Raw { ty, .. } => ty == tt,
     }
 }
 

@@ -23,6 +23,7 @@ use super::ids::NodeId;
 use super::module::Module;
 use super::parser::FxMap;
 use super::tensor::{Constant, Fill, Tensor, TensorData};
+use super::ty::TensorType;
 use crate::op;
 
 /// Indentation (two spaces a level) grows up to this many levels.
@@ -110,18 +111,16 @@ struct Resources<'a> {
     /// Blob indices by a hash of their bytes, to share equal constants that are distinct
     /// allocations.
     by_hash: rustc_hash::FxHashMap<u64, Vec<u32>>,
-    blobs: Vec<Vec<u8>>,
-    _marker: std::marker::PhantomData<&'a Constant>,
+    blobs: Vec<Cow<'a, [u8]>>,
 }
 
 impl<'a> Resources<'a> {
-    /// The index of `t`'s bytes in the section, adding them when new.
-    fn index(&mut self, c: &'a Constant, t: &Tensor) -> u32 {
+    /// The index of `c`'s bytes in the section, adding them when new.
+    fn index(&mut self, c: &'a Constant, bytes: Cow<'a, [u8]>) -> u32 {
         let addr = c as *const Constant;
         if let Some(&i) = self.by_addr.get(&addr) {
             return i;
         }
-        let bytes = t.to_le_bytes();
         let hash = {
             use std::hash::{Hash, Hasher};
             let mut h = rustc_hash::FxHasher::default();
@@ -140,6 +139,25 @@ impl<'a> Resources<'a> {
         };
         self.by_addr.insert(addr, i);
         i
+    }
+}
+
+/// The little-endian bytes and type of a dense or raw constant with more than
+/// [`INLINE_ELEMENTS_LIMIT`] elements (borrowed from a raw constant's buffer, which holds
+/// exactly those bytes), or `None` for a constant that prints inline.
+fn large_constant(c: &Constant) -> Option<(Cow<'_, [u8]>, TensorType)> {
+    match c {
+        Constant::Dense(t) if t.len() > INLINE_ELEMENTS_LIMIT => Some((Cow::Owned(t.to_le_bytes()), t.tensor_type())),
+        Constant::Raw { ty, data }
+            if ty
+                .shape
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d))
+                .is_none_or(|n| n > INLINE_ELEMENTS_LIMIT as u64) =>
+        {
+            Some((Cow::Borrowed(&data[..]), ty.clone()))
+        }
+        _ => None,
     }
 }
 
@@ -208,7 +226,7 @@ impl<'a> Printer<'a> {
         for (i, blob) in self.resources.blobs.iter().enumerate() {
             let _ = write!(self.out, "  r{i} = \"");
             let mut hex = Vec::with_capacity(2 * blob.len());
-            for &b in blob {
+            for &b in blob.iter() {
                 hex.push(HEX[(b >> 4) as usize]);
                 hex.push(HEX[(b & 15) as usize]);
             }
@@ -375,14 +393,14 @@ impl<'a> Printer<'a> {
             }
             ExprKind::Const { idx } => {
                 let c: &'a Constant = f.constant(idx);
-                match c {
-                    Constant::Dense(t) if t.len() > INLINE_ELEMENTS_LIMIT => {
-                        let i = self.resources.index(c, t);
+                match large_constant(c) {
+                    Some((bytes, ty)) => {
+                        let i = self.resources.index(c, bytes);
                         self.out.push_str("resource<");
-                        write_shape(&mut self.out, t.shape().iter().map(|&d| d as u64));
-                        let _ = write!(self.out, ", {}>(r{i})", t.dtype());
+                        write_shape(&mut self.out, ty.shape.iter().copied());
+                        let _ = write!(self.out, ", {}>(r{i})", ty.dtype);
                     }
-                    _ => write_constant(&mut self.out, c),
+                    None => write_constant(&mut self.out, c),
                 }
             }
             ExprKind::Call { op, attrs, args } => {
@@ -476,6 +494,14 @@ fn write_f32(out: &mut String, v: f32) {
 fn write_constant(out: &mut String, c: &Constant) {
     match c {
         Constant::Dense(t) => write_dense(out, t),
+        // `Constant::raw` bounds the size, so decoding cannot fail; a raw constant prints as
+        // the dense tensor it equals.
+        Constant::Raw { .. } => match c.materialize() {
+            Ok(t) => write_dense(out, &t),
+            Err(e) => {
+                let _ = write!(out, "/* {e} */");
+            }
+        },
         Constant::Fill { ty, fill } => {
             let name = match fill {
                 Fill::Full(_) => "full",

@@ -1,6 +1,9 @@
 //! Concrete tensors (ndarray-backed, cheap to clone) and IR constants, which are either dense
-//! tensors or compact fills (`zeros`, `ones`, `full`, seeded `uniform` / `normal`) that stay
-//! compact in the IR and in text and are materialized only when evaluated.
+//! tensors, compact fills (`zeros`, `ones`, `full`, seeded `uniform` / `normal`) that stay
+//! compact in the IR and in text and are materialized only when evaluated, or raw
+//! little-endian bytes borrowed from a shared buffer (an imported model's weights, left in the
+//! file mapping until something reads them). A raw constant is the same constant as the dense
+//! tensor it decodes to: equality, hashing and printing cannot tell them apart.
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -39,6 +42,18 @@ pub enum TensorError {
         /// Bytes given.
         found: usize,
     },
+    /// Raw bytes do not fit the type of a raw constant.
+    #[error("raw constant of type {ty:?} {dtype} needs {expected} bytes, got {found}")]
+    RawLength {
+        /// The shape.
+        ty: Vec<u64>,
+        /// The element type.
+        dtype: DType,
+        /// Bytes the type needs.
+        expected: u64,
+        /// Bytes given.
+        found: usize,
+    },
     /// A byte of a bool buffer is neither 0 nor 1.
     #[error("bool element {index} is byte {byte}, not 0 or 1")]
     BadBool {
@@ -47,6 +62,9 @@ pub enum TensorError {
         /// The byte found.
         byte: u8,
     },
+    /// Raw constants hold only f32, f16, i64 and i32 elements.
+    #[error("raw constants cannot hold {0} elements")]
+    RawDType(DType),
     /// The number of values does not match the shape.
     #[error("shape {shape:?} needs {expected} values, got {found}")]
     WrongCount {
@@ -356,7 +374,7 @@ impl Hash for Fill {
 }
 
 /// A constant of the IR.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug)]
 pub enum Constant {
     /// Explicit values.
     Dense(Tensor),
@@ -367,6 +385,86 @@ pub enum Constant {
         /// How elements are generated.
         fill: Fill,
     },
+    /// Explicit values as little-endian bytes in a shared buffer (built with
+    /// [`Constant::raw`], which checks the length). Equal to, hashed and printed like the
+    /// [`Constant::Dense`] tensor it decodes to.
+    Raw {
+        /// The constant's type.
+        ty: TensorType,
+        /// Exactly `elements × dtype size` bytes.
+        data: bytes::Bytes,
+    },
+}
+
+/// Byte size of an element that raw constants can hold.
+fn raw_elem_size(dtype: DType) -> Option<usize> {
+    match dtype {
+        DType::F32 | DType::I32 => Some(4),
+        DType::F16 => Some(2),
+        DType::I64 => Some(8),
+        DType::Bool => None,
+    }
+}
+
+/// Bit patterns of raw little-endian elements, as [`Tensor::bits`] computes them for the
+/// decoded tensor.
+fn raw_bits(dtype: DType, data: &[u8]) -> Vec<u64> {
+    match dtype {
+        DType::F32 => data.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64).collect(),
+        DType::I32 => data.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64).collect(),
+        DType::F16 => data.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]) as u64).collect(),
+        DType::I64 => {
+            data.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect()
+        }
+        DType::Bool => data.iter().map(|&b| (b != 0) as u64).collect(),
+    }
+}
+
+impl Constant {
+    /// Dtype, shape and element bits of a dense or raw constant (`None` for fills).
+    fn explicit_key(&self) -> Option<(DType, Vec<usize>, Vec<u64>)> {
+        match self {
+            Constant::Dense(t) => Some((t.dtype(), t.shape().to_vec(), t.bits())),
+            Constant::Raw { ty, data } => {
+                Some((ty.dtype, ty.shape.iter().map(|&d| d as usize).collect(), raw_bits(ty.dtype, data)))
+            }
+            Constant::Fill { .. } => None,
+        }
+    }
+}
+
+impl PartialEq for Constant {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Constant::Dense(a), Constant::Dense(b)) => a == b,
+            (Constant::Fill { ty: t1, fill: f1 }, Constant::Fill { ty: t2, fill: f2 }) => t1 == t2 && f1 == f2,
+            (Constant::Fill { .. }, _) | (_, Constant::Fill { .. }) => false,
+            _ => self.tensor_type() == other.tensor_type() && self.explicit_key() == other.explicit_key(),
+        }
+    }
+}
+
+impl Eq for Constant {}
+
+impl Hash for Constant {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            Constant::Fill { ty, fill } => {
+                state.write_u8(1);
+                ty.hash(state);
+                fill.hash(state);
+            }
+            // Dense and raw hash alike: the same fields in the same order as `Tensor::hash`.
+            _ => {
+                state.write_u8(0);
+                if let Some((dtype, shape, bits)) = self.explicit_key() {
+                    dtype.hash(state);
+                    shape.hash(state);
+                    bits.hash(state);
+                }
+            }
+        }
+    }
 }
 
 impl Constant {
@@ -375,11 +473,28 @@ impl Constant {
         Constant::Dense(Tensor::scalar_f32(v))
     }
 
+    /// A raw constant of type `ty` over little-endian `data` (zero-copy: `data` is shared,
+    /// not copied). The length must match the type, the dtype must be f32, f16, i64 or i32, and
+    /// the element count must not exceed [`MAX_MATERIALIZED_ELEMENTS`].
+    pub fn raw(ty: TensorType, data: bytes::Bytes) -> Result<Constant, TensorError> {
+        let size = raw_elem_size(ty.dtype).ok_or(TensorError::RawDType(ty.dtype))?;
+        let n = check_size(&ty.shape)?.iter().product::<usize>();
+        if n.checked_mul(size) != Some(data.len()) {
+            return Err(TensorError::RawLength {
+                ty: ty.shape.to_vec(),
+                dtype: ty.dtype,
+                expected: n as u64 * size as u64,
+                found: data.len(),
+            });
+        }
+        Ok(Constant::Raw { ty, data })
+    }
+
     /// The constant's tensor type, without materializing it.
     pub fn tensor_type(&self) -> TensorType {
         match self {
             Constant::Dense(t) => t.tensor_type(),
-            Constant::Fill { ty, .. } => ty.clone(),
+            Constant::Fill { ty, .. } | Constant::Raw { ty, .. } => ty.clone(),
         }
     }
 
@@ -392,6 +507,7 @@ impl Constant {
     pub fn materialize(&self) -> Result<Tensor, TensorError> {
         match self {
             Constant::Dense(t) => Ok(t.clone()),
+            Constant::Raw { ty, data } => decode_raw(ty, data),
             Constant::Fill { ty, fill } => match *fill {
                 Fill::Full(v) => Tensor::full(&ty.shape, ty.dtype, v),
                 Fill::Uniform { seed, low, high } => {
@@ -426,6 +542,31 @@ impl Constant {
     }
 }
 
+/// Decodes a raw constant (whose length [`Constant::raw`] checked) into a dense tensor: the
+/// only place its bytes are copied.
+fn decode_raw(ty: &TensorType, data: &[u8]) -> Result<Tensor, TensorError> {
+    let dims = IxDyn(&check_size(&ty.shape)?);
+    let wrong = || TensorError::RawLength { ty: ty.shape.to_vec(), dtype: ty.dtype, expected: 0, found: data.len() };
+    let bits = raw_bits(ty.dtype, data);
+    Ok(Tensor(match ty.dtype {
+        DType::F32 => TensorData::F32(
+            ArcArray::from_shape_vec(dims, bits.iter().map(|&b| f32::from_bits(b as u32)).collect())
+                .map_err(|_| wrong())?,
+        ),
+        DType::F16 => TensorData::F16(
+            ArcArray::from_shape_vec(dims, bits.iter().map(|&b| f16::from_bits(b as u16)).collect())
+                .map_err(|_| wrong())?,
+        ),
+        DType::I64 => TensorData::I64(
+            ArcArray::from_shape_vec(dims, bits.iter().map(|&b| b as i64).collect()).map_err(|_| wrong())?,
+        ),
+        DType::I32 => TensorData::I32(
+            ArcArray::from_shape_vec(dims, bits.iter().map(|&b| b as u32 as i32).collect()).map_err(|_| wrong())?,
+        ),
+        DType::Bool => return Err(TensorError::RawDType(DType::Bool)),
+    }))
+}
+
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "tensor<{:?}, {}>", self.shape(), self.dtype())
@@ -455,6 +596,44 @@ mod tests {
         let b = c.materialize().unwrap();
         assert_eq!(a, b);
         assert!(a.to_f64s().iter().all(|v| (-1.0..1.0).contains(v)));
+    }
+
+    fn hash_of(c: &Constant) -> u64 {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        BuildHasherDefault::<DefaultHasher>::default().hash_one(c)
+    }
+
+    #[test]
+    fn raw_constant_equals_and_hashes_like_its_dense_tensor() {
+        let values = [1.5f32, -0.0, f32::NAN, 3.0, 4.0, -2.25];
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let ty = TensorType { shape: vec![2, 3].into(), dtype: DType::F32 };
+        let raw = Constant::raw(ty, bytes::Bytes::from(bytes)).unwrap();
+        let dense = Constant::Dense(
+            Tensor::from_f64s(&[2, 3], DType::F32, &values.iter().map(|&v| v as f64).collect::<Vec<_>>()).unwrap(),
+        );
+        assert_eq!(raw, dense);
+        assert_eq!(hash_of(&raw), hash_of(&dense));
+        assert_eq!(raw.materialize().unwrap(), dense.materialize().unwrap());
+        let other = Constant::Dense(Tensor::from_f64s(&[2, 3], DType::F32, &[0.0; 6]).unwrap());
+        assert_ne!(raw, other);
+        let reshaped = Constant::raw(
+            TensorType { shape: vec![3, 2].into(), dtype: DType::F32 },
+            bytes::Bytes::from(values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()),
+        )
+        .unwrap();
+        assert_ne!(raw, reshaped);
+    }
+
+    #[test]
+    fn raw_constant_checks_length_and_dtype() {
+        let ty = TensorType { shape: vec![3].into(), dtype: DType::I64 };
+        let err = Constant::raw(ty.clone(), bytes::Bytes::from(vec![0u8; 20])).unwrap_err();
+        assert!(matches!(err, TensorError::RawLength { expected: 24, found: 20, .. }), "{err:?}");
+        let ok = Constant::raw(ty, bytes::Bytes::from((-1i64..2).flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>()));
+        assert_eq!(ok.unwrap().materialize().unwrap().to_f64s(), vec![-1.0, 0.0, 1.0]);
+        let b = TensorType { shape: vec![1].into(), dtype: DType::Bool };
+        assert!(matches!(Constant::raw(b, bytes::Bytes::from(vec![1u8])), Err(TensorError::RawDType(DType::Bool))));
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //! errors name it; the non-capturing closures below bind that name and coerce to the plain
 //! function pointers of [`OpDef`].
 
-use super::kernels::elementwise::{self, Arith, Cmp, Unary};
+use super::kernels::elementwise::{self, Arith, Cmp, Param, Unary};
 use super::kernels::reduce::{self, Reduce as ReduceKind};
-use super::kernels::{create, nn, shape};
+use super::kernels::{create, index, nn, pool, shape};
 use super::{Arity, AttrKind, AttrSpec, OpDef, OpPattern};
 
 // Macros rather than `const fn`s so that `&[attr!(…)]` is promoted to a `'static` slice.
@@ -26,6 +26,21 @@ macro_rules! required {
 const AXIS: AttrSpec = attr!("axis", Int);
 const EPSILON: AttrSpec = attr!("epsilon", Float);
 const REDUCE_ATTRS: &[AttrSpec] = &[attr!("axis", Ints), attr!("keepdims", Bool)];
+const POOL_ATTRS: &[AttrSpec] = &[
+    required!("pool_size", Ints),
+    attr!("strides", Ints),
+    attr!("padding", Ints),
+    attr!("dilation", Ints),
+    attr!("ceil_mode", Bool),
+];
+const AVG_POOL_ATTRS: &[AttrSpec] = &[
+    required!("pool_size", Ints),
+    attr!("strides", Ints),
+    attr!("padding", Ints),
+    attr!("dilation", Ints),
+    attr!("ceil_mode", Bool),
+    attr!("count_include_pad", Bool),
+];
 const FILL_ATTRS: &[AttrSpec] = &[required!("shape", Ints), attr!("dtype", DType)];
 
 macro_rules! unary {
@@ -43,6 +58,24 @@ macro_rules! unary {
                 [x] => Some(Unary::$f.apply_f32(x)),
                 _ => None,
             }),
+            doc: $doc,
+        }
+    };
+}
+
+macro_rules! param_unary {
+    ($name:literal, $f:ident, $attrs:expr, $doc:literal) => {
+        OpDef {
+            name: $name,
+            arity: Arity::Exact(1),
+            attrs: $attrs,
+            pattern: OpPattern::Elementwise,
+            stateful: false,
+            tuple_result: false,
+            type_rel: |args, attrs| elementwise::param_unary_rel($name, Param::$f, args, attrs),
+            kernel: |args, attrs, ctx| elementwise::param_unary($name, Param::$f, args, attrs, ctx),
+            // The scalar fast path sees no attributes.
+            scalar_f32: None,
             doc: $doc,
         }
     };
@@ -139,7 +172,37 @@ pub(super) fn all() -> Vec<OpDef> {
         unary!("tanh", Tanh, "elementwise hyperbolic tangent"),
         unary!("sigmoid", Sigmoid, "elementwise 1 / (1 + e^-x)"),
         unary!("relu", Relu, "elementwise max(x, 0)"),
-        unary!("gelu", Gelu, "elementwise gelu, tanh approximation: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))"),
+        param_unary!(
+            "gelu",
+            Gelu,
+            &[attr!("approximate", Str)],
+            "elementwise gelu: `approximate` \"none\" (default) x/2 (1 + erf(x/sqrt 2)), or \"tanh\" 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))"
+        ),
+        unary!("erf", Erf, "elementwise error function"),
+        unary!("reciprocal", Reciprocal, "elementwise 1 / x"),
+        unary!("abs", Abs, "elementwise |x| (integers wrap: |MIN| = MIN)"),
+        unary!("hard_swish", HardSwish, "elementwise x * max(0, min(1, x/6 + 0.5))"),
+        param_unary!(
+            "clip",
+            Clip,
+            &[required!("a_min", Float), required!("a_max", Float)],
+            "elementwise min(max(x, a_min), a_max) on any numeric dtype (NaN stays NaN)"
+        ),
+        param_unary!(
+            "hard_sigmoid",
+            HardSigmoid,
+            &[attr!("alpha", Float), attr!("beta", Float)],
+            "elementwise max(0, min(1, alpha*x + beta)), alpha 0.2 and beta 0.5 by default"
+        ),
+        simple(
+            "logical_not",
+            Exact(1),
+            &[],
+            Elementwise,
+            elementwise::logical_not_rel,
+            elementwise::logical_not,
+            "elementwise !x on a bool tensor",
+        ),
         compare!("equal", Eq, "elementwise a == b with broadcasting, bool result"),
         compare!("not_equal", Ne, "elementwise a != b with broadcasting, bool result"),
         compare!("less", Lt, "elementwise a < b with broadcasting, bool result"),
@@ -190,6 +253,66 @@ pub(super) fn all() -> Vec<OpDef> {
             nn::conv2d_rel,
             nn::conv2d,
             "2-d convolution, data NCHW, weight OIHW; padding [p], [ph,pw] or [top,left,bottom,right]",
+        ),
+        simple(
+            "conv2d_transpose",
+            Exact(2),
+            &[
+                attr!("strides", Ints),
+                attr!("padding", Ints),
+                attr!("dilation", Ints),
+                attr!("groups", Int),
+                attr!("output_padding", Ints),
+            ],
+            OutEWiseFusable,
+            nn::conv2d_transpose_rel,
+            nn::conv2d_transpose,
+            "2-d transposed convolution (ONNX ConvTranspose), data NCHW, weight IOHW [C_in, C_out/groups, kh, kw]",
+        ),
+        simple(
+            "max_pool2d",
+            Exact(1),
+            POOL_ATTRS,
+            OutEWiseFusable,
+            |args, attrs| pool::pool2d_rel("max_pool2d", args, attrs),
+            |args, attrs, ctx| pool::pool2d("max_pool2d", false, args, attrs, ctx),
+            "ONNX MaxPool over NCHW: `pool_size`, `strides`, `padding` [t,l,b,r], `dilation`, `ceil_mode`; padding never wins",
+        ),
+        simple(
+            "avg_pool2d",
+            Exact(1),
+            AVG_POOL_ATTRS,
+            OutEWiseFusable,
+            |args, attrs| pool::pool2d_rel("avg_pool2d", args, attrs),
+            |args, attrs, ctx| pool::pool2d("avg_pool2d", true, args, attrs, ctx),
+            "ONNX AveragePool over NCHW: like max_pool2d, dividing by the input elements or with `count_include_pad` the window size",
+        ),
+        simple(
+            "global_avg_pool2d",
+            Exact(1),
+            &[],
+            OutEWiseFusable,
+            |args, attrs| pool::global_pool_rel("global_avg_pool2d", args, attrs),
+            |args, attrs, ctx| pool::global_pool("global_avg_pool2d", true, args, attrs, ctx),
+            "mean over the spatial axes of NCHW data, keeping them as 1: [N,C,1,1]",
+        ),
+        simple(
+            "global_max_pool2d",
+            Exact(1),
+            &[],
+            OutEWiseFusable,
+            |args, attrs| pool::global_pool_rel("global_max_pool2d", args, attrs),
+            |args, attrs, ctx| pool::global_pool("global_max_pool2d", false, args, attrs, ctx),
+            "maximum over the spatial axes of NCHW data, keeping them as 1: [N,C,1,1]",
+        ),
+        simple(
+            "lrn",
+            Exact(1),
+            &[required!("size", Int), attr!("alpha", Float), attr!("beta", Float), attr!("bias", Float)],
+            Opaque,
+            pool::lrn_rel,
+            pool::lrn,
+            "ONNX LRN across channels: x / (bias + alpha/size * sum of squares over `size` neighbouring channels)^beta",
         ),
         simple(
             "bias_add",
@@ -282,9 +405,46 @@ pub(super) fn all() -> Vec<OpDef> {
             shape::broadcast_to,
             "broadcasts x to `shape` under numpy rules",
         ),
+        simple(
+            "take",
+            Exact(2),
+            &[AXIS],
+            Injective,
+            index::take_rel,
+            index::take,
+            "ONNX Gather: picks slices of x along `axis` (default 0) at i32/i64 `indices` (negative count from the end)",
+        ),
+        simple(
+            "strided_slice",
+            Exact(1),
+            &[required!("begin", Ints), required!("end", Ints), attr!("strides", Ints), attr!("axes", Ints)],
+            Injective,
+            index::strided_slice_rel,
+            index::strided_slice,
+            "ONNX Slice: x[begin:end:strides] on `axes` (default 0..len(begin)); negative indices, clamping, negative strides",
+        ),
+        simple(
+            "pad",
+            Exact(1),
+            &[required!("pad_width", Ints), attr!("pad_value", Float), attr!("pad_mode", Str)],
+            Injective,
+            index::pad_rel,
+            index::pad,
+            "ONNX Pad: `pad_width` [x1_begin, x2_begin, …, x1_end, …] (negative crops), `pad_mode` constant (with `pad_value`), reflect or edge",
+        ),
+        simple(
+            "trilu",
+            Exact(1),
+            &[attr!("upper", Bool), attr!("k", Int)],
+            Injective,
+            index::trilu_rel,
+            index::trilu,
+            "ONNX Trilu: keeps the upper (default) or lower triangle of the last two dims above/below diagonal `k`, zeroes the rest",
+        ),
         reduction!("sum", Sum, "sum over `axis` (default all axes), `keepdims` keeps them as 1"),
         reduction!("mean", Mean, "mean over `axis` (default all axes), `keepdims` keeps them as 1"),
         reduction!("max", Max, "maximum over `axis` (default all axes), `keepdims` keeps them as 1"),
+        reduction!("min", Min, "minimum over `axis` (default all axes), `keepdims` keeps them as 1"),
         simple(
             "zeros",
             Exact(0),

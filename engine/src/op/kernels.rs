@@ -15,8 +15,13 @@
 
 pub(crate) mod create;
 pub(crate) mod elementwise;
+pub(crate) mod index;
+
 pub(crate) mod nn;
+pub(crate) mod pool;
+
 pub(crate) mod reduce;
+
 pub(crate) mod shape;
 #[cfg(test)]
 mod tests;
@@ -198,6 +203,28 @@ pub(crate) fn attr_bool(op: &str, attrs: &Attrs, key: &str, default: bool) -> Re
         None => Ok(default),
         Some(AttrValue::Bool(b)) => Ok(*b),
         Some(v) => Err(attr_kind_err(op, key, "bool", v)),
+    }
+}
+
+/// A required float attribute.
+pub(crate) fn attr_float_req(op: &str, attrs: &Attrs, key: &str) -> Result<f64, OpError> {
+    if attrs.get(key).is_none() {
+        return Err(type_err(op, format_args!("missing attribute `{key}`")));
+    }
+    attr_float(op, attrs, key, 0.0)
+}
+
+/// A string attribute that must be one of `choices` (the first is the default).
+pub(crate) fn attr_choice<'c>(op: &str, attrs: &Attrs, key: &str, choices: &[&'c str]) -> Result<&'c str, OpError> {
+    let default = choices.first().copied().unwrap_or("");
+    match attrs.get(key) {
+        None => Ok(default),
+        Some(AttrValue::Str(s)) => choices
+            .iter()
+            .copied()
+            .find(|c| **c == **s)
+            .ok_or_else(|| type_err(op, format_args!("`{key}` must be one of {}, got {s:?}", choices.join(", ")))),
+        Some(v) => Err(attr_kind_err(op, key, "str", v)),
     }
 }
 

@@ -1,5 +1,6 @@
-//! Elementwise and broadcasting operators: unary math, binary arithmetic, comparisons,
-//! `where` and `cast`.
+//! Elementwise and broadcasting operators: unary math, unary operators with attributes
+//! (`clip`, `hard_sigmoid`, `gelu`), `logical_not`, binary arithmetic, comparisons, `where`
+//! and `cast`.
 
 use ndarray::{IxDyn, Zip};
 
@@ -22,13 +23,16 @@ pub(crate) enum Unary {
     Tanh,
     Sigmoid,
     Relu,
-    Gelu,
+    Erf,
+    Reciprocal,
+    Abs,
+    HardSwish,
 }
 
 impl Unary {
-    /// `negative` and `relu` make sense on integers too; the rest are float-only.
+    /// `negative`, `relu` and `abs` make sense on integers too; the rest are float-only.
     fn allows_int(self) -> bool {
-        matches!(self, Unary::Negative | Unary::Relu)
+        matches!(self, Unary::Negative | Unary::Relu | Unary::Abs)
     }
 
     pub(crate) fn apply_f32(self, x: f32) -> f32 {
@@ -47,14 +51,185 @@ impl Unary {
                     x.max(0.0)
                 }
             }
-            // The tanh approximation (TVM's `FastGelu`, PyTorch `approximate="tanh"`), which
-            // needs no erf in std.
-            Unary::Gelu => {
+            Unary::Erf => erf(x as f64) as f32,
+            Unary::Reciprocal => 1.0 / x,
+            Unary::Abs => x.abs(),
+            // ONNX HardSwish: x * max(0, min(1, alpha * x + beta)) with alpha = 1/6, beta = 0.5.
+            Unary::HardSwish => x * hard_sigmoid(x, 1.0 / 6.0, 0.5),
+        }
+    }
+}
+
+/// `max(0, min(1, alpha * x + beta))`, NaN propagating.
+fn hard_sigmoid(x: f32, alpha: f32, beta: f32) -> f32 {
+    let v = alpha * x + beta;
+    if v.is_nan() {
+        v
+    } else {
+        v.clamp(0.0, 1.0)
+    }
+}
+
+/// The error function to double precision accuracy over the range that matters for `f32`
+/// results: the Maclaurin series `2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1))`, summed in
+/// f64 for `|x| < 4` (the largest term there is below 1e6, so about 1e-10 of absolute accuracy
+/// survives the cancellation), and `±1` beyond, where `1 - erf(x) < 1.6e-8` rounds away in
+/// f32. NaN stays NaN.
+pub(crate) fn erf(x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    if x.abs() >= 4.0 {
+        return x.signum();
+    }
+    let x2 = x * x;
+    // term_n = (-1)^n x^(2n+1) / n!
+    let mut term = x;
+    let mut sum = x;
+    let mut n = 0.0f64;
+    while n < 200.0 {
+        n += 1.0;
+        term *= -x2 / n;
+        let add = term / (2.0 * n + 1.0);
+        sum += add;
+        if add.abs() < 1e-17 * sum.abs().max(1e-300) {
+            break;
+        }
+    }
+    (sum * std::f64::consts::FRAC_2_SQRT_PI).clamp(-1.0, 1.0)
+}
+
+// ---- unary operators with attributes ----
+
+/// A unary elementwise operator whose arithmetic depends on attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Param {
+    /// `clip(x, a_min, a_max)`: numeric.
+    Clip,
+    /// `hard_sigmoid(x, alpha=0.2, beta=0.5)`: float.
+    HardSigmoid,
+    /// `gelu(x, approximate="none"|"tanh")`: float.
+    Gelu,
+}
+
+/// The f32 arithmetic of a [`Param`] operator with its attributes read and checked.
+#[derive(Clone, Copy, Debug)]
+enum ParamFn {
+    Clip(f64, f64),
+    HardSigmoid(f32, f32),
+    GeluErf,
+    GeluTanh,
+}
+
+impl ParamFn {
+    fn apply_f32(self, x: f32) -> f32 {
+        match self {
+            ParamFn::Clip(lo, hi) => {
+                let (lo, hi) = (lo as f32, hi as f32);
+                if x.is_nan() {
+                    x
+                } else if x < lo {
+                    lo
+                } else if x > hi {
+                    hi
+                } else {
+                    x
+                }
+            }
+            ParamFn::HardSigmoid(alpha, beta) => hard_sigmoid(x, alpha, beta),
+            ParamFn::GeluErf => {
+                let v = x as f64;
+                (0.5 * v * (1.0 + erf(v * std::f64::consts::FRAC_1_SQRT_2))) as f32
+            }
+            // The tanh approximation (TVM's `FastGelu`, PyTorch `approximate="tanh"`).
+            ParamFn::GeluTanh => {
                 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
                 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)).tanh())
             }
         }
     }
+}
+
+fn param_fn(op: &str, f: Param, attrs: &Attrs) -> Result<ParamFn, OpError> {
+    Ok(match f {
+        Param::Clip => {
+            let lo = super::attr_float_req(op, attrs, "a_min")?;
+            let hi = super::attr_float_req(op, attrs, "a_max")?;
+            if lo.is_nan() || hi.is_nan() {
+                return Err(type_err(op, "`a_min` and `a_max` must not be NaN"));
+            }
+            ParamFn::Clip(lo, hi)
+        }
+        Param::HardSigmoid => ParamFn::HardSigmoid(
+            super::attr_float(op, attrs, "alpha", 0.2)? as f32,
+            super::attr_float(op, attrs, "beta", 0.5)? as f32,
+        ),
+        Param::Gelu => match super::attr_choice(op, attrs, "approximate", &["none", "tanh"])? {
+            "tanh" => ParamFn::GeluTanh,
+            _ => ParamFn::GeluErf,
+        },
+    })
+}
+
+/// Type relation of the unary operators with attributes: the argument's type.
+pub(crate) fn param_unary_rel(op: &str, f: Param, args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
+    check_arity(op, args.len(), 1)?;
+    let x = tensor_arg(op, args, 0)?;
+    if f == Param::Clip {
+        require_numeric(op, x)?;
+    } else {
+        require_float(op, x)?;
+    }
+    param_fn(op, f, attrs)?;
+    Ok(args[0].clone())
+}
+
+/// Kernel of the unary operators with attributes. `clip` on integers compares in f64 and
+/// leaves in-range values untouched, so large i64 values survive exactly.
+pub(crate) fn param_unary(op: &str, f: Param, args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    let ty = param_unary_rel(op, f, &types_of(args), attrs)?;
+    let (_, dtype) = out_dims(&ty)?;
+    let g = param_fn(op, f, attrs)?;
+    let x = &args[0];
+    let out = match (dtype, g) {
+        (DType::F32 | DType::F16, _) => super::from_f32(op, to_f32(op, x)?.mapv(|v| g.apply_f32(v)), dtype)?,
+        (DType::I64, ParamFn::Clip(lo, hi)) => i64::wrap(int_clip(arr::<i64>(op, x)?, lo, hi).into_shared()),
+        (DType::I32, ParamFn::Clip(lo, hi)) => i32::wrap(int_clip(arr::<i32>(op, x)?, lo, hi).into_shared()),
+        (other, _) => return Err(type_err(op, format_args!("unexpected dtype {other}"))),
+    };
+    Ok(vec![out])
+}
+
+fn int_clip<T: Elem>(a: &ndarray::ArcArray<T, IxDyn>, lo: f64, hi: f64) -> ndarray::ArrayD<T> {
+    a.mapv(|v| {
+        let f = v.to_f64();
+        if f < lo {
+            T::from_f64(lo.ceil())
+        } else if f > hi {
+            T::from_f64(hi.floor())
+        } else {
+            v
+        }
+    })
+}
+
+// ---- logical_not ----
+
+/// Type relation of `logical_not(x)`: a bool tensor.
+pub(crate) fn logical_not_rel(args: &[Type], _attrs: &Attrs) -> Result<Type, OpError> {
+    let op = "logical_not";
+    check_arity(op, args.len(), 1)?;
+    let x = tensor_arg(op, args, 0)?;
+    if x.dtype != DType::Bool {
+        return Err(type_err(op, format_args!("expected a bool tensor, got dtype {}", x.dtype)));
+    }
+    Ok(args[0].clone())
+}
+
+/// Kernel of `logical_not`.
+pub(crate) fn logical_not(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    logical_not_rel(&types_of(args), attrs)?;
+    Ok(vec![bool::wrap(arr::<bool>("logical_not", &args[0])?.mapv(|b| !b).into_shared())])
 }
 
 /// Type relation of the unary operators: the argument's type.
@@ -86,6 +261,7 @@ pub(crate) fn unary(op: &str, f: Unary, args: &[Tensor], _attrs: &Attrs, _ctx: &
 fn int_unary<T: IntElem>(f: Unary, a: &ndarray::ArcArray<T, IxDyn>) -> ndarray::ArrayD<T> {
     match f {
         Unary::Negative => a.mapv(T::wneg),
+        Unary::Abs => a.mapv(|v| if v < T::ZERO { v.wneg() } else { v }),
         _ => a.mapv(|v| if v > T::ZERO { v } else { T::ZERO }),
     }
 }
@@ -96,6 +272,7 @@ fn int_unary<T: IntElem>(f: Unary, a: &ndarray::ArcArray<T, IxDyn>) -> ndarray::
 pub(crate) trait IntElem: Elem + Ord {
     const ZERO: Self;
     const MIN: Self;
+    const MAX: Self;
     fn wadd(self, o: Self) -> Self;
     fn wsub(self, o: Self) -> Self;
     fn wmul(self, o: Self) -> Self;
@@ -110,6 +287,7 @@ macro_rules! impl_int {
         impl IntElem for $t {
             const ZERO: Self = 0;
             const MIN: Self = <$t>::MIN;
+            const MAX: Self = <$t>::MAX;
             fn wadd(self, o: Self) -> Self {
                 self.wrapping_add(o)
             }

@@ -1,5 +1,5 @@
-//! Neural-network operators: `matmul`, `dense`, `conv2d`, `bias_add`, `batch_norm`,
-//! `layer_norm`, `softmax` and `dropout`. All are float-only (f32, or f16 computed in f32).
+//! Neural-network operators: `matmul`, `dense`, `conv2d`, `conv2d_transpose`, `bias_add`,
+//! `batch_norm`, `layer_norm`, `softmax` and `dropout`. All are float-only (f32, or f16 computed in f32).
 
 use ndarray::{s, Array2, Array3, Array4, ArrayD, Axis, Ix2, Ix3, Ix4, IxDyn, Zip};
 
@@ -142,7 +142,8 @@ struct Conv {
     out: [u64; 4],
 }
 
-fn pair(op: &str, attrs: &Attrs, key: &str) -> Result<[u64; 2], OpError> {
+/// A positive `[h, w]` attribute given as `[v]` or `[h, w]` (default `[1, 1]`).
+pub(crate) fn pair(op: &str, attrs: &Attrs, key: &str) -> Result<[u64; 2], OpError> {
     let v = match attr_ints(op, attrs, key)? {
         None => return Ok([1, 1]),
         Some(&[a]) => [a, a],
@@ -153,6 +154,22 @@ fn pair(op: &str, attrs: &Attrs, key: &str) -> Result<[u64; 2], OpError> {
         return Err(type_err(op, format_args!("`{key}` must be positive, got [{}, {}]", v[0], v[1])));
     }
     Ok([v[0] as u64, v[1] as u64])
+}
+
+/// The `padding` attribute as `[top, left, bottom, right]` from `[p]`, `[ph, pw]` or four
+/// values (default none), non-negative.
+pub(crate) fn padding4(op: &str, attrs: &Attrs) -> Result<[u64; 4], OpError> {
+    let pad = match attr_ints(op, attrs, "padding")? {
+        None => [0, 0, 0, 0],
+        Some(&[p]) => [p, p, p, p],
+        Some(&[ph, pw]) => [ph, pw, ph, pw],
+        Some(&[t, l, b, r]) => [t, l, b, r],
+        Some(v) => return Err(type_err(op, format_args!("`padding` must have 1, 2 or 4 values, got {}", v.len()))),
+    };
+    if pad.iter().any(|&p| p < 0) {
+        return Err(type_err(op, "`padding` must be non-negative"));
+    }
+    Ok(pad.map(|p| p as u64))
 }
 
 fn conv_geometry(args: &[Type], attrs: &Attrs) -> Result<(Conv, TensorType), OpError> {
@@ -174,17 +191,7 @@ fn conv_geometry(args: &[Type], attrs: &Attrs) -> Result<(Conv, TensorType), OpE
     };
     let strides = pair(op, attrs, "strides")?;
     let dilation = pair(op, attrs, "dilation")?;
-    let pad = match attr_ints(op, attrs, "padding")? {
-        None => [0, 0, 0, 0],
-        Some(&[p]) => [p, p, p, p],
-        Some(&[ph, pw]) => [ph, pw, ph, pw],
-        Some(&[t, l, b, r]) => [t, l, b, r],
-        Some(v) => return Err(type_err(op, format_args!("`padding` must have 1, 2 or 4 values, got {}", v.len()))),
-    };
-    if pad.iter().any(|&p| p < 0) {
-        return Err(type_err(op, "`padding` must be non-negative"));
-    }
-    let pad = pad.map(|p| p as u64);
+    let pad = padding4(op, attrs)?;
     let groups = attr_int(op, attrs, "groups", 1)?;
     if groups < 1 {
         return Err(type_err(op, format_args!("`groups` must be positive, got {groups}")));
@@ -463,4 +470,144 @@ pub(crate) fn dropout_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError>
 pub(crate) fn dropout(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
     dropout_rel(&types_of(args), attrs)?;
     Ok(vec![args[0].clone()])
+}
+
+// ---- conv2d_transpose ----
+
+/// Checked conv2d_transpose geometry.
+struct ConvT {
+    strides: [u64; 2],
+    /// top, left, bottom, right
+    pad: [u64; 4],
+    dilation: [u64; 2],
+    groups: u64,
+}
+
+fn conv_transpose_geometry(args: &[Type], attrs: &Attrs) -> Result<(ConvT, Type), OpError> {
+    let op = "conv2d_transpose";
+    check_arity(op, args.len(), 2)?;
+    let x = tensor_arg(op, args, 0)?;
+    let w = tensor_arg(op, args, 1)?;
+    same_dtype(op, x, w)?;
+    require_float(op, x)?;
+    let (&[n, c, h, wd], &[ci, cog, kh, kw]) = (&*x.shape, &*w.shape) else {
+        return Err(type_err(
+            op,
+            format_args!(
+                "expected 4-d data (NCHW) and weight (IOHW), got shapes {} and {}",
+                shape_str(&x.shape),
+                shape_str(&w.shape)
+            ),
+        ));
+    };
+    let strides = pair(op, attrs, "strides")?;
+    let dilation = pair(op, attrs, "dilation")?;
+    let pad = padding4(op, attrs)?;
+    let out_pad = match attr_ints(op, attrs, "output_padding")? {
+        None => [0, 0],
+        Some(&[p]) => [p, p],
+        Some(&[a, b]) => [a, b],
+        Some(v) => return Err(type_err(op, format_args!("`output_padding` must have 1 or 2 values, got {}", v.len()))),
+    };
+    let groups = attr_int(op, attrs, "groups", 1)?;
+    if groups < 1 {
+        return Err(type_err(op, format_args!("`groups` must be positive, got {groups}")));
+    }
+    let groups = groups as u64;
+    if ci != c {
+        return Err(type_err(
+            op,
+            format_args!("data has {c} channels but weight {} expects {ci}", shape_str(&w.shape)),
+        ));
+    }
+    if c % groups != 0 {
+        return Err(type_err(op, format_args!("{c} input channels are not divisible by groups {groups}")));
+    }
+    if kh == 0 || kw == 0 || h == 0 || wd == 0 {
+        return Err(type_err(
+            op,
+            format_args!("empty data or kernel: shapes {} and {}", shape_str(&x.shape), shape_str(&w.shape)),
+        ));
+    }
+    let too_big = || type_err(op, "strides, padding, dilation or kernel size overflows");
+    let mut out_hw = [0u64; 2];
+    for (i, (size, k)) in [(h, kh), (wd, kw)].into_iter().enumerate() {
+        let op_i = out_pad[i];
+        if op_i < 0 || (op_i as u64 >= strides[i] && op_i as u64 >= dilation[i]) {
+            return Err(type_err(
+                op,
+                format_args!("`output_padding` {op_i} must be non-negative and less than the stride or dilation"),
+            ));
+        }
+        // stride (in - 1) + output_padding + dilation (k - 1) + 1 - pads
+        let full = strides[i]
+            .checked_mul(size - 1)
+            .and_then(|v| v.checked_add(op_i as u64))
+            .and_then(|v| v.checked_add(dilation[i].checked_mul(k - 1)?))
+            .and_then(|v| v.checked_add(1))
+            .ok_or_else(too_big)?;
+        let cut = pad[i].checked_add(pad[i + 2]).ok_or_else(too_big)?;
+        if cut >= full {
+            return Err(type_err(op, format_args!("padding {cut} removes the whole output of length {full}")));
+        }
+        out_hw[i] = full - cut;
+    }
+    let co = cog.checked_mul(groups).ok_or_else(too_big)?;
+    let ty = Type::tensor(vec![n, co, out_hw[0], out_hw[1]], x.dtype);
+    Ok((ConvT { strides, pad, dilation, groups }, ty))
+}
+
+/// Type relation of `conv2d_transpose(x, w, strides, padding, dilation, groups,
+/// output_padding)`: data NCHW, weight IOHW `[C_in, C_out / groups, kh, kw]`; the output is
+/// `stride (in - 1) + output_padding + dilation (k - 1) + 1 - pad_begin - pad_end` per axis
+/// (ONNX ConvTranspose with explicit pads).
+pub(crate) fn conv2d_transpose_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
+    conv_transpose_geometry(args, attrs).map(|(_, ty)| ty)
+}
+
+/// Kernel of `conv2d_transpose`: scatters every input element times the kernel into the
+/// output.
+pub(crate) fn conv2d_transpose(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    let op = "conv2d_transpose";
+    let (geo, ty) = conv_transpose_geometry(&types_of(args), attrs)?;
+    let (shape, dtype) = out_dims(&ty)?;
+    let x4 = to_f32(op, &args[0])?;
+    let w4 = to_f32(op, &args[1])?;
+    let x4 = x4.view().into_dimensionality::<Ix4>().map_err(|e| shape_err(op, e))?;
+    let w4 = w4.view().into_dimensionality::<Ix4>().map_err(|e| shape_err(op, e))?;
+    let (n, c, h, wd) = x4.dim();
+    let (_, cog, kh, kw) = w4.dim();
+    let (oh, ow) = (shape[2] as i128, shape[3] as i128);
+    let groups = geo.groups as usize;
+    let cig = c / groups;
+    let [sh, sw] = geo.strides.map(|v| v as i128);
+    let [dh, dw] = geo.dilation.map(|v| v as i128);
+    let (pt, pl) = (geo.pad[0] as i128, geo.pad[1] as i128);
+    let mut out = Array4::<f32>::zeros((shape[0], shape[1], shape[2], shape[3]));
+    for b in 0..n {
+        for ic in 0..c {
+            let g = ic / cig;
+            for iy in 0..h {
+                for ix in 0..wd {
+                    let v = x4[[b, ic, iy, ix]];
+                    for co in 0..cog {
+                        let oc = g * cog + co;
+                        for i in 0..kh {
+                            let y = iy as i128 * sh + i as i128 * dh - pt;
+                            if !(0..oh).contains(&y) {
+                                continue;
+                            }
+                            for j in 0..kw {
+                                let xo = ix as i128 * sw + j as i128 * dw - pl;
+                                if (0..ow).contains(&xo) {
+                                    out[[b, oc, y as usize, xo as usize]] += v * w4[[ic, co, i, j]];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(vec![from_f32(op, out.into_dyn(), dtype)?])
 }

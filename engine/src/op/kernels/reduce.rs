@@ -1,4 +1,4 @@
-//! Reductions: `sum`, `mean` and `max` over a set of axes (default: all), with `keepdims`.
+//! Reductions: `sum`, `mean`, `max` and `min` over a set of axes (default: all), with `keepdims`.
 
 use ndarray::{ArcArray, ArrayD, Axis, IxDyn};
 
@@ -16,6 +16,7 @@ pub(crate) enum Reduce {
     Sum,
     Mean,
     Max,
+    Min,
 }
 
 /// The reduced axes, ascending. No `axis` means every axis; an empty list reduces nothing
@@ -40,8 +41,8 @@ pub(crate) fn reduce_rel(op: &str, f: Reduce, args: &[Type], attrs: &Attrs) -> R
     let axes = reduce_axes(op, attrs, x.shape.len())?;
     let keepdims = attr_bool(op, attrs, "keepdims", false)?;
     let empty = axes.iter().any(|&a| x.shape[a] == 0);
-    // `max` has no identity, and an integer mean of nothing has no value.
-    if empty && (f == Reduce::Max || (f == Reduce::Mean && !x.dtype.is_float())) {
+    // `max` and `min` have no identity, and an integer mean of nothing has no value.
+    if empty && (matches!(f, Reduce::Max | Reduce::Min) || (f == Reduce::Mean && !x.dtype.is_float())) {
         return Err(type_err(op, format_args!("cannot reduce {} over an empty axis", shape_str(&x.shape))));
     }
     let mut shape = Vec::with_capacity(x.shape.len());
@@ -68,16 +69,24 @@ pub(crate) fn reduce(op: &str, f: Reduce, args: &[Tensor], attrs: &Attrs, _ctx: 
             let mut a: ArrayD<f32> = to_f32(op, x)?.into_owned();
             // Descending, so earlier axis numbers stay valid as axes disappear.
             for &ax in axes.iter().rev() {
-                a = match f {
-                    Reduce::Sum | Reduce::Mean => a.sum_axis(Axis(ax)),
-                    Reduce::Max => a.fold_axis(Axis(ax), f32::NEG_INFINITY, |&m, &v| {
-                        if m.is_nan() || v.is_nan() {
-                            f32::NAN
-                        } else {
-                            m.max(v)
-                        }
-                    }),
-                };
+                a =
+                    match f {
+                        Reduce::Sum | Reduce::Mean => a.sum_axis(Axis(ax)),
+                        Reduce::Max => a.fold_axis(Axis(ax), f32::NEG_INFINITY, |&m, &v| {
+                            if m.is_nan() || v.is_nan() {
+                                f32::NAN
+                            } else {
+                                m.max(v)
+                            }
+                        }),
+                        Reduce::Min => a.fold_axis(Axis(ax), f32::INFINITY, |&m, &v| {
+                            if m.is_nan() || v.is_nan() {
+                                f32::NAN
+                            } else {
+                                m.min(v)
+                            }
+                        }),
+                    };
             }
             if f == Reduce::Mean {
                 a.mapv_inplace(|s| s / count as f32);
@@ -103,6 +112,7 @@ fn int_reduce<T: IntElem>(
         a = match f {
             Reduce::Sum | Reduce::Mean => a.fold_axis(Axis(ax), T::ZERO, |&s, &v| s.wadd(v)),
             Reduce::Max => a.fold_axis(Axis(ax), T::MIN, |&m, &v| m.max(v)),
+            Reduce::Min => a.fold_axis(Axis(ax), T::MAX, |&m, &v| m.min(v)),
         };
     }
     if f == Reduce::Mean {

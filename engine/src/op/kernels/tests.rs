@@ -8,45 +8,47 @@ use rand::SeedableRng;
 use crate::ir::{AttrValue, Attrs, DType, Tensor, TensorError, Type};
 use crate::op::{self, KernelCtx, OpError};
 
-fn ctx() -> KernelCtx {
+mod onnx;
+
+pub(super) fn ctx() -> KernelCtx {
     KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) }
 }
 
-fn tt(shape: &[u64], dtype: DType, vals: &[f64]) -> Tensor {
+pub(super) fn tt(shape: &[u64], dtype: DType, vals: &[f64]) -> Tensor {
     Tensor::from_f64s(shape, dtype, vals).unwrap()
 }
 
-fn f(shape: &[u64], vals: &[f64]) -> Tensor {
+pub(super) fn f(shape: &[u64], vals: &[f64]) -> Tensor {
     tt(shape, DType::F32, vals)
 }
 
-fn ints(key: &str, v: &[i64]) -> Attrs {
+pub(super) fn ints(key: &str, v: &[i64]) -> Attrs {
     Attrs::new().with(key, AttrValue::Ints(v.into()))
 }
 
-fn int(key: &str, v: i64) -> Attrs {
+pub(super) fn int(key: &str, v: i64) -> Attrs {
     Attrs::new().with(key, AttrValue::Int(v))
 }
 
-fn run(name: &str, args: &[Tensor], attrs: Attrs) -> Result<Vec<Tensor>, OpError> {
+pub(super) fn run(name: &str, args: &[Tensor], attrs: Attrs) -> Result<Vec<Tensor>, OpError> {
     let def = op::get(op::lookup(name).unwrap());
     def.check_attrs(&attrs).map_err(OpError::Invalid)?;
     (def.kernel)(args, &attrs, &mut ctx())
 }
 
-fn run1(name: &str, args: &[Tensor], attrs: Attrs) -> Tensor {
+pub(super) fn run1(name: &str, args: &[Tensor], attrs: Attrs) -> Tensor {
     let mut out = run(name, args, attrs).unwrap();
     assert_eq!(out.len(), 1);
     out.remove(0)
 }
 
-fn err(name: &str, args: &[Tensor], attrs: Attrs) -> String {
+pub(super) fn err(name: &str, args: &[Tensor], attrs: Attrs) -> String {
     run(name, args, attrs).unwrap_err().to_string()
 }
 
 /// Asserts shape, dtype and values (floats within 1e-4 relative / absolute).
 #[track_caller]
-fn check(t: &Tensor, dtype: DType, shape: &[usize], expected: &[f64]) {
+pub(super) fn check(t: &Tensor, dtype: DType, shape: &[usize], expected: &[f64]) {
     assert_eq!(t.dtype(), dtype, "dtype of {t}");
     assert_eq!(t.shape(), shape, "shape of {t}");
     let got = t.to_f64s();
@@ -57,15 +59,15 @@ fn check(t: &Tensor, dtype: DType, shape: &[usize], expected: &[f64]) {
     }
 }
 
-fn rel(name: &str, args: &[Type], attrs: Attrs) -> Result<Type, OpError> {
+pub(super) fn rel(name: &str, args: &[Type], attrs: Attrs) -> Result<Type, OpError> {
     (op::get(op::lookup(name).unwrap()).type_rel)(args, &attrs)
 }
 
-fn rel_err(name: &str, args: &[Type], attrs: Attrs) -> String {
+pub(super) fn rel_err(name: &str, args: &[Type], attrs: Attrs) -> String {
     rel(name, args, attrs).unwrap_err().to_string()
 }
 
-fn ty(shape: &[u64], dtype: DType) -> Type {
+pub(super) fn ty(shape: &[u64], dtype: DType) -> Type {
     Type::tensor(shape.to_vec(), dtype)
 }
 
@@ -98,6 +100,13 @@ fn registry_names_are_unique_and_documented() {
         "sigmoid",
         "relu",
         "gelu",
+        "erf",
+        "reciprocal",
+        "abs",
+        "hard_swish",
+        "clip",
+        "hard_sigmoid",
+        "logical_not",
         "equal",
         "not_equal",
         "less",
@@ -122,6 +131,7 @@ fn registry_names_are_unique_and_documented() {
         "sum",
         "mean",
         "max",
+        "min",
         "zeros",
         "ones",
         "random_uniform",
@@ -174,7 +184,10 @@ fn unary_math() {
     check(&run1("sigmoid", &[x.clone()], Attrs::new()), DType::F32, &[3], &map(|v| 1.0 / (1.0 + (-v).exp())));
     check(&run1("relu", &[x.clone()], Attrs::new()), DType::F32, &[3], &[0.0, 0.0, 2.0]);
     // gelu (tanh form): gelu(-1) = -0.158808, gelu(2) = 1.954598.
-    check(&run1("gelu", &[x], Attrs::new()), DType::F32, &[3], &[-0.158808, 0.0, 1.954598]);
+    let tanh = Attrs::new().with("approximate", AttrValue::Str("tanh".into()));
+    check(&run1("gelu", &[x.clone()], tanh), DType::F32, &[3], &[-0.158808, 0.0, 1.954598]);
+    // gelu (erf form, the default): x/2 (1 + erf(x/sqrt 2)).
+    check(&run1("gelu", &[x], Attrs::new()), DType::F32, &[3], &[-0.158655254, 0.0, 1.954499736]);
     let p = f(&[3], &[1.0, 4.0, 0.0]);
     check(&run1("log", &[p.clone()], Attrs::new()), DType::F32, &[3], &[0.0, 4f64.ln(), f64::NEG_INFINITY]);
     check(&run1("sqrt", &[p], Attrs::new()), DType::F32, &[3], &[1.0, 2.0, 0.0]);

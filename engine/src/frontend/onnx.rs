@@ -1,0 +1,443 @@
+//! ONNX import: decodes an ONNX `ModelProto` (protobuf, via prost) into a passel [`Module`]
+//! with one `@main` function.
+//!
+//! What it does, in phases:
+//! 1. decode the protobuf from a shared byte buffer ([`bytes::Bytes`]); initializer
+//!    `raw_data` stays a slice of that buffer (the file mapping, when the caller maps the file),
+//!    becoming [`Constant::Raw`](crate::ir::Constant::Raw) weights that are copied only when
+//!    something reads their values;
+//! 2. check the whole graph before converting anything: every operator type is supported
+//!    (else ONE error lists each unsupported type with its count and first node), names are
+//!    defined once and resolve, the graph is acyclic (nodes are converted in a topological
+//!    order, so unsorted graphs import too);
+//! 3. bind graph inputs to static types: a symbolic or missing dimension needs
+//!    [`ImportOptions::input_shapes`];
+//! 4. convert node by node (`onnx/ops.rs`) into passel operator calls bound to variables
+//!    named after the ONNX values. A call whose arguments are all constants and whose tensors
+//!    are small ([`ImportOptions::fold_limit`]) is evaluated at import by passel's own
+//!    kernels, so shape subgraphs (Shape, Gather, Concat, Range, … feeding Reshape) become
+//!    constants and leave no shape arithmetic in the module.
+//!
+//! What it deliberately does not do: control flow (If/Loop/Scan), training-mode outputs,
+//! sequences, sparse tensors, dtypes passel has no type for (f64, int8, uint8, …): each is a
+//! clear error naming the node or tensor, never a different model. External-data tensors are
+//! resolved through [`ExternalData`], which the caller implements (the harness maps files and
+//! refuses locations outside the model's folder).
+//!
+//! Opsets 9–21 of the default domain are handled with their per-version differences
+//! (attributes that became inputs, Softmax's pre-13 2-D coercion, Reshape `allowzero`, …).
+//! Later opsets import with the newest semantics known here; an attribute added by them is
+//! reported as unhandled.
+
+mod emit;
+mod ops;
+mod proto;
+mod tensor;
+
+use std::collections::{BinaryHeap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use prost::Message;
+
+use crate::ir::{Module, TensorType};
+
+pub use ops::SUPPORTED_OPS;
+
+use emit::{Emitter, Val};
+use proto::onnx as pb;
+
+/// Resolves the `location` of an external-data tensor to its bytes. The harness implements it
+/// by mapping files relative to the model's folder and refusing locations that leave it.
+pub trait ExternalData: Send + Sync {
+    /// The whole content of the file at `location` (relative to the model's folder), or a
+    /// message saying why it cannot be read.
+    fn load(&self, location: &str) -> Result<Bytes, String>;
+}
+
+/// Options of [`import_onnx_bytes`].
+#[derive(Clone)]
+pub struct ImportOptions {
+    /// Static shapes for graph inputs, by input name (`--input-shape NAME=1,3,224,224`). Needed
+    /// for inputs with symbolic or missing dimensions; a given shape must agree with the
+    /// model's static dimensions.
+    pub input_shapes: Vec<(String, Vec<u64>)>,
+    /// Where external-data tensors come from; `None` makes any external tensor an error.
+    pub external_data: Option<Arc<dyn ExternalData>>,
+    /// Largest number of elements of any argument or result for a call to be evaluated at
+    /// import (constant folding of shape subgraphs). Bigger constant calls stay in the module.
+    pub fold_limit: u64,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions { input_shapes: Vec::new(), external_data: None, fold_limit: 1 << 16 }
+    }
+}
+
+impl fmt::Debug for ImportOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ImportOptions")
+            .field("input_shapes", &self.input_shapes)
+            .field("external_data", &self.external_data.is_some())
+            .field("fold_limit", &self.fold_limit)
+            .finish()
+    }
+}
+
+/// One unsupported operator type of a model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnsupportedOp {
+    /// `Op` for the default domain, `domain::Op` otherwise.
+    pub op_type: String,
+    /// How many nodes use it.
+    pub count: usize,
+    /// The first node using it (name, or `Op #index` when unnamed).
+    pub first_node: String,
+}
+
+/// Why a model cannot be imported.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ImportError {
+    /// The bytes are not a ModelProto.
+    #[error("not a valid ONNX model: {0}")]
+    Decode(String),
+    /// A model-level problem: no graph, no or unsupported default-domain opset.
+    #[error("{0}")]
+    Model(String),
+    /// Every operator type the importer does not support, in order of first use.
+    #[error("unsupported ONNX operators: {}", list_unsupported(.0))]
+    Unsupported(Vec<UnsupportedOp>),
+    /// A problem with one node.
+    #[error("node {node}: {msg}")]
+    Node {
+        /// The node (name, or `Op #index` when unnamed).
+        node: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A problem with a graph input.
+    #[error("graph input `{input}`: {msg}")]
+    Input {
+        /// The input's name.
+        input: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A problem with an initializer or constant tensor.
+    #[error("tensor `{name}`: {msg}")]
+    Tensor {
+        /// The tensor's name.
+        name: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A problem with the graph's structure (names, cycles, outputs).
+    #[error("graph: {0}")]
+    Graph(String),
+}
+
+fn list_unsupported(ops: &[UnsupportedOp]) -> String {
+    ops.iter()
+        .map(|u| {
+            format!("{} ({} node{}, first `{}`)", u.op_type, u.count, if u.count == 1 { "" } else { "s" }, u.first_node)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Imports an ONNX model from its bytes. `bytes` is shared, not copied: initializers in
+/// `raw_data` become constants that point into it.
+pub fn import_onnx_bytes(bytes: Bytes, options: &ImportOptions) -> Result<Module, ImportError> {
+    let model = pb::ModelProto::decode(bytes).map_err(|e| ImportError::Decode(e.to_string()))?;
+    import_model(&model, options)
+}
+
+/// The default-domain opset of `model`.
+fn default_opset(model: &pb::ModelProto) -> Result<i64, ImportError> {
+    let version = model
+        .opset_import
+        .iter()
+        .filter(|o| matches!(o.domain(), "" | "ai.onnx"))
+        .map(|o| o.version())
+        .max()
+        .ok_or_else(|| ImportError::Model("the model imports no default-domain (ai.onnx) opset".into()))?;
+    if version < 9 {
+        return Err(ImportError::Model(format!("opset {version} is not supported (opsets 9 and later are)")));
+    }
+    Ok(version)
+}
+
+/// The label of node `idx` in diagnostics: its name, or `Op #idx` when unnamed.
+fn node_label(node: &pb::NodeProto, idx: usize) -> String {
+    match node.name() {
+        "" => format!("{} #{idx}", node.op_type()),
+        name => format!("`{name}` ({})", node.op_type()),
+    }
+}
+
+fn qualified_op(node: &pb::NodeProto) -> String {
+    match node.domain() {
+        "" | "ai.onnx" => node.op_type().to_string(),
+        d => format!("{d}::{}", node.op_type()),
+    }
+}
+
+/// Phase 2a: one error listing every unsupported operator type.
+fn check_supported(graph: &pb::GraphProto) -> Result<(), ImportError> {
+    let mut unsupported: Vec<UnsupportedOp> = Vec::new();
+    for (idx, node) in graph.node.iter().enumerate() {
+        let op = qualified_op(node);
+        if SUPPORTED_OPS.contains(&op.as_str()) {
+            continue;
+        }
+        match unsupported.iter_mut().find(|u| u.op_type == op) {
+            Some(u) => u.count += 1,
+            None => unsupported.push(UnsupportedOp {
+                op_type: op,
+                count: 1,
+                first_node: match node.name() {
+                    "" => format!("{} #{idx}", node.op_type()),
+                    name => name.to_string(),
+                },
+            }),
+        }
+    }
+    if unsupported.is_empty() {
+        Ok(())
+    } else {
+        Err(ImportError::Unsupported(unsupported))
+    }
+}
+
+/// Phase 2b: a topological order of the nodes (lowest index first among ready nodes, so a
+/// sorted graph keeps its order). Names must be defined once and every input must resolve.
+fn topological_order(graph: &pb::GraphProto, known: &HashMap<&str, ()>) -> Result<Vec<usize>, ImportError> {
+    let n = graph.node.len();
+    let mut producer: HashMap<&str, usize> = HashMap::with_capacity(n);
+    for (idx, node) in graph.node.iter().enumerate() {
+        for out in node.output.iter().filter(|o| !o.is_empty()) {
+            if known.contains_key(out.as_str()) {
+                return Err(ImportError::Node {
+                    node: node_label(node, idx),
+                    msg: format!("output `{out}` is also a graph input or initializer"),
+                });
+            }
+            if let Some(&prev) = producer.get(out.as_str()) {
+                return Err(ImportError::Node {
+                    node: node_label(node, idx),
+                    msg: format!("output `{out}` is already produced by node {}", node_label(&graph.node[prev], prev)),
+                });
+            }
+            producer.insert(out, idx);
+        }
+    }
+    let mut indegree = vec![0usize; n];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (idx, node) in graph.node.iter().enumerate() {
+        for input in node.input.iter().filter(|i| !i.is_empty()) {
+            match producer.get(input.as_str()) {
+                Some(&p) => {
+                    indegree[idx] += 1;
+                    users[p].push(idx);
+                }
+                None if known.contains_key(input.as_str()) => {}
+                None => {
+                    return Err(ImportError::Node {
+                        node: node_label(node, idx),
+                        msg: format!("input `{input}` is not a graph input, an initializer or the output of any node"),
+                    })
+                }
+            }
+        }
+    }
+    let mut ready: BinaryHeap<std::cmp::Reverse<usize>> =
+        (0..n).filter(|&i| indegree[i] == 0).map(std::cmp::Reverse).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(std::cmp::Reverse(idx)) = ready.pop() {
+        order.push(idx);
+        for &u in &users[idx] {
+            indegree[u] -= 1;
+            if indegree[u] == 0 {
+                ready.push(std::cmp::Reverse(u));
+            }
+        }
+    }
+    if order.len() < n {
+        let stuck = (0..n).find(|&i| indegree[i] > 0).unwrap_or(0);
+        return Err(ImportError::Node {
+            node: node_label(&graph.node[stuck], stuck),
+            msg: "is part of a cycle (its inputs depend on its own outputs)".into(),
+        });
+    }
+    Ok(order)
+}
+
+/// Phase 3: the static type of graph input `vi`.
+fn input_type(vi: &pb::ValueInfoProto, options: &ImportOptions) -> Result<TensorType, ImportError> {
+    let name = vi.name();
+    let err = |msg: String| ImportError::Input { input: name.to_string(), msg };
+    let tensor = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(pb::type_proto::Value::TensorType(t)) => t,
+        Some(_) => return Err(err("only tensor inputs are supported (not sequences, maps or optionals)".into())),
+        None => return Err(err("has no type".into())),
+    };
+    let dtype = tensor::dtype_of(tensor.elem_type()).map_err(err)?;
+    let given = options.input_shapes.iter().find(|(n, _)| n == name).map(|(_, s)| s);
+    let dims = tensor.shape.as_ref().map(|s| &s.dim[..]);
+    let shape: Vec<u64> = match (dims, given) {
+        (None, None) => {
+            return Err(err(format!("has no shape; give one with --input-shape {name}=d0,d1,…")));
+        }
+        (None, Some(g)) => g.clone(),
+        (Some(dims), given) => {
+            if let Some(g) = given {
+                if g.len() != dims.len() {
+                    return Err(err(format!(
+                        "--input-shape gives {} dimensions but the model declares {}",
+                        g.len(),
+                        dims.len()
+                    )));
+                }
+            }
+            let mut shape = Vec::with_capacity(dims.len());
+            for (i, d) in dims.iter().enumerate() {
+                use pb::tensor_shape_proto::dimension::Value as D;
+                let model_dim = match &d.value {
+                    Some(D::DimValue(v)) if *v >= 0 => Some(*v as u64),
+                    Some(D::DimValue(v)) => return Err(err(format!("dimension {i} is negative ({v})"))),
+                    _ => None,
+                };
+                let dim = match (model_dim, given) {
+                    (Some(m), Some(g)) if g[i] != m => {
+                        return Err(err(format!(
+                            "--input-shape gives {} for dimension {i}, the model fixes it to {m}",
+                            g[i]
+                        )))
+                    }
+                    (Some(m), _) => m,
+                    (None, Some(g)) => g[i],
+                    (None, None) => {
+                        let what = match &d.value {
+                            Some(D::DimParam(p)) if !p.is_empty() => format!("dimension {i} is symbolic (`{p}`)"),
+                            _ => format!("dimension {i} is unknown"),
+                        };
+                        return Err(err(format!("{what}; give the shape with --input-shape {name}=d0,d1,…")));
+                    }
+                };
+                shape.push(dim);
+            }
+            shape
+        }
+    };
+    let ty = TensorType { shape: shape.into(), dtype };
+    if ty.num_elements().is_none() {
+        return Err(err(format!("shape {:?} overflows", ty.shape)));
+    }
+    Ok(ty)
+}
+
+fn import_model(model: &pb::ModelProto, options: &ImportOptions) -> Result<Module, ImportError> {
+    let opset = default_opset(model)?;
+    let graph = model.graph.as_ref().ok_or_else(|| ImportError::Model("the model has no graph".into()))?;
+    check_supported(graph)?;
+
+    let mut em = Emitter::new(options.fold_limit);
+    let mut env: HashMap<String, Val> = HashMap::new();
+    let mut known: HashMap<&str, ()> = HashMap::new();
+    for init in &graph.initializer {
+        let name = init.name();
+        if name.is_empty() {
+            return Err(ImportError::Graph("an initializer has no name".into()));
+        }
+        if known.insert(name, ()).is_some() {
+            return Err(ImportError::Tensor { name: name.into(), msg: "is defined twice".into() });
+        }
+        let c = tensor::constant(init, options.external_data.as_deref())
+            .map_err(|msg| ImportError::Tensor { name: name.into(), msg })?;
+        env.insert(name.to_string(), Val::Const(Arc::new(c)));
+    }
+    if !graph.sparse_initializer.is_empty() {
+        return Err(ImportError::Graph("sparse initializers are not supported".into()));
+    }
+    for given in &options.input_shapes {
+        if !graph.input.iter().any(|vi| vi.name() == given.0) {
+            let names: Vec<&str> = graph.input.iter().map(|vi| vi.name()).filter(|n| !env.contains_key(*n)).collect();
+            return Err(ImportError::Input {
+                input: given.0.clone(),
+                msg: format!("--input-shape names no graph input (inputs: {})", names.join(", ")),
+            });
+        }
+    }
+    let mut params = Vec::new();
+    for vi in &graph.input {
+        let name = vi.name();
+        // An initializer listed as an input (IR version < 4 style) is a constant.
+        if env.contains_key(name) {
+            continue;
+        }
+        if name.is_empty() {
+            return Err(ImportError::Graph("a graph input has no name".into()));
+        }
+        if known.insert(name, ()).is_some() {
+            return Err(ImportError::Input { input: name.into(), msg: "is declared twice".into() });
+        }
+        let ty = input_type(vi, options)?;
+        let var = em.param(name, ty.clone());
+        params.push(var);
+        env.insert(name.to_string(), Val::Node { id: var, ty });
+    }
+
+    let order = topological_order(graph, &known)?;
+    for idx in order {
+        let node = &graph.node[idx];
+        let label = node_label(node, idx);
+        let inputs: Vec<Option<Val>> =
+            node.input.iter().map(|i| if i.is_empty() { None } else { env.get(i.as_str()).cloned() }).collect();
+        let outputs = ops::convert(&mut em, node, &label, opset, inputs)
+            .map_err(|msg| ImportError::Node { node: label.clone(), msg })?;
+        for (name, val) in node.output.iter().zip(outputs) {
+            if let (false, Some(val)) = (name.is_empty(), val) {
+                env.insert(name.clone(), val);
+            }
+        }
+        // An output the converter did not produce is one passel cannot compute (e.g. a
+        // training-mode statistic); using it is an error at its use.
+        for name in node.output.iter().filter(|o| !o.is_empty()) {
+            if !env.contains_key(name.as_str()) {
+                if let Some(user) = graph.node.iter().position(|n| n.input.contains(name)) {
+                    return Err(ImportError::Node {
+                        node: label,
+                        msg: format!(
+                            "output `{name}` (used by node {}) is not computed by the importer",
+                            node_label(&graph.node[user], user)
+                        ),
+                    });
+                }
+                if graph.output.iter().any(|o| o.name() == name) {
+                    return Err(ImportError::Node {
+                        node: label,
+                        msg: format!("output `{name}` (a graph output) is not computed by the importer"),
+                    });
+                }
+            }
+        }
+    }
+
+    if graph.output.is_empty() {
+        return Err(ImportError::Graph("the graph has no outputs".into()));
+    }
+    let mut results = Vec::with_capacity(graph.output.len());
+    for out in &graph.output {
+        let val = env
+            .get(out.name())
+            .cloned()
+            .ok_or_else(|| ImportError::Graph(format!("output `{}` is not produced by any node", out.name())))?;
+        results.push(val);
+    }
+    let func = em.finish(&params, &results);
+    let mut module = Module::new();
+    module.add("main", func).map_err(|e| ImportError::Graph(e.to_string()))?;
+    Ok(module)
+}

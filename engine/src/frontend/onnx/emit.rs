@@ -1,0 +1,179 @@
+//! The importer's builder: emits passel operator calls as let-bindings of `@main`, typing each
+//! call with its operator's type relation, and evaluates calls whose arguments are all small
+//! constants with the operator's reference kernel instead (import-time constant folding).
+
+use std::sync::Arc;
+
+use rand::SeedableRng;
+
+use crate::ir::{Attrs, Constant, Function, FunctionBuilder, NodeId, Tensor, TensorType, Type};
+use crate::op::{self, KernelCtx};
+
+/// An ONNX value during import: a constant known at import, or a variable of `@main`.
+#[derive(Clone, Debug)]
+pub(super) enum Val {
+    /// Known at import.
+    Const(Arc<Constant>),
+    /// A parameter or let-bound variable.
+    Node {
+        /// The variable.
+        id: NodeId,
+        /// Its type.
+        ty: TensorType,
+    },
+}
+
+impl Val {
+    /// The value's tensor type.
+    pub(super) fn ty(&self) -> TensorType {
+        match self {
+            Val::Const(c) => c.tensor_type(),
+            Val::Node { ty, .. } => ty.clone(),
+        }
+    }
+
+    /// The value's shape.
+    pub(super) fn shape(&self) -> Vec<u64> {
+        self.ty().shape.to_vec()
+    }
+
+    /// The value's rank.
+    pub(super) fn rank(&self) -> usize {
+        self.ty().shape.len()
+    }
+
+    /// The constant, if known at import.
+    pub(super) fn as_const(&self) -> Option<&Arc<Constant>> {
+        match self {
+            Val::Const(c) => Some(c),
+            Val::Node { .. } => None,
+        }
+    }
+}
+
+fn elements(ty: &TensorType) -> u64 {
+    ty.num_elements().unwrap_or(u64::MAX)
+}
+
+/// Builds `@main`.
+pub(super) struct Emitter {
+    b: FunctionBuilder,
+    bindings: Vec<(NodeId, NodeId)>,
+    kctx: KernelCtx,
+    fold_limit: u64,
+}
+
+impl Emitter {
+    pub(super) fn new(fold_limit: u64) -> Emitter {
+        Emitter {
+            b: FunctionBuilder::new(),
+            bindings: Vec::new(),
+            kctx: KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) },
+            fold_limit,
+        }
+    }
+
+    /// The folding bound (elements).
+    pub(super) fn fold_limit(&self) -> u64 {
+        self.fold_limit
+    }
+
+    /// A parameter of `@main`.
+    pub(super) fn param(&mut self, name: &str, ty: TensorType) -> NodeId {
+        self.b.var(name, Some(Type::from(ty)))
+    }
+
+    /// The node to use `v` as an operand.
+    fn atom(&mut self, v: &Val) -> NodeId {
+        match v {
+            Val::Const(c) => self.b.constant(c.clone()),
+            Val::Node { id, .. } => *id,
+        }
+    }
+
+    /// Whether a call on `args` with result types `results` is folded at import.
+    fn foldable(&self, stateful: bool, args: &[&Val], results: &[TensorType]) -> bool {
+        !stateful
+            && args.iter().all(|a| matches!(a, Val::Const(c) if elements(&c.tensor_type()) <= self.fold_limit))
+            && results.iter().all(|t| elements(t) <= self.fold_limit)
+    }
+
+    /// Calls operator `op` and returns its results (one per tuple field for tuple-valued
+    /// operators). Errors are messages for the node being converted.
+    pub(super) fn call_multi(&mut self, op: &str, args: &[&Val], attrs: Attrs, name: &str) -> Result<Vec<Val>, String> {
+        let id = op::lookup(op).ok_or_else(|| format!("passel has no operator `{op}`"))?;
+        let def = op::get(id);
+        def.check_attrs(&attrs)?;
+        let arg_tys: Vec<Type> = args.iter().map(|a| Type::from(a.ty())).collect();
+        let out_ty = (def.type_rel)(&arg_tys, &attrs).map_err(|e| e.to_string())?;
+        let result_tys: Vec<TensorType> = match (out_ty.as_tensor(), out_ty.as_tuple()) {
+            (Some(t), _) => vec![t.clone()],
+            (None, Some(fields)) => fields
+                .iter()
+                .map(|f| f.as_tensor().cloned().ok_or_else(|| format!("`{op}` returns a nested tuple")))
+                .collect::<Result<_, _>>()?,
+            _ => return Err(format!("`{op}` returns a {out_ty}, not tensors")),
+        };
+        if self.foldable(def.stateful, args, &result_tys) {
+            let mut tensors: Vec<Tensor> = Vec::with_capacity(args.len());
+            for a in args {
+                if let Val::Const(c) = a {
+                    tensors.push(c.materialize().map_err(|e| e.to_string())?);
+                }
+            }
+            let out = (def.kernel)(&tensors, &attrs, &mut self.kctx).map_err(|e| e.to_string())?;
+            if out.len() == result_tys.len() && out.iter().zip(&result_tys).all(|(t, ty)| t.tensor_type() == *ty) {
+                return Ok(out.into_iter().map(|t| Val::Const(Arc::new(Constant::Dense(t)))).collect());
+            }
+            return Err(format!("`{op}` kernel result does not match its type relation"));
+        }
+        let arg_ids: Vec<NodeId> = args.iter().map(|a| self.atom(a)).collect();
+        let call = self.b.call(id, &arg_ids, attrs);
+        self.b.set_ty(call, Some(out_ty.clone()));
+        let var = self.b.var(name, Some(out_ty));
+        self.bindings.push((var, call));
+        if def.tuple_result {
+            let mut outs = Vec::with_capacity(result_tys.len());
+            for (i, ty) in result_tys.into_iter().enumerate() {
+                let proj = self.b.proj(var, i as u32);
+                self.b.set_ty(proj, Some(Type::from(ty.clone())));
+                let field = self.b.var(&format!("{name}_{i}"), Some(Type::from(ty.clone())));
+                self.bindings.push((field, proj));
+                outs.push(Val::Node { id: field, ty });
+            }
+            Ok(outs)
+        } else {
+            let ty = result_tys.into_iter().next().ok_or_else(|| format!("`{op}` returns no value"))?;
+            Ok(vec![Val::Node { id: var, ty }])
+        }
+    }
+
+    /// Calls a single-result operator.
+    pub(super) fn call(&mut self, op: &str, args: &[&Val], attrs: Attrs, name: &str) -> Result<Val, String> {
+        let mut outs = self.call_multi(op, args, attrs, name)?;
+        if outs.len() != 1 {
+            return Err(format!("`{op}` returns {} values, expected one", outs.len()));
+        }
+        Ok(outs.remove(0))
+    }
+
+    /// Finishes `@main`: `params`, bindings in emission order (a topological order), and the
+    /// results (a tuple when there are several).
+    pub(super) fn finish(mut self, params: &[NodeId], results: &[Val]) -> Function {
+        let ids: Vec<NodeId> = results.iter().map(|r| self.atom(r)).collect();
+        let tys: Vec<Type> = results.iter().map(|r| Type::from(r.ty())).collect();
+        let (result, ret_ty) = if ids.len() == 1 {
+            (ids[0], tys[0].clone())
+        } else {
+            let t = self.b.tuple(&ids);
+            let ty = Type::tuple(tys);
+            self.b.set_ty(t, Some(ty.clone()));
+            (t, ty)
+        };
+        let body = self.b.block(&self.bindings, result);
+        if self.b.ty(body).is_none() {
+            self.b.set_ty(body, Some(ret_ty.clone()));
+        }
+        self.b.finish(params, body, Some(ret_ty), Attrs::new())
+    }
+}

@@ -1,0 +1,1260 @@
+//! ONNX operators to passel operator calls, one converter per ONNX operator type, with the
+//! per-opset differences of the default domain (attributes that became inputs in opsets 10–18).
+//!
+//! Every attribute a converter reads is marked; an attribute left unread is reported as
+//! unhandled, so an option passel cannot honour is an error, never silently dropped. Inputs
+//! that must be known at import (shapes, axes, pads, scales, …) must be constants after
+//! folding; otherwise the node is rejected with the input named.
+
+use std::sync::Arc;
+
+use super::emit::{Emitter, Val};
+use super::proto::onnx as pb;
+use super::tensor::{self, tensor_i64s};
+use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
+
+/// ONNX operator types (default domain) the importer converts.
+pub const SUPPORTED_OPS: &[&str] = &[
+    "Abs",
+    "Add",
+    "AveragePool",
+    "BatchNormalization",
+    "Cast",
+    "Clip",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "Conv",
+    "ConvTranspose",
+    "Div",
+    "Dropout",
+    "Equal",
+    "Erf",
+    "Exp",
+    "Expand",
+    "Flatten",
+    "Gather",
+    "Gelu",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "Greater",
+    "GreaterOrEqual",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LRN",
+    "LayerNormalization",
+    "Less",
+    "LessOrEqual",
+    "Log",
+    "MatMul",
+    "Max",
+    "MaxPool",
+    "Min",
+    "Mul",
+    "Neg",
+    "Not",
+    "Pad",
+    "Pow",
+    "Range",
+    "Reciprocal",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceSum",
+    "Relu",
+    "Reshape",
+    "Resize",
+    "Shape",
+    "Sigmoid",
+    "Slice",
+    "Softmax",
+    "Split",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Sum",
+    "Tanh",
+    "Transpose",
+    "Trilu",
+    "Unsqueeze",
+    "Where",
+];
+
+type R<T> = Result<T, String>;
+
+/// One node being converted.
+struct Cx<'a> {
+    em: &'a mut Emitter,
+    node: &'a pb::NodeProto,
+    opset: i64,
+    inputs: Vec<Option<Val>>,
+    read: Vec<bool>,
+    /// Base name of the variables: the node's first output.
+    name: String,
+}
+
+/// Converts `node` and returns its outputs in order (`None` for outputs passel does not
+/// compute, such as training statistics). Errors are messages about this node.
+pub(super) fn convert(
+    em: &mut Emitter,
+    node: &pb::NodeProto,
+    _label: &str,
+    opset: i64,
+    inputs: Vec<Option<Val>>,
+) -> R<Vec<Option<Val>>> {
+    let name = node.output.first().cloned().unwrap_or_default();
+    let mut cx = Cx { em, node, opset, inputs, read: vec![false; node.attribute.len()], name };
+    let outs = convert_op(&mut cx)?;
+    if let Some(i) = cx.read.iter().position(|r| !r) {
+        return Err(format!("attribute `{}` is not handled by the importer", node.attribute[i].name()));
+    }
+    let mut outs: Vec<Option<Val>> = outs;
+    outs.resize(node.output.len(), None);
+    Ok(outs)
+}
+
+fn one(v: Val) -> R<Vec<Option<Val>>> {
+    Ok(vec![Some(v)])
+}
+
+fn norm_axis(axis: i64, rank: usize) -> R<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if (0..r.max(1)).contains(&a) && (a < r || rank == 0) {
+        Ok(a as usize)
+    } else {
+        Err(format!("axis {axis} is out of range for rank {rank}"))
+    }
+}
+
+fn ints(v: &[u64]) -> AttrValue {
+    AttrValue::Ints(v.iter().map(|&d| d as i64).collect::<Vec<_>>().into())
+}
+
+fn ints_i(v: &[i64]) -> AttrValue {
+    AttrValue::Ints(v.to_vec().into())
+}
+
+impl<'a> Cx<'a> {
+    // ---- attributes -------------------------------------------------------------------
+
+    fn attr(&mut self, key: &str) -> Option<&'a pb::AttributeProto> {
+        let i = self.node.attribute.iter().position(|a| a.name() == key)?;
+        self.read[i] = true;
+        Some(&self.node.attribute[i])
+    }
+
+    fn kind_err(key: &str, want: &str) -> String {
+        format!("attribute `{key}` must be {want}")
+    }
+
+    fn int_opt(&mut self, key: &str) -> R<Option<i64>> {
+        use pb::attribute_proto::AttributeType as T;
+        match self.attr(key) {
+            None => Ok(None),
+            Some(a) if matches!(a.r#type(), T::Int | T::Undefined) && a.i.is_some() => Ok(a.i),
+            Some(_) => Err(Self::kind_err(key, "an int")),
+        }
+    }
+
+    fn int(&mut self, key: &str, default: i64) -> R<i64> {
+        Ok(self.int_opt(key)?.unwrap_or(default))
+    }
+
+    fn float_opt(&mut self, key: &str) -> R<Option<f64>> {
+        use pb::attribute_proto::AttributeType as T;
+        match self.attr(key) {
+            None => Ok(None),
+            Some(a) if matches!(a.r#type(), T::Float | T::Undefined) && a.f.is_some() => Ok(a.f.map(f64::from)),
+            Some(_) => Err(Self::kind_err(key, "a float")),
+        }
+    }
+
+    fn float(&mut self, key: &str, default: f64) -> R<f64> {
+        Ok(self.float_opt(key)?.unwrap_or(default))
+    }
+
+    fn ints_opt(&mut self, key: &str) -> R<Option<Vec<i64>>> {
+        use pb::attribute_proto::AttributeType as T;
+        match self.attr(key) {
+            None => Ok(None),
+            Some(a) if matches!(a.r#type(), T::Ints | T::Undefined) => Ok(Some(a.ints.clone())),
+            Some(_) => Err(Self::kind_err(key, "a list of ints")),
+        }
+    }
+
+    fn floats_opt(&mut self, key: &str) -> R<Option<Vec<f32>>> {
+        use pb::attribute_proto::AttributeType as T;
+        match self.attr(key) {
+            None => Ok(None),
+            Some(a) if matches!(a.r#type(), T::Floats | T::Undefined) => Ok(Some(a.floats.clone())),
+            Some(_) => Err(Self::kind_err(key, "a list of floats")),
+        }
+    }
+
+    fn string(&mut self, key: &str, default: &str) -> R<String> {
+        use pb::attribute_proto::AttributeType as T;
+        match self.attr(key) {
+            None => Ok(default.to_string()),
+            Some(a) if matches!(a.r#type(), T::String | T::Undefined) && a.s.is_some() => {
+                let s = a.s.as_deref().unwrap_or_default();
+                String::from_utf8(s.to_vec()).map_err(|_| format!("attribute `{key}` is not UTF-8"))
+            }
+            Some(_) => Err(Self::kind_err(key, "a string")),
+        }
+    }
+
+    fn tensor_attr(&mut self, key: &str) -> R<Option<Constant>> {
+        use pb::attribute_proto::AttributeType as T;
+        match self.attr(key) {
+            None => Ok(None),
+            Some(a) if matches!(a.r#type(), T::Tensor | T::Undefined) && a.t.is_some() => match &a.t {
+                Some(t) => tensor::constant(t, None).map(Some).map_err(|e| format!("attribute `{key}`: {e}")),
+                None => Ok(None),
+            },
+            Some(_) => Err(Self::kind_err(key, "a tensor")),
+        }
+    }
+
+    /// Reads an attribute that must have the value `ok` says is fine (e.g. a flag that only
+    /// matters for an output passel does not compute).
+    fn int_must(&mut self, key: &str, ok: impl Fn(i64) -> bool, why: &str) -> R<()> {
+        match self.int_opt(key)? {
+            Some(v) if !ok(v) => Err(format!("attribute `{key}` = {v} is not supported ({why})")),
+            _ => Ok(()),
+        }
+    }
+
+    // ---- inputs -----------------------------------------------------------------------
+
+    fn opt(&self, i: usize) -> Option<Val> {
+        self.inputs.get(i).cloned().flatten()
+    }
+
+    fn input(&self, i: usize) -> R<Val> {
+        self.opt(i).ok_or_else(|| format!("input {i} is missing"))
+    }
+
+    fn n_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Input `i` as exact integers; it must be known at import. `None` when absent.
+    fn const_ints(&self, i: usize, what: &str) -> R<Option<Vec<i64>>> {
+        let Some(v) = self.opt(i) else { return Ok(None) };
+        let c = v.as_const().ok_or_else(|| {
+            format!("input {i} ({what}) must be known at import (a constant or foldable shape expression)")
+        })?;
+        let t = c.materialize().map_err(|e| e.to_string())?;
+        tensor_i64s(&t).map(Some).ok_or_else(|| format!("input {i} ({what}) must be int64 or int32, got {}", t.dtype()))
+    }
+
+    /// Input `i` as floats; it must be known at import. `None` when absent.
+    fn const_floats(&self, i: usize, what: &str) -> R<Option<Vec<f64>>> {
+        let Some(v) = self.opt(i) else { return Ok(None) };
+        let c = v
+            .as_const()
+            .ok_or_else(|| format!("input {i} ({what}) must be known at import (a constant or foldable expression)"))?;
+        Ok(Some(c.materialize().map_err(|e| e.to_string())?.to_f64s()))
+    }
+
+    // ---- emission ---------------------------------------------------------------------
+
+    fn call(&mut self, op: &str, args: &[&Val], attrs: Attrs) -> R<Val> {
+        let name = self.name.clone();
+        self.em.call(op, args, attrs, &name)
+    }
+
+    /// An intermediate call (its variable is named after the output plus the operator).
+    fn call_tmp(&mut self, op: &str, args: &[&Val], attrs: Attrs) -> R<Val> {
+        let name = format!("{}_{op}", self.name);
+        self.em.call(op, args, attrs, &name)
+    }
+
+    fn reshape(&mut self, x: &Val, shape: &[u64], tmp: bool) -> R<Val> {
+        if x.shape() == shape {
+            return Ok(x.clone());
+        }
+        let attrs = Attrs::new().with("newshape", ints(shape));
+        if tmp {
+            self.call_tmp("reshape", &[x], attrs)
+        } else {
+            self.call("reshape", &[x], attrs)
+        }
+    }
+
+    fn scalar(dtype: DType, v: f64) -> Val {
+        Val::Const(Arc::new(Constant::Dense(Tensor::scalar(dtype, v))))
+    }
+}
+
+fn product(dims: &[u64]) -> R<u64> {
+    dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| format!("dimensions {dims:?} overflow"))
+}
+
+fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let op = cx.node.op_type().to_string();
+    match op.as_str() {
+        "Relu" => unary(cx, "relu"),
+        "Sigmoid" => unary(cx, "sigmoid"),
+        "Tanh" => unary(cx, "tanh"),
+        "Exp" => unary(cx, "exp"),
+        "Log" => unary(cx, "log"),
+        "Sqrt" => unary(cx, "sqrt"),
+        "Neg" => unary(cx, "negative"),
+        "Reciprocal" => unary(cx, "reciprocal"),
+        "Erf" => unary(cx, "erf"),
+        "Abs" => unary(cx, "abs"),
+        "Not" => unary(cx, "logical_not"),
+        "HardSwish" => unary(cx, "hard_swish"),
+        "Add" => binary(cx, "add"),
+        "Sub" => binary(cx, "subtract"),
+        "Mul" => binary(cx, "multiply"),
+        "Div" => binary(cx, "divide"),
+        "Equal" => binary(cx, "equal"),
+        "Less" => binary(cx, "less"),
+        "LessOrEqual" => binary(cx, "less_equal"),
+        "Greater" => binary(cx, "greater"),
+        "GreaterOrEqual" => binary(cx, "greater_equal"),
+        "Pow" => pow(cx),
+        "Sum" => variadic(cx, "add"),
+        "Max" => variadic(cx, "maximum"),
+        "Min" => variadic(cx, "minimum"),
+        "Where" => {
+            let (c, a, b) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+            one(cx.call("where", &[&c, &a, &b], Attrs::new())?)
+        }
+        "Identity" => one(cx.input(0)?),
+        "Dropout" => dropout(cx),
+        "Cast" => cast(cx),
+        "Constant" => constant(cx),
+        "Shape" => shape(cx),
+        "ConstantOfShape" => constant_of_shape(cx),
+        "Range" => range(cx),
+        "Reshape" => reshape(cx),
+        "Flatten" => flatten(cx),
+        "Squeeze" => squeeze(cx),
+        "Unsqueeze" => unsqueeze(cx),
+        "Transpose" => transpose(cx),
+        "Concat" => concat(cx),
+        "Split" => split(cx),
+        "Slice" => slice(cx),
+        "Gather" => gather(cx),
+        "Expand" => expand(cx),
+        "MatMul" => {
+            let (a, b) = (cx.input(0)?, cx.input(1)?);
+            one(cx.call("matmul", &[&a, &b], Attrs::new())?)
+        }
+        "Gemm" => gemm(cx),
+        "Conv" => conv(cx),
+        "ConvTranspose" => conv_transpose(cx),
+        "BatchNormalization" => batch_norm(cx),
+        "LayerNormalization" => layer_norm(cx),
+        "Softmax" => softmax(cx),
+        "Clip" => clip(cx),
+        "HardSigmoid" => {
+            let x = cx.input(0)?;
+            let attrs = Attrs::new()
+                .with("alpha", AttrValue::Float(cx.float("alpha", 0.2)?))
+                .with("beta", AttrValue::Float(cx.float("beta", 0.5)?));
+            one(cx.call("hard_sigmoid", &[&x], attrs)?)
+        }
+        "Gelu" => {
+            let x = cx.input(0)?;
+            let approx = cx.string("approximate", "none")?;
+            if approx != "none" && approx != "tanh" {
+                return Err(format!("attribute `approximate` = {approx:?} is not supported (none, tanh)"));
+            }
+            one(cx.call("gelu", &[&x], Attrs::new().with("approximate", AttrValue::Str(approx.into())))?)
+        }
+        "LRN" => {
+            let x = cx.input(0)?;
+            let size = cx.int_opt("size")?.ok_or("attribute `size` is required")?;
+            let attrs = Attrs::new()
+                .with("size", AttrValue::Int(size))
+                .with("alpha", AttrValue::Float(cx.float("alpha", 1e-4)?))
+                .with("beta", AttrValue::Float(cx.float("beta", 0.75)?))
+                .with("bias", AttrValue::Float(cx.float("bias", 1.0)?));
+            one(cx.call("lrn", &[&x], attrs)?)
+        }
+        "MaxPool" => pool(cx, true),
+        "AveragePool" => pool(cx, false),
+        "GlobalAveragePool" | "GlobalMaxPool" => {
+            let x = cx.input(0)?;
+            if x.rank() != 4 {
+                return Err(format!("only 2-D pooling (rank-4 NCHW input) is supported, got rank {}", x.rank()));
+            }
+            let name = if op == "GlobalAveragePool" { "global_avg_pool2d" } else { "global_max_pool2d" };
+            one(cx.call(name, &[&x], Attrs::new())?)
+        }
+        "ReduceMean" => reduce(cx, "mean", 18),
+        "ReduceSum" => reduce(cx, "sum", 13),
+        "ReduceMax" => reduce(cx, "max", 18),
+        "ReduceMin" => reduce(cx, "min", 18),
+        "Pad" => pad(cx),
+        "Resize" => resize(cx),
+        "Trilu" => {
+            let x = cx.input(0)?;
+            let upper = cx.int("upper", 1)? != 0;
+            let k = match cx.const_ints(1, "k")? {
+                Some(v) if v.len() == 1 => v[0],
+                Some(v) => return Err(format!("input 1 (k) must be a scalar, got {} values", v.len())),
+                None => 0,
+            };
+            let attrs = Attrs::new().with("upper", AttrValue::Bool(upper)).with("k", AttrValue::Int(k));
+            one(cx.call("trilu", &[&x], attrs)?)
+        }
+        other => Err(format!("operator `{other}` is not supported")),
+    }
+}
+
+fn unary(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    one(cx.call(op, &[&x], Attrs::new())?)
+}
+
+fn binary(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    one(cx.call(op, &[&a, &b], Attrs::new())?)
+}
+
+fn pow(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (a, mut b) = (cx.input(0)?, cx.input(1)?);
+    // ONNX lets the exponent have its own type; passel's `power` takes one dtype.
+    if b.ty().dtype != a.ty().dtype {
+        let attrs = Attrs::new().with("dtype", AttrValue::DType(a.ty().dtype));
+        b = cx.call_tmp("cast", &[&b], attrs)?;
+    }
+    one(cx.call("power", &[&a, &b], Attrs::new())?)
+}
+
+fn variadic(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
+    let mut acc = cx.input(0)?;
+    for i in 1..cx.n_inputs() {
+        let x = cx.input(i)?;
+        acc = if i + 1 == cx.n_inputs() {
+            cx.call(op, &[&acc, &x], Attrs::new())?
+        } else {
+            cx.call_tmp(op, &[&acc, &x], Attrs::new())?
+        };
+    }
+    one(acc)
+}
+
+fn dropout(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    cx.float_opt("ratio")?;
+    cx.int_opt("seed")?;
+    if let Some(v) = cx.const_floats(2, "training_mode")? {
+        if v.iter().any(|&t| t != 0.0) {
+            return Err("training_mode = true is not supported (passel imports inference graphs)".into());
+        }
+    }
+    // The mask output is not computed; using it is an error at its use.
+    one(x)
+}
+
+fn cast(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let to = cx.int_opt("to")?.ok_or("attribute `to` is required")?;
+    // `saturate` only matters for float8 targets, which passel rejects anyway.
+    cx.int_opt("saturate")?;
+    let dtype = tensor::dtype_of(to as i32).map_err(|e| format!("cast target: {e}"))?;
+    if x.ty().dtype == dtype {
+        return one(x);
+    }
+    one(cx.call("cast", &[&x], Attrs::new().with("dtype", AttrValue::DType(dtype)))?)
+}
+
+fn constant(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    for key in ["sparse_value", "value_string", "value_strings"] {
+        if cx.attr(key).is_some() {
+            return Err(format!("attribute `{key}` is not supported"));
+        }
+    }
+    let c = if let Some(t) = cx.tensor_attr("value")? {
+        t
+    } else if let Some(v) = cx.float_opt("value_float")? {
+        Constant::Dense(Tensor::scalar(DType::F32, v))
+    } else if let Some(v) = cx.int_opt("value_int")? {
+        Constant::Dense(Tensor(crate::ir::TensorData::I64(ndarray::ArcArray::from_elem(ndarray::IxDyn(&[]), v))))
+    } else if let Some(v) = cx.floats_opt("value_floats")? {
+        Constant::Dense(
+            Tensor::from_f64s(&[v.len() as u64], DType::F32, &v.iter().map(|&x| x as f64).collect::<Vec<_>>())
+                .map_err(|e| e.to_string())?,
+        )
+    } else if let Some(v) = cx.ints_opt("value_ints")? {
+        let n = v.len();
+        Constant::Dense(Tensor(crate::ir::TensorData::I64(
+            ndarray::ArcArray::from_shape_vec(ndarray::IxDyn(&[n]), v).map_err(|e| e.to_string())?,
+        )))
+    } else {
+        return Err("has no value attribute".into());
+    };
+    one(Val::Const(Arc::new(c)))
+}
+
+fn i64_const(values: Vec<i64>) -> R<Val> {
+    let n = values.len();
+    let a = ndarray::ArcArray::from_shape_vec(ndarray::IxDyn(&[n]), values).map_err(|e| e.to_string())?;
+    Ok(Val::Const(Arc::new(Constant::Dense(Tensor(crate::ir::TensorData::I64(a))))))
+}
+
+fn shape(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let dims: Vec<i64> = x.shape().iter().map(|&d| d as i64).collect();
+    let r = dims.len() as i64;
+    let clampi = |v: i64| if v < 0 { (v + r).clamp(0, r) } else { v.clamp(0, r) };
+    let start = clampi(cx.int("start", 0)?);
+    let end = clampi(cx.int("end", r)?);
+    let dims = if start < end { dims[start as usize..end as usize].to_vec() } else { Vec::new() };
+    one(i64_const(dims)?)
+}
+
+fn constant_of_shape(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let dims = cx.const_ints(0, "shape")?.ok_or("input 0 (shape) is missing")?;
+    let shape: Vec<u64> =
+        dims.iter().map(|&d| u64::try_from(d).map_err(|_| format!("negative dimension {d}"))).collect::<R<_>>()?;
+    product(&shape)?;
+    let (dtype, value) = match cx.tensor_attr("value")? {
+        Some(c) => {
+            let t = c.materialize().map_err(|e| e.to_string())?;
+            if t.len() != 1 {
+                return Err(format!("attribute `value` must have one element, got {}", t.len()));
+            }
+            (t.dtype(), t.to_f64s()[0])
+        }
+        None => (DType::F32, 0.0),
+    };
+    if dtype == DType::I64 && value.abs() > (1u64 << 53) as f64 {
+        return Err("attribute `value` is an int64 too large to fill exactly".into());
+    }
+    one(Val::Const(Arc::new(Constant::Fill { ty: TensorType { shape: shape.into(), dtype }, fill: Fill::Full(value) })))
+}
+
+fn range(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let dtype = cx.input(0)?.ty().dtype;
+    let scalar = |cx: &Cx<'_>, i: usize, what: &str| -> R<f64> {
+        match cx.const_floats(i, what)? {
+            Some(v) if v.len() == 1 => Ok(v[0]),
+            Some(v) => Err(format!("input {i} ({what}) must be a scalar, got {} values", v.len())),
+            None => Err(format!("input {i} ({what}) is missing")),
+        }
+    };
+    let (start, limit, delta) = (scalar(cx, 0, "start")?, scalar(cx, 1, "limit")?, scalar(cx, 2, "delta")?);
+    if delta == 0.0 {
+        return Err("delta is zero".into());
+    }
+    let n = ((limit - start) / delta).ceil().max(0.0);
+    if !(n <= cx.em_fold_limit() as f64) {
+        return Err(format!("Range of {n} elements is too large to compute at import"));
+    }
+    let n = n as usize;
+    let t = match dtype {
+        DType::I64 | DType::I32 => {
+            let ints = cx.const_ints(0, "start")?.unwrap_or_default();
+            let d = cx.const_ints(2, "delta")?.unwrap_or_default();
+            let (s, d) = (ints.first().copied().unwrap_or(0), d.first().copied().unwrap_or(1));
+            let v: Vec<f64> = (0..n as i64).map(|i| (s + i * d) as f64).collect();
+            Tensor::from_f64s(&[n as u64], dtype, &v)
+        }
+        _ => {
+            let v: Vec<f64> = (0..n).map(|i| start + i as f64 * delta).collect();
+            Tensor::from_f64s(&[n as u64], dtype, &v)
+        }
+    }
+    .map_err(|e| e.to_string())?;
+    one(Val::Const(Arc::new(Constant::Dense(t))))
+}
+
+impl Cx<'_> {
+    fn em_fold_limit(&self) -> u64 {
+        self.em.fold_limit()
+    }
+}
+
+fn reshape(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let target = cx.const_ints(1, "shape")?.ok_or("input 1 (shape) is missing")?;
+    let allowzero = cx.int("allowzero", 0)? != 0;
+    let in_shape = x.shape();
+    let total = product(&in_shape)?;
+    let mut out: Vec<u64> = Vec::with_capacity(target.len());
+    let mut infer = None;
+    for (i, &d) in target.iter().enumerate() {
+        match d {
+            0 if !allowzero => out.push(
+                *in_shape
+                    .get(i)
+                    .ok_or_else(|| format!("shape entry {i} is 0 but the input has rank {}", in_shape.len()))?,
+            ),
+            -1 if infer.is_none() => {
+                infer = Some(i);
+                out.push(1);
+            }
+            -1 => return Err("shape has more than one -1".into()),
+            d if d < 0 => return Err(format!("shape entry {i} is {d}")),
+            d => out.push(d as u64),
+        }
+    }
+    let known = product(&out)?;
+    if let Some(i) = infer {
+        if known == 0 || total % known != 0 {
+            return Err(format!("cannot reshape {in_shape:?} to {target:?}"));
+        }
+        out[i] = total / known;
+    }
+    if product(&out)? != total {
+        return Err(format!("cannot reshape {in_shape:?} ({total} elements) to {out:?}"));
+    }
+    one(cx.reshape(&x, &out, false)?)
+}
+
+fn flatten(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let shape = x.shape();
+    let axis = cx.int("axis", 1)?;
+    let r = shape.len() as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if !(0..=r).contains(&a) {
+        return Err(format!("axis {axis} is out of range for rank {r}"));
+    }
+    let (outer, inner) = (product(&shape[..a as usize])?, product(&shape[a as usize..])?);
+    one(cx.reshape(&x, &[outer, inner], false)?)
+}
+
+fn axes_of(cx: &mut Cx<'_>, from_input_at: i64, input: usize) -> R<Option<Vec<i64>>> {
+    if cx.opset >= from_input_at {
+        cx.const_ints(input, "axes")
+    } else {
+        cx.ints_opt("axes")
+    }
+}
+
+fn squeeze(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let shape = x.shape();
+    let axes = axes_of(cx, 13, 1)?;
+    let drop: Vec<usize> = match axes {
+        Some(axes) => axes.iter().map(|&a| norm_axis(a, shape.len())).collect::<R<_>>()?,
+        None => (0..shape.len()).filter(|&i| shape[i] == 1).collect(),
+    };
+    for &a in &drop {
+        if shape[a] != 1 {
+            return Err(format!("cannot squeeze axis {a} of size {}", shape[a]));
+        }
+    }
+    let out: Vec<u64> = shape.iter().enumerate().filter(|(i, _)| !drop.contains(i)).map(|(_, &d)| d).collect();
+    one(cx.reshape(&x, &out, false)?)
+}
+
+fn unsqueeze(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let shape = x.shape();
+    let axes = axes_of(cx, 13, 1)?.ok_or("axes are required")?;
+    let rank = shape.len() + axes.len();
+    let mut ones: Vec<usize> = axes.iter().map(|&a| norm_axis(a, rank)).collect::<R<_>>()?;
+    ones.sort_unstable();
+    if ones.windows(2).any(|w| w[0] == w[1]) {
+        return Err(format!("axes {axes:?} repeat an axis"));
+    }
+    let mut rest = shape.iter();
+    let out: Vec<u64> =
+        (0..rank).map(|i| if ones.contains(&i) { 1 } else { rest.next().copied().unwrap_or(1) }).collect();
+    one(cx.reshape(&x, &out, false)?)
+}
+
+fn transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let rank = x.rank();
+    let perm = cx.ints_opt("perm")?.unwrap_or_else(|| (0..rank as i64).rev().collect());
+    if perm.iter().enumerate().all(|(i, &p)| p == i as i64) && perm.len() == rank {
+        return one(x);
+    }
+    one(cx.call("transpose", &[&x], Attrs::new().with("axes", ints_i(&perm)))?)
+}
+
+fn concat(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let xs: Vec<Val> = (0..cx.n_inputs()).map(|i| cx.input(i)).collect::<R<_>>()?;
+    let first = xs.first().ok_or("has no inputs")?;
+    let axis = norm_axis(cx.int_opt("axis")?.ok_or("attribute `axis` is required")?, first.rank())?;
+    if xs.len() == 1 {
+        return one(xs[0].clone());
+    }
+    let refs: Vec<&Val> = xs.iter().collect();
+    one(cx.call("concatenate", &refs, Attrs::new().with("axis", AttrValue::Int(axis as i64)))?)
+}
+
+fn split(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let shape = x.shape();
+    let axis = norm_axis(cx.int("axis", 0)?, shape.len())?;
+    let dim = shape[axis];
+    let n_out = cx.node.output.len();
+    let sizes: Option<Vec<i64>> = if cx.opset >= 13 { cx.const_ints(1, "split")? } else { cx.ints_opt("split")? };
+    let num_outputs = cx.int_opt("num_outputs")?;
+    let sizes: Vec<u64> = match sizes {
+        Some(s) => {
+            s.iter().map(|&v| u64::try_from(v).map_err(|_| format!("negative split size {v}"))).collect::<R<_>>()?
+        }
+        None => {
+            let n = num_outputs.map(|n| n as u64).unwrap_or(n_out as u64);
+            if n == 0 {
+                return Err("splits into zero parts".into());
+            }
+            let chunk = dim.div_ceil(n);
+            if num_outputs.is_none() && dim % n != 0 {
+                return Err(format!("cannot split {dim} into {n} equal parts"));
+            }
+            (0..n).map(|i| chunk.min(dim.saturating_sub(i * chunk))).collect()
+        }
+    };
+    if sizes.len() != n_out {
+        return Err(format!("{} split sizes for {n_out} outputs", sizes.len()));
+    }
+    if sizes.iter().sum::<u64>() != dim {
+        return Err(format!("split sizes {sizes:?} do not add up to {dim}"));
+    }
+    if n_out == 1 {
+        return one(x);
+    }
+    let attrs = if sizes.iter().all(|&s| s == sizes[0]) {
+        Attrs::new().with("indices_or_sections", AttrValue::Int(n_out as i64))
+    } else {
+        let mut points = Vec::new();
+        let mut acc = 0i64;
+        for &s in &sizes[..sizes.len() - 1] {
+            acc += s as i64;
+            points.push(acc);
+        }
+        Attrs::new().with("indices", ints_i(&points))
+    }
+    .with("axis", AttrValue::Int(axis as i64));
+    let name = cx.name.clone();
+    let outs = cx.em.call_multi("split", &[&x], attrs, &name)?;
+    Ok(outs.into_iter().map(Some).collect())
+}
+
+fn slice(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let rank = x.rank();
+    let (starts, ends, axes, steps) = if cx.opset >= 10 {
+        (
+            cx.const_ints(1, "starts")?.ok_or("input 1 (starts) is missing")?,
+            cx.const_ints(2, "ends")?.ok_or("input 2 (ends) is missing")?,
+            cx.const_ints(3, "axes")?,
+            cx.const_ints(4, "steps")?,
+        )
+    } else {
+        (
+            cx.ints_opt("starts")?.ok_or("attribute `starts` is required")?,
+            cx.ints_opt("ends")?.ok_or("attribute `ends` is required")?,
+            cx.ints_opt("axes")?,
+            None,
+        )
+    };
+    if starts.len() != ends.len() {
+        return Err(format!("{} starts but {} ends", starts.len(), ends.len()));
+    }
+    let axes: Vec<i64> = match axes {
+        Some(a) => a.iter().map(|&a| norm_axis(a, rank).map(|a| a as i64)).collect::<R<_>>()?,
+        None => (0..starts.len() as i64).collect(),
+    };
+    let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
+    if axes.len() != starts.len() || steps.len() != starts.len() {
+        return Err("starts, ends, axes and steps differ in length".into());
+    }
+    if steps.contains(&0) {
+        return Err("a step is zero".into());
+    }
+    let attrs = Attrs::new()
+        .with("begin", ints_i(&starts))
+        .with("end", ints_i(&ends))
+        .with("strides", ints_i(&steps))
+        .with("axes", ints_i(&axes));
+    one(cx.call("strided_slice", &[&x], attrs)?)
+}
+
+fn gather(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, idx) = (cx.input(0)?, cx.input(1)?);
+    let axis = norm_axis(cx.int("axis", 0)?, x.rank())?;
+    one(cx.call("take", &[&x, &idx], Attrs::new().with("axis", AttrValue::Int(axis as i64)))?)
+}
+
+/// The numpy broadcast of two shapes.
+fn broadcast_shapes(a: &[u64], b: &[u64]) -> R<Vec<u64>> {
+    let r = a.len().max(b.len());
+    let get = |s: &[u64], i: usize| if i + s.len() >= r { s[i + s.len() - r] } else { 1 };
+    (0..r)
+        .map(|i| match (get(a, i), get(b, i)) {
+            (x, y) if x == y => Ok(x),
+            (1, y) => Ok(y),
+            (x, 1) => Ok(x),
+            (x, y) => Err(format!("shapes {a:?} and {b:?} do not broadcast (dimension {x} vs {y})")),
+        })
+        .collect()
+}
+
+fn expand(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let target = cx.const_ints(1, "shape")?.ok_or("input 1 (shape) is missing")?;
+    let target: Vec<u64> =
+        target.iter().map(|&d| u64::try_from(d).map_err(|_| format!("negative dimension {d}"))).collect::<R<_>>()?;
+    let out = broadcast_shapes(&x.shape(), &target)?;
+    product(&out)?;
+    if out == x.shape() {
+        return one(x);
+    }
+    one(cx.call("broadcast_to", &[&x], Attrs::new().with("shape", ints(&out)))?)
+}
+
+fn gemm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (a, b, c) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
+    let alpha = cx.float("alpha", 1.0)?;
+    let beta = cx.float("beta", 1.0)?;
+    let trans_a = cx.int("transA", 0)? != 0;
+    let trans_b = cx.int("transB", 0)? != 0;
+    if a.rank() != 2 || b.rank() != 2 {
+        return Err(format!("Gemm needs 2-D operands, got ranks {} and {}", a.rank(), b.rank()));
+    }
+    let dtype = a.ty().dtype;
+    let last = alpha == 1.0 && c.is_none();
+    let a = if trans_a { cx.call_tmp("transpose", &[&a], Attrs::new().with("axes", ints_i(&[1, 0])))? } else { a };
+    let mut y = if trans_b {
+        // dense(x, w) = x · wᵀ, exactly Gemm's transB.
+        if last {
+            cx.call("dense", &[&a, &b], Attrs::new())?
+        } else {
+            cx.call_tmp("dense", &[&a, &b], Attrs::new())?
+        }
+    } else if last {
+        cx.call("matmul", &[&a, &b], Attrs::new())?
+    } else {
+        cx.call_tmp("matmul", &[&a, &b], Attrs::new())?
+    };
+    if alpha != 1.0 {
+        let k = Cx::scalar(dtype, alpha);
+        y = if c.is_none() {
+            cx.call("multiply", &[&y, &k], Attrs::new())?
+        } else {
+            cx.call_tmp("multiply", &[&y, &k], Attrs::new())?
+        };
+    }
+    if let Some(mut c) = c {
+        if beta != 1.0 {
+            let k = Cx::scalar(dtype, beta);
+            c = cx.call_tmp("multiply", &[&c, &k], Attrs::new())?;
+        }
+        y = cx.call("add", &[&y, &c], Attrs::new())?;
+    }
+    one(y)
+}
+
+/// `[begin_h, begin_w, end_h, end_w]` for `auto_pad` SAME_UPPER / SAME_LOWER.
+fn same_pads(input: &[u64], kernel: &[u64], strides: &[u64], dilations: &[u64], upper: bool) -> Vec<u64> {
+    let mut begin = Vec::new();
+    let mut end = Vec::new();
+    for i in 0..input.len() {
+        let out = input[i].div_ceil(strides[i].max(1));
+        let eff = (kernel[i].saturating_sub(1)) * dilations[i] + 1;
+        let total = ((out.saturating_sub(1)) * strides[i] + eff).saturating_sub(input[i]);
+        let small = total / 2;
+        let (b, e) = if upper { (small, total - small) } else { (total - small, small) };
+        begin.push(b);
+        end.push(e);
+    }
+    begin.into_iter().chain(end).collect()
+}
+
+/// Spatial attributes shared by Conv, ConvTranspose and the pools: kernel, strides, dilations
+/// and explicit pads `[t, l, b, r]` (auto_pad resolved against `spatial`).
+struct Window {
+    kernel: Vec<u64>,
+    strides: Vec<u64>,
+    dilations: Vec<u64>,
+    pads: Vec<u64>,
+    auto_pad: String,
+}
+
+fn pos(v: Vec<i64>, what: &str) -> R<Vec<u64>> {
+    v.iter().map(|&d| u64::try_from(d).map_err(|_| format!("negative {what} {d}"))).collect()
+}
+
+fn window(cx: &mut Cx<'_>, spatial: &[u64], kernel_default: Option<Vec<u64>>, resolve_same: bool) -> R<Window> {
+    let kernel = match cx.ints_opt("kernel_shape")? {
+        Some(k) => pos(k, "kernel size")?,
+        None => kernel_default.ok_or("attribute `kernel_shape` is required")?,
+    };
+    if kernel.len() != 2 {
+        return Err(format!("only 2-D windows are supported, got kernel_shape {kernel:?}"));
+    }
+    let strides = pos(cx.ints_opt("strides")?.unwrap_or(vec![1, 1]), "stride")?;
+    let dilations = pos(cx.ints_opt("dilations")?.unwrap_or(vec![1, 1]), "dilation")?;
+    let auto_pad = cx.string("auto_pad", "NOTSET")?;
+    let pads = cx.ints_opt("pads")?;
+    if strides.len() != 2 || dilations.len() != 2 || strides.contains(&0) || dilations.contains(&0) {
+        return Err(format!("strides {strides:?} and dilations {dilations:?} must be two positive values"));
+    }
+    let pads = match auto_pad.as_str() {
+        "NOTSET" => pos(pads.unwrap_or(vec![0; 4]), "pad")?,
+        "VALID" => vec![0; 4],
+        "SAME_UPPER" | "SAME_LOWER" if resolve_same => {
+            same_pads(spatial, &kernel, &strides, &dilations, auto_pad == "SAME_UPPER")
+        }
+        "SAME_UPPER" | "SAME_LOWER" => vec![0; 4],
+        other => return Err(format!("auto_pad {other:?} is not supported")),
+    };
+    if pads.len() != 4 {
+        return Err(format!("pads {pads:?} must have 4 values for a 2-D window"));
+    }
+    Ok(Window { kernel, strides, dilations, pads, auto_pad })
+}
+
+fn conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, w, b) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
+    if x.rank() != 4 || w.rank() != 4 {
+        return Err(format!("only 2-D convolution (rank-4 NCHW input) is supported, got rank {}", x.rank()));
+    }
+    let ws = w.shape();
+    let win = window(cx, &x.shape()[2..], Some(ws[2..].to_vec()), true)?;
+    if win.kernel != ws[2..] {
+        return Err(format!("kernel_shape {:?} does not match the weight shape {ws:?}", win.kernel));
+    }
+    let groups = cx.int("group", 1)?;
+    let attrs = Attrs::new()
+        .with("strides", ints(&win.strides))
+        .with("padding", ints(&win.pads))
+        .with("dilation", ints(&win.dilations))
+        .with("groups", AttrValue::Int(groups));
+    bias_after(cx, "conv2d", &[&x, &w], attrs, b)
+}
+
+/// Calls `op`, then adds `bias` along axis 1 when there is one.
+fn bias_after(cx: &mut Cx<'_>, op: &str, args: &[&Val], attrs: Attrs, bias: Option<Val>) -> R<Vec<Option<Val>>> {
+    match bias {
+        None => one(cx.call(op, args, attrs)?),
+        Some(b) => {
+            let y = cx.call_tmp(op, args, attrs)?;
+            one(cx.call("bias_add", &[&y, &b], Attrs::new().with("axis", AttrValue::Int(1)))?)
+        }
+    }
+}
+
+fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, w, b) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
+    if x.rank() != 4 || w.rank() != 4 {
+        return Err(format!("only 2-D transposed convolution (rank-4 input) is supported, got rank {}", x.rank()));
+    }
+    let ws = w.shape();
+    let xs = x.shape();
+    let win = window(cx, &xs[2..], Some(ws[2..].to_vec()), false)?;
+    let groups = cx.int("group", 1)?;
+    let output_padding = pos(cx.ints_opt("output_padding")?.unwrap_or(vec![0, 0]), "output padding")?;
+    let output_shape = cx.ints_opt("output_shape")?;
+    if output_padding.len() != 2 {
+        return Err(format!("output_padding {output_padding:?} must have 2 values"));
+    }
+    let same = win.auto_pad.starts_with("SAME");
+    let pads = if output_shape.is_some() || same {
+        // ONNX: total_padding = stride*(in-1) + output_padding + ((k-1)*d+1) - out_shape.
+        let out: Vec<u64> = match &output_shape {
+            Some(s) => {
+                let s = pos(s.clone(), "output size")?;
+                s[s.len().saturating_sub(2)..].to_vec()
+            }
+            None => vec![xs[2] * win.strides[0], xs[3] * win.strides[1]],
+        };
+        if out.len() != 2 {
+            return Err("output_shape must give the 2 spatial sizes".into());
+        }
+        let mut begin = Vec::new();
+        let mut end = Vec::new();
+        for i in 0..2 {
+            let full = win.strides[i] * (xs[2 + i].saturating_sub(1))
+                + output_padding[i]
+                + (win.kernel[i].saturating_sub(1)) * win.dilations[i]
+                + 1;
+            let total = full.checked_sub(out[i]).ok_or_else(|| format!("output_shape {out:?} is too large"))?;
+            let (bg, en) = if win.auto_pad == "SAME_UPPER" {
+                (total / 2, total - total / 2)
+            } else {
+                (total - total / 2, total / 2)
+            };
+            begin.push(bg);
+            end.push(en);
+        }
+        begin.into_iter().chain(end).collect()
+    } else {
+        win.pads.clone()
+    };
+    let attrs = Attrs::new()
+        .with("strides", ints(&win.strides))
+        .with("padding", ints(&pads))
+        .with("dilation", ints(&win.dilations))
+        .with("groups", AttrValue::Int(groups))
+        .with("output_padding", ints(&output_padding));
+    bias_after(cx, "conv2d_transpose", &[&x, &w], attrs, b)
+}
+
+fn pool(cx: &mut Cx<'_>, max: bool) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    if x.rank() != 4 {
+        return Err(format!("only 2-D pooling (rank-4 NCHW input) is supported, got rank {}", x.rank()));
+    }
+    let win = window(cx, &x.shape()[2..], None, true)?;
+    let ceil_mode = cx.int("ceil_mode", 0)? != 0;
+    let mut attrs = Attrs::new()
+        .with("pool_size", ints(&win.kernel))
+        .with("strides", ints(&win.strides))
+        .with("padding", ints(&win.pads))
+        .with("dilation", ints(&win.dilations))
+        .with("ceil_mode", AttrValue::Bool(ceil_mode));
+    if max {
+        // storage_order only changes the Indices output, which is not computed.
+        cx.int_opt("storage_order")?;
+        one(cx.call("max_pool2d", &[&x], attrs)?)
+    } else {
+        let include = cx.int("count_include_pad", 0)? != 0;
+        attrs.set("count_include_pad", AttrValue::Bool(include));
+        one(cx.call("avg_pool2d", &[&x], attrs)?)
+    }
+}
+
+fn batch_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let args: Vec<Val> = (0..5).map(|i| cx.input(i)).collect::<R<_>>()?;
+    let eps = cx.float("epsilon", 1e-5)?;
+    cx.float_opt("momentum")?;
+    cx.int_must("training_mode", |v| v == 0, "passel imports inference graphs")?;
+    if cx.node.output.iter().skip(1).any(|o| !o.is_empty()) && cx.opset < 14 {
+        // Before opset 14 the extra outputs exist only in training mode.
+        return Err("training-mode outputs (mean, var, saved statistics) are not supported".into());
+    }
+    let refs: Vec<&Val> = args.iter().collect();
+    let attrs = Attrs::new().with("axis", AttrValue::Int(1)).with("epsilon", AttrValue::Float(eps));
+    let name = cx.name.clone();
+    let mut outs = cx.em.call_multi("batch_norm", &refs, attrs, &name)?;
+    if outs.is_empty() {
+        return Err("batch_norm returned nothing".into());
+    }
+    one(outs.swap_remove(0))
+}
+
+fn layer_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, scale, bias) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
+    let eps = cx.float("epsilon", 1e-5)?;
+    cx.int_must("stash_type", |v| v == 1, "only float32 statistics")?;
+    let shape = x.shape();
+    let axis = norm_axis(cx.int("axis", -1)?, shape.len())?;
+    let norm = product(&shape[axis..])?;
+    let dtype = x.ty().dtype;
+    let bias = match bias {
+        Some(b) => b,
+        None => Val::Const(Arc::new(Constant::Fill {
+            ty: TensorType { shape: vec![norm].into(), dtype },
+            fill: Fill::Full(0.0),
+        })),
+    };
+    if product(&scale.shape())? != norm || product(&bias.shape())? != norm {
+        return Err(format!(
+            "scale {:?} and bias {:?} must cover the normalized dimensions {:?}",
+            scale.shape(),
+            bias.shape(),
+            &shape[axis..]
+        ));
+    }
+    let scale = cx.reshape(&scale, &[norm], true)?;
+    let bias = cx.reshape(&bias, &[norm], true)?;
+    let attrs = Attrs::new().with("axis", AttrValue::Int(-1)).with("epsilon", AttrValue::Float(eps));
+    if axis + 1 == shape.len() {
+        return one(cx.call("layer_norm", &[&x, &scale, &bias], attrs)?);
+    }
+    // Several trailing axes: normalize their flattening, then restore the shape.
+    let mut flat: Vec<u64> = shape[..axis].to_vec();
+    flat.push(norm);
+    let xf = cx.reshape(&x, &flat, true)?;
+    let y = cx.call_tmp("layer_norm", &[&xf, &scale, &bias], attrs)?;
+    one(cx.reshape(&y, &shape, false)?)
+}
+
+fn softmax(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let shape = x.shape();
+    let rank = shape.len();
+    if cx.opset >= 13 {
+        let axis = norm_axis(cx.int("axis", -1)?, rank)?;
+        return one(cx.call("softmax", &[&x], Attrs::new().with("axis", AttrValue::Int(axis as i64)))?);
+    }
+    // Before opset 13, Softmax coerces the input to 2-D [prod(:axis), prod(axis:)].
+    let axis = norm_axis(cx.int("axis", 1)?, rank)?;
+    let attrs = Attrs::new().with("axis", AttrValue::Int(-1));
+    if axis + 1 == rank {
+        return one(cx.call("softmax", &[&x], attrs)?);
+    }
+    let flat = [product(&shape[..axis])?, product(&shape[axis..])?];
+    let xf = cx.reshape(&x, &flat, true)?;
+    let y = cx.call_tmp("softmax", &[&xf], attrs)?;
+    one(cx.reshape(&y, &shape, false)?)
+}
+
+fn clip(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let (lo, hi) = if cx.opset >= 11 {
+        let get = |cx: &Cx<'_>, i: usize, what: &str| -> R<Option<f64>> {
+            match cx.const_floats(i, what)? {
+                Some(v) if v.len() == 1 => Ok(Some(v[0])),
+                Some(v) => Err(format!("input {i} ({what}) must be a scalar, got {} values", v.len())),
+                None => Ok(None),
+            }
+        };
+        (get(cx, 1, "min")?, get(cx, 2, "max")?)
+    } else {
+        (cx.float_opt("min")?, cx.float_opt("max")?)
+    };
+    if lo.is_none() && hi.is_none() {
+        return one(x);
+    }
+    let attrs = Attrs::new()
+        .with("a_min", AttrValue::Float(lo.unwrap_or(f64::NEG_INFINITY)))
+        .with("a_max", AttrValue::Float(hi.unwrap_or(f64::INFINITY)));
+    one(cx.call("clip", &[&x], attrs)?)
+}
+
+fn reduce(cx: &mut Cx<'_>, op: &str, axes_input_from: i64) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let rank = x.rank();
+    let axes = axes_of(cx, axes_input_from, 1)?;
+    let keepdims = cx.int("keepdims", 1)? != 0;
+    let noop = cx.int("noop_with_empty_axes", 0)? != 0;
+    let mut attrs = Attrs::new().with("keepdims", AttrValue::Bool(keepdims));
+    match axes {
+        Some(a) if !a.is_empty() => {
+            let a: Vec<i64> = a.iter().map(|&a| norm_axis(a, rank).map(|a| a as i64)).collect::<R<_>>()?;
+            attrs.set("axis", ints_i(&a));
+        }
+        _ if noop => return one(x),
+        _ => {}
+    }
+    one(cx.call(op, &[&x], attrs)?)
+}
+
+fn pad(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let rank = x.rank();
+    let mode = cx.string("mode", "constant")?;
+    if !matches!(mode.as_str(), "constant" | "reflect" | "edge") {
+        return Err(format!("mode {mode:?} is not supported (constant, reflect, edge)"));
+    }
+    let (pads, value, axes) = if cx.opset >= 11 {
+        let pads = cx.const_ints(1, "pads")?.ok_or("input 1 (pads) is missing")?;
+        let value = match cx.const_floats(2, "constant_value")? {
+            Some(v) if v.len() == 1 => v[0],
+            Some(v) => return Err(format!("input 2 (constant_value) must be a scalar, got {} values", v.len())),
+            None => 0.0,
+        };
+        (pads, value, cx.const_ints(3, "axes")?)
+    } else {
+        (cx.ints_opt("pads")?.ok_or("attribute `pads` is required")?, cx.float("value", 0.0)?, None)
+    };
+    let pads = match axes {
+        None => pads,
+        Some(axes) => {
+            if pads.len() != 2 * axes.len() {
+                return Err(format!("{} pads for {} axes", pads.len(), axes.len()));
+            }
+            let mut full = vec![0i64; 2 * rank];
+            for (j, &a) in axes.iter().enumerate() {
+                let a = norm_axis(a, rank)?;
+                full[a] = pads[j];
+                full[a + rank] = pads[j + axes.len()];
+            }
+            full
+        }
+    };
+    if pads.len() != 2 * rank {
+        return Err(format!("{} pads for rank {rank}", pads.len()));
+    }
+    if pads.iter().all(|&p| p == 0) {
+        return one(x);
+    }
+    let attrs = Attrs::new()
+        .with("pad_width", ints_i(&pads))
+        .with("pad_value", AttrValue::Float(value))
+        .with("pad_mode", AttrValue::Str(mode.into()));
+    one(cx.call("pad", &[&x], attrs)?)
+}
+
+fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let shape = x.shape();
+    if shape.len() != 4 {
+        return Err(format!("only 2-D resize (rank-4 NCHW input) is supported, got rank {}", shape.len()));
+    }
+    let mode = cx.string("mode", "nearest")?;
+    let method = match mode.as_str() {
+        "nearest" => "nearest",
+        "linear" | "bilinear" => "linear",
+        "cubic" | "bicubic" => "cubic",
+        other => return Err(format!("mode {other:?} is not supported")),
+    };
+    let (scales, sizes, coord, rounding) = if cx.opset < 11 {
+        // Opset 10: (X, scales), asymmetric coordinates, nearest rounds down.
+        (cx.const_floats(1, "scales")?, None, "asymmetric".to_string(), "floor".to_string())
+    } else {
+        let coord = cx.string("coordinate_transformation_mode", "half_pixel")?;
+        if coord == "tf_crop_and_resize" {
+            return Err("coordinate_transformation_mode \"tf_crop_and_resize\" is not supported".into());
+        }
+        cx.float_opt("extrapolation_value")?;
+        let rounding = cx.string("nearest_mode", "round_prefer_floor")?;
+        (cx.const_floats(2, "scales")?, cx.const_ints(3, "sizes")?, coord, rounding)
+    };
+    cx.int_must("antialias", |v| v == 0, "antialiasing")?;
+    if cx.ints_opt("axes")?.is_some() {
+        return Err("attribute `axes` is not supported".into());
+    }
+    let policy = cx.string("keep_aspect_ratio_policy", "stretch")?;
+    if policy != "stretch" {
+        return Err(format!("keep_aspect_ratio_policy {policy:?} is not supported"));
+    }
+    let cubic_a = cx.float("cubic_coeff_a", -0.75)?;
+    let exclude = cx.int("exclude_outside", 0)? != 0;
+    let out: Vec<u64> = match (sizes, scales) {
+        (Some(s), _) if !s.is_empty() => pos(s, "size")?,
+        (_, Some(sc)) if !sc.is_empty() => {
+            if sc.len() != 4 {
+                return Err(format!("{} scales for rank 4", sc.len()));
+            }
+            let mut out = Vec::new();
+            for (i, &s) in sc.iter().enumerate() {
+                let o = (shape[i] as f64 * s as f32 as f64).floor();
+                if !(o >= 0.0 && o < u32::MAX as f64) {
+                    return Err(format!("scale {s} gives an invalid size"));
+                }
+                // passel's resize2d maps coordinates with out/in; a scale that differs from
+                // that ratio would silently change the result.
+                if o > 0.0 && (o / shape[i] as f64) as f32 != s as f32 {
+                    return Err(format!(
+                        "scale {s} on dimension {i} (size {}) is not output/input ({o}/{}); only such scales are supported",
+                        shape[i], shape[i]
+                    ));
+                }
+                out.push(o as u64);
+            }
+            out
+        }
+        _ => return Err("needs scales or sizes".into()),
+    };
+    if out.len() != 4 || out[0] != shape[0] || out[1] != shape[1] {
+        return Err(format!("only the last two dimensions may be resized ({shape:?} to {out:?})"));
+    }
+    let attrs = Attrs::new()
+        .with("size", ints(&out[2..]))
+        .with("method", AttrValue::Str(method.into()))
+        .with("coordinate_transformation_mode", AttrValue::Str(coord.into()))
+        .with("rounding_method", AttrValue::Str(rounding.into()))
+        .with("cubic_alpha", AttrValue::Float(cubic_a))
+        .with("exclude_outside", AttrValue::Bool(exclude));
+    one(cx.call("resize2d", &[&x], attrs)?)
+}

@@ -1,0 +1,162 @@
+//! ONNX `TensorProto`s and element types to passel constants and dtypes.
+//!
+//! `raw_data` and external data become [`Constant::Raw`] slices of the shared buffer (no copy);
+//! tensors of at most [`DENSE_BELOW`] elements and the typed repeated fields (`float_data`,
+//! `int64_data`, …) become dense tensors, so that small values such as shape vectors and
+//! scalars look to the passes exactly like constants written in text.
+
+use bytes::Bytes;
+use half::f16;
+use ndarray::{ArcArray, IxDyn};
+
+use super::proto::onnx as pb;
+use super::ExternalData;
+use crate::ir::{Constant, DType, Tensor, TensorData, TensorType, MAX_MATERIALIZED_ELEMENTS};
+
+/// Raw tensors with fewer elements than this are decoded to dense tensors at import.
+pub(super) const DENSE_BELOW: u64 = 64;
+
+/// The ONNX name of element type `t` (for messages).
+pub(super) fn onnx_dtype_name(t: i32) -> String {
+    use pb::tensor_proto::DataType;
+    match DataType::try_from(t) {
+        Ok(d) => d.as_str_name().to_lowercase(),
+        Err(_) => format!("unknown element type {t}"),
+    }
+}
+
+/// The passel dtype of ONNX element type `t`; passel has f32, f16, i64, i32 and bool.
+pub(super) fn dtype_of(t: i32) -> Result<DType, String> {
+    use pb::tensor_proto::DataType;
+    match DataType::try_from(t) {
+        Ok(DataType::Float) => Ok(DType::F32),
+        Ok(DataType::Float16) => Ok(DType::F16),
+        Ok(DataType::Int64) => Ok(DType::I64),
+        Ok(DataType::Int32) => Ok(DType::I32),
+        Ok(DataType::Bool) => Ok(DType::Bool),
+        _ => Err(format!(
+            "element type {} is not supported (passel has float32, float16, int64, int32 and bool)",
+            onnx_dtype_name(t)
+        )),
+    }
+}
+
+/// The shape of `t`: non-negative dims whose element count fits the materialization limit
+/// (a weight bigger than 2^28 elements is rejected, not silently truncated).
+fn shape_of(t: &pb::TensorProto) -> Result<Vec<u64>, String> {
+    let mut n: u64 = 1;
+    let mut shape = Vec::with_capacity(t.dims.len());
+    for &d in &t.dims {
+        let d = u64::try_from(d).map_err(|_| format!("has negative dimension {d}"))?;
+        n = n.checked_mul(d).ok_or_else(|| format!("dimensions {:?} overflow", t.dims))?;
+        shape.push(d);
+    }
+    if n > MAX_MATERIALIZED_ELEMENTS {
+        return Err(format!("has {n} elements, more than passel's limit of {MAX_MATERIALIZED_ELEMENTS}"));
+    }
+    Ok(shape)
+}
+
+/// The bytes of an external-data tensor, through `ext`.
+fn external_bytes(t: &pb::TensorProto, ext: Option<&dyn ExternalData>) -> Result<Bytes, String> {
+    let mut location = None;
+    let mut offset = 0u64;
+    let mut length = None;
+    for entry in &t.external_data {
+        match entry.key() {
+            "location" => location = Some(entry.value()),
+            "offset" => {
+                offset = entry.value().parse().map_err(|_| format!("bad external offset `{}`", entry.value()))?
+            }
+            "length" => {
+                length =
+                    Some(entry.value().parse::<u64>().map_err(|_| format!("bad external length `{}`", entry.value()))?)
+            }
+            "checksum" => {}
+            k => return Err(format!("unknown external-data key `{k}`")),
+        }
+    }
+    let location = location.ok_or("external data has no location")?;
+    let ext =
+        ext.ok_or_else(|| format!("is stored in external file `{location}` but no external-data reader was given"))?;
+    let file = ext.load(location).map_err(|e| format!("external data `{location}`: {e}"))?;
+    let len = file.len() as u64;
+    let end = match length {
+        Some(l) => offset.checked_add(l),
+        None => Some(len),
+    };
+    match end {
+        Some(end) if offset <= end && end <= len => Ok(file.slice(offset as usize..end as usize)),
+        _ => Err(format!("external data `{location}`: range {offset}+{length:?} is outside the file ({len} bytes)")),
+    }
+}
+
+fn dense<T>(shape: &[u64], values: Vec<T>, wrap: fn(ArcArray<T, IxDyn>) -> TensorData) -> Result<Constant, String> {
+    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    let n = values.len();
+    ArcArray::from_shape_vec(IxDyn(&dims), values)
+        .map(|a| Constant::Dense(Tensor(wrap(a))))
+        .map_err(|_| format!("shape {shape:?} does not match its {n} values"))
+}
+
+fn check_count(shape: &[u64], found: usize, field: &str) -> Result<(), String> {
+    let n: u64 = shape.iter().product();
+    if n != found as u64 {
+        return Err(format!("shape {shape:?} needs {n} values, `{field}` has {found}"));
+    }
+    Ok(())
+}
+
+/// The constant of tensor `t` (an initializer, a Constant's value or an attribute tensor).
+pub(super) fn constant(t: &pb::TensorProto, ext: Option<&dyn ExternalData>) -> Result<Constant, String> {
+    let dtype = dtype_of(t.data_type())?;
+    if t.segment.is_some() {
+        return Err("segmented tensors are not supported".into());
+    }
+    let shape = shape_of(t)?;
+    let n: u64 = shape.iter().product();
+    let external = t.data_location() == pb::tensor_proto::DataLocation::External;
+    let raw = if external { Some(external_bytes(t, ext)?) } else { t.raw_data.clone() };
+    if let Some(raw) = raw {
+        if dtype == DType::Bool {
+            if raw.len() as u64 != n {
+                return Err(format!("shape {shape:?} needs {n} bytes of bool data, got {}", raw.len()));
+            }
+            return dense(&shape, raw.iter().map(|&b| b != 0).collect(), TensorData::Bool);
+        }
+        let ty = TensorType { shape: shape.into(), dtype };
+        let c = Constant::raw(ty, raw).map_err(|e| e.to_string())?;
+        return if n < DENSE_BELOW { c.materialize().map(Constant::Dense).map_err(|e| e.to_string()) } else { Ok(c) };
+    }
+    match dtype {
+        DType::F32 => {
+            check_count(&shape, t.float_data.len(), "float_data")?;
+            dense(&shape, t.float_data.clone(), TensorData::F32)
+        }
+        DType::I64 => {
+            check_count(&shape, t.int64_data.len(), "int64_data")?;
+            dense(&shape, t.int64_data.clone(), TensorData::I64)
+        }
+        DType::I32 => {
+            check_count(&shape, t.int32_data.len(), "int32_data")?;
+            dense(&shape, t.int32_data.clone(), TensorData::I32)
+        }
+        DType::F16 => {
+            check_count(&shape, t.int32_data.len(), "int32_data")?;
+            dense(&shape, t.int32_data.iter().map(|&v| f16::from_bits(v as u16)).collect(), TensorData::F16)
+        }
+        DType::Bool => {
+            check_count(&shape, t.int32_data.len(), "int32_data")?;
+            dense(&shape, t.int32_data.iter().map(|&v| v != 0).collect(), TensorData::Bool)
+        }
+    }
+}
+
+/// The elements of an integer tensor as exact `i64`s (`None` for float or bool tensors).
+pub(super) fn tensor_i64s(t: &Tensor) -> Option<Vec<i64>> {
+    match &t.0 {
+        TensorData::I64(a) => Some(a.iter().copied().collect()),
+        TensorData::I32(a) => Some(a.iter().map(|&v| v as i64).collect()),
+        _ => None,
+    }
+}

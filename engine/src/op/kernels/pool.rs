@@ -1,0 +1,216 @@
+//! Pooling and local normalisation over NCHW data: `max_pool2d`, `avg_pool2d` (ONNX MaxPool
+//! and AveragePool with explicit pads), `global_avg_pool2d`, `global_max_pool2d` and `lrn`
+//! (ONNX LRN across channels). All are float-only (f16 computes in f32).
+
+use ndarray::{Array4, ArrayD, Ix4, IxDyn};
+
+use super::nn::{padding4, pair};
+use super::{
+    attr_bool, attr_float, attr_int, attr_ints, check_arity, from_f32, invalid, out_dims, require_float, shape_str,
+    tensor_arg, to_f32, type_err, types_of, KResult,
+};
+use crate::ir::{Attrs, Tensor, Type};
+use crate::op::{KernelCtx, OpError};
+
+/// Checked pooling geometry.
+struct Pool {
+    kernel: [u64; 2],
+    strides: [u64; 2],
+    /// top, left, bottom, right
+    pad: [u64; 4],
+    dilation: [u64; 2],
+}
+
+/// The output length of pooled axis `axis` (0 for H, 1 for W) of length `len`, as ONNX
+/// computes it: with `ceil` the division rounds up, but a last window that would start in the
+/// end padding is dropped.
+fn pooled_len(op: &str, geo: &Pool, axis: usize, len: u64, ceil: bool) -> Result<u64, OpError> {
+    let (k, s, d) = (geo.kernel[axis], geo.strides[axis], geo.dilation[axis]);
+    let (pb, pe) = (geo.pad[axis], geo.pad[axis + 2]);
+    let too_big = || type_err(op, "padding, dilation or pool size overflows");
+    let extent = d.checked_mul(k - 1).and_then(|e| e.checked_add(1)).ok_or_else(too_big)?;
+    let padded = len.checked_add(pb).and_then(|v| v.checked_add(pe)).ok_or_else(too_big)?;
+    if padded < extent {
+        return Err(type_err(op, format_args!("window extent {extent} is larger than the padded input {padded}")));
+    }
+    let span = padded - extent;
+    let mut out = if ceil { span.div_ceil(s) + 1 } else { span / s + 1 };
+    if ceil && (out - 1).saturating_mul(s) >= len.saturating_add(pb) {
+        out -= 1;
+    }
+    Ok(out)
+}
+
+fn pool_geometry(op: &str, args: &[Type], attrs: &Attrs) -> Result<(Pool, Type), OpError> {
+    check_arity(op, args.len(), 1)?;
+    let x = tensor_arg(op, args, 0)?;
+    require_float(op, x)?;
+    let &[n, c, h, w] = &*x.shape else {
+        return Err(type_err(op, format_args!("expected 4-d data (NCHW), got shape {}", shape_str(&x.shape))));
+    };
+    if attr_ints(op, attrs, "pool_size")?.is_none() {
+        return Err(type_err(op, "missing attribute `pool_size`"));
+    }
+    let kernel = pair(op, attrs, "pool_size")?;
+    let strides = pair(op, attrs, "strides")?;
+    let dilation = pair(op, attrs, "dilation")?;
+    let pad = padding4(op, attrs)?;
+    let ceil = attr_bool(op, attrs, "ceil_mode", false)?;
+    attr_bool(op, attrs, "count_include_pad", false)?;
+    let geo = Pool { kernel, strides, pad, dilation };
+    let oh = pooled_len(op, &geo, 0, h, ceil)?;
+    let ow = pooled_len(op, &geo, 1, w, ceil)?;
+    Ok((geo, Type::tensor(vec![n, c, oh, ow], x.dtype)))
+}
+
+/// Type relation of `max_pool2d` / `avg_pool2d(x, pool_size, strides, padding, dilation,
+/// ceil_mode[, count_include_pad])`; `padding` is `[p]`, `[ph, pw]` or `[top, left, bottom,
+/// right]`.
+pub(crate) fn pool2d_rel(op: &str, args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
+    pool_geometry(op, args, attrs).map(|(_, ty)| ty)
+}
+
+/// Kernel of `max_pool2d` (`avg = false`) and `avg_pool2d`. Padding never contributes to a
+/// maximum; an average divides by the number of input elements in the window, or with
+/// `count_include_pad` by the full window size (as ONNX's reference does, also for the extra
+/// padding `ceil_mode` adds). NaN propagates; a window with no input element gives NaN.
+pub(crate) fn pool2d(op: &str, avg: bool, args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    let (geo, ty) = pool_geometry(op, &types_of(args), attrs)?;
+    let (shape, dtype) = out_dims(&ty)?;
+    let include_pad = attr_bool(op, attrs, "count_include_pad", false)?;
+    let x = to_f32(op, &args[0])?;
+    let x = x.view().into_dimensionality::<Ix4>().map_err(|e| invalid(op, e))?;
+    let (h, w) = (x.shape()[2] as i128, x.shape()[3] as i128);
+    let [kh, kw] = geo.kernel.map(|v| v as i128);
+    let [sh, sw] = geo.strides.map(|v| v as i128);
+    let [dh, dw] = geo.dilation.map(|v| v as i128);
+    let (pt, pl) = (geo.pad[0] as i128, geo.pad[1] as i128);
+    let full = (kh * kw) as f32;
+    let mut out = Array4::<f32>::zeros((shape[0], shape[1], shape[2], shape[3]));
+    for ((b, ch, oy, ox), o) in out.indexed_iter_mut() {
+        let plane = x.slice(ndarray::s![b, ch, .., ..]);
+        let (mut acc, mut count, mut nan) = (if avg { 0.0 } else { f32::NEG_INFINITY }, 0usize, false);
+        for i in 0..kh {
+            let iy = oy as i128 * sh - pt + i * dh;
+            if !(0..h).contains(&iy) {
+                continue;
+            }
+            for j in 0..kw {
+                let ix = ox as i128 * sw - pl + j * dw;
+                if !(0..w).contains(&ix) {
+                    continue;
+                }
+                let v = plane[[iy as usize, ix as usize]];
+                nan |= v.is_nan();
+                count += 1;
+                acc = if avg { acc + v } else { acc.max(v) };
+            }
+        }
+        *o = if nan || count == 0 {
+            f32::NAN
+        } else if !avg {
+            acc
+        } else if include_pad {
+            acc / full
+        } else {
+            acc / count as f32
+        };
+    }
+    Ok(vec![from_f32(op, out.into_dyn(), dtype)?])
+}
+
+// ---- global pools ----
+
+/// Type relation of `global_avg_pool2d` / `global_max_pool2d(x)`: every axis after the
+/// channels becomes 1 (`[N, C, H, W] -> [N, C, 1, 1]`).
+pub(crate) fn global_pool_rel(op: &str, args: &[Type], _attrs: &Attrs) -> Result<Type, OpError> {
+    check_arity(op, args.len(), 1)?;
+    let x = tensor_arg(op, args, 0)?;
+    require_float(op, x)?;
+    if x.shape.len() < 3 {
+        return Err(type_err(
+            op,
+            format_args!("expected data with spatial axes (NCHW), got shape {}", shape_str(&x.shape)),
+        ));
+    }
+    if x.shape[2..].contains(&0) {
+        return Err(type_err(op, format_args!("cannot pool the empty spatial axes of {}", shape_str(&x.shape))));
+    }
+    let mut shape = x.shape.to_vec();
+    shape[2..].fill(1);
+    Ok(Type::tensor(shape, x.dtype))
+}
+
+/// Kernel of the global pools (NaN propagates).
+pub(crate) fn global_pool(op: &str, avg: bool, args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    let ty = global_pool_rel(op, &types_of(args), attrs)?;
+    let (shape, dtype) = out_dims(&ty)?;
+    let x = to_f32(op, &args[0])?;
+    let planes = shape[0] * shape[1];
+    let area: usize = x.shape()[2..].iter().product();
+    let flat = x.to_shape((planes, area)).map_err(|e| invalid(op, e))?;
+    let vals: Vec<f32> = flat
+        .rows()
+        .into_iter()
+        .map(|r| {
+            if avg {
+                r.sum() / area as f32
+            } else {
+                r.fold(f32::NEG_INFINITY, |m, &v| if m.is_nan() || v.is_nan() { f32::NAN } else { m.max(v) })
+            }
+        })
+        .collect();
+    let out = ArrayD::from_shape_vec(IxDyn(&shape), vals).map_err(|e| invalid(op, e))?;
+    Ok(vec![from_f32(op, out, dtype)?])
+}
+
+// ---- lrn ----
+
+/// Type relation of `lrn(x, size, alpha=1e-4, beta=0.75, bias=1.0)` over channels (axis 1).
+pub(crate) fn lrn_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
+    let op = "lrn";
+    check_arity(op, args.len(), 1)?;
+    let x = tensor_arg(op, args, 0)?;
+    require_float(op, x)?;
+    if x.shape.len() < 2 {
+        return Err(type_err(op, format_args!("expected data with a channel axis, got shape {}", shape_str(&x.shape))));
+    }
+    if attrs.get("size").is_none() {
+        return Err(type_err(op, "missing attribute `size`"));
+    }
+    let size = attr_int(op, attrs, "size", 1)?;
+    if size < 1 {
+        return Err(type_err(op, format_args!("`size` must be positive, got {size}")));
+    }
+    for (key, default) in [("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)] {
+        attr_float(op, attrs, key, default)?;
+    }
+    Ok(args[0].clone())
+}
+
+/// Kernel of `lrn`: `y = x / (bias + alpha / size * sum of x^2 over channels
+/// [c - floor((size-1)/2), c + ceil((size-1)/2)])^beta`, as ONNX defines it.
+pub(crate) fn lrn(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    let op = "lrn";
+    lrn_rel(&types_of(args), attrs)?;
+    let size = attr_int(op, attrs, "size", 1)?;
+    let alpha = attr_float(op, attrs, "alpha", 1e-4)? as f32;
+    let beta = attr_float(op, attrs, "beta", 0.75)? as f32;
+    let bias = attr_float(op, attrs, "bias", 1.0)? as f32;
+    let x = to_f32(op, &args[0])?;
+    let c = x.shape()[1] as i64;
+    let (before, after) = ((size - 1) / 2, size / 2);
+    let out = ArrayD::from_shape_fn(x.raw_dim(), |idx| {
+        let ch = idx[1] as i64;
+        let (lo, hi) = ((ch - before).max(0), (ch + after).min(c - 1));
+        let mut nb = idx.clone();
+        let mut sq = 0.0f32;
+        for k in lo..=hi {
+            nb[1] = k as usize;
+            let v = x[&nb];
+            sq += v * v;
+        }
+        x[&idx] / (bias + alpha / size as f32 * sq).powf(beta)
+    });
+    Ok(vec![from_f32(op, out, args[0].dtype())?])
+}

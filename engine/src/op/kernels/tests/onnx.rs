@@ -1,0 +1,442 @@
+//! Hand-computed results for the operators added for ONNX import (elementwise extras, `min`,
+//! indexing, padding, pooling, transposed convolution, `lrn`, `resize2d`) and for the
+//! ONNX-driven extensions of `matmul` and `split`.
+
+use super::{check, err, f, int, ints, rel, rel_err, run, run1, tt, ty};
+use crate::ir::{AttrValue, Attrs, DType};
+use crate::op::OpError;
+
+fn float(key: &str, v: f64) -> Attrs {
+    Attrs::new().with(key, AttrValue::Float(v))
+}
+
+fn s(key: &str, v: &str) -> Attrs {
+    Attrs::new().with(key, AttrValue::Str(v.into()))
+}
+
+// ---- elementwise ----
+
+#[test]
+fn erf_is_accurate_to_f32_precision() {
+    // Reference values of erf to 10 digits.
+    let xs = [0.0, 0.1, 0.5, -1.0, 2.0, 3.5, -3.99, 5.0, -30.0];
+    let expected =
+        [0.0, 0.1124629160, 0.5204998778, -0.8427007929, 0.9953222650, 0.9999992569, -0.9999999832, 1.0, -1.0];
+    let out = run1("erf", &[f(&[9], &xs)], Attrs::new());
+    for (g, e) in out.to_f64s().iter().zip(expected) {
+        assert!((g - e).abs() <= 1.2e-7, "erf: got {g}, expected {e}");
+    }
+    assert!(run1("erf", &[f(&[1], &[f64::NAN])], Attrs::new()).to_f64s()[0].is_nan());
+}
+
+#[test]
+fn reciprocal_abs_and_hard_swish() {
+    check(
+        &run1("reciprocal", &[f(&[3], &[2.0, -0.5, 0.0])], Attrs::new()),
+        DType::F32,
+        &[3],
+        &[0.5, -2.0, f64::INFINITY],
+    );
+    check(&run1("abs", &[f(&[3], &[-1.5, 0.0, 2.0])], Attrs::new()), DType::F32, &[3], &[1.5, 0.0, 2.0]);
+    let i = tt(&[3], DType::I32, &[-3.0, 4.0, i32::MIN as f64]);
+    check(&run1("abs", &[i.clone()], Attrs::new()), DType::I32, &[3], &[3.0, 4.0, i32::MIN as f64]);
+    assert_eq!(
+        err("reciprocal", &[i], Attrs::new()),
+        "reciprocal: expected a float tensor (f32 or f16), got dtype i32"
+    );
+    let x = f(&[6], &[-4.0, -1.0, 0.0, 1.0, 3.0, 4.0]);
+    check(&run1("hard_swish", &[x], Attrs::new()), DType::F32, &[6], &[0.0, -1.0 / 3.0, 0.0, 2.0 / 3.0, 3.0, 4.0]);
+}
+
+#[test]
+fn clip_bounds_floats_and_integers() {
+    let bounds = float("a_min", -1.0).with("a_max", AttrValue::Float(1.0));
+    let x = f(&[4], &[-2.0, 0.5, 3.0, f64::NAN]);
+    check(&run1("clip", &[x.clone()], bounds.clone()), DType::F32, &[4], &[-1.0, 0.5, 1.0, f64::NAN]);
+    let i = tt(&[3], DType::I64, &[-5.0, 2.0, 7.0]);
+    let ib = float("a_min", -1.0).with("a_max", AttrValue::Int(3));
+    check(&run1("clip", &[i], ib), DType::I64, &[3], &[-1.0, 2.0, 3.0]);
+    assert_eq!(err("clip", &[x.clone()], float("a_min", 0.0)), "operator `clip` needs attribute `a_max`");
+    assert_eq!(rel_err("clip", &[ty(&[2], DType::Bool)], bounds), "clip: expected a numeric tensor, got dtype bool");
+    assert_eq!(rel_err("clip", &[ty(&[2], DType::F32)], float("a_min", 0.0)), "clip: missing attribute `a_max`");
+}
+
+#[test]
+fn hard_sigmoid_defaults_and_attributes() {
+    let x = f(&[4], &[-3.0, 0.0, 1.0, 3.0]);
+    check(&run1("hard_sigmoid", &[x.clone()], Attrs::new()), DType::F32, &[4], &[0.0, 0.5, 0.7, 1.0]);
+    let a = float("alpha", 0.5).with("beta", AttrValue::Float(0.6));
+    check(&run1("hard_sigmoid", &[x], a), DType::F32, &[4], &[0.0, 0.6, 1.0, 1.0]);
+}
+
+#[test]
+fn gelu_rejects_an_unknown_approximation() {
+    assert_eq!(
+        err("gelu", &[f(&[1], &[1.0])], s("approximate", "fast")),
+        "gelu: `approximate` must be one of none, tanh, got \"fast\""
+    );
+}
+
+#[test]
+fn logical_not_needs_bool() {
+    let b = tt(&[2], DType::Bool, &[1.0, 0.0]);
+    check(&run1("logical_not", &[b], Attrs::new()), DType::Bool, &[2], &[0.0, 1.0]);
+    assert_eq!(
+        err("logical_not", &[f(&[1], &[1.0])], Attrs::new()),
+        "logical_not: expected a bool tensor, got dtype f32"
+    );
+}
+
+#[test]
+fn min_reduction() {
+    let x = f(&[2, 3], &[1.0, 2.0, -3.0, 4.0, 5.0, 6.0]);
+    check(&run1("min", &[x.clone()], ints("axis", &[1])), DType::F32, &[2], &[-3.0, 4.0]);
+    let keep = ints("axis", &[0]).with("keepdims", AttrValue::Bool(true));
+    check(&run1("min", &[x], keep), DType::F32, &[1, 3], &[1.0, 2.0, -3.0]);
+    check(&run1("min", &[tt(&[3], DType::I32, &[3.0, -5.0, 2.0])], Attrs::new()), DType::I32, &[], &[-5.0]);
+    assert_eq!(err("min", &[f(&[0], &[])], Attrs::new()), "min: cannot reduce (0,) over an empty axis");
+}
+
+#[test]
+fn arithmetic_and_comparisons_cover_integer_dtypes() {
+    for dtype in [DType::I32, DType::I64] {
+        let a = tt(&[3], dtype, &[7.0, -2.0, 5.0]);
+        let b = tt(&[3], dtype, &[2.0, 3.0, 5.0]);
+        check(&run1("subtract", &[a.clone(), b.clone()], Attrs::new()), dtype, &[3], &[5.0, -5.0, 0.0]);
+        check(&run1("multiply", &[a.clone(), b.clone()], Attrs::new()), dtype, &[3], &[14.0, -6.0, 25.0]);
+        check(&run1("maximum", &[a.clone(), b.clone()], Attrs::new()), dtype, &[3], &[7.0, 3.0, 5.0]);
+        check(&run1("minimum", &[a.clone(), b.clone()], Attrs::new()), dtype, &[3], &[2.0, -2.0, 5.0]);
+        check(&run1("greater_equal", &[a, b], Attrs::new()), DType::Bool, &[3], &[1.0, 0.0, 1.0]);
+    }
+}
+
+#[test]
+fn absurd_values_in_new_attributes_are_errors() {
+    assert!(matches!(run("clip", &[f(&[1], &[1.0])], Attrs::new()), Err(OpError::Invalid(_))));
+    let e = rel("clip", &[ty(&[1], DType::F32)], float("a_min", f64::NAN).with("a_max", AttrValue::Float(1.0)));
+    assert_eq!(e.unwrap_err().to_string(), "clip: `a_min` and `a_max` must not be NaN");
+}
+
+// ---- take, strided_slice, pad, trilu ----
+
+fn i64s(shape: &[u64], vals: &[f64]) -> crate::ir::Tensor {
+    tt(shape, DType::I64, vals)
+}
+
+#[test]
+fn take_gathers_with_negative_indices() {
+    let x = f(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    check(
+        &run1("take", &[x.clone(), i64s(&[2], &[2.0, -3.0])], Attrs::new()),
+        DType::F32,
+        &[2, 2],
+        &[5.0, 6.0, 1.0, 2.0],
+    );
+    let idx = tt(&[1, 1], DType::I32, &[1.0]);
+    check(&run1("take", &[x.clone(), idx], int("axis", 1)), DType::F32, &[3, 1, 1], &[2.0, 4.0, 6.0]);
+    check(&run1("take", &[x.clone(), i64s(&[], &[-1.0])], Attrs::new()), DType::F32, &[2], &[5.0, 6.0]);
+    let b = tt(&[3], DType::Bool, &[1.0, 0.0, 1.0]);
+    check(&run1("take", &[b, i64s(&[2], &[1.0, 1.0])], Attrs::new()), DType::Bool, &[2], &[0.0, 0.0]);
+    assert_eq!(
+        err("take", &[x.clone(), i64s(&[1], &[3.0])], Attrs::new()),
+        "take: index 3 is out of range for axis 0 of length 3"
+    );
+    assert_eq!(
+        err("take", &[x.clone(), i64s(&[1], &[-4.0])], Attrs::new()),
+        "take: index -4 is out of range for axis 0 of length 3"
+    );
+    assert_eq!(
+        err("take", &[x.clone(), f(&[1], &[0.0])], Attrs::new()),
+        "take: indices must have dtype i32 or i64, got f32"
+    );
+    assert_eq!(
+        err("take", &[x, i64s(&[1], &[0.0])], int("axis", 2)),
+        "take: axis 2 is out of range for a tensor of rank 2"
+    );
+}
+
+fn slice(begin: &[i64], end: &[i64], strides: Option<&[i64]>, axes: Option<&[i64]>) -> Attrs {
+    let mut a = ints("begin", begin).with("end", AttrValue::Ints(end.into()));
+    if let Some(s) = strides {
+        a = a.with("strides", AttrValue::Ints(s.into()));
+    }
+    if let Some(x) = axes {
+        a = a.with("axes", AttrValue::Ints(x.into()));
+    }
+    a
+}
+
+#[test]
+fn strided_slice_follows_onnx_slice() {
+    let vals: Vec<f64> = (0..10).map(f64::from).collect();
+    let x = tt(&[10], DType::I32, &vals);
+    let go = |a: Attrs| run1("strided_slice", &[x.clone()], a);
+    check(&go(slice(&[2], &[8], Some(&[3]), None)), DType::I32, &[2], &[2.0, 5.0]);
+    check(&go(slice(&[8], &[1], Some(&[-2]), None)), DType::I32, &[4], &[8.0, 6.0, 4.0, 2.0]);
+    // End clamps; INT64_MAX means "to the end", INT64_MIN with a negative step "to the start".
+    check(&go(slice(&[7], &[i64::MAX], None, None)), DType::I32, &[3], &[7.0, 8.0, 9.0]);
+    let rev: Vec<f64> = vals.iter().rev().copied().collect();
+    check(&go(slice(&[-1], &[i64::MIN], Some(&[-1]), None)), DType::I32, &[10], &rev);
+    check(&go(slice(&[20], &[30], None, None)), DType::I32, &[0], &[]);
+    check(&go(slice(&[-3], &[-1], None, None)), DType::I32, &[2], &[7.0, 8.0]);
+    // A start before the first element with a negative step selects nothing (numpy).
+    check(&go(slice(&[-20], &[-30], Some(&[-1]), None)), DType::I32, &[0], &[]);
+    let m = f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let r = run1("strided_slice", &[m.clone()], slice(&[1], &[1000], None, Some(&[-1])));
+    check(&r, DType::F32, &[2, 2], &[2.0, 3.0, 5.0, 6.0]);
+    let r = run1("strided_slice", &[m.clone()], slice(&[-1, 2], &[-1000, 0], Some(&[-1, -2]), None));
+    check(&r, DType::F32, &[2, 1], &[6.0, 3.0]);
+    assert_eq!(
+        err("strided_slice", &[m.clone()], slice(&[0], &[1], Some(&[0]), None)),
+        "strided_slice: stride of axis 0 is 0"
+    );
+    assert_eq!(
+        err("strided_slice", &[m.clone()], slice(&[0, 0], &[1, 1], None, Some(&[1, -1]))),
+        "strided_slice: `axes` repeats axis 1"
+    );
+    assert_eq!(
+        err("strided_slice", &[m], slice(&[0, 0], &[1], None, None)),
+        "strided_slice: `begin`, `end`, `strides` and `axes` must have equal lengths, got 2, 1, 2 and 2"
+    );
+}
+
+fn pads(widths: &[i64], mode: &str) -> Attrs {
+    ints("pad_width", widths).with("pad_mode", AttrValue::Str(mode.into()))
+}
+
+#[test]
+fn pad_constant_reflect_edge_and_crop() {
+    let x = f(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let a = pads(&[1, 0, 0, 1], "constant").with("pad_value", AttrValue::Float(9.0));
+    check(&run1("pad", &[x.clone()], a), DType::F32, &[3, 3], &[9.0, 9.0, 9.0, 1.0, 2.0, 9.0, 3.0, 4.0, 9.0]);
+    let v = f(&[3], &[1.0, 2.0, 3.0]);
+    check(&run1("pad", &[v.clone()], pads(&[2, 2], "reflect")), DType::F32, &[7], &[3.0, 2.0, 1.0, 2.0, 3.0, 2.0, 1.0]);
+    check(&run1("pad", &[v.clone()], pads(&[2, 1], "edge")), DType::F32, &[6], &[1.0, 1.0, 1.0, 2.0, 3.0, 3.0]);
+    // Reflection wider than the axis keeps mirroring (numpy's `reflect`).
+    let two = f(&[2], &[1.0, 2.0]);
+    check(&run1("pad", &[two.clone()], pads(&[3, 0], "reflect")), DType::F32, &[5], &[2.0, 1.0, 2.0, 1.0, 2.0]);
+    // Negative widths crop.
+    check(&run1("pad", &[v.clone()], ints("pad_width", &[-1, 1])), DType::F32, &[3], &[2.0, 3.0, 0.0]);
+    let i = tt(&[1], DType::I64, &[5.0]);
+    let a = ints("pad_width", &[1, 0]).with("pad_value", AttrValue::Float(7.0));
+    check(&run1("pad", &[i], a), DType::I64, &[2], &[7.0, 5.0]);
+    assert_eq!(
+        err("pad", &[v.clone()], ints("pad_width", &[-2, -2])),
+        "pad: pads (-2, -2) crop more than the length 3 of axis 0"
+    );
+    assert_eq!(
+        err("pad", &[x], ints("pad_width", &[1, 1])),
+        "pad: `pad_width` needs 4 values for a tensor of rank 2, got 2"
+    );
+    assert_eq!(
+        err("pad", &[v], pads(&[1, 1], "wrap")),
+        "pad: `pad_mode` must be one of constant, reflect, edge, got \"wrap\""
+    );
+    assert_eq!(err("pad", &[f(&[0], &[])], pads(&[1, 0], "edge")), "pad: cannot edge-pad the empty axis 0");
+    let e = run("pad", &[two], ints("pad_width", &[1 << 40, 0])).unwrap_err();
+    assert!(matches!(e, OpError::Tensor(crate::ir::TensorError::TooLarge { .. })), "{e}");
+}
+
+#[test]
+fn trilu_masks_triangles() {
+    let x = f(&[3, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    check(
+        &run1("trilu", &[x.clone()], Attrs::new()),
+        DType::F32,
+        &[3, 3],
+        &[1.0, 2.0, 3.0, 0.0, 5.0, 6.0, 0.0, 0.0, 9.0],
+    );
+    let lower = Attrs::new().with("upper", AttrValue::Bool(false)).with("k", AttrValue::Int(-1));
+    check(&run1("trilu", &[x.clone()], lower), DType::F32, &[3, 3], &[0.0, 0.0, 0.0, 4.0, 0.0, 0.0, 7.0, 8.0, 0.0]);
+    check(&run1("trilu", &[x], int("k", 1)), DType::F32, &[3, 3], &[0.0, 2.0, 3.0, 0.0, 0.0, 6.0, 0.0, 0.0, 0.0]);
+    let b = tt(&[2, 1, 2], DType::Bool, &[1.0, 1.0, 1.0, 1.0]);
+    let lower = Attrs::new().with("upper", AttrValue::Bool(false));
+    check(&run1("trilu", &[b], lower), DType::Bool, &[2, 1, 2], &[1.0, 0.0, 1.0, 0.0]);
+    assert_eq!(
+        err("trilu", &[f(&[3], &[0.0; 3])], Attrs::new()),
+        "trilu: expected a tensor of rank 2 or more, got shape (3,)"
+    );
+}
+
+// ---- pools, lrn, conv2d_transpose ----
+
+fn seq(n: usize) -> Vec<f64> {
+    (1..=n).map(|v| v as f64).collect()
+}
+
+#[test]
+fn max_pool2d_ceil_mode_padding_and_dilation() {
+    let x = f(&[1, 1, 4, 4], &seq(16));
+    let a = ints("pool_size", &[3, 3]).with("strides", AttrValue::Ints(vec![2, 2].into()));
+    check(&run1("max_pool2d", &[x.clone()], a.clone()), DType::F32, &[1, 1, 1, 1], &[11.0]);
+    let ceil = a.with("ceil_mode", AttrValue::Bool(true));
+    check(&run1("max_pool2d", &[x.clone()], ceil), DType::F32, &[1, 1, 2, 2], &[11.0, 12.0, 15.0, 16.0]);
+    // A last window that would start in the padding is dropped (ONNX's reduce-by-one case).
+    let small = f(&[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let a = ints("pool_size", &[1])
+        .with("strides", AttrValue::Ints(vec![2].into()))
+        .with("ceil_mode", AttrValue::Bool(true));
+    check(&run1("max_pool2d", &[small], a), DType::F32, &[1, 1, 1, 1], &[1.0]);
+    // Padding never wins, even against negative inputs.
+    let neg = f(&[1, 1, 2, 2], &[-1.0, -2.0, -3.0, -4.0]);
+    let a = ints("pool_size", &[2]).with("padding", AttrValue::Ints(vec![1].into()));
+    check(
+        &run1("max_pool2d", &[neg], a),
+        DType::F32,
+        &[1, 1, 3, 3],
+        &[-1.0, -1.0, -2.0, -1.0, -1.0, -2.0, -3.0, -3.0, -4.0],
+    );
+    let a = ints("pool_size", &[2]).with("dilation", AttrValue::Ints(vec![2].into()));
+    check(&run1("max_pool2d", &[x.clone()], a), DType::F32, &[1, 1, 2, 2], &[11.0, 12.0, 15.0, 16.0]);
+    assert_eq!(
+        err("max_pool2d", &[x.clone()], ints("pool_size", &[5])),
+        "max_pool2d: window extent 5 is larger than the padded input 4"
+    );
+    assert_eq!(
+        err("max_pool2d", &[f(&[4], &[0.0; 4])], ints("pool_size", &[1])),
+        "max_pool2d: expected 4-d data (NCHW), got shape (4,)"
+    );
+    assert_eq!(err("max_pool2d", &[x], Attrs::new()), "operator `max_pool2d` needs attribute `pool_size`");
+}
+
+#[test]
+fn avg_pool2d_counts_and_ceil_mode() {
+    let x = f(&[1, 1, 4, 4], &seq(16));
+    let a = ints("pool_size", &[3, 3])
+        .with("strides", AttrValue::Ints(vec![2, 2].into()))
+        .with("ceil_mode", AttrValue::Bool(true));
+    check(&run1("avg_pool2d", &[x.clone()], a), DType::F32, &[1, 1, 2, 2], &[6.0, 7.5, 12.0, 13.5]);
+    let a = ints("pool_size", &[2])
+        .with("dilation", AttrValue::Ints(vec![2].into()))
+        .with("ceil_mode", AttrValue::Bool(true));
+    check(&run1("avg_pool2d", &[x], a), DType::F32, &[1, 1, 2, 2], &[6.0, 7.0, 10.0, 11.0]);
+    let s = f(&[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let a = ints("pool_size", &[2]).with("padding", AttrValue::Ints(vec![1].into()));
+    check(
+        &run1("avg_pool2d", &[s.clone()], a.clone()),
+        DType::F32,
+        &[1, 1, 3, 3],
+        &[1.0, 1.5, 2.0, 2.0, 2.5, 3.0, 3.0, 3.5, 4.0],
+    );
+    let inc = a.with("count_include_pad", AttrValue::Bool(true));
+    check(
+        &run1("avg_pool2d", &[s], inc),
+        DType::F32,
+        &[1, 1, 3, 3],
+        &[0.25, 0.75, 0.5, 1.0, 2.5, 1.5, 0.75, 1.75, 1.0],
+    );
+    // ONNX's averagepool_2d_precomputed_pads_count_include_pad.
+    let x = f(&[1, 1, 5, 5], &seq(25));
+    let a = ints("pool_size", &[5])
+        .with("padding", AttrValue::Ints(vec![2, 2, 2, 2].into()))
+        .with("count_include_pad", AttrValue::Bool(true));
+    #[rustfmt::skip]
+    let expected = [
+        2.52, 3.6, 4.8, 4.08, 3.24, 4.56, 6.4, 8.4, 7.04, 5.52, 7.2, 10.0, 13.0, 10.8, 8.4,
+        6.96, 9.6, 12.4, 10.24, 7.92, 6.12, 8.4, 10.8, 8.88, 6.84,
+    ];
+    check(&run1("avg_pool2d", &[x], a), DType::F32, &[1, 1, 5, 5], &expected);
+}
+
+#[test]
+fn global_pools_keep_spatial_axes() {
+    let x = f(&[1, 2, 2, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, -8.0]);
+    check(&run1("global_avg_pool2d", &[x.clone()], Attrs::new()), DType::F32, &[1, 2, 1, 1], &[2.5, 2.5]);
+    check(&run1("global_max_pool2d", &[x], Attrs::new()), DType::F32, &[1, 2, 1, 1], &[4.0, 7.0]);
+    let h = tt(&[1, 1, 2], DType::F16, &[1.0, 3.0]);
+    check(&run1("global_avg_pool2d", &[h], Attrs::new()), DType::F16, &[1, 1, 1], &[2.0]);
+    assert_eq!(
+        err("global_max_pool2d", &[f(&[1, 1, 0, 2], &[])], Attrs::new()),
+        "global_max_pool2d: cannot pool the empty spatial axes of (1, 1, 0, 2)"
+    );
+}
+
+#[test]
+fn lrn_normalises_across_channels() {
+    let x = f(&[1, 3, 1, 1], &[1.0, 2.0, 3.0]);
+    let a = int("size", 3).with("alpha", AttrValue::Float(3.0)).with("beta", AttrValue::Float(1.0));
+    check(&run1("lrn", &[x.clone()], a), DType::F32, &[1, 3, 1, 1], &[1.0 / 6.0, 2.0 / 15.0, 3.0 / 14.0]);
+    // An even size looks one channel further ahead than behind.
+    let a = int("size", 2).with("alpha", AttrValue::Float(2.0)).with("beta", AttrValue::Float(1.0));
+    check(&run1("lrn", &[x.clone()], a), DType::F32, &[1, 3, 1, 1], &[1.0 / 6.0, 2.0 / 14.0, 3.0 / 10.0]);
+    // Defaults: alpha 1e-4, beta 0.75, bias 1.
+    let y = run1("lrn", &[x.clone()], int("size", 1));
+    check(
+        &y,
+        DType::F32,
+        &[1, 3, 1, 1],
+        &[1.0 / 1.0001f64.powf(0.75), 2.0 / 1.0004f64.powf(0.75), 3.0 / 1.0009f64.powf(0.75)],
+    );
+    assert_eq!(err("lrn", &[x], int("size", 0)), "lrn: `size` must be positive, got 0");
+}
+
+#[test]
+fn conv2d_transpose_scatters_kernels() {
+    let x = f(&[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let w = f(&[1, 1, 2, 2], &[1.0; 4]);
+    let go = |a: Attrs| run1("conv2d_transpose", &[x.clone(), w.clone()], a);
+    check(&go(Attrs::new()), DType::F32, &[1, 1, 3, 3], &[1.0, 3.0, 2.0, 4.0, 10.0, 6.0, 3.0, 7.0, 4.0]);
+    #[rustfmt::skip]
+    let blocks = [1.0, 1.0, 2.0, 2.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0, 3.0, 3.0, 4.0, 4.0];
+    check(&go(ints("strides", &[2])), DType::F32, &[1, 1, 4, 4], &blocks);
+    let padded = ints("strides", &[2]).with("padding", AttrValue::Ints(vec![1].into()));
+    check(&go(padded), DType::F32, &[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let extra = ints("strides", &[2]).with("output_padding", AttrValue::Ints(vec![1, 0].into()));
+    let out = go(extra);
+    assert_eq!(out.shape(), [1, 1, 5, 4]);
+    assert_eq!(out.to_f64s()[16..], [0.0; 4]);
+    // Two groups, one channel each.
+    let x2 = f(&[1, 2, 1, 1], &[1.0, 2.0]);
+    let w2 = f(&[2, 1, 1, 1], &[10.0, -1.0]);
+    check(&run1("conv2d_transpose", &[x2, w2], int("groups", 2)), DType::F32, &[1, 2, 1, 1], &[10.0, -2.0]);
+    // ONNX's convtranspose case: 3x3 input 0..8, two 3x3 all-ones output channels.
+    let x3 = f(&[1, 1, 3, 3], &(0..9).map(f64::from).collect::<Vec<_>>());
+    let w3 = f(&[1, 2, 3, 3], &[1.0; 18]);
+    let out = run1("conv2d_transpose", &[x3, w3], Attrs::new());
+    #[rustfmt::skip]
+    let ch = [
+        0.0, 1.0, 3.0, 3.0, 2.0, 3.0, 8.0, 15.0, 12.0, 7.0, 9.0, 21.0, 36.0, 27.0, 15.0,
+        9.0, 20.0, 33.0, 24.0, 13.0, 6.0, 13.0, 21.0, 15.0, 8.0,
+    ];
+    check(&out, DType::F32, &[1, 2, 5, 5], &[ch, ch].concat());
+    assert_eq!(
+        err(
+            "conv2d_transpose",
+            &[x.clone(), w.clone()],
+            ints("strides", &[2]).with("output_padding", AttrValue::Ints(vec![2].into()))
+        ),
+        "conv2d_transpose: `output_padding` 2 must be non-negative and less than the stride or dilation"
+    );
+    assert_eq!(
+        err("conv2d_transpose", &[x.clone(), f(&[2, 1, 1, 1], &[1.0; 2])], Attrs::new()),
+        "conv2d_transpose: data has 1 channels but weight (2, 1, 1, 1) expects 2"
+    );
+    assert_eq!(
+        err("conv2d_transpose", &[x, w], ints("padding", &[2])),
+        "conv2d_transpose: padding 4 removes the whole output of length 3"
+    );
+}
+
+#[test]
+fn absurd_pool_and_transpose_geometry_is_an_error_not_an_allocation() {
+    let x = f(&[1, 1, 2, 2], &[1.0; 4]);
+    let huge = ints("pool_size", &[1]).with("padding", AttrValue::Ints(vec![1 << 40].into()));
+    let e = run("max_pool2d", &[x.clone()], huge).unwrap_err();
+    assert!(matches!(e, OpError::Tensor(crate::ir::TensorError::TooLarge { .. })), "{e}");
+    let e = run(
+        "avg_pool2d",
+        &[x.clone()],
+        ints("pool_size", &[i64::MAX]).with("dilation", AttrValue::Ints(vec![i64::MAX].into())),
+    );
+    assert_eq!(e.unwrap_err().to_string(), "avg_pool2d: padding, dilation or pool size overflows");
+    let w = f(&[1, 1, 1, 1], &[1.0]);
+    let e = run("conv2d_transpose", &[x.clone(), w], ints("strides", &[1 << 40])).unwrap_err();
+    assert!(matches!(e, OpError::Tensor(crate::ir::TensorError::TooLarge { .. })), "{e}");
+    let w3 = f(&[1, 1, 3, 3], &[1.0; 9]);
+    let e = run(
+        "conv2d_transpose",
+        &[x, w3],
+        ints("strides", &[i64::MAX]).with("dilation", AttrValue::Ints(vec![i64::MAX].into())),
+    );
+    assert_eq!(e.unwrap_err().to_string(), "conv2d_transpose: strides, padding, dilation or kernel size overflows");
+}

@@ -1,0 +1,213 @@
+//! ONNX models on the command line: `passel import`, and `.onnx` files wherever the CLI takes
+//! a `.pir` file. This is the IO half of the importer: the model file is memory-mapped and
+//! handed to the engine's decoder as a shared [`Bytes`] (initializer weights stay in the
+//! mapping), and external-data files are mapped on request from the model's folder only.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use clap::Args;
+use passel_engine::frontend::onnx::{import_onnx_bytes, ExternalData, ImportError, ImportOptions};
+use passel_engine::ir::{print_module, verify_module, Module};
+
+/// Why an ONNX model could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum OnnxError {
+    /// The file could not be opened or mapped.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The importer rejected the model.
+    #[error("{path}: {source}")]
+    Import {
+        /// The file.
+        path: String,
+        /// The importer's error.
+        source: ImportError,
+    },
+    /// The imported module does not verify (an importer bug, reported rather than hidden).
+    #[error("{path}: the imported module does not verify: {msg}")]
+    Verify {
+        /// The file.
+        path: String,
+        /// The first verifier error.
+        msg: String,
+    },
+    /// A malformed `--input-shape`.
+    #[error("--input-shape {0:?}: expected NAME=d0,d1,… with non-negative integer dimensions")]
+    InputShape(String),
+}
+
+/// Whether `path` names an ONNX model (by its `.onnx` extension).
+pub fn is_onnx(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
+/// Maps `path` read-only into a shared buffer (an empty file is an empty buffer; mapping
+/// zero bytes fails on some systems).
+fn map_file(path: &Path) -> Result<Bytes, std::io::Error> {
+    let file = std::fs::File::open(path)?;
+    if file.metadata()?.len() == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: the mapping is read-only and private to this process. As with every mmap-based
+    // loader, a file truncated by another process while mapped would fault on access; model
+    // files are not edited in place while passel reads them.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    Ok(Bytes::from_owner(map))
+}
+
+/// External data read from files inside one folder (the model's): locations that are
+/// absolute, contain `..`, or resolve (through symlinks) outside the folder are refused.
+#[derive(Debug, Clone)]
+pub struct FolderExternalData {
+    dir: PathBuf,
+}
+
+impl FolderExternalData {
+    /// External data relative to `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> FolderExternalData {
+        FolderExternalData { dir: dir.into() }
+    }
+}
+
+impl ExternalData for FolderExternalData {
+    fn load(&self, location: &str) -> Result<Bytes, String> {
+        let rel = Path::new(location);
+        if location.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir)) {
+            return Err(
+                "the location must be a relative path inside the model's folder (no `..`, no absolute path)".into()
+            );
+        }
+        let dir = self.dir.canonicalize().map_err(|e| format!("cannot resolve the model's folder: {e}"))?;
+        let full = dir.join(rel);
+        let real = full.canonicalize().map_err(|e| format!("cannot open {}: {e}", full.display()))?;
+        if !real.starts_with(&dir) {
+            return Err(format!("resolves to {}, outside the model's folder", real.display()));
+        }
+        map_file(&real).map_err(|e| format!("cannot map {}: {e}", real.display()))
+    }
+}
+
+/// Imports the ONNX model at `path`: maps the file, resolves external data from the model's
+/// folder (unless `options` brings its own reader) and verifies the result.
+pub fn import_onnx(path: &Path, options: &ImportOptions) -> Result<Module, OnnxError> {
+    let name = path.display().to_string();
+    let bytes = map_file(path).map_err(|source| OnnxError::Io { path: name.clone(), source })?;
+    let mut options = options.clone();
+    if options.external_data.is_none() {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        options.external_data = Some(Arc::new(FolderExternalData::new(dir)));
+    }
+    let module =
+        import_onnx_bytes(bytes, &options).map_err(|source| OnnxError::Import { path: name.clone(), source })?;
+    verify_module(&module).map_err(|errs| OnnxError::Verify {
+        path: name,
+        msg: errs.first().map(|e| e.to_string()).unwrap_or_default(),
+    })?;
+    Ok(module)
+}
+
+/// Parses `NAME=d0,d1,…` (`NAME=` alone is a scalar).
+pub fn parse_input_shape(text: &str) -> Result<(String, Vec<u64>), OnnxError> {
+    let bad = || OnnxError::InputShape(text.to_string());
+    let (name, dims) = text.rsplit_once('=').ok_or_else(bad)?;
+    if name.is_empty() {
+        return Err(bad());
+    }
+    let dims = if dims.trim().is_empty() {
+        Vec::new()
+    } else {
+        dims.split(',').map(|d| d.trim().parse::<u64>().map_err(|_| bad())).collect::<Result<_, _>>()?
+    };
+    Ok((name.to_string(), dims))
+}
+
+/// The `--input-shape` flag of every command that reads a model.
+#[derive(Args, Clone, Debug, Default)]
+pub struct InputShapeArgs {
+    /// Static shape for an ONNX graph input with symbolic or missing dimensions, e.g.
+    /// `--input-shape input=1,3,224,224`. Repeatable; ignored for `.pir` files.
+    #[arg(long = "input-shape", value_name = "NAME=D0,D1,…")]
+    pub input_shape: Vec<String>,
+}
+
+impl InputShapeArgs {
+    /// Import options carrying these shapes.
+    pub fn options(&self) -> Result<ImportOptions, OnnxError> {
+        let input_shapes = self.input_shape.iter().map(|s| parse_input_shape(s)).collect::<Result<_, _>>()?;
+        Ok(ImportOptions { input_shapes, ..ImportOptions::default() })
+    }
+}
+
+/// `passel import MODEL.onnx [-o OUT.pir] [--input-shape NAME=…]…`.
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// Write the module here instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub shapes: InputShapeArgs,
+}
+
+/// Runs `passel import`: the module's text (or `None` when it was written to `-o`).
+pub fn run_import(args: &ImportArgs) -> Result<Option<String>, String> {
+    let options = args.shapes.options().map_err(|e| e.to_string())?;
+    let module = import_onnx(&args.model, &options).map_err(|e| e.to_string())?;
+    let text = print_module(&module);
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            Ok(None)
+        }
+        None => Ok(Some(text)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_shape_flag_parses_names_and_dims() {
+        assert_eq!(parse_input_shape("x=1,3,224,224").unwrap(), ("x".to_string(), vec![1, 3, 224, 224]));
+        assert_eq!(parse_input_shape("a=b=2").unwrap(), ("a=b".to_string(), vec![2]));
+        assert_eq!(parse_input_shape("s=").unwrap(), ("s".to_string(), vec![]));
+        for bad in ["x", "=1,2", "x=1,-2", "x=1,,2", "x=a"] {
+            assert!(parse_input_shape(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn folder_external_data_refuses_paths_leaving_the_folder() {
+        let dir = std::env::temp_dir().join(format!("passel-ext-{}", std::process::id()));
+        let inner = dir.join("model");
+        std::fs::create_dir_all(&inner).unwrap();
+        std::fs::write(dir.join("outside.bin"), [1u8; 8]).unwrap();
+        std::fs::write(inner.join("w.bin"), [2u8; 8]).unwrap();
+        let ext = FolderExternalData::new(&inner);
+        assert_eq!(&ext.load("w.bin").unwrap()[..], &[2u8; 8]);
+        for bad in ["../outside.bin", "/etc/passwd", "", "sub/../../outside.bin"] {
+            let err = ext.load(bad).unwrap_err();
+            assert!(err.contains("inside the model's folder"), "{bad}: {err}");
+        }
+        assert!(ext.load("absent.bin").unwrap_err().contains("cannot open"));
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(dir.join("outside.bin"), inner.join("link.bin")).unwrap();
+            let err = ext.load("link.bin").unwrap_err();
+            assert!(err.contains("outside the model's folder"), "{err}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
