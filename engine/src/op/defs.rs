@@ -7,7 +7,7 @@
 
 use super::kernels::elementwise::{self, Arith, Cmp, Param, Unary};
 use super::kernels::reduce::{self, Reduce as ReduceKind};
-use super::kernels::{create, index, nn, pool, shape};
+use super::kernels::{create, index, nn, pool, resize, shape};
 use super::{Arity, AttrKind, AttrSpec, OpDef, OpPattern};
 
 // Macros rather than `const fn`s so that `&[attr!(…)]` is promoted to a `'static` slice.
@@ -234,7 +234,7 @@ pub(super) fn all() -> Vec<OpDef> {
             OutEWiseFusable,
             nn::matmul_rel,
             nn::matmul,
-            "matrix product [M,K]x[K,N]->[M,N], batched over a leading dimension of either side",
+            "numpy/ONNX MatMul: [...,M,K]x[...,K,N]->[...,M,N], batch dims broadcast, 1-d operands are a row/column",
         ),
         simple(
             "dense",
@@ -387,14 +387,14 @@ pub(super) fn all() -> Vec<OpDef> {
         OpDef {
             name: "split",
             arity: Exact(1),
-            attrs: &[required!("indices_or_sections", Int), AXIS],
+            attrs: &[attr!("indices_or_sections", Int), attr!("indices", Ints), AXIS],
             pattern: Injective,
             stateful: false,
             tuple_result: true,
             type_rel: shape::split_rel,
             kernel: shape::split,
             scalar_f32: None,
-            doc: "splits x along `axis` into `indices_or_sections` equal parts (a tuple)",
+            doc: "splits x along `axis` into `indices_or_sections` equal parts, or at the split points `indices` (exactly one is given); a tuple",
         },
         simple(
             "broadcast_to",
@@ -431,6 +431,24 @@ pub(super) fn all() -> Vec<OpDef> {
             index::pad_rel,
             index::pad,
             "ONNX Pad: `pad_width` [x1_begin, x2_begin, …, x1_end, …] (negative crops), `pad_mode` constant (with `pad_value`), reflect or edge",
+        ),
+        simple(
+            "resize2d",
+            Exact(1),
+            &[
+                required!("size", Ints),
+                attr!("method", Str),
+                attr!("coordinate_transformation_mode", Str),
+                attr!("rounding_method", Str),
+                attr!("cubic_alpha", Float),
+                attr!("exclude_outside", Bool),
+                attr!("scale_h", Float),
+                attr!("scale_w", Float),
+            ],
+            Injective,
+            resize::resize2d_rel,
+            resize::resize2d,
+            "ONNX Resize of the last two dims to `size` [h, w]: `method` nearest/linear/cubic, ONNX coordinate modes and rounding; optional `scale_h`/`scale_w` when ONNX gave scales",
         ),
         simple(
             "trilu",

@@ -21,6 +21,7 @@ pub(crate) mod nn;
 pub(crate) mod pool;
 
 pub(crate) mod reduce;
+pub(crate) mod resize;
 
 pub(crate) mod shape;
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Neural-network operators: `matmul`, `dense`, `conv2d`, `conv2d_transpose`, `bias_add`,
 //! `batch_norm`, `layer_norm`, `softmax` and `dropout`. All are float-only (f32, or f16 computed in f32).
 
-use ndarray::{s, Array2, Array3, Array4, ArrayD, Axis, Ix2, Ix3, Ix4, IxDyn, Zip};
+use ndarray::{s, Array2, Array3, Array4, ArrayD, Axis, Ix2, Ix4, IxDyn, Zip};
 
 use super::{
     attr_float, attr_int, attr_ints, check_arity, check_dims, from_f32, invalid, norm_axis, out_dims, require_float,
@@ -16,10 +16,19 @@ fn shape_err(op: &str, e: ndarray::ShapeError) -> OpError {
 
 // ---- matmul ----
 
-/// Type relation of `matmul(a, b)`: `[M, K] x [K, N] -> [M, N]`; with a leading batch
-/// dimension on either or both sides (`[B, M, K] x [B, K, N] -> [B, M, N]`), where a batch of
-/// 1 or a missing batch broadcasts.
-pub(crate) fn matmul_rel(args: &[Type], _attrs: &Attrs) -> Result<Type, OpError> {
+/// The operands of `matmul` as numpy sees them: a 1-d `a` is a row `[1, K]` and a 1-d `b` a
+/// column `[K, 1]` (the added axis is dropped from the result); leading dimensions are batch
+/// dimensions that broadcast.
+struct MatmulShape {
+    batch: Vec<u64>,
+    a_batch: Vec<u64>,
+    b_batch: Vec<u64>,
+    m: u64,
+    k: u64,
+    n: u64,
+}
+
+fn matmul_shape(args: &[Type]) -> Result<(MatmulShape, Type), OpError> {
     let op = "matmul";
     check_arity(op, args.len(), 2)?;
     let a = tensor_arg(op, args, 0)?;
@@ -28,50 +37,72 @@ pub(crate) fn matmul_rel(args: &[Type], _attrs: &Attrs) -> Result<Type, OpError>
     require_float(op, a)?;
     let shapes = || format!("{} and {}", shape_str(&a.shape), shape_str(&b.shape));
     let (ra, rb) = (a.shape.len(), b.shape.len());
-    if !(2..=3).contains(&ra) || !(2..=3).contains(&rb) {
-        return Err(type_err(op, format_args!("expected 2-d or 3-d tensors, got shapes {}", shapes())));
+    if ra == 0 || rb == 0 {
+        return Err(type_err(op, format_args!("operands must have rank 1 or more, got shapes {}", shapes())));
     }
-    let (m, k) = (a.shape[ra - 2], a.shape[ra - 1]);
-    let (k2, n) = (b.shape[rb - 2], b.shape[rb - 1]);
+    let (a_batch, m, k) =
+        if ra == 1 { (&[][..], 1, a.shape[0]) } else { (&a.shape[..ra - 2], a.shape[ra - 2], a.shape[ra - 1]) };
+    let (b_batch, k2, n) =
+        if rb == 1 { (&[][..], b.shape[0], 1) } else { (&b.shape[..rb - 2], b.shape[rb - 2], b.shape[rb - 1]) };
     if k != k2 {
         return Err(type_err(op, format_args!("inner dimensions do not match: shapes {}", shapes())));
     }
-    let shape = match (ra, rb) {
-        (2, 2) => vec![m, n],
-        (3, 2) => vec![a.shape[0], m, n],
-        (2, 3) => vec![b.shape[0], m, n],
-        _ => {
-            let batch = match (a.shape[0], b.shape[0]) {
-                (x, y) if x == y => x,
-                (1, y) => y,
-                (x, 1) => x,
-                _ => return Err(type_err(op, format_args!("batch dimensions do not match: shapes {}", shapes()))),
-            };
-            vec![batch, m, n]
-        }
-    };
-    Ok(Type::tensor(shape, a.dtype))
+    let batch = super::broadcast_shapes(op, a_batch, b_batch)
+        .map_err(|_| type_err(op, format_args!("batch dimensions do not broadcast: shapes {}", shapes())))?;
+    let mut shape = batch.clone();
+    if ra > 1 {
+        shape.push(m);
+    }
+    if rb > 1 {
+        shape.push(n);
+    }
+    let ty = Type::tensor(shape, a.dtype);
+    Ok((MatmulShape { batch, a_batch: a_batch.to_vec(), b_batch: b_batch.to_vec(), m, k, n }, ty))
 }
 
-/// Kernel of `matmul`.
-pub(crate) fn matmul(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+/// Type relation of `matmul(a, b)` with numpy/ONNX MatMul semantics: `[…, M, K] x […, K, N]
+/// -> […, M, N]` where the batch dimensions broadcast (`[2, 1, 4, 5] x [3, 5, 6] ->
+/// [2, 3, 4, 6]`); a 1-d operand is a row (left) or column (right) whose axis is dropped.
+pub(crate) fn matmul_rel(args: &[Type], _attrs: &Attrs) -> Result<Type, OpError> {
+    matmul_shape(args).map(|(_, ty)| ty)
+}
+
+/// The index into a batch of shape `own` (right-aligned against `batch`, size-1 dimensions
+/// broadcasting) of the `flat`-th batch entry of `batch`, both row-major.
+fn batch_index(flat: usize, batch: &[usize], own: &[usize]) -> usize {
+    let mut rest = flat;
+    let mut idx = 0;
+    let mut stride = 1;
+    for (d, &len) in batch.iter().enumerate().rev() {
+        let i = rest % len;
+        rest /= len;
+        if let Some(o) = (d + own.len()).checked_sub(batch.len()) {
+            if own[o] != 1 {
+                idx += i * stride;
+            }
+            stride *= own[o];
+        }
+    }
+    idx
+}
+
+/// Kernel of `matmul`: one matrix product per output batch entry, each operand's batch entry
+/// found by broadcasting (no operand is expanded in memory).
+pub(crate) fn matmul(args: &[Tensor], _attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
     let op = "matmul";
-    let ty = matmul_rel(&types_of(args), attrs)?;
+    let (geo, ty) = matmul_shape(&types_of(args))?;
     let (shape, dtype) = out_dims(&ty)?;
     let (a, b) = (to_f32(op, &args[0])?, to_f32(op, &args[1])?);
-    // View both sides as 3-d, a missing batch being a batch of one.
-    fn as3(x: &ndarray::ArcArray<f32, IxDyn>) -> Result<ndarray::ArrayView3<'_, f32>, OpError> {
-        let v = x.view();
-        let v = if v.ndim() == 2 { v.insert_axis(Axis(0)) } else { v };
-        v.into_dimensionality::<Ix3>().map_err(|e| shape_err("matmul", e))
-    }
-    let (a3, b3) = (as3(&a)?, as3(&b)?);
-    let (m, n) = (a3.shape()[1], b3.shape()[2]);
-    let batch = a3.shape()[0].max(b3.shape()[0]);
-    let mut out = Array3::<f32>::zeros((batch, m, n));
-    for i in 0..batch {
-        let ai = a3.index_axis(Axis(0), if a3.shape()[0] == 1 { 0 } else { i });
-        let bi = b3.index_axis(Axis(0), if b3.shape()[0] == 1 { 0 } else { i });
+    let us = |v: &[u64]| v.iter().map(|&d| d as usize).collect::<Vec<usize>>();
+    let (batch, a_batch, b_batch) = (us(&geo.batch), us(&geo.a_batch), us(&geo.b_batch));
+    let (m, k, n) = (geo.m as usize, geo.k as usize, geo.n as usize);
+    let a3 = a.to_shape((a_batch.iter().product::<usize>(), m, k)).map_err(|e| shape_err(op, e))?;
+    let b3 = b.to_shape((b_batch.iter().product::<usize>(), k, n)).map_err(|e| shape_err(op, e))?;
+    let total: usize = batch.iter().product();
+    let mut out = Array3::<f32>::zeros((total, m, n));
+    for i in 0..total {
+        let ai = a3.index_axis(Axis(0), batch_index(i, &batch, &a_batch));
+        let bi = b3.index_axis(Axis(0), batch_index(i, &batch, &b_batch));
         out.index_axis_mut(Axis(0), i).assign(&ai.dot(&bi));
     }
     let out = out.into_shape_with_order(IxDyn(&shape)).map_err(|e| shape_err(op, e))?;

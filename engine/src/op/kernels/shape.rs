@@ -149,55 +149,100 @@ pub(crate) fn concatenate(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) 
 
 const MAX_SECTIONS: u64 = 1 << 16;
 
-fn split_params(args: &[Type], attrs: &Attrs) -> Result<(usize, u64, Vec<u64>, crate::ir::DType), OpError> {
+/// The `[start, end)` ranges of `split`'s parts along its axis, the axis, and the result type.
+type SplitPlan = (usize, Vec<(u64, u64)>, Type);
+
+fn split_plan(args: &[Type], attrs: &Attrs) -> Result<SplitPlan, OpError> {
     let op = "split";
     super::check_arity(op, args.len(), 1)?;
     let x = tensor_arg(op, args, 0)?;
     let axis = norm_axis(op, attr_int(op, attrs, "axis", 0)?, x.shape.len())?;
-    let sections = attr_int(op, attrs, "indices_or_sections", 0)?;
-    if sections < 1 {
-        return Err(type_err(op, format_args!("`indices_or_sections` must be a positive count, got {sections}")));
-    }
-    let sections = sections as u64;
-    if x.shape[axis] % sections != 0 {
-        return Err(type_err(
-            op,
-            format_args!(
-                "axis {axis} of {} (length {}) does not split into {sections} equal sections",
-                shape_str(&x.shape),
-                x.shape[axis]
-            ),
-        ));
-    }
-    Ok((axis, sections, x.shape.to_vec(), x.dtype))
+    let len = x.shape[axis];
+    let ranges: Vec<(u64, u64)> = match (attrs.get("indices_or_sections").is_some(), attr_ints(op, attrs, "indices")?) {
+        (true, None) => {
+            let sections = attr_int(op, attrs, "indices_or_sections", 0)?;
+            if sections < 1 {
+                return Err(type_err(
+                    op,
+                    format_args!("`indices_or_sections` must be a positive count, got {sections}"),
+                ));
+            }
+            let sections = sections as u64;
+            if len % sections != 0 {
+                return Err(type_err(
+                    op,
+                    format_args!(
+                        "axis {axis} of {} (length {len}) does not split into {sections} equal sections",
+                        shape_str(&x.shape)
+                    ),
+                ));
+            }
+            // The tuple type has one field per section; keep it a sane size.
+            if sections > MAX_SECTIONS {
+                return Err(type_err(op, format_args!("too many sections: {sections} (limit {MAX_SECTIONS})")));
+            }
+            let part = len / sections;
+            (0..sections).map(|i| (i * part, (i + 1) * part)).collect()
+        }
+        (false, Some(points)) => {
+            if points.len() as u64 >= MAX_SECTIONS {
+                return Err(type_err(
+                    op,
+                    format_args!("too many sections: {} (limit {MAX_SECTIONS})", points.len() + 1),
+                ));
+            }
+            let mut prev = 0u64;
+            let mut ranges = Vec::with_capacity(points.len() + 1);
+            for &p in points {
+                match u64::try_from(p) {
+                    Ok(p) if p >= prev && p <= len => {
+                        ranges.push((prev, p));
+                        prev = p;
+                    }
+                    _ => {
+                        return Err(type_err(
+                            op,
+                            format_args!(
+                                "`indices` must be ascending split points in [0, {len}] (axis {axis} of {}), got {points:?}",
+                                shape_str(&x.shape)
+                            ),
+                        ))
+                    }
+                }
+            }
+            ranges.push((prev, len));
+            ranges
+        }
+        _ => return Err(type_err(op, "exactly one of `indices_or_sections` and `indices` must be given")),
+    };
+    let fields: Vec<Type> = ranges
+        .iter()
+        .map(|&(b, e)| {
+            let mut shape = x.shape.to_vec();
+            shape[axis] = e - b;
+            Type::tensor(shape, x.dtype)
+        })
+        .collect();
+    Ok((axis, ranges, Type::tuple(fields)))
 }
 
-/// Type relation of `split(x, indices_or_sections=n, axis=0)`: a tuple of `n` equal parts.
+/// Type relation of `split(x, indices_or_sections=n | indices=[…], axis=0)`: a tuple of `n`
+/// equal parts, or of the parts between TVM-style split points (`[2, 5]` on length 7 gives
+/// lengths 2, 3, 2).
 pub(crate) fn split_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
-    let (axis, sections, mut shape, dtype) = split_params(args, attrs)?;
-    // The tuple type has one field per section; keep it a sane size.
-    if sections > MAX_SECTIONS {
-        return Err(type_err("split", format_args!("too many sections: {sections} (limit {MAX_SECTIONS})")));
-    }
-    shape[axis] /= sections;
-    let part = Type::tensor(shape, dtype);
-    Ok(Type::tuple(vec![part; sections as usize]))
+    split_plan(args, attrs).map(|(_, _, ty)| ty)
 }
 
 /// Kernel of `split`.
 pub(crate) fn split(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
     let op = "split";
-    let (axis, sections, shape, dtype) = split_params(&types_of(args), attrs)?;
-    if sections > MAX_SECTIONS {
-        return Err(type_err(op, format_args!("too many sections: {sections} (limit {MAX_SECTIONS})")));
-    }
-    let sections = sections as usize;
-    let len = shape[axis] as usize / sections;
-    with_elem!(dtype, T => {
+    let (axis, ranges, _) = split_plan(&types_of(args), attrs)?;
+    with_elem!(args[0].dtype(), T => {
         let a = arr::<T>(op, &args[0])?;
-        Ok((0..sections)
-            .map(|i| {
-                let part = a.slice_axis(Axis(axis), Slice::from(i * len..(i + 1) * len));
+        Ok(ranges
+            .iter()
+            .map(|&(b, e)| {
+                let part = a.slice_axis(Axis(axis), Slice::from(b as usize..e as usize));
                 T::wrap(part.to_owned().into_shared())
             })
             .collect())

@@ -440,3 +440,184 @@ fn absurd_pool_and_transpose_geometry_is_an_error_not_an_allocation() {
     );
     assert_eq!(e.unwrap_err().to_string(), "conv2d_transpose: strides, padding, dilation or kernel size overflows");
 }
+
+// ---- resize2d ----
+
+fn resize(size: &[i64], method: &str) -> Attrs {
+    ints("size", size).with("method", AttrValue::Str(method.into()))
+}
+
+#[test]
+fn resize2d_nearest_matches_onnx_upsample_case() {
+    // ONNX's resize_upsample_scales_nearest: [1, 1, 2, 2] by (2, 3).
+    let x = f(&[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let row1 = [1.0, 1.0, 1.0, 2.0, 2.0, 2.0];
+    let row2 = [3.0, 3.0, 3.0, 4.0, 4.0, 4.0];
+    let expected = [row1, row1, row2, row2].concat();
+    check(&run1("resize2d", &[x], resize(&[4, 6], "nearest")), DType::F32, &[1, 1, 4, 6], &expected);
+}
+
+#[test]
+fn resize2d_nearest_rounding_modes() {
+    let x = f(&[1, 1, 1, 4], &[1.0, 2.0, 3.0, 4.0]);
+    let go = |mode: &str| {
+        run1("resize2d", &[x.clone()], resize(&[1, 8], "nearest").with("rounding_method", AttrValue::Str(mode.into())))
+    };
+    check(&go("round_prefer_floor"), DType::F32, &[1, 1, 1, 8], &[1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]);
+    check(&go("floor"), DType::F32, &[1, 1, 1, 8], &[1.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0]);
+    check(&go("ceil"), DType::F32, &[1, 1, 1, 8], &[1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0, 4.0]);
+    // Ties (x.5) under asymmetric coordinates.
+    let y = f(&[1, 2], &[1.0, 2.0]);
+    let tie = |mode: &str| {
+        let a = resize(&[1, 4], "nearest")
+            .with("coordinate_transformation_mode", AttrValue::Str("asymmetric".into()))
+            .with("rounding_method", AttrValue::Str(mode.into()));
+        run1("resize2d", &[y.clone()], a)
+    };
+    check(&tie("round_prefer_floor"), DType::F32, &[1, 4], &[1.0, 1.0, 2.0, 2.0]);
+    check(&tie("round_prefer_ceil"), DType::F32, &[1, 4], &[1.0, 2.0, 2.0, 2.0]);
+    let i = tt(&[1, 2], DType::I32, &[5.0, 9.0]);
+    check(&run1("resize2d", &[i], resize(&[1, 4], "nearest")), DType::I32, &[1, 4], &[5.0, 5.0, 9.0, 9.0]);
+}
+
+#[test]
+fn resize2d_linear_coordinate_modes() {
+    let x = f(&[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    // ONNX's resize_upsample_scales_linear (half_pixel).
+    #[rustfmt::skip]
+    let half = [1.0, 1.25, 1.75, 2.0, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3.0, 3.25, 3.75, 4.0];
+    check(&run1("resize2d", &[x.clone()], resize(&[4, 4], "linear")), DType::F32, &[1, 1, 4, 4], &half);
+    // ONNX's resize_upsample_scales_linear_align_corners.
+    let t = 1.0 / 3.0;
+    #[rustfmt::skip]
+    let corners = [
+        1.0, 1.0 + t, 1.0 + 2.0 * t, 2.0, 1.0 + 2.0 * t, 2.0, 2.0 + t, 2.0 + 2.0 * t,
+        2.0 + t, 2.0 + 2.0 * t, 3.0, 3.0 + t, 3.0, 3.0 + t, 3.0 + 2.0 * t, 4.0,
+    ];
+    let a = resize(&[4, 4], "linear").with("coordinate_transformation_mode", AttrValue::Str("align_corners".into()));
+    check(&run1("resize2d", &[x.clone()], a), DType::F32, &[1, 1, 4, 4], &corners);
+    // ONNX's resize_downsample_scales_linear: scales 0.6 give a 1x2 output, mapped with 0.6.
+    let y = f(&[1, 1, 2, 4], &seq(8));
+    let a = resize(&[1, 2], "linear").with("scale_h", AttrValue::Float(0.6)).with("scale_w", AttrValue::Float(0.6));
+    check(&run1("resize2d", &[y.clone()], a), DType::F32, &[1, 1, 1, 2], &[2.6666665, 4.3333331]);
+    // pytorch_half_pixel maps a length-1 output to -0.5 (the first element); half_pixel to
+    // the middle.
+    let v = f(&[1, 4], &[1.0, 2.0, 3.0, 4.0]);
+    let a =
+        resize(&[1, 1], "linear").with("coordinate_transformation_mode", AttrValue::Str("pytorch_half_pixel".into()));
+    check(&run1("resize2d", &[v.clone()], a), DType::F32, &[1, 1], &[1.0]);
+    check(&run1("resize2d", &[v.clone()], resize(&[1, 1], "linear")), DType::F32, &[1, 1], &[2.5]);
+    // asymmetric: x / scale; tf_half_pixel_for_nn: (x + 0.5) / scale.
+    let a = resize(&[1, 8], "linear").with("coordinate_transformation_mode", AttrValue::Str("asymmetric".into()));
+    check(&run1("resize2d", &[v.clone()], a), DType::F32, &[1, 8], &[1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.0]);
+    let a = resize(&[1, 2], "nearest")
+        .with("coordinate_transformation_mode", AttrValue::Str("tf_half_pixel_for_nn".into()));
+    check(&run1("resize2d", &[v], a), DType::F32, &[1, 2], &[2.0, 4.0]);
+}
+
+#[test]
+fn resize2d_cubic_matches_onnx_and_excludes_outside() {
+    // ONNX's resize_upsample_scales_cubic, first row.
+    let x = f(&[1, 1, 4, 4], &seq(16));
+    let out = run1("resize2d", &[x.clone()], resize(&[8, 8], "cubic"));
+    assert_eq!(out.shape(), [1, 1, 8, 8]);
+    let row = [0.47265625, 0.76953125, 1.24609375, 1.875, 2.28125, 2.91015625, 3.38671875, 3.68359375];
+    for (g, e) in out.to_f64s()[..8].iter().zip(row) {
+        assert!((g - e).abs() < 1e-5, "got {g}, expected {e}");
+    }
+    // With exclude_outside the two taps left of the input are dropped and the rest
+    // renormalised: 1 + 5 * (-0.10546875 / 0.7734375).
+    let a = resize(&[8, 8], "cubic").with("exclude_outside", AttrValue::Bool(true));
+    let first = run1("resize2d", &[x], a).to_f64s()[0];
+    assert!((first - (1.0 - 5.0 * 0.10546875 / 0.7734375)).abs() < 1e-5, "{first}");
+}
+
+#[test]
+fn resize2d_rejects_bad_attributes() {
+    let x = f(&[1, 2], &[1.0, 2.0]);
+    assert_eq!(
+        err("resize2d", &[x.clone()], resize(&[2, 2], "bilinear")),
+        "resize2d: `method` must be one of nearest, linear, cubic, got \"bilinear\""
+    );
+    assert_eq!(
+        err("resize2d", &[x.clone()], ints("size", &[2])),
+        "resize2d: `size` must be two non-negative values [out_h, out_w], got [2]"
+    );
+    assert_eq!(
+        err("resize2d", &[x.clone()], ints("size", &[2, 2]).with("scale_h", AttrValue::Float(0.0))),
+        "resize2d: `scale_h` must be positive and finite, got 0"
+    );
+    assert_eq!(
+        err("resize2d", &[f(&[2], &[1.0, 2.0])], ints("size", &[2, 2])),
+        "resize2d: expected a tensor of rank 2 or more, got shape (2,)"
+    );
+    assert_eq!(
+        err("resize2d", &[f(&[0, 2], &[])], ints("size", &[2, 2])),
+        "resize2d: cannot resize the empty axis 0 of (0, 2)"
+    );
+    let e = run("resize2d", &[x], ints("size", &[1 << 20, 1 << 20])).unwrap_err();
+    assert!(matches!(e, OpError::Tensor(crate::ir::TensorError::TooLarge { .. })), "{e}");
+    check(&run1("resize2d", &[f(&[1, 2], &[1.0, 2.0])], ints("size", &[0, 1 << 40])), DType::F32, &[0, 1 << 40], &[]);
+}
+
+// ---- matmul and split extensions ----
+
+#[test]
+fn matmul_follows_numpy_for_vectors_and_batches() {
+    let f32t = |s: &[u64]| ty(s, DType::F32);
+    let shape_of = |a: &[u64], b: &[u64]| rel("matmul", &[f32t(a), f32t(b)], Attrs::new()).map(|t| t.to_string());
+    assert_eq!(shape_of(&[2, 1, 4, 5], &[3, 5, 6]).unwrap(), "Tensor[(2, 3, 4, 6), f32]");
+    assert_eq!(shape_of(&[5], &[5]).unwrap(), "Tensor[(), f32]");
+    assert_eq!(shape_of(&[5], &[2, 5, 3]).unwrap(), "Tensor[(2, 3), f32]");
+    assert_eq!(shape_of(&[2, 4, 5], &[5]).unwrap(), "Tensor[(2, 4), f32]");
+    assert_eq!(
+        rel_err("matmul", &[f32t(&[2, 4, 5]), f32t(&[3, 5, 6])], Attrs::new()),
+        "matmul: batch dimensions do not broadcast: shapes (2, 4, 5) and (3, 5, 6)"
+    );
+    assert_eq!(
+        rel_err("matmul", &[f32t(&[]), f32t(&[3])], Attrs::new()),
+        "matmul: operands must have rank 1 or more, got shapes () and (3,)"
+    );
+    // Vector . vector, vector x matrix, matrix x vector.
+    let v = f(&[2], &[1.0, 2.0]);
+    let m = f(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    check(&run1("matmul", &[v.clone(), v.clone()], Attrs::new()), DType::F32, &[], &[5.0]);
+    check(&run1("matmul", &[v.clone(), m.clone()], Attrs::new()), DType::F32, &[2], &[7.0, 10.0]);
+    check(&run1("matmul", &[m.clone(), v], Attrs::new()), DType::F32, &[2], &[5.0, 11.0]);
+    // [2, 1, 1, 2] x [3, 2, 1]: every (i, j) pairs a's batch i with b's batch j.
+    let a = f(&[2, 1, 1, 2], &[1.0, 0.0, 0.0, 1.0]);
+    let b = f(&[3, 2, 1], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    check(&run1("matmul", &[a, b], Attrs::new()), DType::F32, &[2, 3, 1, 1], &[1.0, 3.0, 5.0, 2.0, 4.0, 6.0]);
+}
+
+#[test]
+fn split_at_indices() {
+    let x = f(&[7], &seq(7));
+    let out = run("split", &[x.clone()], ints("indices", &[2, 5])).unwrap();
+    assert_eq!(out.len(), 3);
+    check(&out[0], DType::F32, &[2], &[1.0, 2.0]);
+    check(&out[1], DType::F32, &[3], &[3.0, 4.0, 5.0]);
+    check(&out[2], DType::F32, &[2], &[6.0, 7.0]);
+    let m = f(&[2, 3], &seq(6));
+    let out = run("split", &[m], ints("indices", &[1, 1]).with("axis", AttrValue::Int(-1))).unwrap();
+    let shapes: Vec<Vec<usize>> = out.iter().map(|t| t.shape().to_vec()).collect();
+    assert_eq!(shapes, [vec![2, 1], vec![2, 0], vec![2, 2]]);
+    let t = rel("split", &[ty(&[7], DType::I64)], ints("indices", &[3])).unwrap();
+    assert_eq!(t.to_string(), "(Tensor[(3,), i64], Tensor[(4,), i64])");
+    assert_eq!(
+        err("split", &[x.clone()], ints("indices", &[5, 2])),
+        "split: `indices` must be ascending split points in [0, 7] (axis 0 of (7,)), got [5, 2]"
+    );
+    assert_eq!(
+        err("split", &[x.clone()], ints("indices", &[8])),
+        "split: `indices` must be ascending split points in [0, 7] (axis 0 of (7,)), got [8]"
+    );
+    assert_eq!(
+        err("split", &[x.clone()], ints("indices", &[2]).with("indices_or_sections", AttrValue::Int(7))),
+        "split: exactly one of `indices_or_sections` and `indices` must be given"
+    );
+    assert_eq!(
+        err("split", &[x], Attrs::new()),
+        "split: exactly one of `indices_or_sections` and `indices` must be given"
+    );
+}
