@@ -548,7 +548,8 @@ fn range(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         return Err("delta is zero".into());
     }
     let n = ((limit - start) / delta).ceil().max(0.0);
-    if !(n <= cx.em_fold_limit() as f64) {
+    // `n` is NaN when the bounds are (then the comparison is false too).
+    if n.is_nan() || n > cx.em_fold_limit() as f64 {
         return Err(format!("Range of {n} elements is too large to compute at import"));
     }
     let n = n as usize;
@@ -701,8 +702,8 @@ fn split(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         }
         None => {
             let n = num_outputs.map(|n| n as u64).unwrap_or(n_out as u64);
-            if n == 0 {
-                return Err("splits into zero parts".into());
+            if n == 0 || n != n_out as u64 {
+                return Err(format!("splits into {n} parts but has {n_out} outputs"));
             }
             let chunk = dim.div_ceil(n);
             if num_outputs.is_none() && dim % n != 0 {
@@ -1229,7 +1230,7 @@ fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             let mut out = Vec::new();
             for (i, &s) in sc.iter().enumerate() {
                 let o = (shape[i] as f64 * s as f32 as f64).floor();
-                if !(o >= 0.0 && o < u32::MAX as f64) {
+                if o.is_nan() || o < 0.0 || o >= u32::MAX as f64 {
                     return Err(format!("scale {s} gives an invalid size"));
                 }
                 // passel's resize2d maps coordinates with out/in; a scale that differs from
