@@ -149,7 +149,7 @@ impl<'s> Parser<'s> {
 
     /// The bytes of `hex` (which starts at byte offset `at`): pairs of hex digits.
     fn decode_hex(&mut self, name: &str, hex: &[u8], at: u32) -> PResult<Vec<u8>> {
-        if hex.len() % 2 != 0 {
+        if hex.len() & 1 == 1 {
             let span = Span { start: at, end: at + hex.len() as u32 };
             return Err(
                 self.error_at(span, format!("resource `{name}` has an odd number of hex digits ({})", hex.len()))
