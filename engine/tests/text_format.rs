@@ -277,6 +277,8 @@ struct Gen {
     rng: ChaCha8Rng,
     b: FunctionBuilder,
     scope: Vec<NodeId>,
+    /// Large constants made so far, reused to exercise sharing in the resources section.
+    large: Vec<Tensor>,
 }
 
 /// Names include duplicates and spellings the printer must repair.
@@ -285,7 +287,7 @@ const KEYS: &[&str] = &["SkipOptimization", "Primitive", "Compiler", "Level", "k
 
 impl Gen {
     fn new(seed: u64) -> Gen {
-        Gen { rng: ChaCha8Rng::seed_from_u64(seed), b: FunctionBuilder::new(), scope: Vec::new() }
+        Gen { rng: ChaCha8Rng::seed_from_u64(seed), b: FunctionBuilder::new(), scope: Vec::new(), large: Vec::new() }
     }
 
     fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
@@ -370,7 +372,34 @@ impl Gen {
         attrs
     }
 
+    /// A dense constant above the inline limit, from random bytes (so floats include NaN
+    /// payloads, `-0.0` and subnormals), sometimes equal to an earlier one or the same bytes
+    /// under another shape.
+    fn large_constant(&mut self) -> Constant {
+        if !self.large.is_empty() && self.rng.gen_bool(0.4) {
+            let t = self.pick(&self.large.clone()).clone();
+            if self.rng.gen_bool(0.5) {
+                return Constant::Dense(t);
+            }
+            let flat = [t.len() as u64];
+            return Constant::Dense(Tensor::from_le_bytes(&flat, t.dtype(), &t.to_le_bytes()).expect("same bytes"));
+        }
+        let shapes: [&[u64]; 3] = [&[1025], &[33, 32], &[2, 3, 200]];
+        let shape = *self.pick(&shapes);
+        let dtype = self.dtype();
+        let n: u64 = shape.iter().product();
+        let bytes: Vec<u8> = (0..n * dtype.size_bytes() as u64)
+            .map(|_| if dtype == DType::Bool { self.rng.gen_range(0..2) } else { self.rng.gen() })
+            .collect();
+        let t = Tensor::from_le_bytes(shape, dtype, &bytes).expect("sized");
+        self.large.push(t.clone());
+        Constant::Dense(t)
+    }
+
     fn constant(&mut self) -> Constant {
+        if self.rng.gen_bool(0.05) {
+            return self.large_constant();
+        }
         let shape = if self.rng.gen_bool(0.5) { vec![] } else { self.shape() };
         let dtype = self.dtype();
         if self.rng.gen_bool(0.3) {
@@ -596,6 +625,13 @@ const TOKENS: &[&str] = &[
     "99999999999999999999",
     "// c\n",
     "é",
+    "resource",
+    "resources",
+    "<(2,), bool>",
+    "(r0)",
+    "r0",
+    "\"0100\"",
+    "\"0g\"",
 ];
 
 fn nested_types(depth: usize) -> String {
@@ -725,4 +761,106 @@ fn a_repeated_literal_outside_operator_arguments_keeps_its_own_span() {
     let span = errs[0].span.expect("a span");
     assert_eq!(&src[span.start as usize..span.end as usize], "1.0f");
     assert_eq!(span.start as usize, src.find("if (1.0f)").expect("the if") + 4);
+}
+
+// ---- large constants: the resources section ----
+
+/// A 2000-element f32 tensor whose bits include a NaN payload, `-0.0` and a subnormal.
+fn odd_floats() -> Tensor {
+    let mut bits: Vec<u32> = (0..2000u32).map(|i| (i as f32 * 0.25 - 7.0).to_bits()).collect();
+    bits[0] = 0x7fc0_0001; // quiet NaN with a payload
+    bits[1] = 0xffa0_0000; // negative signalling-pattern NaN
+    bits[2] = 0x8000_0000; // -0.0
+    bits[3] = 0x0000_0001; // smallest subnormal
+    let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+    Tensor::from_le_bytes(&[2000], DType::F32, &bytes).expect("sized")
+}
+
+fn const_function(consts: &[Constant]) -> passel_engine::ir::Function {
+    let mut b = FunctionBuilder::new();
+    let ids: Vec<NodeId> = consts.iter().map(|c| b.constant(c.clone())).collect();
+    let body = b.tuple(&ids);
+    b.finish(&[], body, None, Attrs::new())
+}
+
+#[test]
+fn large_constants_print_as_shared_resources_and_parse_back_bit_exact() {
+    let big = odd_floats();
+    // The same bytes as another allocation, and under another shape and dtype.
+    let copy = Tensor::from_le_bytes(&[2000], DType::F32, &big.to_le_bytes()).expect("sized");
+    let as_i32 = Tensor::from_le_bytes(&[40, 50], DType::I32, &big.to_le_bytes()).expect("sized");
+    let small = Tensor::from_f64s(&[4], DType::F32, &[1.0, 2.0, 3.0, 4.0]).expect("sized");
+    let mask = Tensor::from_le_bytes(&[1100], DType::Bool, &vec![1u8; 1100]).expect("sized");
+    let mut m = Module::new();
+    m.add("a", const_function(&[Constant::Dense(big.clone()), Constant::Dense(small)])).expect("fresh");
+    m.add("b", const_function(&[Constant::Dense(copy), Constant::Dense(as_i32), Constant::Dense(mask)]))
+        .expect("fresh");
+    let text = print_module(&m);
+    let (code, section) = text.split_once("\nresources {\n").expect("a resources section");
+    expect_test::expect![[r#"
+        def @a() {
+          (resource<(2000,), f32>(r0), tensor<(4,), f32>[1.0, 2.0, 3.0, 4.0])
+        }
+
+        def @b() {
+          (resource<(2000,), f32>(r0), resource<(40, 50), i32>(r0), resource<(1100,), bool>(r1))
+        }
+    "#]]
+    .assert_eq(code);
+    let entries: Vec<&str> = section.lines().collect();
+    assert_eq!(entries.len(), 3, "two blobs and the closing brace");
+    assert!(entries[0].starts_with("  r0 = \"0100c07f0000a0ff000000800100000"), "{}", &entries[0][..60]);
+    assert_eq!(entries[0].len(), "  r0 = \"\";".len() + 2 * 8000);
+    assert_eq!(entries[2], "}");
+    let m2 = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert!(module_structural_eq(&m, &m2));
+    assert_eq!(print_module(&m2), text, "fmt is a fixed point");
+    let ExprKind::Tuple { fields } = *m2.get("a").unwrap().kind(m2.get("a").unwrap().body()) else { panic!() };
+    let f = m2.get("a").unwrap();
+    let ExprKind::Const { idx } = *f.kind(f.ids(fields)[0]) else { panic!() };
+    assert!(matches!(&**f.constant(idx), Constant::Dense(t) if t.to_le_bytes() == big.to_le_bytes()));
+    // A function printed alone carries its own section.
+    let alone = print_function("a", m.get("a").unwrap());
+    assert!(alone.contains("resource<(2000,), f32>(r0)") && alone.contains("\nresources {\n  r0 = \""));
+    round_trip(&alone);
+}
+
+#[test]
+fn fills_and_small_dense_constants_stay_inline() {
+    let text =
+        round_trip("def @f() { (uniform<(1000000,), f32>(seed=1, low=0.0, high=1.0), tensor<(2,), i64>[1, 2]) }");
+    assert!(!text.contains("resource"), "{text}");
+}
+
+#[test]
+fn malformed_resources_are_errors_with_a_position() {
+    let head = "def @f() {\n  resource<(2,), f32>(r0)\n}\n";
+    let cases: &[(&str, &str)] = &[
+        (
+            "resources {\n  r0 = \"0000803f\";\n}\n",
+            "2:3: resource `r0` does not fit its type: shape [2] of f32 needs 8 bytes, got 4",
+        ),
+        ("resources {\n  r0 = \"0000803f0000803x\";\n}\n", "5:24: resource `r0`: `x` is not a hex digit"),
+        ("resources {\n  r0 = \"0000803f0000803\";\n}\n", "5:9: resource `r0` has an odd number of hex digits (15)"),
+        ("resources {\n  r1 = \"0000803f0000803f\";\n}\n", "2:3: unknown resource `r0`"),
+        (
+            "resources {\n  r0 = \"0000803f0000803f\";\n  r0 = \"0000803f0000803f\";\n}\n",
+            "6:3: resource `r0` is defined twice (first at 5:3)",
+        ),
+        (
+            "resources {\n  r0 = \"0000803f0000803f\";\n}\ndef @g() { 1.0f }\n",
+            "7:1: the `resources` section must come last",
+        ),
+        ("resources {\n  r0 = \"0000803f0000803f\";\n", "6:1: unterminated `resources` section (it starts at 4:1)"),
+        ("resources {\n  r0 = 12;\n}\n", "5:8: expected a hex string `\"…\"`, found `12`"),
+        ("", "2:3: unknown resource `r0`"),
+    ];
+    for (section, want) in cases {
+        let got = errors(&format!("{head}{section}"));
+        assert_eq!(got, *want, "section:\n{section}");
+    }
+    let bools = "def @f() {\n  resource<(2,), bool>(r0)\n}\nresources {\n  r0 = \"0102\";\n}\n";
+    assert_eq!(errors(bools), "2:3: resource `r0` does not fit its type: bool element 1 is byte 2, not 0 or 1");
+    let two = "def @f() { 1.0f }\nresources {\n}\nresources {\n}\n";
+    assert!(errors(two).contains("4:1: the `resources` section must come last"), "{}", errors(two));
 }

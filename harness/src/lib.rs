@@ -2,12 +2,15 @@
 //! benches and fuzzing, and the bench runner. This is the only crate that does IO.
 
 pub mod bench;
+pub mod conformance;
 pub mod console;
 pub mod debug;
 pub mod diag;
+pub mod eval;
 pub mod fuzz;
 pub mod gen;
 pub mod incremental_bench;
 pub mod notes;
+pub mod npy;
 pub mod onnx;
 pub mod watch;

@@ -43,6 +43,12 @@ enum Command {
     },
     /// Import an ONNX model (opsets 9-21) and print it as .pir text.
     Import(onnx::ImportArgs),
+    /// Run the reference interpreter on a model's entry function with inputs from .npy files
+    /// (or seeded random inputs); write the outputs as DIR/output_K.npy and print a summary.
+    Eval(EvalArgs),
+    /// Check passel against ONNX's own test data (written by scripts/onnx_data.sh): node cases
+    /// per op and real models; exit 1 on a failure not listed as out of scope.
+    Conformance(ConformanceArgs),
     /// Generate a deterministic workload as .pir text on stdout.
     #[command(subcommand)]
     Gen(gen::cli::GenCommand),
@@ -235,6 +241,108 @@ fn bisect(console: &Console, args: BisectArgs) -> ExitCode {
     match res {
         Ok(text) => write_stdout(console, &text),
         Err(e) => console.error(&e),
+    }
+}
+
+#[derive(Args)]
+struct EvalArgs {
+    /// The .pir file or .onnx model.
+    file: PathBuf,
+    #[command(flatten)]
+    shapes: onnx::InputShapeArgs,
+    /// An input: `NAME=FILE.npy` for the parameter NAME, or `FILE.npy` for the next parameter
+    /// in order. Repeatable; parameters without a file get seeded random values.
+    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    inputs: Vec<String>,
+    /// Seed of the random inputs (floats uniform in [-1, 1), integers in [-5, 5]).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write each output as DIR/output_K.npy.
+    #[arg(long = "output-dir", value_name = "DIR")]
+    output_dir: Option<PathBuf>,
+    /// Compare each output with EXPECTED_DIR/output_K.npy (exit 1 on a mismatch).
+    #[arg(long, value_name = "EXPECTED_DIR")]
+    compare: Option<PathBuf>,
+    /// Relative tolerance of --compare (ONNX's backend tests use 1e-3).
+    #[arg(long, default_value_t = 1e-3)]
+    rtol: f64,
+    /// Absolute tolerance of --compare (ONNX's backend tests use 1e-7).
+    #[arg(long, default_value_t = 1e-7)]
+    atol: f64,
+    /// The entry function.
+    #[arg(long, default_value = "main")]
+    function: String,
+}
+
+#[derive(Args)]
+struct ConformanceArgs {
+    /// The data folder (default target/onnx-data, as scripts/onnx_data.sh writes it).
+    #[arg(default_value = "target/onnx-data")]
+    dir: PathBuf,
+    /// The out-of-scope list: `case reason…` per line.
+    #[arg(long, default_value = "docs/onnx-out-of-scope.txt")]
+    out_of_scope: PathBuf,
+    /// Only cases whose name contains this text.
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+fn eval_cmd(args: EvalArgs) -> ExitCode {
+    let module = match load(&args.file, &args.shapes) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let inputs = args
+        .inputs
+        .iter()
+        .map(|s| match s.split_once('=') {
+            Some((name, file)) => (Some(name.to_string()), PathBuf::from(file)),
+            None => (None, PathBuf::from(s)),
+        })
+        .collect();
+    let opts = passel_harness::eval::EvalOptions {
+        function: args.function,
+        inputs,
+        seed: args.seed,
+        output_dir: args.output_dir,
+        compare: args.compare,
+        rtol: args.rtol,
+        atol: args.atol,
+    };
+    match passel_harness::eval::eval(&module, &opts) {
+        Ok((report, ok)) => {
+            let code = write_stdout(&report);
+            if ok {
+                code
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn conformance(args: ConformanceArgs) -> ExitCode {
+    if !args.dir.is_dir() {
+        eprintln!("error: {} does not exist: run scripts/onnx_data.sh first", args.dir.display());
+        return ExitCode::FAILURE;
+    }
+    let oos = match passel_harness::conformance::read_out_of_scope(&args.out_of_scope) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (report, ok) = passel_harness::conformance::run_all(&args.dir, &oos, args.filter.as_deref());
+    let code = write_stdout(&report);
+    if ok {
+        code
+    } else {
+        ExitCode::FAILURE
     }
 }
 
@@ -516,6 +624,8 @@ fn main() -> ExitCode {
             Ok((m, _)) => write_stdout(console, &print_module(&m)),
             Err(code) => code,
         },
+        Command::Eval(args) => eval_cmd(args),
+        Command::Conformance(args) => conformance(args),
         Command::Import(args) => match onnx::run_import(&args) {
             Ok(Some(text)) => write_stdout(console, &text),
             Ok(None) => console.exit_code(ExitCode::SUCCESS),

@@ -946,6 +946,23 @@ impl Function {
         Some(f)
     }
 
+    /// A copy of this function whose constant-table entries `idx` hold `c` instead, each of
+    /// the same tensor type as the entry it replaces (the parser's `resource<…>` references
+    /// are typed placeholders until the resources section is read). `None` when an index is
+    /// out of range or a type differs.
+    pub(crate) fn with_constants_replaced(&self, repl: &[(ConstIdx, Arc<Constant>)]) -> Option<Function> {
+        let mut f = self.clone();
+        let table = f.consts.make_mut();
+        for (idx, c) in repl {
+            let slot = table.get_mut(idx.0 as usize)?;
+            if slot.tensor_type() != c.tensor_type() {
+                return None;
+            }
+            *slot = Arc::clone(c);
+        }
+        Some(f)
+    }
+
     /// Turns each node `id` of `consts` into a constant node for `c` (ids checked by the
     /// caller), typed with the constant's type: an equal type of the table when there is one.
     fn put_constants(&mut self, consts: &[(NodeId, Arc<Constant>)]) {

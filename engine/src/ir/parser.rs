@@ -14,6 +14,7 @@
 mod lexer;
 mod literals;
 mod names;
+mod resources;
 
 use std::fmt;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use self::lexer::{Kw, Lexer, Tok, Token};
 use self::literals::scalar;
 use self::names::NameMap;
+use self::resources::{Blob, PendingRef};
 use super::attrs::{AttrValue, Attrs};
 use super::expr::Span;
 use super::function::FunctionBuilder;
@@ -144,6 +146,15 @@ struct Parser<'s> {
     /// Whether the rest of this function is skipped (after a nesting error, whose recovery
     /// inside the deep nest would only report follow-on errors).
     abandoned: bool,
+    /// `resource<…>(name)` references of this function.
+    pending: Vec<PendingRef<'s>>,
+    // Per module:
+    /// References of the functions kept, with their function's name, in text order.
+    module_refs: Vec<(&'s str, PendingRef<'s>)>,
+    /// The entries of the `resources` section by name.
+    blobs: NameMap<'s, Blob>,
+    /// Whether a `resources` section was read.
+    section_seen: bool,
 }
 
 impl<'s> Parser<'s> {
@@ -171,6 +182,10 @@ impl<'s> Parser<'s> {
             abandoned: false,
             operands: Vec::new(),
             pairs: Vec::new(),
+            pending: Vec::new(),
+            module_refs: Vec::new(),
+            blobs: NameMap::default(),
+            section_seen: false,
         }
     }
 
@@ -329,6 +344,10 @@ impl<'s> Parser<'s> {
         let mut module = Module::new();
         let mut first_def: FxMap<&'s str, u32> = FxMap::default();
         while !self.at(Tok::Eof) && !self.too_many_errors() {
+            if self.at_kw(Kw::Resources) {
+                self.resources_section();
+                continue;
+            }
             let start = self.tok.start;
             match self.function() {
                 Ok((name_tok, func)) => {
@@ -342,6 +361,7 @@ impl<'s> Parser<'s> {
                         if let Some(func) = func {
                             // Names are unique here, so adding cannot fail.
                             let _ = module.add(name, func);
+                            self.keep_refs(name);
                         }
                     }
                 }
@@ -350,11 +370,18 @@ impl<'s> Parser<'s> {
                     if self.tok.start == start {
                         self.bump();
                     }
-                    while !self.at(Tok::Eof) && !self.at_kw(Kw::Def) && !self.at(Tok::Hash) {
+                    while !self.at(Tok::Eof)
+                        && !self.at_kw(Kw::Def)
+                        && !self.at(Tok::Hash)
+                        && !self.at_kw(Kw::Resources)
+                    {
                         self.bump();
                     }
                 }
             }
+        }
+        if !self.module_refs.is_empty() {
+            self.resolve_resources(&mut module);
         }
         module
     }
@@ -371,6 +398,7 @@ impl<'s> Parser<'s> {
         self.abandoned = false;
         self.operands.clear();
         self.pairs.clear();
+        self.pending.clear();
         let attrs = if self.at(Tok::Hash) { self.attr_list()? } else { Attrs::new() };
         self.expect_kw(Kw::Def)?;
         let name = self.expect(Tok::Global, "a global name `@name`")?;
@@ -619,6 +647,7 @@ impl<'s> Parser<'s> {
             Tok::Hash => self.closure(),
             Tok::Ident => match self.tok.kw {
                 Kw::True | Kw::False | Kw::Tensor | Kw::Full | Kw::Uniform | Kw::Normal => self.constant_expr(),
+                Kw::Resource => self.resource_ref(),
                 Kw::If => self.if_(),
                 Kw::Fn => self.closure(),
                 Kw::None if self.peek.kind == Tok::LParen => self.op_call(),

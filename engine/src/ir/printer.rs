@@ -14,6 +14,11 @@
 //! has its deepest subexpressions bound to fresh variables first (`let %nest = …;`, in
 //! evaluation order), so no printed statement nests too deep. Text that parsed never needs
 //! this, so printing it stays a round trip.
+//!
+//! Dense constants with more than [`INLINE_ELEMENTS_LIMIT`] elements print as references,
+//! `resource<(64, 3, 7, 7), f32>(r0)`, into a `resources { … }` section after the last
+//! function that holds each distinct byte string once, as little-endian hex. Names are `r0`,
+//! `r1`, … in order of first use in the text, so they are deterministic and `fmt` keeps them.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -27,12 +32,20 @@ use super::module::Module;
 use super::parser::FxMap;
 use super::parser::MAX_NESTING;
 use super::tensor::{Constant, Fill, Tensor, TensorData};
+use super::ty::TensorType;
 use crate::op;
 
 /// Indentation (two spaces a level) grows up to this many levels.
 pub const MAX_INDENT: usize = 64;
 
-/// Prints a module in canonical text: functions in module order, separated by a blank line.
+/// Dense constants with more elements than this print as references into the `resources`
+/// section instead of inline: 1024 elements is a 32×32 matrix or a 4 KiB f32 blob, small
+/// enough to read inline, while every real weight tensor (a 64×3×7×7 convolution kernel has
+/// 9408) goes to the section.
+pub const INLINE_ELEMENTS_LIMIT: usize = 1024;
+
+/// Prints a module in canonical text: functions in module order, separated by a blank line,
+/// then the `resources` section if a large constant needs one.
 pub fn print_module(m: &Module) -> String {
     let mut p = Printer::new(m.iter().map(|(_, f)| f.num_nodes() * 16 + 64).sum());
     for (i, (name, f)) in m.iter().enumerate() {
@@ -41,13 +54,16 @@ pub fn print_module(m: &Module) -> String {
         }
         p.function(name, f);
     }
+    p.resources_section();
     p.out
 }
 
-/// Prints one global function `@name` in canonical text.
+/// Prints one global function `@name` in canonical text, followed by the `resources` section
+/// of its large constants (if any), so the text parses on its own.
 pub fn print_function(name: &str, f: &Function) -> String {
     let mut p = Printer::new(f.num_nodes() * 16 + 64);
     p.function(name, f);
+    p.resources_section();
     p.out
 }
 
@@ -105,7 +121,69 @@ struct Printer<'a> {
     height: Vec<u32>,
     /// Hoisted subexpressions in scope, with their names, innermost last.
     hoisted: Vec<(NodeId, Cow<'a, str>)>,
+    resources: Resources<'a>,
 }
+
+/// The distinct byte strings of the large constants printed so far, named `r<index>`.
+#[derive(Default)]
+struct Resources<'a> {
+    /// Constants already named, by address (a module shares one `Arc` between many uses).
+    by_addr: rustc_hash::FxHashMap<*const Constant, u32>,
+    /// Blob indices by a hash of their bytes, to share equal constants that are distinct
+    /// allocations.
+    by_hash: rustc_hash::FxHashMap<u64, Vec<u32>>,
+    blobs: Vec<Cow<'a, [u8]>>,
+}
+
+impl<'a> Resources<'a> {
+    /// The index of `c`'s bytes in the section, adding them when new.
+    fn index(&mut self, c: &'a Constant, bytes: Cow<'a, [u8]>) -> u32 {
+        let addr = c as *const Constant;
+        if let Some(&i) = self.by_addr.get(&addr) {
+            return i;
+        }
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = rustc_hash::FxHasher::default();
+            bytes.hash(&mut h);
+            h.finish()
+        };
+        let same = self.by_hash.entry(hash).or_default();
+        let i = match same.iter().find(|&&i| self.blobs[i as usize] == bytes) {
+            Some(&i) => i,
+            None => {
+                let i = self.blobs.len() as u32;
+                self.blobs.push(bytes);
+                same.push(i);
+                i
+            }
+        };
+        self.by_addr.insert(addr, i);
+        i
+    }
+}
+
+/// The little-endian bytes and type of a dense or raw constant with more than
+/// [`INLINE_ELEMENTS_LIMIT`] elements (borrowed from a raw constant's buffer, which holds
+/// exactly those bytes), or `None` for a constant that prints inline.
+fn large_constant(c: &Constant) -> Option<(Cow<'_, [u8]>, TensorType)> {
+    match c {
+        Constant::Dense(t) if t.len() > INLINE_ELEMENTS_LIMIT => Some((Cow::Owned(t.to_le_bytes()), t.tensor_type())),
+        Constant::Raw { ty, data }
+            if ty
+                .shape
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d))
+                .is_none_or(|n| n > INLINE_ELEMENTS_LIMIT as u64) =>
+        {
+            Some((Cow::Borrowed(&data[..]), ty.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// Lowercase hex digits, for blobs.
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// `#[Key, Key=value]`.
 fn write_attrs(out: &mut String, attrs: &Attrs) {
@@ -156,7 +234,30 @@ impl<'a> Printer<'a> {
             stack: Vec::new(),
             height: Vec::new(),
             hoisted: Vec::new(),
+            resources: Resources::default(),
         }
+    }
+
+    /// `resources { r0 = "…"; … }` after the functions, when a constant was large.
+    fn resources_section(&mut self) {
+        if self.resources.blobs.is_empty() {
+            return;
+        }
+        let bytes: usize = self.resources.blobs.iter().map(|b| 2 * b.len() + 16).sum();
+        self.out.reserve(bytes + 16);
+        self.out.push_str("\nresources {\n");
+        for (i, blob) in self.resources.blobs.iter().enumerate() {
+            let _ = write!(self.out, "  r{i} = \"");
+            let mut hex = Vec::with_capacity(2 * blob.len());
+            for &b in blob.iter() {
+                hex.push(HEX[(b >> 4) as usize]);
+                hex.push(HEX[(b & 15) as usize]);
+            }
+            // Only ASCII hex digits were pushed.
+            self.out.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+            self.out.push_str("\";\n");
+        }
+        self.out.push_str("}\n");
     }
 
     fn func(&self) -> &'a Function {
@@ -378,7 +479,18 @@ impl<'a> Printer<'a> {
                 self.out.push('@');
                 self.out.push_str(f.sym(name));
             }
-            ExprKind::Const { idx } => write_constant(&mut self.out, f.constant(idx)),
+            ExprKind::Const { idx } => {
+                let c: &'a Constant = f.constant(idx);
+                match large_constant(c) {
+                    Some((bytes, ty)) => {
+                        let i = self.resources.index(c, bytes);
+                        self.out.push_str("resource<");
+                        write_shape(&mut self.out, ty.shape.iter().copied());
+                        let _ = write!(self.out, ", {}>(r{i})", ty.dtype);
+                    }
+                    None => write_constant(&mut self.out, c),
+                }
+            }
             ExprKind::Call { op, attrs, args } => {
                 self.out.push_str(op::get(op).name);
                 self.out.push('(');

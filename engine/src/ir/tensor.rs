@@ -30,6 +30,18 @@ pub enum TensorError {
         /// The element limit.
         limit: u64,
     },
+    /// A byte buffer's length does not match the shape and dtype.
+    #[error("shape {shape:?} of {dtype} needs {expected} bytes, got {found}")]
+    WrongByteCount {
+        /// The requested shape.
+        shape: Vec<u64>,
+        /// The requested dtype.
+        dtype: DType,
+        /// Bytes the shape and dtype need.
+        expected: u64,
+        /// Bytes given.
+        found: usize,
+    },
     /// Raw bytes do not fit the type of a raw constant.
     #[error("raw constant of type {ty:?} {dtype} needs {expected} bytes, got {found}")]
     RawLength {
@@ -41,6 +53,14 @@ pub enum TensorError {
         expected: u64,
         /// Bytes given.
         found: usize,
+    },
+    /// A byte of a bool buffer is neither 0 nor 1.
+    #[error("bool element {index} is byte {byte}, not 0 or 1")]
+    BadBool {
+        /// Element index.
+        index: usize,
+        /// The byte found.
+        byte: u8,
     },
     /// Raw constants hold only f32, f16, i64 and i32 elements.
     #[error("raw constants cannot hold {0} elements")]
@@ -189,6 +209,61 @@ impl Tensor {
             DType::Bool => TensorData::Bool(
                 ArcArray::from_shape_vec(dims, values.iter().map(|&v| v != 0.0).collect()).expect("length checked"),
             ),
+        }))
+    }
+
+    /// The elements' little-endian bytes, row-major (bool is one byte, 0 or 1): the layout of
+    /// the text format's resource blobs and of `.npy` data. Every bit is kept (NaN payloads,
+    /// `-0.0`).
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len() * self.dtype().size_bytes());
+        match &self.0 {
+            TensorData::F32(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_bits().to_le_bytes())),
+            TensorData::F16(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_bits().to_le_bytes())),
+            TensorData::I64(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            TensorData::I32(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            TensorData::Bool(a) => out.extend(a.iter().map(|&v| v as u8)),
+        }
+        out
+    }
+
+    /// A tensor of `shape` and `dtype` from little-endian, row-major bytes (the inverse of
+    /// [`Tensor::to_le_bytes`]). The length must match exactly and bool bytes must be 0 or 1.
+    pub fn from_le_bytes(shape: &[u64], dtype: DType, bytes: &[u8]) -> Result<Tensor, TensorError> {
+        let dims = check_size(shape)?;
+        let n: usize = dims.iter().product();
+        let width = dtype.size_bytes();
+        if n.checked_mul(width) != Some(bytes.len()) {
+            return Err(TensorError::WrongByteCount {
+                shape: shape.to_vec(),
+                dtype,
+                expected: n as u64 * width as u64,
+                found: bytes.len(),
+            });
+        }
+        let dims = IxDyn(&dims);
+        fn arr<T, const W: usize>(dims: IxDyn, bytes: &[u8], f: impl Fn([u8; W]) -> T) -> ArcArray<T, IxDyn> {
+            let v: Vec<T> = bytes
+                .chunks_exact(W)
+                .map(|c| {
+                    let mut b = [0u8; W];
+                    b.copy_from_slice(c);
+                    f(b)
+                })
+                .collect();
+            ArcArray::from_shape_vec(dims, v).expect("length checked")
+        }
+        Ok(Tensor(match dtype {
+            DType::F32 => TensorData::F32(arr(dims, bytes, |b| f32::from_bits(u32::from_le_bytes(b)))),
+            DType::F16 => TensorData::F16(arr(dims, bytes, |b| f16::from_bits(u16::from_le_bytes(b)))),
+            DType::I64 => TensorData::I64(arr(dims, bytes, i64::from_le_bytes)),
+            DType::I32 => TensorData::I32(arr(dims, bytes, i32::from_le_bytes)),
+            DType::Bool => {
+                if let Some(index) = bytes.iter().position(|&b| b > 1) {
+                    return Err(TensorError::BadBool { index, byte: bytes[index] });
+                }
+                TensorData::Bool(arr(dims, bytes, |b: [u8; 1]| b[0] == 1))
+            }
         }))
     }
 
@@ -559,6 +634,27 @@ mod tests {
         assert_eq!(ok.unwrap().materialize().unwrap().to_f64s(), vec![-1.0, 0.0, 1.0]);
         let b = TensorType { shape: vec![1].into(), dtype: DType::Bool };
         assert!(matches!(Constant::raw(b, bytes::Bytes::from(vec![1u8])), Err(TensorError::RawDType(DType::Bool))));
+    }
+
+    #[test]
+    fn le_bytes_round_trip_every_bit() {
+        let t = Tensor::from_le_bytes(&[3], DType::F32, &[1, 0, 0xc0, 0x7f, 0, 0, 0, 0x80, 0, 0, 0x80, 0x3f]).unwrap();
+        let bits: Vec<u32> = match &t.0 {
+            TensorData::F32(a) => a.iter().map(|v| v.to_bits()).collect(),
+            _ => unreachable!(),
+        };
+        assert_eq!(bits, [0x7fc0_0001, 0x8000_0000, 0x3f80_0000]);
+        assert_eq!(t.to_le_bytes(), [1, 0, 0xc0, 0x7f, 0, 0, 0, 0x80, 0, 0, 0x80, 0x3f]);
+        assert!(matches!(
+            Tensor::from_le_bytes(&[2], DType::I32, &[0; 7]),
+            Err(TensorError::WrongByteCount { expected: 8, found: 7, .. })
+        ));
+        assert!(matches!(
+            Tensor::from_le_bytes(&[2], DType::Bool, &[1, 2]),
+            Err(TensorError::BadBool { index: 1, byte: 2 })
+        ));
+        let b = Tensor::from_le_bytes(&[2], DType::Bool, &[1, 0]).unwrap();
+        assert_eq!(b.to_le_bytes(), [1, 0]);
     }
 
     #[test]

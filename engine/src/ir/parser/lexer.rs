@@ -58,6 +58,10 @@ pub(crate) enum Kw {
     False,
     /// `Tensor`, a tensor type.
     TensorTy,
+    /// `resource`, a reference to a blob of the resources section.
+    Resource,
+    /// `resources`, the section of blobs after the functions.
+    Resources,
 }
 
 impl Kw {
@@ -77,6 +81,8 @@ impl Kw {
             Kw::True => "true",
             Kw::False => "false",
             Kw::TensorTy => "Tensor",
+            Kw::Resource => "resource",
+            Kw::Resources => "resources",
         }
     }
 }
@@ -98,9 +104,11 @@ fn keyword(name: &[u8]) -> Kw {
         (b'u', 7) => Kw::Uniform,
         (b'n', 6) => Kw::Normal,
         (b'T', 6) => Kw::TensorTy,
+        (b'r', 8) => Kw::Resource,
+        (b'r', 9) => Kw::Resources,
         _ => return Kw::None,
     };
-    // The lengths are equal; a byte loop of at most 7 steps beats a `memcmp` call.
+    // The lengths are equal; a byte loop of at most 9 steps beats a `memcmp` call.
     if name.iter().zip(candidate.text().as_bytes()).all(|(a, b)| a == b) {
         candidate
     } else {
@@ -343,7 +351,7 @@ mod tests {
 
     #[test]
     fn lexer_marks_exactly_the_keywords() {
-        let src = "def let if else fn tensor full uniform normal true false Tensor \
+        let src = "def let if else fn tensor full uniform normal true false Tensor resource resources \
                    lets tanh truex fnord d e Tensors tensor.x iff le f32";
         let got: Vec<(Kw, &str)> = kinds(src)
             .into_iter()
@@ -365,6 +373,8 @@ mod tests {
             Kw::True,
             Kw::False,
             Kw::TensorTy,
+            Kw::Resource,
+            Kw::Resources,
         ];
         for (i, kw) in keywords.iter().enumerate() {
             assert_eq!(got[i], (*kw, kw.text()));

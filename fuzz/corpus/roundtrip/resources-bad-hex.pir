@@ -1,0 +1,7 @@
+def @f() {
+  resource<(1,), f32>(r0)
+}
+
+resources {
+  r0 = "0000z03f";
+}

@@ -1,0 +1,8 @@
+def @f() {
+  resource<(1,), f32>(r0)
+}
+
+resources {
+  r0 = "0000803f";
+}
+def @g() { 1.0f }

@@ -1,0 +1,7 @@
+def @f() {
+  resource<(4,), f32>(r0)
+}
+
+resources {
+  r0 = "0000803f";
+}

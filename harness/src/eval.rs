@@ -1,0 +1,259 @@
+//! `passel eval`: runs the reference interpreter on a module's entry function with inputs
+//! from `.npy` files or seeded random inputs, writes the outputs as `.npy`, summarises them,
+//! and compares them with expected outputs. The comparison ([`compare`]) is the one the
+//! ONNX conformance runner uses.
+
+use std::path::{Path, PathBuf};
+
+use passel_engine::interp::{random_args, Interpreter, Value};
+use passel_engine::ir::{Module, Tensor, TypeKind};
+
+use crate::npy;
+
+/// What to evaluate and where results go.
+#[derive(Clone, Debug, Default)]
+pub struct EvalOptions {
+    /// The entry function (without `@`).
+    pub function: String,
+    /// Inputs: `(Some(name), file)` for a named parameter, `(None, file)` for the next
+    /// parameter in order.
+    pub inputs: Vec<(Option<String>, PathBuf)>,
+    /// Seed of the random inputs for parameters no file gives.
+    pub seed: u64,
+    /// Where `output_K.npy` files go.
+    pub output_dir: Option<PathBuf>,
+    /// A folder of expected `output_K.npy` files to compare with.
+    pub compare: Option<PathBuf>,
+    /// Relative tolerance of the comparison.
+    pub rtol: f64,
+    /// Absolute tolerance of the comparison.
+    pub atol: f64,
+}
+
+/// How an output compares with its expected value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    /// Largest `|actual - expected|` over elements where both are finite (0 when none).
+    pub max_abs_err: f64,
+    /// Elements outside `atol + rtol * |expected|` (NaN matches NaN, infinities match exactly).
+    pub mismatches: usize,
+    /// The first mismatch, described, or a shape/dtype difference.
+    pub first: Option<String>,
+}
+
+impl Comparison {
+    /// Whether the output matched.
+    pub fn ok(&self) -> bool {
+        self.mismatches == 0 && self.first.is_none()
+    }
+}
+
+/// Compares `actual` with `expected` elementwise: `|a - e| <= atol + rtol * |e|`, as
+/// `numpy.testing.assert_allclose` (which ONNX's backend tests use) does.
+pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Comparison {
+    if actual.dtype() != expected.dtype() || actual.shape() != expected.shape() {
+        return Comparison {
+            max_abs_err: f64::INFINITY,
+            mismatches: 0,
+            first: Some(format!("got {}, expected {}", actual.ty(), expected.ty())),
+        };
+    }
+    let (mut max_abs_err, mut mismatches, mut first) = (0.0f64, 0usize, None);
+    for (i, (a, e)) in actual.to_f64s().into_iter().zip(expected.to_f64s()).enumerate() {
+        let close = if a.is_nan() || e.is_nan() {
+            a.is_nan() && e.is_nan()
+        } else if a.is_infinite() || e.is_infinite() {
+            a == e
+        } else {
+            let d = (a - e).abs();
+            max_abs_err = max_abs_err.max(d);
+            d <= atol + rtol * e.abs()
+        };
+        if !close {
+            mismatches += 1;
+            if first.is_none() {
+                first = Some(format!("element {i}: got {a}, expected {e}"));
+            }
+        }
+    }
+    Comparison { max_abs_err, mismatches, first: first.filter(|_| mismatches > 0) }
+}
+
+/// The tensors of a value, depth first (a tuple's fields in order); functions are skipped.
+pub fn flatten(v: &Value) -> Vec<Tensor> {
+    let mut out = Vec::new();
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Tensor(t) => out.push(t.clone()),
+            Value::Tuple(fields) => stack.extend(fields.iter().rev()),
+            Value::Func(_) => {}
+        }
+    }
+    out
+}
+
+/// The arguments for `function`: files where given, seeded random values elsewhere. A file
+/// must match its parameter's annotated type.
+pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, String> {
+    let func = module.get(&opts.function).ok_or_else(|| format!("no function `@{}` in the module", opts.function))?;
+    let mut args = random_args(func, opts.seed).map_err(|e| e.to_string())?;
+    let params = func.params();
+    let name_of = |i: usize| func.name_of(params[i]).unwrap_or("").to_string();
+    let mut next = 0;
+    for (name, path) in &opts.inputs {
+        let i = match name {
+            Some(n) => (0..params.len()).find(|&i| name_of(i) == *n).ok_or_else(|| {
+                let names: Vec<String> = (0..params.len()).map(|i| format!("`{}`", name_of(i))).collect();
+                format!("--input {n}=…: `@{}` has no parameter `{n}` (it has {})", opts.function, names.join(", "))
+            })?,
+            None => {
+                next += 1;
+                next - 1
+            }
+        };
+        if i >= params.len() {
+            return Err(format!(
+                "--input {}: `@{}` has only {} parameters",
+                path.display(),
+                opts.function,
+                params.len()
+            ));
+        }
+        let t = npy::read(path).map_err(|e| e.to_string())?;
+        if let Some(ty) = func.ty(params[i]) {
+            let fits = match ty.kind() {
+                TypeKind::Tensor(tt) => {
+                    tt.dtype == t.dtype() && tt.shape.iter().map(|&d| d as usize).eq(t.shape().iter().copied())
+                }
+                _ => false,
+            };
+            if !fits {
+                return Err(format!("{}: {} does not fit parameter `%{}: {ty}`", path.display(), t.ty(), name_of(i)));
+            }
+        }
+        args[i] = Value::Tensor(t);
+    }
+    Ok(args)
+}
+
+/// Runs `function` of `module` on `args`.
+pub fn run(module: &Module, function: &str, args: &[Value], seed: u64) -> Result<Vec<Tensor>, String> {
+    let v = Interpreter::new(module).with_seed(seed).call(function, args).map_err(|e| e.to_string())?;
+    Ok(flatten(&v))
+}
+
+/// A one-line summary of a tensor: type, min, max, mean, and counts of NaN and infinities.
+pub fn summary(t: &Tensor) -> String {
+    let vals = t.to_f64s();
+    let finite: Vec<f64> = vals.iter().copied().filter(|v| v.is_finite()).collect();
+    let nan = vals.iter().filter(|v| v.is_nan()).count();
+    let inf = vals.len() - finite.len() - nan;
+    let mut s = t.ty().to_string();
+    if !finite.is_empty() {
+        let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let mean = finite.iter().sum::<f64>() / finite.len() as f64;
+        s.push_str(&format!("  min {min:.6}  max {max:.6}  mean {mean:.6}"));
+    }
+    if nan > 0 || inf > 0 {
+        s.push_str(&format!("  nan {nan}  inf {inf}"));
+    }
+    s
+}
+
+/// Runs `passel eval` on a loaded module: the report text, and whether every compared output
+/// matched.
+pub fn eval(module: &Module, opts: &EvalOptions) -> Result<(String, bool), String> {
+    let args = arguments(module, opts)?;
+    let outputs = run(module, &opts.function, &args, opts.seed)?;
+    let mut report = String::new();
+    let mut all_ok = true;
+    if let Some(dir) = &opts.output_dir {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    for (k, t) in outputs.iter().enumerate() {
+        report.push_str(&format!("output_{k}: {}\n", summary(t)));
+        if let Some(dir) = &opts.output_dir {
+            npy::write(&dir.join(format!("output_{k}.npy")), t).map_err(|e| e.to_string())?;
+        }
+        if let Some(dir) = &opts.compare {
+            let expected = npy::read(&dir.join(format!("output_{k}.npy"))).map_err(|e| e.to_string())?;
+            let c = compare(t, &expected, opts.rtol, opts.atol);
+            let verdict = if c.ok() {
+                "ok".to_string()
+            } else {
+                format!("MISMATCH ({} elements; {})", c.mismatches, c.first.as_deref().unwrap_or(""))
+            };
+            report.push_str(&format!("  vs expected: max abs error {:.3e}, {verdict}\n", c.max_abs_err));
+            all_ok &= c.ok();
+        }
+    }
+    if let Some(dir) = &opts.compare {
+        if Path::new(&dir.join(format!("output_{}.npy", outputs.len()))).exists() {
+            report.push_str(&format!(
+                "expected output_{} has no counterpart: the module has {} outputs\n",
+                outputs.len(),
+                outputs.len()
+            ));
+            all_ok = false;
+        }
+    }
+    Ok((report, all_ok))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use passel_engine::ir::{parse_module, DType};
+
+    #[test]
+    fn compare_uses_allclose_rules() {
+        let t = |v: &[f64]| Tensor::from_f64s(&[v.len() as u64], DType::F32, v).unwrap();
+        let c = compare(&t(&[1.0, f64::NAN, f64::INFINITY]), &t(&[1.0005, f64::NAN, f64::INFINITY]), 1e-3, 0.0);
+        assert!(c.ok(), "{c:?}");
+        assert!((c.max_abs_err - 0.0005).abs() < 1e-6);
+        let c = compare(&t(&[1.0, 2.0]), &t(&[1.1, 2.0]), 1e-3, 1e-7);
+        assert_eq!((c.mismatches, c.ok()), (1, false));
+        assert!(c.first.unwrap().starts_with("element 0"));
+        assert!(!compare(&t(&[1.0]), &t(&[1.0, 2.0]), 1.0, 1.0).ok());
+    }
+
+    #[test]
+    fn eval_reads_inputs_writes_outputs_and_compares() {
+        let m =
+            parse_module("def @main(%x: Tensor[(2,), f32], %y: Tensor[(2,), f32]) { (add(%x, %y), multiply(%x, %y)) }")
+                .unwrap();
+        let dir = std::env::temp_dir().join(format!("passel-eval-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let x = Tensor::from_f64s(&[2], DType::F32, &[1.0, 2.0]).unwrap();
+        npy::write(&dir.join("x.npy"), &x).unwrap();
+        npy::write(&dir.join("y.npy"), &x).unwrap();
+        let opts = EvalOptions {
+            function: "main".into(),
+            inputs: vec![(Some("y".into()), dir.join("y.npy")), (None, dir.join("x.npy"))],
+            output_dir: Some(dir.join("out")),
+            rtol: 1e-3,
+            atol: 1e-7,
+            ..EvalOptions::default()
+        };
+        let (report, ok) = eval(&m, &opts).unwrap();
+        assert!(ok);
+        assert!(report.starts_with("output_0: Tensor[(2,), f32]  min 2.000000  max 4.000000"), "{report}");
+        let out1 = npy::read(&dir.join("out/output_1.npy")).unwrap();
+        assert_eq!(out1.to_f64s(), [1.0, 4.0]);
+        // Comparing with its own outputs passes; with other values it reports the mismatch.
+        let same = EvalOptions { compare: Some(dir.join("out")), ..opts.clone() };
+        assert!(eval(&m, &same).unwrap().1);
+        npy::write(&dir.join("out/output_1.npy"), &x).unwrap();
+        let (report, ok) = eval(&m, &same).unwrap();
+        assert!(!ok && report.contains("MISMATCH (1 elements; element 1: got 4, expected 2)"), "{report}");
+        // Wrong names and wrong shapes are errors.
+        let bad = EvalOptions { inputs: vec![(Some("z".into()), dir.join("x.npy"))], ..opts.clone() };
+        assert!(eval(&m, &bad).unwrap_err().contains("has no parameter `z` (it has `x`, `y`)"));
+        npy::write(&dir.join("s.npy"), &Tensor::scalar_f32(1.0)).unwrap();
+        let bad = EvalOptions { inputs: vec![(None, dir.join("s.npy"))], ..opts };
+        assert!(eval(&m, &bad).unwrap_err().contains("does not fit parameter `%x: Tensor[(2,), f32]`"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
