@@ -287,9 +287,9 @@ struct ConformanceArgs {
     filter: Option<String>,
 }
 
-fn eval_cmd(args: EvalArgs) -> ExitCode {
-    let module = match load(&args.file, &args.shapes) {
-        Ok(m) => m,
+fn eval_cmd(console: &Console, args: EvalArgs) -> ExitCode {
+    let module = match load(console, &args.file, &args.shapes) {
+        Ok((m, _)) => m,
         Err(code) => return code,
     };
     let inputs = args
@@ -311,38 +311,31 @@ fn eval_cmd(args: EvalArgs) -> ExitCode {
     };
     match passel_harness::eval::eval(&module, &opts) {
         Ok((report, ok)) => {
-            let code = write_stdout(&report);
+            let code = write_stdout(console, &report);
             if ok {
                 code
             } else {
-                ExitCode::FAILURE
+                console.exit_code(ExitCode::FAILURE)
             }
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => console.error(&e.to_string()),
     }
 }
 
-fn conformance(args: ConformanceArgs) -> ExitCode {
+fn conformance(console: &Console, args: ConformanceArgs) -> ExitCode {
     if !args.dir.is_dir() {
-        eprintln!("error: {} does not exist: run scripts/onnx_data.sh first", args.dir.display());
-        return ExitCode::FAILURE;
+        return console.error(&format!("{} does not exist: run scripts/onnx_data.sh first", args.dir.display()));
     }
     let oos = match passel_harness::conformance::read_out_of_scope(&args.out_of_scope) {
         Ok(o) => o,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return console.error(&e.to_string()),
     };
     let (report, ok) = passel_harness::conformance::run_all(&args.dir, &oos, args.filter.as_deref());
-    let code = write_stdout(&report);
+    let code = write_stdout(console, &report);
     if ok {
         code
     } else {
-        ExitCode::FAILURE
+        console.exit_code(ExitCode::FAILURE)
     }
 }
 
@@ -624,8 +617,8 @@ fn main() -> ExitCode {
             Ok((m, _)) => write_stdout(console, &print_module(&m)),
             Err(code) => code,
         },
-        Command::Eval(args) => eval_cmd(args),
-        Command::Conformance(args) => conformance(args),
+        Command::Eval(args) => eval_cmd(console, args),
+        Command::Conformance(args) => conformance(console, args),
         Command::Import(args) => match onnx::run_import(&args) {
             Ok(Some(text)) => write_stdout(console, &text),
             Ok(None) => console.exit_code(ExitCode::SUCCESS),

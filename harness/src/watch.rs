@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
 use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Function, Module};
-use passel_engine::transform::{PassContext, Severity};
+use passel_engine::transform::PassContext;
 use passel_engine::{FirewallCheck, MemoryMode, ModuleFirewall, Sequential, Session, SessionError};
 use passel_passes::inline::{is_inline_candidate, MAX_SIZE_KEY};
 
@@ -172,8 +172,11 @@ pub fn watch(opts: &WatchOptions, out: &mut dyn Write) -> Result<(), WatchError>
             Ok(bytes) if last.as_deref() != Some(bytes.as_slice()) => {
                 runs += 1;
                 let report = if onnx {
+                    let start = Instant::now();
                     match crate::onnx::import_onnx(&opts.file, &opts.import) {
-                        Ok(module) => run_module(&mut session, &name, "", &module, runs, opts.output.as_deref())?,
+                        Ok(module) => {
+                            run_module(&mut session, &name, "", &module, runs, opts.output.as_deref(), start)?
+                        }
                         Err(e) => format!("run {runs}: error: {e}\n"),
                     }
                 } else {
@@ -264,7 +267,7 @@ fn run_once(
     if let Err(errors) = verify_module(&module) {
         return Ok(format!("run {run}: invalid module\n{}", diag::render(name, text, &diag::verify_errors(&errors))));
     }
-    run_module(session, name, text, &module, run, output)
+    run_module(session, name, text, &module, run, output, start)
 }
 
 /// Runs the pipeline on one verified version of the module; returns the report. `text` is the
@@ -276,6 +279,7 @@ fn run_module(
     module: &Module,
     run: usize,
     output: Option<&Path>,
+    start: Instant,
 ) -> Result<String, WatchError> {
     let edited = session.load(module);
     let out = match session.run() {

@@ -49,6 +49,10 @@ pub(crate) struct Copier<'s> {
     pub(crate) memo: Vec<NodeId>,
     /// Prefix put before the names of copied variables (Inline uses the callee's name).
     pub(crate) var_prefix: String,
+    /// With [`Copier::track_writes`]: every old id whose memo entry was set, so that
+    /// [`Copier::reset_written`] can clear them in time proportional to the copy (LambdaLift
+    /// copies many small bodies out of one large function with one copier).
+    written: Option<Vec<NodeId>>,
 }
 
 /// The longest name [`Copier::fresh_var`] makes by prefixing (bytes).
@@ -57,7 +61,30 @@ pub(crate) const MAX_PREFIXED_NAME: usize = 32;
 impl<'s> Copier<'s> {
     /// A copier from `src` with an empty memo.
     pub(crate) fn new(src: &'s Function) -> Copier<'s> {
-        Copier { src, memo: vec![NONE; src.num_nodes()], var_prefix: String::new() }
+        Copier { src, memo: vec![NONE; src.num_nodes()], var_prefix: String::new(), written: None }
+    }
+
+    /// Records from now on which memo entries are set (see [`Copier::reset_written`]).
+    pub(crate) fn track_writes(&mut self) {
+        self.written.get_or_insert_with(Vec::new);
+    }
+
+    /// Sets the memo entry of `old`, recording it when tracking.
+    pub(crate) fn set_memo(&mut self, old: NodeId, new: NodeId) {
+        self.memo[old.index()] = new;
+        if let Some(w) = &mut self.written {
+            w.push(old);
+        }
+    }
+
+    /// Clears the memo entries set since tracking started (or since the last reset), so the
+    /// copier can copy into a new builder.
+    pub(crate) fn reset_written(&mut self) {
+        if let Some(w) = &mut self.written {
+            for old in w.drain(..) {
+                self.memo[old.index()] = NONE;
+            }
+        }
     }
 
     /// The new id of old node `old`; an atom not copied yet is copied now. A compound node
@@ -82,7 +109,7 @@ impl<'s> Copier<'s> {
         let prefixed = !self.var_prefix.is_empty() && self.var_prefix.len() + name.len() <= MAX_PREFIXED_NAME;
         let name = if prefixed { format!("{}{name}", self.var_prefix) } else { name.to_string() };
         let new = b.var(&name, self.src.ty(old).cloned());
-        self.memo[old.index()] = new;
+        self.set_memo(old, new);
         new
     }
 
@@ -98,7 +125,7 @@ impl<'s> Copier<'s> {
             ExprKind::Const { idx } => b.constant(Arc::clone(src.constant(idx))),
             _ => unreachable!("copy_atom on a compound node"),
         };
-        self.memo[old.index()] = new;
+        self.set_memo(old, new);
         new
     }
 
@@ -114,7 +141,7 @@ impl<'s> Copier<'s> {
             }
             if src.kind(id).is_atom() {
                 match hooks.enter(self, b, id) {
-                    Some(new) => self.memo[id.index()] = new,
+                    Some(new) => self.set_memo(id, new),
                     None => {
                         self.copy_atom(b, id);
                     }
@@ -126,11 +153,11 @@ impl<'s> Copier<'s> {
                     Some(new) => new,
                     None => self.build_default(b, id),
                 };
-                self.memo[id.index()] = new;
+                self.set_memo(id, new);
                 continue;
             }
             if let Some(new) = hooks.enter(self, b, id) {
-                self.memo[id.index()] = new;
+                self.set_memo(id, new);
                 continue;
             }
             stack.push((id, true));
@@ -189,8 +216,10 @@ impl<'s> Copier<'s> {
 }
 
 /// Variables referenced inside the subtree of `node` but bound outside it, in id order.
+/// (Test-only: the one-closure-at-a-time LambdaLift that tests compare the pass against.)
 /// Binding variables of blocks and parameters of nested functions inside the subtree count as
 /// bound.
+#[cfg(test)]
 pub(crate) fn free_vars(func: &Function, node: NodeId) -> Vec<NodeId> {
     let mut referenced = Vec::new();
     let mut defined = rustc_hash::FxHashSet::default();
