@@ -325,6 +325,26 @@ impl Gen {
         self.rng.gen_bool(0.5).then(|| self.ty(2))
     }
 
+    /// A `full` value the parser accepts for `dtype`.
+    fn fill_value(&mut self, dtype: DType) -> f64 {
+        match dtype {
+            DType::I64 | DType::I32 => self.rng.gen_range(-1000..1000) as f64,
+            DType::Bool => self.rng.gen_range(0..2) as f64,
+            DType::F32 | DType::F16 => {
+                let v = self.f64();
+                let fits = match dtype {
+                    DType::F32 => (v as f32).is_finite(),
+                    _ => half::f16::from_f64(v).is_finite(),
+                };
+                if !v.is_finite() || fits {
+                    v
+                } else {
+                    0.5
+                }
+            }
+        }
+    }
+
     fn f64(&mut self) -> f64 {
         let v = match self.rng.gen_range(0..4) {
             0 => f64::from_bits(self.rng.gen()),
@@ -403,9 +423,15 @@ impl Gen {
         let shape = if self.rng.gen_bool(0.5) { vec![] } else { self.shape() };
         let dtype = self.dtype();
         if self.rng.gen_bool(0.3) {
+            // Only values the parser accepts for the dtype: integral values in range for
+            // integers, 0 or 1 for bool, values that stay finite (or were not) for floats, and
+            // finite ordered bounds for `uniform`.
             let fill = match self.rng.gen_range(0..3) {
-                0 => Fill::Full(self.f64()),
-                1 => Fill::Uniform { seed: self.rng.gen(), low: self.f64(), high: self.f64() },
+                0 => Fill::Full(self.fill_value(dtype)),
+                1 => {
+                    let (a, b) = (self.rng.gen_range(-10.0..10.0), self.rng.gen_range(-10.0..10.0));
+                    Fill::Uniform { seed: self.rng.gen(), low: f64::min(a, b), high: f64::max(a, b) }
+                }
                 _ => Fill::Normal { seed: self.rng.gen(), mean: self.f64(), std: self.f64() },
             };
             let mut shape = shape;

@@ -174,9 +174,8 @@ pub fn eval(module: &Module, opts: &EvalOptions) -> Result<(String, bool), Strin
     }
     for (k, t) in outputs.iter().enumerate() {
         report.push_str(&format!("output_{k}: {}\n", summary(t)));
-        if let Some(dir) = &opts.output_dir {
-            npy::write(&dir.join(format!("output_{k}.npy")), t).map_err(|e| e.to_string())?;
-        }
+        // Compare before writing: `--compare` and `--output-dir` may name the same folder,
+        // and the expected file must be read before this run's output replaces it.
         if let Some(dir) = &opts.compare {
             let expected = npy::read(&dir.join(format!("output_{k}.npy"))).map_err(|e| e.to_string())?;
             let c = compare(t, &expected, opts.rtol, opts.atol);
@@ -187,6 +186,9 @@ pub fn eval(module: &Module, opts: &EvalOptions) -> Result<(String, bool), Strin
             };
             report.push_str(&format!("  vs expected: max abs error {:.3e}, {verdict}\n", c.max_abs_err));
             all_ok &= c.ok();
+        }
+        if let Some(dir) = &opts.output_dir {
+            npy::write(&dir.join(format!("output_{k}.npy")), t).map_err(|e| e.to_string())?;
         }
     }
     if let Some(dir) = &opts.compare {

@@ -518,7 +518,9 @@ mod tests {
         };
         assert_eq!(groups_with(DEFAULT_MAX_DEPTH), 2);
         assert_eq!(groups_with(2), 3);
-        assert_eq!(groups_with(-5), 0);
+        assert_eq!(groups_with(0), 0);
+        let negative = PassContext::builder().config(MAX_DEPTH_KEY, -5i64).build();
+        assert!(negative.is_err(), "a negative depth must be rejected");
         let wrong = PassContext::builder().config(MAX_DEPTH_KEY, "deep").build();
         assert!(wrong.is_err(), "a string for an int key must be rejected");
     }
