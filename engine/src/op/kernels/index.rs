@@ -176,7 +176,7 @@ pub(crate) fn strided_slice_rel(args: &[Type], attrs: &Attrs) -> Result<Type, Op
 pub(crate) fn strided_slice(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
     let op = "strided_slice";
     let (plan, ty) = slice_plan(&types_of(args), attrs)?;
-    let (shape, dtype) = out_dims(&ty)?;
+    let (_, dtype) = out_dims(&ty)?;
     // One index list per axis, each as long as that axis of the result: an empty axis must
     // not empty the others (`gather_axes` takes the result shape from the list lengths).
     let lists: Vec<Vec<Option<usize>>> = plan
