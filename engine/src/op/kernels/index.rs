@@ -176,14 +176,13 @@ pub(crate) fn strided_slice_rel(args: &[Type], attrs: &Attrs) -> Result<Type, Op
 pub(crate) fn strided_slice(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
     let op = "strided_slice";
     let (plan, ty) = slice_plan(&types_of(args), attrs)?;
-    let (shape, dtype) = out_dims(&ty)?;
-    let lists: Vec<Vec<Option<usize>>> = if shape.contains(&0) {
-        shape.iter().map(|_| Vec::new()).collect()
-    } else {
-        plan.iter()
-            .map(|&(start, step, len)| (0..len as i128).map(|k| Some((start + k * step) as usize)).collect())
-            .collect()
-    };
+    let (_, dtype) = out_dims(&ty)?;
+    // One index list per axis, each as long as that axis of the result: an empty axis must
+    // not empty the others (`gather_axes` takes the result shape from the list lengths).
+    let lists: Vec<Vec<Option<usize>>> = plan
+        .iter()
+        .map(|&(start, step, len)| (0..len as i128).map(|k| Some((start + k * step) as usize)).collect())
+        .collect();
     let out = with_elem!(dtype, T => {
         let a = arr::<T>(op, &args[0])?;
         let r = gather_axes(a, &lists, T::from_f64(0.0));

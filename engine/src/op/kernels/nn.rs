@@ -157,7 +157,10 @@ pub(crate) fn dense(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KRe
     let rows: usize = x.shape()[..x.ndim() - 1].iter().product();
     let x2 = x.to_shape((rows, k)).map_err(|e| shape_err(op, e))?;
     let w2 = w.view().into_dimensionality::<Ix2>().map_err(|e| shape_err(op, e))?;
-    let out = x2.dot(&w2.t()).into_shape_with_order(IxDyn(&shape)).map_err(|e| shape_err(op, e))?;
+    // `dot` lays its result out column-major when both operands are (e.g. transposed data),
+    // so reshape by logical row-major order, copying only then.
+    let prod = x2.dot(&w2.t());
+    let out = prod.to_shape(IxDyn(&shape)).map_err(|e| shape_err(op, e))?.into_owned();
     Ok(vec![from_f32(op, out, dtype)?])
 }
 

@@ -657,3 +657,17 @@ fn scalar_f32_kernels_match_the_tensor_kernels_bit_for_bit() {
     }
     assert!(checked > 100, "only {checked} cases");
 }
+
+#[test]
+fn dense_of_transposed_data_and_weight_is_gemm_with_both_transposes() {
+    // ONNX Gemm transA=1, transB=1: a (3, 2) transposed times b (4, 3) transposed.
+    let a = f(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let b = f(&[4, 3], &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]);
+    let at = run1("transpose", &[a], ints("axes", &[1, 0]));
+    // at = [[1, 3, 5], [2, 4, 6]]; at · bᵀ: columns are at's columns 0, 1, 2 and the row sums.
+    let y = run1("dense", &[at.clone(), b.clone()], Attrs::new());
+    check(&y, DType::F32, &[2, 4], &[1.0, 3.0, 5.0, 9.0, 2.0, 4.0, 6.0, 12.0]);
+    // The weight transposed as well (a view with swapped strides).
+    let bt = run1("transpose", &[run1("transpose", &[b], Attrs::new())], Attrs::new());
+    check(&run1("dense", &[at, bt], Attrs::new()), DType::F32, &[2, 4], &[1.0, 3.0, 5.0, 9.0, 2.0, 4.0, 6.0, 12.0]);
+}

@@ -181,6 +181,11 @@ fn strided_slice_follows_onnx_slice() {
     check(&go(slice(&[-3], &[-1], None, None)), DType::I32, &[2], &[7.0, 8.0]);
     // A start before the first element with a negative step selects nothing (numpy).
     check(&go(slice(&[-20], &[-30], Some(&[-1]), None)), DType::I32, &[0], &[]);
+    // A start past the end of one axis empties only that axis (ONNX
+    // test_slice_start_out_of_bounds: (20, 10, 5) sliced [1000:1000] on axis 1 is (20, 0, 5)).
+    let big = tt(&[4, 3, 2], DType::F32, &[0.0; 24]);
+    let r = run1("strided_slice", &[big], slice(&[1000], &[1000], Some(&[1]), Some(&[1])));
+    check(&r, DType::F32, &[4, 0, 2], &[]);
     let m = f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     let r = run1("strided_slice", &[m.clone()], slice(&[1], &[1000], None, Some(&[-1])));
     check(&r, DType::F32, &[2, 2], &[2.0, 3.0, 5.0, 6.0]);
