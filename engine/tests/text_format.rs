@@ -109,6 +109,37 @@ fn bad_attribute_is_reported_at_the_call() {
 }
 
 #[test]
+fn duplicate_attributes_are_errors_at_the_second_key() {
+    let src = "def @f(%x: Tensor[(2, 2), f32]) {\n  sum(%x, axis=1, axis=0)\n}\n";
+    expect_test::expect![[r#"
+        2:19: duplicate call attribute `axis`
+        2:3: attribute `axis` of `sum` must be ints, got int"#]]
+    .assert_eq(&errors(src));
+    let e = parse_module(src).unwrap_err();
+    let span = e.0[0].span;
+    assert_eq!(&src[span.start as usize..span.end as usize], "axis");
+    assert_eq!(span.start as usize, src.rfind("axis").unwrap());
+    let src = "#[Inline, Level=1, Level=2]\ndef @f() { () }\n";
+    expect_test::expect!["1:20: duplicate function attribute `Level`"].assert_eq(&errors(src));
+    let src = "def @f() { let %g = #[Primitive, Primitive] fn () { () }; %g }\n";
+    expect_test::expect!["1:34: duplicate function attribute `Primitive`"].assert_eq(&errors(src));
+}
+
+#[test]
+fn near_misses_of_well_known_function_attributes_are_errors() {
+    let src = "#[inline]\ndef @f() { () }\n";
+    expect_test::expect!["1:3: unknown function attribute `inline` (did you mean `Inline`?)"].assert_eq(&errors(src));
+    let src = "#[SkipOptimisation, Exportd]\ndef @f() { () }\n";
+    expect_test::expect![[r#"
+        1:3: unknown function attribute `SkipOptimisation` (did you mean `SkipOptimization`?)
+        1:21: unknown function attribute `Exportd` (did you mean `Exported`?)"#]]
+    .assert_eq(&errors(src));
+    // User-defined attributes far from every well-known name stay allowed.
+    let m = parse_module("#[Compiler=\"c\", Closure, Inline]\ndef @f() { () }\n").unwrap();
+    assert!(print_module(&m).contains("Compiler"));
+}
+
+#[test]
 fn undefined_variable_is_an_error() {
     let src = "def @f(%x: Tensor[(), f32]) {\n  let %a = { let %inner = relu(%x); %inner };\n  add(%y, %inner)\n}\n";
     expect_test::expect![[r#"

@@ -202,6 +202,8 @@ pub mod fn_attr {
     pub const INLINE: &str = "Inline";
     /// An entry point kept by dead-code elimination (besides `@main`).
     pub const EXPORTED: &str = "Exported";
+    /// Every well-known function attribute name (the parser flags near-misses of these).
+    pub const ALL: [&str; 4] = [SKIP_OPTIMIZATION, PRIMITIVE, INLINE, EXPORTED];
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use self::lexer::{Kw, Lexer, Tok, Token};
 use self::literals::scalar;
 use self::names::NameMap;
 use self::resources::{Blob, PendingRef};
-use super::attrs::{AttrValue, Attrs};
+use super::attrs::{fn_attr, AttrValue, Attrs};
 use super::expr::Span;
 use super::function::FunctionBuilder;
 use super::ids::{NodeId, OpId};
@@ -419,7 +419,13 @@ impl<'s> Parser<'s> {
         while !self.at(Tok::RBrack) {
             let key = self.expect(Tok::Ident, "an attribute name")?;
             let value = if self.eat(Tok::Eq) { self.attr_value()? } else { AttrValue::Bool(true) };
-            attrs.set(self.text(key), value);
+            let name = self.text(key);
+            if attrs.contains(name) {
+                self.duplicate_attr("function", key);
+            } else if !fn_attr::ALL.contains(&name) {
+                self.check_fn_attr_name(key);
+            }
+            attrs.set(name, value);
             if !self.eat(Tok::Comma) {
                 break;
             }
@@ -598,6 +604,9 @@ impl<'s> Parser<'s> {
                 let key = self.bump();
                 self.bump();
                 let value = self.attr_value()?;
+                if attrs.contains(self.text(key)) {
+                    self.duplicate_attr("call", key);
+                }
                 attrs.set(self.text(key), value);
             } else if !attrs.is_empty() {
                 return Err(self.unexpected("an attribute `key=value` (arguments come first)"));
@@ -728,6 +737,34 @@ impl<'s> Parser<'s> {
             format!(" (did you mean {}?)", names.join(" or "))
         };
         self.error_at(span, format!("unknown operator `{name}`{hint}"));
+    }
+
+    /// Reports a second `key` in one attribute list (`kind`: "call" or "function").
+    #[cold]
+    #[inline(never)]
+    fn duplicate_attr(&mut self, kind: &str, key: Token) {
+        let span = Span { start: key.start, end: key.end };
+        let name = self.text(key);
+        self.error_at(span, format!("duplicate {kind} attribute `{name}`"));
+    }
+
+    /// User-defined function attributes are allowed, but one that differs from a well-known
+    /// name ([`fn_attr::ALL`]) only in case or by an edit distance of at most 2 is a typo.
+    #[cold]
+    #[inline(never)]
+    fn check_fn_attr_name(&mut self, key: Token) {
+        let name = self.text(key);
+        let lower = name.to_ascii_lowercase();
+        let near: Vec<String> = crate::util::suggest(name, fn_attr::ALL.into_iter())
+            .into_iter()
+            .filter(|c| crate::util::edit_distance(&lower, &c.to_ascii_lowercase()) <= 2)
+            .map(|c| format!("`{c}`"))
+            .collect();
+        if !near.is_empty() {
+            let span = Span { start: key.start, end: key.end };
+            let msg = format!("unknown function attribute `{name}` (did you mean {}?)", near.join(" or "));
+            self.error_at(span, msg);
+        }
     }
 
     /// Checks arity and attributes of a call of `def`.
