@@ -306,7 +306,8 @@ fn input_type(vi: &pb::ValueInfoProto, options: &ImportOptions) -> Result<Tensor
                 use pb::tensor_shape_proto::dimension::Value as D;
                 let model_dim = match &d.value {
                     Some(D::DimValue(v)) if *v >= 0 => Some(*v as u64),
-                    Some(D::DimValue(v)) => return Err(err(format!("dimension {i} is negative ({v})"))),
+                    // A negative value (Paddle exports write -1) marks a dynamic dimension, as
+                    // onnxruntime reads it: it must be bound like a symbolic one.
                     _ => None,
                 };
                 let dim = match (model_dim, given) {
@@ -321,6 +322,7 @@ fn input_type(vi: &pb::ValueInfoProto, options: &ImportOptions) -> Result<Tensor
                     (None, None) => {
                         let what = match &d.value {
                             Some(D::DimParam(p)) if !p.is_empty() => format!("dimension {i} is symbolic (`{p}`)"),
+                            Some(D::DimValue(v)) => format!("dimension {i} is dynamic ({v})"),
                             _ => format!("dimension {i} is unknown"),
                         };
                         return Err(err(format!("{what}; give the shape with --input-shape {name}=d0,d1,…")));
