@@ -110,15 +110,21 @@ impl fmt::Display for AttrValue {
     }
 }
 
-/// Formats an f64 so that it always reads back as a float and round-trips exactly:
-/// `1.0`, `-0.5`, `1e-8`, `inf`, `-inf`, `nan`.
+/// Formats an f64 so that it always reads back as a float and round-trips bit for bit:
+/// `1.0`, `-0.5`, `1e-8`, `inf`, `-inf`, `nan` (the canonical quiet NaN), and any other NaN
+/// as its 16-digit bit pattern `0x7ff8000000000001` (as MLIR prints floats that have no
+/// decimal form).
 pub struct FloatLit(pub f64);
 
 impl fmt::Display for FloatLit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let v = self.0;
         if v.is_nan() {
-            f.write_str("nan")
+            if v.to_bits() == f64::NAN.to_bits() {
+                f.write_str("nan")
+            } else {
+                write!(f, "0x{:016x}", v.to_bits())
+            }
         } else if v.is_infinite() {
             f.write_str(if v > 0.0 { "inf" } else { "-inf" })
         } else {

@@ -24,6 +24,8 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::{self, Write};
 
+use half::f16;
+
 use super::attrs::{AttrValue, Attrs, FloatLit};
 use super::expr::ExprKind;
 use super::function::Function;
@@ -699,10 +701,15 @@ fn write_shape(out: &mut String, shape: impl ExactSizeIterator<Item = u64>) {
     out.push(')');
 }
 
-/// An f32 in its shortest round-trip form: `1.0`, `1e-8`, `nan`, `-inf`.
+/// An f32 in its shortest round-trip form: `1.0`, `1e-8`, `nan`, `-inf`; a NaN other than the
+/// canonical quiet one prints as its 8-digit bit pattern (`0xffc00000`), so every bit survives.
 fn write_f32(out: &mut String, v: f32) {
     if v.is_nan() {
-        out.push_str("nan");
+        if v.to_bits() == f32::NAN.to_bits() {
+            out.push_str("nan");
+        } else {
+            let _ = write!(out, "0x{:08x}", v.to_bits());
+        }
     } else if v.is_infinite() {
         out.push_str(if v > 0.0 { "inf" } else { "-inf" });
     } else {
@@ -776,7 +783,13 @@ fn write_dense_long(out: &mut String, t: &Tensor) {
     }
     match &t.0 {
         TensorData::F32(a) => list(out, a.iter(), |o, &v| write_f32(o, v)),
-        TensorData::F16(a) => list(out, a.iter(), |o, v| write_f32(o, v.to_f32())),
+        TensorData::F16(a) => list(out, a.iter(), |o, v| {
+            if v.is_nan() && v.to_bits() != f16::NAN.to_bits() {
+                let _ = write!(o, "0x{:04x}", v.to_bits());
+            } else {
+                write_f32(o, v.to_f32())
+            }
+        }),
         TensorData::I64(a) => list(out, a.iter(), |o, v| {
             let _ = write!(o, "{v}");
         }),
@@ -823,6 +836,31 @@ mod tests {
                 }
             "#]],
         );
+    }
+
+    /// Regression (cargo-fuzz `onnx_import`): an ONNX initializer holding a NaN with a payload
+    /// or a sign printed as `nan` and parsed back as another NaN. Every NaN bit now survives.
+    #[test]
+    fn nans_other_than_the_canonical_one_print_as_bit_patterns() {
+        let src = "#[F=0x7ff8000000000001]
+def @c() {
+  (tensor<(3,), f32>[nan, 0xffc00000, 0x7f800001], tensor<(2,), f16>[nan, 0xfe01], tensor<(), f32>[0x7fc00002], full<(2,), f32>(0xfff8000000000000), clip(tensor<(1,), f32>[1.0], a_max=0x7ff0000000000001, a_min=-1.0))
+}
+";
+        let m = parse_module(src).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(print_module(&m), src);
+        let back = parse_module(&print_module(&m)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(crate::ir::module_structural_eq(&m, &back));
+        for (bad, why) in [
+            ("tensor<(1,), f32>[0x7fc0]", "f32 bit pattern is `0x` and 8 hex digits"),
+            ("tensor<(1,), f16>[0x7fc00000]", "f16 bit pattern is `0x` and 4 hex digits"),
+            ("tensor<(1,), i64>[0x10]", "i64 values have no bit-pattern form"),
+            ("tensor<(1,), f32>[0x7fc0000g]", "8 hex digits"),
+            ("full<(1,), f32>(0x7fc00000)", "an f64 bit pattern is `0x` and 16 hex digits"),
+        ] {
+            let e = parse_module(&format!("def @c() {{ {bad} }}")).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]

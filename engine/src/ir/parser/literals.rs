@@ -60,12 +60,12 @@ impl<'s> Parser<'s> {
     }
 
     /// One element of a dense tensor or a fill parameter, as the text of a number without a
-    /// suffix, `nan`, `inf`, or a bool.
+    /// suffix, a float bit pattern `0x…`, `nan`, `inf`, or a bool.
     fn element(&mut self) -> PResult<(Token, &'s str)> {
         let t = self.tok;
         let text = self.text(t);
         let ok = match t.kind {
-            Tok::Number => t.aux == t.end,
+            Tok::Number => t.aux == t.end || text.starts_with("0x"),
             Tok::Ident => matches!(text, "nan" | "inf" | "true" | "false"),
             _ => false,
         };
@@ -78,11 +78,28 @@ impl<'s> Parser<'s> {
 
     fn float_element(&mut self) -> PResult<f64> {
         let (t, text) = self.element()?;
+        if text.starts_with("0x") {
+            return self.f64_bits(t, text);
+        }
         match text.parse::<f64>() {
             Ok(v) => Ok(v),
             Err(_) => {
                 let span = Span { start: t.start, end: t.end };
                 Err(self.error_at(span, format!("expected a float, found `{text}`")))
+            }
+        }
+    }
+
+    /// A float attribute or fill parameter written as its f64 bit pattern: `0x` and 16 hex
+    /// digits (how NaNs other than the canonical one print).
+    fn f64_bits(&mut self, t: Token, text: &str) -> PResult<f64> {
+        let hex = &text[2..];
+        match (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten() {
+            Some(b) => Ok(f64::from_bits(b)),
+            None => {
+                let span = Span { start: t.start, end: t.end };
+                Err(self
+                    .error_at(span, format!("invalid float `{text}`: an f64 bit pattern is `0x` and 16 hex digits")))
             }
         }
     }
@@ -96,6 +113,30 @@ impl<'s> Parser<'s> {
         let (mut f32s, mut f16s, mut i64s, mut i32s, mut bools) = (vec![], vec![], vec![], vec![], vec![]);
         while !self.at(Tok::RBrack) {
             let (t, text) = self.element()?;
+            if let Some(hex) = text.strip_prefix("0x") {
+                let width = match ty.dtype {
+                    DType::F32 => 8,
+                    DType::F16 => 4,
+                    _ => 0,
+                };
+                let bits = (width > 0 && hex.len() == width).then(|| u32::from_str_radix(hex, 16).ok()).flatten();
+                match (bits, ty.dtype) {
+                    (Some(b), DType::F32) => f32s.push(f32::from_bits(b)),
+                    (Some(b), _) => f16s.push(f16::from_bits(b as u16)),
+                    (None, _) => {
+                        let span = Span { start: t.start, end: t.end };
+                        let want = match width {
+                            0 => format!("{} values have no bit-pattern form", ty.dtype),
+                            w => format!("a {} bit pattern is `0x` and {w} hex digits", ty.dtype),
+                        };
+                        return Err(self.error_at(span, format!("invalid element `{text}`: {want}")));
+                    }
+                }
+                if !self.eat(Tok::Comma) {
+                    break;
+                }
+                continue;
+            }
             let finite_text = !text.contains("inf");
             let ok = match ty.dtype {
                 DType::F32 => text
@@ -242,6 +283,9 @@ impl<'s> Parser<'s> {
             }
             Tok::Number => {
                 self.bump();
+                if text.starts_with("0x") {
+                    return self.f64_bits(t, text).map(AttrValue::Float);
+                }
                 if t.aux != t.end {
                     return Err(self.error_at(span, format!("attribute values take no suffix: `{text}`")));
                 }
