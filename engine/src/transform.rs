@@ -29,7 +29,7 @@ pub use config::{
     list_configs, parse_config_assignment, validate_config, ConfigKey, ConfigType, ConfigValue, FromConfigValue,
     IMMUTABLE_MODULE,
 };
-pub use context::{ContextGuard, PassContext, PassContextBuilder};
+pub use context::{ContextGuard, PassContext, PassContextBuilder, MAX_THREADS};
 pub use diagnostics::{Diagnostic, DiagnosticSink, Severity};
 pub use error::{ConfigError, ContextError, Hook, InstrumentError, PassError, PipelineError};
 pub use executor::{

@@ -674,3 +674,15 @@ fn fused_stage_runs_no_body_of_a_vetoed_pass_and_none_twice() {
         }
     }
 }
+
+/// Issue #20: a thread count above `MAX_THREADS` is a build error, not a pool that spawns
+/// threads until the process aborts; the cap itself is accepted.
+#[test]
+fn num_threads_above_the_cap_is_an_error() {
+    use passel_engine::transform::{ContextError, MAX_THREADS};
+    let err = PassContext::builder().num_threads(1 << 20).build().expect_err("over the cap");
+    assert_eq!(err, PassError::Context(ContextError::TooManyThreads { requested: 1 << 20, max: MAX_THREADS }));
+    assert!(err.to_string().contains("1024"), "{err}");
+    let ctx = PassContext::builder().num_threads(MAX_THREADS).build().expect("the cap is valid");
+    assert_eq!(ctx.num_threads(), MAX_THREADS);
+}

@@ -921,3 +921,23 @@ fn malformed_resources_are_errors_with_a_position() {
     let two = "def @f() { 1.0f }\nresources {\n}\nresources {\n}\n";
     assert!(errors(two).contains("4:1: the `resources` section must come last"), "{}", errors(two));
 }
+
+/// Issue #20: a name that would print and re-parse as something else is refused by every
+/// way into a module, and a valid dotted name round-trips.
+#[test]
+fn module_refuses_names_that_do_not_reparse() {
+    use passel_engine::ir::ModuleError;
+    let f = parse_module("def @f() { 1.0f }").expect("parses").entries()[0].1.clone();
+    let mut m = Module::new();
+    for bad in ["", "a b", "f() { 2.0f }\ndef @g", "a-b", "x.1", "é"] {
+        assert_eq!(m.add(bad, f.clone()), Err(ModuleError::InvalidName(bad.to_string())), "{bad:?}");
+        assert!(m.insert(bad, f.clone()).is_err(), "{bad:?}");
+    }
+    assert!(m.is_empty());
+    m.add("nn.main_2", f.clone()).expect("valid");
+    assert!(m.rename("nn.main_2", "a b").is_err());
+    let text = print_module(&m);
+    let back = parse_module(&text).expect("re-parses");
+    assert_eq!(back.entries().len(), 1);
+    assert_eq!(&*back.entries()[0].0, "nn.main_2");
+}

@@ -10,7 +10,7 @@ use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
     chrome_trace_json, get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, trace_channel,
     DumpIrInstrument, OptBisect, Pass, PassContext, PassContextBuilder, PassTimingInstrument, PrintIrInstrument,
-    Sequential, Severity,
+    Sequential, Severity, MAX_THREADS,
 };
 use passel_engine::MemoryMode;
 use passel_harness::console::{Console, Stream};
@@ -90,7 +90,7 @@ struct PipelineArgs {
     #[arg(long = "config", value_name = "KEY=VALUE")]
     config: Vec<String>,
     /// Worker threads for function passes (1 = serial; default: all cores).
-    #[arg(short = 'j', long = "threads", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(short = 'j', long = "threads", value_parser = clap::value_parser!(u64).range(1..=MAX_THREADS as u64))]
     threads: Option<u64>,
 }
 

@@ -83,7 +83,8 @@ pub fn lambda_lift_module(module: &Module) -> Module {
             continue;
         }
         let (func, lifted) = lift_all(original, planned);
-        out.insert(&name, Arc::new(func));
+        // `name` is already in `out`, so this replaces and cannot fail.
+        let _ = out.insert(&name, Arc::new(func));
         for (global, f) in lifted {
             // The name was checked against every existing and lifted name by `plan`.
             if out.add(&global, f).is_err() {

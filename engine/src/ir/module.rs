@@ -15,6 +15,19 @@ pub enum ModuleError {
     /// No function of that name.
     #[error("unknown global function @{0}")]
     Unknown(String),
+    /// A name that would not print and parse back as itself after `@` (it must be non-empty
+    /// `[A-Za-z0-9_]` text, with `.` only before a letter or `_`).
+    #[error("invalid global function name {0:?}: expected [A-Za-z0-9_] text, '.' only before a letter or '_'")]
+    InvalidName(String),
+}
+
+/// Refuses a global name that would not re-parse as itself (see [`ModuleError::InvalidName`]).
+fn check_name(name: &str) -> Result<(), ModuleError> {
+    if super::parser::is_valid_name(name) {
+        Ok(())
+    } else {
+        Err(ModuleError::InvalidName(name.to_string()))
+    }
 }
 
 /// An ordered map from global names (without the `@`) to functions. Order is insertion order,
@@ -34,8 +47,11 @@ impl Module {
         Module::default()
     }
 
-    /// Adds a function at the end. A duplicate name is an error.
+    /// Adds a function at the end. A duplicate name is an error, and so is a name that would
+    /// not print and parse back as itself ([`ModuleError::InvalidName`]): a module never holds
+    /// a name that prints as something else.
     pub fn add(&mut self, name: &str, func: impl Into<Arc<Function>>) -> Result<(), ModuleError> {
+        check_name(name)?;
         if self.index.contains_key(name) {
             return Err(ModuleError::Duplicate(name.to_string()));
         }
@@ -45,8 +61,9 @@ impl Module {
 
     /// Adds a function at the end under a name the caller already holds as an `Arc<str>`,
     /// sharing it instead of copying the text (as [`Module::add`] does). A duplicate name is an
-    /// error.
+    /// error, and so is an invalid name (as for [`Module::add`]).
     pub fn add_shared(&mut self, name: &Arc<str>, func: impl Into<Arc<Function>>) -> Result<(), ModuleError> {
+        check_name(name)?;
         if self.index.contains_key(&**name) {
             return Err(ModuleError::Duplicate(name.to_string()));
         }
@@ -66,12 +83,14 @@ impl Module {
         Arc::make_mut(&mut self.funcs).push((name, func));
     }
 
-    /// Replaces the function `name`, or adds it at the end if absent.
-    pub fn insert(&mut self, name: &str, func: impl Into<Arc<Function>>) {
+    /// Replaces the function `name`, or adds it at the end if absent. An invalid name (see
+    /// [`Module::add`]) is an error and leaves the module unchanged.
+    pub fn insert(&mut self, name: &str, func: impl Into<Arc<Function>>) -> Result<(), ModuleError> {
         match self.index.get(name) {
             Some(&i) => Arc::make_mut(&mut self.funcs)[i].1 = func.into(),
-            None => self.add(name, func).expect("absent"),
+            None => self.add(name, func)?,
         }
+        Ok(())
     }
 
     /// Removes the function `name`, keeping the order of the rest.
@@ -87,8 +106,10 @@ impl Module {
         Ok(f)
     }
 
-    /// Renames `old` to `new` in place (calls to it are not rewritten).
+    /// Renames `old` to `new` in place (calls to it are not rewritten). An invalid `new` (see
+    /// [`Module::add`]) is an error.
     pub fn rename(&mut self, old: &str, new: &str) -> Result<(), ModuleError> {
+        check_name(new)?;
         if self.index.contains_key(new) {
             return Err(ModuleError::Duplicate(new.to_string()));
         }

@@ -12,6 +12,8 @@
 //! the next `;`, `}` or `def` and goes on, reporting up to [`MAX_ERRORS`] errors.
 
 mod lexer;
+
+pub(crate) use lexer::is_valid_name;
 mod literals;
 mod names;
 mod resources;

@@ -523,7 +523,8 @@ pub(crate) fn replace_outputs<'a>(
 ) {
     for (name, (_, new)) in changed {
         if output.contains(name) {
-            output.insert(name, new.clone());
+            // Present, so this replaces and cannot fail.
+            let _ = output.insert(name, new.clone());
         }
     }
 }

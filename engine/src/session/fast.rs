@@ -288,7 +288,8 @@ pub(crate) fn run_edit(
                 let StageCache::Module { out, .. } = &mut cache.stages[k] else { return Ok(None) };
                 for (name, (_, new)) in &changed {
                     if let Some(prev) = out.get(name).cloned() {
-                        out.insert(name, new.clone());
+                        // Present, so this replaces and cannot fail.
+                        let _ = out.insert(name, new.clone());
                         note(&mut cache.referrers, name, new);
                         next.insert(name.clone(), (prev, new.clone()));
                     }

@@ -81,7 +81,7 @@ impl PassContext {
                 required_pass: b.required_pass,
                 disabled_pass: b.disabled_pass,
                 config,
-                num_threads: b.num_threads.unwrap_or_else(default_threads),
+                num_threads: b.num_threads.unwrap_or_else(default_threads).min(MAX_THREADS),
                 trace: b.trace,
                 statistics: b.statistics,
                 bisect: b.bisect,
@@ -409,6 +409,10 @@ impl Drop for SilentScope {
     }
 }
 
+/// The most worker threads a context may ask for (the CLI's `-j` accepts the same range):
+/// beyond it a thread pool would spawn threads until the process aborts.
+pub const MAX_THREADS: usize = 1024;
+
 /// Builds a [`PassContext`], validating config entries.
 pub struct PassContextBuilder {
     opt_level: u32,
@@ -475,6 +479,8 @@ impl PassContextBuilder {
     }
 
     /// Sets the number of worker threads for function passes (1 = serial, 0 = all cores).
+    /// More than [`MAX_THREADS`] is an error reported by [`PassContextBuilder::build`]
+    /// ([`ContextError::TooManyThreads`]), never clamped.
     pub fn num_threads(mut self, n: usize) -> Self {
         self.num_threads = (n > 0).then_some(n);
         self
@@ -502,6 +508,9 @@ impl PassContextBuilder {
 
     /// Validates the config (rule 8) and builds the context.
     pub fn build(mut self) -> Result<PassContext, PassError> {
+        if let Some(requested) = self.num_threads.filter(|&n| n > MAX_THREADS) {
+            return Err(ContextError::TooManyThreads { requested, max: MAX_THREADS }.into());
+        }
         let mut config = BTreeMap::new();
         for (key, value) in std::mem::take(&mut self.config) {
             let value = validate_config(&key, value)?;

@@ -106,6 +106,14 @@ pub enum ContextError {
     /// `exit` was called on a context that is not the innermost one of this thread.
     #[error("exiting a pass context that is not the innermost entered context of this thread")]
     ExitOutOfOrder,
+    /// `num_threads` asked for more worker threads than [`super::context::MAX_THREADS`].
+    #[error("num_threads {requested} is more than the maximum of {max} worker threads")]
+    TooManyThreads {
+        /// The requested count.
+        requested: usize,
+        /// The cap.
+        max: usize,
+    },
 }
 
 /// A syntax or name error in a textual pipeline, at byte offset `pos`.

@@ -158,6 +158,12 @@ fn continues_name(src: &[u8], i: usize) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || (b == b'.' && is_ident_start(at(i + 1)))
 }
 
+/// Whether `name` lexes back as the whole of one `@name` (or `%name`) token: non-empty,
+/// `[A-Za-z0-9_]` bytes and `.` only before a letter or `_`.
+pub(crate) fn is_valid_name(name: &str) -> bool {
+    !name.is_empty() && Lexer::new(name).name_end(0) == name.len()
+}
+
 impl<'s> Lexer<'s> {
     pub fn new(src: &'s str) -> Lexer<'s> {
         Lexer { src: src.as_bytes(), pos: 0, after_dot: false }

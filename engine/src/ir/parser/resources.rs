@@ -216,12 +216,10 @@ impl<'s> Parser<'s> {
                 }
             }
             let replaced = module.get(func_name).and_then(|f| f.with_constants_replaced(&run));
-            match replaced {
-                Some(f) => module.insert(func_name, f),
-                None => {
-                    let span = refs[i - 1].1.span;
-                    self.error_at(span, format!("internal error: cannot place the resources of `@{func_name}`"));
-                }
+            let placed = replaced.map(|f| module.insert(func_name, f));
+            if !matches!(placed, Some(Ok(()))) {
+                let span = refs[i - 1].1.span;
+                self.error_at(span, format!("internal error: cannot place the resources of `@{func_name}`"));
             }
         }
     }
