@@ -122,7 +122,7 @@ fn caller_with(name: &str, callee: &str, op: u8) -> Arc<Function> {
 #[test]
 fn a_body_edit_that_leaves_candidates_and_references_alone_skips_inline_and_reachability() {
     let mut module = chain(&ChainOptions { functions: 30, ops: 20, ..Default::default() });
-    module.insert("main", parse_module(MAIN).expect("parses").entries()[0].1.clone());
+    module.insert("main", parse_module(MAIN).expect("parses").entries()[0].1.clone()).expect("a valid name");
     let mut s = standard_session(passel_passes::default_pipeline(2), &ctx(2, 2)).expect("session");
     s.load(&module);
     s.run().expect("run");
@@ -138,7 +138,7 @@ fn a_body_edit_that_leaves_candidates_and_references_alone_skips_inline_and_reac
 #[test]
 fn an_edit_that_makes_a_function_inlinable_runs_inline_again() {
     let mut module = chain(&ChainOptions { functions: 10, ops: 8, ..Default::default() });
-    module.insert("main", parse_module(MAIN).expect("parses").entries()[0].1.clone());
+    module.insert("main", parse_module(MAIN).expect("parses").entries()[0].1.clone()).expect("a valid name");
     let mut s = standard_session(passel_passes::default_pipeline(2), &ctx(2, 1)).expect("session");
     s.load(&module);
     s.run().expect("run");
@@ -166,7 +166,7 @@ fn an_edit_that_makes_a_function_inlinable_runs_inline_again() {
 #[test]
 fn an_edit_that_changes_what_main_references_runs_reachability_again() {
     let mut module = chain(&ChainOptions { functions: 10, ops: 8, ..Default::default() });
-    module.insert("main", parse_module(MAIN).expect("parses").entries()[0].1.clone());
+    module.insert("main", parse_module(MAIN).expect("parses").entries()[0].1.clone()).expect("a valid name");
     let mut s = standard_session(passel_passes::default_pipeline(2), &ctx(2, 1)).expect("session");
     s.load(&module);
     let out = s.run().expect("run");
@@ -183,7 +183,7 @@ fn an_edit_that_changes_what_main_references_runs_reachability_again() {
 fn an_edit_that_turns_a_reference_to_an_inlinable_function_into_a_call_runs_inline_again() {
     let mut module = chain(&ChainOptions { functions: 4, ops: 6, ..Default::default() });
     let f1 = module.get("f1").expect("f1").clone();
-    module.insert("f1", with_attr(&f1, "Inline"));
+    module.insert("f1", with_attr(&f1, "Inline")).expect("a valid name");
     let indirect = "\
 def @main(%x: Tensor[(8, 8), f32]) -> Tensor[(8, 8), f32] {
   let %g = @f1;
@@ -191,7 +191,7 @@ def @main(%x: Tensor[(8, 8), f32]) -> Tensor[(8, 8), f32] {
   negative(%a)
 }
 ";
-    module.insert("main", parse_module(indirect).expect("parses").entries()[0].1.clone());
+    module.insert("main", parse_module(indirect).expect("parses").entries()[0].1.clone()).expect("a valid name");
     let mut s = standard_session(passel_passes::default_pipeline(2), &ctx(2, 1)).expect("session");
     s.load(&module);
     let out = s.run().expect("run");
@@ -208,8 +208,8 @@ def @main(%x: Tensor[(8, 8), f32]) -> Tensor[(8, 8), f32] {
 #[test]
 fn a_signature_change_of_a_function_called_through_an_inlined_one_matches_a_cold_run() {
     let mut module = chain(&ChainOptions { functions: 3, ops: 6, ..Default::default() });
-    module.insert("h", with_attr(&caller_of("h", "f0"), "Inline"));
-    module.insert("main", caller_of("main", "h"));
+    module.insert("h", with_attr(&caller_of("h", "f0"), "Inline")).expect("a valid name");
+    module.insert("main", caller_of("main", "h")).expect("a valid name");
     let mut s = standard_session(passel_passes::default_pipeline(2), &ctx(2, 1)).expect("session");
     s.load(&module);
     let out = s.run().expect("run");
@@ -301,12 +301,12 @@ proptest! {
                     let key = if matches!(e, Edit::MarkInline(_)) { "Inline" } else { "Exported" };
                     if let Some(name) = pick(i) {
                         let f = toggled(module.get(&name).expect("exists"), key);
-                        module.insert(&name, f);
+                        module.insert(&name, f).expect("a valid name");
                     }
                 }
                 Edit::Call(i, j, op) => {
                     if let (Some(name), Some(callee)) = (pick(i), pick(j)) {
-                        module.insert(&name, caller_with(&name, &callee, op));
+                        module.insert(&name, caller_with(&name, &callee, op)).expect("a valid name");
                     }
                 }
                 Edit::MaxSize(n) => {
@@ -318,7 +318,7 @@ proptest! {
                 Edit::Replace(i, seed) => {
                     let names: Vec<String> = module.iter().map(|(n, _)| n.to_string()).collect();
                     if let Some(name) = names.get(i as usize % names.len().max(1)) {
-                        module.insert(name, chain_fn(seed, 12));
+                        module.insert(name, chain_fn(seed, 12)).expect("a valid name");
                     }
                 }
                 Edit::Remove(i) => {
@@ -329,11 +329,11 @@ proptest! {
                 }
                 Edit::AddMain => {
                     let main = parse_module(MAIN).expect("parses").entries()[0].1.clone();
-                    module.insert("main", main);
+                    module.insert("main", main).expect("a valid name");
                 }
                 Edit::AddUndeclared => {
                     for (name, f) in parse_module(UNDECLARED).expect("parses").iter() {
-                        module.insert(name, f.clone());
+                        module.insert(name, f.clone()).expect("a valid name");
                     }
                 }
                 Edit::OptLevel(level) => {
@@ -395,7 +395,7 @@ fn diagnostics_follow_a_function_that_only_moved() {
     assert_eq!(s.run().expect("run").diagnostics, diags);
     assert!(!s.set_function("user", user), "same function, moved");
     let mut mixed = back.clone();
-    mixed.insert("user", moved.get("user").expect("user").clone());
+    mixed.insert("user", moved.get("user").expect("user").clone()).expect("a valid name");
     assert_eq!(s.run().expect("run").diagnostics, cold(&mixed, 2).1);
 }
 

@@ -402,7 +402,7 @@ mod tests {
     fn run(module: &Module, max_depth: usize) -> Module {
         let mut out = module.clone();
         for (name, func) in module.iter() {
-            out.insert(name, fuse_ops(func, max_depth));
+            out.insert(name, fuse_ops(func, max_depth)).expect("a valid name");
         }
         out
     }
@@ -545,7 +545,7 @@ mod tests {
         let body = b.block(&[(c, conv), (r, add)], r);
         let func = Arc::new(b.finish(&[x, w], body, ty(vec![1, 2, 2, 2]), Attrs::new()));
         let mut module = Module::new();
-        module.insert("main", Arc::clone(&func));
+        module.insert("main", Arc::clone(&func)).expect("a valid name");
         let after = run(&module, 256);
         assert_eq!(primitive_count(&after), 1, "{}", print_module(&after));
         let args = random_args(&func, 0).expect("args");

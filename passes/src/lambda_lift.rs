@@ -596,7 +596,7 @@ mod tests {
                 if lifted.is_empty() {
                     continue;
                 }
-                out.insert(&name, func);
+                out.insert(&name, func).expect("a valid name");
                 for (global, f) in lifted {
                     out.add(&global, f).expect("fresh");
                 }

@@ -474,7 +474,7 @@ mod tests {
     fn run(module: &Module) -> Module {
         let mut out = module.clone();
         for (name, func) in module.iter() {
-            out.insert(name, simplify_inference(func));
+            out.insert(name, simplify_inference(func)).expect("a valid name");
         }
         out
     }

@@ -154,7 +154,7 @@ fn passes_do_not_panic_on_malformed_arenas_and_are_stable_on_them() {
 
 fn print_module_of(func: &Arc<Function>) -> String {
     let mut m = passel_engine::ir::Module::new();
-    m.insert("main", Arc::clone(func));
+    m.insert("main", Arc::clone(func)).expect("a valid name");
     print_module(&m)
 }
 

@@ -129,11 +129,14 @@ impl Module {
     }
 
     /// A copy of the module with ``name`` set to ``func`` (replaced in place, or added at
-    /// the end). Modules are immutable values, as in TVM's functional style.
-    fn with_function(&self, name: &str, func: PyRef<'_, Function>) -> Module {
+    /// the end). Modules are immutable values, as in TVM's functional style. A name that
+    /// would not print and parse back as itself raises ``ValueError``.
+    fn with_function(&self, name: &str, func: PyRef<'_, Function>) -> PyResult<Module> {
         let mut inner = self.inner.clone();
-        inner.insert(name.trim_start_matches('@'), func.inner.clone());
-        Module { inner }
+        inner
+            .insert(name.trim_start_matches('@'), func.inner.clone())
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(Module { inner })
     }
 
     /// A copy of the module without ``name``.
