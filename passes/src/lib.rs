@@ -102,7 +102,7 @@ declare_passes! {
         let (out, too_deep) = fuse_ops::fuse_ops_within_nesting(&func, usize::try_from(depth).unwrap_or(0));
         if too_deep {
             let message = format!(
-                "not fused: the primitive functions would nest its `if` / closure bodies more than {} deep, \
+                "not fused: the primitive functions would nest `if` / closure bodies more than {} deep, \
                  deeper than the text format prints",
                 passel_engine::ir::MAX_BODY_NESTING
             );
@@ -131,7 +131,7 @@ declare_passes! {
         }
         if let Some(caller) = too_deep {
             let message = format!(
-                "@{caller} was not inlined into: its `if` / closure bodies would nest more than {} deep, \
+                "calls in @{caller} were not inlined: its `if` / closure bodies would nest more than {} deep, \
                  deeper than the text format prints (and so may later functions)",
                 passel_engine::ir::MAX_BODY_NESTING
             );
