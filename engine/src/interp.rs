@@ -362,6 +362,9 @@ pub fn eval_closed(func: &Function, node: NodeId) -> Result<Value, EvalError> {
     if node.index() >= func.num_nodes() {
         return Err(err(format!("node {node} does not exist")));
     }
+    if !func.is_well_formed() {
+        return Err(err("the function is malformed (an id or index out of range); run the verifier".into()));
+    }
     let mut m = Machine::new(&mut interp);
     m.frames.push(Frame {
         func: FuncRef::Borrowed(func),
@@ -647,6 +650,11 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
                     return Err(self.error(at, format!("unknown global @{name}")));
                 };
                 let f = func.clone();
+                if !f.is_well_formed() {
+                    return Err(
+                        self.error(at, format!("@{name} is malformed (an id or index out of range); run the verifier"))
+                    );
+                }
                 let params = f.params().to_vec();
                 let (body, ret) = (f.body(), f.ret_ty().cloned());
                 (f, name.clone(), params, body, ret, Vec::new())

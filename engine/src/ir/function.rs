@@ -1226,10 +1226,12 @@ impl FunctionBuilder {
         id
     }
 
-    /// Pushes a raw node without the debug check that its operands exist, to build malformed
-    /// arenas in verifier tests.
-    #[cfg(test)]
-    pub(crate) fn push_unchecked(&mut self, kind: ExprKind, ty: Option<Type>) -> NodeId {
+    /// Pushes a raw node without the debug-build assertion that its operands exist (which
+    /// [`FunctionBuilder::push`] makes to catch pass bugs early). Any ids are accepted: a node
+    /// whose operands or indices are out of range marks the function malformed
+    /// ([`Function::is_well_formed`]), which every consumer refuses or skips. For building
+    /// malformed input on purpose, e.g. to test that tools refuse it.
+    pub fn push_unchecked(&mut self, kind: ExprKind, ty: Option<Type>) -> NodeId {
         self.malformed |= !(self.operands_exist(&kind) && self.indices_in_range(&kind));
         let ty = self.types.intern(ty.as_ref());
         self.nodes.push(Node { kind, ty });
@@ -1264,7 +1266,9 @@ impl FunctionBuilder {
         match *kind {
             ExprKind::Var { name } | ExprKind::Global { name } => (name.0 as usize) < self.syms.len(),
             ExprKind::Const { idx } => (idx.0 as usize) < self.consts.len(),
-            ExprKind::Call { attrs, .. } => (attrs.0 as usize) < self.call_attrs.len(),
+            ExprKind::Call { op, attrs, .. } => {
+                (attrs.0 as usize) < self.call_attrs.len() && crate::op::try_get(op).is_some()
+            }
             // `{ e }` is `e` (see `block`), and bindings come in `(var, value)` pairs.
             ExprKind::Block { bindings, .. } => bindings.len > 0 && bindings.len % 2 == 0,
             _ => true,
@@ -1570,7 +1574,7 @@ mod tests {
     #[test]
     fn builder_marks_function_malformed_for_any_bad_id_or_index() {
         type Bad = fn(&mut FunctionBuilder, NodeId) -> NodeId;
-        let cases: [(&str, Bad); 9] = [
+        let cases: [(&str, Bad); 10] = [
             ("block with an odd binding range", |b, x| {
                 let bindings = b.push_ids(&[x, x, x]);
                 b.push(ExprKind::Block { bindings, result: x }, None)
@@ -1591,6 +1595,10 @@ mod tests {
             }),
             ("symbol out of range", |b, _| b.push(ExprKind::Global { name: Sym(99) }, None)),
             ("constant out of range", |b, _| b.push(ExprKind::Const { idx: ConstIdx(7) }, None)),
+            ("operator out of range", |b, x| {
+                let args = b.push_ids(&[x]);
+                b.push(ExprKind::Call { op: OpId(u16::MAX), attrs: AttrsIdx(0), args }, None)
+            }),
             ("attributes out of range", |b, x| {
                 let args = b.push_ids(&[x]);
                 b.push(ExprKind::Call { op: relu(), attrs: AttrsIdx(9), args }, None)

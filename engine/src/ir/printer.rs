@@ -7,6 +7,10 @@
 //! function (a second `%x` prints as `%x_1`) so the output always parses. Indentation stops
 //! growing after [`MAX_INDENT`] levels, which keeps the output of very deep nesting linear.
 //!
+//! A function the builder recorded as malformed ([`Function::is_well_formed`]: an id or index
+//! out of range) is not followed: it prints as one comment line naming the verifier's first
+//! error, `// @f is malformed and not printed: …`.
+//!
 //! Invariant: the output parses, nesting included. The parser refuses input nested deeper
 //! than [`MAX_NESTING`] levels, but passes can build deeper expressions (ToGraphNormalForm on
 //! a long chain, FuseOps with a large `max_depth`). The printer knows the parser's depth at
@@ -267,6 +271,15 @@ impl<'a> Printer<'a> {
     }
 
     fn function(&mut self, name: &str, f: &'a Function) {
+        if !f.is_well_formed() {
+            // Its ids cannot be followed safely: say so instead of printing it.
+            let why = match super::verifier::verify_function(None, name, f) {
+                Err(errs) => errs.first().map(|e| e.to_string()).unwrap_or_default(),
+                Ok(()) => String::new(),
+            };
+            let _ = writeln!(self.out, "// @{name} is malformed and not printed: {}", why.replace('\n', " "));
+            return;
+        }
         self.f = Some(f);
         self.names.clear();
         self.names.resize(f.num_nodes(), None);
