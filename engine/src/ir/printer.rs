@@ -50,10 +50,18 @@ pub const MAX_INDENT: usize = 64;
 /// 9408) goes to the section.
 pub const INLINE_ELEMENTS_LIMIT: usize = 1024;
 
+/// Dense constants with more elements than this (and at most [`INLINE_ELEMENTS_LIMIT`]) that
+/// the text would show more than once, e.g. a folded constant forwarded into every use, print
+/// as references into the `resources` section too, so each is printed once: the text stays
+/// in proportion to the module instead of repeating a 1024-element tensor at 200 uses.
+/// Smaller ones stay inline wherever they are used.
+pub const REPEATED_INLINE_LIMIT: usize = 16;
+
 /// Prints a module in canonical text: functions in module order, separated by a blank line,
-/// then the `resources` section if a large constant needs one.
+/// then the `resources` section if a large or repeated constant needs one.
 pub fn print_module(m: &Module) -> String {
     let mut p = Printer::new(m.iter().map(|(_, f)| f.num_nodes() * 16 + 64).sum());
+    p.repeated = repeated_constants(m.iter().map(|(_, f)| &**f));
     for (i, (name, f)) in m.iter().enumerate() {
         if i > 0 {
             p.out.push('\n');
@@ -68,6 +76,7 @@ pub fn print_module(m: &Module) -> String {
 /// of its large constants (if any), so the text parses on its own.
 pub fn print_function(name: &str, f: &Function) -> String {
     let mut p = Printer::new(f.num_nodes() * 16 + 64);
+    p.repeated = repeated_constants(std::iter::once(f));
     p.function(name, f);
     p.resources_section();
     p.out
@@ -128,6 +137,8 @@ struct Printer<'a> {
     /// Hoisted subexpressions in scope, with their names, innermost last.
     hoisted: Vec<(NodeId, Cow<'a, str>)>,
     resources: Resources<'a>,
+    /// Content hashes of mid-size constants the text shows more than once ([`REPEATED_INLINE_LIMIT`]).
+    repeated: rustc_hash::FxHashSet<u64>,
 }
 
 /// The distinct byte strings of the large constants printed so far, named `r<index>`.
@@ -188,6 +199,54 @@ fn large_constant(c: &Constant) -> Option<(Cow<'_, [u8]>, TensorType)> {
     }
 }
 
+/// The type and little-endian bytes of a dense or raw constant with more than
+/// [`REPEATED_INLINE_LIMIT`] and at most [`INLINE_ELEMENTS_LIMIT`] elements.
+fn mid_size_constant(c: &Constant) -> Option<(Cow<'_, [u8]>, TensorType)> {
+    let ty = c.tensor_type();
+    let n = ty.num_elements()?;
+    if n <= REPEATED_INLINE_LIMIT as u64 || n > INLINE_ELEMENTS_LIMIT as u64 {
+        return None;
+    }
+    match c {
+        Constant::Dense(t) => Some((Cow::Owned(t.to_le_bytes()), ty)),
+        Constant::Raw { data, .. } => Some((Cow::Borrowed(&data[..]), ty)),
+        Constant::Fill { .. } => None,
+    }
+}
+
+/// A hash of a constant's type and bytes.
+fn content_hash(bytes: &[u8], ty: &TensorType) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    ty.hash(&mut h);
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+/// Content hashes of the mid-size constants (see [`REPEATED_INLINE_LIMIT`]) that the text of
+/// `funcs` shows more than once: each use of a constant node by a printed node counts, so an
+/// equal module read back from the text (where every use is its own node) counts the same
+/// and prints the same bytes.
+fn repeated_constants<'f>(funcs: impl Iterator<Item = &'f Function>) -> rustc_hash::FxHashSet<u64> {
+    let mut seen: rustc_hash::FxHashMap<u64, u32> = rustc_hash::FxHashMap::default();
+    let mut live = Vec::new();
+    for f in funcs.filter(|f| f.is_well_formed()) {
+        let mut count = |id: NodeId| {
+            if let ExprKind::Const { idx } = *f.kind(id) {
+                if let Some((bytes, ty)) = mid_size_constant(f.constant(idx)) {
+                    *seen.entry(content_hash(&bytes, &ty)).or_default() += 1;
+                }
+            }
+        };
+        count(f.body());
+        f.live_mask_into(&mut live);
+        for (i, _) in live.iter().enumerate().filter(|(_, &l)| l) {
+            f.for_each_operand(NodeId(i as u32), &mut count);
+        }
+    }
+    seen.into_iter().filter(|&(_, n)| n > 1).map(|(h, _)| h).collect()
+}
+
 /// Lowercase hex digits, for blobs.
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -241,6 +300,7 @@ impl<'a> Printer<'a> {
             height: Vec::new(),
             hoisted: Vec::new(),
             resources: Resources::default(),
+            repeated: rustc_hash::FxHashSet::default(),
         }
     }
 
@@ -496,7 +556,9 @@ impl<'a> Printer<'a> {
             }
             ExprKind::Const { idx } => {
                 let c: &'a Constant = f.constant(idx);
-                match large_constant(c) {
+                let repeated =
+                    || mid_size_constant(c).filter(|(bytes, ty)| self.repeated.contains(&content_hash(bytes, ty)));
+                match large_constant(c).or_else(repeated) {
                     Some((bytes, ty)) => {
                         let i = self.resources.index(c, bytes);
                         self.out.push_str("resource<");
@@ -899,6 +961,33 @@ mod tests {
                 }
             "#]],
         );
+    }
+
+    /// Regression (#20 item 5): a folded constant forwarded into 200 uses printed its 1024
+    /// values at each. A constant of more than 16 elements that the text shows more than once
+    /// prints once, in the resources section; one shown once, or a small one, stays inline;
+    /// the text reads back equal and prints the same bytes.
+    #[test]
+    fn repeated_mid_size_constants_print_once() {
+        let c17 = format!("tensor<(17,), f32>[{}]", vec!["1.5"; 17].join(", "));
+        let c16 = format!("tensor<(16,), f32>[{}]", vec!["2.5"; 16].join(", "));
+        let src = format!(
+            "def @f(%x: Tensor[(17,), f32], %y: Tensor[(16,), f32]) {{ (add(%x, {c17}), multiply(%x, {c17}), add(%y, {c16}), add(%y, {c16})) }}\n\
+             def @g(%x: Tensor[(17,), f32]) {{ subtract(%x, {c17}) }}\n\
+             def @h(%x: Tensor[(18,), f32]) {{ add(%x, tensor<(18,), f32>[{}]) }}",
+            vec!["3.0"; 18].join(", ")
+        );
+        let m = parse_module(&src).unwrap_or_else(|e| panic!("{e}"));
+        let text = print_module(&m);
+        assert_eq!(text.matches("resource<(17,), f32>(r0)").count(), 3, "{text}");
+        assert_eq!(text.matches(&c16).count(), 2, "{text}");
+        assert!(text.contains("tensor<(18,), f32>[3.0"), "{text}");
+        assert_eq!(text.matches(" = \"").count(), 1, "one resource entry: {text}");
+        let back = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert!(crate::ir::module_structural_eq(&m, &back));
+        assert_eq!(print_module(&back), text);
+        // Printed alone, @g shows the constant once: inline.
+        assert!(print_function("g", &m.entries()[1].1).contains("[1.5, "));
     }
 
     /// `if` branches, closure bodies and blocks used as expressions each count one level; a
