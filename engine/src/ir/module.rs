@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::expr::ExprKind;
 use super::function::Function;
 
 /// Errors from editing a module.
@@ -171,6 +172,38 @@ impl Module {
     /// Whether the module has no functions.
     pub fn is_empty(&self) -> bool {
         self.funcs.is_empty()
+    }
+
+    /// The functions named in `roots` and every function they reference (through a live
+    /// `@global` node), transitively, in this module's order: the slice of the module a pass
+    /// failing on one function needs (crash reproducers). Names not in the module are ignored.
+    pub fn reachable_from(&self, roots: &[&str]) -> Module {
+        let mut reached = vec![false; self.len()];
+        let mut work: Vec<usize> = roots.iter().filter_map(|r| self.position(r)).collect();
+        for &i in &work {
+            reached[i] = true;
+        }
+        let mut live = Vec::new();
+        while let Some(i) = work.pop() {
+            let func = &self.funcs[i].1;
+            func.live_mask_into(&mut live);
+            for (j, node) in func.nodes().iter().enumerate() {
+                if let ExprKind::Global { name } = node.kind {
+                    match self.position(func.sym(name)) {
+                        Some(k) if live[j] && !reached[k] => {
+                            reached[k] = true;
+                            work.push(k);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let mut out = Module::with_capacity(reached.iter().filter(|&&r| r).count());
+        for ((name, func), _) in self.funcs.iter().zip(&reached).filter(|(_, &r)| r) {
+            out.push_new(name.clone(), func.clone());
+        }
+        out
     }
 
     /// Whether both modules hold the same functions by pointer, in the same order.
