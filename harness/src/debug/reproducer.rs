@@ -14,11 +14,12 @@
 //! command line gives the same option, which then wins.
 
 use std::panic;
+use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
     get_pass, parse_pipeline, reproducer_pipeline, Diagnostic, Pass, PassContext, PassContextBuilder, PassFailure,
-    PassKind, Sequential, Severity,
+    PassKind, ReproducerInstrument, Sequential,
 };
 
 /// The first line of a reproducer starts with this.
@@ -267,10 +268,11 @@ pub fn parse_header(words: &[String]) -> Result<(Option<String>, Settings), Stri
     Ok((passes, settings))
 }
 
-/// Replays a reproducer's text on one thread with the options of its header: the failure
-/// message (the error, or the first error diagnostic as `PASS @FUNC: MESSAGE`), `Ok(None)` when
-/// it runs cleanly, an error when the text or its header is broken. Panic messages are not
-/// printed while it runs.
+/// Replays a reproducer's text on one thread with the options of its header, under a
+/// `ReproducerInstrument` as the failing run was: the message of the first failing pass call
+/// (its error, or its first error diagnostic as `PASS @FUNC: MESSAGE`), `Ok(None)` when no
+/// pass fails, an error when the text or its header is broken. Panic messages are not printed
+/// while it runs.
 pub fn replay(text: &str) -> Result<Option<String>, String> {
     let words = header_args(text).ok_or("no reproducer header")??;
     let (passes, settings) = parse_header(&words)?;
@@ -278,18 +280,16 @@ pub fn replay(text: &str) -> Result<Option<String>, String> {
         parse_pipeline(&passes.ok_or("the reproducer header has no --passes")?).map_err(|e| e.to_string())?;
     let module = parse_module(text).map_err(|e| format!("the reproducer does not parse: {e:?}"))?;
     verify_module(&module).map_err(|e| format!("the reproducer does not verify: {e:?}"))?;
-    let ctx = settings.builder()?.build().map_err(|e| e.to_string())?;
+    // The failure is found as the run found it: by the same instrument.
+    let inst = Arc::new(ReproducerInstrument::new());
+    let ctx = settings.builder()?.instrument(inst.clone()).build().map_err(|e| e.to_string())?;
     let hook = panic::take_hook();
     panic::set_hook(Box::new(|_| {}));
     let res = ctx.scope(|| pipeline.run(module, &ctx));
     panic::set_hook(hook);
     let res = res.map_err(|e| e.to_string())?;
-    let first_error = ctx.diagnostics().take().into_iter().find(|d| d.severity == Severity::Error);
-    Ok(match (first_error, res) {
-        (Some(d), _) => Some(diagnostic_line(&d)),
-        (None, Err(e)) => Some(e.to_string()),
-        (None, Ok(_)) => None,
-    })
+    let error = res.err().map(|e| e.to_string());
+    Ok(inst.failure().and_then(|f| failure_message(&f, error.as_deref())))
 }
 
 #[cfg(test)]
