@@ -313,3 +313,49 @@ fn a_broken_reproducer_header_is_a_clear_error() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Records the name of every pass call's before-hook.
+#[derive(Default)]
+struct Calls(std::sync::Mutex<Vec<String>>);
+
+impl passel_engine::transform::Instrument for Calls {
+    fn name(&self) -> &str {
+        "Calls"
+    }
+
+    fn run_before_pass(
+        &self,
+        _module: &Module,
+        info: &passel_engine::transform::PassInfo,
+    ) -> Result<(), passel_engine::transform::InstrumentError> {
+        self.0.lock().expect("lock").push(info.name.clone());
+        Ok(())
+    }
+}
+
+#[test]
+fn planned_calls_are_the_calls_the_instruments_see() {
+    use passel_engine::transform::{parse_pipeline, planned_calls, Pass};
+    passel_passes::link();
+    let module = module();
+    let mut cases: Vec<(Sequential, u32, Vec<&str>, Vec<&str>)> =
+        (0..=3).map(|level| (passel_passes::default_pipeline(level), level, vec![], vec![])).collect();
+    cases.push((passel_passes::default_pipeline(1), 1, vec!["FoldConstant", "EliminateCommonSubexpr"], vec!["Inline"]));
+    let grouped = "FoldConstant,[SimplifyExpr,[DeadCodeElimination,FoldScaleAxis]],CanonicalizeBindings";
+    cases.push((parse_pipeline(grouped).expect("pipeline"), 3, vec![], vec!["InferType"]));
+    for (pipeline, level, require, disable) in cases {
+        let calls = Arc::new(Calls::default());
+        let mut b = PassContext::builder().opt_level(level).num_threads(2).instrument(calls.clone());
+        for name in &require {
+            b = b.require(name);
+        }
+        for name in &disable {
+            b = b.disable(name);
+        }
+        let ctx = b.build().expect("context");
+        ctx.scope(|| pipeline.run(module.clone(), &ctx)).expect("scope").expect("runs");
+        let planned: Vec<String> =
+            planned_calls(&pipeline, &ctx).expect("plan").iter().map(|c| c.pass.info().name.clone()).collect();
+        assert_eq!(planned, *calls.0.lock().expect("lock"), "-O{level}, {require:?}, {disable:?}");
+    }
+}

@@ -193,8 +193,12 @@ proptest! {
         }
         let pipeline = names.join(",");
         let serial = reproducer_text(module.clone(), &pipeline, 1, local);
-        if let Some(Ok((text, reproduces))) = &serial {
-            prop_assert!(reproduces, "the reproducer of {} does not replay to the same failure:\n{}", pipeline, text);
+        match &serial {
+            Some(Ok((text, reproduces))) => {
+                prop_assert!(reproduces, "the reproducer of {} does not replay to the same failure:\n{}", pipeline, text)
+            }
+            Some(Err(e)) => prop_assert!(false, "no reproducer for {}: {}", pipeline, e),
+            None => {}
         }
         for threads in [2, 8] {
             let parallel = reproducer_text(module.clone(), &pipeline, threads, local);
