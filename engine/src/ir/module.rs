@@ -213,3 +213,29 @@ impl Module {
                 && self.funcs.iter().zip(other.funcs.iter()).all(|((na, fa), (nb, fb))| na == nb && Arc::ptr_eq(fa, fb))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::parse_module;
+
+    #[test]
+    fn reachable_from_keeps_the_roots_and_what_they_reference_in_module_order() {
+        let m = parse_module(
+            "def @leaf(%x: Tensor[(2,), f32]) { relu(%x) }
+             def @dead_ref(%x: Tensor[(2,), f32]) { %x }
+             def @held(%x: Tensor[(2,), f32]) { %x }
+             def @mid(%x: Tensor[(2,), f32]) { let %f = @held; let %unused = @dead_ref; @leaf(%x) }
+             def @main(%x: Tensor[(2,), f32]) { @mid(%x) }
+             def @cycle(%x: Tensor[(2,), f32]) { @cycle(%x) }",
+        )
+        .expect("parses");
+        let names = |roots: &[&str]| m.reachable_from(roots).iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>();
+        // Unused bindings still print, so the globals they name are referenced: without them
+        // the cut-down module would not verify.
+        assert_eq!(names(&["mid"]), ["leaf", "dead_ref", "held", "mid"]);
+        assert_eq!(names(&["main"]), ["leaf", "dead_ref", "held", "mid", "main"]);
+        assert_eq!(names(&["leaf"]), ["leaf"]);
+        assert_eq!(names(&["cycle", "nope"]), ["cycle"]);
+        assert!(names(&[]).is_empty());
+    }
+}
