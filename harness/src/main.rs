@@ -687,7 +687,8 @@ fn list_passes_text() -> String {
     }
     out.push_str(
         "\n`runs as`: fused passes run together on each function in one task; a barrier sees the whole\n\
-         module between stages (see docs/parallel.md).\n",
+         module between stages (see docs/parallel.md). `testing.*` passes are testing-only: they fail on\n\
+         functions marked #[testing.fail=\"error\"|\"panic\"|\"diagnostic\"] (to try --reproducer).\n",
     );
     out
 }
