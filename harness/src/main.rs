@@ -52,7 +52,8 @@ enum Command {
     /// Generate a deterministic workload as .pir text on stdout.
     #[command(subcommand)]
     Gen(gen::cli::GenCommand),
-    /// Run a pass pipeline over a .pir file and print the resulting module.
+    /// Run a pass pipeline over a .pir file and print the resulting module (a crash reproducer
+    /// written by --reproducer runs with the options of its header line).
     Run(Box<RunArgs>),
     /// Benchmark a pipeline on a generated workload: serial vs parallel per thread count, with
     /// time, throughput, speedup and peak heap per row.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
-    get_pass, parse_pipeline, reproducer_pipeline, Diagnostic, Pass, PassContext, PassContextBuilder, PassFailure,
+    get_pass, parse_pipeline, reproducer_pipeline, Pass, PassContext, PassContextBuilder, PassError, PassFailure,
     PassKind, ReproducerInstrument, Sequential,
 };
 
@@ -147,47 +147,20 @@ pub struct Reproducer {
     pub reproduces: bool,
 }
 
-/// How a run failed, as a replay is compared with it: the error's text, or the first error
-/// diagnostic as `PASS @FUNC: MESSAGE`.
-fn failure_message(failure: &PassFailure, run_error: Option<&str>) -> Option<String> {
-    match &failure.diagnostic {
-        Some(d) => Some(diagnostic_line(d)),
-        None => run_error.map(str::to_string),
-    }
-}
-
-fn diagnostic_line(d: &Diagnostic) -> String {
-    let func = d.function.as_ref().map(|f| format!(" @{f}")).unwrap_or_default();
-    format!("{}{func}: {}", d.pass, d.message)
-}
-
-/// The function a failure names: the diagnostic's, or the one of the run's error
-/// (`… on function @f: …`).
-fn failing_function(failure: &PassFailure, run_error: Option<&passel_engine::transform::PassError>) -> Option<String> {
-    match (&failure.diagnostic, run_error) {
-        (Some(d), _) => d.function.clone(),
-        (None, Some(passel_engine::transform::PassError::InPass { pass, function, .. })) if *pass == failure.pass => {
-            function.clone()
-        }
-        _ => None,
-    }
-}
-
 /// Builds the reproducer of `failure` (the instrument's record of a run of `pipeline` under
 /// `ctx` with `settings`; `run_error` is what the run returned). `local` narrows the pipeline
 /// to the failing pass. Fails when the pipeline cannot be named (a pass outside the registry).
 pub fn reproducer(
     failure: &PassFailure,
-    run_error: Option<&passel_engine::transform::PassError>,
+    run_error: Option<&PassError>,
     pipeline: &Sequential,
     ctx: &PassContext,
     settings: &Settings,
     local: bool,
 ) -> Result<Reproducer, String> {
     let passes = reproducer_pipeline(pipeline, ctx, failure, local).map_err(|e| format!("no reproducer: {e}"))?;
-    let error_text = run_error.map(|e| e.to_string());
-    let expected = failure_message(failure, error_text.as_deref());
-    let function = failing_function(failure, run_error);
+    let expected = failure.message(run_error);
+    let function = failure.function(run_error);
     let function_pass = get_pass(&failure.pass).is_ok_and(|p| p.kind() == PassKind::Function);
     let total = failure.input.len();
     let write = |input: &Module, reduced: bool| {
@@ -288,8 +261,7 @@ pub fn replay(text: &str) -> Result<Option<String>, String> {
     let res = ctx.scope(|| pipeline.run(module, &ctx));
     panic::set_hook(hook);
     let res = res.map_err(|e| e.to_string())?;
-    let error = res.err().map(|e| e.to_string());
-    Ok(inst.failure().and_then(|f| failure_message(&f, error.as_deref())))
+    Ok(inst.failure().and_then(|f| f.message(res.as_ref().err())))
 }
 
 #[cfg(test)]

@@ -42,6 +42,30 @@ pub struct PassFailure {
     pub diagnostic: Option<Diagnostic>,
 }
 
+impl PassFailure {
+    /// The function the failure names: the diagnostic's, or the one of `run_error` (what the
+    /// run returned) when that error is this pass's (`in pass P on function @f: …`).
+    pub fn function(&self, run_error: Option<&PassError>) -> Option<String> {
+        match (&self.diagnostic, run_error) {
+            (Some(d), _) => d.function.clone(),
+            (None, Some(PassError::InPass { pass, function, .. })) if *pass == self.pass => function.clone(),
+            _ => None,
+        }
+    }
+
+    /// The failure as text, to compare a replay with the run: the first error diagnostic as
+    /// `PASS @FUNC: MESSAGE`, else `run_error`'s text.
+    pub fn message(&self, run_error: Option<&PassError>) -> Option<String> {
+        match &self.diagnostic {
+            Some(d) => {
+                let func = d.function.as_ref().map(|f| format!(" @{f}")).unwrap_or_default();
+                Some(format!("{}{func}: {}", d.pass, d.message))
+            }
+            None => run_error.map(|e| e.to_string()),
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     calls: usize,
