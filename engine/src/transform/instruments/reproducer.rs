@@ -1,7 +1,8 @@
 //! Crash reproducers (MLIR's `--mlir-pass-pipeline-crash-reproducer`): the engine side.
 //!
-//! [`ReproducerInstrument`] keeps the input of every running pass call (an O(1) shared copy)
-//! and records the first call that failed: the innermost call that returned an error or
+//! [`ReproducerInstrument`] keeps the input of every running pass call (an O(1) shared copy;
+//! the functions a pass replaces stay alive until it returns, and the pipeline's own input until
+//! the run ends) and records the first call that failed: the innermost call that returned an error or
 //! panicked, or a call that reported an error diagnostic. [`reproducer_pipeline`] names the
 //! pipeline to replay from that call on (the failing pass alone, or it and everything the run
 //! would have called after it), and [`Module::reachable_from`](crate::ir::Module::reachable_from)
