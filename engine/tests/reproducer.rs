@@ -78,6 +78,20 @@ fn a_pass_reporting_an_error_diagnostic_fails_first_even_when_a_later_pass_errs(
 }
 
 #[test]
+fn stop_at_failure_ends_the_run_at_the_first_error_diagnostic() {
+    let seq = Sequential::new("P", vec![get("ReproDiag"), get("ReproAddsFunction")]);
+    let inst = Arc::new(ReproducerInstrument::new().stop_at_failure());
+    let ctx = PassContext::builder().instrument(inst.clone()).build().expect("context");
+    let res = ctx.scope(|| seq.run(input(), &ctx)).expect("scope");
+    assert!(matches!(res, Err(PassError::Instrument { .. })), "{res:?}");
+    let failure = inst.failure().expect("a failure");
+    assert_eq!(failure.message(res.as_ref().err()).as_deref(), Some("ReproDiag @f: bad"));
+    // Without it the run goes on (ReproAddsFunction adds @g).
+    let (failure, error, _) = run(&seq);
+    assert_eq!((failure.map(|f| f.pass), error), (Some("ReproDiag".to_string()), None));
+}
+
+#[test]
 fn nothing_is_recorded_when_no_pass_fails() {
     let seq = Sequential::new("P", vec![get("ReproOk"), get("ReproNeedsOk")]);
     assert!(run(&seq).0.is_none());

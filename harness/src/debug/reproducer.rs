@@ -40,9 +40,10 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// A context builder with these settings, for one thread.
+    /// A context builder with these settings (and the default thread count: the failure and
+    /// the module it fails on are the same at any).
     pub fn builder(&self) -> Result<PassContextBuilder, String> {
-        let mut b = PassContext::builder().opt_level(self.opt_level).num_threads(1);
+        let mut b = PassContext::builder().opt_level(self.opt_level);
         for name in &self.require {
             b = b.require(name);
         }
@@ -241,7 +242,7 @@ pub fn parse_header(words: &[String]) -> Result<(Option<String>, Settings), Stri
     Ok((passes, settings))
 }
 
-/// Replays a reproducer's text on one thread with the options of its header, under a
+/// Replays a reproducer's text with the options of its header, under a
 /// `ReproducerInstrument` as the failing run was: the message of the first failing pass call
 /// (its error, or its first error diagnostic as `PASS @FUNC: MESSAGE`), `Ok(None)` when no
 /// pass fails, an error when the text or its header is broken. Panic messages are not printed
@@ -254,7 +255,7 @@ pub fn replay(text: &str) -> Result<Option<String>, String> {
     let module = parse_module(text).map_err(|e| format!("the reproducer does not parse: {e:?}"))?;
     verify_module(&module).map_err(|e| format!("the reproducer does not verify: {e:?}"))?;
     // The failure is found as the run found it: by the same instrument.
-    let inst = Arc::new(ReproducerInstrument::new());
+    let inst = Arc::new(ReproducerInstrument::new().stop_at_failure());
     let ctx = settings.builder()?.instrument(inst.clone()).build().map_err(|e| e.to_string())?;
     let hook = panic::take_hook();
     panic::set_hook(Box::new(|_| {}));

@@ -79,12 +79,20 @@ struct State {
 #[derive(Default)]
 pub struct ReproducerInstrument {
     state: Mutex<State>,
+    stop: bool,
 }
 
 impl ReproducerInstrument {
     /// Records nothing until a pass fails.
     pub fn new() -> ReproducerInstrument {
         ReproducerInstrument::default()
+    }
+
+    /// Builder form: once a pass reported an error diagnostic, fail its after-hook, so the run
+    /// stops there instead of going on (a replay that only needs the first failure).
+    pub fn stop_at_failure(mut self) -> ReproducerInstrument {
+        self.stop = true;
+        self
     }
 
     /// The first failing call of the last run under a context holding this instrument.
@@ -134,6 +142,9 @@ impl Instrument for ReproducerInstrument {
             if let Some(diagnostic) = PassContext::current().diagnostics().first_error_from(count) {
                 self.state().failure =
                     Some(PassFailure { call, pass: info.name.clone(), input, diagnostic: Some(diagnostic) });
+                if self.stop {
+                    return Err(InstrumentError::new("stopping at the first failing pass"));
+                }
             }
         }
         Ok(())
