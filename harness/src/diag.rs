@@ -31,6 +31,24 @@ pub struct SourceError {
 
 /// Renders `errors` against `src` (named `path`) as miette reports, one after another; past
 /// [`MAX_RENDERED`] errors, one line says how many more there were.
+/// `bytes` (the contents of `path`) as text, or an error naming where the first invalid UTF-8
+/// byte is: `x.pir:2:3: not UTF-8 text: byte 0xff at offset 21 is invalid`.
+pub fn utf8<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a str, String> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let at = e.valid_up_to();
+        let before = &bytes[..at];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        // Columns count characters, as everywhere else; the prefix is valid UTF-8.
+        let col = std::str::from_utf8(&before[line_start..]).map_or(0, |s| s.chars().count()) + 1;
+        let what = match e.error_len() {
+            Some(_) => format!("byte 0x{:02x} at offset {at} is invalid", bytes[at]),
+            None => format!("the file ends inside a character at offset {at}"),
+        };
+        format!("{path}:{line}:{col}: not UTF-8 text: {what}")
+    })
+}
+
 pub fn render(path: &str, src: &str, errors: &[SourceError]) -> String {
     let total = errors.len();
     let shown = &errors[..errors.len().min(MAX_RENDERED)];

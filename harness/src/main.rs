@@ -431,13 +431,17 @@ fn watch(console: &Console, args: WatchArgs) -> ExitCode {
 }
 
 fn read_source(path: &PathBuf) -> Result<String, String> {
-    if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| format!("cannot read stdin: {e}"))?;
-        Ok(s)
+    let (name, bytes) = if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| format!("cannot read stdin: {e}"))?;
+        ("<stdin>".to_string(), bytes)
     } else {
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-    }
+        let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        (path.display().to_string(), bytes)
+    };
+    diag::utf8(&name, &bytes)?;
+    // Checked just above: the bytes are UTF-8, so this takes them without a copy.
+    String::from_utf8(bytes).map_err(|e| e.to_string())
 }
 
 /// Parses and verifies `path` (or imports it when it is a `.onnx` model), printing rendered

@@ -180,9 +180,9 @@ pub fn watch(opts: &WatchOptions, out: &mut dyn Write) -> Result<(), WatchError>
                         Err(e) => format!("run {runs}: error: {e}\n"),
                     }
                 } else {
-                    match std::str::from_utf8(&bytes) {
+                    match crate::diag::utf8(&name, &bytes) {
                         Ok(text) => run_once(&mut session, &name, text, runs, opts.output.as_deref())?,
-                        Err(_) => format!("run {runs}: {name} is not UTF-8 text\n"),
+                        Err(e) => format!("run {runs}: error: {e}\n"),
                     }
                 };
                 write_report(out, &report)?;

@@ -364,6 +364,67 @@ fn whatever_run_prints_check_accepts_even_when_passes_nest_deeply() {
     assert!(check.status.success(), "{}", stderr(&check));
 }
 
+/// `depth` `if`s nested in @name around `inner`.
+fn nested_ifs(name: &str, depth: usize, inner: &str, attrs: &str) -> String {
+    let mut body = inner.to_string();
+    for i in 0..depth {
+        body = format!("if (%c) {{ let %v{i} = negative(%x); {body} }} else {{ %x }}");
+    }
+    format!("{attrs}def @{name}(%x: Tensor[(4,), f32], %c: Tensor[(), bool]) -> Tensor[(4,), f32] {{ {body} }}\n")
+}
+
+/// Bodies cannot be hoisted: Inline of a 200-deep function into a 200-deep caller, and FuseOps
+/// at the deepest level of 254 nested `if`s, used to print text `check` rejects.
+#[test]
+fn whatever_run_prints_check_accepts_when_passes_would_nest_bodies_too_deep() {
+    let dir = temp_dir("body-nesting");
+    let inline = nested_ifs("g", 200, "%x", "#[Inline]\n") + &nested_ifs("main", 200, "@g(%x, %c)", "");
+    let inline = write(&dir, "inline.pir", &inline);
+    let (_, check) = run_then_check(&dir, &inline, &[]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    let mut body = "let %a = negative(%x); let %b = relu(%a); exp(%b)".to_string();
+    for _ in 0..254 {
+        body = format!("if (%c) {{ {body} }} else {{ %x }}");
+    }
+    let fuse = format!("def @main(%x: Tensor[(4,), f32], %c: Tensor[(), bool]) -> Tensor[(4,), f32] {{ {body} }}\n");
+    let fuse = write(&dir, "fuse.pir", &fuse);
+    let (_, check) = run_then_check(&dir, &fuse, &["-O3"]);
+    assert!(check.status.success(), "{}", stderr(&check));
+}
+
+/// Characters that print as blanks are named and escaped in messages; a byte-order mark at
+/// the start is skipped (as rustc does); invalid UTF-8 is reported with its line, column and
+/// byte offset, by `check` and by `watch`.
+#[test]
+fn invisible_characters_and_invalid_utf8_are_shown_where_they_are() {
+    let dir = temp_dir("invisible");
+    let bom = write(&dir, "bom.pir", "\u{feff}def @f() { 1.0f }\n");
+    let out = passel(&["check", bom.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for (name, text, shown) in [
+        ("nbsp.pir", "def @f() {\u{a0}1.0f }\n", "`\\u{a0}` (a no-break space)"),
+        ("nul.pir", "def @f() { 1.0f \0}\n", "`\\u{0}` (a NUL byte)"),
+        ("bom2.pir", "def @f() { \u{feff}1.0f }\n", "`\\u{feff}` (a byte-order mark)"),
+    ] {
+        let path = write(&dir, name, text);
+        let out = passel(&["check", path.to_str().unwrap()]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains(shown), "{name}: {}", stderr(&out));
+    }
+    let bad = dir.join("bad.pir");
+    std::fs::write(&bad, b"def @f() { 1.0f }\n// caf\xc3\xa9 \xff\n").expect("write");
+    let out = passel(&["check", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("bad.pir:2:9: not UTF-8 text: byte 0xff at offset 27 is invalid"),
+        "{}",
+        stderr(&out)
+    );
+    let out = passel(&["watch", bad.to_str().unwrap(), "--max-runs", "1"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("bad.pir:2:9: not UTF-8 text"), "{report}{}", stderr(&out));
+}
+
 #[test]
 fn text_that_parses_prints_unchanged_up_to_the_nesting_limit() {
     let dir = temp_dir("nesting-edge");

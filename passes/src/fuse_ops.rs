@@ -40,7 +40,7 @@
 
 use std::sync::Arc;
 
-use passel_engine::ir::{fn_attr, AttrValue, Attrs, ExprKind, Function, NodeId};
+use passel_engine::ir::{body_nesting, fn_attr, AttrValue, Attrs, ExprKind, Function, NodeId, MAX_BODY_NESTING};
 use passel_engine::op::OpPattern;
 use passel_engine::transform::ConfigType;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -86,6 +86,25 @@ struct Group {
 /// Runs FuseOps on `func` with groups of at most `max_depth` operators; returns `func` itself
 /// (pointer-equal) when nothing fuses.
 pub fn fuse_ops(func: &Arc<Function>, max_depth: usize) -> Arc<Function> {
+    fuse_ops_within_nesting(func, max_depth).0
+}
+
+/// [`fuse_ops`], except that a function whose fused form would nest its bodies deeper than
+/// [`MAX_BODY_NESTING`] (each primitive function is a closure body, one level below where its
+/// group was) is returned as it was, with `true`.
+pub fn fuse_ops_within_nesting(func: &Arc<Function>, max_depth: usize) -> (Arc<Function>, bool) {
+    let out = fuse_unchecked(func, max_depth);
+    if Arc::ptr_eq(&out, func) {
+        return (out, false);
+    }
+    let nesting = body_nesting(&out);
+    if nesting > MAX_BODY_NESTING && nesting > body_nesting(func) {
+        return (Arc::clone(func), true);
+    }
+    (out, false)
+}
+
+fn fuse_unchecked(func: &Arc<Function>, max_depth: usize) -> Arc<Function> {
     if max_depth < 2 || !well_formed(func) {
         return Arc::clone(func);
     }
@@ -503,6 +522,37 @@ mod tests {
         let (once, _) = crate::infer_module(&once);
         let func = once.get("main").expect("@main");
         assert!(Arc::ptr_eq(&fuse_ops(func, 256), func));
+    }
+
+    /// Regression (#20 item 9): a group fused inside `if`s nested at the limit becomes a
+    /// closure one level deeper, which printed text `check` rejects. Such a function stays
+    /// unfused, with a warning; one level shallower fuses and prints text that parses.
+    #[test]
+    fn fuse_ops_keeps_a_function_whose_bodies_would_nest_too_deep() {
+        use passel_engine::transform::{get_pass, PassContext};
+        let nested = |depth: u32| {
+            let mut body = "let %a = negative(%x); let %b = relu(%a); exp(%b)".to_string();
+            for _ in 0..depth {
+                body = format!("if (%c) {{ {body} }} else {{ %x }}");
+            }
+            typed(&format!("def @main(%x: Tensor[(4,), f32], %c: Tensor[(), bool]) -> Tensor[(4,), f32] {{ {body} }}"))
+        };
+        let at_limit = nested(MAX_BODY_NESTING);
+        let func = at_limit.get("main").expect("@main");
+        let (out, too_deep) = fuse_ops_within_nesting(func, 256);
+        assert!(too_deep && Arc::ptr_eq(&out, func));
+        crate::link();
+        let ctx = PassContext::builder().num_threads(1).build().expect("ctx");
+        let pass = get_pass("FuseOps").expect("registered");
+        let res = ctx.scope(|| pass.run(at_limit.clone(), &ctx)).expect("scope").expect("runs");
+        parse_module(&print_module(&res)).expect("what is printed parses");
+        let diags = ctx.diagnostics().take();
+        assert!(diags.len() == 1 && diags[0].message.contains("not fused"), "{diags:?}");
+
+        let below = nested(MAX_BODY_NESTING - 1);
+        let fused = run(&below, 256);
+        assert_eq!(primitive_count(&fused), 1);
+        parse_module(&print_module(&fused)).expect("what is printed parses");
     }
 
     #[test]

@@ -100,7 +100,16 @@ declare_passes! {
     "FoldScaleAxis" => fold_scale_axis::fold_scale_axis_pass();
     "FuseOps" => function_pass("FuseOps", 0, |func, _module, ctx| {
         let depth = ctx.get_config(fuse_ops::MAX_DEPTH_KEY, fuse_ops::DEFAULT_MAX_DEPTH);
-        Ok(counted(ctx, &func, fuse_ops(&func, usize::try_from(depth).unwrap_or(0)), fuse_ops::STATISTICS))
+        let (out, too_deep) = fuse_ops::fuse_ops_within_nesting(&func, usize::try_from(depth).unwrap_or(0));
+        if too_deep {
+            let message = format!(
+                "not fused: the primitive functions would nest `if` / closure bodies more than {} deep, \
+                 deeper than the text format prints",
+                passel_engine::ir::MAX_BODY_NESTING
+            );
+            ctx.emit(passel_engine::transform::Diagnostic::warning("FuseOps", message));
+        }
+        Ok(counted(ctx, &func, out, fuse_ops::STATISTICS))
     })
     .with_required(&["InferType"]);
     "ToANormalForm" => module_pass("ToANormalForm", 1, |module, ctx| {
@@ -111,13 +120,21 @@ declare_passes! {
         let default_growth = i64::try_from(inline::DEFAULT_MAX_GROWTH).unwrap_or(i64::MAX);
         let max_growth = ctx.get_config::<i64>(inline::MAX_GROWTH_KEY, default_growth).max(0);
         let max_growth = usize::try_from(max_growth).unwrap_or(usize::MAX);
-        let (out, stopped) =
+        let inline::Inlined { module: out, budget_stop, too_deep } =
             inline::inline_module_with_budget(&module, usize::try_from(max_size).unwrap_or(usize::MAX), max_growth);
-        if let Some(caller) = stopped {
+        if let Some(caller) = budget_stop {
             let message = format!(
                 "inlining stopped at the growth budget of {max_growth} nodes ({}): @{caller} keeps a call, \
                  and so may later functions",
                 inline::MAX_GROWTH_KEY
+            );
+            ctx.emit(passel_engine::transform::Diagnostic::warning("Inline", message).in_function(&caller));
+        }
+        if let Some(caller) = too_deep {
+            let message = format!(
+                "calls in @{caller} were not inlined: its `if` / closure bodies would nest more than {} deep, \
+                 deeper than the text format prints (and so may later functions)",
+                passel_engine::ir::MAX_BODY_NESTING
             );
             ctx.emit(passel_engine::transform::Diagnostic::warning("Inline", message).in_function(&caller));
         }

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, List, Union
 
 from . import instrument, ir, transform
-from ._passel import ParseError, PassError, StageStats
+from ._passel import OnnxError, ParseError, PassError, StageStats
 from .session import Session, SessionRun
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "StageStats",
     "PassError",
     "ParseError",
+    "OnnxError",
     "eval",
 ]
 

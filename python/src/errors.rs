@@ -25,6 +25,14 @@ pyo3::create_exception!(
     "Malformed IR text; the message gives line:col of every error."
 );
 
+pyo3::create_exception!(
+    passel,
+    OnnxError,
+    PyValueError,
+    "An ONNX model passel cannot import: the message names the file and the node (or lists \
+     every unsupported operator with its count)."
+);
+
 /// The first Python exception raised in a callback of the current run (the engine may call
 /// more than one failing callback before it stops: parallel workers, exit callbacks).
 static PENDING: Mutex<Option<PyErr>> = Mutex::new(None);
@@ -35,6 +43,7 @@ static CANCELLED: AtomicBool = AtomicBool::new(false);
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PassError", m.py().get_type::<PassError>())?;
     m.add("ParseError", m.py().get_type::<ParseError>())?;
+    m.add("OnnxError", m.py().get_type::<OnnxError>())?;
     Ok(())
 }
 

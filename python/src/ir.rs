@@ -17,7 +17,7 @@ use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 
-use crate::errors::{self, ParseError};
+use crate::errors::{self, OnnxError, ParseError};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Module>()?;
@@ -78,6 +78,29 @@ impl Module {
         py.detach(move || parse_module(&text))
             .map(|inner| Module { inner })
             .map_err(|e| ParseError::new_err(format!("{}: {e}", path.display())))
+    }
+
+    /// Imports an ONNX model (TVM's ``relax.frontend.onnx.from_onnx``): the file is
+    /// memory-mapped and weights stay in the mapping; external data is read from the model's
+    /// folder. ``shapes`` gives static shapes for graph inputs with symbolic dimensions
+    /// (``{"input": [1, 3, 224, 224]}``, as ``--input-shape`` does). Raises ``OSError`` when
+    /// the file cannot be read and ``passel.OnnxError`` when the model cannot be imported.
+    #[staticmethod]
+    #[pyo3(signature = (path, shapes=None))]
+    fn from_onnx(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        shapes: Option<std::collections::BTreeMap<String, Vec<u64>>>,
+    ) -> PyResult<Module> {
+        use passel_harness::onnx::{import_onnx, OnnxError as LoadError};
+        let options = passel_engine::frontend::onnx::ImportOptions {
+            input_shapes: shapes.unwrap_or_default().into_iter().collect(),
+            ..Default::default()
+        };
+        py.detach(move || import_onnx(&path, &options)).map(|inner| Module { inner }).map_err(|e| match e {
+            LoadError::Io { .. } => pyo3::exceptions::PyOSError::new_err(e.to_string()),
+            _ => OnnxError::new_err(e.to_string()),
+        })
     }
 
     /// The module as ``.pir`` text (what ``str(mod)`` gives).

@@ -201,8 +201,8 @@ def test_timing_instrument_renders_a_tree_inside_the_scope(small):
     assert any(line.startswith("sequential:") for line in lines)
     assert any(line.startswith("\tFoldConstant:") for line in lines)
     assert any(line.startswith("\t\tEliminateCommonSubexpr:") for line in lines)
-    # Leaving the outermost context clears the data.
-    assert timing.render().splitlines() == ["Total: 0us"]
+    # Leaving the outermost context clears the data: no passes, an empty report (as in TVM).
+    assert timing.render() == ""
 
 
 def test_two_timing_instruments_do_not_share_state(small):

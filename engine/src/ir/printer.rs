@@ -566,6 +566,56 @@ impl<'a> Printer<'a> {
     }
 }
 
+/// The deepest nesting of bodies in `func` that the text format is sure to print and parse
+/// back: `if` branches, closure bodies and blocks used as expressions, counted along the
+/// deepest path ([`body_nesting`]). Each such level costs the parser two of its
+/// [`MAX_NESTING`] levels (the `{` frame and the statement's), which the printer cannot hoist;
+/// 240 levels leave 31 levels for the innermost statement (its type annotation and its
+/// expression, whose depth the printer does hoist).
+///
+/// Passes that can deepen bodies (Inline splices a callee's bodies into a caller's, FuseOps
+/// wraps groups in closures) keep a function they would take past this limit as it was, with
+/// a warning, so whatever `passel run` prints, `passel check` accepts.
+pub const MAX_BODY_NESTING: u32 = (MAX_NESTING - 32) / 2;
+
+/// How deeply bodies nest in `func` (see [`MAX_BODY_NESTING`]): 0 for a function whose body
+/// has no `if`, closure or inner block. One pass over the arena, no recursion.
+pub fn body_nesting(func: &Function) -> u32 {
+    let n = func.num_nodes();
+    let mut level = vec![0u32; n];
+    // The level inside a body: a block's statements share its frame; another body is one
+    // statement. Operands that do not precede their user (a malformed function) count as 0.
+    let inner = |level: &[u32], body: NodeId, user: usize| -> u32 {
+        let at = |x: NodeId| if x.index() < user { level[x.index()] } else { 0 };
+        match *func.kind(body) {
+            ExprKind::Block { bindings, result } if body.index() <= user => {
+                func.ids(bindings).chunks_exact(2).map(|p| at(p[1])).max().unwrap_or(0).max(at(result))
+            }
+            _ => at(body),
+        }
+    };
+    for i in 0..n {
+        let id = NodeId(i as u32);
+        let mut l = 0u32;
+        operands(func, id, |c, _| {
+            if c.index() < i {
+                l = l.max(level[c.index()]);
+            }
+        });
+        let nested = match *func.kind(id) {
+            ExprKind::If { then_, else_, .. } => inner(&level, then_, i).max(inner(&level, else_, i)) + 1,
+            ExprKind::Func { idx } => inner(&level, func.closure(idx).body, i) + 1,
+            ExprKind::Block { .. } => inner(&level, id, i) + 1,
+            _ => 0,
+        };
+        level[i] = l.max(nested);
+    }
+    match func.body() {
+        b if b.index() < n => inner(&level, b, n),
+        _ => 0,
+    }
+}
+
 /// The operands of `id` printed inside its own text, with the extra parser depth of each
 /// (0: same frame, as a projection's tuple or a call's callee; 1: one level in), and its
 /// bodies (blocks two levels in: the `{` frame, then each statement's frame).
@@ -836,6 +886,49 @@ mod tests {
                 }
             "#]],
         );
+    }
+
+    /// `if` branches, closure bodies and blocks used as expressions each count one level; a
+    /// branch's own block does not.
+    #[test]
+    fn body_nesting_counts_bodies_along_the_deepest_path() {
+        let cases = [
+            ("def @f(%x: Tensor[(4,), f32]) { negative(%x) }", 0),
+            ("def @f(%x: Tensor[(4,), f32]) { let %a = negative(%x); %a }", 0),
+            ("def @f(%c: bool) { if (%c) { 1.0f } else { 2.0f } }", 1),
+            ("def @f(%c: bool) { if (%c) { let %a = if (%c) { 1.0f } else { 2.0f }; %a } else { 2.0f } }", 2),
+            ("def @f(%c: bool) { let %g = fn (%y: bool) { if (%y) { 1.0f } else { 2.0f } }; %g(%c) }", 2),
+            ("def @f(%c: bool) { add({ let %a = 1.0f; %a }, 2.0f) }", 1),
+            ("def @f(%c: bool) { (if (%c) { 1.0f } else { 2.0f }, if (%c) { 1.0f } else { if (%c) { 1.0f } else { 3.0f } }) }", 2),
+        ];
+        for (src, want) in cases {
+            let src = src.replace("bool", "Tensor[(), bool]");
+            let m = parse_module(&src).unwrap_or_else(|e| panic!("{src}: {e}"));
+            assert_eq!(body_nesting(&m.entries()[0].1), want, "{src}");
+        }
+    }
+
+    /// The limit passes keep to is one the printer and parser honour with room to spare: a
+    /// function nested exactly [`MAX_BODY_NESTING`] deep, whose innermost body holds a closure
+    /// with a tuple-typed binding and a deep expression, prints text that parses back equal.
+    #[test]
+    fn functions_at_the_body_nesting_limit_print_and_parse_back() {
+        let k = MAX_BODY_NESTING as usize;
+        let deep_expr = (0..12).fold("%y".to_string(), |e, _| format!("negative({e})"));
+        let mut body = format!(
+            "let %g = fn (%y: Tensor[(4,), f32]) -> Tensor[(4,), f32] {{ \
+             let %t: ((Tensor[(4,), f32], Tensor[(4,), f32]), Tensor[(4,), f32]) = ((negative(%y), relu(%y)), exp(%y)); \
+             add(%t.0.0, {deep_expr}) }}; %g(%x)"
+        );
+        for _ in 0..k - 1 {
+            body = format!("if (%c) {{ {body} }} else {{ %x }}");
+        }
+        let src = format!("def @main(%x: Tensor[(4,), f32], %c: Tensor[(), bool]) -> Tensor[(4,), f32] {{ {body} }}");
+        let m = parse_module(&src).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(body_nesting(&m.entries()[0].1), MAX_BODY_NESTING);
+        let text = print_module(&m);
+        let back = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert!(crate::ir::module_structural_eq(&m, &back));
     }
 
     /// Regression (cargo-fuzz `onnx_import`): an ONNX initializer holding a NaN with a payload

@@ -165,8 +165,11 @@ pub(crate) fn is_valid_name(name: &str) -> bool {
 }
 
 impl<'s> Lexer<'s> {
+    /// A lexer over `src`. A byte-order mark at the very start is skipped, as rustc and Python
+    /// do (editors on Windows write one); anywhere else it is an error shown as `\u{feff}`.
     pub fn new(src: &'s str) -> Lexer<'s> {
-        Lexer { src: src.as_bytes(), pos: 0, after_dot: false }
+        let pos = if src.starts_with('\u{feff}') { 3 } else { 0 };
+        Lexer { src: src.as_bytes(), pos, after_dot: false }
     }
 
     fn at(&self, i: usize) -> u8 {

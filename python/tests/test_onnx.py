@@ -1,0 +1,50 @@
+"""``Module.from_onnx``: TVM's ``relax.frontend.onnx.from_onnx`` over passel's importer.
+
+The models are the importer's fuzz seeds committed in ``fuzz/corpus/onnx_import`` (small
+graphs written with ``onnx.helper``), so the suite needs no ``onnx`` package.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import passel
+from passel import ir, transform
+
+CORPUS = Path(__file__).resolve().parents[2] / "fuzz" / "corpus" / "onnx_import"
+
+
+def test_from_onnx_imports_a_model_that_evaluates_like_its_optimised_form():
+    mod = ir.Module.from_onnx(CORPUS / "conv_relu.onnx")
+    assert mod.names() == ["main"]
+    assert "conv2d(" in mod.script()
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    before = passel.eval(mod, x)
+    assert before.shape == (1, 5)
+    np.testing.assert_allclose(before.sum(axis=1), np.ones(1), rtol=1e-5)  # softmax output
+    with transform.PassContext(opt_level=3):
+        opt = transform.Sequential([transform.get_pass("FoldConstant"), transform.get_pass("FuseOps")])(mod)
+    np.testing.assert_allclose(passel.eval(opt, x), before, rtol=1e-5, atol=1e-6)
+
+
+def test_from_onnx_takes_static_shapes_for_symbolic_dimensions():
+    with pytest.raises(passel.OnnxError, match=r"dimension 0 is symbolic \(`batch`\)"):
+        ir.Module.from_onnx(CORPUS / "symbolic_batch.onnx")
+    mod = ir.Module.from_onnx(str(CORPUS / "symbolic_batch.onnx"), shapes={"x": [5, 3]})
+    ty = mod["main"].params[0].type
+    assert ty is not None and ty.shape == [5, 3]
+
+
+def test_from_onnx_errors_name_the_file_and_every_unsupported_operator():
+    with pytest.raises(passel.OnnxError) as err:
+        ir.Module.from_onnx(CORPUS / "bad_unsupported.onnx")
+    message = str(err.value)
+    assert "bad_unsupported.onnx" in message
+    assert "Celu (3 nodes" in message
+    with pytest.raises(passel.OnnxError, match="node `add_a` \\(Add\\).*cycle"):
+        ir.Module.from_onnx(CORPUS / "bad_cycle.onnx")
+    with pytest.raises(OSError, match="cannot read"):
+        ir.Module.from_onnx(CORPUS / "no_such_model.onnx")
