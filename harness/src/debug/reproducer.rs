@@ -88,7 +88,8 @@ fn quote(word: &str) -> String {
 /// The options of `src`'s reproducer header, split into words: `None` when its first line is
 /// not a header, an error when the header's quoting is broken.
 pub fn header_args(src: &str) -> Option<Result<Vec<String>, String>> {
-    let first = src.lines().next()?;
+    // The parser skips a leading byte-order mark; so does the header.
+    let first = src.strip_prefix('\u{feff}').unwrap_or(src).lines().next()?;
     let rest = first.strip_prefix(HEADER)?;
     Some(split_words(rest))
 }
@@ -299,6 +300,7 @@ mod tests {
     fn header_args_needs_the_marker_on_the_first_line() {
         assert_eq!(header_args("def @f() { 1.0f }\n// passel-reproducer: -O3\n"), None);
         assert_eq!(header_args(""), None);
+        assert_eq!(header_args("\u{feff}// passel-reproducer: -O3\n"), Some(Ok(vec!["-O3".to_string()])));
         assert!(header_args("// passel-reproducer: \"--passes=A\n").expect("a header").is_err());
         assert!(header_args("// passel-reproducer: \"\\x\"\n").expect("a header").is_err());
     }
