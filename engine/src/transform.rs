@@ -33,11 +33,15 @@ pub use context::{ContextGuard, PassContext, PassContextBuilder, MAX_THREADS};
 pub use diagnostics::{Diagnostic, DiagnosticSink, Severity};
 pub use error::{ConfigError, ContextError, Hook, InstrumentError, PassError, PipelineError};
 pub use executor::{
-    plan, run_function_stage, run_plain, run_plan, run_sequential, run_stage_on_function, FunctionRun, Stage,
+    plan, planned_calls, run_function_stage, run_plain, run_plan, run_sequential, run_stage_on_function, FunctionRun,
+    PlannedCall, Stage,
 };
 pub use info::PassInfo;
 pub use instrument::{stderr_sink, Instrument, Sink};
-pub use instruments::{unified_diff, DumpIrInstrument, PassTimingInstrument, PrintIr, PrintIrInstrument};
+pub use instruments::{
+    reproducer_pipeline, unified_diff, DumpIrInstrument, PassFailure, PassTimingInstrument, PrintIr, PrintIrInstrument,
+    ReproducerError, ReproducerInstrument,
+};
 pub use pass::{
     call_pass, function_pass, module_pass, run_function_pass_over_module, FunctionBody, FunctionPass, ModuleBody,
     ModulePass, Pass, PassKind, PreludeBody,

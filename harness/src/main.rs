@@ -9,8 +9,8 @@ use std::sync::Arc;
 use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
     chrome_trace_json, get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, trace_channel,
-    DumpIrInstrument, OptBisect, Pass, PassContext, PassContextBuilder, PassTimingInstrument, PrintIrInstrument,
-    Sequential, Severity, MAX_THREADS,
+    DumpIrInstrument, OptBisect, Pass, PassContext, PassContextBuilder, PassError, PassFailure, PassTimingInstrument,
+    PrintIrInstrument, ReproducerInstrument, Sequential, Severity, MAX_THREADS,
 };
 use passel_engine::MemoryMode;
 use passel_harness::console::{Console, Stream};
@@ -52,7 +52,8 @@ enum Command {
     /// Generate a deterministic workload as .pir text on stdout.
     #[command(subcommand)]
     Gen(gen::cli::GenCommand),
-    /// Run a pass pipeline over a .pir file and print the resulting module.
+    /// Run a pass pipeline over a .pir file and print the resulting module (a crash reproducer
+    /// written by --reproducer runs with the options of its header line).
     Run(Box<RunArgs>),
     /// Benchmark a pipeline on a generated workload: serial vs parallel per thread count, with
     /// time, throughput, speedup and peak heap per row.
@@ -77,9 +78,9 @@ struct PipelineArgs {
     /// (brackets nest a group); default: the standard pipeline for the opt level.
     #[arg(long)]
     passes: Option<String>,
-    /// Optimization level: passes with a higher opt level are skipped by pipelines.
-    #[arg(short = 'O', long = "opt-level", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=3))]
-    opt_level: u32,
+    /// Optimization level: passes with a higher opt level are skipped by pipelines [default: 2].
+    #[arg(short = 'O', long = "opt-level", value_parser = clap::value_parser!(u32).range(0..=3))]
+    opt_level: Option<u32>,
     /// Never run this pass (beats --require). Repeatable.
     #[arg(long = "disable", value_name = "NAME")]
     disable: Vec<String>,
@@ -99,9 +100,9 @@ impl PipelineArgs {
     fn pipeline_and_context(&self) -> Result<(Sequential, PassContextBuilder), String> {
         let pipeline = match &self.passes {
             Some(text) => parse_pipeline(text).map_err(|e| e.to_string())?,
-            None => passel_passes::default_pipeline(self.opt_level),
+            None => passel_passes::default_pipeline(self.opt_level()),
         };
-        let mut builder = PassContext::builder().opt_level(self.opt_level);
+        let mut builder = PassContext::builder().opt_level(self.opt_level());
         for name in &self.disable {
             builder = builder.disable(&resolve_pass_name(name)?);
         }
@@ -116,6 +117,36 @@ impl PipelineArgs {
             builder = builder.num_threads(n as usize);
         }
         Ok((pipeline, builder))
+    }
+
+    fn opt_level(&self) -> u32 {
+        self.opt_level.unwrap_or(2)
+    }
+
+    /// The options a crash reproducer's header records (pass names in their registry spelling).
+    fn reproducer_settings(&self) -> Result<debug::reproducer::Settings, String> {
+        let resolve = |names: &[String]| names.iter().map(|n| resolve_pass_name(n)).collect::<Result<Vec<_>, _>>();
+        Ok(debug::reproducer::Settings {
+            opt_level: self.opt_level(),
+            require: resolve(&self.require)?,
+            disable: resolve(&self.disable)?,
+            config: self.config.iter().map(|c| c.trim().to_string()).collect(),
+        })
+    }
+
+    /// Fills every option not given on the command line from a reproducer header's.
+    fn fill_from_header(&mut self, passes: Option<String>, header: debug::reproducer::Settings) {
+        self.passes = self.passes.take().or(passes);
+        self.opt_level = self.opt_level.or(Some(header.opt_level));
+        for (mine, theirs) in [
+            (&mut self.require, header.require),
+            (&mut self.disable, header.disable),
+            (&mut self.config, header.config),
+        ] {
+            if mine.is_empty() {
+                *mine = theirs;
+            }
+        }
     }
 }
 
@@ -187,6 +218,19 @@ struct DebugArgs {
     /// changed, added or removed to stderr.
     #[arg(long)]
     print_ir_diff: bool,
+    /// When a pass fails (returns an error, panics, or reports an error diagnostic), write a crash
+    /// reproducer to FILE: one .pir file holding the failing pass's input — cut down to the
+    /// failing function and the functions it references when a function pass failed on one
+    /// function — under a header line with the pipeline from the failing pass on, -O, --require,
+    /// --disable and --config. `passel run FILE` replays it (options given on that command line
+    /// win over the header's). The file is the same at any -j; nothing is written when no pass
+    /// fails. Runs the pipeline pass by pass (no fusion).
+    #[arg(long, value_name = "FILE", conflicts_with = "opt_bisect_limit")]
+    reproducer: Option<PathBuf>,
+    /// With --reproducer, the header's pipeline is the failing pass alone (MLIR's local
+    /// reproducer) instead of the failing pass and every pass after it.
+    #[arg(long, requires = "reproducer")]
+    reproducer_local: bool,
 }
 
 #[derive(Args)]
@@ -456,11 +500,23 @@ fn run(console: &Console, args: RunArgs) -> ExitCode {
     }
 }
 
-fn try_run(console: &Console, args: RunArgs) -> Result<ExitCode, String> {
+fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String> {
     let (module, src) = match load(console, &args.file, &args.shapes) {
         Ok(loaded) => loaded,
         Err(code) => return Ok(code),
     };
+    if let Some(words) = debug::reproducer::header_args(&src) {
+        let bad = |e: String| format!("{}: {e}", args.file.display());
+        let (passes, header) = debug::reproducer::parse_header(&words.map_err(bad)?).map_err(bad)?;
+        args.pipeline.fill_from_header(passes, header);
+        let note = format!(
+            "note: {} is a crash reproducer: running it with its header's options (options given here win)\n",
+            args.file.display()
+        );
+        if console.err(&note).is_err() {
+            return Ok(console.exit_code(ExitCode::FAILURE));
+        }
+    }
     let (pipeline, mut builder) = args.pipeline.pipeline_and_context()?;
     let timing = Arc::new(PassTimingInstrument::new());
     if args.timing {
@@ -512,6 +568,10 @@ fn try_run(console: &Console, args: RunArgs) -> Result<ExitCode, String> {
     if let Some(limit) = args.debug.opt_bisect_limit {
         builder = builder.opt_bisect(Arc::new(OptBisect::new(limit, console.stderr_sink())));
     }
+    let reproducer = Arc::new(ReproducerInstrument::new());
+    if args.debug.reproducer.is_some() {
+        builder = builder.instrument(reproducer.clone());
+    }
     let ctx = builder.build().map_err(|e| e.to_string())?;
     if args.pipeline.passes.is_some() || !args.pipeline.disable.is_empty() {
         for note in passel_harness::notes::pipeline_notes(&pipeline, &ctx, args.pipeline.passes.is_some()) {
@@ -528,6 +588,15 @@ fn try_run(console: &Console, args: RunArgs) -> Result<ExitCode, String> {
         })
         .map_err(|e| e.to_string())?;
     let (res, report) = outcome;
+    let mut reproducer_failed = false;
+    if let (Some(path), Some(failure)) = (&args.debug.reproducer, reproducer.failure()) {
+        if let Err(e) = write_reproducer(console, path, &failure, &res, &pipeline, &ctx, &args) {
+            if console.err(&format!("error: {e}\n")).is_err() {
+                return Ok(console.exit_code(ExitCode::FAILURE));
+            }
+            reproducer_failed = true;
+        }
+    }
     if let (Some(path), Some(rx)) = (&args.trace, trace_rx) {
         // Every task has finished, so every event is already in the channel.
         let events: Vec<_> = rx.try_iter().collect();
@@ -564,8 +633,44 @@ fn try_run(console: &Console, args: RunArgs) -> Result<ExitCode, String> {
             }
         }
     }
-    let failed = diags.iter().any(|d| d.severity == Severity::Error);
+    let failed = reproducer_failed || diags.iter().any(|d| d.severity == Severity::Error);
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Builds the crash reproducer of `failure` and writes it to `path`, with a note on stderr.
+fn write_reproducer(
+    console: &Console,
+    path: &PathBuf,
+    failure: &PassFailure,
+    res: &Result<Module, PassError>,
+    pipeline: &Sequential,
+    ctx: &PassContext,
+    args: &RunArgs,
+) -> Result<(), String> {
+    let settings = args.pipeline.reproducer_settings()?;
+    let r = debug::reproducer::reproducer(
+        failure,
+        res.as_ref().err(),
+        pipeline,
+        ctx,
+        &settings,
+        args.debug.reproducer_local,
+    )?;
+    std::fs::write(path, &r.text).map_err(|e| format!("cannot write reproducer {}: {e}", path.display()))?;
+    let on = r.function.as_ref().map(|f| format!(" on @{f}")).unwrap_or_default();
+    let mut note = format!(
+        "note: wrote crash reproducer {} (pass {}{on}; {} of {} functions; --passes={}); replay: passel run {}\n",
+        path.display(),
+        r.pass,
+        r.functions.0,
+        r.functions.1,
+        r.passes,
+        path.display()
+    );
+    if !r.reproduces {
+        note.push_str("warning: replaying the reproducer does not fail the same way\n");
+    }
+    console.err(&note).map_err(|_| "cannot write to stderr".to_string())
 }
 
 /// Resolves a pass name in either spelling to its registry name, with suggestions on error.
@@ -587,7 +692,8 @@ fn list_passes_text() -> String {
     }
     out.push_str(
         "\n`runs as`: fused passes run together on each function in one task; a barrier sees the whole\n\
-         module between stages (see docs/parallel.md).\n",
+         module between stages (see docs/parallel.md). `testing.*` passes are testing-only: they fail on\n\
+         functions marked #[testing.fail=\"error\"|\"panic\"|\"diagnostic\"] (to try --reproducer).\n",
     );
     out
 }

@@ -1,12 +1,13 @@
 //! Serial = parallel: for generated modules, pipelines drawn from the registry and thread counts
 //! {1, 2, 3, 8}, the printed output, the diagnostics and the pass statistic totals of a parallel
-//! run are identical to a serial run's. `PASSEL_PARITY_CASES=5000 cargo test -p passel-harness --test parity` runs more.
+//! run are identical to a serial run's, and so is the crash reproducer of a failing run.
+//! `PASSEL_PARITY_CASES=5000 cargo test -p passel-harness --test parity` runs more.
 //!
 //! Two generators: `gen::chain` (big regular functions) and the fuzz decoder
 //! `fuzz::shaped_module` over random bytes (calls between functions, constants, duplicates,
 //! dead code, nested functions, `if`, type errors, `SkipOptimization`, entry points).
 
-use passel_engine::ir::{print_module, Module};
+use passel_engine::ir::{print_module, AttrValue, Module};
 use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, verify_module};
@@ -137,4 +138,96 @@ fn standard_pipeline_is_idempotent_on_chain() {
     let (twice, _) = run(again, &pipeline, 2);
     let first_diff = once.lines().zip(twice.lines()).find(|(a, b)| a != b);
     assert!(once == twice, "second run changed the output; first difference: {first_diff:?}");
+}
+
+/// The crash reproducer of `pipeline` on `module` at `threads` threads (what `passel run
+/// --reproducer` writes) and whether it replays to the same failure, or `None` when no pass
+/// failed.
+fn reproducer_text(
+    module: Module,
+    pipeline: &str,
+    threads: usize,
+    local: bool,
+) -> Option<Result<(String, bool), String>> {
+    use passel_harness::debug::reproducer::{reproducer, Settings};
+    passel_passes::link();
+    let seq = parse_pipeline(pipeline).expect("registered passes");
+    let inst = Arc::new(passel_engine::transform::ReproducerInstrument::new());
+    let ctx =
+        PassContext::builder().opt_level(3).num_threads(threads).instrument(inst.clone()).build().expect("context");
+    let res = ctx.scope(|| seq.run(module, &ctx)).expect("context enters");
+    let settings = Settings { opt_level: 3, ..Settings::default() };
+    inst.failure()
+        .map(|f| reproducer(&f, res.as_ref().err(), &seq, &ctx, &settings, local).map(|r| (r.text, r.reproduces)))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// Shaped modules fail with type errors (InferType's error diagnostics); `testing.FailOn`
+    /// inserted into the pipeline fails on the functions marked `testing.fail`.
+    #[test]
+    fn reproducer_is_the_same_at_any_thread_count(
+        data in proptest::collection::vec(any::<u8>(), 0..400),
+        marks in proptest::collection::vec((0usize..64, 0usize..3), 0..3),
+        at in 0usize..8,
+        local in any::<bool>(),
+    ) {
+        let (mut module, pipeline) = shaped(&data);
+        // `passel run` verifies its input, so a reproducer's input verifies too.
+        if verify_module(&module).is_err() {
+            return Ok(());
+        }
+        for &(i, mode) in &marks {
+            let Some((name, func)) = module.iter().nth(i % module.len().max(1)).map(|(n, f)| (n.to_string(), f.clone())) else {
+                continue;
+            };
+            let mode = ["error", "panic", "diagnostic"][mode];
+            let attrs = func.attrs().clone().with("testing.fail", AttrValue::Str(mode.into()));
+            module.insert(&name, func.with_attrs(attrs)).expect("valid name");
+        }
+        let mut names: Vec<&str> = pipeline.split(',').collect();
+        // Any place between two items is valid pipeline text, inside a group too.
+        if !marks.is_empty() {
+            names.insert(at % (names.len() + 1), "testing.FailOn");
+        }
+        let pipeline = names.join(",");
+        let serial = reproducer_text(module.clone(), &pipeline, 1, local);
+        match &serial {
+            Some(Ok((text, reproduces))) => {
+                prop_assert!(reproduces, "the reproducer of {} does not replay to the same failure:\n{}", pipeline, text)
+            }
+            Some(Err(e)) => prop_assert!(false, "no reproducer for {}: {}", pipeline, e),
+            None => {}
+        }
+        for threads in [2, 8] {
+            let parallel = reproducer_text(module.clone(), &pipeline, threads, local);
+            prop_assert_eq!(&serial, &parallel, "pipeline {} with {} threads", pipeline, threads);
+        }
+    }
+}
+
+#[test]
+fn shaped_runs_often_fail_and_their_reproducers_replay() {
+    // Guards against a property that never sees a failure, which would make it vacuous.
+    let (mut failed, mut reduced) = (0, 0);
+    for seed in 0..100u32 {
+        let data: Vec<u8> =
+            (0..300u32).map(|i| (seed.wrapping_mul(2_654_435_761) ^ i.wrapping_mul(40_503)) as u8).collect();
+        let (mut module, pipeline) = shaped(&data);
+        if verify_module(&module).is_err() {
+            continue;
+        }
+        let (name, func) = module.iter().last().map(|(n, f)| (n.to_string(), f.clone())).expect("a function");
+        let attrs = func.attrs().clone().with("testing.fail", AttrValue::Str("error".into()));
+        module.insert(&name, func.with_attrs(attrs)).expect("valid name");
+        if let Some(res) = reproducer_text(module, &format!("{pipeline},testing.FailOn"), 2, seed % 2 == 0) {
+            let (text, reproduces) = res.expect("a reproducer");
+            assert!(reproduces, "{text}");
+            failed += 1;
+            reduced += usize::from(text.contains("// Reduced to"));
+        }
+    }
+    assert!(failed >= 50, "only {failed} of 100 runs failed");
+    assert!(reduced >= 30, "only {reduced} of {failed} reproducers were reduced");
 }

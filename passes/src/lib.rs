@@ -24,6 +24,7 @@ pub mod lambda_lift;
 mod pipelines;
 pub mod simplify_expr;
 pub mod simplify_inference;
+pub mod testing;
 pub mod to_a_normal_form;
 pub mod to_graph_normal_form;
 

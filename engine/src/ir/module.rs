@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::expr::ExprKind;
 use super::function::Function;
 
 /// Errors from editing a module.
@@ -173,10 +174,68 @@ impl Module {
         self.funcs.is_empty()
     }
 
+    /// The functions named in `roots` and every function they reference (through a live
+    /// `@global` node), transitively, in this module's order: the slice of the module a pass
+    /// failing on one function needs (crash reproducers). Names not in the module are ignored.
+    pub fn reachable_from(&self, roots: &[&str]) -> Module {
+        let mut reached = vec![false; self.len()];
+        let mut work: Vec<usize> = roots.iter().filter_map(|r| self.position(r)).collect();
+        for &i in &work {
+            reached[i] = true;
+        }
+        let mut live = Vec::new();
+        while let Some(i) = work.pop() {
+            let func = &self.funcs[i].1;
+            func.live_mask_into(&mut live);
+            for (j, node) in func.nodes().iter().enumerate() {
+                if let ExprKind::Global { name } = node.kind {
+                    match self.position(func.sym(name)) {
+                        Some(k) if live[j] && !reached[k] => {
+                            reached[k] = true;
+                            work.push(k);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let mut out = Module::with_capacity(reached.iter().filter(|&&r| r).count());
+        for ((name, func), _) in self.funcs.iter().zip(&reached).filter(|(_, &r)| r) {
+            out.push_new(name.clone(), func.clone());
+        }
+        out
+    }
+
     /// Whether both modules hold the same functions by pointer, in the same order.
     pub fn ptr_eq(&self, other: &Module) -> bool {
         Arc::ptr_eq(&self.funcs, &other.funcs)
             || self.funcs.len() == other.funcs.len()
                 && self.funcs.iter().zip(other.funcs.iter()).all(|((na, fa), (nb, fb))| na == nb && Arc::ptr_eq(fa, fb))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::parse_module;
+
+    #[test]
+    fn reachable_from_keeps_the_roots_and_what_they_reference_in_module_order() {
+        let m = parse_module(
+            "def @leaf(%x: Tensor[(2,), f32]) { relu(%x) }
+             def @dead_ref(%x: Tensor[(2,), f32]) { %x }
+             def @held(%x: Tensor[(2,), f32]) { %x }
+             def @mid(%x: Tensor[(2,), f32]) { let %f = @held; let %unused = @dead_ref; @leaf(%x) }
+             def @main(%x: Tensor[(2,), f32]) { @mid(%x) }
+             def @cycle(%x: Tensor[(2,), f32]) { @cycle(%x) }",
+        )
+        .expect("parses");
+        let names = |roots: &[&str]| m.reachable_from(roots).iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>();
+        // Unused bindings still print, so the globals they name are referenced: without them
+        // the cut-down module would not verify.
+        assert_eq!(names(&["mid"]), ["leaf", "dead_ref", "held", "mid"]);
+        assert_eq!(names(&["main"]), ["leaf", "dead_ref", "held", "mid", "main"]);
+        assert_eq!(names(&["leaf"]), ["leaf"]);
+        assert_eq!(names(&["cycle", "nope"]), ["cycle"]);
+        assert!(names(&[]).is_empty());
     }
 }

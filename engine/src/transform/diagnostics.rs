@@ -122,6 +122,22 @@ impl DiagnosticSink {
         self.lock().diags.iter().any(|d| d.severity == Severity::Error)
     }
 
+    /// How many diagnostics were reported so far (an instrument compares counts before and
+    /// after a pass to find the diagnostics that pass reported).
+    pub fn len(&self) -> usize {
+        self.lock().diags.len()
+    }
+
+    /// Whether no diagnostic was reported.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first error reported at index `from` or later, if any.
+    pub fn first_error_from(&self, from: usize) -> Option<Diagnostic> {
+        self.lock().diags.get(from..).and_then(|d| d.iter().find(|d| d.severity == Severity::Error).cloned())
+    }
+
     /// Sets the function of every diagnostic that has none.
     pub(crate) fn fill_function(&self, function: &str) {
         for d in self.lock().diags.iter_mut().filter(|d| d.function.is_none()) {

@@ -130,6 +130,50 @@ pub fn plan(seq: &Sequential, ctx: &PassContext) -> Result<Vec<Stage>, PassError
     Ok(stages)
 }
 
+/// One pass call of a pipeline run, as [`planned_calls`] lists them.
+#[derive(Clone, Debug)]
+pub struct PlannedCall {
+    /// The pass.
+    pub pass: Arc<dyn Pass>,
+    /// How many sequentials enclose the call (0 for the pipeline itself).
+    pub depth: usize,
+    /// For a required dependency, the index (in the list) of the call that required it.
+    pub required_by: Option<usize>,
+}
+
+/// Every pass call a run of `seq` under `ctx` makes, in the order the instruments see them:
+/// `seq` itself first, then per enabled pass its required dependencies and the pass, a nested
+/// sequential followed by its own calls (rules 12–16, as [`plan`] and [`run_plain`] order
+/// them). The K-th `run_before_pass` of a run that no instrument vetoed and that opt-bisect did
+/// not limit is call K of this list; crash reproducers use it to name the rest of a pipeline
+/// from a failing call on. Fails when a required pass is not registered.
+pub fn planned_calls(seq: &Sequential, ctx: &PassContext) -> Result<Vec<PlannedCall>, PassError> {
+    let mut calls = vec![PlannedCall { pass: Arc::new(seq.clone()), depth: 0, required_by: None }];
+    // Explicit stack of (remaining passes, depth of their calls): sequentials nest up to
+    // `MAX_PIPELINE_DEPTH` levels.
+    let mut stack: Vec<(std::slice::Iter<'_, Arc<dyn Pass>>, usize)> = vec![(seq.passes().iter(), 1)];
+    while let Some((iter, depth)) = stack.last_mut() {
+        let depth = *depth;
+        let Some(pass) = iter.next() else {
+            stack.pop();
+            continue;
+        };
+        let info = pass.info();
+        if !ctx.pass_enabled(info) {
+            continue;
+        }
+        let owner = calls.len() + info.required.len();
+        for name in &info.required {
+            calls.push(PlannedCall { pass: get_pass(name)?, depth, required_by: Some(owner) });
+        }
+        calls.push(PlannedCall { pass: pass.clone(), depth, required_by: None });
+        if let Some(inner) = pass.as_sequential() {
+            stack.push((inner.passes().iter(), depth + 1));
+        }
+    }
+    Ok(calls)
+}
+
 fn push_call(stages: &mut Vec<Stage>, pass: Arc<dyn Pass>) {
     if let Some(func_pass) = pass.as_function().cloned().or_else(|| pass.function_form()) {
         match stages.last_mut() {

@@ -1,0 +1,307 @@
+//! `passel run --reproducer FILE`: crash reproducers (MLIR's
+//! `--mlir-pass-pipeline-crash-reproducer`; engine side:
+//! `passel_engine::transform::ReproducerInstrument`).
+//!
+//! A reproducer is one `.pir` file: a header line with the options to replay it, comment lines
+//! naming the failure, then the input of the failing pass. [`reproducer`] builds its text from
+//! the instrument's record: the pipeline is the failing pass alone (`local`) or it and every
+//! pass after it; the input is cut down to the failing function and what it references when a
+//! function pass failed on one function (a module pass's failure keeps the whole input). The
+//! text is replayed before it is written: when the cut-down input does not fail the same way,
+//! the whole input is kept, and when even that does not, [`Reproducer::reproduces`] says so.
+//!
+//! `passel run FILE` reads the header back ([`header_args`]): its options apply unless the
+//! command line gives the same option, which then wins.
+
+use std::panic;
+use std::sync::Arc;
+
+use passel_engine::ir::{parse_module, print_module, verify_module, Module};
+use passel_engine::transform::{
+    get_pass, parse_pipeline, reproducer_pipeline, Pass, PassContext, PassContextBuilder, PassError, PassFailure,
+    PassKind, ReproducerInstrument, Sequential,
+};
+
+/// The first line of a reproducer starts with this.
+pub const HEADER: &str = "// passel-reproducer:";
+
+/// What a reproducer's header records besides its pipeline: every option that changes what a
+/// run does (the thread count does not).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `-O`.
+    pub opt_level: u32,
+    /// `--require`, registry names.
+    pub require: Vec<String>,
+    /// `--disable`, registry names.
+    pub disable: Vec<String>,
+    /// `--config`, `KEY=VALUE` as given.
+    pub config: Vec<String>,
+}
+
+impl Settings {
+    /// A context builder with these settings (and the default thread count: the failure and
+    /// the module it fails on are the same at any).
+    pub fn builder(&self) -> Result<PassContextBuilder, String> {
+        let mut b = PassContext::builder().opt_level(self.opt_level);
+        for name in &self.require {
+            b = b.require(name);
+        }
+        for name in &self.disable {
+            b = b.disable(name);
+        }
+        for entry in &self.config {
+            let (key, value) = passel_engine::transform::parse_config_assignment(entry).map_err(|e| e.to_string())?;
+            b = b.config(&key, value);
+        }
+        Ok(b)
+    }
+}
+
+/// The header line (without its newline) for `passes` and `settings`.
+pub fn header(passes: &str, settings: &Settings) -> String {
+    let mut args = vec![format!("--passes={passes}"), format!("-O{}", settings.opt_level)];
+    args.extend(settings.require.iter().map(|n| format!("--require={n}")));
+    args.extend(settings.disable.iter().map(|n| format!("--disable={n}")));
+    args.extend(settings.config.iter().map(|c| format!("--config={c}")));
+    let words: Vec<String> = args.iter().map(|a| quote(a)).collect();
+    format!("{HEADER} {}", words.join(" "))
+}
+
+/// `word`, in double quotes (with `\"` and `\\`) when it holds a blank, a quote or a backslash.
+fn quote(word: &str) -> String {
+    if word.is_empty() || word.chars().any(|c| c.is_whitespace() || c == '"' || c == '\\') {
+        let escaped: String = word
+            .chars()
+            .flat_map(|c| match c {
+                '"' | '\\' => vec!['\\', c],
+                '\n' => vec!['\\', 'n'],
+                c => vec![c],
+            })
+            .collect();
+        format!("\"{escaped}\"")
+    } else {
+        word.to_string()
+    }
+}
+
+/// The options of `src`'s reproducer header, split into words: `None` when its first line is
+/// not a header, an error when the header's quoting is broken.
+pub fn header_args(src: &str) -> Option<Result<Vec<String>, String>> {
+    // The parser skips a leading byte-order mark; so does the header.
+    let first = src.strip_prefix('\u{feff}').unwrap_or(src).lines().next()?;
+    let rest = first.strip_prefix(HEADER)?;
+    Some(split_words(rest))
+}
+
+fn split_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let Some(&c) = chars.peek() else {
+            return Ok(words);
+        };
+        let mut word = String::new();
+        if c == '"' {
+            chars.next();
+            loop {
+                match chars.next() {
+                    None => return Err("unclosed `\"` in the reproducer header".to_string()),
+                    Some('"') => break,
+                    Some('\\') => match chars.next() {
+                        Some('n') => word.push('\n'),
+                        Some(e @ ('"' | '\\')) => word.push(e),
+                        other => {
+                            let found = other.map(|c| format!("`\\{c}`")).unwrap_or_else(|| "`\\` at the end".into());
+                            return Err(format!("unknown escape {found} in the reproducer header"));
+                        }
+                    },
+                    Some(c) => word.push(c),
+                }
+            }
+        } else {
+            while let Some(c) = chars.peek().copied().filter(|c| !c.is_whitespace()) {
+                word.push(c);
+                chars.next();
+            }
+        }
+        words.push(word);
+    }
+}
+
+/// A reproducer, ready to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reproducer {
+    /// The file's text.
+    pub text: String,
+    /// The failing pass.
+    pub pass: String,
+    /// The function it failed on, when the failure names one.
+    pub function: Option<String>,
+    /// The replay pipeline.
+    pub passes: String,
+    /// How many functions the input holds, and how many the failing pass's input had.
+    pub functions: (usize, usize),
+    /// Whether replaying `text` fails with the same message as the run did.
+    pub reproduces: bool,
+}
+
+/// Builds the reproducer of `failure` (the instrument's record of a run of `pipeline` under
+/// `ctx` with `settings`; `run_error` is what the run returned). `local` narrows the pipeline
+/// to the failing pass. Fails when the pipeline cannot be named (a pass outside the registry).
+pub fn reproducer(
+    failure: &PassFailure,
+    run_error: Option<&PassError>,
+    pipeline: &Sequential,
+    ctx: &PassContext,
+    settings: &Settings,
+    local: bool,
+) -> Result<Reproducer, String> {
+    let passes = reproducer_pipeline(pipeline, ctx, failure, local).map_err(|e| format!("no reproducer: {e}"))?;
+    let expected = failure.message(run_error);
+    let function = failure.function(run_error);
+    let function_pass = get_pass(&failure.pass).is_ok_and(|p| p.kind() == PassKind::Function);
+    let total = failure.input.len();
+    let write = |input: &Module, reduced: bool| {
+        let text = file_text(failure, &passes, settings, input, function.as_deref(), expected.as_deref(), reduced);
+        let reproduces = expected.is_some() && replay(&text).ok().flatten() == expected;
+        (text, reproduces, input.len())
+    };
+    let reduced = function.as_deref().filter(|_| function_pass).map(|f| failure.input.reachable_from(&[f]));
+    let mut made = None;
+    if let Some(small) = reduced.filter(|m| m.len() < total) {
+        made = Some(write(&small, true)).filter(|(_, reproduces, _)| *reproduces);
+    }
+    let (text, reproduces, kept) = match made {
+        Some(m) => m,
+        None => write(&failure.input, false),
+    };
+    Ok(Reproducer { text, pass: failure.pass.clone(), function, passes, functions: (kept, total), reproduces })
+}
+
+fn file_text(
+    failure: &PassFailure,
+    passes: &str,
+    settings: &Settings,
+    input: &Module,
+    function: Option<&str>,
+    expected: Option<&str>,
+    reduced: bool,
+) -> String {
+    let mut out = header(passes, settings);
+    out.push('\n');
+    let on = function.map(|f| format!(" on @{f}")).unwrap_or_default();
+    out.push_str(&format!("// The input of pass {}, which failed{on}. Replay: passel run THIS_FILE\n", failure.pass));
+    if reduced {
+        out.push_str(&format!(
+            "// Reduced to @{} and the functions it references: {} of {} functions.\n",
+            function.unwrap_or_default(),
+            input.len(),
+            failure.input.len()
+        ));
+    }
+    if let Some(message) = expected {
+        let what = if failure.diagnostic.is_some() { "diagnostic" } else { "error" };
+        for (i, line) in message.lines().enumerate() {
+            out.push_str(&if i == 0 { format!("// {what}: {line}\n") } else { format!("//   {line}\n") });
+        }
+    }
+    out.push_str(&print_module(input));
+    out
+}
+
+/// The pipeline and settings of a reproducer header's words ([`header_args`]), which take the
+/// forms [`header`] writes: `--passes=P`, `-ON`, `--require=NAME`, `--disable=NAME`,
+/// `--config=KEY=VALUE`. `None` for the pipeline when the header names none.
+pub fn parse_header(words: &[String]) -> Result<(Option<String>, Settings), String> {
+    let mut passes = None;
+    let mut settings = Settings { opt_level: 2, ..Settings::default() };
+    for w in words {
+        if let Some(p) = w.strip_prefix("--passes=") {
+            passes = Some(p.to_string());
+        } else if let Some(n) = w.strip_prefix("-O") {
+            settings.opt_level = n
+                .parse()
+                .ok()
+                .filter(|&l| l <= 3)
+                .ok_or_else(|| format!("bad opt level `{w}` in the reproducer header (expected -O0 to -O3)"))?;
+        } else if let Some(n) = w.strip_prefix("--require=") {
+            settings.require.push(n.to_string());
+        } else if let Some(n) = w.strip_prefix("--disable=") {
+            settings.disable.push(n.to_string());
+        } else if let Some(c) = w.strip_prefix("--config=") {
+            settings.config.push(c.to_string());
+        } else {
+            return Err(format!(
+                "unknown option `{w}` in the reproducer header (expected --passes=, -O, --require=, --disable=, --config=)"
+            ));
+        }
+    }
+    Ok((passes, settings))
+}
+
+/// Replays a reproducer's text with the options of its header, under a
+/// `ReproducerInstrument` as the failing run was: the message of the first failing pass call
+/// (its error, or its first error diagnostic as `PASS @FUNC: MESSAGE`), `Ok(None)` when no
+/// pass fails, an error when the text or its header is broken. Panic messages are not printed
+/// while it runs.
+pub fn replay(text: &str) -> Result<Option<String>, String> {
+    let words = header_args(text).ok_or("no reproducer header")??;
+    let (passes, settings) = parse_header(&words)?;
+    let pipeline =
+        parse_pipeline(&passes.ok_or("the reproducer header has no --passes")?).map_err(|e| e.to_string())?;
+    let module = parse_module(text).map_err(|e| format!("the reproducer does not parse: {e:?}"))?;
+    verify_module(&module).map_err(|e| format!("the reproducer does not verify: {e:?}"))?;
+    // The failure is found as the run found it: by the same instrument.
+    let inst = Arc::new(ReproducerInstrument::new().stop_at_failure());
+    let ctx = settings.builder()?.instrument(inst.clone()).build().map_err(|e| e.to_string())?;
+    let hook = panic::take_hook();
+    panic::set_hook(Box::new(|_| {}));
+    let res = ctx.scope(|| pipeline.run(module, &ctx));
+    panic::set_hook(hook);
+    let res = res.map_err(|e| e.to_string())?;
+    Ok(inst.failure().and_then(|f| f.message(res.as_ref().err())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_words_round_trip_through_quoting() {
+        let settings = Settings {
+            opt_level: 3,
+            require: vec!["FoldConstant".into()],
+            disable: vec![],
+            config: vec!["a.b=two words".into(), "q=\"x\\y\"".into()],
+        };
+        let line = header("InferType,FoldConstant", &settings);
+        assert_eq!(
+            line,
+            r#"// passel-reproducer: --passes=InferType,FoldConstant -O3 --require=FoldConstant "--config=a.b=two words" "--config=q=\"x\\y\"""#
+        );
+        let words = header_args(&format!("{line}\ndef @f() {{ 1.0f }}\n")).expect("a header").expect("words");
+        assert_eq!(
+            words,
+            [
+                "--passes=InferType,FoldConstant",
+                "-O3",
+                "--require=FoldConstant",
+                "--config=a.b=two words",
+                "--config=q=\"x\\y\""
+            ]
+        );
+    }
+
+    #[test]
+    fn header_args_needs_the_marker_on_the_first_line() {
+        assert_eq!(header_args("def @f() { 1.0f }\n// passel-reproducer: -O3\n"), None);
+        assert_eq!(header_args(""), None);
+        assert_eq!(header_args("\u{feff}// passel-reproducer: -O3\n"), Some(Ok(vec!["-O3".to_string()])));
+        assert!(header_args("// passel-reproducer: \"--passes=A\n").expect("a header").is_err());
+        assert!(header_args("// passel-reproducer: \"\\x\"\n").expect("a header").is_err());
+    }
+}
