@@ -216,15 +216,27 @@ impl Tensor {
     /// the text format's resource blobs and of `.npy` data. Every bit is kept (NaN payloads,
     /// `-0.0`).
     pub fn to_le_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.len() * self.dtype().size_bytes());
-        match &self.0 {
-            TensorData::F32(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_bits().to_le_bytes())),
-            TensorData::F16(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_bits().to_le_bytes())),
-            TensorData::I64(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            TensorData::I32(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            TensorData::Bool(a) => out.extend(a.iter().map(|&v| v as u8)),
+        fn le<T: Copy, const W: usize>(a: &ArcArray<T, IxDyn>, f: impl Fn(T) -> [u8; W]) -> Vec<u8> {
+            fn put<T, const W: usize>(out: &mut [u8], vals: impl Iterator<Item = T>, f: impl Fn(T) -> [u8; W]) {
+                for (o, v) in out.chunks_exact_mut(W).zip(vals) {
+                    o.copy_from_slice(&f(v));
+                }
+            }
+            let mut out = vec![0u8; a.len() * W];
+            // A row-major array is read as a slice (fast); any other layout in logical order.
+            match a.as_slice() {
+                Some(s) => put(&mut out, s.iter().copied(), f),
+                None => put(&mut out, a.iter().copied(), f),
+            }
+            out
         }
-        out
+        match &self.0 {
+            TensorData::F32(a) => le(a, |v| v.to_bits().to_le_bytes()),
+            TensorData::F16(a) => le(a, |v| v.to_bits().to_le_bytes()),
+            TensorData::I64(a) => le(a, i64::to_le_bytes),
+            TensorData::I32(a) => le(a, i32::to_le_bytes),
+            TensorData::Bool(a) => le(a, |v| [v as u8]),
+        }
     }
 
     /// A tensor of `shape` and `dtype` from little-endian, row-major bytes (the inverse of
