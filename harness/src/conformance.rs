@@ -148,8 +148,6 @@ fn node_case(case: &Case) -> Outcome {
     }
 }
 
-/// Number of operator calls in the module (live nodes only, as printed).
-
 fn model_case(case: &Case) -> Result<ModelRow, String> {
     let (rtol, atol) = tol(case);
     let inputs = npys(&case.dir, "input")?;
