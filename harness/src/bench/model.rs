@@ -80,6 +80,7 @@ pub fn run_model_bench(cfg: &ModelBench<'_>, progress: &mut dyn FnMut()) -> Resu
     (import.functions, import.bindings) = (module.len(), count_bindings(&module));
     let bench = BenchConfig {
         module: &module,
+        // `pipeline_rows` takes the built pipeline; the text is read only by `run_bench`.
         pipeline: "",
         opt_level: cfg.opt_level,
         threads: cfg.threads,
