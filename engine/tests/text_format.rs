@@ -883,6 +883,24 @@ fn large_constants_print_as_shared_resources_and_parse_back_bit_exact() {
 }
 
 #[test]
+fn a_resource_longer_than_the_printers_hex_piece_round_trips() {
+    // 10,007 f32 = 40,028 bytes: the printer hex-encodes 16 KiB pieces, so this blob takes
+    // three, the last one partial.
+    let vals: Vec<f64> = (0..10_007).map(|i| (i as f64 * 0.37).sin() * 1e3).collect();
+    let t = Tensor::from_f64s(&[10_007], DType::F32, &vals).expect("sized");
+    let mut m = Module::new();
+    m.add("a", const_function(&[Constant::Dense(t.clone())])).expect("fresh");
+    let text = print_module(&m);
+    let blob = text.lines().find(|l| l.starts_with("  r0 = \"")).expect("a blob");
+    assert_eq!(blob.len(), "  r0 = \"\";".len() + 2 * 40_028);
+    let hex: String = t.to_le_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(&blob[8..blob.len() - 2], hex);
+    let m2 = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert!(module_structural_eq(&m, &m2));
+    assert_eq!(print_module(&m2), text);
+}
+
+#[test]
 fn fills_and_small_dense_constants_stay_inline() {
     let text =
         round_trip("def @f() { (uniform<(1000000,), f32>(seed=1, low=0.0, high=1.0), tensor<(2,), i64>[1, 2]) }");

@@ -14,13 +14,18 @@
 //! of the module gets a new, dead binding in its body — same signature — and the session runs
 //! again). The cold session's output is compared with the serial run's too. Then the same three
 //! for a session in [`MemoryMode::Lean`]: `lean-cold`, `lean-nochange`, `lean-edit`.
+//!
+//! `--model FILE.onnx` benches a real model instead (`model.rs`): `import`, the same serial
+//! and parallel rows, and `print`, with peak memory against the model's weight bytes.
 
 mod alloc;
 mod cli;
+pub mod model;
 pub(crate) mod report;
 
 pub use alloc::CountingAlloc;
 pub use cli::{parse_threads, run_cli, BenchArgs, DEFAULT_PIPELINE};
+pub use model::ModelInfo;
 pub use report::{BenchReport, Machine};
 
 use std::sync::Arc;
@@ -59,6 +64,8 @@ pub struct BenchConfig<'a> {
     pub module: &'a Module,
     /// Textual pipeline.
     pub pipeline: &'a str,
+    /// Optimization level of the pass context.
+    pub opt_level: u32,
     /// Thread counts for the parallel rows.
     pub threads: &'a [usize],
     /// Repetitions per row; the best time counts.
@@ -121,19 +128,58 @@ pub fn measure<T>(
 pub fn run_bench(cfg: &BenchConfig<'_>, progress: &mut dyn FnMut()) -> Result<Vec<BenchRow>, String> {
     passel_passes::link();
     let pipeline = parse_pipeline(cfg.pipeline).map_err(|e| e.to_string())?;
+    let mut rows = Vec::new();
+    let mut after_serial = || {};
+    let runs = pipeline_rows(cfg, &pipeline, &mut after_serial, progress)?;
+    rows.extend(runs.rows);
+    if cfg.incremental {
+        let threads = cfg.threads.iter().copied().max().unwrap_or(1);
+        rows.extend(incremental_rows(cfg, &pipeline, threads, &runs.text, progress)?);
+    }
+    Ok(rows)
+}
+
+/// The serial and parallel rows of [`run_bench`], the output module and its printed text.
+pub struct PipelineRuns {
+    /// `serial`, then one `parallel` row per thread count.
+    pub rows: Vec<BenchRow>,
+    /// The output of the last run.
+    pub output: Module,
+    /// The output's text (every run printed the same).
+    pub text: String,
+}
+
+/// One untimed warm-up run, the serial row and one parallel row per thread count of
+/// `pipeline` on `cfg.module`; `after_serial` is called right after the serial row (before its
+/// output is printed). Errors if a run fails, a pass reports an error, or a parallel run's
+/// output differs from the serial one (it never should).
+pub fn pipeline_rows(
+    cfg: &BenchConfig<'_>,
+    pipeline: &Sequential,
+    after_serial: &mut dyn FnMut(),
+    progress: &mut dyn FnMut(),
+) -> Result<PipelineRuns, String> {
     let size = (cfg.module.len(), count_bindings(cfg.module));
+    let context = |threads: usize| {
+        PassContext::builder().opt_level(cfg.opt_level).num_threads(threads).build().map_err(|e| e.to_string())
+    };
     // One untimed run pays one-time costs (registries, thread pool start-up, page faults).
-    let warm = PassContext::builder().opt_level(3).num_threads(1).build().map_err(|e| e.to_string())?;
-    warm.scope(|| pipeline.run(cfg.module.clone(), &warm)).map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+    let warm = context(1)?;
+    let warm_out = warm
+        .scope(|| pipeline.run(cfg.module.clone(), &warm))
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    drop(warm_out);
     if let Some(d) = warm.diagnostics().take().into_iter().find(|d| d.severity == Severity::Error) {
         let func = d.function.as_deref().map(|f| format!(" in @{f}")).unwrap_or_default();
         return Err(format!("pass {} reported an error{func} on the workload: {}", d.pass, d.message));
     }
     let mut rows = Vec::new();
     let mut reference: Option<String> = None;
-    let configs = std::iter::once(("serial", 1)).chain(cfg.threads.iter().map(|&t| ("parallel", t)));
-    for (mode, threads) in configs {
-        let ctx = PassContext::builder().opt_level(3).num_threads(threads).build().map_err(|e| e.to_string())?;
+    let mut last = None;
+    let configs: Vec<_> = std::iter::once(("serial", 1)).chain(cfg.threads.iter().map(|&t| ("parallel", t))).collect();
+    for (i, &(mode, threads)) in configs.iter().enumerate() {
+        let ctx = context(threads)?;
         let (row, output) = measure(mode, threads, size, cfg.repeats, cfg.heap, progress, || {
             let input = cfg.module.clone();
             let out = ctx.scope(|| pipeline.run(input, &ctx)).map_err(|e| e.to_string())?.map_err(|e| e.to_string());
@@ -141,8 +187,10 @@ pub fn run_bench(cfg: &BenchConfig<'_>, progress: &mut dyn FnMut()) -> Result<Ve
             drop(ctx.diagnostics().take());
             out
         })?;
+        if mode == "serial" {
+            after_serial();
+        }
         let text = print_module(&output);
-        drop(output);
         match &reference {
             None => reference = Some(text),
             Some(r) if *r != text => {
@@ -150,14 +198,16 @@ pub fn run_bench(cfg: &BenchConfig<'_>, progress: &mut dyn FnMut()) -> Result<Ve
             }
             Some(_) => {}
         }
+        // Only the last output is kept, so no row's heap includes an earlier row's output.
+        if i + 1 == configs.len() {
+            last = Some(output);
+        }
         rows.push(row);
     }
-    if cfg.incremental {
-        let threads = cfg.threads.iter().copied().max().unwrap_or(1);
-        let reference = reference.as_deref().unwrap_or_default();
-        rows.extend(incremental_rows(cfg, &pipeline, threads, reference, progress)?);
+    match (reference, last) {
+        (Some(text), Some(output)) => Ok(PipelineRuns { rows, output, text }),
+        _ => Err("no pipeline run".to_string()),
     }
-    Ok(rows)
 }
 
 /// The `session-…` and `lean-…` rows (see the module doc).
@@ -187,7 +237,8 @@ fn session_rows(
         MemoryMode::Lean => ["lean-cold", "lean-nochange", "lean-edit"],
     };
     let size = (cfg.module.len(), count_bindings(cfg.module));
-    let ctx = PassContext::builder().opt_level(3).num_threads(threads).build().map_err(|e| e.to_string())?;
+    let ctx =
+        PassContext::builder().opt_level(cfg.opt_level).num_threads(threads).build().map_err(|e| e.to_string())?;
     let Some((name, original)) = cfg.module.entries().get(cfg.module.len() / 2).cloned() else {
         return Ok(Vec::new());
     };

@@ -13,9 +13,10 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::bench::model::count_ops;
 use passel_engine::frontend::onnx::{ImportOptions, SUPPORTED_OPS};
 use passel_engine::interp::Value;
-use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Module, Tensor};
+use passel_engine::ir::{parse_module, print_module, verify_module, Module, Tensor};
 use passel_engine::transform::{Pass, PassContext};
 
 use crate::eval::{compare, run};
@@ -145,16 +146,6 @@ fn node_case(case: &Case) -> Outcome {
         Ok(e) => Outcome::Pass(e),
         Err(e) => Outcome::Fail(e),
     }
-}
-
-/// Number of operator calls in the module (live nodes only, as printed).
-fn count_ops(m: &Module) -> usize {
-    m.iter()
-        .map(|(_, f)| {
-            let live = f.live_mask();
-            f.node_ids().filter(|&id| live[id.index()] && matches!(f.kind(id), ExprKind::Call { .. })).count()
-        })
-        .sum()
 }
 
 fn model_case(case: &Case) -> Result<ModelRow, String> {

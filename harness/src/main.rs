@@ -55,8 +55,9 @@ enum Command {
     /// Run a pass pipeline over a .pir file and print the resulting module (a crash reproducer
     /// written by --reproducer runs with the options of its header line).
     Run(Box<RunArgs>),
-    /// Benchmark a pipeline on a generated workload: serial vs parallel per thread count, with
-    /// time, throughput, speedup and peak heap per row.
+    /// Benchmark a pipeline on a generated workload, or on an ONNX model with `--model`
+    /// (import, pipeline, print, peak memory vs weight bytes): serial vs parallel per thread
+    /// count, with time, throughput, speedup and peak heap per row.
     Bench(bench::BenchArgs),
     /// Run a pipeline on a .pir file, then again incrementally on every save, printing
     /// which functions were recomputed.

@@ -250,6 +250,9 @@ fn repeated_constants<'f>(funcs: impl Iterator<Item = &'f Function>) -> rustc_ha
 /// Lowercase hex digits, for blobs.
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// Blob bytes hex-encoded per step of the resource section.
+const HEX_PIECE: usize = 16 * 1024;
+
 /// `#[Key, Key=value]`.
 fn write_attrs(out: &mut String, attrs: &Attrs) {
     out.push_str("#[");
@@ -314,13 +317,15 @@ impl<'a> Printer<'a> {
         self.out.push_str("\nresources {\n");
         for (i, blob) in self.resources.blobs.iter().enumerate() {
             let _ = write!(self.out, "  r{i} = \"");
-            let mut hex = Vec::with_capacity(2 * blob.len());
-            for &b in blob.iter() {
-                hex.push(HEX[(b >> 4) as usize]);
-                hex.push(HEX[(b & 15) as usize]);
+            // Hex in 32 KiB pieces through one scratch buffer: no blob-sized temporary.
+            let mut hex = [0u8; 2 * HEX_PIECE];
+            for piece in blob.chunks(HEX_PIECE) {
+                for (pair, &b) in hex.chunks_exact_mut(2).zip(piece) {
+                    pair.copy_from_slice(&[HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+                }
+                // Only ASCII hex digits were written.
+                self.out.push_str(std::str::from_utf8(&hex[..2 * piece.len()]).unwrap_or_default());
             }
-            // Only ASCII hex digits were pushed.
-            self.out.push_str(std::str::from_utf8(&hex).unwrap_or_default());
             self.out.push_str("\";\n");
         }
         self.out.push_str("}\n");

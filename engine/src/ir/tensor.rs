@@ -9,7 +9,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 
 use half::f16;
-use ndarray::{ArcArray, IxDyn};
+use ndarray::{ArcArray, CowArray, IxDyn};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -216,15 +216,27 @@ impl Tensor {
     /// the text format's resource blobs and of `.npy` data. Every bit is kept (NaN payloads,
     /// `-0.0`).
     pub fn to_le_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.len() * self.dtype().size_bytes());
-        match &self.0 {
-            TensorData::F32(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_bits().to_le_bytes())),
-            TensorData::F16(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_bits().to_le_bytes())),
-            TensorData::I64(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            TensorData::I32(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            TensorData::Bool(a) => out.extend(a.iter().map(|&v| v as u8)),
+        fn le<T: Copy, const W: usize>(a: &ArcArray<T, IxDyn>, f: impl Fn(T) -> [u8; W]) -> Vec<u8> {
+            fn put<T, const W: usize>(out: &mut [u8], vals: impl Iterator<Item = T>, f: impl Fn(T) -> [u8; W]) {
+                for (o, v) in out.chunks_exact_mut(W).zip(vals) {
+                    o.copy_from_slice(&f(v));
+                }
+            }
+            let mut out = vec![0u8; a.len() * W];
+            // A row-major array is read as a slice (fast); any other layout in logical order.
+            match a.as_slice() {
+                Some(s) => put(&mut out, s.iter().copied(), f),
+                None => put(&mut out, a.iter().copied(), f),
+            }
+            out
         }
-        out
+        match &self.0 {
+            TensorData::F32(a) => le(a, |v| v.to_bits().to_le_bytes()),
+            TensorData::F16(a) => le(a, |v| v.to_bits().to_le_bytes()),
+            TensorData::I64(a) => le(a, i64::to_le_bytes),
+            TensorData::I32(a) => le(a, i32::to_le_bytes),
+            TensorData::Bool(a) => le(a, |v| [v as u8]),
+        }
     }
 
     /// A tensor of `shape` and `dtype` from little-endian, row-major bytes (the inverse of
@@ -278,18 +290,6 @@ impl Tensor {
         }
     }
 
-    /// Bit patterns of the elements, row-major: the identity used by equality and hashing,
-    /// so NaN equals itself and `-0.0` differs from `0.0`.
-    fn bits(&self) -> Vec<u64> {
-        match &self.0 {
-            TensorData::F32(a) => a.iter().map(|v| v.to_bits() as u64).collect(),
-            TensorData::F16(a) => a.iter().map(|v| v.to_bits() as u64).collect(),
-            TensorData::I64(a) => a.iter().map(|&v| v as u64).collect(),
-            TensorData::I32(a) => a.iter().map(|&v| v as u32 as u64).collect(),
-            TensorData::Bool(a) => a.iter().map(|&v| v as u64).collect(),
-        }
-    }
-
     /// The bit pattern of a one-element tensor (as in equality and hashing), else `None`.
     pub fn to_bits_scalar(&self) -> Option<u64> {
         if self.len() != 1 {
@@ -306,7 +306,9 @@ impl Tensor {
 
     /// Whether the two tensors have equal dtype, shape and element bits.
     pub fn bit_eq(&self, other: &Tensor) -> bool {
-        self.dtype() == other.dtype() && self.shape() == other.shape() && self.bits() == other.bits()
+        self.dtype() == other.dtype()
+            && self.shape() == other.shape()
+            && Bits::of_tensor(self).eq(&Bits::of_tensor(other))
     }
 }
 
@@ -322,7 +324,7 @@ impl Hash for Tensor {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.dtype().hash(state);
         self.shape().hash(state);
-        self.bits().hash(state);
+        Bits::of_tensor(self).hash(state);
     }
 }
 
@@ -406,27 +408,137 @@ fn raw_elem_size(dtype: DType) -> Option<usize> {
     }
 }
 
-/// Bit patterns of raw little-endian elements, as [`Tensor::bits`] computes them for the
-/// decoded tensor.
-fn raw_bits(dtype: DType, data: &[u8]) -> Vec<u64> {
-    match dtype {
-        DType::F32 => data.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64).collect(),
-        DType::I32 => data.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64).collect(),
-        DType::F16 => data.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]) as u64).collect(),
-        DType::I64 => {
-            data.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect()
+/// The element bit patterns of a dense tensor or of raw little-endian bytes, row-major, as
+/// `u64`s (floats by their bits, so NaN equals itself and `-0.0` differs from `0.0`; ints
+/// zero-extended; bool 0 or 1): the identity that equality and hashing of tensors and
+/// constants use. It reads the elements in place, chunk by chunk, so comparing or hashing a
+/// 100 MB weight allocates nothing (a non-contiguous dense tensor is copied once to row-major).
+enum Bits<'a> {
+    F32(CowArray<'a, f32, IxDyn>),
+    F16(CowArray<'a, f16, IxDyn>),
+    I64(CowArray<'a, i64, IxDyn>),
+    I32(CowArray<'a, i32, IxDyn>),
+    Bool(CowArray<'a, bool, IxDyn>),
+    Raw(DType, &'a [u8]),
+}
+
+/// Elements per chunk of [`Bits`]: 2 KiB of `u64`s on the stack.
+const BITS_CHUNK: usize = 256;
+
+impl<'a> Bits<'a> {
+    fn of_tensor(t: &'a Tensor) -> Bits<'a> {
+        match &t.0 {
+            TensorData::F32(a) => Bits::F32(a.as_standard_layout()),
+            TensorData::F16(a) => Bits::F16(a.as_standard_layout()),
+            TensorData::I64(a) => Bits::I64(a.as_standard_layout()),
+            TensorData::I32(a) => Bits::I32(a.as_standard_layout()),
+            TensorData::Bool(a) => Bits::Bool(a.as_standard_layout()),
         }
-        DType::Bool => data.iter().map(|&b| (b != 0) as u64).collect(),
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Bits::F32(a) => a.len(),
+            Bits::F16(a) => a.len(),
+            Bits::I64(a) => a.len(),
+            Bits::I32(a) => a.len(),
+            Bits::Bool(a) => a.len(),
+            Bits::Raw(dtype, data) => data.len() / raw_elem_size(*dtype).unwrap_or(1),
+        }
+    }
+
+    /// Writes the bits of elements `start..` into `out` and returns how many it wrote
+    /// (`out.len()` unless the elements run out).
+    fn read(&self, start: usize, out: &mut [u64]) -> usize {
+        fn put<T: Copy>(src: &[T], start: usize, out: &mut [u64], f: impl Fn(T) -> u64) -> usize {
+            let src = src.get(start..).unwrap_or_default();
+            let n = src.len().min(out.len());
+            out.iter_mut().zip(&src[..n]).for_each(|(o, &v)| *o = f(v));
+            n
+        }
+        fn raw<const W: usize>(data: &[u8], start: usize, out: &mut [u64], f: impl Fn([u8; W]) -> u64) -> usize {
+            let data = data.get(start * W..).unwrap_or_default();
+            let mut n = 0;
+            for (o, c) in out.iter_mut().zip(data.chunks_exact(W)) {
+                let mut b = [0u8; W];
+                b.copy_from_slice(c);
+                *o = f(b);
+                n += 1;
+            }
+            n
+        }
+        // `as_standard_layout` made every dense variant contiguous, so `as_slice` succeeds.
+        match self {
+            Bits::F32(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v.to_bits() as u64),
+            Bits::F16(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v.to_bits() as u64),
+            Bits::I64(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v as u64),
+            Bits::I32(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v as u32 as u64),
+            Bits::Bool(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v as u64),
+            Bits::Raw(DType::F32 | DType::I32, d) => raw::<4>(d, start, out, |b| u32::from_le_bytes(b) as u64),
+            Bits::Raw(DType::F16, d) => raw::<2>(d, start, out, |b| u16::from_le_bytes(b) as u64),
+            Bits::Raw(DType::I64, d) => raw::<8>(d, start, out, u64::from_le_bytes),
+            Bits::Raw(DType::Bool, d) => raw::<1>(d, start, out, |b| (b[0] != 0) as u64),
+        }
+    }
+
+    /// Calls `f` on consecutive chunks of the bits, in order.
+    fn for_each_chunk(&self, mut f: impl FnMut(&[u64])) {
+        let mut buf = [0u64; BITS_CHUNK];
+        let mut start = 0;
+        loop {
+            let n = self.read(start, &mut buf);
+            if n == 0 {
+                break;
+            }
+            f(&buf[..n]);
+            start += n;
+        }
+    }
+
+    fn eq(&self, other: &Bits<'_>) -> bool {
+        if self.len() != other.len() {
+            return false;
+        }
+        // Raw bytes of one dtype are equal exactly when their bits are (raw never holds bool).
+        if let (Bits::Raw(d1, a), Bits::Raw(d2, b)) = (self, other) {
+            if d1 == d2 {
+                return std::ptr::eq(*a, *b) || a == b;
+            }
+        }
+        let (mut x, mut y) = ([0u64; BITS_CHUNK], [0u64; BITS_CHUNK]);
+        let mut start = 0;
+        loop {
+            let n = self.read(start, &mut x);
+            if n == 0 {
+                return true;
+            }
+            if other.read(start, &mut y) != n || x[..n] != y[..n] {
+                return false;
+            }
+            start += n;
+        }
+    }
+
+    /// Hashes the element count and every element's bits (in chunks of little-endian bytes).
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_usize(self.len());
+        let mut bytes = [0u8; BITS_CHUNK * 8];
+        self.for_each_chunk(|chunk| {
+            for (b, v) in bytes.chunks_exact_mut(8).zip(chunk) {
+                b.copy_from_slice(&v.to_le_bytes());
+            }
+            state.write(&bytes[..chunk.len() * 8]);
+        });
     }
 }
 
 impl Constant {
     /// Dtype, shape and element bits of a dense or raw constant (`None` for fills).
-    fn explicit_key(&self) -> Option<(DType, Vec<usize>, Vec<u64>)> {
+    fn explicit_key(&self) -> Option<(DType, Vec<usize>, Bits<'_>)> {
         match self {
-            Constant::Dense(t) => Some((t.dtype(), t.shape().to_vec(), t.bits())),
+            Constant::Dense(t) => Some((t.dtype(), t.shape().to_vec(), Bits::of_tensor(t))),
             Constant::Raw { ty, data } => {
-                Some((ty.dtype, ty.shape.iter().map(|&d| d as usize).collect(), raw_bits(ty.dtype, data)))
+                Some((ty.dtype, ty.shape.iter().map(|&d| d as usize).collect(), Bits::Raw(ty.dtype, data)))
             }
             Constant::Fill { .. } => None,
         }
@@ -439,7 +551,10 @@ impl PartialEq for Constant {
             (Constant::Dense(a), Constant::Dense(b)) => a == b,
             (Constant::Fill { ty: t1, fill: f1 }, Constant::Fill { ty: t2, fill: f2 }) => t1 == t2 && f1 == f2,
             (Constant::Fill { .. }, _) | (_, Constant::Fill { .. }) => false,
-            _ => self.tensor_type() == other.tensor_type() && self.explicit_key() == other.explicit_key(),
+            _ => match (self.explicit_key(), other.explicit_key()) {
+                (Some((d1, s1, b1)), Some((d2, s2, b2))) => d1 == d2 && s1 == s2 && b1.eq(&b2),
+                _ => false,
+            },
         }
     }
 }
@@ -547,22 +662,30 @@ impl Constant {
 fn decode_raw(ty: &TensorType, data: &[u8]) -> Result<Tensor, TensorError> {
     let dims = IxDyn(&check_size(&ty.shape)?);
     let wrong = || TensorError::RawLength { ty: ty.shape.to_vec(), dtype: ty.dtype, expected: 0, found: data.len() };
-    let bits = raw_bits(ty.dtype, data);
+    fn decode<T, const W: usize>(
+        dims: IxDyn,
+        data: &[u8],
+        f: impl Fn([u8; W]) -> T,
+    ) -> Result<ArcArray<T, IxDyn>, ndarray::ShapeError> {
+        let v: Vec<T> = data
+            .chunks_exact(W)
+            .map(|c| {
+                let mut b = [0u8; W];
+                b.copy_from_slice(c);
+                f(b)
+            })
+            .collect();
+        ArcArray::from_shape_vec(dims, v)
+    }
     Ok(Tensor(match ty.dtype {
-        DType::F32 => TensorData::F32(
-            ArcArray::from_shape_vec(dims, bits.iter().map(|&b| f32::from_bits(b as u32)).collect())
-                .map_err(|_| wrong())?,
-        ),
-        DType::F16 => TensorData::F16(
-            ArcArray::from_shape_vec(dims, bits.iter().map(|&b| f16::from_bits(b as u16)).collect())
-                .map_err(|_| wrong())?,
-        ),
-        DType::I64 => TensorData::I64(
-            ArcArray::from_shape_vec(dims, bits.iter().map(|&b| b as i64).collect()).map_err(|_| wrong())?,
-        ),
-        DType::I32 => TensorData::I32(
-            ArcArray::from_shape_vec(dims, bits.iter().map(|&b| b as u32 as i32).collect()).map_err(|_| wrong())?,
-        ),
+        DType::F32 => {
+            TensorData::F32(decode(dims, data, |b| f32::from_bits(u32::from_le_bytes(b))).map_err(|_| wrong())?)
+        }
+        DType::F16 => {
+            TensorData::F16(decode(dims, data, |b| f16::from_bits(u16::from_le_bytes(b))).map_err(|_| wrong())?)
+        }
+        DType::I64 => TensorData::I64(decode(dims, data, i64::from_le_bytes).map_err(|_| wrong())?),
+        DType::I32 => TensorData::I32(decode(dims, data, i32::from_le_bytes).map_err(|_| wrong())?),
         DType::Bool => return Err(TensorError::RawDType(DType::Bool)),
     }))
 }
@@ -655,6 +778,34 @@ mod tests {
         ));
         let b = Tensor::from_le_bytes(&[2], DType::Bool, &[1, 0]).unwrap();
         assert_eq!(b.to_le_bytes(), [1, 0]);
+    }
+
+    #[test]
+    fn equality_and_hash_read_every_chunk_and_any_layout() {
+        // 1000 elements: several chunks of `BITS_CHUNK`, the last one partial.
+        let values: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5 - 7.0).collect();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let ty = TensorType { shape: vec![10, 100].into(), dtype: DType::F32 };
+        let raw = Constant::raw(ty.clone(), bytes::Bytes::from(bytes.clone())).unwrap();
+        let dense = Constant::Dense(Tensor(TensorData::F32(
+            ArcArray::from_shape_vec(IxDyn(&[10, 100]), values.clone()).unwrap(),
+        )));
+        assert_eq!(raw, dense);
+        assert_eq!(hash_of(&raw), hash_of(&dense));
+        // A difference in the last, partial chunk is seen, by raw and by dense comparison.
+        let mut last = bytes.clone();
+        last[999 * 4] ^= 1;
+        let raw_last = Constant::raw(ty, bytes::Bytes::from(last)).unwrap();
+        assert_ne!(raw, raw_last);
+        assert_ne!(dense, raw_last);
+        // A transposed (column-major) view compares by its logical, row-major elements.
+        let v = &values;
+        let t: Vec<f32> = (0..100).flat_map(|j| (0..10).map(move |i| v[i * 100 + j])).collect();
+        let transposed = ArcArray::from_shape_vec(IxDyn(&[100, 10]), t).unwrap().reversed_axes();
+        assert!(!transposed.is_standard_layout());
+        let view = Constant::Dense(Tensor(TensorData::F32(transposed)));
+        assert_eq!(view, dense);
+        assert_eq!(hash_of(&view), hash_of(&dense));
     }
 
     #[test]

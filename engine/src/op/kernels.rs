@@ -398,6 +398,10 @@ pub(crate) fn from_f32(op: &str, a: ArrayD<f32>, dtype: DType) -> Result<Tensor,
 }
 
 /// Applies `f` elementwise to `a` and `b` broadcast to `shape`.
+///
+/// When both inputs are row-major (nearly always: kernels produce row-major arrays), the
+/// broadcast is planned by [`zip2_contiguous`] over slices; otherwise ndarray's general
+/// `Zip` runs. Both apply `f` to the same pairs in the same order, so results are identical.
 pub(crate) fn zip2<A: Copy, B: Copy, C>(
     op: &str,
     a: &ArcArray<A, IxDyn>,
@@ -409,5 +413,93 @@ pub(crate) fn zip2<A: Copy, B: Copy, C>(
     let bad = || invalid(op, format_args!("cannot broadcast to {}", shape_str(shape)));
     let av = a.broadcast(IxDyn(shape)).ok_or_else(bad)?;
     let bv = b.broadcast(IxDyn(shape)).ok_or_else(bad)?;
+    if let (Some(xa), Some(xb)) = (a.as_slice(), b.as_slice()) {
+        let out = zip2_contiguous((xa, a.shape()), (xb, b.shape()), shape, &f);
+        return ArrayD::from_shape_vec(IxDyn(shape), out).map_err(|_| bad());
+    }
     Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
+}
+
+/// The broadcast of two row-major inputs (data and shape; the shapes broadcast to `shape`,
+/// which [`zip2`] checked) through `f`, row-major.
+///
+/// Each input gets a stride per output axis (0 where it is broadcast); output axes of size 1
+/// are dropped and neighbours whose strides line up in both inputs are merged, so a
+/// `[256, 64, 3, 3] * [256, 1, 1, 1]` becomes a 256 × 576 loop. The innermost merged axis has
+/// stride 1 or 0 in each input, so it runs as a loop over slices (or a slice and a scalar),
+/// instead of ndarray's `IxDyn` index arithmetic per element.
+fn zip2_contiguous<A: Copy, B: Copy, C>(
+    (xa, sa): (&[A], &[usize]),
+    (xb, sb): (&[B], &[usize]),
+    shape: &[usize],
+    f: &impl Fn(A, B) -> C,
+) -> Vec<C> {
+    let total: usize = shape.iter().product();
+    let mut out = Vec::with_capacity(total);
+    if total == 0 {
+        return out;
+    }
+    // Row-major strides of an input, aligned to the output's axes (0 where broadcast).
+    let strides = |s: &[usize]| -> Vec<usize> {
+        let mut st = vec![0; shape.len()];
+        let mut acc = 1;
+        for (k, &d) in s.iter().enumerate().rev() {
+            let axis = shape.len() - s.len() + k;
+            st[axis] = if d == 1 { 0 } else { acc };
+            acc *= d;
+        }
+        st
+    };
+    let (ta, tb) = (strides(sa), strides(sb));
+    // (length, stride in a, stride in b), outermost first, size-1 axes dropped, merged.
+    let mut axes: Vec<(usize, usize, usize)> = Vec::with_capacity(shape.len());
+    for (i, &n) in shape.iter().enumerate() {
+        if n == 1 {
+            continue;
+        }
+        match axes.last_mut() {
+            Some(last) if last.1 == ta[i] * n && last.2 == tb[i] * n => {
+                last.0 *= n;
+                last.1 = ta[i];
+                last.2 = tb[i];
+            }
+            _ => axes.push((n, ta[i], tb[i])),
+        }
+    }
+    let (inner, ia, ib) = axes.pop().unwrap_or((1, 0, 0));
+    // Odometer over the outer axes, keeping each input's offset.
+    let mut index = vec![0usize; axes.len()];
+    let (mut oa, mut ob) = (0usize, 0usize);
+    loop {
+        match (ia, ib) {
+            (1, 1) => out.extend(xa[oa..oa + inner].iter().zip(&xb[ob..ob + inner]).map(|(&x, &y)| f(x, y))),
+            (1, 0) => {
+                let y = xb[ob];
+                out.extend(xa[oa..oa + inner].iter().map(|&x| f(x, y)));
+            }
+            (0, 1) => {
+                let x = xa[oa];
+                out.extend(xb[ob..ob + inner].iter().map(|&y| f(x, y)));
+            }
+            _ => out.extend((0..inner).map(|k| f(xa[oa + k * ia], xb[ob + k * ib]))),
+        }
+        // Advance the odometer; done when every outer axis wrapped.
+        let mut k = axes.len();
+        loop {
+            if k == 0 {
+                return out;
+            }
+            k -= 1;
+            let (n, da, db) = axes[k];
+            index[k] += 1;
+            oa += da;
+            ob += db;
+            if index[k] < n {
+                break;
+            }
+            index[k] = 0;
+            oa -= da * n;
+            ob -= db * n;
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! The `passel bench` command line: arguments, the progress bar, and writing the report.
+//! The `passel bench` command line: arguments, the progress bar, and writing the report, for
+//! a generated workload or (`--model`) an ONNX model.
 
 use std::fs::File;
 use std::io::Write;
@@ -6,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::{count_bindings, run_bench, BenchConfig, BenchReport, CountingAlloc, Machine};
+use super::model::{run_model_bench, ModelBench};
+use super::{count_bindings, run_bench, BenchConfig, BenchReport, BenchRow, CountingAlloc, Machine, ModelInfo};
 use crate::console::Console;
-use crate::gen;
+use crate::{gen, onnx};
 
 /// The default pipeline of `passel bench`.
 pub const DEFAULT_PIPELINE: &str = "FoldConstant,EliminateCommonSubexpr,DeadCodeElimination,SimplifyExpr";
@@ -29,9 +31,21 @@ pub struct BenchArgs {
     /// Thread counts for the parallel rows, comma-separated (default: 2, 4, … up to the cores).
     #[arg(long, value_name = "LIST", value_parser = parse_threads)]
     pub threads: Option<ThreadList>,
-    /// Pipeline to run.
-    #[arg(long, default_value = DEFAULT_PIPELINE)]
-    pub passes: String,
+    /// Bench this ONNX model instead of a generated workload: rows `import` (map, decode,
+    /// verify), `serial` and `parallel` (the pipeline), `print` (the output as .pir text), and
+    /// peak heap and peak RSS of import + the serial run against the model's weight bytes.
+    /// No session rows.
+    #[arg(long, value_name = "FILE.onnx", conflicts_with_all = ["workload", "functions", "ops", "seed"])]
+    pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub shapes: onnx::InputShapeArgs,
+    /// Pipeline to run (default: with --model the standard pipeline of the opt level, else
+    /// `FoldConstant,EliminateCommonSubexpr,DeadCodeElimination,SimplifyExpr`).
+    #[arg(long)]
+    pub passes: Option<String>,
+    /// Optimization level of the pass context (and of the standard pipeline with --model).
+    #[arg(short = 'O', long = "opt-level", default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
+    pub opt_level: u32,
     /// Repetitions per row (the best time is reported).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeats: u64,
@@ -100,64 +114,95 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>, console: &Console
     if args.ops.is_some() && args.workload != "chain" {
         return Err(format!("--ops applies only to --workload chain, not `{}`", args.workload));
     }
+    if args.model.is_none() && !args.shapes.input_shape.is_empty() {
+        return Err("--input-shape applies only to --model".to_string());
+    }
     let machine = Machine::current();
     let threads = match &args.threads {
         Some(ThreadList(t)) => t.clone(),
         None => default_threads(machine.cores),
     };
-    // Check the pipeline and the output paths before spending time on the workload.
+    // Check the pipeline, the shapes and the output paths before spending time on the workload.
     passel_passes::link();
-    passel_engine::transform::parse_pipeline(&args.passes).map_err(|e| e.to_string())?;
+    let passes = match (&args.passes, &args.model) {
+        (Some(p), _) => p.clone(),
+        (None, Some(_)) => format!("default -O{}", args.opt_level),
+        (None, None) => DEFAULT_PIPELINE.to_string(),
+    };
+    let pipeline = match (&args.passes, &args.model) {
+        (None, Some(_)) => passel_passes::default_pipeline(args.opt_level),
+        _ => passel_engine::transform::parse_pipeline(&passes).map_err(|e| e.to_string())?,
+    };
+    let options = args.shapes.options().map_err(|e| e.to_string())?;
     let json_file = args.json.as_deref().map(create).transpose()?;
     let svg_file = args.svg.as_deref().map(create).transpose()?;
+    let progress_bar = |rows: usize| {
+        let bar = indicatif::ProgressBar::new(rows as u64 * args.repeats);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    };
 
-    let spinner = indicatif::ProgressBar::new_spinner().with_message(format!("generating {} workload", args.workload));
-    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
-    let functions = args.functions as usize;
-    let module = match (args.workload.as_str(), args.ops) {
-        ("chain", Some(ops)) => {
-            gen::chain(&gen::ChainOptions { functions, ops: ops as usize, seed: args.seed, ..Default::default() })
-        }
-        (kind, _) => gen::workload(kind, functions, args.seed)?,
-    };
-    spinner.finish_and_clear();
-    let bindings = count_bindings(&module);
-    let workload = match args.workload.as_str() {
-        "chain" => format!("chain {}x{}", module.len(), args.ops.unwrap_or(50)),
-        kind => kind.to_string(),
-    };
-    console
-        .err(&format!(
-            "workload: {workload}, {} functions, {bindings} bindings; pipeline: {}\n",
-            module.len(),
-            args.passes
-        ))
-        .map_err(|_| "cannot write to stderr".to_string())?;
-
-    let rows = 1 + threads.len() + if args.no_incremental { 0 } else { 6 };
-    let bar = indicatif::ProgressBar::new(rows as u64 * args.repeats);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs {elapsed}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    let cfg = BenchConfig {
-        module: &module,
-        pipeline: &args.passes,
-        threads: &threads,
-        repeats: args.repeats as usize,
-        incremental: !args.no_incremental,
-        heap,
-    };
-    let rows = run_bench(&cfg, &mut || bar.inc(1));
-    bar.finish_and_clear();
-    let report = BenchReport {
-        workload,
-        functions: module.len(),
-        bindings,
-        pipeline: args.passes.clone(),
-        machine,
-        rows: rows?,
-    };
+    let (workload, functions, bindings, rows, model): (String, usize, usize, Vec<BenchRow>, Option<ModelInfo>) =
+        if let Some(path) = &args.model {
+            let bar = progress_bar(3 + threads.len());
+            let cfg = ModelBench {
+                path,
+                options: &options,
+                pipeline: &pipeline,
+                opt_level: args.opt_level,
+                threads: &threads,
+                repeats: args.repeats as usize,
+                heap,
+            };
+            let result = run_model_bench(&cfg, &mut || bar.inc(1));
+            bar.finish_and_clear();
+            let (rows, info) = result?;
+            let (functions, bindings) = rows.first().map(|r| (r.functions, r.bindings)).unwrap_or_default();
+            (format!("model {}", path.display()), functions, bindings, rows, Some(info))
+        } else {
+            let spinner =
+                indicatif::ProgressBar::new_spinner().with_message(format!("generating {} workload", args.workload));
+            spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+            let functions = args.functions as usize;
+            let module = match (args.workload.as_str(), args.ops) {
+                ("chain", Some(ops)) => gen::chain(&gen::ChainOptions {
+                    functions,
+                    ops: ops as usize,
+                    seed: args.seed,
+                    ..Default::default()
+                }),
+                (kind, _) => gen::workload(kind, functions, args.seed)?,
+            };
+            spinner.finish_and_clear();
+            let bindings = count_bindings(&module);
+            let workload = match args.workload.as_str() {
+                "chain" => format!("chain {}x{}", module.len(), args.ops.unwrap_or(50)),
+                kind => kind.to_string(),
+            };
+            console
+                .err(&format!(
+                    "workload: {workload}, {} functions, {bindings} bindings; pipeline: {passes}\n",
+                    module.len(),
+                ))
+                .map_err(|_| "cannot write to stderr".to_string())?;
+            let bar = progress_bar(1 + threads.len() + if args.no_incremental { 0 } else { 6 });
+            let cfg = BenchConfig {
+                module: &module,
+                pipeline: &passes,
+                opt_level: args.opt_level,
+                threads: &threads,
+                repeats: args.repeats as usize,
+                incremental: !args.no_incremental,
+                heap,
+            };
+            let rows = run_bench(&cfg, &mut || bar.inc(1));
+            bar.finish_and_clear();
+            (workload, module.len(), bindings, rows?, None)
+        };
+    let report = BenchReport { workload, functions, bindings, pipeline: passes, machine, rows, model };
     if let (Some(file), Some(path)) = (json_file, &args.json) {
         write_all(file, path, &report.to_json())?;
     }

@@ -7,10 +7,15 @@
 //! meaningless there and print as `—` (`null` in JSON); instead, every `PREFIX-nochange` and
 //! `PREFIX-edit` row shows its time as a fraction of its `PREFIX-cold` row (`vs cold`, e.g.
 //! `1/740k`: the re-run takes 1/740,000 of the cold run's time).
+//!
+//! A model bench (`--model`) adds `import` and `print` rows, which are not pipeline runs (no
+//! speedup), and a summary of the model: file and weight bytes, ops before and after the
+//! pipeline, and peak heap and peak RSS of import + the serial pipeline run as a multiple of
+//! the weight bytes (`model` in JSON).
 
 use std::fmt::Write as _;
 
-use super::BenchRow;
+use super::{BenchRow, ModelInfo};
 
 /// The machine the bench ran on.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,8 +59,10 @@ pub struct BenchReport {
     pub pipeline: String,
     /// Where it ran.
     pub machine: Machine,
-    /// The measured rows, serial first.
+    /// The measured rows, serial first (a model bench: `import` first, `print` last).
     pub rows: Vec<BenchRow>,
+    /// What a model bench measured besides the rows.
+    pub model: Option<ModelInfo>,
 }
 
 impl BenchReport {
@@ -67,7 +74,8 @@ impl BenchReport {
     /// Speedup over the serial row; none for rows that do no work.
     fn speedup(&self, row: &BenchRow) -> Option<f64> {
         let t = row.time.as_secs_f64();
-        self.serial_secs().filter(|_| t > 0.0 && !does_no_work(row)).map(|s| s / t)
+        let pipeline_run = !matches!(row.mode.as_str(), "import" | "print");
+        self.serial_secs().filter(|_| t > 0.0 && !does_no_work(row) && pipeline_run).map(|s| s / t)
     }
 
     /// The row's time divided by its session's cold row's (`session-edit` → `session-cold`).
@@ -102,6 +110,9 @@ impl BenchReport {
                 vs_cold,
                 peak
             );
+        }
+        if let Some(m) = &self.model {
+            out.push_str(&model_summary(m));
         }
         out
     }
@@ -146,7 +157,31 @@ impl BenchReport {
                 r.base_heap.map(|b| b.to_string()).unwrap_or_else(|| "null".into()),
             );
         }
-        out.push_str(if self.rows.is_empty() { "]\n}\n" } else { "\n  ]\n}\n" });
+        out.push_str(if self.rows.is_empty() { "],\n" } else { "\n  ],\n" });
+        match &self.model {
+            None => out.push_str("  \"model\": null\n}\n"),
+            Some(m) => {
+                let opt = |v: Option<u64>| v.map(|b| b.to_string()).unwrap_or_else(|| "null".into());
+                let ratio = |v: Option<u64>| {
+                    json_num(v.and_then(|b| per_weight(b, m.weight_bytes)).map(|r| (r * 1e3).round() / 1e3))
+                };
+                let _ = write!(
+                    out,
+                    "  \"model\": {{\"path\": {}, \"file_bytes\": {}, \"weight_bytes\": {}, \"ops_before\": {}, \
+                     \"ops_after\": {}, \"peak_heap_bytes\": {}, \"peak_heap_per_weight_byte\": {}, \
+                     \"peak_rss_bytes\": {}, \"peak_rss_per_weight_byte\": {}}}\n}}\n",
+                    json_str(&m.path),
+                    m.file_bytes,
+                    m.weight_bytes,
+                    m.ops_before,
+                    m.ops_after,
+                    opt(m.peak_heap),
+                    ratio(m.peak_heap),
+                    opt(m.peak_rss),
+                    ratio(m.peak_rss),
+                );
+            }
+        }
         out
     }
 
@@ -226,6 +261,33 @@ impl BenchReport {
     }
 }
 
+/// `bytes` as a multiple of the weight bytes (none for a model without weights).
+fn per_weight(bytes: u64, weight_bytes: u64) -> Option<f64> {
+    (weight_bytes > 0).then(|| bytes as f64 / weight_bytes as f64)
+}
+
+/// The lines under a model bench's table.
+fn model_summary(m: &ModelInfo) -> String {
+    let mem = |label: &str, v: Option<u64>| match v {
+        Some(b) => {
+            let ratio = per_weight(b, m.weight_bytes).map(|r| format!(" = {r:.2}x weights")).unwrap_or_default();
+            format!("{label} {}{ratio}", mib(b))
+        }
+        None => format!("{label} {DASH}"),
+    };
+    format!(
+        "model: {}, file {}, weights {}, ops {} -> {}\n\
+         import + serial pipeline: {}; {}\n",
+        m.path,
+        size(m.file_bytes),
+        size(m.weight_bytes),
+        m.ops_before,
+        m.ops_after,
+        mem("peak heap", m.peak_heap),
+        mem("peak RSS", m.peak_rss),
+    )
+}
+
 /// What the table prints for a value that does not apply to a row.
 const DASH: &str = "—";
 
@@ -291,6 +353,15 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
+/// Bytes in KiB below one MiB, else in MiB.
+fn size(bytes: u64) -> String {
+    if bytes < 1 << 20 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        mib(bytes)
+    }
+}
+
 /// A JSON string literal.
 pub(crate) fn json_str(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -347,6 +418,7 @@ mod tests {
             bindings: 100,
             pipeline: "A,B".into(),
             machine: Machine { cores: 2, os: "linux".into(), arch: "x86_64".into(), load_average: None },
+            model: None,
             rows: vec![
                 row("serial", 1, 200),
                 row("parallel", 2, 100),

@@ -397,7 +397,17 @@ pub(crate) fn arith(op: &str, f: Arith, args: &[Tensor], _attrs: &Attrs, _ctx: &
     let (x, y) = (&args[0], &args[1]);
     let out = match dtype {
         DType::F32 | DType::F16 => {
-            let r = zip2(op, &to_f32(op, x)?, &to_f32(op, y)?, &shape, |a, b| f.apply_f32(a, b))?;
+            let (x, y) = (&to_f32(op, x)?, &to_f32(op, y)?);
+            // One closure per operator, so the operator's match is not in the element loop.
+            let r = match f {
+                Arith::Add => zip2(op, x, y, &shape, |a, b| Arith::Add.apply_f32(a, b)),
+                Arith::Sub => zip2(op, x, y, &shape, |a, b| Arith::Sub.apply_f32(a, b)),
+                Arith::Mul => zip2(op, x, y, &shape, |a, b| Arith::Mul.apply_f32(a, b)),
+                Arith::Div => zip2(op, x, y, &shape, |a, b| Arith::Div.apply_f32(a, b)),
+                Arith::Pow => zip2(op, x, y, &shape, |a, b| Arith::Pow.apply_f32(a, b)),
+                Arith::Max => zip2(op, x, y, &shape, |a, b| Arith::Max.apply_f32(a, b)),
+                Arith::Min => zip2(op, x, y, &shape, |a, b| Arith::Min.apply_f32(a, b)),
+            }?;
             super::from_f32(op, r, dtype)?
         }
         DType::I64 => i64::wrap(int_arith::<i64>(op, f, x, y, &shape)?.into_shared()),

@@ -157,6 +157,47 @@ fn binary_arithmetic_broadcasts() {
 }
 
 #[test]
+fn contiguous_broadcast_matches_ndarray_zip() {
+    // `zip2` plans row-major inputs itself; ndarray's general `Zip` (which it takes for other
+    // layouts) must give the same elements for every broadcast pattern.
+    let cases: &[(&[usize], &[usize])] = &[
+        (&[4, 3, 2, 2], &[4, 1, 1, 1]),
+        (&[4, 3, 2, 2], &[3, 1, 1]),
+        (&[2, 1, 3], &[1, 4, 1]),
+        (&[5], &[]),
+        (&[], &[2, 3]),
+        (&[2, 3], &[2, 3]),
+        (&[1, 3, 1], &[2, 1, 4]),
+        (&[2, 0, 3], &[1, 3]),
+        (&[3, 1], &[1, 1]),
+    ];
+    for &(sa, sb) in cases {
+        let arr = |s: &[usize], k: f32| {
+            let n: usize = s.iter().product();
+            ndarray::ArcArray::from_shape_vec(ndarray::IxDyn(s), (0..n).map(|i| i as f32 * k + 1.0).collect()).unwrap()
+        };
+        let (a, b) = (arr(sa, 1.0), arr(sb, 0.25));
+        let rank = sa.len().max(sb.len());
+        let dim = |s: &[usize], i: usize| if i + s.len() >= rank { s[i + s.len() - rank] } else { 1 };
+        let out_dim = |i| if dim(sa, i) == 0 || dim(sb, i) == 0 { 0 } else { dim(sa, i).max(dim(sb, i)) };
+        let shape: Vec<usize> = (0..rank).map(out_dim).collect();
+        let got = super::zip2("test", &a, &b, &shape, |x, y| x * 10.0 - y).unwrap();
+        let want = ndarray::Zip::from(&a.broadcast(ndarray::IxDyn(&shape)).unwrap())
+            .and(&b.broadcast(ndarray::IxDyn(&shape)).unwrap())
+            .map_collect(|&x, &y| x * 10.0 - y);
+        assert_eq!(got, want, "{sa:?} with {sb:?}");
+        // A non-row-major input takes the general path and agrees too.
+        let at = a.clone().reversed_axes();
+        let bt = b.broadcast(ndarray::IxDyn(&shape)).unwrap().to_owned().reversed_axes().into_shared();
+        let tshape: Vec<usize> = shape.iter().rev().copied().collect();
+        if at.shape().iter().zip(&tshape).all(|(&d, &t)| d == t || d == 1) {
+            let got_t = super::zip2("test", &at, &bt, &tshape, |x, y| x * 10.0 - y).unwrap();
+            assert_eq!(got_t, want.clone().reversed_axes(), "{sa:?} with {sb:?}, transposed");
+        }
+    }
+}
+
+#[test]
 fn integer_arithmetic_wraps_and_truncates() {
     let a = tt(&[3], DType::I32, &[7.0, -7.0, i32::MAX as f64]);
     let b = tt(&[3], DType::I32, &[2.0, 2.0, 1.0]);
