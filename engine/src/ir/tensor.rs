@@ -658,36 +658,17 @@ impl Constant {
 }
 
 /// Decodes a raw constant (whose length [`Constant::raw`] checked) into a dense tensor: the
-/// only place its bytes are copied.
+/// only place its bytes are copied (once, by [`Tensor::from_le_bytes`]).
 fn decode_raw(ty: &TensorType, data: &[u8]) -> Result<Tensor, TensorError> {
-    let dims = IxDyn(&check_size(&ty.shape)?);
-    let wrong = || TensorError::RawLength { ty: ty.shape.to_vec(), dtype: ty.dtype, expected: 0, found: data.len() };
-    fn decode<T, const W: usize>(
-        dims: IxDyn,
-        data: &[u8],
-        f: impl Fn([u8; W]) -> T,
-    ) -> Result<ArcArray<T, IxDyn>, ndarray::ShapeError> {
-        let v: Vec<T> = data
-            .chunks_exact(W)
-            .map(|c| {
-                let mut b = [0u8; W];
-                b.copy_from_slice(c);
-                f(b)
-            })
-            .collect();
-        ArcArray::from_shape_vec(dims, v)
+    if ty.dtype == DType::Bool {
+        return Err(TensorError::RawDType(DType::Bool));
     }
-    Ok(Tensor(match ty.dtype {
-        DType::F32 => {
-            TensorData::F32(decode(dims, data, |b| f32::from_bits(u32::from_le_bytes(b))).map_err(|_| wrong())?)
+    Tensor::from_le_bytes(&ty.shape, ty.dtype, data).map_err(|e| match e {
+        TensorError::WrongByteCount { .. } => {
+            TensorError::RawLength { ty: ty.shape.to_vec(), dtype: ty.dtype, expected: 0, found: data.len() }
         }
-        DType::F16 => {
-            TensorData::F16(decode(dims, data, |b| f16::from_bits(u16::from_le_bytes(b))).map_err(|_| wrong())?)
-        }
-        DType::I64 => TensorData::I64(decode(dims, data, i64::from_le_bytes).map_err(|_| wrong())?),
-        DType::I32 => TensorData::I32(decode(dims, data, i32::from_le_bytes).map_err(|_| wrong())?),
-        DType::Bool => return Err(TensorError::RawDType(DType::Bool)),
-    }))
+        other => other,
+    })
 }
 
 impl fmt::Display for Tensor {
