@@ -1135,3 +1135,39 @@ fn recomputed_functions_keeps_first_seen_order_without_repeats() {
     assert_eq!(&*got[n + 2], "z");
     assert!(!got.iter().any(|g| &**g == "m"), "module-pass stages are not counted");
 }
+
+#[test]
+fn a_calling_thread_pass_runs_only_on_the_calling_thread_in_every_mode_cold_and_after_edits() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = {
+        let seen = seen.clone();
+        passel_engine::transform::function_pass("OnCaller", 1, move |func, _module, _ctx| {
+            seen.lock().unwrap().push(std::thread::current().id());
+            Ok(func)
+        })
+        .on_calling_thread()
+        .shared()
+    };
+    // [First] | [OnCaller] | MarkHot (no firewall: a lean edit replays every function up to
+    // it) | [OnCaller, Last] split in two stages.
+    let p = sequential("caller", vec![identity("First", 0), record.clone(), mark_hot(), record, identity("Last", 2)]);
+    for (threads, mode) in [(1, MemoryMode::Full), (2, MemoryMode::Full), (1, MemoryMode::Lean), (2, MemoryMode::Lean)]
+    {
+        let mut s = Session::new(p.clone(), &ctx(2, threads)).expect("session");
+        s.set_memory_mode(mode);
+        s.load(&parse(MODULE));
+        let out = run(&mut s, &p, 2);
+        let labels: Vec<String> = out.stats.stages.iter().map(|st| st.label.clone()).collect();
+        assert_eq!(labels, ["First", "OnCaller", "MarkHot", "OnCaller", "Last"], "{mode:?}");
+        s.set_function("hot", func("def @hot(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  relu(%x)\n}\n"));
+        run(&mut s, &p, 2);
+        s.set_function("leaf", func("def @leaf(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  tanh(%x)\n}\n"));
+        run(&mut s, &p, 2);
+        let seen = seen.lock().unwrap();
+        assert!(!seen.is_empty());
+        assert!(
+            seen.iter().all(|&t| t == std::thread::current().id()),
+            "{threads} threads, {mode:?}: ran off the calling thread"
+        );
+    }
+}

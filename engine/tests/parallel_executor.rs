@@ -686,3 +686,54 @@ fn num_threads_above_the_cap_is_an_error() {
     let ctx = PassContext::builder().num_threads(MAX_THREADS).build().expect("the cap is valid");
     assert_eq!(ctx.num_threads(), MAX_THREADS);
 }
+
+/// `tag_pass` built `on_calling_thread`, recording the thread of every call.
+fn calling_thread_tag_pass(
+    name: &'static str,
+    k: i64,
+    threads: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+) -> FunctionPass {
+    let tag = tag_pass(name, k);
+    function_pass(name, 0, move |func, module, ctx| {
+        threads.lock().unwrap().push(std::thread::current().id());
+        tag.body()(func, module, ctx)
+    })
+    .on_calling_thread()
+}
+
+#[test]
+fn a_calling_thread_pass_is_a_stage_of_its_own_and_runs_only_on_the_calling_thread() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seq = sequential(
+        "p",
+        vec![
+            tag_pass("A", 1).shared(),
+            calling_thread_tag_pass("Py", 7, seen.clone()).shared(),
+            calling_thread_tag_pass("Py2", 8, seen.clone()).shared(),
+            tag_pass("B", 2).shared(),
+            tag_pass("C", 3).shared(),
+        ],
+    );
+    let stages = plan(&seq, &ctx(2, vec![])).expect("plannable");
+    assert_eq!(stage_names(&stages), ["F[A]", "F[Py]", "F[Py2]", "F[B,C]"]);
+    let (serial_out, serial_diags) = outcome(&seq, module_of(40), &ctx(1, vec![]), true);
+    for threads in [1, 2, 4] {
+        seen.lock().unwrap().clear();
+        let (out, diags) = outcome(&seq, module_of(40), &ctx(threads, vec![]), false);
+        assert_eq!(out, serial_out, "{threads} threads");
+        assert_eq!(diags, serial_diags, "{threads} threads");
+        let seen = seen.lock().unwrap();
+        // 32 of the 40 functions are not marked SkipOptimization; two passes visit each.
+        assert_eq!(seen.len(), 64);
+        assert!(
+            seen.iter().all(|&t| t == std::thread::current().id()),
+            "{threads} threads: ran off the calling thread"
+        );
+    }
+    // Run on its own, outside a Sequential, it stays on the calling thread too.
+    seen.lock().unwrap().clear();
+    let ctx2 = ctx(2, vec![]);
+    let alone = calling_thread_tag_pass("Py", 7, seen.clone());
+    ctx2.scope(|| alone.run(module_of(10), &ctx2)).expect("enters").expect("runs");
+    assert!(seen.lock().unwrap().iter().all(|&t| t == std::thread::current().id()));
+}

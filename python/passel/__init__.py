@@ -13,7 +13,7 @@ The API follows TVM's Python names and semantics:
 - ``passel.eval``: the reference interpreter on numpy arrays.
 
 Rust passes run in parallel with the GIL released; Python passes run under the GIL, one call
-per function (see ``passel.transform``).
+per function, on the calling thread (see ``passel.transform``).
 """
 
 from __future__ import annotations

@@ -11,10 +11,9 @@
 - ``get_pass(name)``, ``list_passes()``, ``PrintIR(header)``, ``pipeline(text)``.
 
 How Python passes run: a Python function pass is called once per function with the GIL held
-for that call; Rust passes keep running in parallel with the GIL released. Under
-``num_threads > 1`` the calls come from the engine's worker threads (serialised by the GIL),
-fused with the neighbouring Rust function passes, and results are merged in module order, so
-the output is the same as with one thread. An exception in a pass body becomes
+for that call, on the thread that called the pipeline, one function after the other, whatever
+``num_threads`` is; the Rust passes around it keep running in parallel with the GIL released.
+Results are merged in module order, so the output is the same as with one thread. An exception in a pass body becomes
 ``passel.PassError`` naming the pass and function, with the Python traceback in its message
 and the exception as ``__cause__``. ``KeyboardInterrupt`` cancels the run and is re-raised.
 

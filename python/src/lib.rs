@@ -7,12 +7,14 @@
 //!
 //! Threads and the GIL: every call that may run passes releases the GIL (`py.detach`) for its
 //! whole duration, so Rust passes fan out over the rayon pool without Python. A Python pass
-//! body or instrument callback re-attaches for the duration of that one call, on whichever
-//! thread the engine calls it (the calling thread for instruments and module passes; a pool
-//! worker for function passes under `num_threads > 1`). Because the calling thread never holds
-//! the GIL while it waits for the pool, no worker can wait on it: there is no deadlock, and
-//! the engine's serial = parallel invariant covers Python passes too (they are called per
-//! function and merged in module order, like Rust ones).
+//! body or instrument callback re-attaches for the duration of that one call. Every Python
+//! callback runs on the thread that called the engine: instruments and module passes by
+//! nature, function passes because they are built `on_calling_thread` (a stage of their own,
+//! run one function after the other there, while the Rust stages around them fan out over the
+//! pool). So Python calls never wait for each other on pool workers, the calling thread never
+//! holds the GIL while it waits for the pool (no deadlock), and the engine's serial = parallel
+//! invariant covers Python passes too (they are called per function and merged in module
+//! order, like Rust ones).
 //!
 //! Errors: a Python exception raised in a callback becomes a pass error whose message carries
 //! the Python traceback; the exception itself is kept (`errors::record`) and re-raised as the

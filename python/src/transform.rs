@@ -2,10 +2,12 @@
 //! `PassHandle` (any engine pass: registered Rust passes, sequentials, and passes whose body
 //! is a Python callable), the registry, textual pipelines and the config registry.
 //!
-//! A Python function pass is an engine `FunctionPass` whose body attaches to the interpreter
-//! for one call per function (see the crate docs): under `num_threads > 1` it is called from
-//! pool workers, fused with the Rust function passes next to it, and its results are merged
-//! in module order like theirs, so the output does not depend on the thread count.
+//! A Python function pass is an engine `FunctionPass` built `on_calling_thread`, whose body
+//! attaches to the interpreter for one call per function (see the crate docs): it is a stage
+//! of its own that calls the body on the thread that called the pipeline, one function after
+//! the other, whatever `num_threads` is, while the Rust function passes around it still fan
+//! out. Its results are merged in module order like theirs, so the output does not depend on
+//! the thread count.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -458,7 +460,8 @@ fn py_function_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<
             }
         })
     })
-    .with_required(&required_refs(&required));
+    .with_required(&required_refs(&required))
+    .on_calling_thread();
     PassHandle { inner: pass.shared() }
 }
 

@@ -457,7 +457,9 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
         let names = names_at(db, id);
         match &stage.kind {
             StageKind::Function(passes) => {
-                let outs = fan_out(db, &names.0, threads, |db, name| fn_stage(db, Key::new(db, name.clone(), k)));
+                let outs = fan_out(db, &names.0, stage.threads(threads), |db, name| {
+                    fn_stage(db, Key::new(db, name.clone(), k))
+                });
                 let outs: Vec<_> = outs.into_iter().flatten().collect();
                 if outs.iter().any(|out| out.as_ref().is_ok_and(|o| o.unfusable)) {
                     return Ok(None);

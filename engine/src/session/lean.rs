@@ -185,7 +185,7 @@ pub(crate) fn run_cold(
         match &stage.kind {
             StageKind::Function(passes) => {
                 let entries = current.entries();
-                let results = par_map(entries, threads, |(name, input)| {
+                let results = par_map(entries, stage.threads(threads), |(name, input)| {
                     let view = view_with(name, input, |c| current.get(c).cloned());
                     let out = run_function_stage(stage, name, input.clone(), &view, &|| {});
                     let source = source_of(name);
@@ -514,8 +514,10 @@ pub(crate) fn run_edit(
             StageKind::Module(_) => {
                 let names = lean.names_at(k);
                 entered = names.len();
-                // Every function's input, replayed in parallel (each replay is independent).
-                let inputs = par_map(&names, threads, |name| match changed.get(name) {
+                // Every function's input, replayed in parallel (each replay is independent),
+                // on the calling thread alone when a replayed stage must run there.
+                let replay_threads = stages_in[..k].iter().map(|s| s.threads(threads)).min().unwrap_or(threads);
+                let inputs = par_map(&names, replay_threads, |name| match changed.get(name) {
                     Some((_, new)) => Some(new.clone()),
                     None => replayed(lean, stages_in, k, name, None),
                 });

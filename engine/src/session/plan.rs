@@ -60,6 +60,10 @@ pub(crate) struct Stage {
     /// A module stage's shortcut on the edit path (not part of the fingerprint: it changes
     /// how the result is obtained, not the result).
     pub(crate) firewall: Option<ModuleFirewall>,
+    /// A function stage of one pass that runs on the calling thread only
+    /// ([`crate::transform::FunctionPass::on_calling_thread`]): its functions run one after
+    /// the other there, whatever the session's thread count.
+    pub(crate) on_calling_thread: bool,
 }
 
 impl PartialEq for Stage {
@@ -73,6 +77,20 @@ impl Stage {
     pub(crate) fn is_function(&self) -> bool {
         matches!(self.kind, StageKind::Function(_))
     }
+
+    /// The worker threads the stage may run on when the session has `threads`.
+    pub(crate) fn threads(&self, threads: usize) -> usize {
+        if self.on_calling_thread {
+            1
+        } else {
+            threads
+        }
+    }
+}
+
+/// Whether `pass` is a function pass that runs on the calling thread only.
+fn on_calling_thread(pass: &Arc<dyn Pass>) -> bool {
+    pass.as_function().is_some_and(|f| f.runs_on_calling_thread())
 }
 
 /// The stages of a pipeline under one context.
@@ -271,6 +289,7 @@ fn group(
             return;
         }
         let passes: Vec<_> = run.iter().map(|(p, _, _)| p.clone()).collect();
+        let on_calling_thread = passes.iter().any(on_calling_thread);
         let marked: Vec<bool> = run.iter().map(|(_, _, m)| *m).collect();
         let label = passes.iter().map(|p| p.info().name.as_str()).collect::<Vec<_>>().join(",");
         let fingerprint = fingerprint(settings, 'f', run.iter().map(|(_, i, m)| (i, *m)));
@@ -281,6 +300,7 @@ fn group(
             ctx: ctx.clone(),
             marked,
             firewall: None,
+            on_calling_thread,
         });
         run.clear();
     };
@@ -292,7 +312,10 @@ fn group(
             // other functions as they entered it, like any function pass after the first
             // of a stage. A function-local form joins the stage it is in (its precondition
             // makes the stage's input as good as the previous pass's output for it).
-            if leaf.form == Some(Form::Split) || (leaf.form == Some(Form::Local) && !fuse) {
+            // A pass that runs on the calling thread is a stage of its own, so that the
+            // passes around it still fan out.
+            let alone = on_calling_thread(&leaf.pass) || run.iter().any(|(p, _, _)| on_calling_thread(p));
+            if leaf.form == Some(Form::Split) || (leaf.form == Some(Form::Local) && !fuse) || alone {
                 flush(&mut run, &mut stages);
             }
             run.push((leaf.pass.clone(), leaf.ident.clone(), leaf.form.is_some()));
@@ -309,6 +332,7 @@ fn group(
             ctx: ctx.clone(),
             marked: Vec::new(),
             firewall,
+            on_calling_thread: false,
         });
     }
     flush(&mut run, &mut stages);

@@ -278,7 +278,7 @@ impl PassContext {
         module: &Module,
         f: impl Fn(&PassContext, &str, &Arc<Function>) -> Result<T, PassError> + Sync + Send,
     ) -> Result<Vec<T>, PassError> {
-        let results = map_entries(self, module, |name, func| {
+        let results = map_entries(self.num_threads(), module, |name, func| {
             let worker = self.worker_copy();
             let scope = worker.push_silently();
             let start = Instant::now();

@@ -58,7 +58,9 @@
 //! function; the pool never sees them and stays usable.
 //!
 //! # Threads
-//! `ctx.num_threads()` workers; with 1 the tasks run inline on the calling thread (no pool).
+//! `ctx.num_threads()` workers; with 1 the tasks run inline on the calling thread (no pool). A
+//! pass built [`FunctionPass::on_calling_thread`] is planned as a stage of its own and runs
+//! inline on the calling thread whatever the thread count.
 //! Pools are built once per size and cached for the life of the process; rayon's work stealing
 //! over single functions balances modules with a few huge and many tiny functions.
 
@@ -176,8 +178,15 @@ pub fn planned_calls(seq: &Sequential, ctx: &PassContext) -> Result<Vec<PlannedC
 
 fn push_call(stages: &mut Vec<Stage>, pass: Arc<dyn Pass>) {
     if let Some(func_pass) = pass.as_function().cloned().or_else(|| pass.function_form()) {
+        // A pass that runs on the calling thread is a stage of its own: the passes around it
+        // still fan out.
+        let alone = |run: &[FunctionPass]| run.iter().any(FunctionPass::runs_on_calling_thread);
         match stages.last_mut() {
-            Some(Stage::Function(run)) | Some(Stage::Split(_, run)) => run.push(func_pass),
+            Some(Stage::Function(run)) | Some(Stage::Split(_, run))
+                if !func_pass.runs_on_calling_thread() && !alone(run) =>
+            {
+                run.push(func_pass)
+            }
             _ => stages.push(Stage::Function(vec![func_pass])),
         }
     } else if let Some((prelude, form)) = pass.split_form() {
@@ -449,7 +458,8 @@ fn run_fused(
 ) -> Result<Module, PassError> {
     let start = Instant::now();
     let view = &module;
-    let runs = map_entries(ctx, view, |name, func| run_stage_on_function(passes, name, func, view, ctx));
+    let threads = passes.iter().map(|p| p.threads(ctx)).min().unwrap_or(1);
+    let runs = map_entries(threads, view, |name, func| run_stage_on_function(passes, name, func, view, ctx));
     let wall = start.elapsed();
     if runs.iter().any(|r| r.signature_changed) {
         // A pass changed a declared signature before a module pass's per-function form: the
@@ -537,14 +547,14 @@ fn first_error(runs: Vec<FunctionRun>, pass_idx: usize) -> PassError {
 }
 
 /// Calls `task` on every function of `module` and returns the results in module order: inline
-/// when `ctx.num_threads()` is 1 or there is at most one function, else on the cached pool of
-/// that size with rayon work stealing over single functions.
+/// on the calling thread when `threads` is 1 or there is at most one function, else on the
+/// cached pool of that size with rayon work stealing over single functions.
 pub(crate) fn map_entries<T: Send>(
-    ctx: &PassContext,
+    threads: usize,
     module: &Module,
     task: impl Fn(&str, &Arc<Function>) -> T + Sync + Send,
 ) -> Vec<T> {
-    let n_threads = ctx.num_threads().max(1);
+    let n_threads = threads.max(1);
     let entries = module.entries();
     if n_threads == 1 || entries.len() <= 1 {
         return entries.iter().map(|(name, func)| task(name, func)).collect();

@@ -267,6 +267,7 @@ impl Pass for ModulePass {
             body,
             module_form: Some(Arc::new(self.clone())),
             reads_signatures: true,
+            on_calling_thread: false,
         })
     }
 
@@ -277,6 +278,7 @@ impl Pass for ModulePass {
             body,
             module_form: Some(Arc::new(self.clone())),
             reads_signatures: false,
+            on_calling_thread: false,
         };
         Some((prelude, form))
     }
@@ -292,6 +294,12 @@ pub type FunctionBody = dyn Fn(Arc<Function>, &Module, &PassContext) -> Result<A
 /// A function pass may also be the per-function form of a function-local module pass
 /// ([`Pass::function_form`]): then it visits every function (`SkipOptimization` ones too), and
 /// run as a pass of its own it runs the module pass's body.
+///
+/// A pass built [`FunctionPass::on_calling_thread`] runs its body on every function one after
+/// the other on the thread that called the pipeline, whatever `num_threads` says, in a stage
+/// of its own (the passes before and after it still fan out). Passes whose body must hold a
+/// global lock, such as Python passes under the GIL, use it: on a pool their calls would only
+/// wait for each other.
 #[derive(Clone)]
 pub struct FunctionPass {
     info: PassInfo,
@@ -299,6 +307,7 @@ pub struct FunctionPass {
     module_form: Option<Arc<dyn Pass>>,
     // A function-local module pass's form reads other functions' declared signatures.
     reads_signatures: bool,
+    on_calling_thread: bool,
 }
 
 impl FunctionPass {
@@ -313,6 +322,29 @@ impl FunctionPass {
             body: Arc::new(body),
             module_form: None,
             reads_signatures: false,
+            on_calling_thread: false,
+        }
+    }
+
+    /// Builder form: the body runs on the calling thread only, one function after the other,
+    /// in a stage of its own (see the type's docs). The output is the same as on a pool.
+    pub fn on_calling_thread(mut self) -> FunctionPass {
+        self.on_calling_thread = true;
+        self
+    }
+
+    /// Whether the body runs on the calling thread only ([`FunctionPass::on_calling_thread`]).
+    pub fn runs_on_calling_thread(&self) -> bool {
+        self.on_calling_thread
+    }
+
+    /// The worker threads the body may run on under `ctx`: 1 for a pass that runs on the
+    /// calling thread, else the context's `num_threads`.
+    pub fn threads(&self, ctx: &PassContext) -> usize {
+        if self.on_calling_thread {
+            1
+        } else {
+            ctx.num_threads().max(1)
         }
     }
 
@@ -363,7 +395,7 @@ impl Pass for FunctionPass {
         match &self.module_form {
             // Run on its own, a module pass's form is that module pass.
             Some(pass) => pass.execute(module, ctx),
-            None => run_function_pass_over_module(&self.info, self.body(), module, ctx),
+            None => run_function_pass_over_module(&self.info, self.body(), self.threads(ctx), module, ctx),
         }
     }
 
@@ -372,8 +404,8 @@ impl Pass for FunctionPass {
     }
 }
 
-/// Runs `body` on every function of `module` (the executor's fan-out: inline when
-/// `ctx.num_threads() == 1`, else on the cached pool of that size). Each function runs under
+/// Runs `body` on every function of `module` (the executor's fan-out: inline when `threads`
+/// is 1, else on the cached pool of that size; see [`FunctionPass::threads`]). Each function runs under
 /// its own worker copy of the context (own diagnostics buffer; `current()` inside the body
 /// returns it); diagnostics the body emits without a function name get the function's name.
 /// Results and diagnostics are merged in module order, so the outcome does not depend on the
@@ -381,6 +413,7 @@ impl Pass for FunctionPass {
 pub fn run_function_pass_over_module(
     info: &PassInfo,
     body: &FunctionBody,
+    threads: usize,
     module: Module,
     ctx: &PassContext,
 ) -> Result<Module, PassError> {
@@ -402,7 +435,7 @@ pub fn run_function_pass_over_module(
         }
     }
     let view = &module;
-    let results = map_entries(ctx, view, |name, func| {
+    let results = map_entries(threads, view, |name, func| {
         let number = view.position(name).and_then(|i| numbers.get(i).copied().flatten());
         if gate.zip(number).is_some_and(|(b, k)| !b.allows(k)) {
             return (Ok(func.clone()), Duration::ZERO, Vec::new(), Statistics::new());
