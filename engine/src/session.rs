@@ -49,6 +49,7 @@ use self::plan::{plan, PassIds, Plan, Split};
 use self::same::{same_function, span_base};
 use crate::ir::{Function, Module, ModuleError};
 use crate::transform::{Diagnostic, Pass, PassContext, PassError, PassKind, Sequential, Statistics};
+pub use crate::transform::{FirewallCheck, ModuleFirewall};
 
 /// Errors of a session.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -84,39 +85,6 @@ pub struct ModuleSplit {
     pub prelude: Option<Arc<dyn Pass>>,
     /// The per-function work; must be a function pass.
     pub per_function: Arc<dyn Pass>,
-}
-
-/// A shortcut for a module pass on the edit path: a promise that certain edits cannot change
-/// what the pass does to the rest of the module, so a run after such an edit skips the pass
-/// instead of running it on the whole module again.
-///
-/// The contract, which the caller vouches for: if `unaffected` holds for every function
-/// whose input to the pass changed, then on the new module the pass drops exactly the
-/// functions it dropped before, returns the functions it left unchanged before (as input)
-/// unchanged again, gives every function whose input did not change the same output as
-/// before, reports the same diagnostics, and keeps the order. A changed function that the
-/// pass had rewritten before (not dropped, output different from its input) always makes the
-/// session run the pass again. Registered by pass name with [`Session::set_firewall`]; it
-/// covers a module pass of that name, or the prelude of a split of that name.
-#[derive(Clone)]
-pub struct ModuleFirewall {
-    /// Whether a change of one function's input to the pass leaves the rest of the module
-    /// unaffected in the sense above.
-    pub unaffected: Arc<dyn Fn(&FirewallCheck<'_>) -> bool + Send + Sync>,
-}
-
-/// One function whose input to a module pass changed, as a [`ModuleFirewall`] sees it.
-pub struct FirewallCheck<'a> {
-    /// The function's name.
-    pub name: &'a str,
-    /// Its input to the pass in the previous run.
-    pub old: &'a Arc<Function>,
-    /// Its input now.
-    pub new: &'a Arc<Function>,
-    /// The functions entering the pass now (after every edit of this run), by name.
-    pub lookup: &'a dyn Fn(&str) -> Option<Arc<Function>>,
-    /// The context the pass runs under (its config, opt level).
-    pub ctx: &'a PassContext,
 }
 
 /// What one stage did in a run.
@@ -369,7 +337,8 @@ impl Session {
     }
 
     /// Gives the module pass named `name` (or the prelude of the split named `name`) the
-    /// shortcut `firewall` on the edit path (see [`ModuleFirewall`]).
+    /// shortcut `firewall` on the edit path (see [`ModuleFirewall`]), in place of the one the
+    /// pass declares itself ([`crate::transform::ModulePass::with_firewall`]), if any.
     pub fn set_firewall(&mut self, name: &str, firewall: ModuleFirewall) -> Result<(), SessionError> {
         self.firewalls.retain(|(n, _)| n != name);
         self.firewalls.push((name.to_string(), firewall));

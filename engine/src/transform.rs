@@ -14,6 +14,7 @@ mod context;
 mod diagnostics;
 mod error;
 pub(crate) mod executor;
+mod firewall;
 mod info;
 mod instrument;
 mod instruments;
@@ -36,6 +37,7 @@ pub use executor::{
     plan, planned_calls, run_function_stage, run_plain, run_plan, run_sequential, run_stage_on_function, FunctionRun,
     PlannedCall, Stage,
 };
+pub use firewall::{FirewallCheck, ModuleFirewall};
 pub use info::PassInfo;
 pub use instrument::{stderr_sink, Instrument, Sink};
 pub use instruments::{

@@ -8,10 +8,8 @@
 //! it); events within [`DEBOUNCE`] are merged, and a save that leaves the text as it was does
 //! not trigger a run.
 //!
-//! [`standard_session`] is the session every harness tool uses: it gives the standard module
-//! passes their per-function forms (InferType's own `Pass::function_form`, which the session
-//! plans into its function stages; a split for DeadCodeElimination), and Inline and the
-//! reachability prelude of DeadCodeElimination their firewalls.
+//! [`standard_session`] is the session every harness tool uses: a session with the standard
+//! passes linked in, whose module passes declare their own per-function forms and firewalls.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,10 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
-use passel_engine::ir::{parse_module, print_module, verify_module, ExprKind, Function, Module};
+use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::PassContext;
-use passel_engine::{FirewallCheck, MemoryMode, ModuleFirewall, Sequential, Session, SessionError};
-use passel_passes::inline::{is_inline_candidate, MAX_SIZE_KEY};
+use passel_engine::{MemoryMode, Sequential, Session, SessionError};
 
 use crate::diag;
 
@@ -81,66 +78,14 @@ pub enum WatchError {
     },
 }
 
-/// A session for `pipeline` under `ctx` in which the standard module passes run in their
-/// per-function forms: InferType as type inference of each function against its callees'
-/// signatures (its registered `Pass::function_form`, planned by the session itself),
-/// DeadCodeElimination as the removal of unreachable functions (a barrier) followed by
-/// per-function dead binding removal.
-///
-/// On the edit path, two firewalls let an edit skip the whole-module passes: Inline is
-/// skipped when every edited function is no inlining candidate before and after, references
-/// the same globals and references no candidate; the reachability prelude is skipped when
-/// every edited function keeps its entry status and the globals it references.
+/// A session for `pipeline` under `ctx` with the standard passes linked in. The standard
+/// module passes bring their own per-function forms and firewalls (declared in their files in
+/// passel-passes): InferType's function-local form, DeadCodeElimination's split
+/// (reachability prelude, then per-function dead binding removal) and the firewalls of Inline
+/// and of that prelude, which let an edit skip them on the edit path.
 pub fn standard_session(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
     passel_passes::link();
-    // InferType needs no split: the session plans its per-function form
-    // (`Pass::function_form`) into the function stages, as the executor does.
-    // Nor does DeadCodeElimination: the session runs its registered split
-    // (`Pass::split_form`: reachability prelude, then per-function elimination).
-    let mut session = Session::new(pipeline, ctx)?;
-    session.set_firewall("Inline", ModuleFirewall { unaffected: Arc::new(inline_unaffected) })?;
-    // Covers the reachability prelude: DeadCodeElimination runs split in this session.
-    session.set_firewall("DeadCodeElimination", ModuleFirewall { unaffected: Arc::new(reach_unaffected) })?;
-    Ok(session)
-}
-
-/// Inline's firewall. Inline changes only callers of inlinable functions, and which functions
-/// are inlinable depends on the candidates (attribute or size) and the reference graph
-/// (recursive functions are not inlined). A function that is no candidate before or after the
-/// edit, references the same globals and references no candidate is left as it is, and the
-/// rest of the module sees the same candidates and the same graph.
-fn inline_unaffected(c: &FirewallCheck<'_>) -> bool {
-    let max_size = c.ctx.get_config::<i64>(MAX_SIZE_KEY, 0).max(0);
-    let max_size = usize::try_from(max_size).unwrap_or(usize::MAX);
-    if is_inline_candidate(c.old, max_size) || is_inline_candidate(c.new, max_size) {
-        return false;
-    }
-    let refs = live_globals(c.new);
-    refs == live_globals(c.old) && refs.iter().all(|r| (c.lookup)(r).is_none_or(|g| !is_inline_candidate(&g, max_size)))
-}
-
-/// The reachability prelude's firewall: which functions are reachable depends only on each
-/// function's entry status and the globals its live nodes reference.
-fn reach_unaffected(c: &FirewallCheck<'_>) -> bool {
-    use passel_passes::dead_code_elimination::is_entry;
-    is_entry(c.name, c.old) == is_entry(c.name, c.new) && live_globals(c.old) == live_globals(c.new)
-}
-
-/// The globals `func` references in live nodes, sorted, without repeats.
-fn live_globals(func: &Function) -> Vec<&str> {
-    let live = func.live_mask();
-    let mut refs: Vec<&str> = func
-        .nodes()
-        .iter()
-        .zip(&live)
-        .filter_map(|(node, &l)| match node.kind {
-            ExprKind::Global { name } if l => func.try_sym(name),
-            _ => None,
-        })
-        .collect();
-    refs.sort_unstable();
-    refs.dedup();
-    refs
+    Session::new(pipeline, ctx)
 }
 
 /// Watches `opts.file`, writing a report of every run to `out`.

@@ -21,6 +21,19 @@ use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "CanonicalizeBindings";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `CanonicalizeBindings` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::FunctionPass {
+    passel_engine::transform::function_pass(NAME, 1, |func, _module, ctx| {
+        Ok(crate::census::counted(ctx, &func, canonicalize_bindings(&func), STATISTICS))
+    })
+}
+
 pub(crate) static STATISTICS: &[Counter] = &[(&BINDINGS_REMOVED, |b, a| fewer(b.bindings, a.bindings))];
 static BINDINGS_REMOVED: Statistic =
     Statistic::new("CanonicalizeBindings", "bindings removed", "var-to-var rebindings forwarded away");

@@ -1,5 +1,5 @@
-//! DeadCodeElimination (module pass, opt level 1): removes bindings whose variable is never
-//! used, and global functions that no entry point reaches.
+//! DeadCodeElimination (module pass, opt level 1, requires InferType): removes bindings whose
+//! variable is never used, and global functions that no entry point reaches.
 //!
 //! What it does:
 //! - per function ([`dead_code_elimination`]): removes `let %v = value;` when `%v` has no
@@ -43,6 +43,28 @@ use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "DeadCodeElimination";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `DeadCodeElimination` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::ModulePass {
+    passel_engine::transform::module_pass(NAME, 1, dead_code_elimination_pass)
+        .with_prelude_and_function_form(reachability_prelude, |func, _module, ctx| {
+            Ok(crate::census::counted(ctx, &func, dead_code_elimination(&func), STATISTICS))
+        })
+        .with_required(&["InferType"])
+        .with_firewall(reachability_unaffected)
+}
+
+/// The session firewall of the reachability prelude: which functions are reachable depends
+/// only on each function's entry status and the globals its live nodes reference.
+fn reachability_unaffected(c: &passel_engine::transform::FirewallCheck<'_>) -> bool {
+    is_entry(c.name, c.old) == is_entry(c.name, c.new) && c.old.live_globals() == c.new.live_globals()
+}
+
 pub(crate) static STATISTICS: &[Counter] = &[(&BINDINGS_REMOVED, |b, a| fewer(b.bindings, a.bindings))];
 static BINDINGS_REMOVED: Statistic =
     Statistic::new("DeadCodeElimination", "bindings removed", "unused let-bindings dropped");

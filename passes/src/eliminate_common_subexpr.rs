@@ -1,5 +1,5 @@
-//! EliminateCommonSubexpr (function pass, opt level 3): merges bindings that compute the same
-//! pure value.
+//! EliminateCommonSubexpr (function pass, opt level 3, requires InferType): merges bindings
+//! that compute the same pure value.
 //!
 //! What it does: when `let %b = e;` computes a value structurally identical to an earlier
 //! `let %a = e';` that is in scope (same block, earlier, or an enclosing block or function),
@@ -39,6 +39,20 @@ use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "EliminateCommonSubexpr";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `EliminateCommonSubexpr` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::FunctionPass {
+    passel_engine::transform::function_pass(NAME, 3, |func, _module, ctx| {
+        Ok(crate::census::counted(ctx, &func, eliminate_common_subexpr(&func), STATISTICS))
+    })
+    .with_required(&["InferType"])
+}
+
 pub(crate) static STATISTICS: &[Counter] = &[(&BINDINGS_MERGED, |b, a| fewer(b.bindings, a.bindings))];
 static BINDINGS_MERGED: Statistic =
     Statistic::new("EliminateCommonSubexpr", "bindings merged", "bindings replaced by an equal earlier one");

@@ -53,6 +53,28 @@ use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "FoldConstant";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `FoldConstant` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::FunctionPass {
+    passel_engine::transform::function_pass(NAME, 2, |func, _module, ctx| {
+        let default = i64::try_from(DEFAULT_MAX_BYTES).unwrap_or(i64::MAX);
+        let max_bytes = u64::try_from(ctx.get_config::<i64>(MAX_BYTES_KEY, default)).unwrap_or(0);
+        let (out, hit) = fold_constant_within(&func, max_bytes);
+        if hit {
+            let message = format!(
+                "constant folding stopped at {max_bytes} bytes of folded constants ({MAX_BYTES_KEY}); later calls were kept"
+            );
+            ctx.emit(passel_engine::transform::Diagnostic::warning(NAME, message));
+        }
+        Ok(crate::census::counted(ctx, &func, out, STATISTICS))
+    })
+}
+
 pub(crate) static STATISTICS: &[Counter] = &[
     (&CALLS_FOLDED, |b, a| fewer(b.calls, a.calls)),
     (&BYTES_MATERIALIZED, |b, a| more(b.dense_bytes, a.dense_bytes)),

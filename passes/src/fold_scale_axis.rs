@@ -3,8 +3,8 @@
 //! is such a scale, and folding it leaves one convolution with a constant weight that
 //! FoldConstant precomputes.
 //!
-//! `FoldScaleAxis` is a `Sequential` (opt level 0) of three registered passes, in TVM's
-//! order (the seed recommends backward first):
+//! `FoldScaleAxis` (sequential, opt level 0) is a `Sequential` of three registered passes, in
+//! TVM's order (the seed recommends backward first):
 //! 1. `BackwardFoldScaleAxis` (function pass, opt level 3, requires InferType,
 //!    [`backward`]): `multiply(conv2d(x, w), s)` → `conv2d(x, w * s')`, also through
 //!    `bias_add` (the bias is scaled too) and `relu` (only for a strictly positive scale);
@@ -63,31 +63,42 @@ const MAX_ALIASES: usize = 64;
 /// Largest scale (in elements) whose values are read to check finiteness and sign.
 const SCALE_ELEMENT_BUDGET: u64 = 1 << 20;
 
+/// The registry name of [`backward_pass`].
+pub const BACKWARD_NAME: &str = "BackwardFoldScaleAxis";
+
+passel_engine::register_pass!(BACKWARD_NAME, || Box::new(backward_pass()));
+
 /// The `BackwardFoldScaleAxis` pass.
 pub fn backward_pass() -> FunctionPass {
-    function_pass("BackwardFoldScaleAxis", 3, |func, _module, ctx| {
+    function_pass(BACKWARD_NAME, 3, |func, _module, ctx| {
         Ok(counted(ctx, &func, backward_fold_scale_axis(&func), BACKWARD_STATISTICS))
     })
     .with_required(&["InferType"])
 }
 
+/// The registry name of [`forward_pass`].
+pub const FORWARD_NAME: &str = "ForwardFoldScaleAxis";
+
+passel_engine::register_pass!(FORWARD_NAME, || Box::new(forward_pass()));
+
 /// The `ForwardFoldScaleAxis` pass.
 pub fn forward_pass() -> FunctionPass {
-    function_pass("ForwardFoldScaleAxis", 3, |func, _module, ctx| {
+    function_pass(FORWARD_NAME, 3, |func, _module, ctx| {
         Ok(counted(ctx, &func, forward_fold_scale_axis(&func), FORWARD_STATISTICS))
     })
     .with_required(&["InferType"])
 }
 
-/// The `FoldScaleAxis` sequential: backward, forward, then FoldConstant (built here, not
-/// looked up, so that constructing it cannot fail; a test checks it matches the registered
-/// FoldConstant).
+/// The registry name of [`fold_scale_axis_pass`].
+pub const NAME: &str = "FoldScaleAxis";
+
+passel_engine::register_pass!(NAME, || Box::new(fold_scale_axis_pass()));
+
+/// The `FoldScaleAxis` sequential: backward, forward, then the registered FoldConstant's pass
+/// (built by its constructor, not looked up, so that constructing it cannot fail).
 pub fn fold_scale_axis_pass() -> Sequential {
-    let fold_constant = function_pass("FoldConstant", 2, |func, _module, ctx| {
-        Ok(counted(ctx, &func, crate::fold_constant(&func), crate::fold_constant::STATISTICS))
-    });
-    Sequential::new("FoldScaleAxis", vec![backward_pass().shared(), forward_pass().shared(), fold_constant.shared()])
-        .with_opt_level(0)
+    let passes = vec![backward_pass().shared(), forward_pass().shared(), crate::fold_constant::pass().shared()];
+    Sequential::new(NAME, passes).with_opt_level(0)
 }
 
 /// The operators the two directions look at.

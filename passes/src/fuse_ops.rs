@@ -51,6 +51,30 @@ use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "FuseOps";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `FuseOps` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::FunctionPass {
+    passel_engine::transform::function_pass(NAME, 0, |func, _module, ctx| {
+        let depth = ctx.get_config(MAX_DEPTH_KEY, DEFAULT_MAX_DEPTH);
+        let (out, too_deep) = fuse_ops_within_nesting(&func, usize::try_from(depth).unwrap_or(0));
+        if too_deep {
+            let message = format!(
+                "not fused: the primitive functions would nest `if` / closure bodies more than {} deep, \
+                 deeper than the text format prints",
+                passel_engine::ir::MAX_BODY_NESTING
+            );
+            ctx.emit(passel_engine::transform::Diagnostic::warning(NAME, message));
+        }
+        Ok(crate::census::counted(ctx, &func, out, STATISTICS))
+    })
+    .with_required(&["InferType"])
+}
+
 pub(crate) static STATISTICS: &[Counter] = &[(&GROUPS_FORMED, |b, a| more(b.primitives, a.primitives))];
 static GROUPS_FORMED: Statistic = Statistic::new("FuseOps", "groups formed", "fused groups (Primitive functions) made");
 

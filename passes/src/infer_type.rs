@@ -43,6 +43,17 @@ use rustc_hash::FxHashMap;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "InferType";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `InferType` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::ModulePass {
+    passel_engine::transform::module_pass(NAME, 0, infer_type_pass).with_function_form(infer_type_function)
+}
+
 pub(crate) static STATISTICS: &[Counter] = &[(&FUNCTIONS_TYPED, |_, _| 1)];
 static FUNCTIONS_TYPED: Statistic =
     Statistic::new("InferType", "functions typed", "functions whose types were filled in");

@@ -48,6 +48,58 @@ use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "Inline";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `Inline` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::ModulePass {
+    passel_engine::transform::module_pass(NAME, 1, |module, ctx| {
+        let max_size = ctx.get_config::<i64>(MAX_SIZE_KEY, 0).max(0);
+        let default_growth = i64::try_from(DEFAULT_MAX_GROWTH).unwrap_or(i64::MAX);
+        let max_growth = ctx.get_config::<i64>(MAX_GROWTH_KEY, default_growth).max(0);
+        let max_growth = usize::try_from(max_growth).unwrap_or(usize::MAX);
+        let Inlined { module: out, budget_stop, too_deep } =
+            inline_module_with_budget(&module, usize::try_from(max_size).unwrap_or(usize::MAX), max_growth);
+        if let Some(caller) = budget_stop {
+            let message = format!(
+                "inlining stopped at the growth budget of {max_growth} nodes ({MAX_GROWTH_KEY}): @{caller} keeps a \
+                 call, and so may later functions"
+            );
+            ctx.emit(passel_engine::transform::Diagnostic::warning(NAME, message).in_function(&caller));
+        }
+        if let Some(caller) = too_deep {
+            let message = format!(
+                "calls in @{caller} were not inlined: its `if` / closure bodies would nest more than {} deep, \
+                 deeper than the text format prints (and so may later functions)",
+                passel_engine::ir::MAX_BODY_NESTING
+            );
+            ctx.emit(passel_engine::transform::Diagnostic::warning(NAME, message).in_function(&caller));
+        }
+        Ok(crate::census::counted_module(ctx, &module, out, STATISTICS))
+    })
+    .with_required(&["InferType"])
+    .with_firewall(inline_unaffected)
+}
+
+/// The session firewall. Inline changes only callers of inlinable functions, and which
+/// functions are inlinable depends on the candidates (attribute or size) and the reference
+/// graph (recursive functions are not inlined). A function that is no candidate before or after
+/// the edit, references the same globals and references no candidate is left as it is, and
+/// the rest of the module sees the same candidates and the same graph.
+fn inline_unaffected(c: &passel_engine::transform::FirewallCheck<'_>) -> bool {
+    let max_size = c.ctx.get_config::<i64>(MAX_SIZE_KEY, 0).max(0);
+    let max_size = usize::try_from(max_size).unwrap_or(usize::MAX);
+    if is_inline_candidate(c.old, max_size) || is_inline_candidate(c.new, max_size) {
+        return false;
+    }
+    let refs = c.new.live_globals();
+    refs == c.old.live_globals()
+        && refs.iter().all(|r| (c.lookup)(r).is_none_or(|g| !is_inline_candidate(&g, max_size)))
+}
+
 pub(crate) static STATISTICS: &[Counter] = &[
     (&CALLS_INLINED, |b, a| fewer(b.global_calls, a.global_calls)),
     (&FUNCTIONS_REMOVED, |b, a| fewer(b.functions, a.functions)),

@@ -56,6 +56,20 @@ use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "LambdaLift";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `LambdaLift` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::ModulePass {
+    passel_engine::transform::module_pass(NAME, 1, |module, ctx| {
+        Ok(crate::census::counted_module(ctx, &module, lambda_lift_module(&module), STATISTICS))
+    })
+    .with_required(&["InferType"])
+}
+
 pub(crate) static STATISTICS: &[Counter] = &[
     (&CLOSURES_LIFTED, |b, a| fewer(b.closures, a.closures)),
     (&FUNCTIONS_ADDED, |b, a| more(b.functions, a.functions)),

@@ -1,9 +1,11 @@
 //! passel passes: the standard pass library.
 //!
 //! Each pass lives in its own file as a pure function over one function (or a module, for
-//! module-level passes) that returns its input `Arc` untouched when it changes nothing. This
-//! file is the registration table: one line per pass with its TVM name, kind, opt level and
-//! required passes. `passel passes` lists it.
+//! module-level passes) that returns its input `Arc` untouched when it changes nothing, and
+//! with everything else about the pass: its registry name (`NAME`), its registration, and
+//! `pass()`, the registered pass with its opt level, required passes and, for a module pass,
+//! its per-function forms and incremental-session firewall. This file only names each pass
+//! once ([`standard_pass_names`]); `passel passes` lists the registry.
 #![warn(missing_docs)]
 
 mod census;
@@ -45,109 +47,27 @@ pub use simplify_inference::simplify_inference;
 pub use to_a_normal_form::{is_a_normal_form, to_a_normal_form, to_a_normal_form_module};
 pub use to_graph_normal_form::{to_graph_normal_form, to_graph_normal_form_module};
 
-use census::{counted, counted_module};
-use passel_engine::transform::{function_pass, module_pass};
-
-/// Declares the standard passes: registers each constructor and lists the names.
-macro_rules! declare_passes {
-    ($($name:literal => $make:expr;)*) => {
-        /// Names of the standard passes, in declaration order.
-        pub fn standard_pass_names() -> Vec<&'static str> {
-            vec![$($name),*]
-        }
-        $(passel_engine::register_pass!($name, || Box::new($make));)*
-    };
-}
-
-declare_passes! {
-    "InferType" => module_pass("InferType", 0, infer_type_pass).with_function_form(infer_type::infer_type_function);
-    "FoldConstant" => function_pass("FoldConstant", 2, |func, _module, ctx| {
-        let default = i64::try_from(fold_constant::DEFAULT_MAX_BYTES).unwrap_or(i64::MAX);
-        let max_bytes = u64::try_from(ctx.get_config::<i64>(fold_constant::MAX_BYTES_KEY, default)).unwrap_or(0);
-        let (out, hit) = fold_constant::fold_constant_within(&func, max_bytes);
-        if hit {
-            let message = format!(
-                "constant folding stopped at {max_bytes} bytes of folded constants ({}); later calls were kept",
-                fold_constant::MAX_BYTES_KEY
-            );
-            ctx.emit(passel_engine::transform::Diagnostic::warning("FoldConstant", message));
-        }
-        Ok(counted(ctx, &func, out, fold_constant::STATISTICS))
-    });
-    "DeadCodeElimination" => module_pass("DeadCodeElimination", 1, dead_code_elimination_pass)
-        .with_prelude_and_function_form(
-            dead_code_elimination::reachability_prelude,
-            |func, _module, ctx| Ok(counted(ctx, &func, dead_code_elimination(&func), dead_code_elimination::STATISTICS)),
-        )
-        .with_required(&["InferType"]);
-    "EliminateCommonSubexpr" => function_pass("EliminateCommonSubexpr", 3, |func, _module, ctx| {
-        Ok(counted(ctx, &func, eliminate_common_subexpr(&func), eliminate_common_subexpr::STATISTICS))
-    })
-    .with_required(&["InferType"]);
-    "SimplifyExpr" => function_pass("SimplifyExpr", 0, |func, _module, ctx| {
-        Ok(counted(ctx, &func, simplify_expr(&func), simplify_expr::STATISTICS))
-    })
-        .with_required(&["InferType"]);
-    "CanonicalizeBindings" => function_pass("CanonicalizeBindings", 1, |func, _module, ctx| {
-        Ok(counted(ctx, &func, canonicalize_bindings(&func), canonicalize_bindings::STATISTICS))
-    });
-    "SimplifyInference" => function_pass("SimplifyInference", 0, |func, _module, ctx| {
-        Ok(counted(ctx, &func, simplify_inference(&func), simplify_inference::STATISTICS))
-    })
-        .with_required(&["InferType"]);
-    "BackwardFoldScaleAxis" => fold_scale_axis::backward_pass();
-    "ForwardFoldScaleAxis" => fold_scale_axis::forward_pass();
-    "FoldScaleAxis" => fold_scale_axis::fold_scale_axis_pass();
-    "FuseOps" => function_pass("FuseOps", 0, |func, _module, ctx| {
-        let depth = ctx.get_config(fuse_ops::MAX_DEPTH_KEY, fuse_ops::DEFAULT_MAX_DEPTH);
-        let (out, too_deep) = fuse_ops::fuse_ops_within_nesting(&func, usize::try_from(depth).unwrap_or(0));
-        if too_deep {
-            let message = format!(
-                "not fused: the primitive functions would nest `if` / closure bodies more than {} deep, \
-                 deeper than the text format prints",
-                passel_engine::ir::MAX_BODY_NESTING
-            );
-            ctx.emit(passel_engine::transform::Diagnostic::warning("FuseOps", message));
-        }
-        Ok(counted(ctx, &func, out, fuse_ops::STATISTICS))
-    })
-    .with_required(&["InferType"]);
-    "ToANormalForm" => module_pass("ToANormalForm", 1, |module, ctx| {
-        Ok(counted_module(ctx, &module, to_a_normal_form_module(&module), to_a_normal_form::STATISTICS))
-    });
-    "Inline" => module_pass("Inline", 1, |module, ctx| {
-        let max_size = ctx.get_config::<i64>(inline::MAX_SIZE_KEY, 0).max(0);
-        let default_growth = i64::try_from(inline::DEFAULT_MAX_GROWTH).unwrap_or(i64::MAX);
-        let max_growth = ctx.get_config::<i64>(inline::MAX_GROWTH_KEY, default_growth).max(0);
-        let max_growth = usize::try_from(max_growth).unwrap_or(usize::MAX);
-        let inline::Inlined { module: out, budget_stop, too_deep } =
-            inline::inline_module_with_budget(&module, usize::try_from(max_size).unwrap_or(usize::MAX), max_growth);
-        if let Some(caller) = budget_stop {
-            let message = format!(
-                "inlining stopped at the growth budget of {max_growth} nodes ({}): @{caller} keeps a call, \
-                 and so may later functions",
-                inline::MAX_GROWTH_KEY
-            );
-            ctx.emit(passel_engine::transform::Diagnostic::warning("Inline", message).in_function(&caller));
-        }
-        if let Some(caller) = too_deep {
-            let message = format!(
-                "calls in @{caller} were not inlined: its `if` / closure bodies would nest more than {} deep, \
-                 deeper than the text format prints (and so may later functions)",
-                passel_engine::ir::MAX_BODY_NESTING
-            );
-            ctx.emit(passel_engine::transform::Diagnostic::warning("Inline", message).in_function(&caller));
-        }
-        Ok(counted_module(ctx, &module, out, inline::STATISTICS))
-    })
-    .with_required(&["InferType"]);
-    "LambdaLift" => module_pass("LambdaLift", 1, |module, ctx| {
-        Ok(counted_module(ctx, &module, lambda_lift_module(&module), lambda_lift::STATISTICS))
-    })
-        .with_required(&["InferType"]);
-    "ToGraphNormalForm" => module_pass("ToGraphNormalForm", 1, |module, ctx| {
-        Ok(counted_module(ctx, &module, to_graph_normal_form_module(&module), to_graph_normal_form::STATISTICS))
-    });
+/// Names of the standard passes, in declaration order. Each pass file declares its own name,
+/// registration, opt level, required passes, per-function forms and session firewall; this
+/// list names each pass once.
+pub fn standard_pass_names() -> Vec<&'static str> {
+    vec![
+        infer_type::NAME,
+        fold_constant::NAME,
+        dead_code_elimination::NAME,
+        eliminate_common_subexpr::NAME,
+        simplify_expr::NAME,
+        canonicalize_bindings::NAME,
+        simplify_inference::NAME,
+        fold_scale_axis::BACKWARD_NAME,
+        fold_scale_axis::FORWARD_NAME,
+        fold_scale_axis::NAME,
+        fuse_ops::NAME,
+        to_a_normal_form::NAME,
+        inline::NAME,
+        lambda_lift::NAME,
+        to_graph_normal_form::NAME,
+    ]
 }
 
 /// Makes sure the registrations of this crate are linked into binaries that only call
@@ -168,6 +88,58 @@ mod tests {
         for name in names {
             let pass = passel_engine::transform::get_pass(name).expect("registered");
             assert_eq!(pass.info().name, name);
+        }
+    }
+
+    /// Each pass file's header states the pass's kind, opt level and required passes as its
+    /// `pass()` declares them: `Name (function pass, opt level 2, requires InferType)`.
+    #[test]
+    fn pass_headers_agree_with_the_registry() {
+        let sources = [
+            (infer_type::NAME, include_str!("infer_type.rs")),
+            (fold_constant::NAME, include_str!("fold_constant.rs")),
+            (dead_code_elimination::NAME, include_str!("dead_code_elimination.rs")),
+            (eliminate_common_subexpr::NAME, include_str!("eliminate_common_subexpr.rs")),
+            (simplify_expr::NAME, include_str!("simplify_expr.rs")),
+            (canonicalize_bindings::NAME, include_str!("canonicalize_bindings.rs")),
+            (simplify_inference::NAME, include_str!("simplify_inference.rs")),
+            (fold_scale_axis::BACKWARD_NAME, include_str!("fold_scale_axis.rs")),
+            (fold_scale_axis::FORWARD_NAME, include_str!("fold_scale_axis.rs")),
+            (fold_scale_axis::NAME, include_str!("fold_scale_axis.rs")),
+            (fuse_ops::NAME, include_str!("fuse_ops.rs")),
+            (to_a_normal_form::NAME, include_str!("to_a_normal_form.rs")),
+            (inline::NAME, include_str!("inline.rs")),
+            (lambda_lift::NAME, include_str!("lambda_lift.rs")),
+            (to_graph_normal_form::NAME, include_str!("to_graph_normal_form.rs")),
+        ];
+        assert_eq!(sources.iter().map(|(n, _)| *n).collect::<Vec<_>>(), standard_pass_names());
+        for (name, source) in sources {
+            let header: String = source
+                .lines()
+                .take_while(|l| l.starts_with("//!"))
+                .map(|l| l.trim_start_matches("//!").trim())
+                .collect::<Vec<_>>()
+                .join(" ");
+            // The first parenthesis after the name (written plain or in backticks).
+            let at = [format!("{name} ("), format!("`{name}` (")]
+                .iter()
+                .filter_map(|p| header.find(p.as_str()).map(|i| i + p.len()))
+                .min()
+                .unwrap_or_else(|| panic!("{name}: its header does not say `{name} (…)`"));
+            let facts = &header[at..at + header[at..].find(')').expect("closing parenthesis")];
+            let pass = passel_engine::transform::get_pass(name).expect("registered");
+            let info = pass.info();
+            assert!(facts.contains(&format!("opt level {}", info.opt_level)), "{name}: header says ({facts})");
+            let kind = match pass.kind() {
+                passel_engine::transform::PassKind::Sequential => None,
+                kind => Some(format!("{kind} pass")),
+            };
+            if let Some(kind) = kind {
+                assert!(facts.contains(&kind), "{name}: header says ({facts}), the registry {kind}");
+            }
+            let stated: Vec<&str> =
+                facts.split(", ").filter_map(|f| f.strip_prefix("requires ")).flat_map(|r| r.split(" and ")).collect();
+            assert_eq!(stated, info.required, "{name}: header says ({facts})");
         }
     }
 }

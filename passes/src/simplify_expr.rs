@@ -1,4 +1,5 @@
-//! SimplifyExpr (function pass, opt level 0): algebraic identities that keep meaning exactly.
+//! SimplifyExpr (function pass, opt level 0, requires InferType): algebraic identities that
+//! keep meaning exactly.
 //!
 //! What it does, when the operators exist in the registry (they are found by name):
 //! - `multiply(x, 1)`, `multiply(1, x)`, `divide(x, 1)` → `x` (exact for every float, NaN,
@@ -51,6 +52,20 @@ use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "SimplifyExpr";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `SimplifyExpr` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::FunctionPass {
+    passel_engine::transform::function_pass(NAME, 0, |func, _module, ctx| {
+        Ok(crate::census::counted(ctx, &func, simplify_expr(&func), STATISTICS))
+    })
+    .with_required(&["InferType"])
+}
+
 pub(crate) static STATISTICS: &[Counter] =
     &[(&FUNCTIONS_CHANGED, |_, _| 1), (&CALLS_REMOVED, |b, a| fewer(b.calls, a.calls))];
 static FUNCTIONS_CHANGED: Statistic = Statistic::new("SimplifyExpr", "functions changed", "functions simplified");

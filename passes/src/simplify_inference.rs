@@ -55,6 +55,20 @@ use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "SimplifyInference";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `SimplifyInference` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::FunctionPass {
+    passel_engine::transform::function_pass(NAME, 0, |func, _module, ctx| {
+        Ok(crate::census::counted(ctx, &func, simplify_inference(&func), STATISTICS))
+    })
+    .with_required(&["InferType"])
+}
+
 pub(crate) static STATISTICS: &[Counter] =
     &[(&FUNCTIONS_CHANGED, |_, _| 1), (&CALLS_ADDED, |b, a| more(b.calls, a.calls))];
 static FUNCTIONS_CHANGED: Statistic =

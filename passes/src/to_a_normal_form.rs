@@ -34,6 +34,19 @@ use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "ToANormalForm";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `ToANormalForm` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::ModulePass {
+    passel_engine::transform::module_pass(NAME, 1, |module, ctx| {
+        Ok(crate::census::counted_module(ctx, &module, to_a_normal_form_module(&module), STATISTICS))
+    })
+}
+
 pub(crate) static STATISTICS: &[Counter] = &[(&BINDINGS_ADDED, |b, a| more(b.bindings, a.bindings))];
 static BINDINGS_ADDED: Statistic =
     Statistic::new("ToANormalForm", "bindings added", "let-bindings made for nested subexpressions");

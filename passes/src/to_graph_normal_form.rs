@@ -43,6 +43,19 @@ use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
 /// changed (net counts: before − after).
+/// The registry name.
+pub const NAME: &str = "ToGraphNormalForm";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `ToGraphNormalForm` pass as registered: name, opt level, required passes and, for a module pass,
+/// its per-function forms and session firewall.
+pub fn pass() -> passel_engine::transform::ModulePass {
+    passel_engine::transform::module_pass(NAME, 1, |module, ctx| {
+        Ok(crate::census::counted_module(ctx, &module, to_graph_normal_form_module(&module), STATISTICS))
+    })
+}
+
 pub(crate) static STATISTICS: &[Counter] = &[(&BINDINGS_REMOVED, |b, a| fewer(b.bindings, a.bindings))];
 static BINDINGS_REMOVED: Statistic =
     Statistic::new("ToGraphNormalForm", "bindings removed", "let-bindings turned into shared dataflow");

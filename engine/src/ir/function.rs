@@ -495,6 +495,24 @@ impl Function {
         live
     }
 
+    /// The globals the live nodes reference (the function itself included when it recurses),
+    /// sorted, each once.
+    pub fn live_globals(&self) -> Vec<&str> {
+        let live = self.live_mask();
+        let mut refs: Vec<&str> = self
+            .nodes
+            .iter()
+            .zip(&live)
+            .filter_map(|(node, &l)| match node.kind {
+                ExprKind::Global { name } if l => self.try_sym(name),
+                _ => None,
+            })
+            .collect();
+        refs.sort_unstable();
+        refs.dedup();
+        refs
+    }
+
     /// [`Function::live_mask`] into a caller's buffer (cleared first), so that a pass can reuse
     /// one buffer across functions.
     pub fn live_mask_into(&self, live: &mut Vec<bool>) {

@@ -161,8 +161,9 @@ pub(crate) struct Split {
 /// by its prelude (a barrier) and its per-function form, which starts a function stage (the
 /// function passes right after it join that stage). Any other module pass with a
 /// per-function form ([`Pass::function_form`]) joins the function stage it is in (and starts
-/// one in the unfused variant). A module stage whose pass is named in `firewalls` gets that
-/// shortcut.
+/// one in the unfused variant). A module stage gets the firewall named for its pass in
+/// `firewalls`, else the one its pass declares ([`Pass::firewall`]; for a split's prelude,
+/// the split pass's).
 pub(crate) fn plan(
     pipeline: &Sequential,
     ctx: &PassContext,
@@ -213,11 +214,13 @@ pub(crate) fn plan(
                         pass: prelude_pass,
                         ident: Ident::Part(Box::new(ident.clone()), "prelude"),
                         form: None,
+                        firewall: pass.firewall(),
                     });
                     leaves.push(Leaf {
                         pass: Arc::new(form),
                         ident: Ident::Part(Box::new(ident), "form"),
                         form: Some(Form::Split),
+                        firewall: None,
                     });
                     continue;
                 }
@@ -228,15 +231,24 @@ pub(crate) fn plan(
                                 pass: prelude.clone(),
                                 ident: Ident::Object(ids.id(prelude)),
                                 form: None,
+                                firewall: pass.firewall(),
                             });
                         }
                         let ident = Ident::Object(ids.id(&split.per_function));
-                        leaves.push(Leaf { pass: split.per_function.clone(), ident, form: Some(Form::Split) });
+                        leaves.push(Leaf {
+                            pass: split.per_function.clone(),
+                            ident,
+                            form: Some(Form::Split),
+                            firewall: None,
+                        });
                     }
                     (_, Some(form)) if kind != PassKind::Function => {
-                        leaves.push(Leaf { pass: Arc::new(form), ident, form: Some(Form::Local) });
+                        leaves.push(Leaf { pass: Arc::new(form), ident, form: Some(Form::Local), firewall: None });
                     }
-                    _ => leaves.push(Leaf { pass, ident, form: None }),
+                    _ => {
+                        let firewall = pass.firewall();
+                        leaves.push(Leaf { pass, ident, form: None, firewall })
+                    }
                 }
             }
         }
@@ -261,6 +273,9 @@ struct Leaf {
     pass: Arc<dyn Pass>,
     ident: Ident,
     form: Option<Form>,
+    /// The firewall the pass declared ([`Pass::firewall`]), for a module pass or the prelude
+    /// of a split one.
+    firewall: Option<ModuleFirewall>,
 }
 
 /// The kinds of per-function forms of module passes.
@@ -324,7 +339,9 @@ fn group(
         flush(&mut run, &mut stages);
         let fingerprint = fingerprint(settings, 'm', [(&leaf.ident, false)]);
         let label = leaf.pass.info().name.clone();
-        let firewall = firewalls.iter().find(|(name, _)| *name == label).map(|(_, f)| f.clone());
+        // One set on the session by name overrides the one the pass declares.
+        let firewall =
+            firewalls.iter().find(|(name, _)| *name == label).map(|(_, f)| f.clone()).or_else(|| leaf.firewall.clone());
         stages.push(Stage {
             kind: StageKind::Module(leaf.pass.clone()),
             fingerprint,

@@ -10,6 +10,7 @@ use super::config::IMMUTABLE_MODULE;
 use super::context::PassContext;
 use super::error::PassError;
 use super::executor::{map_entries, run_in_worker};
+use super::firewall::{FirewallCheck, ModuleFirewall};
 use super::info::PassInfo;
 use super::instrument::{after_pass, before_pass, run_before};
 use super::sequential::Sequential;
@@ -83,6 +84,12 @@ pub trait Pass: Send + Sync {
     /// form that follows it. The executor runs the prelude as a short barrier and the form
     /// fused with the function passes after it (see `executor`'s module docs).
     fn split_form(&self) -> Option<(Arc<PreludeBody>, FunctionPass)> {
+        None
+    }
+
+    /// A module pass's firewall, if it declared one with [`ModulePass::with_firewall`]: the
+    /// edits an incremental session may skip the pass for (see [`ModuleFirewall`]).
+    fn firewall(&self) -> Option<ModuleFirewall> {
         None
     }
 }
@@ -174,6 +181,7 @@ pub struct ModulePass {
     body: Arc<ModuleBody>,
     function_form: Option<Arc<FunctionBody>>,
     split: Option<(Arc<PreludeBody>, Arc<FunctionBody>)>,
+    firewall: Option<ModuleFirewall>,
 }
 
 impl ModulePass {
@@ -183,7 +191,13 @@ impl ModulePass {
         opt_level: u32,
         body: impl Fn(Module, &PassContext) -> Result<Module, PassError> + Send + Sync + 'static,
     ) -> ModulePass {
-        ModulePass { info: PassInfo::new(name, opt_level), body: Arc::new(body), function_form: None, split: None }
+        ModulePass {
+            info: PassInfo::new(name, opt_level),
+            body: Arc::new(body),
+            function_form: None,
+            split: None,
+            firewall: None,
+        }
     }
 
     /// Builder form: the passes a `Sequential` runs before this one.
@@ -241,6 +255,19 @@ impl ModulePass {
         self
     }
 
+    /// Declares the pass's firewall for incremental sessions: `unaffected` says when an edit of
+    /// one function leaves what the pass does to the rest of the module as it was, so that a
+    /// session run after such edits skips the pass (for a split pass: its prelude). The
+    /// caller vouches for the contract of [`ModuleFirewall`]; the incremental parity tests
+    /// check the standard passes' firewalls against cold runs.
+    pub fn with_firewall(
+        mut self,
+        unaffected: impl Fn(&FirewallCheck<'_>) -> bool + Send + Sync + 'static,
+    ) -> ModulePass {
+        self.firewall = Some(ModuleFirewall { unaffected: Arc::new(unaffected) });
+        self
+    }
+
     /// The pass behind an `Arc`, for `Sequential` lists.
     pub fn shared(self) -> Arc<dyn Pass> {
         Arc::new(self)
@@ -269,6 +296,10 @@ impl Pass for ModulePass {
             reads_signatures: true,
             on_calling_thread: false,
         })
+    }
+
+    fn firewall(&self) -> Option<ModuleFirewall> {
+        self.firewall.clone()
     }
 
     fn split_form(&self) -> Option<(Arc<PreludeBody>, FunctionPass)> {
