@@ -195,7 +195,7 @@ impl FnInfo {
             if let ExprKind::Func { idx } = *func.kind(id) {
                 // Likewise a nested function whose body is a variable.
                 count_var_read(func, &mut uses, func.closure(idx).body);
-                let vars = free_vars(func, id);
+                let vars: Arc<[NodeId]> = func.free_vars(id).into();
                 for &v in vars.iter() {
                     uses[v.index()] = uses[v.index()].saturating_add(1);
                 }
@@ -226,35 +226,6 @@ fn read_operands(func: &Function, id: NodeId, mut f: impl FnMut(NodeId)) {
         ExprKind::Func { .. } => {}
         _ => func.for_each_operand(id, f),
     }
-}
-
-/// Variables referenced inside the nested function `node` but defined outside it, in id order.
-fn free_vars(func: &Function, node: NodeId) -> Arc<[NodeId]> {
-    let mut referenced = Vec::new();
-    let mut defined = std::collections::HashSet::new();
-    let mut stack = vec![node];
-    while let Some(id) = stack.pop() {
-        match *func.kind(id) {
-            ExprKind::Var { .. } => referenced.push(id),
-            ExprKind::Func { idx } => {
-                let c = func.closure(idx);
-                defined.extend(func.ids(c.params).iter().copied());
-                stack.push(c.body);
-            }
-            ExprKind::Block { bindings, result } => {
-                for (var, value) in func.bindings(bindings) {
-                    defined.insert(var);
-                    stack.push(value);
-                }
-                stack.push(result);
-            }
-            _ => func.for_each_operand(id, |c| stack.push(c)),
-        }
-    }
-    referenced.retain(|v| !defined.contains(v));
-    referenced.sort_unstable();
-    referenced.dedup();
-    referenced.into()
 }
 
 /// A function being executed: borrowed (for [`eval_closed`]) or shared.

@@ -215,39 +215,6 @@ impl<'s> Copier<'s> {
     }
 }
 
-/// Variables referenced inside the subtree of `node` but bound outside it, in id order.
-/// (Test-only: the one-closure-at-a-time LambdaLift that tests compare the pass against.)
-/// Binding variables of blocks and parameters of nested functions inside the subtree count as
-/// bound.
-#[cfg(test)]
-pub(crate) fn free_vars(func: &Function, node: NodeId) -> Vec<NodeId> {
-    let mut referenced = Vec::new();
-    let mut defined = rustc_hash::FxHashSet::default();
-    let mut stack = vec![node];
-    while let Some(id) = stack.pop() {
-        match *func.kind(id) {
-            ExprKind::Var { .. } => referenced.push(id),
-            ExprKind::Func { idx } => {
-                let c = func.closure(idx);
-                defined.extend(func.ids(c.params).iter().copied());
-                stack.push(c.body);
-            }
-            ExprKind::Block { bindings, result } => {
-                for (var, value) in func.bindings(bindings) {
-                    defined.insert(var);
-                    stack.push(value);
-                }
-                stack.push(result);
-            }
-            _ => func.for_each_operand(id, |c| stack.push(c)),
-        }
-    }
-    referenced.retain(|v| !defined.contains(v));
-    referenced.sort_unstable();
-    referenced.dedup();
-    referenced
-}
-
 /// Copies every parameter of `src` into the copier (so that parameters come first in the new
 /// arena) and returns their new ids.
 pub(crate) fn copy_params(cp: &mut Copier<'_>, b: &mut FunctionBuilder) -> Vec<NodeId> {

@@ -578,7 +578,7 @@ mod tests {
         use passel_engine::ir::{fn_attr, AttrValue, Attrs, ExprKind, Function, FunctionBuilder, Module, NodeId};
         use std::sync::Arc;
 
-        use crate::copy::{copy_function, free_vars, Copier, CopyHooks, NoHooks};
+        use crate::copy::{copy_function, Copier, CopyHooks, NoHooks};
         use crate::rewrite::{well_formed, NONE};
 
         use super::super::CLOSURE_ATTR;
@@ -673,7 +673,7 @@ mod tests {
                 unreachable!("find_liftable returns nested functions")
             };
             let c = func.closure(idx);
-            let free = free_vars(func, closure);
+            let free = func.free_vars(closure);
 
             // The lifted global: free variables first, then the closure's parameters.
             let mut b = FunctionBuilder::new();
