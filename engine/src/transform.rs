@@ -20,6 +20,7 @@ mod instrument;
 mod instruments;
 mod pass;
 mod pipeline;
+pub(crate) mod plan;
 mod registry;
 mod sequential;
 mod statistics;
@@ -33,10 +34,7 @@ pub use config::{
 pub use context::{ContextGuard, PassContext, PassContextBuilder, MAX_THREADS};
 pub use diagnostics::{Diagnostic, DiagnosticSink, Severity};
 pub use error::{ConfigError, ContextError, Hook, InstrumentError, PassError, PipelineError};
-pub use executor::{
-    plan, planned_calls, run_function_stage, run_plain, run_plan, run_sequential, run_stage_on_function, FunctionRun,
-    PlannedCall, Stage,
-};
+pub use executor::{run_function_stage, run_plain, run_plan, run_sequential, run_stage_on_function, FunctionRun};
 pub use firewall::{FirewallCheck, ModuleFirewall};
 pub use info::PassInfo;
 pub use instrument::{stderr_sink, Instrument, Sink};
@@ -49,6 +47,7 @@ pub use pass::{
     ModulePass, Pass, PassKind, PreludeBody,
 };
 pub use pipeline::{parse_pipeline, print_pipeline};
+pub use plan::{plan, planned_calls, PlannedCall, Prelude, Stage};
 pub use registry::{canonical_pass_name, get_pass, list_passes, PassListing, PassRegistration, RunsAs};
 pub use sequential::{sequential, Sequential, MAX_PIPELINE_DEPTH};
 pub use statistics::{Statistic, Statistics};

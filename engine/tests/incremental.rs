@@ -1171,3 +1171,49 @@ fn a_calling_thread_pass_runs_only_on_the_calling_thread_in_every_mode_cold_and_
         );
     }
 }
+
+passel_engine::register_pass!("AgreeDep", || Box::new(passel_engine::transform::function_pass(
+    "AgreeDep",
+    0,
+    |f, _, _| Ok(f)
+)));
+
+#[test]
+fn a_session_stages_its_pipeline_exactly_as_the_executor_plans_it() {
+    use passel_engine::transform::{plan, Stage};
+    let on_caller =
+        passel_engine::transform::function_pass("OnCaller", 0, |f, _, _| Ok(f)).on_calling_thread().shared();
+    let needs =
+        passel_engine::transform::function_pass("Needs", 0, |f, _, _| Ok(f)).with_required(&["AgreeDep"]).shared();
+    let p = sequential(
+        "agree",
+        vec![
+            identity("A", 0),
+            identity("B", 0),
+            on_caller.clone(),
+            on_caller,
+            needs,
+            mark_hot(),
+            identity("Off", 3),
+            identity("C", 0),
+        ],
+    );
+    let ctx = ctx(2, 2);
+    let executor: Vec<String> = plan(&p, &ctx)
+        .expect("plannable")
+        .iter()
+        .map(|s| match s {
+            Stage::Function(ps) | Stage::Split(_, ps) => {
+                ps.iter().map(|p| p.info().name.clone()).collect::<Vec<_>>().join(",")
+            }
+            Stage::Module(p) => p.info().name.clone(),
+        })
+        .collect();
+    // The required function pass joins the stage before its dependent; "Off" is not enabled.
+    assert_eq!(executor, ["A,B", "OnCaller", "OnCaller", "AgreeDep,Needs", "MarkHot", "C"].map(String::from));
+    let mut s = Session::new(p.clone(), &ctx).expect("session");
+    s.load(&parse(MODULE));
+    let out = s.run().expect("runs");
+    let session: Vec<String> = out.stats.stages.iter().map(|st| st.label.clone()).collect();
+    assert_eq!(session, executor);
+}

@@ -1,15 +1,15 @@
 //! The session's stage plan: a pipeline flattened under a context into stages, each with a
 //! fingerprint that changes exactly when what the stage would compute may change.
 //!
-//! Flattening follows `Sequential` (rules 12–18 of `reference/tvm-pass-semantics.md`): a pass
-//! runs when the context enables it (disabled beats required beats opt level), its required
-//! passes run right before it (resolved through the registry, neither filtered nor
-//! de-duplicated), nested sequentials are flattened the same way, and the top-level
-//! sequential's own opt level and required list are ignored (rule 16). Consecutive function
-//! passes form one function stage; every other pass is a module barrier of its own.
+//! The calls and the grouping rule are the planner's (`transform/plan.rs`, which the executor
+//! plans with): `walk_calls` lists the calls by rules 12–16 (a pass runs when the context
+//! enables it, its required passes right before it, neither filtered nor de-duplicated), here
+//! flattening nested sequentials, since a session has no instruments whose hooks a nested
+//! call would need; consecutive function passes form one function stage as
+//! `joins_function_stage` says; every other pass is a module barrier of its own.
 //!
 //! A module pass with a per-function form ([`Pass::function_form`], e.g. InferType) is planned
-//! into the function stage the way the executor plans it (`transform/executor.rs`): the form
+//! into the function stage the way the executor plans it (`transform/plan.rs`): the form
 //! joins the run of function passes instead of stopping every function at a barrier. Its
 //! precondition is checked per function at run time (`db::run_function_stage`): the stage's
 //! input declares the function's signature, and no earlier pass of the stage changed that
@@ -30,9 +30,8 @@ use std::sync::Arc;
 use rustc_hash::FxHasher;
 
 use crate::session::ModuleFirewall;
-use crate::transform::{
-    canonical_pass_name, get_pass, module_pass, Pass, PassContext, PassError, PassKind, Sequential,
-};
+use crate::transform::plan::{joins_function_stage, walk_calls};
+use crate::transform::{canonical_pass_name, module_pass, Pass, PassContext, PassError, PassKind, Sequential};
 
 /// What a stage runs.
 #[derive(Clone)]
@@ -172,29 +171,14 @@ pub(crate) fn plan(
     firewalls: &[(String, ModuleFirewall)],
 ) -> Result<Plan, PassError> {
     let mut leaves: Vec<Leaf> = Vec::new();
-    // An explicit work list instead of recursion over nesting depth.
-    let mut work: Vec<Work> = pipeline.passes().iter().rev().map(|p| Work::Filtered(p.clone())).collect();
-    while let Some(item) = work.pop() {
-        let (pass, registered) = match item {
-            Work::Filtered(pass) => {
-                let info = pass.info();
-                if !ctx.pass_enabled(info) {
-                    continue;
-                }
-                work.push(Work::Direct(pass.clone(), false));
-                for name in info.required.iter().rev() {
-                    work.push(Work::Direct(get_pass(name)?, true));
-                }
-                continue;
-            }
-            Work::Direct(pass, registered) => (pass, registered),
-        };
+    // The executor's walk (rules 12–16), flattening nested sequentials: a sequential's own call
+    // has no stage, its list's calls do.
+    let mut calls = Vec::new();
+    walk_calls(pipeline, ctx, true, &mut calls)?;
+    for call in calls {
+        let (pass, registered) = (call.pass, call.required_by.is_some());
         match pass.kind() {
-            PassKind::Sequential if pass.as_sequential().is_some() => {
-                if let Some(seq) = pass.as_sequential() {
-                    work.extend(seq.passes().iter().rev().map(|p| Work::Filtered(p.clone())));
-                }
-            }
+            PassKind::Sequential if pass.as_sequential().is_some() => {}
             kind => {
                 let split = splits.iter().find(|(name, _)| *name == pass.info().name).map(|(_, s)| s);
                 let ident = if registered {
@@ -327,10 +311,13 @@ fn group(
             // other functions as they entered it, like any function pass after the first
             // of a stage. A function-local form joins the stage it is in (its precondition
             // makes the stage's input as good as the previous pass's output for it).
-            // A pass that runs on the calling thread is a stage of its own, so that the
-            // passes around it still fan out.
-            let alone = on_calling_thread(&leaf.pass) || run.iter().any(|(p, _, _)| on_calling_thread(p));
-            if leaf.form == Some(Form::Split) || (leaf.form == Some(Form::Local) && !fuse) || alone {
+            // The executor's joining rule, then the session's own: a split's form, and in the
+            // unfused variant a function-local form, starts a stage.
+            let joins = leaf
+                .pass
+                .as_function()
+                .is_some_and(|next| joins_function_stage(run.iter().filter_map(|(p, _, _)| p.as_function()), next));
+            if leaf.form == Some(Form::Split) || (leaf.form == Some(Form::Local) && !fuse) || !joins {
                 flush(&mut run, &mut stages);
             }
             run.push((leaf.pass.clone(), leaf.ident.clone(), leaf.form.is_some()));
@@ -354,14 +341,6 @@ fn group(
     }
     flush(&mut run, &mut stages);
     stages
-}
-
-enum Work {
-    /// A pass of a sequential's list: filtered by the context, required passes first.
-    Filtered(Arc<dyn Pass>),
-    /// A pass run directly (a required dependency or an enabled list entry); the flag says
-    /// whether it came from the registry.
-    Direct(Arc<dyn Pass>, bool),
 }
 
 /// Hashes the settings, the stage kind and each pass's identity with whether it runs as a

@@ -1,15 +1,11 @@
-//! The parallel executor: a [`Sequential`] is planned into stages and each stage of function
-//! passes fans out over the module's functions on a cached rayon pool.
+//! The parallel executor: runs a [`Sequential`]'s planned stages; each stage of function passes
+//! fans out over the module's functions on a cached rayon pool.
 //!
 //! # Plan
-//! [`plan`] walks a `Sequential`'s list exactly as the reference's rules 12–18 do (a pass not
-//! enabled by the context is skipped, with its `required` dependencies; the dependencies of an
-//! enabled pass are looked up in the registry and come right before it, neither filtered nor
-//! de-duplicated) and groups the resulting pass calls into [`Stage`]s: maximal runs of function
-//! passes, and barriers. A barrier is a module pass, a nested `Sequential` (it is called as one
-//! pass, with its own hooks, and plans its own list in turn) or any pass that is not a
-//! [`FunctionPass`]. If the plan cannot be made (an unknown required pass), the `Sequential` runs
-//! pass by pass, so the error comes exactly where the serial run reports it.
+//! The planner (`transform/plan.rs`: [`plan`], shared with the incremental session) turns a
+//! `Sequential`'s list into [`Stage`]s; [`run_sequential`] runs them, or, when the plan cannot
+//! be made (an unknown required pass), runs the list pass by pass ([`run_plain`]), so the
+//! error comes exactly where the serial run reports it.
 //!
 //! A module pass with a per-function form ([`Pass::function_form`], declared with
 //! `ModulePass::with_function_form`) is no barrier: the form joins the function stage. It
@@ -77,33 +73,11 @@ use super::error::PassError;
 use super::info::PassInfo;
 use super::instrument::{after_pass, run_before, should_run, Instrument};
 use super::pass::{call_pass, call_pass_decided, FunctionBody, FunctionPass, Pass, PreludeBody};
+use super::plan::{plan, Stage};
 use super::registry::get_pass;
 use super::sequential::Sequential;
 use super::statistics::Statistics;
 use crate::ir::{fn_attr, Function, Module};
-
-/// One step of a planned `Sequential`.
-#[derive(Clone, Debug)]
-pub enum Stage {
-    /// A maximal run of function passes (required dependencies included), in call order.
-    Function(Vec<FunctionPass>),
-    /// A split module pass ([`Pass::split_form`]): its prelude, then a run of function passes
-    /// whose first is that pass's per-function part.
-    Split(Prelude, Vec<FunctionPass>),
-    /// A barrier: a module pass, a nested `Sequential`, or any other non-function pass. It is
-    /// called through [`call_pass`] with the whole module.
-    Module(Arc<dyn Pass>),
-}
-
-/// The module-wide part of a split module pass, as planned into a [`Stage::Split`].
-#[derive(Clone)]
-pub struct Prelude(pub Arc<PreludeBody>);
-
-impl std::fmt::Debug for Prelude {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Prelude")
-    }
-}
 
 /// A prelude that ran ahead of its fused stage.
 struct PreludeRun {
@@ -112,88 +86,6 @@ struct PreludeRun {
     time: Duration,
     diagnostics: Vec<Diagnostic>,
     statistics: Statistics,
-}
-
-/// Plans `seq`'s list under `ctx` (rules 12–15): the enabled passes, each preceded by its
-/// required dependencies from the registry, grouped into stages. Fails when a required pass
-/// is not registered.
-pub fn plan(seq: &Sequential, ctx: &PassContext) -> Result<Vec<Stage>, PassError> {
-    let mut stages = Vec::new();
-    for pass in seq.passes() {
-        let info = pass.info();
-        if !ctx.pass_enabled(info) {
-            continue;
-        }
-        for name in &info.required {
-            push_call(&mut stages, get_pass(name)?);
-        }
-        push_call(&mut stages, pass.clone());
-    }
-    Ok(stages)
-}
-
-/// One pass call of a pipeline run, as [`planned_calls`] lists them.
-#[derive(Clone, Debug)]
-pub struct PlannedCall {
-    /// The pass.
-    pub pass: Arc<dyn Pass>,
-    /// How many sequentials enclose the call (0 for the pipeline itself).
-    pub depth: usize,
-    /// For a required dependency, the index (in the list) of the call that required it.
-    pub required_by: Option<usize>,
-}
-
-/// Every pass call a run of `seq` under `ctx` makes, in the order the instruments see them:
-/// `seq` itself first, then per enabled pass its required dependencies and the pass, a nested
-/// sequential followed by its own calls (rules 12–16, as [`plan`] and [`run_plain`] order
-/// them). The K-th `run_before_pass` of a run that no instrument vetoed and that opt-bisect did
-/// not limit is call K of this list; crash reproducers use it to name the rest of a pipeline
-/// from a failing call on. Fails when a required pass is not registered.
-pub fn planned_calls(seq: &Sequential, ctx: &PassContext) -> Result<Vec<PlannedCall>, PassError> {
-    let mut calls = vec![PlannedCall { pass: Arc::new(seq.clone()), depth: 0, required_by: None }];
-    // Explicit stack of (remaining passes, depth of their calls): sequentials nest up to
-    // `MAX_PIPELINE_DEPTH` levels.
-    let mut stack: Vec<(std::slice::Iter<'_, Arc<dyn Pass>>, usize)> = vec![(seq.passes().iter(), 1)];
-    while let Some((iter, depth)) = stack.last_mut() {
-        let depth = *depth;
-        let Some(pass) = iter.next() else {
-            stack.pop();
-            continue;
-        };
-        let info = pass.info();
-        if !ctx.pass_enabled(info) {
-            continue;
-        }
-        let owner = calls.len() + info.required.len();
-        for name in &info.required {
-            calls.push(PlannedCall { pass: get_pass(name)?, depth, required_by: Some(owner) });
-        }
-        calls.push(PlannedCall { pass: pass.clone(), depth, required_by: None });
-        if let Some(inner) = pass.as_sequential() {
-            stack.push((inner.passes().iter(), depth + 1));
-        }
-    }
-    Ok(calls)
-}
-
-fn push_call(stages: &mut Vec<Stage>, pass: Arc<dyn Pass>) {
-    if let Some(func_pass) = pass.as_function().cloned().or_else(|| pass.function_form()) {
-        // A pass that runs on the calling thread is a stage of its own: the passes around it
-        // still fan out.
-        let alone = |run: &[FunctionPass]| run.iter().any(FunctionPass::runs_on_calling_thread);
-        match stages.last_mut() {
-            Some(Stage::Function(run)) | Some(Stage::Split(_, run))
-                if !func_pass.runs_on_calling_thread() && !alone(run) =>
-            {
-                run.push(func_pass)
-            }
-            _ => stages.push(Stage::Function(vec![func_pass])),
-        }
-    } else if let Some((prelude, form)) = pass.split_form() {
-        stages.push(Stage::Split(Prelude(prelude), vec![form]));
-    } else {
-        stages.push(Stage::Module(pass));
-    }
 }
 
 /// Runs a `Sequential`'s list (what `Sequential::execute` does): planned into stages when the

@@ -21,10 +21,10 @@ use crate::ir::Module;
 use crate::transform::context::PassContext;
 use crate::transform::diagnostics::Diagnostic;
 use crate::transform::error::{InstrumentError, PassError};
-use crate::transform::executor::planned_calls;
 use crate::transform::info::PassInfo;
 use crate::transform::instrument::Instrument;
 use crate::transform::pass::PassKind;
+use crate::transform::plan::planned_calls;
 use crate::transform::registry::canonical_pass_name;
 use crate::transform::sequential::Sequential;
 
