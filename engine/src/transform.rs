@@ -6,7 +6,7 @@
 //!
 //! Invariant: every pass call, including required dependencies and nested sequentials, goes
 //! through [`call_pass`], which applies the instrument hooks, the `testing.immutable_module`
-//! check and error location.
+//! and `testing.verify_each` checks and error location.
 
 mod bisect;
 mod config;
@@ -25,11 +25,12 @@ mod registry;
 mod sequential;
 mod statistics;
 mod trace;
+pub(crate) mod verify_each;
 
 pub use bisect::OptBisect;
 pub use config::{
     list_configs, parse_config_assignment, validate_config, ConfigKey, ConfigType, ConfigValue, FromConfigValue,
-    IMMUTABLE_MODULE,
+    IMMUTABLE_MODULE, VERIFY_EACH,
 };
 pub use context::{ContextGuard, PassContext, PassContextBuilder, MAX_THREADS};
 pub use diagnostics::{Diagnostic, DiagnosticSink, Severity};

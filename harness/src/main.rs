@@ -10,7 +10,7 @@ use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
     chrome_trace_json, get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, trace_channel,
     DumpIrInstrument, OptBisect, Pass, PassContext, PassContextBuilder, PassError, PassFailure, PassTimingInstrument,
-    PrintIrInstrument, ReproducerInstrument, Sequential, Severity, MAX_THREADS,
+    PrintIrInstrument, ReproducerInstrument, Sequential, Severity, MAX_THREADS, VERIFY_EACH,
 };
 use passel_engine::MemoryMode;
 use passel_harness::console::{Console, Stream};
@@ -232,6 +232,12 @@ struct DebugArgs {
     /// reproducer) instead of the failing pass and every pass after it.
     #[arg(long, requires = "reproducer")]
     reproducer_local: bool,
+    /// Verify the IR after every pass and fail naming the first pass whose output does not
+    /// verify (the function and the verifier's errors); IR that was already broken when a pass
+    /// got it is not blamed on that pass. Same as `--config testing.verify_each=true`; function
+    /// passes then run pass by pass (no fusion).
+    #[arg(long)]
+    verify_each: bool,
 }
 
 #[derive(Args)]
@@ -517,6 +523,10 @@ fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String> {
         if console.err(&note).is_err() {
             return Ok(console.exit_code(ExitCode::FAILURE));
         }
+    }
+    if args.debug.verify_each {
+        // As a config entry, so that a crash reproducer's header records it.
+        args.pipeline.config.push(format!("{VERIFY_EACH}=true"));
     }
     let (pipeline, mut builder) = args.pipeline.pipeline_and_context()?;
     let timing = Arc::new(PassTimingInstrument::new());

@@ -359,3 +359,35 @@ fn planned_calls_are_the_calls_the_instruments_see() {
         assert_eq!(planned, *calls.0.lock().expect("lock"), "-O{level}, {require:?}, {disable:?}");
     }
 }
+
+/// `passel run --verify-each` names the pass whose output does not verify, at any -j and in a
+/// stage the executor would otherwise fuse; without it the broken function is printed and the
+/// run succeeds. The reproducer header records the option.
+#[test]
+fn verify_each_names_the_pass_that_broke_the_ir() {
+    let dir = temp_dir("verify-each");
+    let input = dir.join("in.pir");
+    std::fs::write(&input, marked_random(&[("f7", "malformed")])).expect("write");
+    let input = input.to_str().expect("utf-8");
+    for threads in ["1", "2"] {
+        let run = passel(&["run", input, "-O3", "-j", threads, "--passes", PIPELINE, "--verify-each"]);
+        assert_eq!(run.status.code(), Some(1));
+        let line = error_line(&run);
+        assert!(
+            line.starts_with("error: pass testing.FailOn broke the IR of @f7 (testing.verify_each): @f7 %"),
+            "{line}"
+        );
+        // Off, nothing is verified: the broken function comes out (no later pass reads it).
+        let off = passel(&["run", input, "-O3", "-j", threads, "--passes", "FoldConstant,testing.FailOn"]);
+        assert!(off.status.success(), "{}", String::from_utf8_lossy(&off.stderr));
+        assert!(String::from_utf8_lossy(&off.stdout).contains("%testing_unbound"));
+    }
+    let path = dir.join("r.pir");
+    let path = path.to_str().expect("utf-8");
+    let run = passel(&["run", input, "-O3", "--passes", PIPELINE, "--verify-each", "--reproducer", path]);
+    assert_eq!(run.status.code(), Some(1));
+    let text = std::fs::read_to_string(path).expect("reproducer written");
+    assert!(text.lines().next().is_some_and(|l| l.contains("--config=testing.verify_each=true")), "{text}");
+    let help = passel(&["run", "--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--verify-each"));
+}

@@ -47,16 +47,21 @@ pub fn default_pipeline(opt_level: u32) -> Sequential {
 }
 
 /// Runs a textual pipeline (`FoldConstant,[SimplifyExpr,DeadCodeElimination]`) on `module`
-/// under a fresh context with opt level 3 and one thread, so every named pass runs together
-/// with its required passes. Errors and error diagnostics come back as text, one per line.
-/// Used by the filetests.
+/// under a fresh context with opt level 3, one thread and `testing.verify_each`, so every named
+/// pass runs together with its required passes and a pass that breaks the IR is named. Errors
+/// and error diagnostics come back as text, one per line. Used by the filetests.
 pub fn run_pipeline_text(
     pipeline: &str,
     module: passel_engine::ir::Module,
 ) -> Result<passel_engine::ir::Module, String> {
     use passel_engine::transform::{PassContext, Severity};
     let seq = passel_engine::transform::parse_pipeline(pipeline).map_err(|e| e.to_string())?;
-    let ctx = PassContext::builder().opt_level(3).num_threads(1).build().map_err(|e| e.to_string())?;
+    let ctx = PassContext::builder()
+        .opt_level(3)
+        .num_threads(1)
+        .config(passel_engine::transform::VERIFY_EACH, true)
+        .build()
+        .map_err(|e| e.to_string())?;
     let res = ctx.scope(|| seq.run(module, &ctx)).map_err(|e| e.to_string())?;
     let errors: Vec<String> = ctx
         .diagnostics()

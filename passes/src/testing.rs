@@ -5,8 +5,10 @@
 //! pipeline, and change nothing on a module without the `testing.fail` attribute.
 //!
 //! A function marked `#[testing.fail="MODE"]` makes them fail, where MODE is `error` (the pass
-//! returns an error), `panic` (the pass panics) or `diagnostic` (the pass reports an error
-//! diagnostic and goes on).
+//! returns an error), `panic` (the pass panics), `diagnostic` (the pass reports an error
+//! diagnostic and goes on) or `malformed` (the pass returns IR that does not verify: the
+//! function's body becomes a variable that nothing binds; `testing.verify_each` names the
+//! pass).
 
 pub mod fail_on;
 pub mod fail_on_module;
@@ -26,6 +28,16 @@ pub enum FailMode {
     Panic,
     /// Report an error diagnostic and go on.
     Diagnostic,
+    /// Return IR that does not verify ([`malformed`]).
+    Malformed,
+}
+
+/// `func` with its body replaced by a variable that nothing binds: an arena the builder accepts
+/// but the verifier rejects, as a buggy pass might return it.
+pub fn malformed(func: &Function) -> Function {
+    let mut b = func.to_builder();
+    let unbound = b.var("testing_unbound", None);
+    b.finish(func.params(), unbound, func.ret_ty().cloned(), func.attrs().clone())
 }
 
 /// The mode `func` asks for: `None` when it is not marked, an error when the mode is unknown.
@@ -35,8 +47,9 @@ pub fn fail_mode(func: &Function) -> Result<Option<FailMode>, PassError> {
         Some(AttrValue::Str(s)) if &**s == "error" => Ok(Some(FailMode::Error)),
         Some(AttrValue::Str(s)) if &**s == "panic" => Ok(Some(FailMode::Panic)),
         Some(AttrValue::Str(s)) if &**s == "diagnostic" => Ok(Some(FailMode::Diagnostic)),
+        Some(AttrValue::Str(s)) if &**s == "malformed" => Ok(Some(FailMode::Malformed)),
         Some(other) => Err(PassError::msg(format!(
-            "unknown {FAIL_ATTR} mode {other}: expected \"error\", \"panic\" or \"diagnostic\""
+            "unknown {FAIL_ATTR} mode {other}: expected \"error\", \"panic\", \"diagnostic\" or \"malformed\""
         ))),
     }
 }

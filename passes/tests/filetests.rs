@@ -5,7 +5,9 @@
 //! is a `/// Check that …` line, `.pir` input, then `// CHECK:` followed by the expected output,
 //! every line prefixed with `// `. The input runs through the pass named by the directory (or
 //! by a `// pipeline: A,B` line in the case), called directly as TVM does: opt level and
-//! disabled lists do not apply. The output is the printed module, or `error: …` lines.
+//! disabled lists do not apply. The output is the printed module, or `error: …` lines. Every
+//! case runs under `testing.verify_each` (`run_pipeline_text`), so a pass whose output does
+//! not verify fails the case with an error naming it.
 //!
 //! `UPDATE_EXPECT=1 cargo test -p passel-passes --test filetests` rewrites the expectations in
 //! place; review the diff before committing.

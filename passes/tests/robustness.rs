@@ -248,7 +248,21 @@ fn malformed_functions_are_refused_by_every_public_entry_point() {
             let ctx = PassContext::builder().opt_level(3).num_threads(threads).build().expect("ctx");
             // Ok or a pass error: either way no panic, and the malformed function is never
             // turned into something that verifies differently without a word.
-            let _ = ctx.scope(|| pass.run(module.clone(), &ctx));
+            let off = ctx.scope(|| pass.run(module.clone(), &ctx)).expect("scope");
+            // Under testing.verify_each the same: @bad was malformed before the pass, so the
+            // pass is not blamed for it, and the result is the one without verification.
+            let ctx = PassContext::builder()
+                .opt_level(3)
+                .num_threads(threads)
+                .config(passel_engine::transform::VERIFY_EACH, true)
+                .build()
+                .expect("ctx");
+            let on = ctx.scope(|| pass.run(module.clone(), &ctx)).expect("scope");
+            match (off, on) {
+                (Ok(off), Ok(on)) => assert_eq!(print_module(&off), print_module(&on), "{}", listing.name),
+                (Err(off), Err(on)) => assert_eq!(off.to_string(), on.to_string(), "{}", listing.name),
+                (off, on) => panic!("{}: {off:?} without verify_each, {on:?} with it", listing.name),
+            }
         }
     }
 }

@@ -83,6 +83,7 @@ def test_exiting_a_context_that_is_not_innermost_is_an_error():
 def test_list_configs_has_typed_keys():
     configs = PassContext.list_configs()
     assert configs["testing.immutable_module"]["type"] == "bool"
+    assert configs["testing.verify_each"]["type"] == "bool"
     assert list(configs) == sorted(configs)
 
 

@@ -30,7 +30,8 @@ use super::plan::{Plan, Stage, StageKind};
 use super::same::{same_function, same_signature};
 use crate::ir::{fn_attr, ExprKind, Function, Module};
 use crate::transform::executor::{has_declared_signature, pool, same_declared_signature};
-use crate::transform::{call_pass, Diagnostic, PassError};
+use crate::transform::verify_each::check_function;
+use crate::transform::{call_pass, Diagnostic, PassError, VERIFY_EACH};
 
 /// One function as loaded.
 #[salsa::input]
@@ -283,7 +284,9 @@ pub(crate) fn view_with(
     view
 }
 
-/// Runs a function stage's passes on `func` (named `name`) with the module view `view`.
+/// Runs a function stage's passes on `func` (named `name`) with the module view `view`. Under
+/// `testing.verify_each`, each pass's output is verified against `view` as the executor
+/// verifies each pass's output module.
 ///
 /// Before a module pass's per-function form after the first pass, checks its precondition as
 /// the executor does: the stage's input declares the function's signature and the passes
@@ -303,6 +306,7 @@ pub(crate) fn run_function_stage(
     let mut diags = Vec::with_capacity(passes.len());
     let mut func = input.clone();
     let mut unfusable = false;
+    let verify_each = stage.ctx.get_config(VERIFY_EACH, false);
     for (i, pass) in passes.iter().enumerate() {
         cancel();
         let marked = stage.marked.get(i).copied().unwrap_or(false);
@@ -328,7 +332,11 @@ pub(crate) fn run_function_stage(
         diags.push(worker.diagnostics().take());
         // Work done in this run counts at once (the session reports what it computed).
         stage.ctx.merge_statistics(&worker.take_statistics());
-        func = res.map_err(|e| (i, e))?;
+        let out = res.map_err(|e| (i, e))?;
+        if verify_each {
+            check_function(&info.name, name, &func, &out, view).map_err(|e| (i, e))?;
+        }
+        func = out;
     }
     // Most stages report nothing: share one empty list instead of allocating one per
     // function and stage.

@@ -232,6 +232,22 @@ crate::register_config!(
     "fail a pass that changed its input module in place (hashes the input before and after, as TVM does)"
 );
 
+/// After every pass call (leaf passes: module and function passes, required dependencies
+/// included; a `Sequential`'s output is its last pass's, already checked), verify the output
+/// module and fail the call with [`PassError::VerifyEach`](super::PassError::VerifyEach) naming
+/// the pass, the first function that does not verify and the verifier's first errors. A
+/// function is blamed only when its input verified: a pass is not blamed for IR that was
+/// already broken when it got it (an ill-typed input is InferType's to report). Function stages
+/// run pass by pass under it (no fusion), and a session verifies each pass's output per
+/// function. Off (the default), nothing is verified and nothing is paid.
+pub const VERIFY_EACH: &str = "testing.verify_each";
+
+crate::register_config!(
+    VERIFY_EACH,
+    ConfigType::Bool,
+    "verify the IR after every pass and fail naming the pass that broke it (MLIR's --verify-each)"
+);
+
 struct Registry {
     keys: BTreeMap<&'static str, &'static ConfigKey>,
     duplicates: Vec<&'static str>,

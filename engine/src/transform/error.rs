@@ -151,6 +151,18 @@ pub enum PassError {
         /// The pass.
         pass: String,
     },
+    /// `testing.verify_each`: the output of `pass` does not verify, though its input did.
+    #[error("pass {pass} broke the IR of @{function} (testing.verify_each): {}{}", errors.join("; "), more_errors(*more))]
+    VerifyEach {
+        /// The pass whose output does not verify.
+        pass: String,
+        /// The first function (in module order) that does not verify.
+        function: String,
+        /// The verifier's first errors on that function (`@f %3: what`), at most three.
+        errors: Vec<String>,
+        /// How many more errors the verifier reported on that function.
+        more: usize,
+    },
     /// Nested `Sequential`s deeper than [`MAX_PIPELINE_DEPTH`](super::MAX_PIPELINE_DEPTH); refused
     /// before anything runs, because running nests calls once per level.
     #[error("pipeline `{name}` nests sequentials {depth} levels deep; at most {max} are allowed")]
@@ -236,6 +248,14 @@ fn did_you_mean(suggestions: &[String]) -> String {
         String::new()
     } else {
         format!(" (did you mean {}?)", suggestions.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", "))
+    }
+}
+
+fn more_errors(more: usize) -> String {
+    match more {
+        0 => String::new(),
+        1 => " (and 1 more error)".to_string(),
+        n => format!(" (and {n} more errors)"),
     }
 }
 

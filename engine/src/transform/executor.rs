@@ -25,9 +25,10 @@
 //!
 //! # Function stages
 //! A stage of one pass, or a stage run while an active instrument observes the IR
-//! ([`Instrument::observes_ir`]) or while `testing.immutable_module` is set, runs pass by pass
-//! through [`call_pass`]: every hook sees the module exactly as in a serial run, and each pass
-//! still fans out over functions.
+//! ([`Instrument::observes_ir`]) or while `testing.immutable_module` or `testing.verify_each`
+//! is set, runs pass by pass through [`call_pass`]: every hook sees the module exactly as in a
+//! serial run (and `verify_each` checks each pass's output), and each pass still fans out over
+//! functions.
 //!
 //! Otherwise the stage is *fused*. The coordinating thread first asks the instruments'
 //! `should_run` for every pass of the stage, in order, before any body of the stage runs (a
@@ -66,7 +67,7 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use super::config::IMMUTABLE_MODULE;
+use super::config::{IMMUTABLE_MODULE, VERIFY_EACH};
 use super::context::PassContext;
 use super::diagnostics::Diagnostic;
 use super::error::PassError;
@@ -215,6 +216,7 @@ fn may_fuse(passes: &[FunctionPass], insts: &[Arc<dyn Instrument>], ctx: &PassCo
     passes.len() > 1
         && insts.iter().all(|inst| !inst.observes_ir())
         && !ctx.get_config(IMMUTABLE_MODULE, false)
+        && !ctx.get_config(VERIFY_EACH, false)
         && ctx.opt_bisect().is_none()
 }
 

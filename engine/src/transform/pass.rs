@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::bisect::bisect_for;
-use super::config::IMMUTABLE_MODULE;
+use super::config::{IMMUTABLE_MODULE, VERIFY_EACH};
 use super::context::PassContext;
 use super::error::PassError;
 use super::executor::{map_entries, run_in_worker};
@@ -15,6 +15,7 @@ use super::info::PassInfo;
 use super::instrument::{after_pass, before_pass, run_before};
 use super::sequential::Sequential;
 use super::statistics::Statistics;
+use super::verify_each::check_module;
 use crate::ir::{fn_attr, module_structural_hash, Function, Module};
 
 /// The three kinds of passes.
@@ -50,8 +51,8 @@ pub trait Pass: Send + Sync {
     fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError>;
 
     /// One pass call under `ctx`: instrument hooks (rules 19–22), the `immutable_module` check
-    /// (rule 11), panics caught and errors located in this pass (rule 29). Not meant to be
-    /// overridden.
+    /// (rule 11), the `verify_each` check, panics caught and errors located in this pass
+    /// (rule 29). Not meant to be overridden.
     fn run(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
         call_pass(self, module, ctx)
     }
@@ -143,6 +144,10 @@ pub(crate) fn call_pass_decided<P: Pass + ?Sized>(
     // TVM's check (`src/ir/transform.cc`): hash the *input* before and after the pass; only a
     // pass that changed its input in place fails. The handle kept here is an O(1) shared copy.
     let input = ctx.get_config(IMMUTABLE_MODULE, false).then(|| (module.clone(), module_structural_hash(&module)));
+    // `testing.verify_each`: a leaf pass's output is verified (a Sequential's output is its last
+    // leaf pass's, verified already). The handle kept here is an O(1) shared copy.
+    let verify_input =
+        (pass.kind() != PassKind::Sequential && ctx.get_config(VERIFY_EACH, false)).then(|| module.clone());
     let res = match catch_unwind(AssertUnwindSafe(|| pass.execute(module, ctx))) {
         Ok(res) => res,
         Err(payload) => Err(PassError::panicked(&info.name, None, &*payload)),
@@ -152,6 +157,10 @@ pub(crate) fn call_pass_decided<P: Pass + ?Sized>(
             Err(PassError::ImmutableModuleModified { pass: info.name.clone() })
         }
         _ => Ok(out),
+    });
+    let res = res.and_then(|out| match &verify_input {
+        Some(input) => check_module(&info.name, input, &out).map(|()| out),
+        None => Ok(out),
     });
     match res {
         Ok(out) => {

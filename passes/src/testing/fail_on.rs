@@ -1,6 +1,6 @@
 //! `testing.FailOn`: a testing-only function pass (opt level 0, requires InferType) that fails
 //! on each function marked `#[testing.fail="MODE"]` (see [`crate::testing`]) and returns every
-//! other function unchanged. Its error is located on the function like any function pass's:
+//! other function unchanged (a function marked `malformed` comes back broken). Its error is located on the function like any function pass's:
 //! `in pass testing.FailOn on function @f: …`.
 
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use passel_engine::ir::Function;
 use passel_engine::transform::{function_pass, Diagnostic, FunctionPass, PassContext, PassError};
 
-use super::{fail_mode, FailMode};
+use super::{fail_mode, malformed, FailMode};
 
 /// The registry name.
 pub const NAME: &str = "testing.FailOn";
@@ -27,6 +27,7 @@ fn fail_on(func: Arc<Function>, ctx: &PassContext) -> Result<Arc<Function>, Pass
             ctx.emit(Diagnostic::error(NAME, "error diagnostic as asked by testing.fail"));
             Ok(func)
         }
+        Some(FailMode::Malformed) => Ok(Arc::new(malformed(&func))),
     }
 }
 

@@ -1,12 +1,12 @@
 //! `testing.FailOnModule`: a testing-only module pass (opt level 0) that fails when any
 //! function is marked `#[testing.fail="MODE"]` (see [`crate::testing`]), as a module pass
 //! fails: its error names the pass only, `in pass testing.FailOnModule: …`. Unmarked modules
-//! are returned unchanged.
+//! are returned unchanged; the first function marked `malformed` comes back broken.
 
 use passel_engine::ir::Module;
 use passel_engine::transform::{module_pass, Diagnostic, ModulePass, PassContext, PassError};
 
-use super::{fail_mode, FailMode};
+use super::{fail_mode, malformed, FailMode};
 
 /// The registry name.
 pub const NAME: &str = "testing.FailOnModule";
@@ -25,6 +25,11 @@ fn fail_on_module(module: Module, ctx: &PassContext) -> Result<Module, PassError
             Some(FailMode::Diagnostic) => {
                 ctx.emit(Diagnostic::error(NAME, format!("@{name} asks for an error diagnostic (testing.fail)")));
                 break;
+            }
+            Some(FailMode::Malformed) => {
+                let mut out = module.clone();
+                out.insert(name, malformed(func)).map_err(|e| PassError::msg(e.to_string()))?;
+                return Ok(out);
             }
         }
     }
