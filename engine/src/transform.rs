@@ -14,6 +14,7 @@ mod context;
 mod diagnostics;
 mod error;
 pub(crate) mod executor;
+pub(crate) mod fanout;
 mod firewall;
 mod info;
 mod instrument;
@@ -35,7 +36,7 @@ pub use config::{
 pub use context::{ContextGuard, PassContext, PassContextBuilder, MAX_THREADS};
 pub use diagnostics::{Diagnostic, DiagnosticSink, Severity};
 pub use error::{ConfigError, ContextError, Hook, InstrumentError, PassError, PipelineError};
-pub use executor::{run_function_stage, run_plain, run_plan, run_sequential, run_stage_on_function, FunctionRun};
+pub use executor::{run_function_stage, run_plan, run_stage_on_function, FunctionRun};
 pub use firewall::{FirewallCheck, ModuleFirewall};
 pub use info::PassInfo;
 pub use instrument::{stderr_sink, Instrument, Sink};
@@ -44,12 +45,12 @@ pub use instruments::{
     ReproducerError, ReproducerInstrument,
 };
 pub use pass::{
-    call_pass, function_pass, module_pass, run_function_pass_over_module, FunctionBody, FunctionPass, ModuleBody,
-    ModulePass, Pass, PassKind, PreludeBody,
+    call_pass, function_pass, module_pass, run_function_pass_over_module, sequential, FunctionBody, FunctionPass,
+    ModuleBody, ModulePass, Pass, PassKind, PreludeBody, Sequential, MAX_PIPELINE_DEPTH,
 };
 pub use pipeline::{parse_pipeline, print_pipeline};
 pub use plan::{plan, planned_calls, PlannedCall, Prelude, Stage};
 pub use registry::{canonical_pass_name, get_pass, list_passes, PassListing, PassRegistration, RunsAs};
-pub use sequential::{sequential, Sequential, MAX_PIPELINE_DEPTH};
+pub use sequential::{run_plain, run_sequential};
 pub use statistics::{Statistic, Statistics};
 pub use trace::{chrome_trace_json, trace_channel, TraceEvent, Tracer};

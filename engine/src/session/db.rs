@@ -29,7 +29,8 @@ use rustc_hash::FxHashMap;
 use super::plan::{Plan, Stage, StageKind};
 use super::same::{same_function, same_signature};
 use crate::ir::{fn_attr, ExprKind, Function, Module};
-use crate::transform::executor::{has_declared_signature, pool, same_declared_signature};
+use crate::transform::executor::{has_declared_signature, same_declared_signature};
+use crate::transform::fanout::pool;
 use crate::transform::verify_each::check_function;
 use crate::transform::{call_pass, Diagnostic, PassError, VERIFY_EACH};
 

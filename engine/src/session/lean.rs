@@ -38,7 +38,7 @@ use super::plan::{Stage, StageKind};
 use super::same::{same_function, same_signature};
 use super::FirewallCheck;
 use crate::ir::{ExprKind, Function, IdRange, Module, NodeId};
-use crate::transform::executor::pool;
+use crate::transform::fanout::pool;
 use crate::transform::{Diagnostic, PassError};
 
 /// Where each function is in a stage's list.

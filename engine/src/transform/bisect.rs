@@ -14,9 +14,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::context::PassContext;
 use super::error::PassError;
-use super::info::PassInfo;
 use super::instrument::{write_sink, Sink};
 
 /// The opt-bisect state of a run: the limit, the next execution number and where the
@@ -61,10 +59,4 @@ impl OptBisect {
         write_sink(&self.sink, &format!("BISECT: {not}running pass ({k}) {pass} on {target}\n"))
             .map_err(|e| PassError::msg(format!("opt-bisect: {}", e.message)))
     }
-}
-
-/// The bisect state that applies to `info` under `ctx`: none when not bisecting or when the
-/// pass is required (see the module docs).
-pub(crate) fn bisect_for<'a>(ctx: &'a PassContext, info: &PassInfo) -> Option<&'a OptBisect> {
-    ctx.opt_bisect().filter(|_| !ctx.is_required(&info.name) && info.opt_level > 0)
 }

@@ -15,10 +15,10 @@ use super::bisect::OptBisect;
 use super::config::{validate_config, ConfigValue, FromConfigValue};
 use super::diagnostics::{Diagnostic, DiagnosticSink};
 use super::error::{ContextError, PassError};
-use super::executor::{map_entries, release};
+use super::fanout::{map_entries, release};
 use super::info::PassInfo;
 use super::instrument::{enter_all, exit_all, Instrument};
-use super::statistics::Statistics;
+use super::statistics::{Statistic, Statistics};
 use super::trace::Tracer;
 use crate::ir::{Function, Module};
 
@@ -168,6 +168,12 @@ impl PassContext {
     /// The opt-bisect state, when the context runs only the first N pass executions.
     pub fn opt_bisect(&self) -> Option<&OptBisect> {
         self.inner.bisect.as_deref()
+    }
+
+    /// The bisect state that applies to `info` under this context: none when not bisecting or
+    /// when the pass is required or at opt level 0 (see `bisect.rs`).
+    pub(crate) fn bisect_for(&self, info: &PassInfo) -> Option<&OptBisect> {
+        self.opt_bisect().filter(|_| !self.is_required(&info.name) && info.opt_level > 0)
     }
 
     /// A snapshot of the instrument list.
@@ -320,7 +326,7 @@ impl PassContext {
     pub fn replace_functions(&self, mut module: Module, new: Vec<Arc<Function>>) -> Module {
         let old: Vec<Arc<Function>> = module.entries().iter().map(|(_, f)| Arc::clone(f)).collect();
         module.replace_all(new);
-        release(self, old);
+        release(self.num_threads(), old);
         module
     }
 
@@ -517,5 +523,16 @@ impl PassContextBuilder {
             config.insert(key, value);
         }
         Ok(PassContext::new_unchecked(self, config))
+    }
+}
+
+impl Statistic {
+    /// Adds `n` to this counter in `ctx` (a no-op unless `ctx` collects statistics). Adding 0
+    /// records nothing: as in LLVM, only counters that counted something are reported, so a
+    /// pass's module form and its per-function form report the same entries.
+    pub fn add(&'static self, ctx: &PassContext, n: u64) {
+        if n > 0 && ctx.collects_statistics() {
+            ctx.diagnostics().add_statistic(self, n);
+        }
     }
 }

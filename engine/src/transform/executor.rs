@@ -62,23 +62,19 @@
 //! over single functions balances modules with a few huge and many tiny functions.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use rayon::prelude::*;
 
 use super::config::{IMMUTABLE_MODULE, VERIFY_EACH};
 use super::context::PassContext;
 use super::diagnostics::Diagnostic;
 use super::error::PassError;
-use super::info::PassInfo;
+use super::fanout::{map_entries, release};
 use super::instrument::{after_pass, run_before, should_run, Instrument};
-use super::pass::{call_pass, call_pass_decided, FunctionBody, FunctionPass, Pass, PreludeBody};
-use super::plan::{plan, Stage};
-use super::registry::get_pass;
-use super::sequential::Sequential;
+use super::pass::{call_pass, call_pass_decided, run_in_worker, FunctionPass, Pass, PreludeBody};
+use super::plan::Stage;
 use super::statistics::Statistics;
-use crate::ir::{fn_attr, Function, Module};
+use crate::ir::{Function, Module};
 
 /// A prelude that ran ahead of its fused stage.
 struct PreludeRun {
@@ -87,35 +83,6 @@ struct PreludeRun {
     time: Duration,
     diagnostics: Vec<Diagnostic>,
     statistics: Statistics,
-}
-
-/// Runs a `Sequential`'s list (what `Sequential::execute` does): planned into stages when the
-/// plan can be made, else pass by pass.
-pub fn run_sequential(seq: &Sequential, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
-    seq.check_depth()?;
-    match plan(seq, ctx) {
-        Ok(stages) => run_plan(&stages, module, ctx),
-        Err(_) => run_plain(seq, module, ctx),
-    }
-}
-
-/// Runs a `Sequential`'s list pass by pass, the reference's algorithm without stages or fusion
-/// (each function pass still fans out over functions). Kept as the parity baseline.
-pub fn run_plain(seq: &Sequential, mut module: Module, ctx: &PassContext) -> Result<Module, PassError> {
-    seq.check_depth()?;
-    for pass in seq.passes() {
-        let info = pass.info();
-        if !ctx.pass_enabled(info) {
-            continue;
-        }
-        // Dependencies are neither filtered nor de-duplicated (rule 15).
-        for name in &info.required {
-            let dep = get_pass(name)?;
-            module = dep.run(module, ctx)?;
-        }
-        module = pass.run(module, ctx)?;
-    }
-    Ok(module)
 }
 
 /// Runs planned stages in order.
@@ -307,38 +274,6 @@ pub fn run_stage_on_function(
     run
 }
 
-/// What one pass did on one function in a worker: its result, time, diagnostics and counts.
-pub(crate) type WorkerResult = (Result<Arc<Function>, PassError>, Duration, Vec<Diagnostic>, Statistics);
-
-/// One pass on one function under a fresh worker copy of `ctx`.
-pub(crate) fn run_in_worker(
-    info: &PassInfo,
-    body: &FunctionBody,
-    visits_marked: bool,
-    name: &str,
-    func: &Arc<Function>,
-    view: &Module,
-    ctx: &PassContext,
-) -> WorkerResult {
-    if !visits_marked && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) {
-        return (Ok(func.clone()), Duration::ZERO, Vec::new(), Statistics::new());
-    }
-    let worker = ctx.worker_copy();
-    let scope = worker.push_silently();
-    let start = Instant::now();
-    let res = match catch_unwind(AssertUnwindSafe(|| body(func.clone(), view, &worker))) {
-        Ok(res) => res,
-        Err(payload) => Err(PassError::panicked(&info.name, Some(name), &*payload)),
-    };
-    let elapsed = start.elapsed();
-    if let Some(tracer) = ctx.tracer() {
-        tracer.record(&info.name, name, start, elapsed);
-    }
-    drop(scope);
-    worker.diagnostics().fill_function(name);
-    (res.map_err(|e| e.in_pass(&info.name, Some(name))), elapsed, worker.diagnostics().take(), worker.take_statistics())
-}
-
 /// Runs `passes` fused over `module`; every pass's `should_run` already said yes. With
 /// `prelude`, `module` is the prelude's output and the first pass is the split pass's
 /// per-function part: its before-hooks see the prelude's input and its time includes the
@@ -440,55 +375,9 @@ fn first_error(runs: Vec<FunctionRun>, pass_idx: usize) -> PassError {
         .unwrap_or_else(|| PassError::msg("internal error: failing function not found"))
 }
 
-/// Calls `task` on every function of `module` and returns the results in module order: inline
-/// on the calling thread when `threads` is 1 or there is at most one function, else on the
-/// cached pool of that size with rayon work stealing over single functions.
-pub(crate) fn map_entries<T: Send>(
-    threads: usize,
-    module: &Module,
-    task: impl Fn(&str, &Arc<Function>) -> T + Sync + Send,
-) -> Vec<T> {
-    let n_threads = threads.max(1);
-    let entries = module.entries();
-    if n_threads == 1 || entries.len() <= 1 {
-        return entries.iter().map(|(name, func)| task(name, func)).collect();
-    }
-    match pool(n_threads) {
-        Some(pool) => pool.install(|| entries.par_iter().map(|(name, func)| task(name, func)).collect()),
-        None => entries.iter().map(|(name, func)| task(name, func)).collect(),
-    }
-}
-
-/// Drops `funcs` on the pool when there is one (see [`PassContext::replace_functions`]).
-pub(crate) fn release(ctx: &PassContext, funcs: Vec<Arc<Function>>) {
-    let n_threads = ctx.num_threads().max(1);
-    if n_threads == 1 || funcs.len() < 64 {
-        return;
-    }
-    if let Some(pool) = pool(n_threads) {
-        pool.install(|| funcs.into_par_iter().with_min_len(64).for_each(drop));
-    }
-}
-
 /// Drops `module`, freeing its functions on the pool (see [`release`]).
 fn release_module(ctx: &PassContext, module: Module) {
     let funcs = module.entries().iter().map(|(_, f)| Arc::clone(f)).collect();
     drop(module);
-    release(ctx, funcs);
-}
-
-/// The cached pool of `n` workers, built on first use. `None` when the OS refuses threads (the
-/// caller then runs serially).
-pub(crate) fn pool(n: usize) -> Option<Arc<rayon::ThreadPool>> {
-    type Pools = Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>;
-    static POOLS: OnceLock<Pools> = OnceLock::new();
-    let mut pools = POOLS.get_or_init(|| Mutex::new(Vec::new())).lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, p)) = pools.iter().find(|(size, _)| *size == n) {
-        return Some(p.clone());
-    }
-    let built =
-        rayon::ThreadPoolBuilder::new().num_threads(n).thread_name(|i| format!("passel-worker-{i}")).build().ok()?;
-    let built = Arc::new(built);
-    pools.push((n, built.clone()));
-    Some(built)
+    release(ctx.num_threads(), funcs);
 }

@@ -1,12 +1,10 @@
 //! Module-pass firewalls: what an incremental session may skip on the edit path. A module pass
-//! declares its firewall where it declares its other facts ([`ModulePass::with_firewall`]);
+//! declares its firewall where it declares its other facts ([`ModulePass::with_firewall`](super::ModulePass::with_firewall));
 //! the session (`crate::session`) reads it from the pass.
 
 use std::sync::Arc;
 
 use super::context::PassContext;
-#[cfg(doc)]
-use super::pass::ModulePass;
 use crate::ir::Function;
 
 /// A shortcut for a module pass on the edit path: a promise that certain edits cannot change
@@ -19,7 +17,7 @@ use crate::ir::Function;
 /// unchanged again, gives every function whose input did not change the same output as
 /// before, reports the same diagnostics, and keeps the order. A changed function that the
 /// pass had rewritten before (not dropped, output different from its input) always makes the
-/// session run the pass again. A module pass declares its own with [`ModulePass::with_firewall`]
+/// session run the pass again. A module pass declares its own with [`ModulePass::with_firewall`](super::ModulePass::with_firewall)
 /// (the standard passes that have one do so in their file); `Session::set_firewall` sets or
 /// overrides one by pass name. It covers a module pass of that name, or the prelude of a split
 /// of that name.

@@ -1,19 +1,21 @@
-//! The `Pass` trait, the instrumented call of one pass, and the module and function pass kinds.
+//! The `Pass` trait, the instrumented call of one pass, and the three pass kinds: module and
+//! function passes, and `Sequential` (the type; what running one does is `sequential.rs`).
+//! Running a function pass's body on one function under a worker copy of the context
+//! ([`run_in_worker`]) and over a module ([`run_function_pass_over_module`]) lives here too.
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::bisect::bisect_for;
 use super::config::{IMMUTABLE_MODULE, VERIFY_EACH};
 use super::context::PassContext;
+use super::diagnostics::Diagnostic;
 use super::error::PassError;
-use super::executor::{map_entries, run_in_worker};
+use super::fanout::map_entries;
 use super::firewall::{FirewallCheck, ModuleFirewall};
 use super::info::PassInfo;
 use super::instrument::{after_pass, before_pass, run_before};
-use super::sequential::Sequential;
 use super::statistics::Statistics;
 use super::verify_each::check_module;
 use crate::ir::{fn_attr, module_structural_hash, Function, Module};
@@ -122,7 +124,7 @@ pub(crate) fn call_pass_decided<P: Pass + ?Sized>(
         PassKind::Function => pass.as_function().is_some_and(|f| f.module_form().is_some()),
         PassKind::Sequential => false,
     };
-    if let Some(b) = bisect_for(ctx, info).filter(|_| one_execution) {
+    if let Some(b) = ctx.bisect_for(info).filter(|_| one_execution) {
         let k = b.reserve(1);
         b.report(k, &info.name, "module")?;
         if !b.allows(k) {
@@ -459,7 +461,7 @@ pub fn run_function_pass_over_module(
 ) -> Result<Module, PassError> {
     let start = Instant::now();
     // opt-bisect: number the functions the pass visits, in module order, before the fan-out.
-    let gate = bisect_for(ctx, info);
+    let gate = ctx.bisect_for(info);
     let mut numbers: Vec<Option<u64>> = Vec::new();
     if let Some(b) = gate {
         let visits = |f: &Function| !f.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
@@ -507,6 +509,38 @@ pub fn run_function_pass_over_module(
     Ok(ctx.replace_functions(module, new))
 }
 
+/// What one pass did on one function in a worker: its result, time, diagnostics and counts.
+pub(crate) type WorkerResult = (Result<Arc<Function>, PassError>, Duration, Vec<Diagnostic>, Statistics);
+
+/// One pass on one function under a fresh worker copy of `ctx`.
+pub(crate) fn run_in_worker(
+    info: &PassInfo,
+    body: &FunctionBody,
+    visits_marked: bool,
+    name: &str,
+    func: &Arc<Function>,
+    view: &Module,
+    ctx: &PassContext,
+) -> WorkerResult {
+    if !visits_marked && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) {
+        return (Ok(func.clone()), Duration::ZERO, Vec::new(), Statistics::new());
+    }
+    let worker = ctx.worker_copy();
+    let scope = worker.push_silently();
+    let start = Instant::now();
+    let res = match catch_unwind(AssertUnwindSafe(|| body(func.clone(), view, &worker))) {
+        Ok(res) => res,
+        Err(payload) => Err(PassError::panicked(&info.name, Some(name), &*payload)),
+    };
+    let elapsed = start.elapsed();
+    if let Some(tracer) = ctx.tracer() {
+        tracer.record(&info.name, name, start, elapsed);
+    }
+    drop(scope);
+    worker.diagnostics().fill_function(name);
+    (res.map_err(|e| e.in_pass(&info.name, Some(name))), elapsed, worker.diagnostics().take(), worker.take_statistics())
+}
+
 /// A function pass from a closure: `function_pass("Name", 1, |func, module, ctx| Ok(func))`.
 pub fn function_pass(
     name: &str,
@@ -534,5 +568,95 @@ impl fmt::Debug for ModulePass {
 impl fmt::Debug for FunctionPass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FunctionPass").field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+/// How deep sequentials may nest to be run (a sequential of plain passes has depth 1). The
+/// textual pipeline parser refuses deeper groups with the position of the offending `[`.
+pub const MAX_PIPELINE_DEPTH: usize = 128;
+
+/// A list of passes run in order. Default name "sequential", opt level 0.
+#[derive(Clone)]
+pub struct Sequential {
+    pub(super) info: PassInfo,
+    passes: Vec<Arc<dyn Pass>>,
+    /// 1 + the deepest nested sequential of `passes`.
+    depth: usize,
+}
+
+impl Sequential {
+    /// A sequential named `name` (opt level 0).
+    pub fn new(name: &str, passes: Vec<Arc<dyn Pass>>) -> Sequential {
+        let depth = 1 + passes.iter().filter_map(|p| p.as_sequential()).map(|s| s.depth).max().unwrap_or(0);
+        Sequential { info: PassInfo::new(name, 0), passes, depth }
+    }
+
+    /// How deep sequentials nest in this one: 1 when its list has no sequential.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// An error when this sequential nests deeper than [`MAX_PIPELINE_DEPTH`].
+    pub fn check_depth(&self) -> Result<(), PassError> {
+        if self.depth > MAX_PIPELINE_DEPTH {
+            return Err(PassError::PipelineTooDeep {
+                name: self.info.name.clone(),
+                depth: self.depth,
+                max: MAX_PIPELINE_DEPTH,
+            });
+        }
+        Ok(())
+    }
+
+    /// A sequential with the default name "sequential".
+    pub fn unnamed(passes: Vec<Arc<dyn Pass>>) -> Sequential {
+        Sequential::new("sequential", passes)
+    }
+
+    /// Builder form: the opt level at which an enclosing `Sequential` runs this one.
+    pub fn with_opt_level(mut self, opt_level: u32) -> Sequential {
+        self.info.opt_level = opt_level;
+        self
+    }
+
+    /// Builder form: passes an enclosing `Sequential` runs before this one (ignored when this
+    /// one is called directly, rule 16).
+    pub fn with_required(mut self, required: &[&str]) -> Sequential {
+        self.info.required = required.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// The passes, in order.
+    pub fn passes(&self) -> &[Arc<dyn Pass>] {
+        &self.passes
+    }
+
+    /// The sequential behind an `Arc`, for nesting.
+    pub fn shared(self) -> Arc<dyn Pass> {
+        Arc::new(self)
+    }
+}
+
+impl Drop for Sequential {
+    /// Takes nested lists apart with an explicit stack: a nested sequential this one owns alone
+    /// hands its list over before it is dropped, so dropping never recurses over nesting.
+    fn drop(&mut self) {
+        let mut stack = std::mem::take(&mut self.passes);
+        while let Some(mut pass) = stack.pop() {
+            if let Some(inner) = Arc::get_mut(&mut pass).and_then(|p| p.as_sequential_mut()) {
+                stack.append(&mut inner.passes);
+            }
+        }
+    }
+}
+
+/// A sequential from a list: `sequential("O1", vec![a.shared(), b.shared()])`.
+pub fn sequential(name: &str, passes: Vec<Arc<dyn Pass>>) -> Sequential {
+    Sequential::new(name, passes)
+}
+
+impl std::fmt::Debug for Sequential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sequential").field("info", &self.info).field("passes", &self.passes).finish()
     }
 }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use super::error::{PassError, PipelineError};
 use super::pass::Pass;
+use super::pass::{Sequential, MAX_PIPELINE_DEPTH};
 use super::registry::get_pass;
-use super::sequential::{Sequential, MAX_PIPELINE_DEPTH};
 
 /// Parses `text` into a `Sequential` named "sequential".
 pub fn parse_pipeline(text: &str) -> Result<Sequential, PassError> {

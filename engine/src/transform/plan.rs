@@ -28,9 +28,8 @@ use std::sync::Arc;
 
 use super::context::PassContext;
 use super::error::PassError;
-use super::pass::{FunctionPass, Pass, PreludeBody};
+use super::pass::{FunctionPass, Pass, PreludeBody, Sequential};
 use super::registry::get_pass;
-use super::sequential::Sequential;
 
 /// One step of a planned `Sequential`.
 #[derive(Clone, Debug)]
@@ -41,7 +40,7 @@ pub enum Stage {
     /// whose first is that pass's per-function part.
     Split(Prelude, Vec<FunctionPass>),
     /// A barrier: a module pass, a nested `Sequential`, or any other non-function pass. It is
-    /// called through [`call_pass`] with the whole module.
+    /// called through [`call_pass`](super::call_pass) with the whole module.
     Module(Arc<dyn Pass>),
 }
 
@@ -55,7 +54,7 @@ impl std::fmt::Debug for Prelude {
     }
 }
 
-/// One pass call of a pipeline run, as [`walk_calls`] and [`planned_calls`] list them.
+/// One pass call of a pipeline run, as the planner and [`planned_calls`] list them.
 #[derive(Clone, Debug)]
 pub struct PlannedCall {
     /// The pass.
@@ -102,7 +101,7 @@ pub(crate) fn walk_calls(
 }
 
 /// Every pass call a run of `seq` under `ctx` makes, in the order the instruments see them:
-/// `seq` itself first, then [`walk_calls`] flattening nested sequentials. The K-th
+/// `seq` itself first, then the calls of its list (`walk_calls`), nested sequentials flattened. The K-th
 /// `run_before_pass` of a run that no instrument vetoed and that opt-bisect did not limit is
 /// call K of this list; crash reproducers use it to name the rest of a pipeline from a failing
 /// call on. Fails when a required pass is not registered.
@@ -112,7 +111,7 @@ pub fn planned_calls(seq: &Sequential, ctx: &PassContext) -> Result<Vec<PlannedC
     Ok(calls)
 }
 
-/// Plans `seq`'s list under `ctx`: its calls ([`walk_calls`], nested sequentials not
+/// Plans `seq`'s list under `ctx`: its calls (`walk_calls`, nested sequentials not
 /// flattened) grouped into stages. Fails when a required pass is not registered.
 pub fn plan(seq: &Sequential, ctx: &PassContext) -> Result<Vec<Stage>, PassError> {
     let mut calls = Vec::new();

@@ -5,7 +5,7 @@
 //! one-line description) and adds to it with [`Statistic::add`]. Counting is off unless the
 //! context was built with [`PassContextBuilder::statistics`](super::PassContextBuilder::statistics),
 //! so passes may call `add` unconditionally; a pass that computes a counter at some cost checks
-//! [`PassContext::collects_statistics`] first.
+//! [`PassContext::collects_statistics`](super::PassContext::collects_statistics) first.
 //!
 //! Determinism: a parallel worker counts into its own context copy (the same buffer as its
 //! diagnostics) and the coordinator merges the copy's counts exactly where it merges the
@@ -15,8 +15,6 @@
 //! work it actually does in a run: functions it reuses from the last run count nothing.
 
 use std::collections::BTreeMap;
-
-use super::context::PassContext;
 
 /// A named counter of one pass, declared as a `static` in the pass's file.
 #[derive(Debug)]
@@ -34,15 +32,6 @@ impl Statistic {
     /// "calls folded", "operator calls replaced by a constant");`.
     pub const fn new(pass: &'static str, name: &'static str, desc: &'static str) -> Statistic {
         Statistic { pass, name, desc }
-    }
-
-    /// Adds `n` to this counter in `ctx` (a no-op unless `ctx` collects statistics). Adding 0
-    /// records nothing: as in LLVM, only counters that counted something are reported, so a
-    /// pass's module form and its per-function form report the same entries.
-    pub fn add(&'static self, ctx: &PassContext, n: u64) {
-        if n > 0 && ctx.collects_statistics() {
-            ctx.diagnostics().add_statistic(self, n);
-        }
     }
 }
 
@@ -94,6 +83,7 @@ impl Statistics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transform::PassContext;
 
     static A: Statistic = Statistic::new("P", "a", "");
     static B: Statistic = Statistic::new("O", "b", "");

@@ -24,9 +24,9 @@ use crate::transform::error::{InstrumentError, PassError};
 use crate::transform::info::PassInfo;
 use crate::transform::instrument::Instrument;
 use crate::transform::pass::PassKind;
+use crate::transform::pass::Sequential;
 use crate::transform::plan::planned_calls;
 use crate::transform::registry::canonical_pass_name;
-use crate::transform::sequential::Sequential;
 
 /// The first failing pass call of a run.
 #[derive(Clone, Debug)]
