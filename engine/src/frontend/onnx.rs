@@ -218,14 +218,14 @@ fn topological_order(nodes: &[NodeHeader], known: &HashMap<String, Val>) -> Resu
     let n = nodes.len();
     let mut producer: HashMap<&str, usize> = HashMap::with_capacity(n);
     for (idx, node) in nodes.iter().enumerate() {
-        for out in node.output.iter().filter(|o| !o.is_empty()) {
-            if known.contains_key(out.as_str()) {
+        for out in node.outputs().filter(|o| !o.is_empty()) {
+            if known.contains_key(out) {
                 return Err(ImportError::Node {
                     node: node_label(node, idx),
                     msg: format!("output `{out}` is also a graph input or initializer"),
                 });
             }
-            if let Some(&prev) = producer.get(out.as_str()) {
+            if let Some(&prev) = producer.get(out) {
                 return Err(ImportError::Node {
                     node: node_label(node, idx),
                     msg: format!("output `{out}` is already produced by node {}", node_label(&nodes[prev], prev)),
@@ -237,13 +237,13 @@ fn topological_order(nodes: &[NodeHeader], known: &HashMap<String, Val>) -> Resu
     let mut indegree = vec![0usize; n];
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (idx, node) in nodes.iter().enumerate() {
-        for input in node.input.iter().filter(|i| !i.is_empty()) {
-            match producer.get(input.as_str()) {
+        for input in node.inputs().filter(|i| !i.is_empty()) {
+            match producer.get(input) {
                 Some(&p) => {
                     indegree[idx] += 1;
                     users[p].push(idx);
                 }
-                None if known.contains_key(input.as_str()) => {}
+                None if known.contains_key(input) => {}
                 None => {
                     return Err(ImportError::Node {
                         node: node_label(node, idx),
@@ -343,7 +343,9 @@ fn input_type(vi: &pb::ValueInfoProto, options: &ImportOptions) -> Result<Tensor
 
 /// Decodes a node's header (the model failed to decode if it does not).
 fn node_header(bytes: &Bytes, idx: usize) -> Result<NodeHeader, ImportError> {
-    NodeHeader::decode(bytes.clone()).map_err(|e| ImportError::Decode(format!("node #{idx}: {e}")))
+    let header = NodeHeader::decode(bytes.clone()).map_err(|e| ImportError::Decode(format!("node #{idx}: {e}")))?;
+    header.check_utf8().map_err(|e| ImportError::Decode(format!("node #{idx}: invalid string: {e}")))?;
+    Ok(header)
 }
 
 /// Decodes initializer `bytes` and converts it; returns its name and constant.
@@ -426,19 +428,19 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
         let label = node_label(header, idx);
         let (attribute, packed) = node_body(&graph.node[idx], &label)?;
         let inputs: Vec<Option<Val>> =
-            header.input.iter().map(|i| if i.is_empty() { None } else { env.get(i.as_str()).cloned() }).collect();
+            header.inputs().map(|i| if i.is_empty() { None } else { env.get(i).cloned() }).collect();
         let outputs = ops::convert(&mut em, header, attribute, packed, opset, inputs)
             .map_err(|msg| ImportError::Node { node: label.clone(), msg })?;
-        for (name, val) in header.output.iter().zip(outputs) {
+        for (name, val) in header.outputs().zip(outputs) {
             if let (false, Some(val)) = (name.is_empty(), val) {
-                env.insert(name.clone(), val);
+                env.insert(name.to_string(), val);
             }
         }
         // An output the converter did not produce is one passel cannot compute (e.g. a
         // training-mode statistic); using it is an error at its use.
-        for name in header.output.iter().filter(|o| !o.is_empty()) {
-            if !env.contains_key(name.as_str()) {
-                if let Some(user) = headers.iter().position(|n| n.input.contains(name)) {
+        for name in header.outputs().filter(|o| !o.is_empty()) {
+            if !env.contains_key(name) {
+                if let Some(user) = headers.iter().position(|n| n.inputs().any(|i| i == name)) {
                     return Err(ImportError::Node {
                         node: label,
                         msg: format!(
@@ -517,6 +519,8 @@ mod tests {
         input: Vec<String>,
         #[prost(string, repeated, tag = "2")]
         output: Vec<String>,
+        #[prost(bytes = "vec", optional, tag = "3")]
+        name: Option<Vec<u8>>,
         #[prost(string, optional, tag = "4")]
         op_type: Option<String>,
         #[prost(message, repeated, tag = "5")]
@@ -571,11 +575,17 @@ mod tests {
 
     /// `y = x + w + b`, `w` a Constant node and `b` an initializer, both `float_data`.
     fn model(packed: bool) -> Bytes {
+        model_with_name(packed, None)
+    }
+
+    /// [`model`] with the last node named `name`.
+    fn model_with_name(packed: bool, name: Option<Vec<u8>>) -> Bytes {
         let w: Vec<f32> = (0..N).map(|i| i as f32 * 0.5).collect();
         let b: Vec<f32> = (0..N).map(|i| 100.0 - i as f32).collect();
         let node = |op: &str, input: &[&str], output: &str, attribute: Vec<Attr>| Node {
             input: input.iter().map(|s| s.to_string()).collect(),
             output: vec![output.into()],
+            name: None,
             op_type: Some(op.into()),
             attribute,
         };
@@ -584,12 +594,10 @@ mod tests {
             t: Some(tensor("", w, packed)),
             r#type: Some(pb::attribute_proto::AttributeType::Tensor as i32),
         };
+        let mut last = node("Add", &["s", "b"], "y", vec![]);
+        last.name = name;
         let graph = Graph {
-            node: vec![
-                node("Constant", &[], "w", vec![value]),
-                node("Add", &["x", "w"], "s", vec![]),
-                node("Add", &["s", "b"], "y", vec![]),
-            ],
+            node: vec![node("Constant", &[], "w", vec![value]), node("Add", &["x", "w"], "s", vec![]), last],
             initializer: vec![tensor("b", b, packed)],
             input: vec![value_info("x")],
             output: vec![value_info("y")],
@@ -625,5 +633,17 @@ mod tests {
         let b: Vec<f64> = (0..N).map(|i| 100.0 - i as f64).collect();
         assert_eq!(constants(&mp, &packed), vec![(true, w.clone()), (true, b.clone())]);
         assert_eq!(constants(&mu, &unpacked), vec![(false, w), (false, b)]);
+    }
+
+    #[test]
+    fn a_node_name_that_is_not_utf8_is_a_decode_error() {
+        let ok = import_onnx_bytes(model_with_name(true, Some(b"add_1".to_vec())), &ImportOptions::default());
+        assert!(ok.is_ok(), "{ok:?}");
+        match import_onnx_bytes(model_with_name(true, Some(vec![b'a', 0xff, 0xfe])), &ImportOptions::default()) {
+            Err(ImportError::Decode(msg)) => {
+                assert!(msg.contains("node #2") && msg.contains("invalid string"), "{msg}")
+            }
+            other => panic!("expected a decode error, got {other:?}"),
+        }
     }
 }

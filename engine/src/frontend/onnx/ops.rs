@@ -112,7 +112,7 @@ pub(super) fn convert(
     opset: i64,
     inputs: Vec<Option<Val>>,
 ) -> R<Vec<Option<Val>>> {
-    let name = node.output.first().cloned().unwrap_or_default();
+    let name = node.outputs().next().unwrap_or_default().to_string();
     let mut packed = packed.map(|p| p.attribute).filter(|p| p.len() == attribute.len()).map(Vec::into_iter);
     let tensors = attribute
         .iter_mut()

@@ -53,24 +53,66 @@ pub(crate) mod shallow {
     }
 
     /// The fields of a `NodeProto` that ordering and checking the graph need (not its
-    /// attributes).
+    /// attributes). The strings are slices of the model's buffer (no allocation per name),
+    /// checked to be UTF-8 by [`NodeHeader::check_utf8`] after decoding; the accessors read
+    /// them as `&str`.
     #[derive(Clone, PartialEq, prost::Message)]
     pub(crate) struct NodeHeader {
         /// `input`.
-        #[prost(string, repeated, tag = "1")]
-        pub input: Vec<String>,
+        #[prost(bytes = "bytes", repeated, tag = "1")]
+        pub input: Vec<Bytes>,
         /// `output`.
-        #[prost(string, repeated, tag = "2")]
-        pub output: Vec<String>,
+        #[prost(bytes = "bytes", repeated, tag = "2")]
+        pub output: Vec<Bytes>,
         /// `name`.
-        #[prost(string, optional, tag = "3")]
-        pub name: Option<String>,
+        #[prost(bytes = "bytes", tag = "3")]
+        pub name: Bytes,
         /// `op_type`.
-        #[prost(string, optional, tag = "4")]
-        pub op_type: Option<String>,
+        #[prost(bytes = "bytes", tag = "4")]
+        pub op_type: Bytes,
         /// `domain`.
-        #[prost(string, optional, tag = "7")]
-        pub domain: Option<String>,
+        #[prost(bytes = "bytes", tag = "7")]
+        pub domain: Bytes,
+    }
+
+    /// `b` as text; empty if it is not UTF-8 (never after [`NodeHeader::check_utf8`]).
+    fn text(b: &Bytes) -> &str {
+        std::str::from_utf8(b).unwrap_or_default()
+    }
+
+    impl NodeHeader {
+        /// Errors if a string field is not UTF-8 (protobuf strings must be).
+        pub(crate) fn check_utf8(&self) -> Result<(), std::str::Utf8Error> {
+            for b in self.input.iter().chain(&self.output).chain([&self.name, &self.op_type, &self.domain]) {
+                std::str::from_utf8(b)?;
+            }
+            Ok(())
+        }
+
+        /// `input`, in order (`""` for an omitted optional input).
+        pub(crate) fn inputs(&self) -> impl Iterator<Item = &str> {
+            self.input.iter().map(text)
+        }
+
+        /// `output`, in order (`""` for an omitted optional output).
+        pub(crate) fn outputs(&self) -> impl Iterator<Item = &str> {
+            self.output.iter().map(text)
+        }
+
+        /// `name`.
+        pub(crate) fn name(&self) -> &str {
+            text(&self.name)
+        }
+
+        /// `op_type`.
+        pub(crate) fn op_type(&self) -> &str {
+            text(&self.op_type)
+        }
+
+        /// `domain`.
+        pub(crate) fn domain(&self) -> &str {
+            text(&self.domain)
+        }
     }
 
     /// A `NodeProto`'s attributes (the rest of it is in [`NodeHeader`]).
