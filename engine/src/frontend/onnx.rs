@@ -2,8 +2,12 @@
 //! with one `@main` function.
 //!
 //! What it does, in phases:
-//! 1. decode the protobuf from a shared byte buffer ([`bytes::Bytes`]); initializer
-//!    `raw_data` stays a slice of that buffer (the file mapping, when the caller maps the file),
+//! 1. decode the protobuf from a shared byte buffer ([`bytes::Bytes`]) shallowly
+//!    (`proto::shallow`): each node and initializer stays an encoded slice of that buffer, and
+//!    only the node headers (inputs, outputs, name, op type, domain; strings as slices too) are
+//!    decoded up front. A node's attributes and an initializer are decoded when converted and
+//!    dropped right after, so the decoded protobuf never exists whole. `raw_data` and packed
+//!    `float_data` stay slices of the buffer (the file mapping, when the caller maps the file),
 //!    becoming [`Constant::Raw`](crate::ir::Constant::Raw) weights that are copied only when
 //!    something reads their values;
 //! 2. check the whole graph before converting anything: every operator type is supported
