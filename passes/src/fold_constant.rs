@@ -112,7 +112,15 @@ pub fn fold_constant_within(func: &Arc<Function>, max_bytes: u64) -> (Arc<Functi
         return (Arc::clone(func), false);
     }
     let mut budget = Budget { left: max_bytes, hit: false };
-    match SCRATCH.with(|s| patch(func, &mut s.borrow_mut(), &mut budget)) {
+    let patched = SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        let patched = patch(func, &mut s, &mut budget);
+        // The folded constants now belong to the output (or to nobody): the thread keeps its
+        // buffers, not the constants, which would otherwise stay alive until its next fold.
+        s.folds.clear();
+        patched
+    });
+    match patched {
         Patch::Same => return (Arc::clone(func), budget.hit),
         Patch::Done(new) => return (new, budget.hit),
         Patch::Fallback => {}
@@ -181,6 +189,7 @@ struct Scratch {
     cst: Vec<NodeId>,
     /// Variables bound to a value that follows them in the arena.
     late: Vec<NodeId>,
+    /// Calls folded so far, with their values; emptied after every function.
     folds: Vec<(NodeId, Arc<Constant>)>,
     /// Variable → the node its uses take (`NONE`: kept).
     forward: Vec<NodeId>,
@@ -603,6 +612,33 @@ mod tests {
         let expected = e.finish(&[x], body, Some(ty2()), Attrs::new());
         assert!(structural_eq(&out, &expected));
         assert!(Arc::ptr_eq(&fold_constant(&out), &out));
+    }
+
+    #[test]
+    fn folded_constants_are_owned_by_the_output_only() {
+        // Regression: the thread's scratch kept the folded values until its next fold, so a
+        // model's folded weights stayed alive after the pipeline's output was dropped.
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(ty2()));
+        let c1 = b.constant(f32s(&[2], &[1.0, 2.0]));
+        let c2 = b.constant(f32s(&[2], &[10.0, 20.0]));
+        let s = b.call(add(), &[c1, c2], Attrs::new());
+        let body = b.call(add(), &[x, s], Attrs::new());
+        let func = Arc::new(b.finish(&[x], body, Some(ty2()), Attrs::new()));
+        let out = fold_constant(&func);
+        let folded = f32s(&[2], &[11.0, 22.0]);
+        let live = out.live_mask();
+        let held: Vec<usize> = out
+            .node_ids()
+            .filter(|id| live[id.index()])
+            .filter_map(|id| match out.kind(id) {
+                ExprKind::Const { idx } if **out.constant(*idx) == folded => {
+                    Some(Arc::strong_count(out.constant(*idx)))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(held, vec![1]);
     }
 
     #[test]

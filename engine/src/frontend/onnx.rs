@@ -2,8 +2,12 @@
 //! with one `@main` function.
 //!
 //! What it does, in phases:
-//! 1. decode the protobuf from a shared byte buffer ([`bytes::Bytes`]); initializer
-//!    `raw_data` stays a slice of that buffer (the file mapping, when the caller maps the file),
+//! 1. decode the protobuf from a shared byte buffer ([`bytes::Bytes`]) shallowly
+//!    (`proto::shallow`): each node and initializer stays an encoded slice of that buffer, and
+//!    only the node headers (inputs, outputs, name, op type, domain; strings as slices too) are
+//!    decoded up front. A node's attributes and an initializer are decoded when converted and
+//!    dropped right after, so the decoded protobuf never exists whole. `raw_data` and packed
+//!    `float_data` stay slices of the buffer (the file mapping, when the caller maps the file),
 //!    becoming [`Constant::Raw`](crate::ir::Constant::Raw) weights that are copied only when
 //!    something reads their values;
 //! 2. check the whole graph before converting anything: every operator type is supported
@@ -34,19 +38,21 @@ mod ops;
 mod proto;
 mod tensor;
 
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use prost::Message;
 
-use crate::ir::{Module, TensorType};
+use crate::ir::{Constant, Module, TensorType};
+use tensor::DENSE_BELOW;
 
 pub use ops::SUPPORTED_OPS;
 
 use emit::{Emitter, Val};
 use proto::onnx as pb;
+use proto::shallow::{self, NodeBody, NodeHeader, NodeTensors, PackedFloats};
 
 /// Resolves the `location` of an external-data tensor to its bytes. The harness implements it
 /// by mapping files relative to the model's folder and refusing locations that leave it.
@@ -150,14 +156,13 @@ fn list_unsupported(ops: &[UnsupportedOp]) -> String {
 /// Imports an ONNX model from its bytes. `bytes` is shared, not copied: initializers in
 /// `raw_data` become constants that point into it.
 pub fn import_onnx_bytes(bytes: Bytes, options: &ImportOptions) -> Result<Module, ImportError> {
-    let model = pb::ModelProto::decode(bytes).map_err(|e| ImportError::Decode(e.to_string()))?;
-    import_model(&model, options)
+    let model = shallow::Model::decode(bytes).map_err(|e| ImportError::Decode(e.to_string()))?;
+    import_model(model, options)
 }
 
-/// The default-domain opset of `model`.
-fn default_opset(model: &pb::ModelProto) -> Result<i64, ImportError> {
-    let version = model
-        .opset_import
+/// The default-domain opset of a model importing `opsets`.
+fn default_opset(opsets: &[pb::OperatorSetIdProto]) -> Result<i64, ImportError> {
+    let version = opsets
         .iter()
         .filter(|o| matches!(o.domain(), "" | "ai.onnx"))
         .map(|o| o.version())
@@ -170,14 +175,14 @@ fn default_opset(model: &pb::ModelProto) -> Result<i64, ImportError> {
 }
 
 /// The label of node `idx` in diagnostics: its name, or `Op #idx` when unnamed.
-fn node_label(node: &pb::NodeProto, idx: usize) -> String {
+fn node_label(node: &NodeHeader, idx: usize) -> String {
     match node.name() {
         "" => format!("{} #{idx}", node.op_type()),
         name => format!("`{name}` ({})", node.op_type()),
     }
 }
 
-fn qualified_op(node: &pb::NodeProto) -> String {
+fn qualified_op(node: &NodeHeader) -> String {
     match node.domain() {
         "" | "ai.onnx" => node.op_type().to_string(),
         d => format!("{d}::{}", node.op_type()),
@@ -185,9 +190,9 @@ fn qualified_op(node: &pb::NodeProto) -> String {
 }
 
 /// Phase 2a: one error listing every unsupported operator type.
-fn check_supported(graph: &pb::GraphProto) -> Result<(), ImportError> {
+fn check_supported(nodes: &[NodeHeader]) -> Result<(), ImportError> {
     let mut unsupported: Vec<UnsupportedOp> = Vec::new();
-    for (idx, node) in graph.node.iter().enumerate() {
+    for (idx, node) in nodes.iter().enumerate() {
         let op = qualified_op(node);
         if SUPPORTED_OPS.contains(&op.as_str()) {
             continue;
@@ -213,21 +218,21 @@ fn check_supported(graph: &pb::GraphProto) -> Result<(), ImportError> {
 
 /// Phase 2b: a topological order of the nodes (lowest index first among ready nodes, so a
 /// sorted graph keeps its order). Names must be defined once and every input must resolve.
-fn topological_order(graph: &pb::GraphProto, known: &HashMap<&str, ()>) -> Result<Vec<usize>, ImportError> {
-    let n = graph.node.len();
+fn topological_order(nodes: &[NodeHeader], known: &HashMap<String, Val>) -> Result<Vec<usize>, ImportError> {
+    let n = nodes.len();
     let mut producer: HashMap<&str, usize> = HashMap::with_capacity(n);
-    for (idx, node) in graph.node.iter().enumerate() {
-        for out in node.output.iter().filter(|o| !o.is_empty()) {
-            if known.contains_key(out.as_str()) {
+    for (idx, node) in nodes.iter().enumerate() {
+        for out in node.outputs().filter(|o| !o.is_empty()) {
+            if known.contains_key(out) {
                 return Err(ImportError::Node {
                     node: node_label(node, idx),
                     msg: format!("output `{out}` is also a graph input or initializer"),
                 });
             }
-            if let Some(&prev) = producer.get(out.as_str()) {
+            if let Some(&prev) = producer.get(out) {
                 return Err(ImportError::Node {
                     node: node_label(node, idx),
-                    msg: format!("output `{out}` is already produced by node {}", node_label(&graph.node[prev], prev)),
+                    msg: format!("output `{out}` is already produced by node {}", node_label(&nodes[prev], prev)),
                 });
             }
             producer.insert(out, idx);
@@ -235,14 +240,14 @@ fn topological_order(graph: &pb::GraphProto, known: &HashMap<&str, ()>) -> Resul
     }
     let mut indegree = vec![0usize; n];
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (idx, node) in graph.node.iter().enumerate() {
-        for input in node.input.iter().filter(|i| !i.is_empty()) {
-            match producer.get(input.as_str()) {
+    for (idx, node) in nodes.iter().enumerate() {
+        for input in node.inputs().filter(|i| !i.is_empty()) {
+            match producer.get(input) {
                 Some(&p) => {
                     indegree[idx] += 1;
                     users[p].push(idx);
                 }
-                None if known.contains_key(input.as_str()) => {}
+                None if known.contains_key(input) => {}
                 None => {
                     return Err(ImportError::Node {
                         node: node_label(node, idx),
@@ -267,7 +272,7 @@ fn topological_order(graph: &pb::GraphProto, known: &HashMap<&str, ()>) -> Resul
     if order.len() < n {
         let stuck = (0..n).find(|&i| indegree[i] > 0).unwrap_or(0);
         return Err(ImportError::Node {
-            node: node_label(&graph.node[stuck], stuck),
+            node: node_label(&nodes[stuck], stuck),
             msg: "is part of a cycle (its inputs depend on its own outputs)".into(),
         });
     }
@@ -340,25 +345,53 @@ fn input_type(vi: &pb::ValueInfoProto, options: &ImportOptions) -> Result<Tensor
     Ok(ty)
 }
 
-fn import_model(model: &pb::ModelProto, options: &ImportOptions) -> Result<Module, ImportError> {
-    let opset = default_opset(model)?;
-    let graph = model.graph.as_ref().ok_or_else(|| ImportError::Model("the model has no graph".into()))?;
-    check_supported(graph)?;
+/// Decodes a node's header (the model failed to decode if it does not).
+fn node_header(bytes: &Bytes, idx: usize) -> Result<NodeHeader, ImportError> {
+    let header = NodeHeader::decode(bytes.clone()).map_err(|e| ImportError::Decode(format!("node #{idx}: {e}")))?;
+    header.check_utf8().map_err(|e| ImportError::Decode(format!("node #{idx}: invalid string: {e}")))?;
+    Ok(header)
+}
+
+/// Decodes initializer `bytes` and converts it; returns its name and constant.
+fn initializer(bytes: Bytes, options: &ImportOptions) -> Result<(String, Constant), ImportError> {
+    let mut init =
+        pb::TensorProto::decode(bytes.clone()).map_err(|e| ImportError::Decode(format!("initializer: {e}")))?;
+    let name = std::mem::take(&mut init.name).unwrap_or_default();
+    if name.is_empty() {
+        return Err(ImportError::Graph("an initializer has no name".into()));
+    }
+    let packed = if (init.float_data.len() as u64) < DENSE_BELOW { None } else { PackedFloats::decode(bytes).ok() };
+    let c = tensor::constant(init, packed, options.external_data.as_deref())
+        .map_err(|msg| ImportError::Tensor { name: name.clone(), msg })?;
+    Ok((name, c))
+}
+
+/// Decodes the attributes of node `bytes`, with their tensors' packed `float_data` when one
+/// has any.
+fn node_body(bytes: &Bytes, label: &str) -> Result<(Vec<pb::AttributeProto>, Option<NodeTensors>), ImportError> {
+    let body = NodeBody::decode(bytes.clone()).map_err(|e| ImportError::Decode(format!("node {label}: {e}")))?;
+    // Smaller tensors become dense constants anyway.
+    let floats = body.attribute.iter().any(|a| a.t.as_ref().is_some_and(|t| t.float_data.len() as u64 >= DENSE_BELOW));
+    let packed = if floats { NodeTensors::decode(bytes.clone()).ok() } else { None };
+    Ok((body.attribute, packed))
+}
+
+fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module, ImportError> {
+    let opset = default_opset(&model.opset_import)?;
+    let graph = model.graph.ok_or_else(|| ImportError::Model("the model has no graph".into()))?;
+    // Nodes stay encoded: only their headers are decoded for the checks and the order, and
+    // each node in full when it is converted.
+    let headers = graph.node.iter().enumerate().map(|(idx, b)| node_header(b, idx)).collect::<Result<Vec<_>, _>>()?;
+    check_supported(&headers)?;
 
     let mut em = Emitter::new(options.fold_limit);
     let mut env: HashMap<String, Val> = HashMap::new();
-    let mut known: HashMap<&str, ()> = HashMap::new();
-    for init in &graph.initializer {
-        let name = init.name();
-        if name.is_empty() {
-            return Err(ImportError::Graph("an initializer has no name".into()));
+    for bytes in graph.initializer {
+        let (name, c) = initializer(bytes, options)?;
+        if env.contains_key(&name) {
+            return Err(ImportError::Tensor { name, msg: "is defined twice".into() });
         }
-        if known.insert(name, ()).is_some() {
-            return Err(ImportError::Tensor { name: name.into(), msg: "is defined twice".into() });
-        }
-        let c = tensor::constant(init, options.external_data.as_deref())
-            .map_err(|msg| ImportError::Tensor { name: name.into(), msg })?;
-        env.insert(name.to_string(), Val::Const(Arc::new(c)));
+        env.insert(name, Val::Const(Arc::new(c)));
     }
     if !graph.sparse_initializer.is_empty() {
         return Err(ImportError::Graph("sparse initializers are not supported".into()));
@@ -373,8 +406,12 @@ fn import_model(model: &pb::ModelProto, options: &ImportOptions) -> Result<Modul
         }
     }
     let mut params = Vec::new();
+    let mut declared = HashSet::new();
     for vi in &graph.input {
         let name = vi.name();
+        if !declared.insert(name) {
+            return Err(ImportError::Input { input: name.into(), msg: "is declared twice".into() });
+        }
         // An initializer listed as an input (IR version < 4 style) is a constant.
         if env.contains_key(name) {
             continue;
@@ -382,38 +419,37 @@ fn import_model(model: &pb::ModelProto, options: &ImportOptions) -> Result<Modul
         if name.is_empty() {
             return Err(ImportError::Graph("a graph input has no name".into()));
         }
-        if known.insert(name, ()).is_some() {
-            return Err(ImportError::Input { input: name.into(), msg: "is declared twice".into() });
-        }
         let ty = input_type(vi, options)?;
         let var = em.param(name, ty.clone());
         params.push(var);
         env.insert(name.to_string(), Val::Node { id: var, ty });
     }
 
-    let order = topological_order(graph, &known)?;
+    // The graph inputs and initializers are the names defined before any node.
+    let order = topological_order(&headers, &env)?;
     for idx in order {
-        let node = &graph.node[idx];
-        let label = node_label(node, idx);
+        let header = &headers[idx];
+        let label = node_label(header, idx);
+        let (attribute, packed) = node_body(&graph.node[idx], &label)?;
         let inputs: Vec<Option<Val>> =
-            node.input.iter().map(|i| if i.is_empty() { None } else { env.get(i.as_str()).cloned() }).collect();
-        let outputs = ops::convert(&mut em, node, &label, opset, inputs)
+            header.inputs().map(|i| if i.is_empty() { None } else { env.get(i).cloned() }).collect();
+        let outputs = ops::convert(&mut em, header, attribute, packed, opset, inputs)
             .map_err(|msg| ImportError::Node { node: label.clone(), msg })?;
-        for (name, val) in node.output.iter().zip(outputs) {
+        for (name, val) in header.outputs().zip(outputs) {
             if let (false, Some(val)) = (name.is_empty(), val) {
-                env.insert(name.clone(), val);
+                env.insert(name.to_string(), val);
             }
         }
         // An output the converter did not produce is one passel cannot compute (e.g. a
         // training-mode statistic); using it is an error at its use.
-        for name in node.output.iter().filter(|o| !o.is_empty()) {
-            if !env.contains_key(name.as_str()) {
-                if let Some(user) = graph.node.iter().position(|n| n.input.contains(name)) {
+        for name in header.outputs().filter(|o| !o.is_empty()) {
+            if !env.contains_key(name) {
+                if let Some(user) = headers.iter().position(|n| n.inputs().any(|i| i == name)) {
                     return Err(ImportError::Node {
                         node: label,
                         msg: format!(
                             "output `{name}` (used by node {}) is not computed by the importer",
-                            node_label(&graph.node[user], user)
+                            node_label(&headers[user], user)
                         ),
                     });
                 }
@@ -442,4 +478,176 @@ fn import_model(model: &pb::ModelProto, options: &ImportOptions) -> Result<Modul
     let mut module = Module::new();
     module.add("main", func).map_err(|e| ImportError::Graph(e.to_string()))?;
     Ok(module)
+}
+
+#[cfg(test)]
+mod tests {
+    //! `float_data` weights: packed runs stay in the model's buffer, unpacked ones decode to
+    //! dense tensors, and both import to the same module.
+
+    use prost::Message;
+
+    use super::*;
+    use crate::ir::print_module;
+
+    const N: usize = 72;
+
+    /// A `TensorProto` whose `float_data` is written unpacked (one tag per element), which
+    /// the generated type never writes.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct UnpackedTensor {
+        #[prost(int64, repeated, packed = "false", tag = "1")]
+        dims: Vec<i64>,
+        #[prost(int32, optional, tag = "2")]
+        data_type: Option<i32>,
+        #[prost(float, repeated, packed = "false", tag = "4")]
+        float_data: Vec<f32>,
+        #[prost(string, optional, tag = "8")]
+        name: Option<String>,
+    }
+
+    /// `AttributeProto` with its tensor already encoded.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Attr {
+        #[prost(string, optional, tag = "1")]
+        name: Option<String>,
+        #[prost(bytes = "vec", optional, tag = "5")]
+        t: Option<Vec<u8>>,
+        #[prost(int32, optional, tag = "20")]
+        r#type: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Node {
+        #[prost(string, repeated, tag = "1")]
+        input: Vec<String>,
+        #[prost(string, repeated, tag = "2")]
+        output: Vec<String>,
+        #[prost(bytes = "vec", optional, tag = "3")]
+        name: Option<Vec<u8>>,
+        #[prost(string, optional, tag = "4")]
+        op_type: Option<String>,
+        #[prost(message, repeated, tag = "5")]
+        attribute: Vec<Attr>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Graph {
+        #[prost(message, repeated, tag = "1")]
+        node: Vec<Node>,
+        #[prost(bytes = "vec", repeated, tag = "5")]
+        initializer: Vec<Vec<u8>>,
+        #[prost(message, repeated, tag = "11")]
+        input: Vec<pb::ValueInfoProto>,
+        #[prost(message, repeated, tag = "12")]
+        output: Vec<pb::ValueInfoProto>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Model {
+        #[prost(message, repeated, tag = "8")]
+        opset_import: Vec<pb::OperatorSetIdProto>,
+        #[prost(message, optional, tag = "7")]
+        graph: Option<Graph>,
+    }
+
+    fn tensor(name: &str, values: Vec<f32>, packed: bool) -> Vec<u8> {
+        let (dims, data_type, name) =
+            (vec![values.len() as i64], Some(pb::tensor_proto::DataType::Float as i32), Some(name.into()));
+        if packed {
+            pb::TensorProto { dims, data_type, float_data: values, name, ..Default::default() }.encode_to_vec()
+        } else {
+            UnpackedTensor { dims, data_type, float_data: values, name }.encode_to_vec()
+        }
+    }
+
+    fn value_info(name: &str) -> pb::ValueInfoProto {
+        use pb::tensor_shape_proto::{dimension::Value as D, Dimension};
+        let shape =
+            pb::TensorShapeProto { dim: vec![Dimension { value: Some(D::DimValue(N as i64)), ..Default::default() }] };
+        let tensor =
+            pb::type_proto::Tensor { elem_type: Some(pb::tensor_proto::DataType::Float as i32), shape: Some(shape) };
+        pb::ValueInfoProto {
+            name: Some(name.into()),
+            r#type: Some(pb::TypeProto {
+                value: Some(pb::type_proto::Value::TensorType(tensor)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// `y = x + w + b`, `w` a Constant node and `b` an initializer, both `float_data`.
+    fn model(packed: bool) -> Bytes {
+        model_with_name(packed, None)
+    }
+
+    /// [`model`] with the last node named `name`.
+    fn model_with_name(packed: bool, name: Option<Vec<u8>>) -> Bytes {
+        let w: Vec<f32> = (0..N).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..N).map(|i| 100.0 - i as f32).collect();
+        let node = |op: &str, input: &[&str], output: &str, attribute: Vec<Attr>| Node {
+            input: input.iter().map(|s| s.to_string()).collect(),
+            output: vec![output.into()],
+            name: None,
+            op_type: Some(op.into()),
+            attribute,
+        };
+        let value = Attr {
+            name: Some("value".into()),
+            t: Some(tensor("", w, packed)),
+            r#type: Some(pb::attribute_proto::AttributeType::Tensor as i32),
+        };
+        let mut last = node("Add", &["s", "b"], "y", vec![]);
+        last.name = name;
+        let graph = Graph {
+            node: vec![node("Constant", &[], "w", vec![value]), node("Add", &["x", "w"], "s", vec![]), last],
+            initializer: vec![tensor("b", b, packed)],
+            input: vec![value_info("x")],
+            output: vec![value_info("y")],
+        };
+        let opset = pb::OperatorSetIdProto { domain: Some(String::new()), version: Some(17) };
+        Bytes::from(Model { opset_import: vec![opset], graph: Some(graph) }.encode_to_vec())
+    }
+
+    /// The module's constants as (raw and inside `buffer`, values).
+    fn constants(m: &Module, buffer: &Bytes) -> Vec<(bool, Vec<f64>)> {
+        let range = buffer.as_ptr() as usize..buffer.as_ptr() as usize + buffer.len();
+        let f = m.get("main").expect("@main");
+        let mut out = Vec::new();
+        for id in f.node_ids() {
+            if let crate::ir::ExprKind::Const { idx } = f.kind(id) {
+                let c = f.constant(*idx);
+                let raw = matches!(&**c, Constant::Raw { data, .. } if range.contains(&(data.as_ptr() as usize)));
+                out.push((raw, c.materialize().expect("materializes").to_f64s()));
+            }
+        }
+        out.sort_by(|a, b| a.1[0].total_cmp(&b.1[0]));
+        out
+    }
+
+    #[test]
+    fn packed_float_data_stays_in_the_buffer_and_unpacked_decodes_alike() {
+        let (packed, unpacked) = (model(true), model(false));
+        assert_ne!(packed.len(), unpacked.len(), "the two encodings differ");
+        let mp = import_onnx_bytes(packed.clone(), &ImportOptions::default()).expect("packed imports");
+        let mu = import_onnx_bytes(unpacked.clone(), &ImportOptions::default()).expect("unpacked imports");
+        assert_eq!(print_module(&mp), print_module(&mu));
+        let w: Vec<f64> = (0..N).map(|i| i as f64 * 0.5).collect();
+        let b: Vec<f64> = (0..N).map(|i| 100.0 - i as f64).collect();
+        assert_eq!(constants(&mp, &packed), vec![(true, w.clone()), (true, b.clone())]);
+        assert_eq!(constants(&mu, &unpacked), vec![(false, w), (false, b)]);
+    }
+
+    #[test]
+    fn a_node_name_that_is_not_utf8_is_a_decode_error() {
+        let ok = import_onnx_bytes(model_with_name(true, Some(b"add_1".to_vec())), &ImportOptions::default());
+        assert!(ok.is_ok(), "{ok:?}");
+        match import_onnx_bytes(model_with_name(true, Some(vec![b'a', 0xff, 0xfe])), &ImportOptions::default()) {
+            Err(ImportError::Decode(msg)) => {
+                assert!(msg.contains("node #2") && msg.contains("invalid string"), "{msg}")
+            }
+            other => panic!("expected a decode error, got {other:?}"),
+        }
+    }
 }

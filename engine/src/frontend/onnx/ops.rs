@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::emit::{Emitter, Val};
 use super::proto::onnx as pb;
+use super::proto::shallow::{NodeHeader, NodeTensors, PackedFloats};
 use super::tensor::{self, tensor_i64s};
 use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 
@@ -87,7 +88,11 @@ type R<T> = Result<T, String>;
 /// One node being converted.
 struct Cx<'a> {
     em: &'a mut Emitter,
-    node: &'a pb::NodeProto,
+    node: &'a NodeHeader,
+    attribute: Vec<pb::AttributeProto>,
+    /// The attributes' tensors, taken out of `attribute` (so a Constant's weights move into its
+    /// constant), each with its packed `float_data` when that view decoded.
+    tensors: Vec<Option<(pb::TensorProto, Option<PackedFloats>)>>,
     opset: i64,
     inputs: Vec<Option<Val>>,
     read: Vec<bool>,
@@ -95,20 +100,32 @@ struct Cx<'a> {
     name: String,
 }
 
-/// Converts `node` and returns its outputs in order (`None` for outputs passel does not
-/// compute, such as training statistics). Errors are messages about this node.
+/// Converts the node of header `node` and attributes `attribute` (its body, [`NodeBody`])
+/// and returns its outputs in order (`None` for outputs passel does not compute, such as
+/// training statistics). `packed` is the node's attributes seen for packed `float_data`
+/// ([`NodeTensors`]), when that view decoded. Errors are messages about this node.
 pub(super) fn convert(
     em: &mut Emitter,
-    node: &pb::NodeProto,
-    _label: &str,
+    node: &NodeHeader,
+    mut attribute: Vec<pb::AttributeProto>,
+    packed: Option<NodeTensors>,
     opset: i64,
     inputs: Vec<Option<Val>>,
 ) -> R<Vec<Option<Val>>> {
-    let name = node.output.first().cloned().unwrap_or_default();
-    let mut cx = Cx { em, node, opset, inputs, read: vec![false; node.attribute.len()], name };
+    let name = node.outputs().next().unwrap_or_default().to_string();
+    let mut packed = packed.map(|p| p.attribute).filter(|p| p.len() == attribute.len()).map(Vec::into_iter);
+    let tensors = attribute
+        .iter_mut()
+        .map(|a| {
+            let p = packed.as_mut().and_then(Iterator::next).and_then(|p| p.t);
+            a.t.take().map(|t| (t, p))
+        })
+        .collect();
+    let read = vec![false; attribute.len()];
+    let mut cx = Cx { em, node, attribute, tensors, opset, inputs, read, name };
     let outs = convert_op(&mut cx)?;
     if let Some(i) = cx.read.iter().position(|r| !r) {
-        return Err(format!("attribute `{}` is not handled by the importer", node.attribute[i].name()));
+        return Err(format!("attribute `{}` is not handled by the importer", cx.attribute[i].name()));
     }
     let mut outs: Vec<Option<Val>> = outs;
     outs.resize(node.output.len(), None);
@@ -140,10 +157,16 @@ fn ints_i(v: &[i64]) -> AttrValue {
 impl<'a> Cx<'a> {
     // ---- attributes -------------------------------------------------------------------
 
-    fn attr(&mut self, key: &str) -> Option<&'a pb::AttributeProto> {
-        let i = self.node.attribute.iter().position(|a| a.name() == key)?;
+    fn attr(&mut self, key: &str) -> Option<&pb::AttributeProto> {
+        let i = self.attr_index(key)?;
+        Some(&self.attribute[i])
+    }
+
+    /// The index of attribute `key`, marked as read.
+    fn attr_index(&mut self, key: &str) -> Option<usize> {
+        let i = self.attribute.iter().position(|a| a.name() == key)?;
         self.read[i] = true;
-        Some(&self.node.attribute[i])
+        Some(i)
     }
 
     fn kind_err(key: &str, want: &str) -> String {
@@ -206,15 +229,18 @@ impl<'a> Cx<'a> {
         }
     }
 
+    /// Tensor attribute `key`, taken: reading it twice gives `None` the second time.
     fn tensor_attr(&mut self, key: &str) -> R<Option<Constant>> {
         use pb::attribute_proto::AttributeType as T;
-        match self.attr(key) {
-            None => Ok(None),
-            Some(a) if matches!(a.r#type(), T::Tensor | T::Undefined) && a.t.is_some() => match &a.t {
-                Some(t) => tensor::constant(t, None).map(Some).map_err(|e| format!("attribute `{key}`: {e}")),
-                None => Ok(None),
-            },
-            Some(_) => Err(Self::kind_err(key, "a tensor")),
+        let Some(i) = self.attr_index(key) else { return Ok(None) };
+        if !matches!(self.attribute[i].r#type(), T::Tensor | T::Undefined) {
+            return Err(Self::kind_err(key, "a tensor"));
+        }
+        match self.tensors.get_mut(i).and_then(Option::take) {
+            Some((t, packed)) => {
+                tensor::constant(t, packed, None).map(Some).map_err(|e| format!("attribute `{key}`: {e}"))
+            }
+            None => Err(Self::kind_err(key, "a tensor")),
         }
     }
 

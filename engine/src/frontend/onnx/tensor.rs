@@ -1,15 +1,19 @@
 //! ONNX `TensorProto`s and element types to passel constants and dtypes.
 //!
-//! `raw_data` and external data become [`Constant::Raw`] slices of the shared buffer (no copy);
-//! tensors of at most [`DENSE_BELOW`] elements and the typed repeated fields (`float_data`,
-//! `int64_data`, …) become dense tensors, so that small values such as shape vectors and
-//! scalars look to the passes exactly like constants written in text.
+//! `raw_data`, external data and `float_data` written packed in one run (the little-endian
+//! `f32`s, byte for byte what `raw_data` holds) become [`Constant::Raw`] slices of the shared
+//! buffer (no copy); tensors of fewer than [`DENSE_BELOW`] elements and the other typed
+//! repeated fields (`int64_data`, unpacked `float_data`, …) become dense tensors, so that small
+//! values such as shape vectors and scalars look to the passes exactly like constants written
+//! in text. The decoded tensor is taken by value, so its repeated fields move into the
+//! constant instead of being copied.
 
 use bytes::Bytes;
 use half::f16;
 use ndarray::{ArcArray, IxDyn};
 
 use super::proto::onnx as pb;
+use super::proto::shallow::PackedFloats;
 use super::ExternalData;
 use crate::ir::{Constant, DType, Tensor, TensorData, TensorType, MAX_MATERIALIZED_ELEMENTS};
 
@@ -108,16 +112,29 @@ fn check_count(shape: &[u64], found: usize, field: &str) -> Result<(), String> {
 }
 
 /// The constant of tensor `t` (an initializer, a Constant's value or an attribute tensor).
-pub(super) fn constant(t: &pb::TensorProto, ext: Option<&dyn ExternalData>) -> Result<Constant, String> {
+/// `packed` is the same tensor's `float_data` seen as packed runs ([`PackedFloats`]), when it
+/// decoded as such.
+pub(super) fn constant(
+    t: pb::TensorProto,
+    packed: Option<PackedFloats>,
+    ext: Option<&dyn ExternalData>,
+) -> Result<Constant, String> {
     let dtype = dtype_of(t.data_type())?;
     if t.segment.is_some() {
         return Err("segmented tensors are not supported".into());
     }
-    let shape = shape_of(t)?;
+    let shape = shape_of(&t)?;
     let n: u64 = shape.iter().product();
     let external = t.data_location() == pb::tensor_proto::DataLocation::External;
-    let raw = if external { Some(external_bytes(t, ext)?) } else { t.raw_data.clone() };
-    if let Some(raw) = raw {
+    let raw = if external { Some(external_bytes(&t, ext)?) } else { t.raw_data.clone() };
+    // One packed run of `float_data` holds exactly the bytes `raw_data` would.
+    let packed = match packed {
+        Some(mut p) if raw.is_none() && dtype == DType::F32 && !t.float_data.is_empty() && p.float_data.len() == 1 => {
+            p.float_data.pop()
+        }
+        _ => None,
+    };
+    if let Some(raw) = raw.or(packed) {
         if dtype == DType::Bool {
             if raw.len() as u64 != n {
                 return Err(format!("shape {shape:?} needs {n} bytes of bool data, got {}", raw.len()));
@@ -131,15 +148,15 @@ pub(super) fn constant(t: &pb::TensorProto, ext: Option<&dyn ExternalData>) -> R
     match dtype {
         DType::F32 => {
             check_count(&shape, t.float_data.len(), "float_data")?;
-            dense(&shape, t.float_data.clone(), TensorData::F32)
+            dense(&shape, exact(t.float_data), TensorData::F32)
         }
         DType::I64 => {
             check_count(&shape, t.int64_data.len(), "int64_data")?;
-            dense(&shape, t.int64_data.clone(), TensorData::I64)
+            dense(&shape, exact(t.int64_data), TensorData::I64)
         }
         DType::I32 => {
             check_count(&shape, t.int32_data.len(), "int32_data")?;
-            dense(&shape, t.int32_data.clone(), TensorData::I32)
+            dense(&shape, exact(t.int32_data), TensorData::I32)
         }
         DType::F16 => {
             check_count(&shape, t.int32_data.len(), "int32_data")?;
@@ -150,6 +167,13 @@ pub(super) fn constant(t: &pb::TensorProto, ext: Option<&dyn ExternalData>) -> R
             dense(&shape, t.int32_data.iter().map(|&v| v != 0).collect(), TensorData::Bool)
         }
     }
+}
+
+/// `values` without the spare capacity decoding left (a decoded repeated field grows by
+/// doubling, and the constant keeps its buffer).
+fn exact<T>(mut values: Vec<T>) -> Vec<T> {
+    values.shrink_to_fit();
+    values
 }
 
 /// The elements of an integer tensor as exact `i64`s (`None` for float or bool tensors).
