@@ -19,7 +19,7 @@ mod firewall;
 mod info;
 mod instrument;
 mod instruments;
-mod pass;
+pub(crate) mod pass;
 mod pipeline;
 pub(crate) mod plan;
 mod registry;

@@ -19,7 +19,6 @@
 //! Invariant: queries fan out only from [`run_stages`], outside every tracked function, each
 //! worker with its own database handle; a tracked function never starts parallel work.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -28,9 +27,10 @@ use rustc_hash::FxHashMap;
 
 use super::plan::{Plan, Stage, StageKind};
 use super::same::{same_function, same_signature};
-use crate::ir::{fn_attr, ExprKind, Function, Module};
+use crate::ir::{ExprKind, Function, Module};
 use crate::transform::executor::{has_declared_signature, same_declared_signature};
 use crate::transform::fanout::pool;
+use crate::transform::pass::run_in_worker;
 use crate::transform::verify_each::check_function;
 use crate::transform::{call_pass, Diagnostic, PassError, VERIFY_EACH};
 
@@ -315,24 +315,16 @@ pub(crate) fn run_function_stage(
             unfusable = true;
             break;
         }
-        let skip = !marked && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
-        let (Some(fpass), false) = (pass.as_function(), skip) else {
+        let Some(fpass) = pass.as_function() else {
             diags.push(Vec::new());
             continue;
         };
         let info = pass.info();
-        let worker = stage.ctx.worker_copy();
-        let res = {
-            let _scope = worker.push_silently();
-            match catch_unwind(AssertUnwindSafe(|| fpass.body()(func.clone(), view, &worker))) {
-                Ok(res) => res.map_err(|e| e.in_pass(&info.name, Some(name))),
-                Err(payload) => Err(PassError::panicked(&info.name, Some(name), &*payload)),
-            }
-        };
-        worker.diagnostics().fill_function(name);
-        diags.push(worker.diagnostics().take());
+        // The one routine that runs a pass body on one function, as the executor runs it.
+        let (res, _, pass_diags, stats) = run_in_worker(info, fpass.body(), marked, name, &func, view, &stage.ctx);
+        diags.push(pass_diags);
         // Work done in this run counts at once (the session reports what it computed).
-        stage.ctx.merge_statistics(&worker.take_statistics());
+        stage.ctx.merge_statistics(&stats);
         let out = res.map_err(|e| (i, e))?;
         if verify_each {
             check_function(&info.name, name, &func, &out, view).map_err(|e| (i, e))?;
