@@ -594,8 +594,8 @@ mod tests {
         Type::tensor(vec![2], DType::F32)
     }
 
-    #[test]
-    fn fold_constant_folds_add_of_constants_with_kernel_values() {
+    /// `x + ([1, 2] + [10, 20])`.
+    fn x_plus_sum_of_constants() -> Arc<Function> {
         let mut b = FunctionBuilder::new();
         let x = b.var("x", Some(ty2()));
         let c1 = b.constant(f32s(&[2], &[1.0, 2.0]));
@@ -603,6 +603,12 @@ mod tests {
         let s = b.call(add(), &[c1, c2], Attrs::new());
         let body = b.call(add(), &[x, s], Attrs::new());
         let func = Arc::new(b.finish(&[x], body, Some(ty2()), Attrs::new()));
+        func
+    }
+
+    #[test]
+    fn fold_constant_folds_add_of_constants_with_kernel_values() {
+        let func = x_plus_sum_of_constants();
         let out = fold_constant(&func);
 
         let mut e = FunctionBuilder::new();
@@ -618,13 +624,7 @@ mod tests {
     fn folded_constants_are_owned_by_the_output_only() {
         // Regression: the thread's scratch kept the folded values until its next fold, so a
         // model's folded weights stayed alive after the pipeline's output was dropped.
-        let mut b = FunctionBuilder::new();
-        let x = b.var("x", Some(ty2()));
-        let c1 = b.constant(f32s(&[2], &[1.0, 2.0]));
-        let c2 = b.constant(f32s(&[2], &[10.0, 20.0]));
-        let s = b.call(add(), &[c1, c2], Attrs::new());
-        let body = b.call(add(), &[x, s], Attrs::new());
-        let func = Arc::new(b.finish(&[x], body, Some(ty2()), Attrs::new()));
+        let func = x_plus_sum_of_constants();
         let out = fold_constant(&func);
         let folded = f32s(&[2], &[11.0, 22.0]);
         let live = out.live_mask();

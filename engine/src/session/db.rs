@@ -17,7 +17,9 @@
 //! - `names_at(k)`: the function list entering stage `k` (module passes may add or remove).
 //!
 //! Invariant: queries fan out only from [`run_stages`], outside every tracked function, each
-//! worker with its own database handle; a tracked function never starts parallel work.
+//! worker with its own database handle; a tracked function never starts parallel work over the
+//! database. (A module pass run inside `barrier` may still fan out over functions with
+//! `PassContext::map_functions`; those workers run pass bodies and never touch the database.)
 
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
