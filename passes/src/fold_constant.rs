@@ -602,8 +602,7 @@ mod tests {
         let c2 = b.constant(f32s(&[2], &[10.0, 20.0]));
         let s = b.call(add(), &[c1, c2], Attrs::new());
         let body = b.call(add(), &[x, s], Attrs::new());
-        let func = Arc::new(b.finish(&[x], body, Some(ty2()), Attrs::new()));
-        func
+        Arc::new(b.finish(&[x], body, Some(ty2()), Attrs::new()))
     }
 
     #[test]
