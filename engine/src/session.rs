@@ -30,6 +30,7 @@
 //! cold serial run of the same pipeline on the same module.
 
 mod db;
+mod edit;
 mod fast;
 mod lean;
 mod plan;

@@ -27,14 +27,11 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::db::{
     callees, extend_pass_major, replace_outputs, run_function_stage, run_module_stage, view_with, FnVal, StageCache,
 };
+use super::edit::{self, Changed, Positions, Referrers};
 use super::plan::{Stage, StageKind};
 use super::same::{same_function, same_signature};
-use super::FirewallCheck;
 use crate::ir::{Function, Module};
 use crate::transform::{Diagnostic, PassError};
-
-/// Where each function is in a stage's outputs.
-type Positions = Arc<FxHashMap<Arc<str>, usize>>;
 
 /// The previous run's inputs and per-stage outputs.
 pub(crate) struct Cache {
@@ -54,9 +51,6 @@ pub(crate) struct Cache {
     /// in the cold run, which it would slow down by a scan of every stage's functions.
     referrers: Option<Referrers>,
 }
-
-/// Global name → the functions referencing it.
-type Referrers = FxHashMap<Arc<str>, FxHashSet<Arc<str>>>;
 
 /// Notes in `referrers` (when built) the globals `func`, now stored for `name`, references.
 fn note(referrers: &mut Option<Referrers>, name: &Arc<str>, func: &Function) {
@@ -189,9 +183,6 @@ pub(crate) struct FastRun {
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) stages: Vec<FastStage>,
 }
-
-/// A function whose stage input changed: its old and new input.
-type Changed = FxHashMap<Arc<str>, (Arc<Function>, Arc<Function>)>;
 
 /// Runs `stages` (the plan variant `cache` was made with) after the loaded functions in
 /// `edited` changed, updating `cache`. `Ok(None)` means the edit path cannot handle the edit
@@ -350,16 +341,13 @@ pub(crate) fn run_edit(
     Ok(Some(FastRun { module, diagnostics, stages }))
 }
 
-/// Whether stage `k` (a module stage) has a firewall that holds for every change in
-/// `changed`: each changed function is unaffected by the firewall's test, and the pass had
-/// dropped it or left it as it came (so it would leave the new input as it comes).
+/// Whether module stage `k`'s firewall holds for every change in `changed`
+/// ([`edit::firewall_holds`]), the pass's last output telling whether it left a function as
+/// it came.
 fn firewall_holds(stage: &Stage, k: usize, cache: &Cache, changed: &Changed) -> bool {
-    let (Some(firewall), StageCache::Module { out, .. }) = (&stage.firewall, &cache.stages[k]) else {
+    let StageCache::Module { out, .. } = &cache.stages[k] else {
         return false;
     };
     let lookup = |name: &str| cache.input(k, name);
-    changed.iter().all(|(name, (old, new))| {
-        let check = FirewallCheck { name, old, new, lookup: &lookup, ctx: &stage.ctx };
-        out.get(name).is_none_or(|prev| same_function(prev, old)) && (firewall.unaffected)(&check)
-    })
+    edit::firewall_holds(stage, changed, &lookup, |name, old| out.get(name).is_none_or(|prev| same_function(prev, old)))
 }

@@ -33,28 +33,19 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::db::{
     callees, extend_pass_major, first_error, replace_outputs, run_function_stage, run_module_stage, view_with,
 };
+use super::edit::{self, Changed, Positions, Referrers};
 use super::fast::{FastRun, FastStage};
 use super::plan::{Stage, StageKind};
 use super::same::{same_function, same_signature};
-use super::FirewallCheck;
 use crate::ir::{ExprKind, Function, IdRange, Module, NodeId};
 use crate::transform::fanout::pool;
 use crate::transform::{Diagnostic, PassError};
-
-/// Where each function is in a stage's list.
-type Positions = Arc<FxHashMap<Arc<str>, usize>>;
 
 /// A list of function names, in module order.
 type Names = Arc<Vec<Arc<str>>>;
 
 /// Replayed stage inputs: (stage, function) → the function entering it, if it does.
 type Replayed = FxHashMap<(usize, Arc<str>), Option<Arc<Function>>>;
-
-/// Global name → the functions referencing it.
-type Referrers = FxHashMap<Arc<str>, FxHashSet<Arc<str>>>;
-
-/// A function whose stage input changed: its old and new input.
-type Changed = FxHashMap<Arc<str>, (Arc<Function>, Arc<Function>)>;
 
 /// One stage of the last run, as lean mode keeps it.
 enum LeanStage {
@@ -595,11 +586,11 @@ pub(crate) fn run_edit(
     Ok(Some(FastRun { module, diagnostics, stages }))
 }
 
-/// Whether module stage `k` has a firewall that holds for every change in `changed` (as
-/// `fast::firewall_holds`): each changed function is unaffected by the firewall's test, and
-/// the pass had dropped it or left it as it came.
+/// Whether module stage `k`'s firewall holds for every change in `changed`
+/// ([`edit::firewall_holds`]), the pass's stored changes telling whether it left a function as
+/// it came; functions not changed are replayed.
 fn firewall_holds(stage: &Stage, k: usize, lean: &Lean, replay: &Replay<'_>, changed: &Changed) -> bool {
-    let (Some(firewall), LeanStage::Module { modified, .. }) = (&stage.firewall, &lean.stages[k]) else {
+    let LeanStage::Module { modified, .. } = &lean.stages[k] else {
         return false;
     };
     let lookup = |name: &str| {
@@ -609,8 +600,5 @@ fn firewall_holds(stage: &Stage, k: usize, lean: &Lean, replay: &Replay<'_>, cha
             None => replay.input(lean, k, &name),
         }
     };
-    changed.iter().all(|(name, (old, new))| {
-        let check = FirewallCheck { name, old, new, lookup: &lookup, ctx: &stage.ctx };
-        !modified.contains_key(name) && (firewall.unaffected)(&check)
-    })
+    edit::firewall_holds(stage, changed, &lookup, |name, _| !modified.contains_key(name))
 }
