@@ -402,7 +402,8 @@ fn call_python<T>(what: &str, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> Resu
 }
 
 /// Gives a thread that Python does not know (an engine worker) a Python thread state that
-/// lives as long as the thread. Without it every `Python::attach` on a worker creates and
+/// lives as long as the thread. Python passes run on the calling thread, which Python knows,
+/// so this is a guard for callbacks reached from elsewhere (a Rust caller's own threads). Without it every `Python::attach` on a worker creates and
 /// destroys a thread state, which costs more than a trivial pass body.
 fn keep_thread_state() {
     thread_local! {
