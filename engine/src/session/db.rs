@@ -30,10 +30,8 @@ use rustc_hash::FxHashMap;
 use super::plan::{Plan, Stage, StageKind};
 use super::same::{same_function, same_signature};
 use crate::ir::{ExprKind, Function, Module};
-use crate::transform::executor::{has_declared_signature, same_declared_signature};
+use crate::transform::executor::{run_stage_checked, StageChecks};
 use crate::transform::fanout::pool;
-use crate::transform::pass::run_in_worker;
-use crate::transform::verify_each::check_function;
 use crate::transform::{call_pass, Diagnostic, PassError, VERIFY_EACH};
 
 /// One function as loaded.
@@ -287,15 +285,12 @@ pub(crate) fn view_with(
     view
 }
 
-/// Runs a function stage's passes on `func` (named `name`) with the module view `view`. Under
-/// `testing.verify_each`, each pass's output is verified against `view` as the executor
-/// verifies each pass's output module.
-///
-/// Before a module pass's per-function form after the first pass, checks its precondition as
-/// the executor does: the stage's input declares the function's signature and the passes
-/// before the form left that declaration as it was (the form's view holds every function as
-/// it entered the stage, so this is what makes that view right for the functions calling
-/// this one). When it fails, the run stops there and the output is marked `unfusable`.
+/// Runs a function stage's passes on `func` (named `name`) with the module view `view`, by the
+/// executor's stage runner ([`run_stage_checked`]): the same passes, worker copies,
+/// `SkipOptimization` rule and per-function-form precondition as a fused stage of a plain run.
+/// Under `testing.verify_each`, each pass's output is verified against `view`. When a form's
+/// precondition fails, the output is marked `unfusable` (the whole stage must run unfused).
+/// The statistics of what ran count at once (the session reports what it computed).
 pub(crate) fn run_function_stage(
     stage: &Stage,
     name: &Arc<str>,
@@ -306,38 +301,20 @@ pub(crate) fn run_function_stage(
     let StageKind::Function(passes) = &stage.kind else {
         return Err((0, PassError::msg(format!("stage {} is not a function stage", stage.label))));
     };
-    let mut diags = Vec::with_capacity(passes.len());
-    let mut func = input.clone();
-    let mut unfusable = false;
-    let verify_each = stage.ctx.get_config(VERIFY_EACH, false);
-    for (i, pass) in passes.iter().enumerate() {
-        cancel();
-        let marked = stage.marked.get(i).copied().unwrap_or(false);
-        if i > 0 && marked && !(has_declared_signature(&input) && same_declared_signature(&func, &input)) {
-            unfusable = true;
-            break;
-        }
-        let Some(fpass) = pass.as_function() else {
-            diags.push(Vec::new());
-            continue;
-        };
-        let info = pass.info();
-        // The one routine that runs a pass body on one function, as the executor runs it.
-        let (res, _, pass_diags, stats) = run_in_worker(info, fpass.body(), marked, name, &func, view, &stage.ctx);
-        diags.push(pass_diags);
-        // Work done in this run counts at once (the session reports what it computed).
-        stage.ctx.merge_statistics(&stats);
-        let out = res.map_err(|e| (i, e))?;
-        if verify_each {
-            check_function(&info.name, name, &func, &out, view).map_err(|e| (i, e))?;
-        }
-        func = out;
+    let checks = StageChecks { verify_each: stage.ctx.get_config(VERIFY_EACH, false), cancel };
+    let run = run_stage_checked(passes, name, &input, view, &stage.ctx, &checks);
+    for stats in &run.statistics {
+        stage.ctx.merge_statistics(stats);
+    }
+    if let Some(error) = run.error {
+        return Err(error);
     }
     // Most stages report nothing: share one empty list instead of allocating one per
     // function and stage.
     static NO_DIAGNOSTICS: LazyLock<Arc<Vec<Vec<Diagnostic>>>> = LazyLock::new(Arc::default);
-    let diags = if diags.iter().all(Vec::is_empty) { NO_DIAGNOSTICS.clone() } else { Arc::new(diags) };
-    Ok(StageOut { func: FnVal(func), diags, unfusable })
+    let diags =
+        if run.diagnostics.iter().all(Vec::is_empty) { NO_DIAGNOSTICS.clone() } else { Arc::new(run.diagnostics) };
+    Ok(StageOut { func: FnVal(run.func), diags, unfusable: run.signature_changed })
 }
 
 /// Runs a module stage's pass on `module`.

@@ -31,13 +31,17 @@ use rustc_hash::FxHasher;
 
 use crate::session::ModuleFirewall;
 use crate::transform::plan::{joins_function_stage, walk_calls};
-use crate::transform::{canonical_pass_name, module_pass, Pass, PassContext, PassError, PassKind, Sequential};
+use crate::transform::{
+    canonical_pass_name, module_pass, FunctionPass, Pass, PassContext, PassError, PassKind, Sequential,
+};
 
 /// What a stage runs.
 #[derive(Clone)]
 pub(crate) enum StageKind {
-    /// Function passes, run in order on each function in one task.
-    Function(Vec<Arc<dyn Pass>>),
+    /// Function passes, run in order on each function in one task (by the executor's stage
+    /// runner); a module pass's per-function form visits functions marked `SkipOptimization`
+    /// too ([`FunctionPass::visits_marked`]).
+    Function(Vec<FunctionPass>),
     /// One pass over the whole module.
     Module(Arc<dyn Pass>),
 }
@@ -51,11 +55,6 @@ pub(crate) struct Stage {
     pub(crate) label: String,
     /// The context the stage runs under (covered by the fingerprint).
     pub(crate) ctx: PassContext,
-    /// Per pass of a function stage: whether it is the per-function form of a module pass,
-    /// which, unlike a function pass, also runs on functions marked `SkipOptimization`. A
-    /// form after the stage's first pass has the run-time precondition checked (see the
-    /// module docs). Covered by the fingerprint. Empty for a module stage.
-    pub(crate) marked: Vec<bool>,
     /// A module stage's shortcut on the edit path (not part of the fingerprint: it changes
     /// how the result is obtained, not the result).
     pub(crate) firewall: Option<ModuleFirewall>,
@@ -85,11 +84,6 @@ impl Stage {
             threads
         }
     }
-}
-
-/// Whether `pass` is a function pass that runs on the calling thread only.
-fn on_calling_thread(pass: &Arc<dyn Pass>) -> bool {
-    pass.as_function().is_some_and(|f| f.runs_on_calling_thread())
 }
 
 /// The stages of a pipeline under one context.
@@ -245,7 +239,11 @@ pub(crate) fn plan(
     let settings = settings.finish();
 
     let stages: Vec<Arc<Stage>> = group(&leaves, settings, ctx, firewalls, true).into_iter().map(Arc::new).collect();
-    let has_checked = stages.iter().any(|s| s.marked.iter().skip(1).any(|&m| m));
+    // A form whose precondition is checked at run time: one after its stage's first pass.
+    let has_checked = stages.iter().any(|s| match &s.kind {
+        StageKind::Function(passes) => passes.iter().skip(1).any(FunctionPass::reads_signatures),
+        StageKind::Module(_) => false,
+    });
     let unfused =
         has_checked.then(|| group(&leaves, settings, ctx, firewalls, false).into_iter().map(Arc::new).collect());
     Ok(Plan { stages, unfused })
@@ -282,14 +280,15 @@ fn group(
     fuse: bool,
 ) -> Vec<Stage> {
     let mut stages: Vec<Stage> = Vec::new();
-    let mut run: Vec<(Arc<dyn Pass>, Ident, bool)> = Vec::new();
-    let flush = |run: &mut Vec<(Arc<dyn Pass>, Ident, bool)>, stages: &mut Vec<Stage>| {
+    // The function passes of the stage being formed, each with its identity and whether it is
+    // a module pass's per-function form.
+    let mut run: Vec<(FunctionPass, Ident, bool)> = Vec::new();
+    let flush = |run: &mut Vec<(FunctionPass, Ident, bool)>, stages: &mut Vec<Stage>| {
         if run.is_empty() {
             return;
         }
-        let passes: Vec<_> = run.iter().map(|(p, _, _)| p.clone()).collect();
-        let on_calling_thread = passes.iter().any(on_calling_thread);
-        let marked: Vec<bool> = run.iter().map(|(_, _, m)| *m).collect();
+        let passes: Vec<FunctionPass> = run.iter().map(|(p, _, _)| p.clone()).collect();
+        let on_calling_thread = passes.iter().any(FunctionPass::runs_on_calling_thread);
         let label = passes.iter().map(|p| p.info().name.as_str()).collect::<Vec<_>>().join(",");
         let fingerprint = fingerprint(settings, 'f', run.iter().map(|(_, i, m)| (i, *m)));
         stages.push(Stage {
@@ -297,14 +296,13 @@ fn group(
             fingerprint,
             label,
             ctx: ctx.clone(),
-            marked,
             firewall: None,
             on_calling_thread,
         });
         run.clear();
     };
     for leaf in leaves {
-        if leaf.pass.kind() == PassKind::Function && leaf.pass.as_function().is_some() {
+        if let Some(next) = leaf.pass.as_function().filter(|_| leaf.pass.kind() == PassKind::Function) {
             // A split module pass sees every function as the previous pass left it, as the
             // module pass would: it starts a stage of its own. The function passes after it
             // join that stage (one query per function instead of one per stage), seeing
@@ -313,14 +311,14 @@ fn group(
             // makes the stage's input as good as the previous pass's output for it).
             // The executor's joining rule, then the session's own: a split's form, and in the
             // unfused variant a function-local form, starts a stage.
-            let joins = leaf
-                .pass
-                .as_function()
-                .is_some_and(|next| joins_function_stage(run.iter().filter_map(|(p, _, _)| p.as_function()), next));
+            let joins = joins_function_stage(run.iter().map(|(p, _, _)| p), next);
             if leaf.form == Some(Form::Split) || (leaf.form == Some(Form::Local) && !fuse) || !joins {
                 flush(&mut run, &mut stages);
             }
-            run.push((leaf.pass.clone(), leaf.ident.clone(), leaf.form.is_some()));
+            // A `ModuleSplit`'s per-function part is a plain function pass: as a module pass's
+            // form it visits functions marked `SkipOptimization` too.
+            let pass = if leaf.form.is_some() { next.clone().visiting_marked() } else { next.clone() };
+            run.push((pass, leaf.ident.clone(), leaf.form.is_some()));
             continue;
         }
         flush(&mut run, &mut stages);
@@ -334,7 +332,6 @@ fn group(
             fingerprint,
             label,
             ctx: ctx.clone(),
-            marked: Vec::new(),
             firewall,
             on_calling_thread: false,
         });

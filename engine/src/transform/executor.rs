@@ -74,6 +74,7 @@ use super::instrument::{after_pass, run_before, should_run, Instrument};
 use super::pass::{call_pass, call_pass_decided, run_in_worker, FunctionPass, Pass, PreludeBody};
 use super::plan::Stage;
 use super::statistics::Statistics;
+use super::verify_each::check_function;
 use crate::ir::{Function, Module};
 
 /// A prelude that ran ahead of its fused stage.
@@ -229,21 +230,56 @@ pub struct FunctionRun {
     pub statistics: Vec<Statistics>,
     /// The first failure: the index of the pass and its error (naming pass and function).
     pub error: Option<(usize, PassError)>,
-    /// Whether the run stopped before a module pass's per-function form because an earlier
-    /// pass had changed the function's declared signature (the form's precondition).
+    /// Whether the run stopped before a module pass's per-function form because its
+    /// precondition failed (see [`run_stage_checked`]).
     pub signature_changed: bool,
 }
 
 /// Runs `passes` in order on one function named `name`, as a fused task does: each pass under
 /// its own worker copy of `ctx` (pushed so that `current()` returns it), panics caught, functions
 /// marked `SkipOptimization` left alone, stopping at the first failure. `view` is the module the
-/// passes may read. No instrument is called.
+/// passes may read. No instrument is called. [`run_stage_checked`] with no checks.
 pub fn run_stage_on_function(
     passes: &[FunctionPass],
     name: &str,
     func: &Arc<Function>,
     view: &Module,
     ctx: &PassContext,
+) -> FunctionRun {
+    run_stage_checked(passes, name, func, view, ctx, &StageChecks::NONE)
+}
+
+/// What [`run_stage_checked`] does around the passes besides running them.
+pub(crate) struct StageChecks<'a> {
+    /// Verify each pass's output against `view` (`testing.verify_each`); a failure is that
+    /// pass's error.
+    pub(crate) verify_each: bool,
+    /// Called before each pass; it may unwind to abandon the run (a session's cancellation).
+    pub(crate) cancel: &'a dyn Fn(),
+}
+
+impl StageChecks<'_> {
+    /// No verification, no cancellation.
+    pub(crate) const NONE: StageChecks<'static> = StageChecks { verify_each: false, cancel: &|| {} };
+}
+
+/// The one routine that runs a function stage's passes on one function, for the executor's
+/// fused stages and every session mode: [`run_in_worker`] per pass, in order.
+///
+/// Before a pass after the first that reads signatures (a function-local module pass's form,
+/// [`FunctionPass::reads_signatures`]) it checks the form's precondition: the function's input
+/// declares its signature and the passes before the form left that declaration as it was (the
+/// form's view holds every function as it entered the stage, so this is what makes the view
+/// right for the functions calling this one). When it fails, the run stops there with
+/// `signature_changed` set. (The executor also checks every function's declaration before
+/// fusing, which a form at the stage's start needs.)
+pub(crate) fn run_stage_checked(
+    passes: &[FunctionPass],
+    name: &str,
+    func: &Arc<Function>,
+    view: &Module,
+    ctx: &PassContext,
+    checks: &StageChecks<'_>,
 ) -> FunctionRun {
     let mut run = FunctionRun {
         func: func.clone(),
@@ -254,16 +290,27 @@ pub fn run_stage_on_function(
         signature_changed: false,
     };
     for (i, pass) in passes.iter().enumerate() {
-        if pass.reads_signatures() && !same_declared_signature(&run.func, func) {
+        (checks.cancel)();
+        if i > 0
+            && pass.reads_signatures()
+            && !(has_declared_signature(func) && same_declared_signature(&run.func, func))
+        {
             run.signature_changed = true;
             break;
         }
+        let info = pass.info();
         let (res, elapsed, diags, stats) =
-            run_in_worker(pass.info(), pass.body(), pass.visits_marked(), name, &run.func, view, ctx);
+            run_in_worker(info, pass.body(), pass.visits_marked(), name, &run.func, view, ctx);
         run.diagnostics.push(diags);
         run.statistics.push(stats);
         run.busy.push(elapsed);
-        match res {
+        let checked = res.and_then(|out| {
+            if checks.verify_each {
+                check_function(&info.name, name, &run.func, &out, view)?;
+            }
+            Ok(out)
+        });
+        match checked {
             Ok(f) => run.func = f,
             Err(e) => {
                 run.error = Some((i, e));

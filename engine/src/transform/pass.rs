@@ -304,6 +304,7 @@ impl Pass for ModulePass {
             info: self.info.clone(),
             body,
             module_form: Some(Arc::new(self.clone())),
+            visits_marked: true,
             reads_signatures: true,
             on_calling_thread: false,
         })
@@ -319,6 +320,7 @@ impl Pass for ModulePass {
             info: self.info.clone(),
             body,
             module_form: Some(Arc::new(self.clone())),
+            visits_marked: true,
             reads_signatures: false,
             on_calling_thread: false,
         };
@@ -347,6 +349,8 @@ pub struct FunctionPass {
     info: PassInfo,
     body: Arc<FunctionBody>,
     module_form: Option<Arc<dyn Pass>>,
+    // Runs on functions marked `SkipOptimization` too (a module pass's per-function form).
+    visits_marked: bool,
     // A function-local module pass's form reads other functions' declared signatures.
     reads_signatures: bool,
     on_calling_thread: bool,
@@ -363,9 +367,18 @@ impl FunctionPass {
             info: PassInfo::new(name, opt_level),
             body: Arc::new(body),
             module_form: None,
+            visits_marked: false,
             reads_signatures: false,
             on_calling_thread: false,
         }
+    }
+
+    /// `self` as the per-function part of a module pass split by a session's
+    /// [`crate::session::ModuleSplit`]: like a module pass's own forms it visits functions
+    /// marked `SkipOptimization` too.
+    pub(crate) fn visiting_marked(mut self) -> FunctionPass {
+        self.visits_marked = true;
+        self
     }
 
     /// Builder form: the body runs on the calling thread only, one function after the other,
@@ -413,7 +426,7 @@ impl FunctionPass {
 
     /// Whether the body runs on functions marked `SkipOptimization` too (module passes' forms).
     pub fn visits_marked(&self) -> bool {
-        self.module_form.is_some()
+        self.visits_marked
     }
 
     /// Whether the body relies on every function declaring its signature and on no earlier
