@@ -44,8 +44,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use salsa::Setter;
 
 use self::db::{run_stages, FnVal, FuncList, Ran, SessionDb, Source, UNFUSED};
-use self::fast::{run_edit, Cache, FastRun};
-use self::lean::Lean;
+use self::edit::{run_edit, EditRun};
+use self::fast::Cache;
+use self::lean::{Lean, LeanEdit};
 use self::plan::{plan, PassIds, Plan, Split};
 use self::same::{same_function, span_base};
 use crate::ir::{Function, Module, ModuleError};
@@ -572,7 +573,7 @@ impl Session {
         if let Some(mut lean) = self.lean.take() {
             let variant = plan.variant(self.unfused);
             let threads = self.ctx.num_threads().max(1);
-            if let Some(run) = lean::run_edit(variant, &mut lean, &self.edited, threads)? {
+            if let Some(run) = run_edit(variant, &mut LeanEdit::new(&mut lean, variant, threads), &self.edited)? {
                 self.edited.clear();
                 self.lean = Some(lean);
                 return Ok(self.output_of(run, variant, start));
@@ -598,7 +599,7 @@ impl Session {
     }
 
     /// The output of an edit-path or lean run of `variant` that started at `start`.
-    fn output_of(&self, run: FastRun, variant: &[Arc<plan::Stage>], start: Instant) -> SessionOutput {
+    fn output_of(&self, run: EditRun, variant: &[Arc<plan::Stage>], start: Instant) -> SessionOutput {
         let stages = run
             .stages
             .into_iter()

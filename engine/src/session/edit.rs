@@ -1,15 +1,41 @@
-//! What the two edit paths share (`fast.rs` keeps every stage's outputs, `lean.rs` keeps
-//! signature stubs and replays): the change set carried from stage to stage, the referrer
-//! index, and the test of a module stage's firewall against a change set. Each path supplies
-//! how it looks functions up and what it stored of the pass's last run.
+//! The session's one edit-propagation algorithm ([`run_edit`]), over a store of what the last
+//! run kept ([`EditStore`]). The memory modes are the stores: the default mode's cache keeps
+//! every stage's outputs (`fast.rs`), lean mode keeps signature stubs and replays the rest from
+//! the sources (`lean.rs`). Both answer the same questions — what enters stage `k`, what a
+//! caller sees of a callee there, what the pass produced for a function last time — and record
+//! a stage's new results in their own way; the propagation itself is written once, here.
+//!
+//! After edits that only changed function bodies (no function added, removed, renamed or
+//! reordered, same plan and settings), a run starts from the store and recomputes only what the
+//! edits can reach, stage by stage, carrying the set of functions whose stage input changed
+//! (with the old and the new input):
+//! - a function stage re-runs its passes on the changed functions and on the callers of the
+//!   changed functions whose signature changed (a function pass reads no more than its
+//!   callees' signatures); an output equal to the previous one stops the change there;
+//! - a module stage whose firewall holds for every change passes the changes through; any
+//!   other module stage with a changed input re-runs its pass on the whole module and passes on
+//!   the functions whose output differs; when the pass adds, removes or reorders functions,
+//!   the edit path gives up (the session then runs cold: salsa in the default mode);
+//! - the output module and diagnostics (pass-major within a function stage, as a serial run
+//!   reports them) are assembled from the updated store.
+//!
+//! Invariant: an edit run's output and diagnostics are those of a cold serial run on the
+//! edited module (the parity properties check it for both stores). What it deliberately does
+//! not do: update salsa's memos (salsa stays consistent with its inputs and recomputes what
+//! changed when next asked), run function stages in parallel (an edit touches few functions),
+//! or handle list or plan changes.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::plan::Stage;
+use super::db::{callees, replace_outputs, run_function_stage, run_module_stage, view_with, FnVal, StageOut};
+use super::plan::{Stage, StageKind};
+use super::same::{same_function, same_signature};
 use super::FirewallCheck;
-use crate::ir::Function;
+use crate::ir::{Function, Module};
+use crate::transform::{Diagnostic, PassError};
 
 /// Where each function is in a stage's list (or outputs).
 pub(crate) type Positions = Arc<FxHashMap<Arc<str>, usize>>;
@@ -20,21 +46,313 @@ pub(crate) type Referrers = FxHashMap<Arc<str>, FxHashSet<Arc<str>>>;
 /// A function whose stage input changed: its old and new input.
 pub(crate) type Changed = FxHashMap<Arc<str>, (Arc<Function>, Arc<Function>)>;
 
-/// Whether module stage `stage` has a firewall that holds for every change in `changed`: each
-/// changed function is unaffected by the firewall's test (`lookup` gives the functions
-/// entering the pass now), and `left_as_it_came(name, old)` says the pass had dropped it or
-/// left it as it came in the last run (so it would leave the new input as it comes).
-pub(crate) fn firewall_holds(
+/// A list of function names, in module order.
+pub(crate) type Names = Arc<Vec<Arc<str>>>;
+
+/// The store cannot answer for this edit (a replay failed, a list is not what was stored):
+/// the edit path gives up and the session runs cold.
+pub(crate) struct GiveUp;
+
+/// What the last run kept, as the edit path reads and updates it. Stage numbers are positions
+/// in the plan variant the store was made with; "now" means after this run's updates of the
+/// stages before `k`.
+pub(crate) trait EditStore {
+    /// How many stages the store has results for.
+    fn num_stages(&self) -> usize;
+    /// The source of `name` as last stored.
+    fn source(&self, name: &str) -> Option<Arc<Function>>;
+    /// Stores `new` as the source of `name`.
+    fn set_source(&mut self, name: &Arc<str>, new: Arc<Function>);
+    /// Notes that `func` is now an input of some stage for `name` (the referrer index is a
+    /// superset of who references what).
+    fn note(&mut self, name: &Arc<str>, func: &Function);
+    /// The functions referencing one of `callees` in some stage's input (a superset).
+    fn referrers_of(&mut self, callees: &FxHashSet<&str>) -> Vec<Arc<str>>;
+    /// Where each function entering function stage `k` is in its list.
+    fn positions(&self, k: usize) -> Option<Positions>;
+    /// The functions entering stage `k`, in order.
+    fn names_at(&self, k: usize) -> Names;
+    /// The function `name` entering stage `k` now, for a function whose input did not change
+    /// at `k` (a changed one's input is in the change set).
+    fn input(&self, k: usize, name: &Arc<str>) -> Option<Arc<Function>>;
+    /// What a function pass at stage `k` sees of `callee` in its module view, for a callee
+    /// whose input did not change at `k`.
+    fn callee(&self, k: usize, callee: &str) -> Option<Arc<Function>>;
+    /// Function stage `k`'s previous output for `name` (at position `at`), whose previous
+    /// input was `old_in`. `Ok(None)` when the store does not need it: after the last stage
+    /// only the new output matters.
+    fn previous_output(
+        &self,
+        stage: &Stage,
+        k: usize,
+        at: usize,
+        name: &Arc<str>,
+        old_in: Arc<Function>,
+        last: bool,
+    ) -> Result<Option<FnVal>, GiveUp>;
+    /// Records function stage `k`'s new output for `name` (at position `at`); returns
+    /// whether its diagnostics changed.
+    fn record_output(&mut self, k: usize, at: usize, name: &Arc<str>, out: StageOut) -> Result<bool, GiveUp>;
+    /// After function stage `k`: `changed` are the functions whose input to it changed.
+    fn function_stage_done(&mut self, k: usize, changed: &Changed);
+    /// Whether module stage `k`'s pass left `name` as it came in the last run (or dropped
+    /// it), `old` being its input then.
+    fn left_as_it_came(&self, k: usize, name: &Arc<str>, old: &Arc<Function>) -> bool;
+    /// Module stage `k` passes `new` through for `name` (its firewall holds); returns whether
+    /// `name` leaves the stage.
+    fn pass_through(&mut self, k: usize, name: &Arc<str>, new: &Arc<Function>) -> bool;
+    /// The module entering stage `k` now (`names`), the changed functions' new inputs
+    /// included.
+    fn module_input(&self, k: usize, names: &Names, changed: &Changed) -> Result<Module, GiveUp>;
+    /// The functions leaving module stage `k` last time, in order.
+    fn out_names(&self, k: usize) -> Vec<&Arc<str>>;
+    /// Module stage `k`'s previous output for `name`; `input` is its input now.
+    fn previous_module_output(
+        &self,
+        k: usize,
+        name: &Arc<str>,
+        input: Option<&Arc<Function>>,
+        changed: &Changed,
+    ) -> Option<Arc<Function>>;
+    /// Records module stage `k`'s new output `out` (from `input`, the functions `names`) and
+    /// diagnostics; returns whether the diagnostics changed.
+    fn record_module_output(
+        &mut self,
+        k: usize,
+        names: &Names,
+        input: &Module,
+        out: Module,
+        diags: Vec<Diagnostic>,
+    ) -> Result<bool, GiveUp>;
+    /// The last run's output module, to update.
+    fn output_mut(&mut self) -> &mut Module;
+    /// The last run's diagnostics (before moving them with their functions' spans), to read
+    /// or replace.
+    fn diagnostics_mut(&mut self) -> &mut Vec<Diagnostic>;
+    /// Every stage's diagnostics as stored now, in the order a serial run reports them.
+    fn collect_diagnostics(&self, stages: &[Arc<Stage>]) -> Result<Vec<Diagnostic>, GiveUp>;
+}
+
+/// One stage of an edit run (or of a lean cold run): the functions recomputed (module order),
+/// the functions that entered it, and its wall time.
+pub(crate) struct EditStage {
+    pub(crate) recomputed: Vec<Arc<str>>,
+    pub(crate) entered: usize,
+    pub(crate) time: Duration,
+}
+
+/// The result of an edit run (or of a lean cold run).
+pub(crate) struct EditRun {
+    pub(crate) module: Module,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub(crate) stages: Vec<EditStage>,
+}
+
+/// Runs `stages_in` (the plan variant `store` was made with) after the loaded functions in
+/// `edited` changed, updating `store`. `Ok(None)` means the edit path cannot handle the edit (a
+/// module pass changed the function list, a recomputed function failed a fused stage's
+/// run-time check, a function pass failed — the cold run picks the error a serial run reports
+/// — or the store gave up); on `Ok(None)` or an error, `store` is left partly updated and must
+/// be dropped.
+pub(crate) fn run_edit(
+    stages_in: &[Arc<Stage>],
+    store: &mut impl EditStore,
+    edited: &FxHashMap<Arc<str>, Arc<Function>>,
+) -> Result<Option<EditRun>, PassError> {
+    match propagate(stages_in, store, edited) {
+        Ok(run) => Ok(Some(run)),
+        Err(Stop::GiveUp) => Ok(None),
+        Err(Stop::Failed(e)) => Err(e),
+    }
+}
+
+/// Why propagation stopped early.
+enum Stop {
+    GiveUp,
+    Failed(PassError),
+}
+
+impl From<GiveUp> for Stop {
+    fn from(_: GiveUp) -> Stop {
+        Stop::GiveUp
+    }
+}
+
+fn propagate(
+    stages_in: &[Arc<Stage>],
+    store: &mut impl EditStore,
+    edited: &FxHashMap<Arc<str>, Arc<Function>>,
+) -> Result<EditRun, Stop> {
+    if store.num_stages() != stages_in.len() {
+        return Err(Stop::GiveUp);
+    }
+    let mut changed: Changed = FxHashMap::default();
+    for (name, new) in edited {
+        let Some(old) = store.source(name) else { return Err(Stop::GiveUp) };
+        if !same_function(&old, new) {
+            changed.insert(name.clone(), (old, new.clone()));
+        }
+    }
+    for (name, (_, new)) in &changed {
+        store.set_source(name, new.clone());
+        store.note(name, new);
+    }
+    let mut stages = Vec::with_capacity(stages_in.len());
+    let mut diags_changed = false;
+    for (k, stage) in stages_in.iter().enumerate() {
+        let start = Instant::now();
+        let (next, recomputed, entered) = match &stage.kind {
+            StageKind::Function(_) => {
+                let last = k + 1 == stages_in.len();
+                function_stage(stage, k, last, store, &changed, &mut diags_changed)?
+            }
+            StageKind::Module(_) => module_stage(stage, k, store, &changed, &mut diags_changed)?,
+        };
+        changed = next;
+        stages.push(EditStage { recomputed, entered, time: start.elapsed() });
+    }
+    // The functions whose final output changed are replaced in the previous output; the
+    // function list is the same (a changed list gave up above).
+    replace_outputs(store.output_mut(), &changed);
+    let module = store.output_mut().clone();
+    if diags_changed {
+        let diagnostics = store.collect_diagnostics(stages_in)?;
+        *store.diagnostics_mut() = diagnostics;
+    }
+    Ok(EditRun { module, diagnostics: store.diagnostics_mut().clone(), stages })
+}
+
+/// The function `name` entering stage `k` now: its new input when it changed, else the store's.
+fn current(store: &impl EditStore, changed: &Changed, k: usize, name: &Arc<str>) -> Option<Arc<Function>> {
+    match changed.get(name) {
+        Some((_, new)) => Some(new.clone()),
+        None => store.input(k, name),
+    }
+}
+
+/// Function stage `k`: re-runs the changed functions and the callers of those whose signature
+/// changed. Returns the functions whose output changed, those recomputed and how many entered.
+fn function_stage(
     stage: &Stage,
+    k: usize,
+    last: bool,
+    store: &mut impl EditStore,
     changed: &Changed,
-    lookup: &dyn Fn(&str) -> Option<Arc<Function>>,
-    left_as_it_came: impl Fn(&Arc<str>, &Arc<Function>) -> bool,
-) -> bool {
+    diags_changed: &mut bool,
+) -> Result<(Changed, Vec<Arc<str>>, usize), Stop> {
+    let positions = store.positions(k).ok_or(GiveUp)?;
+    let sig_changed: FxHashSet<&str> =
+        changed.iter().filter(|(_, (old, new))| !same_signature(old, new)).map(|(n, _)| &**n).collect();
+    let mut candidates: FxHashSet<Arc<str>> = changed.keys().cloned().collect();
+    if !sig_changed.is_empty() {
+        candidates.extend(store.referrers_of(&sig_changed));
+    }
+    // The changed functions and the callers of those whose signature changed (candidates
+    // from the referrer index, a superset, checked against the stage's input), in module
+    // order.
+    let mut at: Vec<(usize, Arc<str>)> = candidates
+        .into_iter()
+        .filter(|name| {
+            changed.contains_key(name)
+                || current(store, changed, k, name)
+                    .is_some_and(|f| callees(name, &f).iter().any(|c| sig_changed.contains(c)))
+        })
+        .filter_map(|n| positions.get(&n).map(|&i| (i, n)))
+        .collect();
+    at.sort_unstable_by_key(|(i, _)| *i);
+    let mut next: Changed = FxHashMap::default();
+    let mut recomputed = Vec::with_capacity(at.len());
+    for (i, name) in at {
+        let new_in = current(store, changed, k, &name).ok_or(GiveUp)?;
+        let old_in = changed.get(&name).map_or_else(|| new_in.clone(), |(old, _)| old.clone());
+        let view = view_with(&name, &new_in, |c| match changed.get(c) {
+            Some((_, new)) => Some(new.clone()),
+            None => store.callee(k, c),
+        });
+        // A failing pass: the cold run reports the error a serial run reports.
+        let out = run_function_stage(stage, &name, new_in, &view, &|| {}).map_err(|_| GiveUp)?;
+        if out.unfusable {
+            return Err(Stop::GiveUp);
+        }
+        match store.previous_output(stage, k, i, &name, old_in, last)? {
+            Some(old) if old == out.func => {}
+            Some(old) => {
+                next.insert(name.clone(), (old.0, out.func.0.clone()));
+            }
+            // Only the new output matters after the last stage.
+            None => {
+                next.insert(name.clone(), (out.func.0.clone(), out.func.0.clone()));
+            }
+        }
+        *diags_changed |= store.record_output(k, i, &name, out)?;
+        recomputed.push(name);
+    }
+    store.function_stage_done(k, changed);
+    for (name, (_, new)) in &next {
+        store.note(name, new);
+    }
+    Ok((next, recomputed, positions.len()))
+}
+
+/// Module stage `k`: nothing when no input changed; the changes passed through when the
+/// stage's firewall holds for each; else the pass re-run on the whole module.
+fn module_stage(
+    stage: &Stage,
+    k: usize,
+    store: &mut impl EditStore,
+    changed: &Changed,
+    diags_changed: &mut bool,
+) -> Result<(Changed, Vec<Arc<str>>, usize), Stop> {
+    let names = store.names_at(k);
+    let mut next: Changed = FxHashMap::default();
+    if changed.is_empty() {
+        return Ok((next, Vec::new(), names.len()));
+    }
+    let mut recomputed = Vec::new();
+    if firewall_holds(stage, k, store, changed) {
+        // The pass would leave the changed functions as they come and the rest as they were.
+        for (name, (old, new)) in changed {
+            if store.pass_through(k, name, new) {
+                next.insert(name.clone(), (old.clone(), new.clone()));
+            }
+        }
+    } else {
+        let input = store.module_input(k, &names, changed)?;
+        let (out, diags) = run_module_stage(stage, input.clone()).map_err(Stop::Failed)?;
+        let out_names = store.out_names(k);
+        let same_names = out_names.len() == out.len() && out_names.iter().zip(out.entries()).all(|(a, (b, _))| *a == b);
+        if !same_names {
+            return Err(Stop::GiveUp);
+        }
+        for (name, new) in out.entries() {
+            let old = store.previous_module_output(k, name, input.get(name), changed).ok_or(GiveUp)?;
+            if !same_function(&old, new) {
+                next.insert(name.clone(), (old, new.clone()));
+            }
+        }
+        *diags_changed |= store.record_module_output(k, &names, &input, out, diags)?;
+        recomputed = names.to_vec();
+    }
+    for (name, (_, new)) in &next {
+        store.note(name, new);
+    }
+    Ok((next, recomputed, names.len()))
+}
+
+/// Whether module stage `k` has a firewall that holds for every change in `changed`: each
+/// changed function is unaffected by the firewall's test (which may look up the functions
+/// entering the pass now), and the pass left it as it came (or dropped it) in the last run, so
+/// it would leave the new input as it comes.
+fn firewall_holds(stage: &Stage, k: usize, store: &impl EditStore, changed: &Changed) -> bool {
     let Some(firewall) = &stage.firewall else {
         return false;
     };
+    let lookup = |name: &str| {
+        let name: Arc<str> = Arc::from(name);
+        current(store, changed, k, &name)
+    };
     changed.iter().all(|(name, (old, new))| {
-        let check = FirewallCheck { name, old, new, lookup, ctx: &stage.ctx };
-        left_as_it_came(name, old) && (firewall.unaffected)(&check)
+        let check = FirewallCheck { name, old, new, lookup: &lookup, ctx: &stage.ctx };
+        store.left_as_it_came(k, name, old) && (firewall.unaffected)(&check)
     })
 }

@@ -16,8 +16,8 @@
 //!   default edit path (`fast.rs`), and the same functions are reported recomputed.
 //!
 //! The runs themselves do not use salsa: a cold run runs the stages directly (fanning
-//! function stages out like a plain run) and records the above; an edit of function bodies
-//! follows `fast.rs` phase by phase. Costs against the default mode: an edit runs each
+//! function stages out like a plain run) and records the above; an edit of function bodies is
+//! the session's one edit propagation (`edit.rs`) over this store ([`LeanEdit`]). Costs against the default mode: an edit runs each
 //! recomputed function's stages but the last twice (new and previous input) plus the
 //! replays; a module pass whose firewall does not hold replays every function up to it (in
 //! parallel); a change of the function list, the plan or the settings, or a pass error,
@@ -31,18 +31,14 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::db::{
-    callees, extend_pass_major, first_error, replace_outputs, run_function_stage, run_module_stage, view_with,
+    callees, extend_pass_major, first_error, run_function_stage, run_module_stage, view_with, FnVal, StageOut,
 };
-use super::edit::{self, Changed, Positions, Referrers};
-use super::fast::{FastRun, FastStage};
+use super::edit::{Changed, EditRun, EditStage, EditStore, GiveUp, Names, Positions, Referrers};
 use super::plan::{Stage, StageKind};
 use super::same::{same_function, same_signature};
 use crate::ir::{ExprKind, Function, IdRange, Module, NodeId};
 use crate::transform::fanout::pool;
 use crate::transform::{Diagnostic, PassError};
-
-/// A list of function names, in module order.
-type Names = Arc<Vec<Arc<str>>>;
 
 /// Replayed stage inputs: (stage, function) → the function entering it, if it does.
 type Replayed = FxHashMap<(usize, Arc<str>), Option<Arc<Function>>>;
@@ -154,7 +150,7 @@ pub(crate) fn run_cold(
     names: Names,
     sources: Vec<Arc<Function>>,
     threads: usize,
-) -> Result<Option<(Lean, FastRun)>, PassError> {
+) -> Result<Option<(Lean, EditRun)>, PassError> {
     let mut current = Module::with_capacity(names.len());
     for (name, f) in names.iter().zip(&sources) {
         // The names are distinct, so adding cannot fail.
@@ -241,7 +237,7 @@ pub(crate) fn run_cold(
                 current = out;
             }
         }
-        runs.push(FastStage { recomputed: entered.clone(), entered: entered.len(), time: start.elapsed() });
+        runs.push(EditStage { recomputed: entered.clone(), entered: entered.len(), time: start.elapsed() });
     }
     let lean = Lean {
         names,
@@ -253,7 +249,7 @@ pub(crate) fn run_cold(
         extra_callees,
         referrers: None,
     };
-    Ok(Some((lean, FastRun { module: current, diagnostics, stages: runs })))
+    Ok(Some((lean, EditRun { module: current, diagnostics, stages: runs })))
 }
 
 impl Lean {
@@ -317,19 +313,20 @@ impl Lean {
     }
 }
 
-/// Recomputes inputs of the current state of a [`Lean`] during an edit run, remembering
-/// them for the run.
-struct Replay<'a> {
+/// Lean mode's store for one edit run: what the last lean run kept, and the stage inputs
+/// replayed so far in this run.
+pub(crate) struct LeanEdit<'a> {
+    pub(crate) lean: &'a mut Lean,
     stages: &'a [Arc<Stage>],
+    /// The worker threads a whole-module replay may use.
+    threads: usize,
     memo: RefCell<Replayed>,
 }
 
-impl Replay<'_> {
-    /// The function `name` entering stage `k` as things stand (every stage before `k`
-    /// already updated by this run); `None` when it does not enter stage `k` or a pass
-    /// failed on it.
-    fn input(&self, lean: &Lean, k: usize, name: &Arc<str>) -> Option<Arc<Function>> {
-        replayed(lean, self.stages, k, name, Some(&self.memo))
+impl<'a> LeanEdit<'a> {
+    /// A store over `lean` for an edit run of `stages` (the plan variant it was made with).
+    pub(crate) fn new(lean: &'a mut Lean, stages: &'a [Arc<Stage>], threads: usize) -> LeanEdit<'a> {
+        LeanEdit { lean, stages, threads, memo: RefCell::default() }
     }
 }
 
@@ -367,238 +364,195 @@ fn replayed(
     res
 }
 
-/// Runs `stages_in` (the plan variant `lean` was made with) after the loaded functions in
-/// `edited` changed, updating `lean`. `Ok(None)` means lean mode's edit path cannot handle
-/// the edit (as for `fast::run_edit`); `lean` must then be dropped.
-pub(crate) fn run_edit(
-    stages_in: &[Arc<Stage>],
-    lean: &mut Lean,
-    edited: &FxHashMap<Arc<str>, Arc<Function>>,
-    threads: usize,
-) -> Result<Option<FastRun>, PassError> {
-    if lean.stages.len() != stages_in.len() {
-        return Ok(None);
+impl EditStore for LeanEdit<'_> {
+    fn num_stages(&self) -> usize {
+        self.lean.stages.len()
     }
-    let mut changed: Changed = FxHashMap::default();
-    for (name, new) in edited {
-        let Some(old) = lean.source(name) else { return Ok(None) };
-        if !same_function(old, new) {
-            changed.insert(name.clone(), (old.clone(), new.clone()));
-        }
-    }
-    for (name, (_, new)) in &changed {
-        if let Some(&i) = lean.index.get(name) {
-            lean.sources[i] = new.clone();
-        }
-        lean.note(name, new);
-    }
-    let replay = Replay { stages: stages_in, memo: RefCell::default() };
-    let mut stages = Vec::with_capacity(stages_in.len());
-    let mut diags_changed = false;
-    for (k, stage) in stages_in.iter().enumerate() {
-        let start = Instant::now();
-        let mut recomputed = Vec::new();
-        let mut next: Changed = FxHashMap::default();
-        let entered;
-        match &stage.kind {
-            StageKind::Function(_) => {
-                let last = k + 1 == stages_in.len();
-                let LeanStage::Function { index, .. } = &lean.stages[k] else { return Ok(None) };
-                let index = index.clone();
-                entered = index.len();
-                let sig_changed: FxHashSet<&str> =
-                    changed.iter().filter(|(_, (old, new))| !same_signature(old, new)).map(|(n, _)| &**n).collect();
-                let mut candidates: FxHashSet<Arc<str>> = changed.keys().cloned().collect();
-                if !sig_changed.is_empty() {
-                    lean.build_referrers();
-                    if let Some(referrers) = &lean.referrers {
-                        for callee in &sig_changed {
-                            candidates.extend(referrers.get(*callee).into_iter().flatten().cloned());
-                        }
-                    }
-                }
-                let current = |name: &Arc<str>| match changed.get(name) {
-                    Some((_, new)) => Some(new.clone()),
-                    None => replay.input(lean, k, name),
-                };
-                // The changed functions and the callers of those whose signature changed,
-                // in module order.
-                let mut at: Vec<(usize, Arc<str>)> = candidates
-                    .into_iter()
-                    .filter(|name| {
-                        changed.contains_key(name)
-                            || current(name).is_some_and(|f| callees(name, &f).iter().any(|c| sig_changed.contains(c)))
-                    })
-                    .filter_map(|n| index.get(&n).map(|&i| (i, n)))
-                    .collect();
-                at.sort_unstable_by_key(|(i, _)| *i);
-                let mut outs = Vec::with_capacity(at.len());
-                for (i, name) in &at {
-                    let Some(new_in) = current(name) else { return Ok(None) };
-                    let old_in = changed.get(name).map_or_else(|| new_in.clone(), |(old, _)| old.clone());
-                    let new_view = view_with(name, &new_in, |c| match changed.get(c) {
-                        Some((_, new)) => Some(new.clone()),
-                        None => lean.sig(k, c),
-                    });
-                    let Ok(new_out) = run_function_stage(stage, name, new_in, &new_view, &|| {}) else {
-                        return Ok(None);
-                    };
-                    if new_out.unfusable {
-                        return Ok(None);
-                    }
-                    // The previous output, from the previous input and what callers saw then.
-                    // After the last stage it would only decide whether the result gets the
-                    // new output, which is harmless when they are equal: skipped.
-                    let old = if last {
-                        None
-                    } else {
-                        let old_view = view_with(name, &old_in, |c| lean.sig(k, c));
-                        let Ok(old_out) = run_function_stage(stage, name, old_in, &old_view, &|| {}) else {
-                            return Ok(None);
-                        };
-                        Some(old_out.func)
-                    };
-                    outs.push((*i, name.clone(), old, new_out));
-                }
-                let LeanStage::Function { sigs, diags, .. } = &mut lean.stages[k] else { return Ok(None) };
-                for (i, name, old, new) in &outs {
-                    match old {
-                        Some(old) if *old == new.func => {}
-                        Some(old) => {
-                            next.insert(name.clone(), (old.0.clone(), new.func.0.clone()));
-                        }
-                        // Only the new output matters after the last stage.
-                        None => {
-                            next.insert(name.clone(), (new.func.0.clone(), new.func.0.clone()));
-                        }
-                    }
-                    let reported = new.diags.iter().any(|d| !d.is_empty());
-                    let before =
-                        if reported { diags.insert(*i as u32, new.diags.clone()) } else { diags.remove(&(*i as u32)) };
-                    diags_changed |= before.is_some() != reported || before.is_some_and(|b| b != new.diags);
-                    recomputed.push(name.clone());
-                }
-                // What callers see of the functions whose input changed, for later edits
-                // and replays.
-                for (name, (_, new)) in &changed {
-                    if let Some(&i) = index.get(name) {
-                        let source = lean.index.get(name).map(|&j| &lean.sources[j]);
-                        sigs[i] = sig_for(new, None, source);
-                    }
-                }
-                for (name, (_, new)) in &next {
-                    lean.note(name, new);
-                }
-            }
-            StageKind::Module(_) if changed.is_empty() => entered = lean.names_at(k).len(),
-            StageKind::Module(_) if firewall_holds(stage, k, lean, &replay, &changed) => {
-                // The pass would leave the changed functions as they come and the rest as
-                // they were.
-                entered = lean.names_at(k).len();
-                let LeanStage::Module { dropped, .. } = &lean.stages[k] else { return Ok(None) };
-                for (name, (old, new)) in &changed {
-                    if !dropped.contains(name) {
-                        next.insert(name.clone(), (old.clone(), new.clone()));
-                    }
-                }
-            }
-            StageKind::Module(_) => {
-                let names = lean.names_at(k);
-                entered = names.len();
-                // Every function's input, replayed in parallel (each replay is independent),
-                // on the calling thread alone when a replayed stage must run there.
-                let replay_threads = stages_in[..k].iter().map(|s| s.threads(threads)).min().unwrap_or(threads);
-                let inputs = par_map(&names, replay_threads, |name| match changed.get(name) {
-                    Some((_, new)) => Some(new.clone()),
-                    None => replayed(lean, stages_in, k, name, None),
-                });
-                let mut module = Module::with_capacity(names.len());
-                for (name, input) in names.iter().zip(inputs) {
-                    match input {
-                        Some(f) => {
-                            // The names are distinct, so adding cannot fail.
-                            let _ = module.add_shared(name, f);
-                        }
-                        None => return Ok(None),
-                    }
-                }
-                let (new_out, new_diags) = run_module_stage(stage, module.clone())?;
-                let LeanStage::Module { out_names, dropped, modified, diags } = &mut lean.stages[k] else {
-                    return Ok(None);
-                };
-                let same_names = out_names.len() == new_out.len()
-                    && out_names.iter().zip(new_out.entries()).all(|(a, (b, _))| a == b);
-                if !same_names {
-                    return Ok(None);
-                }
-                let mut now_modified = FxHashMap::default();
-                for (name, new) in new_out.entries() {
-                    let input = module.get(name);
-                    // The previous output: as stored when the pass changed the function,
-                    // else its previous input.
-                    let old = match modified.get(name) {
-                        Some(f) => Some(f.clone()),
-                        None => changed.get(name).map(|(old, _)| old.clone()).or_else(|| input.cloned()),
-                    };
-                    match old {
-                        Some(old) if same_function(&old, new) => {}
-                        Some(old) => {
-                            next.insert(name.clone(), (old, new.clone()));
-                        }
-                        None => return Ok(None),
-                    }
-                    if input.is_none_or(|input| !same_function(input, new)) {
-                        now_modified.insert(name.clone(), new.clone());
-                    }
-                }
-                *dropped = names.iter().filter(|n| !new_out.contains(n)).cloned().collect();
-                *modified = now_modified;
-                diags_changed |= *diags != new_diags;
-                *diags = new_diags;
-                let noted: Vec<_> = modified.iter().map(|(n, f)| (n.clone(), f.clone())).collect();
-                for (name, f) in &noted {
-                    lean.note(name, f);
-                }
-                recomputed = names.to_vec();
-            }
-        }
-        changed = next;
-        stages.push(FastStage { recomputed, entered, time: start.elapsed() });
-    }
-    replace_outputs(&mut lean.output, &changed);
-    let module = lean.output.clone();
-    if !diags_changed {
-        return Ok(Some(FastRun { module, diagnostics: lean.diagnostics.clone(), stages }));
-    }
-    let mut diagnostics = Vec::new();
-    for (stage, kept) in stages_in.iter().zip(&lean.stages) {
-        match (&stage.kind, kept) {
-            (StageKind::Function(passes), LeanStage::Function { diags, .. }) => {
-                let mut reported: Vec<_> = diags.iter().collect();
-                reported.sort_unstable_by_key(|(i, _)| **i);
-                extend_pass_major(&mut diagnostics, passes.len(), reported.iter().map(|(_, d)| &***d));
-            }
-            (StageKind::Module(_), LeanStage::Module { diags, .. }) => diagnostics.extend(diags.iter().cloned()),
-            _ => return Ok(None),
-        }
-    }
-    lean.diagnostics = diagnostics.clone();
-    Ok(Some(FastRun { module, diagnostics, stages }))
-}
 
-/// Whether module stage `k`'s firewall holds for every change in `changed`
-/// ([`edit::firewall_holds`]), the pass's stored changes telling whether it left a function as
-/// it came; functions not changed are replayed.
-fn firewall_holds(stage: &Stage, k: usize, lean: &Lean, replay: &Replay<'_>, changed: &Changed) -> bool {
-    let LeanStage::Module { modified, .. } = &lean.stages[k] else {
-        return false;
-    };
-    let lookup = |name: &str| {
-        let name: Arc<str> = Arc::from(name);
-        match changed.get(&name) {
-            Some((_, new)) => Some(new.clone()),
-            None => replay.input(lean, k, &name),
+    fn source(&self, name: &str) -> Option<Arc<Function>> {
+        self.lean.source(name).cloned()
+    }
+
+    fn set_source(&mut self, name: &Arc<str>, new: Arc<Function>) {
+        if let Some(&i) = self.lean.index.get(name) {
+            self.lean.sources[i] = new;
         }
-    };
-    edit::firewall_holds(stage, changed, &lookup, |name, _| !modified.contains_key(name))
+    }
+
+    fn note(&mut self, name: &Arc<str>, func: &Function) {
+        self.lean.note(name, func);
+    }
+
+    fn referrers_of(&mut self, callees: &FxHashSet<&str>) -> Vec<Arc<str>> {
+        self.lean.build_referrers();
+        let Some(referrers) = &self.lean.referrers else { return Vec::new() };
+        callees.iter().flat_map(|callee| referrers.get(*callee).into_iter().flatten().cloned()).collect()
+    }
+
+    fn positions(&self, k: usize) -> Option<Positions> {
+        match self.lean.stages.get(k) {
+            Some(LeanStage::Function { index, .. }) => Some(index.clone()),
+            _ => None,
+        }
+    }
+
+    fn names_at(&self, k: usize) -> Names {
+        self.lean.names_at(k)
+    }
+
+    /// Replayed from the source (remembered for the run).
+    fn input(&self, k: usize, name: &Arc<str>) -> Option<Arc<Function>> {
+        replayed(self.lean, self.stages, k, name, Some(&self.memo))
+    }
+
+    /// What callers saw of it at this stage: the stored stub.
+    fn callee(&self, k: usize, callee: &str) -> Option<Arc<Function>> {
+        self.lean.sig(k, callee)
+    }
+
+    /// Recomputed from the previous input and what callers saw then. After the last stage it
+    /// would only decide whether the result gets the new output, which is harmless when they
+    /// are equal: skipped.
+    fn previous_output(
+        &self,
+        stage: &Stage,
+        k: usize,
+        _at: usize,
+        name: &Arc<str>,
+        old_in: Arc<Function>,
+        last: bool,
+    ) -> Result<Option<FnVal>, GiveUp> {
+        if last {
+            return Ok(None);
+        }
+        let old_view = view_with(name, &old_in, |c| self.lean.sig(k, c));
+        let old_out = run_function_stage(stage, name, old_in, &old_view, &|| {}).map_err(|_| GiveUp)?;
+        Ok(Some(old_out.func))
+    }
+
+    /// Keeps only the diagnostics (the output is replayed when needed).
+    fn record_output(&mut self, k: usize, at: usize, _name: &Arc<str>, out: StageOut) -> Result<bool, GiveUp> {
+        let LeanStage::Function { diags, .. } = &mut self.lean.stages[k] else { return Err(GiveUp) };
+        let reported = out.diags.iter().any(|d| !d.is_empty());
+        let before = if reported { diags.insert(at as u32, out.diags.clone()) } else { diags.remove(&(at as u32)) };
+        Ok(before.is_some() != reported || before.is_some_and(|b| b != out.diags))
+    }
+
+    /// What callers see of the functions whose input changed, for later edits and replays.
+    fn function_stage_done(&mut self, k: usize, changed: &Changed) {
+        let lean = &mut *self.lean;
+        let LeanStage::Function { index, sigs, .. } = &mut lean.stages[k] else { return };
+        for (name, (_, new)) in changed {
+            if let Some(&i) = index.get(name) {
+                let source = lean.index.get(name).map(|&j| &lean.sources[j]);
+                sigs[i] = sig_for(new, None, source);
+            }
+        }
+    }
+
+    /// The pass's stored changes tell.
+    fn left_as_it_came(&self, k: usize, name: &Arc<str>, _old: &Arc<Function>) -> bool {
+        match &self.lean.stages[k] {
+            LeanStage::Module { modified, .. } => !modified.contains_key(name),
+            LeanStage::Function { .. } => false,
+        }
+    }
+
+    /// Nothing to store: the function's output there is its input.
+    fn pass_through(&mut self, k: usize, name: &Arc<str>, _new: &Arc<Function>) -> bool {
+        match &self.lean.stages[k] {
+            LeanStage::Module { dropped, .. } => !dropped.contains(name),
+            LeanStage::Function { .. } => false,
+        }
+    }
+
+    /// Every function's input, replayed in parallel (each replay is independent), on the
+    /// calling thread alone when a replayed stage must run there.
+    fn module_input(&self, k: usize, names: &Names, changed: &Changed) -> Result<Module, GiveUp> {
+        let replay_threads = self.stages[..k].iter().map(|s| s.threads(self.threads)).min().unwrap_or(self.threads);
+        let inputs = par_map(names, replay_threads, |name| match changed.get(name) {
+            Some((_, new)) => Some(new.clone()),
+            None => replayed(self.lean, self.stages, k, name, None),
+        });
+        let mut module = Module::with_capacity(names.len());
+        for (name, input) in names.iter().zip(inputs) {
+            // The names are distinct, so adding cannot fail.
+            let _ = module.add_shared(name, input.ok_or(GiveUp)?);
+        }
+        Ok(module)
+    }
+
+    fn out_names(&self, k: usize) -> Vec<&Arc<str>> {
+        match &self.lean.stages[k] {
+            LeanStage::Module { out_names, .. } => out_names.iter().collect(),
+            LeanStage::Function { .. } => Vec::new(),
+        }
+    }
+
+    /// As stored when the pass changed the function, else its previous input.
+    fn previous_module_output(
+        &self,
+        k: usize,
+        name: &Arc<str>,
+        input: Option<&Arc<Function>>,
+        changed: &Changed,
+    ) -> Option<Arc<Function>> {
+        let LeanStage::Module { modified, .. } = &self.lean.stages[k] else { return None };
+        match modified.get(name) {
+            Some(f) => Some(f.clone()),
+            None => changed.get(name).map(|(old, _)| old.clone()).or_else(|| input.cloned()),
+        }
+    }
+
+    /// Keeps the functions the pass dropped or changed.
+    fn record_module_output(
+        &mut self,
+        k: usize,
+        names: &Names,
+        input: &Module,
+        out: Module,
+        new_diags: Vec<Diagnostic>,
+    ) -> Result<bool, GiveUp> {
+        let LeanStage::Module { dropped, modified, diags, .. } = &mut self.lean.stages[k] else {
+            return Err(GiveUp);
+        };
+        *modified = out
+            .entries()
+            .iter()
+            .filter(|(name, new)| input.get(name).is_none_or(|input| !same_function(input, new)))
+            .map(|(name, new)| (name.clone(), new.clone()))
+            .collect();
+        *dropped = names.iter().filter(|n| !out.contains(n)).cloned().collect();
+        let diags_changed = *diags != new_diags;
+        *diags = new_diags;
+        let noted: Vec<_> = modified.iter().map(|(n, f)| (n.clone(), f.clone())).collect();
+        for (name, f) in &noted {
+            self.lean.note(name, f);
+        }
+        Ok(diags_changed)
+    }
+
+    fn output_mut(&mut self) -> &mut Module {
+        &mut self.lean.output
+    }
+
+    fn diagnostics_mut(&mut self) -> &mut Vec<Diagnostic> {
+        &mut self.lean.diagnostics
+    }
+
+    fn collect_diagnostics(&self, stages: &[Arc<Stage>]) -> Result<Vec<Diagnostic>, GiveUp> {
+        let mut diagnostics = Vec::new();
+        for (stage, kept) in stages.iter().zip(&self.lean.stages) {
+            match (&stage.kind, kept) {
+                (StageKind::Function(passes), LeanStage::Function { diags, .. }) => {
+                    let mut reported: Vec<_> = diags.iter().collect();
+                    reported.sort_unstable_by_key(|(i, _)| **i);
+                    extend_pass_major(&mut diagnostics, passes.len(), reported.iter().map(|(_, d)| &***d));
+                }
+                (StageKind::Module(_), LeanStage::Module { diags, .. }) => diagnostics.extend(diags.iter().cloned()),
+                _ => return Err(GiveUp),
+            }
+        }
+        Ok(diagnostics)
+    }
 }
