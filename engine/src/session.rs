@@ -32,6 +32,7 @@
 mod db;
 mod edit;
 mod fast;
+mod kept;
 mod lean;
 mod plan;
 mod same;
@@ -46,7 +47,8 @@ use salsa::Setter;
 use self::db::{run_stages, FnVal, FuncList, Ran, SessionDb, Source, UNFUSED};
 use self::edit::{run_edit, EditRun};
 use self::fast::Cache;
-use self::lean::{Lean, LeanEdit};
+use self::kept::{Event, Kept, Store};
+use self::lean::LeanEdit;
 use self::plan::{plan, PassIds, Plan, Split};
 use self::same::{same_function, span_base};
 use crate::ir::{Function, Module, ModuleError};
@@ -228,20 +230,9 @@ pub struct Session {
     entries: FxHashMap<Arc<str>, Entry>,
     /// Functions whose `base` differs from their `stored_base`.
     moved: FxHashSet<Arc<str>>,
-    /// The last successful output, valid while nothing was set since.
-    last: Option<Last>,
-    /// The per-stage outputs of the last run made by [`Session::run`], for the edit path;
-    /// dropped when the function list, the plan or the settings change.
-    cache: Option<Cache>,
-    /// Functions whose body was set since `cache` was made, as they are now.
-    edited: FxHashMap<Arc<str>, Arc<Function>>,
-    /// Whether a run found the plan's fused variant not applicable to this module (a
-    /// per-function form's precondition failed): later runs go straight to the unfused
-    /// variant until the plan changes.
-    unfused: bool,
     mode: MemoryMode,
-    /// What lean mode keeps of its last run; dropped when `cache` would be.
-    lean: Option<Lean>,
+    /// What the session keeps of its runs, and the one place it changes (`session/kept.rs`).
+    kept: Kept,
 }
 
 impl Session {
@@ -263,12 +254,8 @@ impl Session {
             order: Vec::new(),
             entries: FxHashMap::default(),
             moved: FxHashSet::default(),
-            last: None,
-            cache: None,
-            edited: FxHashMap::default(),
-            unfused: false,
             mode: MemoryMode::Full,
-            lean: None,
+            kept: Kept::default(),
         })
     }
 
@@ -280,9 +267,7 @@ impl Session {
             return;
         }
         self.mode = mode;
-        self.cache = None;
-        self.lean = None;
-        self.last = None;
+        self.kept.on(Event::ModeChanged);
         if mode == MemoryMode::Lean {
             self.reset_db();
         }
@@ -378,10 +363,7 @@ impl Session {
     fn set_plan(&mut self, plan: Plan) {
         let roots = self.roots();
         roots.set_plan(&mut self.db).to(Arc::new(plan));
-        self.last = None;
-        self.cache = None;
-        self.lean = None;
-        self.unfused = false;
+        self.kept.on(Event::PlanChanged);
     }
 
     fn roots(&self) -> db::Roots {
@@ -481,7 +463,7 @@ impl Session {
                 // The function did not change, but its diagnostics in the last run's output
                 // sit where it was: the next run must move them (the edit path does).
                 if moved_since_last_run {
-                    self.last = None;
+                    self.kept.on(Event::Touched);
                 }
                 return false;
             }
@@ -493,12 +475,12 @@ impl Session {
             // did not drop, so low-durability edits would stop module-pass outputs from being
             // reused after the first edit.
             input.set_func(&mut self.db).to(FnVal(func.clone()));
-            self.edited.insert(name.clone(), func.clone());
+            self.kept.on(Event::Edited(name, func));
         } else {
             let input = Source::new(&self.db, FnVal(func.clone()));
             self.entries.insert(name.clone(), Entry { input, stored: func.clone(), stored_base: base, base });
+            self.kept.on(Event::Touched);
         }
-        self.last = None;
         true
     }
 
@@ -510,10 +492,10 @@ impl Session {
         let roots = self.roots();
         if *roots.funcs(&self.db) != list {
             roots.set_funcs(&mut self.db).to(Arc::new(list));
-            self.cache = None;
-            self.lean = None;
+            self.kept.on(Event::ListChanged);
+        } else {
+            self.kept.on(Event::Touched);
         }
-        self.last = None;
     }
 
     /// Removes and returns the pass statistics of the work this session did since the last
@@ -526,76 +508,79 @@ impl Session {
 
     /// Runs the pipeline, recomputing only what changed since the last run.
     pub fn run(&mut self) -> Result<SessionOutput, SessionError> {
-        if let Some(last) = &self.last {
+        if let Some(last) = self.kept.last() {
             return Ok(last.output(Instant::now()));
         }
-        if self.mode == MemoryMode::Lean {
-            let out = self.run_lean()?;
-            self.last = Some(Last::of(&out));
-            return Ok(out);
-        }
-        if let Some(out) = self.run_edit()? {
-            self.last = Some(Last::of(&out));
-            return Ok(out);
-        }
-        let pending = self.start_run();
-        let start = Instant::now();
-        let mut ran = pending.ran()?;
-        self.unfused = ran.unfused;
-        self.edited.clear();
-        self.cache = ran.outputs.take().map(|stages| {
-            let sources = self.order.iter().map(|n| (n.clone(), self.entries[n].stored.clone())).collect();
-            Cache::new(Arc::new(self.order.clone()), sources, stages, ran.module.clone(), ran.diagnostics.clone())
-        });
-        let out = pending.output(ran, start);
-        self.last = Some(Last::of(&out));
+        let (out, store, unfused) = match self.mode {
+            MemoryMode::Lean => self.run_lean()?,
+            MemoryMode::Full => match self.run_edit()? {
+                Some(ran) => ran,
+                None => self.run_salsa()?,
+            },
+        };
+        self.kept.on(Event::Ran { out: &out, store, unfused });
         Ok(out)
     }
 
-    /// Runs the edit path (see `session/fast.rs`) when the session has the previous run's
-    /// per-stage outputs; `None` when it has not or the edit path gave up.
-    fn run_edit(&mut self) -> Result<Option<SessionOutput>, SessionError> {
-        let Some(mut cache) = self.cache.take() else { return Ok(None) };
+    /// A run through salsa (the default mode's cold and cross-run path), leaving the edit
+    /// path's store when every stage's outputs were computed.
+    fn run_salsa(&mut self) -> Result<(SessionOutput, Option<Store>, bool), SessionError> {
+        let pending = self.start_run();
         let start = Instant::now();
-        let plan = self.roots().plan(&self.db);
-        let variant = plan.variant(self.unfused);
-        let Some(run) = run_edit(variant, &mut cache, &self.edited)? else { return Ok(None) };
-        self.edited.clear();
-        self.cache = Some(cache);
-        Ok(Some(self.output_of(run, variant, start)))
+        let mut ran = pending.ran()?;
+        let unfused = ran.unfused;
+        let store = ran.outputs.take().map(|stages| {
+            let sources = self.order.iter().map(|n| (n.clone(), self.entries[n].stored.clone())).collect();
+            Store::Full(Cache::new(
+                Arc::new(self.order.clone()),
+                sources,
+                stages,
+                ran.module.clone(),
+                ran.diagnostics.clone(),
+            ))
+        });
+        Ok((pending.output(ran, start), store, unfused))
     }
 
-    /// A run in lean mode: its edit path when the session has what the last lean run kept
-    /// and it can handle the edits, else a cold run of the stages.
-    fn run_lean(&mut self) -> Result<SessionOutput, SessionError> {
+    /// The edit path (`session/edit.rs`) over the default mode's store, when the session has
+    /// one; `None` when it has not or the edit path gave up.
+    fn run_edit(&mut self) -> Result<Option<(SessionOutput, Option<Store>, bool)>, SessionError> {
+        let Some(Store::Full(mut cache)) = self.kept.take_store() else { return Ok(None) };
         let start = Instant::now();
         let plan = self.roots().plan(&self.db);
-        if let Some(mut lean) = self.lean.take() {
-            let variant = plan.variant(self.unfused);
-            let threads = self.ctx.num_threads().max(1);
-            if let Some(run) = run_edit(variant, &mut LeanEdit::new(&mut lean, variant, threads), &self.edited)? {
-                self.edited.clear();
-                self.lean = Some(lean);
-                return Ok(self.output_of(run, variant, start));
+        let unfused = self.kept.unfused();
+        let variant = plan.variant(unfused);
+        let Some(run) = run_edit(variant, &mut cache, self.kept.edited())? else { return Ok(None) };
+        Ok(Some((self.output_of(run, variant, start), Some(Store::Full(cache)), unfused)))
+    }
+
+    /// A run in lean mode: the edit path over what the last lean run kept when the session has
+    /// it and the path can handle the edits, else a cold run of the stages.
+    fn run_lean(&mut self) -> Result<(SessionOutput, Option<Store>, bool), SessionError> {
+        let start = Instant::now();
+        let plan = self.roots().plan(&self.db);
+        let threads = self.ctx.num_threads().max(1);
+        let mut unfused = self.kept.unfused();
+        if let Some(Store::Lean(mut lean)) = self.kept.take_store() {
+            let variant = plan.variant(unfused);
+            if let Some(run) = run_edit(variant, &mut LeanEdit::new(&mut lean, variant, threads), self.kept.edited())? {
+                return Ok((self.output_of(run, variant, start), Some(Store::Lean(lean)), unfused));
             }
         }
         // The function list salsa's input holds (the same names in the same order).
         let names = self.roots().funcs(&self.db).names.clone();
         let sources: Vec<Arc<Function>> = names.iter().map(|n| self.entries[n].stored.clone()).collect();
-        let threads = self.ctx.num_threads().max(1);
         let mut ran = None;
-        if !self.unfused {
+        if !unfused {
             ran = lean::run_cold(plan.variant(false), names.clone(), sources.clone(), threads)?;
         }
         if ran.is_none() {
             // The unfused variant has no run-time check, so it always gives a result.
-            self.unfused = plan.unfused.is_some();
+            unfused = plan.unfused.is_some();
             ran = lean::run_cold(plan.variant(true), names, sources, threads)?;
         }
         let (lean, run) = ran.ok_or_else(|| PassError::msg("internal error: unfused stage plan not runnable"))?;
-        self.edited.clear();
-        self.lean = Some(lean);
-        Ok(self.output_of(run, plan.variant(self.unfused), start))
+        Ok((self.output_of(run, plan.variant(unfused), start), Some(Store::Lean(lean)), unfused))
     }
 
     /// The output of an edit-path or lean run of `variant` that started at `start`.
@@ -634,7 +619,7 @@ impl Session {
     /// run has stopped.
     pub fn start_run(&self) -> PendingRun {
         let shifts = self.shifts();
-        PendingRun { db: self.db.clone(), threads: self.ctx.num_threads().max(1), shifts, unfused: self.unfused }
+        PendingRun { db: self.db.clone(), threads: self.ctx.num_threads().max(1), shifts, unfused: self.kept.unfused() }
     }
 }
 
