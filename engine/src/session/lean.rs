@@ -27,7 +27,6 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::db::{
@@ -37,7 +36,7 @@ use super::edit::{Changed, EditRun, EditStage, EditStore, GiveUp, Names, Positio
 use super::plan::{Stage, StageKind};
 use super::same::{same_function, same_signature};
 use crate::ir::{ExprKind, Function, IdRange, Module, NodeId};
-use crate::transform::fanout::pool;
+use crate::transform::fanout::map_items;
 use crate::transform::{Diagnostic, PassError};
 
 /// Replayed stage inputs: (stage, function) → the function entering it, if it does.
@@ -113,15 +112,6 @@ fn sig_for(input: &Arc<Function>, prev: Option<&Arc<Function>>, source: Option<&
     }
 }
 
-/// Calls `f` on every item: inline with one thread, else on the executor's cached pool of
-/// `threads` workers with work stealing over single items.
-fn par_map<I: Sync, T: Send>(items: &[I], threads: usize, f: impl Fn(&I) -> T + Sync) -> Vec<T> {
-    match (threads > 1 && items.len() > 1).then(|| pool(threads)).flatten() {
-        Some(pool) => pool.install(|| items.par_iter().map(&f).collect()),
-        None => items.iter().map(f).collect(),
-    }
-}
-
 /// The globals in `func` (named `name`) that `source` does not reference.
 fn extra_of(name: &str, func: &Function, source: Option<&Arc<Function>>) -> Vec<Arc<str>> {
     let new = callees(name, func);
@@ -172,7 +162,7 @@ pub(crate) fn run_cold(
         match &stage.kind {
             StageKind::Function(passes) => {
                 let entries = current.entries();
-                let results = par_map(entries, stage.threads(threads), |(name, input)| {
+                let results = map_items(stage.threads(threads), entries, |(name, input)| {
                     let view = view_with(name, input, |c| current.get(c).cloned());
                     let out = run_function_stage(stage, name, input.clone(), &view, &|| {});
                     let source = source_of(name);
@@ -470,7 +460,7 @@ impl EditStore for LeanEdit<'_> {
     /// calling thread alone when a replayed stage must run there.
     fn module_input(&self, k: usize, names: &Names, changed: &Changed) -> Result<Module, GiveUp> {
         let replay_threads = self.stages[..k].iter().map(|s| s.threads(self.threads)).min().unwrap_or(self.threads);
-        let inputs = par_map(names, replay_threads, |name| match changed.get(name) {
+        let inputs = map_items(replay_threads, names, |name| match changed.get(name) {
             Some((_, new)) => Some(new.clone()),
             None => replayed(self.lean, self.stages, k, name, None),
         });

@@ -10,22 +10,27 @@ use rayon::prelude::*;
 
 use crate::ir::{Function, Module};
 
-/// Calls `task` on every function of `module` and returns the results in module order: inline
-/// on the calling thread when `threads` is 1 or there is at most one function, else on the
-/// cached pool of that size with rayon work stealing over single functions.
+/// Calls `task` on every function of `module` and returns the results in module order
+/// ([`map_items`] over its entries).
 pub(crate) fn map_entries<T: Send>(
     threads: usize,
     module: &Module,
     task: impl Fn(&str, &Arc<Function>) -> T + Sync + Send,
 ) -> Vec<T> {
+    map_items(threads, module.entries(), |(name, func)| task(name, func))
+}
+
+/// Calls `task` on every item and returns the results in order: inline on the calling thread
+/// when `threads` is 1 or there is at most one item, else on the cached pool of that size with
+/// rayon work stealing over single items.
+pub(crate) fn map_items<I: Sync, T: Send>(threads: usize, items: &[I], task: impl Fn(&I) -> T + Sync + Send) -> Vec<T> {
     let n_threads = threads.max(1);
-    let entries = module.entries();
-    if n_threads == 1 || entries.len() <= 1 {
-        return entries.iter().map(|(name, func)| task(name, func)).collect();
+    if n_threads == 1 || items.len() <= 1 {
+        return items.iter().map(task).collect();
     }
     match pool(n_threads) {
-        Some(pool) => pool.install(|| entries.par_iter().map(|(name, func)| task(name, func)).collect()),
-        None => entries.iter().map(|(name, func)| task(name, func)).collect(),
+        Some(pool) => pool.install(|| items.par_iter().map(task).collect()),
+        None => items.iter().map(task).collect(),
     }
 }
 
