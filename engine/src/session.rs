@@ -18,9 +18,9 @@
 //! stage. A function pass reads other functions only through a module view whose entries
 //! come through a signature query: editing a callee's body without changing its signature
 //! does not recompute its callers. After edits that only changed function bodies, a run
-//! takes the edit path instead (`session/fast.rs`): it starts from the previous run's
-//! per-stage outputs and recomputes only what the edits reach, without asking salsa to verify
-//! every memo.
+//! takes the edit path instead (`session/edit.rs`, over the memory mode's store): it starts
+//! from what the previous run kept and recomputes only what the edits reach, without asking
+//! salsa to verify every memo. What the session keeps changes only in `session/kept.rs`.
 //!
 //! What it deliberately does not do: run instruments (a context with instruments is
 //! rejected: cached stages would skip their callbacks), or let a function pass depend on

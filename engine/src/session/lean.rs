@@ -12,8 +12,8 @@
 //!   the stored stubs as the module view (a function pass reads no more than signatures) and,
 //!   at a module stage, the stored output when the pass changed the function;
 //! - a recomputed function's previous output is recomputed from its previous input with the
-//!   previous stubs, so a change stops where an output equals the previous one, as on the
-//!   default edit path (`fast.rs`), and the same functions are reported recomputed.
+//!   previous stubs, so a change stops where an output equals the previous one, as with the
+//!   default mode's store (`fast.rs`), and the same functions are reported recomputed.
 //!
 //! The runs themselves do not use salsa: a cold run runs the stages directly (fanning
 //! function stages out like a plain run) and records the above; an edit of function bodies is
