@@ -466,6 +466,41 @@ def @dead_end(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {{
     );
 }
 
+/// A firewall set on the session by the name of a pass split with `set_split` covers the
+/// split's prelude (a module stage under the prelude's own name).
+#[test]
+fn a_firewall_set_for_a_split_pass_covers_its_prelude() {
+    let p = sequential("test", vec![identity("First", 0), prune_and_mark(Arc::default()), mark_seen()]);
+    for mode in [MemoryMode::Full, MemoryMode::Lean] {
+        let mut s = Session::new(p.clone(), &ctx(2, 1)).expect("session");
+        s.set_memory_mode(mode);
+        let prelude = module_pass("DropDead", 0, |module, _ctx| {
+            let mut out = Module::new();
+            for (name, f) in module.iter().filter(|(n, _)| !n.starts_with("dead")) {
+                out.add(name, f.clone()).map_err(|e| PassError::msg(e.to_string()))?;
+            }
+            Ok(out)
+        })
+        .shared();
+        let per_function = function_pass("MarkKept", 0, |func, _module, _ctx| {
+            Ok(Arc::new(func.with_attrs(func.attrs().clone().with("Kept", AttrValue::Int(1)))))
+        })
+        .shared();
+        s.set_split("PruneAndMark", passel_engine::ModuleSplit { prelude: Some(prelude), per_function })
+            .expect("split");
+        // The prelude only drops `dead…` functions: an edit of any other leaves the rest alone.
+        let firewall = ModuleFirewall { unaffected: Arc::new(|c: &FirewallCheck<'_>| !c.name.starts_with("dead")) };
+        s.set_firewall("PruneAndMark", firewall).expect("firewall");
+        s.load(&parse(&format!("{MODULE}\ndef @dead_end(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {{\n  %x\n}}\n")));
+        let out = run(&mut s, &p, 2);
+        assert_eq!(recomputed(&out)[1], "DropDead: leaf mid top hot dead_end", "{mode:?}");
+        s.set_function("mid", func("def @mid(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @leaf(@leaf(%x))\n}\n"));
+        let out = run(&mut s, &p, 2);
+        assert_eq!(recomputed(&out), ["First: mid", "DropDead: ", "MarkKept,MarkSeen: mid"], "{mode:?}");
+        assert_matches_cold(&s, &p, &out, 2);
+    }
+}
+
 #[test]
 fn a_body_edit_that_makes_a_module_pass_drop_a_function_matches_a_cold_run() {
     // Drops the functions marked `Drop`: a body edit changes the function list after it.

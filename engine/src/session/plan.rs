@@ -193,12 +193,14 @@ pub(crate) fn plan(
                         ident: Ident::Part(Box::new(ident.clone()), "prelude"),
                         form: None,
                         firewall: pass.firewall(),
+                        firewall_name: None,
                     });
                     leaves.push(Leaf {
                         pass: Arc::new(form),
                         ident: Ident::Part(Box::new(ident), "form"),
                         form: Some(Form::Split),
                         firewall: None,
+                        firewall_name: None,
                     });
                     continue;
                 }
@@ -210,6 +212,8 @@ pub(crate) fn plan(
                                 ident: Ident::Object(ids.id(prelude)),
                                 form: None,
                                 firewall: pass.firewall(),
+                                // `Session::set_firewall` names the split pass, not its prelude.
+                                firewall_name: Some(pass.info().name.clone()),
                             });
                         }
                         let ident = Ident::Object(ids.id(&split.per_function));
@@ -218,14 +222,21 @@ pub(crate) fn plan(
                             ident,
                             form: Some(Form::Split),
                             firewall: None,
+                            firewall_name: None,
                         });
                     }
                     (_, Some(form)) if kind != PassKind::Function => {
-                        leaves.push(Leaf { pass: Arc::new(form), ident, form: Some(Form::Local), firewall: None });
+                        leaves.push(Leaf {
+                            pass: Arc::new(form),
+                            ident,
+                            form: Some(Form::Local),
+                            firewall: None,
+                            firewall_name: None,
+                        });
                     }
                     _ => {
                         let firewall = pass.firewall();
-                        leaves.push(Leaf { pass, ident, form: None, firewall })
+                        leaves.push(Leaf { pass, ident, form: None, firewall, firewall_name: None })
                     }
                 }
             }
@@ -258,6 +269,9 @@ struct Leaf {
     /// The firewall the pass declared ([`Pass::firewall`]), for a module pass or the prelude
     /// of a split one.
     firewall: Option<ModuleFirewall>,
+    /// The name a firewall set on the session is looked up by, when not the pass's own (a
+    /// `ModuleSplit`'s prelude: the split pass's name).
+    firewall_name: Option<String>,
 }
 
 /// The kinds of per-function forms of module passes.
@@ -325,8 +339,9 @@ fn group(
         let fingerprint = fingerprint(settings, 'm', [(&leaf.ident, false)]);
         let label = leaf.pass.info().name.clone();
         // One set on the session by name overrides the one the pass declares.
+        let key = leaf.firewall_name.as_deref().unwrap_or(&label);
         let firewall =
-            firewalls.iter().find(|(name, _)| *name == label).map(|(_, f)| f.clone()).or_else(|| leaf.firewall.clone());
+            firewalls.iter().find(|(name, _)| name == key).map(|(_, f)| f.clone()).or_else(|| leaf.firewall.clone());
         stages.push(Stage {
             kind: StageKind::Module(leaf.pass.clone()),
             fingerprint,
