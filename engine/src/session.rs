@@ -354,7 +354,12 @@ impl Session {
             && ctx.disabled_pass() == self.ctx.disabled_pass()
             && ctx.config() == self.ctx.config();
         self.ctx = ctx.clone();
-        if !same_settings {
+        if same_settings {
+            // Only the thread count changed: the stages compute what they computed (their
+            // fingerprints are equal, so salsa backdates them and nothing is recomputed), but
+            // the passes that fan out themselves must see the new count in their context.
+            self.roots().set_plan(&mut self.db).to(Arc::new(plan));
+        } else {
             self.set_plan(plan);
         }
         Ok(())

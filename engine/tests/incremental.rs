@@ -501,6 +501,37 @@ fn a_firewall_set_for_a_split_pass_covers_its_prelude() {
     }
 }
 
+/// A change of the thread count alone recomputes nothing, but the passes that run afterwards
+/// see the new count in their context (a module pass fans out with it).
+#[test]
+fn a_thread_count_change_reaches_module_passes_without_recomputing() {
+    for mode in [MemoryMode::Full, MemoryMode::Lean] {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let recorder = {
+            let seen = seen.clone();
+            module_pass("Threads", 0, move |module, ctx| {
+                seen.store(ctx.num_threads(), Ordering::SeqCst);
+                Ok(module)
+            })
+            .shared()
+        };
+        let p = sequential("test", vec![identity("First", 0), recorder, identity("Last", 0)]);
+        let mut s = Session::new(p.clone(), &ctx(2, 1)).expect("session");
+        s.set_memory_mode(mode);
+        s.load(&parse(MODULE));
+        s.run().expect("run");
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+        s.set_context(&ctx(2, 2)).expect("context");
+        let out = s.run().expect("run");
+        assert!(out.stats.stages.iter().all(|st| st.recomputed.is_empty()), "{mode:?}: {:?}", recomputed(&out));
+        s.set_function("mid", func("def @mid(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {\n  @leaf(@leaf(%x))\n}\n"));
+        let out = s.run().expect("run");
+        assert_eq!(seen.load(Ordering::SeqCst), 2, "{mode:?}");
+        assert_eq!(recomputed(&out), ["First: mid", "Threads: leaf mid top hot", "Last: mid"], "{mode:?}");
+        assert_matches_cold(&s, &p, &out, 2);
+    }
+}
+
 #[test]
 fn a_body_edit_that_makes_a_module_pass_drop_a_function_matches_a_cold_run() {
     // Drops the functions marked `Drop`: a body edit changes the function list after it.
