@@ -228,7 +228,7 @@ mod tests {
         dropped[d.index()] = true;
         assert!(func.substituted(&subst, &dropped).is_none(), "the patch cannot empty a block");
         let out = substitute(&func, &subst, &dropped).expect("the copy can");
-        assert!(verify_function(&out).is_ok());
+        assert!(verify_function(None, "main", &out).is_ok());
 
         let mut b = FunctionBuilder::new();
         let x = b.var("x", None);
@@ -268,7 +268,7 @@ mod tests {
         let body = b.block(&[(f, fv)], f);
         let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
         let out = mutate(&func, &mut ConstFor(p));
-        assert!(verify_function(&out).is_ok());
+        assert!(verify_function(None, "main", &out).is_ok());
 
         let mut b = FunctionBuilder::new();
         let x = b.var("x", None);

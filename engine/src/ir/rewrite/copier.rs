@@ -69,6 +69,7 @@ impl<'s> Copier<'s> {
     }
 
     /// Sets the memo entry of `old`, recording it when tracking.
+    #[inline]
     pub fn set_memo(&mut self, old: NodeId, new: NodeId) {
         self.memo[old.index()] = new;
         if let Some(w) = &mut self.written {
@@ -88,6 +89,7 @@ impl<'s> Copier<'s> {
 
     /// The new id of old node `old`; an atom not copied yet is copied now. A compound node
     /// not copied yet (only possible for malformed input) is copied with [`NoHooks`].
+    #[inline]
     pub fn map(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
         let m = self.memo[old.index()];
         if m != NONE {

@@ -102,6 +102,7 @@ impl<'f> Rewriter<'f> {
     }
 
     /// Removes the binding of old variable `var` (its value is not copied).
+    #[inline]
     pub fn drop_binding(&mut self, var: NodeId) {
         self.dropped[var.index()] = true;
         self.changed = true;
@@ -166,6 +167,7 @@ impl<'f> Rewriter<'f> {
     }
 
     /// The constant of new node `new`, if it is a constant.
+    #[inline]
     pub fn new_const(&self, new: NodeId) -> Option<&Arc<Constant>> {
         match self.b.node(new).kind {
             ExprKind::Const { idx } => Some(self.b.constant_at(idx)),
@@ -174,6 +176,7 @@ impl<'f> Rewriter<'f> {
     }
 
     /// Pushes a constant into the new function.
+    #[inline]
     pub fn constant(&mut self, c: Arc<Constant>) -> NodeId {
         self.b.constant(c)
     }
