@@ -253,6 +253,12 @@ pub fn try_get(op: OpId) -> Option<&'static OpDef> {
     registry().defs.get(op.0 as usize)
 }
 
+/// Whether a call of `op` has effects. Unknown operators (malformed input) count as stateful.
+#[inline]
+pub fn is_stateful(op: OpId) -> bool {
+    try_get(op).is_none_or(|d| d.stateful)
+}
+
 /// The definition of `op`.
 pub fn get(op: OpId) -> &'static OpDef {
     &registry().defs[op.0 as usize]

@@ -9,14 +9,14 @@
 //!
 //! Phases:
 //! 1. Quick scan for a live binding whose value is an atom; none → the same `Arc`.
-//! 2. One copy of the live nodes ([`crate::rewrite::Rewriter`] with atom propagation).
+//! 2. One copy of the live nodes ([`passel_engine::ir::rewrite::Rewriter`] with atom propagation).
 
 use std::sync::Arc;
 
 use passel_engine::ir::{ExprKind, Function};
 
 use crate::census::{fewer, Counter};
-use crate::rewrite::{well_formed, Propagate, Rewriter};
+use passel_engine::ir::rewrite::{Propagate, Rewriter};
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -44,7 +44,7 @@ pub fn canonicalize_bindings(func: &Arc<Function>) -> Arc<Function> {
         ExprKind::Block { bindings, .. } => func.bindings(bindings).any(|(_, value)| func.kind(value).is_atom()),
         _ => false,
     });
-    if !has_rebinding || !well_formed(func) {
+    if !has_rebinding || !func.is_well_formed() {
         return Arc::clone(func);
     }
     match Rewriter::new(func, Propagate::Atoms).run(|_, _| None) {

@@ -26,19 +26,20 @@
 //!    are removed in the same sweep. Inner blocks go first because removing a binding there
 //!    can free a variable of an enclosing block, never the other way round (a removed outer
 //!    value is uncounted as a whole, skipping the inner bindings already removed).
-//! 3. Cut the removed bindings out of a copy of the arena ([`Function::substituted`]), or,
-//!    when that is refused, copy the live nodes without them; nothing removed → the same
-//!    `Arc`.
+//! 3. Cut the removed bindings out ([`rewrite::substitute`]: a patched copy of the arena, or,
+//!    when the patch is refused, a copy of the live nodes without them); nothing removed →
+//!    the same `Arc`.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use passel_engine::ir::{fn_attr, AttrValue, ExprKind, Function, Module, NodeId};
+use passel_engine::op;
 use passel_engine::transform::{PassContext, PassError};
 
 use crate::census::{counted, fewer, Counter};
-use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
+use passel_engine::ir::rewrite::{self, NONE};
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -93,7 +94,7 @@ thread_local! {
 
 /// Removes unused pure bindings of `func`; returns `func` itself when none is unused.
 pub fn dead_code_elimination(func: &Arc<Function>) -> Arc<Function> {
-    if !func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Block { .. })) || !well_formed(func) {
+    if !func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Block { .. })) || !func.is_well_formed() {
         return Arc::clone(func);
     }
     SCRATCH.with(|cell| {
@@ -135,7 +136,7 @@ fn eliminate(func: &Arc<Function>, s: &mut Scratch) -> Arc<Function> {
         match *func.kind(id) {
             ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
             ExprKind::Call { op, args, .. } => {
-                any_effect |= is_stateful(op);
+                any_effect |= op::is_stateful(op);
                 for &o in func.ids(args) {
                     live[o.index()] = true;
                     uses[o.index()] += 1;
@@ -189,7 +190,9 @@ fn eliminate(func: &Arc<Function>, s: &mut Scratch) -> Arc<Function> {
                     false
                 }
                 ExprKind::Apply { .. } => true,
-                ExprKind::Call { op, args, .. } => is_stateful(op) || func.ids(args).iter().any(|o| impure[o.index()]),
+                ExprKind::Call { op, args, .. } => {
+                    op::is_stateful(op) || func.ids(args).iter().any(|o| impure[o.index()])
+                }
                 ExprKind::Block { bindings, result } => {
                     impure[result.index()] || func.bindings(bindings).any(|(_, value)| impure[value.index()])
                 }
@@ -224,21 +227,10 @@ fn eliminate(func: &Arc<Function>, s: &mut Scratch) -> Arc<Function> {
     // Phase 3: usually the bindings can be cut out of a copy of the arena; otherwise rebuild.
     keep.clear();
     keep.resize(n, NONE);
-    match func.substituted(keep, dropped).or_else(|| rebuild(func, dropped)) {
+    match rewrite::substitute(func, keep, dropped) {
         Some(f) => Arc::new(f),
         None => Arc::clone(func),
     }
-}
-
-/// Copies the live nodes of `func` without the bindings of the `dropped` variables.
-fn rebuild(func: &Function, dropped: &[bool]) -> Option<Function> {
-    let mut rw = Rewriter::new(func, Propagate::Nothing);
-    for (i, &d) in dropped.iter().enumerate() {
-        if d {
-            rw.drop_binding(NodeId(i as u32));
-        }
-    }
-    rw.run(|_, _| None)
 }
 
 /// Subtracts the uses made by the expression `root` (skipping removed bindings).
@@ -387,7 +379,7 @@ mod tests {
         for extra in [0, 50, 2, 0] {
             let func = build(extra);
             let out = dead_code_elimination(&func);
-            assert_eq!(crate::rewrite::live_bindings(&out), 1, "extra = {extra}");
+            assert_eq!(crate::test_util::live_bindings(&out), 1, "extra = {extra}");
             assert!(Arc::ptr_eq(&dead_code_elimination(&out), &out));
         }
     }
@@ -412,7 +404,7 @@ mod tests {
         dropped[a.index()] = true;
         dropped[bb.index()] = true;
         let patched = func.substituted(&vec![NONE; func.num_nodes()], &dropped).unwrap();
-        let rebuilt = rebuild(&func, &dropped).unwrap();
+        let rebuilt = rewrite::substitute_by_copy(&func, &vec![NONE; func.num_nodes()], &dropped).unwrap();
         assert!(structural_eq(&patched, &rebuilt));
         assert!(structural_eq(&dead_code_elimination(&func), &rebuilt));
     }
@@ -548,7 +540,7 @@ mod tests {
         let body = b.block(&pairs, cur);
         let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
         let out = dead_code_elimination(&func);
-        assert_eq!(crate::rewrite::live_bindings(&out), 500_000);
+        assert_eq!(crate::test_util::live_bindings(&out), 500_000);
         assert!(Arc::ptr_eq(&dead_code_elimination(&out), &out));
     }
 

@@ -22,19 +22,20 @@
 //! 1. Number values in evaluation order with an explicit stack, keeping a scoped table from
 //!    value number to the variable that holds it; each block's entries are removed when the
 //!    block ends.
-//! 2. Remove the merged bindings and replace their variables in a copy of the arena
-//!    ([`Function::substituted`]), or, when that is refused, copy the live nodes with the
-//!    variables aliased ([`crate::rewrite::Rewriter`]); nothing merged → the same `Arc`.
+//! 2. Remove the merged bindings and replace their variables ([`rewrite::substitute`]: a
+//!    patched copy of the arena, or, when the patch is refused, a copy of the live nodes with
+//!    the variables aliased); nothing merged → the same `Arc`.
 
 use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use passel_engine::ir::{Attrs, Constant, ExprKind, Function, NodeId, OpId, TensorData};
+use passel_engine::op;
 use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::census::{fewer, Counter};
-use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
+use passel_engine::ir::rewrite::{self, NONE};
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -134,7 +135,7 @@ thread_local! {
 /// Runs EliminateCommonSubexpr on `func`; returns `func` itself when nothing merges.
 pub fn eliminate_common_subexpr(func: &Arc<Function>) -> Arc<Function> {
     if !func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Block { bindings, .. } if bindings.len >= 4))
-        || !well_formed(func)
+        || !func.is_well_formed()
     {
         return Arc::clone(func);
     }
@@ -166,19 +167,10 @@ fn merge(func: &Arc<Function>, s: &mut Scratch) -> Arc<Function> {
         s.subst[var.index()] = target;
         s.dropped[var.index()] = true;
     }
-    match func.substituted(&s.subst, &s.dropped).or_else(|| rebuild(func, &s.aliases)) {
+    match rewrite::substitute(func, &s.subst, &s.dropped) {
         Some(f) => Arc::new(f),
         None => Arc::clone(func),
     }
-}
-
-/// Copies the live nodes of `func` with each `(var, earlier var)` merged.
-fn rebuild(func: &Function, aliases: &[(NodeId, NodeId)]) -> Option<Function> {
-    let mut rw = Rewriter::new(func, Propagate::Nothing);
-    for &(var, target) in aliases {
-        rw.alias(var, target);
-    }
-    rw.run(|_, _| None)
 }
 
 /// An open-addressing map from `(key, aux)` to a value number, cleared in O(1) per function
@@ -401,7 +393,7 @@ impl Numbering<'_, '_> {
             Some(&1) => false,
             Some(&2) => true,
             _ => {
-                let stateful = is_stateful(op);
+                let stateful = op::is_stateful(op);
                 if cache.len() <= i {
                     cache.resize(i + 1, 0);
                 }
@@ -671,7 +663,7 @@ mod tests {
             dropped[var.index()] = true;
         }
         let patched = func.substituted(&subst, &dropped).unwrap();
-        let rebuilt = rebuild(&func, &aliases).unwrap();
+        let rebuilt = rewrite::substitute_by_copy(&func, &subst, &dropped).unwrap();
         assert!(structural_eq(&patched, &rebuilt));
         assert!(structural_eq(&eliminate_common_subexpr(&func), &rebuilt));
     }
@@ -727,7 +719,7 @@ mod tests {
         let body = b.block(&pairs, tup);
         let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
         let out = eliminate_common_subexpr(&func);
-        assert_eq!(crate::rewrite::live_bindings(&out), crate::rewrite::live_bindings(&func) - 1);
+        assert_eq!(crate::test_util::live_bindings(&out), crate::test_util::live_bindings(&func) - 1);
         assert!(Arc::ptr_eq(&eliminate_common_subexpr(&out), &out));
     }
 
@@ -762,7 +754,7 @@ mod tests {
                 std::thread::spawn(move || eliminate_common_subexpr(&func)).join().expect("no panic")
             };
             assert!(structural_eq(&here, &fresh));
-            assert_eq!(crate::rewrite::live_bindings(&here), crate::rewrite::live_bindings(func) / 2);
+            assert_eq!(crate::test_util::live_bindings(&here), crate::test_util::live_bindings(func) / 2);
         }
     }
 
@@ -805,7 +797,7 @@ mod tests {
         let body = b.block(&pairs, cur);
         let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
         let out = eliminate_common_subexpr(&func);
-        assert_eq!(crate::rewrite::live_bindings(&out), 500_000);
+        assert_eq!(crate::test_util::live_bindings(&out), 500_000);
         assert!(Arc::ptr_eq(&eliminate_common_subexpr(&out), &out));
     }
 }

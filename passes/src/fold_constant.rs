@@ -27,7 +27,7 @@
 //! 1. Quick scan: if no call has only constant arguments, no binding is bound to a constant,
 //!    no projection reads a literal tuple and no `if` has a constant condition, the input is
 //!    returned as is.
-//! 2. One copy of the live nodes in arena order ([`crate::rewrite::Rewriter`]), folding each
+//! 2. One copy of the live nodes in arena order ([`passel_engine::ir::rewrite::Rewriter`]), folding each
 //!    node once its operands are copied; constants flow into uses through the rewriter's
 //!    constant propagation. The output is idempotent: a second run returns its input.
 //!    A call is evaluated only once all its arguments are known to be constants (nothing is
@@ -48,7 +48,7 @@ use rand_chacha::rand_core::SeedableRng;
 use rustc_hash::FxHashMap;
 
 use crate::census::{fewer, more, Counter};
-use crate::rewrite::{is_stateful, well_formed, Propagate, Rewriter, NONE};
+use passel_engine::ir::rewrite::{Propagate, Rewriter, NONE};
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -108,7 +108,7 @@ passel_engine::register_config!(
 /// the calls left unfolded are the same on every run and thread count. Returns whether the
 /// budget left a call unfolded. (A second run has a fresh budget and may fold further.)
 pub fn fold_constant_within(func: &Arc<Function>, max_bytes: u64) -> (Arc<Function>, bool) {
-    if !has_candidate(func) || !well_formed(func) {
+    if !has_candidate(func) || !func.is_well_formed() {
         return (Arc::clone(func), false);
     }
     let mut budget = Budget { left: max_bytes, hit: false };
@@ -148,7 +148,7 @@ fn fold_with_rewriter(func: &Arc<Function>, budget: &mut Budget) -> Arc<Function
         let mut imp = false;
         f.for_each_operand(id, |o| imp |= impure[o.index()]);
         match *f.kind(id) {
-            ExprKind::Call { op, .. } => imp |= is_stateful(op),
+            ExprKind::Call { op, .. } => imp |= op::is_stateful(op),
             ExprKind::Apply { .. } => imp = true,
             ExprKind::Func { .. } => imp = false,
             _ => {}
@@ -166,7 +166,7 @@ fn has_candidate(func: &Function) -> bool {
     func.nodes().iter().any(|node| match node.kind {
         ExprKind::Call { op, args, .. } => {
             args.len > 0
-                && !is_stateful(op)
+                && !op::is_stateful(op)
                 && func.ids(args).iter().all(|&a| matches!(func.kind(a), ExprKind::Const { .. }))
         }
         ExprKind::Block { bindings, .. } => {

@@ -35,7 +35,7 @@ use passel_engine::op;
 use passel_engine::transform::{function_pass, FunctionPass, Sequential};
 
 use crate::census::{counted, fewer, Counter};
-use crate::rewrite::{Rewriter, NONE};
+use passel_engine::ir::rewrite::{Rewriter, NONE};
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -128,7 +128,7 @@ impl Ops {
     fn worth_trying(func: &Function) -> Option<Ops> {
         let ops = Ops::lookup()?;
         let any = func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { op, .. } if op == ops.multiply));
-        (any && crate::rewrite::well_formed(func)).then_some(ops)
+        (any && func.is_well_formed()).then_some(ops)
     }
 
     /// For a `conv2d` or `dense` call: its kind, or `None` for anything else.
@@ -179,9 +179,9 @@ impl<'f> Facts<'f> {
             if !l {
                 continue;
             }
-            crate::rewrite::for_each_use(func, NodeId(i as u32), |o| uses[o.index()] += 1);
+            passel_engine::ir::rewrite::for_each_use(func, NodeId(i as u32), |o| uses[o.index()] += 1);
         }
-        Facts { func, bound: crate::rewrite::bound_values(func), uses }
+        Facts { func, bound: passel_engine::ir::rewrite::bound_values(func), uses }
     }
 
     /// The compound value behind operand `o` when `o` is its only user: `o` itself if

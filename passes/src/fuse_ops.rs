@@ -35,18 +35,19 @@
 //! 1. Analysis: use counts, scopes and effects in arena order, then, in evaluation order
 //!    (every producer, let-bound or not, before its consumer), a union-find over calls that
 //!    merges each producer's group into its consumer's.
-//! 2. One copy of the live nodes ([`crate::rewrite::Rewriter`]) in which the last call of each
+//! 2. One copy of the live nodes ([`passel_engine::ir::rewrite::Rewriter`]) in which the last call of each
 //!    group becomes the call of a new `Primitive` function built from the group's members.
 
 use std::sync::Arc;
 
 use passel_engine::ir::{body_nesting, fn_attr, AttrValue, Attrs, ExprKind, Function, NodeId, MAX_BODY_NESTING};
+use passel_engine::op;
 use passel_engine::op::OpPattern;
 use passel_engine::transform::ConfigType;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::census::{more, Counter};
-use crate::rewrite::{bound_values, eval_order, is_stateful, op_def, well_formed, Propagate, Rewriter, NONE};
+use passel_engine::ir::rewrite::{bound_values, eval_order, Propagate, Rewriter, NONE};
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -129,7 +130,7 @@ pub fn fuse_ops_within_nesting(func: &Arc<Function>, max_depth: usize) -> (Arc<F
 }
 
 fn fuse_unchecked(func: &Arc<Function>, max_depth: usize) -> Arc<Function> {
-    if max_depth < 2 || !well_formed(func) {
+    if max_depth < 2 || !func.is_well_formed() {
         return Arc::clone(func);
     }
     let Some(plan) = plan(func, max_depth) else { return Arc::clone(func) };
@@ -198,14 +199,14 @@ fn plan(func: &Function, max_depth: usize) -> Option<Plan> {
             }
             _ => func.for_each_operand(id, |o| set(o, s, fr)),
         }
-        crate::rewrite::for_each_use(func, id, |o| uses[o.index()] += 1);
+        passel_engine::ir::rewrite::for_each_use(func, id, |o| uses[o.index()] += 1);
     }
 
     let mut impure = vec![false; n];
     for id in func.node_ids() {
         let mut imp = match *func.kind(id) {
             ExprKind::Apply { .. } => true,
-            ExprKind::Call { op, .. } => is_stateful(op),
+            ExprKind::Call { op, .. } => op::is_stateful(op),
             _ => false,
         };
         if !matches!(func.kind(id), ExprKind::Func { .. }) {
@@ -343,7 +344,7 @@ fn plan(func: &Function, max_depth: usize) -> Option<Plan> {
 /// stateful, tuple-result, unknown or wrong-arity call counts as not fusable at all).
 fn fusable_pattern(func: &Function, id: NodeId) -> Option<OpPattern> {
     let ExprKind::Call { op, attrs, args } = *func.kind(id) else { return None };
-    let def = op_def(op)?;
+    let def = op::try_get(op)?;
     if def.stateful || def.tuple_result || !def.arity.accepts(args.len as usize) {
         return None;
     }

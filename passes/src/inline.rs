@@ -33,7 +33,7 @@
 //!    strongly connected components (recursive functions) and a post-order (callees first).
 //! 2. Decide which functions are inlinable (attribute or size, not recursive).
 //! 3. In post-order, copy each caller that calls an inlinable function, splicing in the
-//!    already processed callee bodies ([`crate::copy::Copier`]). Unchanged functions keep
+//!    already processed callee bodies ([`passel_engine::ir::rewrite::Copier`]). Unchanged functions keep
 //!    their `Arc`.
 
 use std::sync::Arc;
@@ -42,8 +42,8 @@ use passel_engine::ir::{body_nesting, fn_attr, ExprKind, Function, FunctionBuild
 use passel_engine::transform::ConfigType;
 
 use crate::census::{fewer, Counter};
-use crate::copy::{copy_function, Copier, CopyHooks, NoHooks};
-use crate::rewrite::well_formed;
+use passel_engine::ir::rewrite::{copy_function, Copier, CopyHooks, NoHooks};
+
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -171,7 +171,7 @@ pub fn inline_module_with_budget(module: &Module, max_size: usize, max_growth: u
                 && !attrs.flag(fn_attr::SKIP_OPTIMIZATION)
                 && !attrs.flag(fn_attr::PRIMITIVE)
                 && !attrs.contains("Compiler")
-                && well_formed(f)
+                && f.is_well_formed()
         })
         .collect();
     if !eligible.iter().any(|&b| b) {
@@ -186,7 +186,7 @@ pub fn inline_module_with_budget(module: &Module, max_size: usize, max_growth: u
     let mut too_deep = None;
     for i in order {
         let func = Arc::clone(&done[i]);
-        if !func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) && well_formed(&func) {
+        if !func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) && func.is_well_formed() {
             let mut hooks = Splicer {
                 module,
                 done: &done,
@@ -470,7 +470,7 @@ mod tests {
         let out = inline_module(&chain(60, 1, true), 0);
         assert!(!print_module(&out).contains("@f58(%x)"), "the chain collapsed");
         let longest = longest_var_name(&out);
-        assert!(longest <= 1 + crate::copy::MAX_PREFIXED_NAME, "longest name {longest}");
+        assert!(longest <= 1 + passel_engine::ir::rewrite::MAX_PREFIXED_NAME, "longest name {longest}");
     }
 
     #[test]

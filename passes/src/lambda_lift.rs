@@ -34,7 +34,7 @@
 //!    order they finish (innermost first), their free variables and how each value is used
 //!    (use counts gathered once, [`Uses`]), and names them.
 //! 2. Lift ([`lift_all`]): copy each lifted function's body into its global, then the outer
-//!    function, with [`crate::copy::Copier`] hooks that put every site in place; each node
+//!    function, with [`passel_engine::ir::rewrite::Copier`] hooks that put every site in place; each node
 //!    is copied once, and the copiers walk with explicit stacks.
 //!
 //! The output is exactly that of lifting one nested function at a time (find the first
@@ -50,8 +50,8 @@ use passel_engine::ir::{fn_attr, AttrValue, Attrs, ExprKind, Function, FunctionB
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::census::{fewer, more, Counter};
-use crate::copy::{copy_function, Copier, CopyHooks};
-use crate::rewrite::{well_formed, NONE};
+use passel_engine::ir::rewrite::NONE;
+use passel_engine::ir::rewrite::{copy_function, Copier, CopyHooks};
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -89,7 +89,7 @@ pub fn lambda_lift_module(module: &Module) -> Module {
     let names: Vec<String> = module.iter().map(|(n, _)| n.to_string()).collect();
     for name in names {
         let Some(original) = module.get(&name) else { continue };
-        if !well_formed(original) {
+        if !original.is_well_formed() {
             continue;
         }
         let planned = plan(original, &name, &mut taken);
@@ -259,7 +259,9 @@ struct Planner<'f> {
 /// first met them. The walk here simulates those encounter positions (`pos`): a lifted
 /// function's site replaces the variables first met inside it by its free variables, met
 /// at the site — in place for a wrapper, after the arguments at each application
-/// otherwise.
+/// otherwise. Each lift's free variables are what [`Function::free_vars`] gives for its
+/// nested function in that sequence (the reference lifter in the tests calls it once per
+/// lift; a property test pins the two lifters equal), gathered here in the same walk.
 fn plan(func: &Function, name: &str, taken: &mut FxHashSet<String>) -> Vec<(NodeId, Lift)> {
     let n = func.num_nodes();
     let mut p = Planner {
@@ -578,8 +580,8 @@ mod tests {
         use passel_engine::ir::{fn_attr, AttrValue, Attrs, ExprKind, Function, FunctionBuilder, Module, NodeId};
         use std::sync::Arc;
 
-        use crate::copy::{copy_function, Copier, CopyHooks, NoHooks};
-        use crate::rewrite::{well_formed, NONE};
+        use passel_engine::ir::rewrite::NONE;
+        use passel_engine::ir::rewrite::{copy_function, Copier, CopyHooks, NoHooks};
 
         use super::super::CLOSURE_ATTR;
 
@@ -589,7 +591,7 @@ mod tests {
             let names: Vec<String> = module.iter().map(|(n, _)| n.to_string()).collect();
             for name in names {
                 let Some(original) = module.get(&name) else { continue };
-                if !well_formed(original) {
+                if !original.is_well_formed() {
                     continue;
                 }
                 let mut func = Arc::clone(original);

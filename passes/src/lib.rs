@@ -9,8 +9,6 @@
 #![warn(missing_docs)]
 
 mod census;
-mod copy;
-mod rewrite;
 #[cfg(test)]
 mod test_util;
 

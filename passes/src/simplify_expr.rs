@@ -34,7 +34,7 @@
 //! 2. When every identity that applies only forwards an existing value (`x * 1` → `x`,
 //!    `-(-x)` → `x`), replace the calls by those values in a copy of the arena
 //!    ([`Function::substituted`]); chains (`(x * 1) * 1`) resolve in the same step.
-//! 3. Otherwise one copy of the live nodes ([`crate::rewrite::Rewriter`]), rewriting each call
+//! 3. Otherwise one copy of the live nodes ([`passel_engine::ir::rewrite::Rewriter`]), rewriting each call
 //!    once its operands are copied, so nested chains (`transpose³`) simplify in one run.
 
 use std::cell::RefCell;
@@ -47,7 +47,7 @@ use passel_engine::op;
 use rustc_hash::FxHashMap;
 
 use crate::census::{fewer, Counter};
-use crate::rewrite::{bound_values, bound_values_into, op_def, well_formed, Propagate, Rewriter, NONE};
+use passel_engine::ir::rewrite::{bound_values, bound_values_into, Propagate, Rewriter, NONE};
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -171,7 +171,7 @@ impl Bound<'_> {
 pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
     let ops = Ops::get();
     let any = func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Call { op, .. } if ops.relevant(op)));
-    if !any || !well_formed(func) {
+    if !any || !func.is_well_formed() {
         return Arc::clone(func);
     }
     let patched = SCRATCH.with(|cell| {
@@ -506,7 +506,7 @@ fn identities(func: &Function, idx: ConstIdx, memo: &mut Vec<u8>) -> u8 {
 /// Whether `op(keep, c)` (in the call's operand order) has the type of `keep`. `op` is one of
 /// the arithmetic operators (`add`, `subtract`, `multiply`, `divide`), which broadcast.
 fn type_preserved(func: &Function, call: NodeId, op: OpId, keep: NodeId, c: NodeId, cst: &Constant) -> bool {
-    let Some(def) = op_def(op) else { return false };
+    let Some(def) = op::try_get(op) else { return false };
     let ExprKind::Call { attrs, args, .. } = *func.kind(call) else { return false };
     match func.ty(keep) {
         Some(kt) => {

@@ -37,7 +37,7 @@
 //!
 //! Phases:
 //! 1. Quick scan for the three operators; none → the same `Arc`.
-//! 2. One copy of the live nodes ([`crate::rewrite::Rewriter`]); each call and projection is
+//! 2. One copy of the live nodes ([`passel_engine::ir::rewrite::Rewriter`]); each call and projection is
 //!    rewritten once its operands are copied. The output has none of the three operators
 //!    left where a rewrite applied, so a second run returns its input.
 
@@ -50,7 +50,7 @@ use passel_engine::op;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::census::{more, Counter};
-use crate::rewrite::{bound_values, eval_order, is_stateful, op_def, well_formed, Propagate, Rewriter, NONE};
+use passel_engine::ir::rewrite::{bound_values, eval_order, Propagate, Rewriter, NONE};
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -113,7 +113,7 @@ pub fn simplify_inference(func: &Arc<Function>) -> Arc<Function> {
     let any = func.nodes().iter().any(|n| {
         matches!(n.kind, ExprKind::Call { op, .. } if op == ops.batch_norm || op == ops.layer_norm || op == ops.dropout)
     });
-    if !any || !well_formed(func) {
+    if !any || !func.is_well_formed() {
         return Arc::clone(func);
     }
     let impure = impurity(func);
@@ -140,7 +140,7 @@ pub fn simplify_inference(func: &Arc<Function>) -> Arc<Function> {
                 let attrs = f.call_attrs(attrs);
                 // Only a call the type relation accepts is the identity.
                 let x_ty = f.ty(x)?.clone();
-                (op_def(op)?.type_rel)(std::slice::from_ref(&x_ty), attrs).ok()?;
+                (op::try_get(op)?.type_rel)(std::slice::from_ref(&x_ty), attrs).ok()?;
                 Some(rw.map(x))
             }
             ExprKind::Call { op, attrs, args } if op == ops.layer_norm => {
@@ -241,7 +241,7 @@ fn unpackable(func: &Function, ops: &Ops, bound: &[NodeId]) -> FxHashMap<u32, No
     }
     let mut first_proj = vec![u32::MAX; func.num_nodes()];
     for id in func.node_ids().filter(|id| live[id.index()]) {
-        crate::rewrite::for_each_use(func, id, |o| uses[o.index()] += 1);
+        passel_engine::ir::rewrite::for_each_use(func, id, |o| uses[o.index()] += 1);
         if let ExprKind::Proj { tuple, .. } = *func.kind(id) {
             proj_uses[tuple.index()] += 1;
             first_proj[tuple.index()] = first_proj[tuple.index()].min(pos[id.index()]);
@@ -279,7 +279,7 @@ fn impurity(func: &Function) -> Vec<bool> {
         match *func.kind(id) {
             ExprKind::Func { .. } => {}
             ExprKind::Apply { .. } => imp = true,
-            ExprKind::Call { op, .. } => imp = is_stateful(op),
+            ExprKind::Call { op, .. } => imp = op::is_stateful(op),
             _ => {}
         }
         if !imp && !matches!(func.kind(id), ExprKind::Func { .. }) {

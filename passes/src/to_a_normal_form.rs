@@ -28,8 +28,8 @@ use std::sync::Arc;
 use passel_engine::ir::{fn_attr, ExprKind, Function, FunctionBuilder, Module, NodeId};
 
 use crate::census::{more, Counter};
-use crate::copy::{Copier, NoHooks};
-use crate::rewrite::well_formed;
+use passel_engine::ir::rewrite::{Copier, NoHooks};
+
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -62,7 +62,7 @@ pub fn to_a_normal_form_module(module: &Module) -> Module {
 /// Converts one function to A-normal form; returns `func` itself when it already is in it
 /// (or is malformed, which the verifier reports).
 pub fn to_a_normal_form(func: &Arc<Function>) -> Arc<Function> {
-    if !well_formed(func) || is_a_normal_form(func) || is_external(func) {
+    if !func.is_well_formed() || is_a_normal_form(func) || is_external(func) {
         return Arc::clone(func);
     }
     Arc::new(convert(func))

@@ -29,16 +29,17 @@
 //! 1. Analysis over the live nodes: use counts of variables, purity of every subtree (a loop
 //!    over the post-order arena), and the region of every binding and every variable use
 //!    (one top-down walk with an explicit stack).
-//! 2. If some binding can be inlined: one copy in evaluation order ([`crate::copy::Copier`])
+//! 2. If some binding can be inlined: one copy in evaluation order ([`passel_engine::ir::rewrite::Copier`])
 //!    that maps each inlined variable to the copy of its value and drops its binding.
 
 use std::sync::Arc;
 
 use passel_engine::ir::{ExprKind, Function, FunctionBuilder, Module, NodeId};
+use passel_engine::op;
 
 use crate::census::{fewer, Counter};
-use crate::copy::{copy_function, Copier, CopyHooks};
-use crate::rewrite::{is_stateful, well_formed, NONE};
+use passel_engine::ir::rewrite::NONE;
+use passel_engine::ir::rewrite::{copy_function, Copier, CopyHooks};
 use passel_engine::transform::Statistic;
 
 /// This pass's statistics (`passel run --stats`), read off the census of each function it
@@ -70,7 +71,7 @@ pub fn to_graph_normal_form_module(module: &Module) -> Module {
 
 /// Inlines the single-use pure bindings of `func`; returns `func` itself when there are none.
 pub fn to_graph_normal_form(func: &Arc<Function>) -> Arc<Function> {
-    if !well_formed(func) || crate::to_a_normal_form::is_external(func) {
+    if !func.is_well_formed() || crate::to_a_normal_form::is_external(func) {
         return Arc::clone(func);
     }
     let (inline, atom_of) = inlinable_bindings(func);
@@ -120,7 +121,7 @@ fn inlinable_bindings(func: &Function) -> (Vec<NodeId>, Vec<NodeId>) {
                 }
             }
             ExprKind::Call { op, .. } => {
-                let mut p = !is_stateful(op);
+                let mut p = !op::is_stateful(op);
                 func.for_each_operand(id, |o| p &= pure[o.index()]);
                 pure[i] = p;
                 if live[i] {

@@ -20,7 +20,7 @@
 //! Phases:
 //! 1. Analysis: for each `multiply`, walk down its single-use operand through `relu` /
 //!    `bias_add` to a `conv2d` / `dense`, and record what to rewrite.
-//! 2. One copy ([`crate::rewrite::Rewriter`]): the layer gets the scaled weight, each bias
+//! 2. One copy ([`passel_engine::ir::rewrite::Rewriter`]): the layer gets the scaled weight, each bias
 //!    the scaled bias, and the `multiply` is replaced by its (rewritten) input.
 
 use std::sync::Arc;
@@ -29,7 +29,7 @@ use passel_engine::ir::{ExprKind, Function, NodeId, Type};
 use rustc_hash::FxHashMap;
 
 use super::{reshaped_scale, split_multiply, typed_call, with_operand, Facts, Layer, Ops, Scale};
-use crate::rewrite::{eval_order, Propagate, Rewriter};
+use passel_engine::ir::rewrite::{eval_order, Propagate, Rewriter};
 
 /// Longest `relu` / `bias_add` path between the layer and the `multiply`.
 const MAX_PATH: usize = 8;

@@ -19,7 +19,7 @@
 //! Phases:
 //! 1. Analysis: for each `conv2d` / `dense`, walk down its single-use data operand through
 //!    `relu`s and `multiply`s by per-channel constants, and record the rewrite.
-//! 2. One copy ([`crate::rewrite::Rewriter`]): the `multiply` is replaced by its data operand
+//! 2. One copy ([`passel_engine::ir::rewrite::Rewriter`]): the `multiply` is replaced by its data operand
 //!    and the layer gets the scaled weight.
 
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use passel_engine::ir::{ExprKind, Function, NodeId};
 use rustc_hash::FxHashMap;
 
 use super::{reshaped_scale, split_multiply, typed_call, with_operand, Facts, Layer, Ops, Scale};
-use crate::rewrite::{Propagate, Rewriter};
+use passel_engine::ir::rewrite::{Propagate, Rewriter};
 
 /// Longest path of `relu` / `multiply` calls between the scale and the layer.
 const MAX_PATH: usize = 16;

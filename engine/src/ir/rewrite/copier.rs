@@ -1,4 +1,4 @@
-//! Copying a subtree of one function into a builder, in evaluation order, with hooks.
+//! The evaluation-order copier: a subtree of one function copied into a builder, with hooks.
 //!
 //! [`Copier`] walks an expression of a source function depth-first in evaluation order (the
 //! order of [`Function::for_each_operand`]) with an explicit stack, so any nesting depth
@@ -12,18 +12,17 @@
 //! build something else from the copied operands). `enter` also sees each atom the first time
 //! the walk meets it (for a binding variable: its binding slot, right after its value). Passes that need no hook use [`NoHooks`].
 //!
-//! Unlike [`crate::rewrite::Rewriter`], this copier visits nodes in evaluation order rather
+//! Unlike [`super::Rewriter`], this copier visits nodes in evaluation order rather
 //! than arena order, so a pass may rely on a binding's value having been copied before any
 //! use of its variable, whatever the arena layout.
 
 use std::sync::Arc;
 
-use passel_engine::ir::{ExprKind, Function, FunctionBuilder, NodeId};
-
-use crate::rewrite::NONE;
+use super::NONE;
+use crate::ir::{ExprKind, Function, FunctionBuilder, NodeId};
 
 /// Hooks called by [`Copier::copy`] on compound nodes.
-pub(crate) trait CopyHooks<'s> {
+pub trait CopyHooks<'s> {
     /// Called before the operands of compound node `old` are copied (or the first time the
     /// walk meets atom `old`); `Some(new)` replaces the whole subtree.
     fn enter(&mut self, _cp: &mut Copier<'s>, _b: &mut FunctionBuilder, _old: NodeId) -> Option<NodeId> {
@@ -37,18 +36,18 @@ pub(crate) trait CopyHooks<'s> {
 }
 
 /// No hooks: a plain copy.
-pub(crate) struct NoHooks;
+pub struct NoHooks;
 
 impl CopyHooks<'_> for NoHooks {}
 
 /// Copies nodes of `src` into a builder; see the module docs.
-pub(crate) struct Copier<'s> {
+pub struct Copier<'s> {
     /// The function copied from.
-    pub(crate) src: &'s Function,
+    pub src: &'s Function,
     /// Old id → new id (`NONE` when not copied yet).
-    pub(crate) memo: Vec<NodeId>,
+    pub memo: Vec<NodeId>,
     /// Prefix put before the names of copied variables (Inline uses the callee's name).
-    pub(crate) var_prefix: String,
+    pub var_prefix: String,
     /// With [`Copier::track_writes`]: every old id whose memo entry was set, so that
     /// [`Copier::reset_written`] can clear them in time proportional to the copy (LambdaLift
     /// copies many small bodies out of one large function with one copier).
@@ -56,21 +55,22 @@ pub(crate) struct Copier<'s> {
 }
 
 /// The longest name [`Copier::fresh_var`] makes by prefixing (bytes).
-pub(crate) const MAX_PREFIXED_NAME: usize = 32;
+pub const MAX_PREFIXED_NAME: usize = 32;
 
 impl<'s> Copier<'s> {
     /// A copier from `src` with an empty memo.
-    pub(crate) fn new(src: &'s Function) -> Copier<'s> {
+    pub fn new(src: &'s Function) -> Copier<'s> {
         Copier { src, memo: vec![NONE; src.num_nodes()], var_prefix: String::new(), written: None }
     }
 
     /// Records from now on which memo entries are set (see [`Copier::reset_written`]).
-    pub(crate) fn track_writes(&mut self) {
+    pub fn track_writes(&mut self) {
         self.written.get_or_insert_with(Vec::new);
     }
 
     /// Sets the memo entry of `old`, recording it when tracking.
-    pub(crate) fn set_memo(&mut self, old: NodeId, new: NodeId) {
+    #[inline]
+    pub fn set_memo(&mut self, old: NodeId, new: NodeId) {
         self.memo[old.index()] = new;
         if let Some(w) = &mut self.written {
             w.push(old);
@@ -79,7 +79,7 @@ impl<'s> Copier<'s> {
 
     /// Clears the memo entries set since tracking started (or since the last reset), so the
     /// copier can copy into a new builder.
-    pub(crate) fn reset_written(&mut self) {
+    pub fn reset_written(&mut self) {
         if let Some(w) = &mut self.written {
             for old in w.drain(..) {
                 self.memo[old.index()] = NONE;
@@ -89,7 +89,8 @@ impl<'s> Copier<'s> {
 
     /// The new id of old node `old`; an atom not copied yet is copied now. A compound node
     /// not copied yet (only possible for malformed input) is copied with [`NoHooks`].
-    pub(crate) fn map(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
+    #[inline]
+    pub fn map(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
         let m = self.memo[old.index()];
         if m != NONE {
             return m;
@@ -102,7 +103,7 @@ impl<'s> Copier<'s> {
 
     /// A new variable with the name (plus prefix) and annotation of old variable `old`,
     /// recorded in the memo.
-    pub(crate) fn fresh_var(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
+    pub fn fresh_var(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
         let name = self.src.name_of(old).unwrap_or("v");
         // A prefixed name longer than the limit keeps the variable's own name, so names do not
         // grow with every level of inlining (the printer numbers repeats).
@@ -131,7 +132,7 @@ impl<'s> Copier<'s> {
 
     /// Copies the subtree of `root` (operands in evaluation order before their users) and
     /// returns the new id of `root`.
-    pub(crate) fn copy(&mut self, b: &mut FunctionBuilder, root: NodeId, hooks: &mut dyn CopyHooks<'s>) -> NodeId {
+    pub fn copy(&mut self, b: &mut FunctionBuilder, root: NodeId, hooks: &mut dyn CopyHooks<'s>) -> NodeId {
         let src = self.src;
         let mut stack = vec![(root, false)];
         let mut ops = Vec::new();
@@ -170,7 +171,7 @@ impl<'s> Copier<'s> {
 
     /// Builds the plain copy of compound node `old` from its (already copied) operands, with
     /// its type.
-    pub(crate) fn build_default(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
+    pub fn build_default(&mut self, b: &mut FunctionBuilder, old: NodeId) -> NodeId {
         let src = self.src;
         let new = match *src.kind(old) {
             ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => return self.map(b, old),
@@ -217,13 +218,13 @@ impl<'s> Copier<'s> {
 
 /// Copies every parameter of `src` into the copier (so that parameters come first in the new
 /// arena) and returns their new ids.
-pub(crate) fn copy_params(cp: &mut Copier<'_>, b: &mut FunctionBuilder) -> Vec<NodeId> {
+pub fn copy_params(cp: &mut Copier<'_>, b: &mut FunctionBuilder) -> Vec<NodeId> {
     let params: Vec<NodeId> = cp.src.params().to_vec();
     params.iter().map(|&p| cp.fresh_var(b, p)).collect()
 }
 
 /// Copies the whole function `src` with `hooks`: parameters, then the body.
-pub(crate) fn copy_function<'s>(src: &'s Function, hooks: &mut dyn CopyHooks<'s>) -> Function {
+pub fn copy_function<'s>(src: &'s Function, hooks: &mut dyn CopyHooks<'s>) -> Function {
     let mut b = FunctionBuilder::new();
     let mut cp = Copier::new(src);
     let params = copy_params(&mut cp, &mut b);

@@ -1,4 +1,4 @@
-//! A small copying rewriter shared by the passes.
+//! The arena-order copying rewriter.
 //!
 //! [`Rewriter`] copies the live nodes of a function, in arena (post-) order, into a new
 //! [`FunctionBuilder`], keeping an old→new `Vec` memo. It works in one of two modes, chosen
@@ -11,52 +11,25 @@
 //! dead nodes or dead extra entries are more than twice the live ones, the next rewrite
 //! compacts. One backward sweep finds the live nodes and chooses the mode.
 //!
-//! Passes that only merge, forward or delete values try [`Function::substituted`] first,
-//! which patches a copy of the arena without pushing anything, and use the rewriter when it
-//! refuses. A pass may, before the copy, drop
-//! bindings and alias variables to other atoms; during the copy it may replace any compound
-//! node (its operands are already copied and can be inspected through [`Rewriter::map`]).
-//! Atoms (variables, globals, constants) are copied lazily, on first use, so atoms that
-//! become unused are never copied. Variables bound to atoms may be propagated into their uses
-//! (see [`Propagate`]); such a binding is then removed.
+//! A pass may, before the copy, drop bindings and alias variables to other atoms; during the
+//! copy it may replace any compound node (its operands are already copied and can be
+//! inspected through [`Rewriter::map`]). Atoms (variables, globals, constants) are copied
+//! lazily, on first use, so atoms that become unused are never copied. Variables bound to
+//! atoms may be propagated into their uses (see [`Propagate`]); such a binding is then
+//! removed.
 //!
 //! The copy is a loop over ids, never a recursion, so any expression depth works. Nodes of a
 //! subtree that a pass discards after it was copied (the untaken branch of a folded `if`)
 //! stay in the new arena as dead nodes, which are never printed, evaluated or compared.
-//!
-//! A generic `ExprMutator` in the engine may replace this later.
 
 use std::sync::Arc;
 
-use passel_engine::ir::{ConstIdx, Constant, ExprKind, Function, FunctionBuilder, NodeId, OpId, Sym};
-use passel_engine::op::{self, OpDef};
-
-/// "No node" in memo tables.
-pub(crate) const NONE: NodeId = NodeId(u32::MAX);
-
-/// The definition of `op`, or `None` for an id outside the registry (malformed input).
-#[inline]
-pub(crate) fn op_def(op: OpId) -> Option<&'static OpDef> {
-    op::try_get(op)
-}
-
-/// Whether a call of `op` has effects. Unknown operators count as stateful.
-#[inline]
-pub(crate) fn is_stateful(op: OpId) -> bool {
-    op_def(op).is_none_or(|d| d.stateful)
-}
-
-/// The well-formedness a pass relies on: operands precede users and every id and table index
-/// is in range. Passes return their input unchanged when this fails. The builder records it
-/// while nodes are pushed ([`Function::is_well_formed`]), so this costs nothing per pass.
-#[inline]
-pub(crate) fn well_formed(func: &Function) -> bool {
-    func.is_well_formed()
-}
+use super::{bound_values, NONE};
+use crate::ir::{Closure, ConstIdx, Constant, ExprKind, Function, FunctionBuilder, NodeId, Sym};
 
 /// Which let-bound atoms the rewriter substitutes into uses.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Propagate {
+pub enum Propagate {
     /// None.
     Nothing,
     /// Variables whose (rewritten) value is a constant.
@@ -66,9 +39,13 @@ pub(crate) enum Propagate {
 }
 
 /// Copies a function's live nodes into a new builder; see the module docs.
-pub(crate) struct Rewriter<'f> {
-    pub(crate) func: &'f Function,
-    pub(crate) b: FunctionBuilder,
+#[derive(Debug)]
+pub struct Rewriter<'f> {
+    /// The function copied from.
+    pub func: &'f Function,
+    /// The new function: in append mode the input's arena plus what changed, in compact mode
+    /// a fresh arena.
+    pub b: FunctionBuilder,
     memo: Vec<NodeId>,
     /// Compact mode: old constant index → new one (`u32::MAX` when not copied yet), so that
     /// a constant used many times is copied into the new table once.
@@ -88,11 +65,17 @@ pub(crate) struct Rewriter<'f> {
     changed: bool,
     scratch: Vec<NodeId>,
     chain: Vec<NodeId>,
-    pairs: Vec<(NodeId, NodeId)>,
+    /// Compact mode whatever the garbage ([`Rewriter::compacting`]).
+    force_compact: bool,
+    /// Old variable → the plain copy of it that binder slots (parameters) keep when its uses
+    /// were substituted ([`Rewriter::substitute`]); empty until then.
+    binder: Vec<NodeId>,
 }
 
 impl<'f> Rewriter<'f> {
-    pub(crate) fn new(func: &'f Function, propagate: Propagate) -> Rewriter<'f> {
+    /// A rewriter of `func` that propagates the let-bound atoms `propagate` names. The mode is
+    /// chosen when [`Rewriter::run`] starts.
+    pub fn new(func: &'f Function, propagate: Propagate) -> Rewriter<'f> {
         let n = func.num_nodes();
         let mut rw = Rewriter {
             func,
@@ -109,7 +92,8 @@ impl<'f> Rewriter<'f> {
             changed: false,
             scratch: Vec::with_capacity(8),
             chain: Vec::new(),
-            pairs: Vec::new(),
+            force_compact: false,
+            binder: Vec::new(),
         };
         if propagate != Propagate::Nothing {
             rw.bound = bound_values(func);
@@ -118,13 +102,20 @@ impl<'f> Rewriter<'f> {
     }
 
     /// Removes the binding of old variable `var` (its value is not copied).
-    pub(crate) fn drop_binding(&mut self, var: NodeId) {
+    #[inline]
+    pub fn drop_binding(&mut self, var: NodeId) {
         self.dropped[var.index()] = true;
         self.changed = true;
     }
 
+    /// Whether the binding of old variable `var` is removed.
+    #[inline]
+    pub fn is_dropped(&self, var: NodeId) -> bool {
+        self.dropped[var.index()]
+    }
+
     /// Removes the binding of `var` and makes its uses refer to old atom `target` instead.
-    pub(crate) fn alias(&mut self, var: NodeId, target: NodeId) {
+    pub fn alias(&mut self, var: NodeId, target: NodeId) {
         if self.alias.is_empty() {
             self.alias = vec![NONE; self.func.num_nodes()];
         }
@@ -132,8 +123,52 @@ impl<'f> Rewriter<'f> {
         self.drop_binding(var);
     }
 
+    /// This rewriter in compact mode whatever the input's garbage: the result is a fresh
+    /// arena holding only the live nodes' copies (and whatever the pass pushed).
+    pub fn compacting(mut self) -> Rewriter<'f> {
+        self.force_compact = true;
+        self
+    }
+
+    /// Makes every use of old variable `var` read new node `new` and removes its binding;
+    /// parameter lists keep a plain copy of the variable. Unlike [`Rewriter::alias`], `new`
+    /// is a node of the new function (any kind), and `var` must not have been used yet.
+    pub fn substitute(&mut self, var: NodeId, new: NodeId) {
+        let copy = self.map(var);
+        if self.binder.is_empty() {
+            self.binder = vec![NONE; self.func.num_nodes()];
+        }
+        self.binder[var.index()] = copy;
+        self.memo[var.index()] = new;
+        self.drop_binding(var);
+    }
+
+    /// The new node of old node `old`, once it has been copied or replaced.
+    #[inline]
+    pub fn mapped(&self, old: NodeId) -> Option<NodeId> {
+        self.memo.get(old.index()).copied().filter(|&m| m != NONE)
+    }
+
+    /// Records `new` as the copy of old node `old`; with `changed`, counts it as a change.
+    #[inline]
+    pub fn set_mapped(&mut self, old: NodeId, new: NodeId, changed: bool) {
+        self.memo[old.index()] = new;
+        self.changed |= changed;
+    }
+
+    /// The new node for old variable `var` in a binder slot (a parameter): a substituted
+    /// variable keeps its plain copy there.
+    #[inline]
+    fn map_binder(&mut self, var: NodeId) -> NodeId {
+        match self.binder.get(var.index()) {
+            Some(&copy) if copy != NONE => copy,
+            _ => self.map(var),
+        }
+    }
+
     /// The constant of new node `new`, if it is a constant.
-    pub(crate) fn new_const(&self, new: NodeId) -> Option<&Arc<Constant>> {
+    #[inline]
+    pub fn new_const(&self, new: NodeId) -> Option<&Arc<Constant>> {
         match self.b.node(new).kind {
             ExprKind::Const { idx } => Some(self.b.constant_at(idx)),
             _ => None,
@@ -141,7 +176,8 @@ impl<'f> Rewriter<'f> {
     }
 
     /// Pushes a constant into the new function.
-    pub(crate) fn constant(&mut self, c: Arc<Constant>) -> NodeId {
+    #[inline]
+    pub fn constant(&mut self, c: Arc<Constant>) -> NodeId {
         self.b.constant(c)
     }
 
@@ -169,7 +205,7 @@ impl<'f> Rewriter<'f> {
     /// compound nodes must have been visited already (they have smaller ids than their users),
     /// otherwise the result is a placeholder that [`Rewriter::run`] reports as failure.
     #[inline]
-    pub(crate) fn map(&mut self, old: NodeId) -> NodeId {
+    pub fn map(&mut self, old: NodeId) -> NodeId {
         let m = self.memo[old.index()];
         if m != NONE {
             return m;
@@ -315,63 +351,69 @@ impl<'f> Rewriter<'f> {
     }
 
     /// Copies compound node `old` with its operands mapped, keeping its type and span.
-    pub(crate) fn copy(&mut self, old: NodeId) -> NodeId {
-        let func = self.func;
+    pub fn copy(&mut self, old: NodeId) -> NodeId {
         if self.append && self.unchanged(old) {
             self.memo[old.index()] = old;
             return old;
         }
+        let new = match self.mapped_kind(old) {
+            Ok(kind) => self.push_mapped(old, kind),
+            Err(new) => new,
+        };
+        self.memo[old.index()] = new;
+        new
+    }
+
+    /// The kind of compound node `old` with its operands mapped (their ranges, call attributes
+    /// and closure pushed to the new function, the node itself not), for a caller that looks
+    /// at it before deciding what to push ([`super::mutate`]); [`Rewriter::push_mapped`]
+    /// pushes it. `Err(new)` when the copy is an existing node: an atom's copy, or the result
+    /// of a block whose bindings are all dropped.
+    pub fn mapped_kind(&mut self, old: NodeId) -> Result<ExprKind, NodeId> {
+        let func = self.func;
         let mut ids = std::mem::take(&mut self.scratch);
         ids.clear();
-        let new = match *func.kind(old) {
+        let kind = match *func.kind(old) {
             ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {
                 self.scratch = ids;
-                return self.map(old);
+                return Err(self.map(old));
             }
             ExprKind::Call { op, attrs, args } => {
                 for &a in func.ids(args) {
                     ids.push(self.map(a));
                 }
-                self.set_span(old);
-                self.b.call(op, &ids, func.call_attrs(attrs).clone())
+                let attrs = self.b.attrs(func.call_attrs(attrs).clone());
+                ExprKind::Call { op, attrs, args: self.b.push_ids(&ids) }
             }
             ExprKind::Apply { callee, args } => {
                 let callee = self.map(callee);
                 for &a in func.ids(args) {
                     ids.push(self.map(a));
                 }
-                self.set_span(old);
-                self.b.apply(callee, &ids)
+                ExprKind::Apply { callee, args: self.b.push_ids(&ids) }
             }
             ExprKind::Tuple { fields } => {
                 for &a in func.ids(fields) {
                     ids.push(self.map(a));
                 }
-                self.set_span(old);
-                self.b.tuple(&ids)
+                ExprKind::Tuple { fields: self.b.push_ids(&ids) }
             }
-            ExprKind::Proj { tuple, index } => {
-                let t = self.map(tuple);
-                self.set_span(old);
-                self.b.proj(t, index)
-            }
+            ExprKind::Proj { tuple, index } => ExprKind::Proj { tuple: self.map(tuple), index },
             ExprKind::If { cond, then_, else_ } => {
-                let (c, t, e) = (self.map(cond), self.map(then_), self.map(else_));
-                self.set_span(old);
-                self.b.if_(c, t, e)
+                ExprKind::If { cond: self.map(cond), then_: self.map(then_), else_: self.map(else_) }
             }
             ExprKind::Func { idx } => {
                 let c = func.closure(idx);
                 for &p in func.ids(c.params) {
-                    ids.push(self.map(p));
+                    ids.push(self.map_binder(p));
                 }
                 let body = self.map(c.body);
-                self.set_span(old);
-                self.b.closure(&ids, body, c.ret_ty.clone(), c.attrs.clone())
+                let params = self.b.push_ids(&ids);
+                let idx =
+                    self.b.push_closure(Closure { params, body, ret_ty: c.ret_ty.clone(), attrs: c.attrs.clone() });
+                ExprKind::Func { idx }
             }
             ExprKind::Block { bindings, result } => {
-                let mut pairs = std::mem::take(&mut self.pairs);
-                pairs.clear();
                 for (var, value) in func.bindings(bindings) {
                     if self.dropped[var.index()] {
                         continue;
@@ -380,27 +422,29 @@ impl<'f> Rewriter<'f> {
                     if self.dropped[var.index()] {
                         continue;
                     }
-                    pairs.push((v, self.map(value)));
+                    ids.push(v);
+                    ids.push(self.map(value));
                 }
                 let r = self.map(result);
-                self.set_span(old);
-                if pairs.is_empty() {
+                if ids.is_empty() {
+                    // `{ e }` is `e`.
+                    self.set_span(old);
                     self.scratch = ids;
-                    self.pairs = pairs;
-                    self.memo[old.index()] = r;
-                    return r;
+                    return Err(r);
                 }
-                let new = self.b.block(&pairs, r);
-                self.pairs = pairs;
-                new
+                ExprKind::Block { bindings: self.b.push_ids(&ids), result: r }
             }
         };
         self.scratch = ids;
-        if let Some(ty) = func.ty(old) {
-            self.b.set_ty_ref(new, Some(ty));
-        }
-        self.memo[old.index()] = new;
-        new
+        Ok(kind)
+    }
+
+    /// Pushes `kind` (from [`Rewriter::mapped_kind`]) as the copy of `old`, with `old`'s span
+    /// and type. Does not record it in the memo.
+    #[inline]
+    pub fn push_mapped(&mut self, old: NodeId, kind: ExprKind) -> NodeId {
+        self.set_span(old);
+        self.b.push_ty_ref(kind, self.func.ty(old))
     }
 
     /// In append mode: whether `old` can be reused because its operands map to themselves
@@ -442,12 +486,9 @@ impl<'f> Rewriter<'f> {
     /// Copies the function. `visit` is called on every live compound node in arena order and
     /// returns `Some(new)` to replace it (counted as a change) or `None` for a plain copy.
     /// Returns `None` when nothing changed or the input is malformed.
-    pub(crate) fn run(
-        mut self,
-        mut visit: impl FnMut(&mut Rewriter<'f>, NodeId) -> Option<NodeId>,
-    ) -> Option<Function> {
+    pub fn run(mut self, mut visit: impl FnMut(&mut Rewriter<'f>, NodeId) -> Option<NodeId>) -> Option<Function> {
         let func = self.func;
-        let live = self.live_mask_and_mode();
+        let live = self.start();
         for (i, &is_live) in live.iter().enumerate() {
             let id = NodeId(i as u32);
             if self.failed {
@@ -466,15 +507,36 @@ impl<'f> Rewriter<'f> {
                 }
             }
         }
+        let params = self.map_params();
+        let body = self.map(func.body());
+        self.finish(&params, body)
+    }
+
+    /// Chooses the mode and starts the new function; returns the live nodes (see
+    /// [`Rewriter::run`], which a driver of its own, like [`super::mutate`], replaces).
+    pub fn start(&mut self) -> Vec<bool> {
+        self.live_mask_and_mode()
+    }
+
+    /// The new parameters: the copies of the input's (mapped before the body, so that in
+    /// compact mode they come first among what is left to copy).
+    pub fn map_params(&mut self) -> Vec<NodeId> {
+        let func = self.func;
         let mut params = Vec::with_capacity(func.params().len());
         for &p in func.params() {
-            params.push(self.map(p));
+            params.push(self.map_binder(p));
         }
-        let body = self.map(func.body());
+        params
+    }
+
+    /// Finishes the new function with `params` and `body` (new ids) and the input's result
+    /// type and attributes; `None` when nothing changed or the input is malformed.
+    pub fn finish(self, params: &[NodeId], body: NodeId) -> Option<Function> {
+        let func = self.func;
         if !self.changed || self.failed || body == NONE || params.contains(&NONE) {
             return None;
         }
-        Some(self.b.finish(&params, body, func.ret_ty().cloned(), func.attrs().clone()))
+        Some(self.b.finish(params, body, func.ret_ty().cloned(), func.attrs().clone()))
     }
 
     /// Marks the live nodes, like [`Function::live_mask`] except that the values of dropped
@@ -546,7 +608,7 @@ impl<'f> Rewriter<'f> {
         }
         // Garbage up to twice the live size is tolerated, so that a pipeline of passes that
         // each change a little compacts only every few passes.
-        self.append = live_nodes * 3 >= func.num_nodes() && live_extra * 3 + 64 >= extra_end;
+        self.append = !self.force_compact && live_nodes * 3 >= func.num_nodes() && live_extra * 3 + 64 >= extra_end;
         self.b = if self.append { func.to_builder() } else { func.builder_sharing_names(live_nodes, live_extra) };
         live
     }
@@ -556,115 +618,4 @@ enum Forward {
     To(NodeId),
     Resolved(NodeId),
     Keep,
-}
-
-/// Old binding variable → its value, over all blocks (NONE when unbound or bound twice).
-/// Calls `f` on each node that `id` uses: a block's bound values and result (not its binder
-/// variables), a nested function's body, and any other node's operands. Summed over the live
-/// nodes, this gives every node's number of users.
-pub(crate) fn for_each_use(func: &Function, id: NodeId, mut f: impl FnMut(NodeId)) {
-    match *func.kind(id) {
-        ExprKind::Block { bindings, result } => {
-            for (_, value) in func.bindings(bindings) {
-                f(value);
-            }
-            f(result);
-        }
-        ExprKind::Func { idx } => f(func.closure(idx).body),
-        _ => func.for_each_operand(id, f),
-    }
-}
-
-pub(crate) fn bound_values(func: &Function) -> Vec<NodeId> {
-    bound_values_of_live(func, &func.live_mask())
-}
-
-/// [`bound_values`] with the function's [`Function::live_mask`] already at hand.
-pub(crate) fn bound_values_of_live(func: &Function, live: &[bool]) -> Vec<NodeId> {
-    let mut bound = Vec::new();
-    bound_values_into(func, live, &mut bound);
-    bound
-}
-
-/// [`bound_values_of_live`] into a caller's buffer (cleared first).
-pub(crate) fn bound_values_into(func: &Function, live: &[bool], bound: &mut Vec<NodeId>) {
-    bound.clear();
-    bound.resize(func.num_nodes(), NONE);
-    let mut twice = Vec::new();
-    // Only live blocks count: append mode leaves the old copy of a rewritten block behind, and
-    // its bindings must not make every variable look bound twice.
-    for (node, _) in func.nodes().iter().zip(live).filter(|(_, &l)| l) {
-        if let ExprKind::Block { bindings, .. } = node.kind {
-            for (var, value) in func.bindings(bindings) {
-                if bound[var.index()] != NONE {
-                    twice.push(var);
-                }
-                bound[var.index()] = value;
-            }
-        }
-    }
-    for v in twice {
-        bound[v.index()] = NONE;
-    }
-}
-
-/// Number of bindings in live blocks (dead arena nodes left by append mode do not count).
-#[cfg(test)]
-pub(crate) fn live_bindings(func: &Function) -> usize {
-    let live = func.live_mask();
-    func.nodes()
-        .iter()
-        .zip(live)
-        .map(|(n, l)| match n.kind {
-            ExprKind::Block { bindings, .. } if l => bindings.len as usize / 2,
-            _ => 0,
-        })
-        .sum()
-}
-
-/// The live nodes in evaluation order: operands before their users and, in a block, each
-/// binding's value before the later bindings and the result. Unlike arena order this puts a
-/// let-bound value before every use of its variable also in arenas that append mode rewrote
-/// (where an unchanged user keeps its small id and a rewritten value gets a large one).
-/// Iterative, so any depth works.
-pub(crate) fn eval_order(func: &Function) -> Vec<NodeId> {
-    const NEW: u8 = 0;
-    const OPEN: u8 = 1;
-    const DONE: u8 = 2;
-    let n = func.num_nodes();
-    let mut state = vec![NEW; n];
-    let mut out = Vec::with_capacity(n);
-    // Parameters first, then the body.
-    let mut stack = vec![func.body()];
-    stack.extend(func.params().iter().rev());
-    let mut operands = Vec::new();
-    while let Some(&id) = stack.last() {
-        let Some(s) = state.get(id.index()).copied() else {
-            stack.pop();
-            continue;
-        };
-        match s {
-            NEW => {
-                state[id.index()] = OPEN;
-                operands.clear();
-                // Operands have smaller ids in a well-formed arena; anything else is skipped
-                // so that a malformed arena cannot loop.
-                func.for_each_operand(id, |o| {
-                    if o.0 < id.0 {
-                        operands.push(o)
-                    }
-                });
-                stack.extend(operands.iter().rev().filter(|o| state[o.index()] == NEW));
-            }
-            OPEN => {
-                stack.pop();
-                state[id.index()] = DONE;
-                out.push(id);
-            }
-            _ => {
-                stack.pop();
-            }
-        }
-    }
-    out
 }
