@@ -12,6 +12,7 @@ mod tensor;
 mod ty;
 mod verifier;
 mod visit;
+mod walk;
 
 pub use attrs::{fn_attr, AttrValue, Attrs, FloatLit};
 pub use expr::{ExprKind, Node, Span, TyIdx};
@@ -25,3 +26,4 @@ pub use tensor::{Constant, Fill, Tensor, TensorData, TensorError, MAX_MATERIALIZ
 pub use ty::{DType, FuncType, TensorType, Type, TypeKind};
 pub use verifier::{verify_function, verify_module, VerifyError};
 pub use visit::{fold, mutate, visit, ExprFunctor, ExprMutator, ExprVisitor, Memo, RewriteCx, Scope};
+pub use walk::{Branch, Enter, WalkHooks, Walker};
