@@ -244,21 +244,26 @@ impl Walker {
                 let Some(pairs) = func.try_ids(bindings) else {
                     return hooks.malformed(id);
                 };
-                let n = (pairs.len() / 2) as u32;
+                let n = pairs.len() / 2;
                 let nodes = func.num_nodes();
-                while pos < 2 * n {
-                    let (var, value) = (pairs[pos as usize & !1], pairs[pos as usize | 1]);
-                    if pos % 2 == 0 {
-                        operand!(self, self.visit(func, value, hooks), id, pos + 1);
-                    } else if var.index() < nodes && value.index() < nodes {
-                        check!(self, hooks.bind(var, value), id, pos + 1);
-                    } else {
-                        check!(self, hooks.malformed(id), id, pos + 1);
+                let mut i = pos as usize / 2;
+                let mut value_done = pos % 2 == 1;
+                for pair in pairs.chunks_exact(2).skip(i) {
+                    let (var, value) = (pair[0], pair[1]);
+                    let at = 2 * i as u32;
+                    if !value_done {
+                        operand!(self, self.visit(func, value, hooks), id, at + 1);
                     }
-                    pos += 1;
+                    value_done = false;
+                    if var.index() < nodes && value.index() < nodes {
+                        check!(self, hooks.bind(var, value), id, at + 2);
+                    } else {
+                        check!(self, hooks.malformed(id), id, at + 2);
+                    }
+                    i += 1;
                 }
-                if pos == 2 * n {
-                    operand!(self, self.visit(func, result, hooks), id, pos + 1);
+                if pos as usize <= 2 * n {
+                    operand!(self, self.visit(func, result, hooks), id, 2 * n as u32 + 1);
                 }
             }
             ExprKind::If { cond, then_, else_ } => {
@@ -325,23 +330,22 @@ impl Walker {
                 ControlFlow::Break(b) => Visited::Stop(b, None),
             };
         }
-        // A node of atoms (the common case) is walked here, without a frame.
+        // A call or tuple of atoms (the common case) is walked here, without a frame.
         let leaf = match kind {
-            ExprKind::Block { .. } | ExprKind::If { .. } | ExprKind::Func { .. } => None,
-            _ => operands(func, &kind).filter(|(first, rest)| {
-                first.is_none_or(|f| nodes.get(f.index()).is_some_and(|n| n.kind.is_atom()))
-                    && rest.iter().all(|o| nodes.get(o.index()).is_some_and(|n| n.kind.is_atom()))
-            }),
+            ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => func
+                .try_ids(args)
+                .filter(|ops| ops.iter().all(|o| nodes.get(o.index()).is_some_and(|n| n.kind.is_atom()))),
+            _ => None,
         };
         match hooks.enter(id, &kind) {
             ControlFlow::Continue(Enter::Descend) => {}
             ControlFlow::Continue(Enter::Skip) => return Visited::Done,
             ControlFlow::Break(b) => return Visited::Stop(b, Some(Frame { id, pos: 0 })),
         }
-        let Some((first, rest)) = leaf else {
+        let Some(ops) = leaf else {
             return Visited::Descend(Frame { id, pos: 0 });
         };
-        for (k, &o) in first.iter().chain(rest).enumerate() {
+        for (k, &o) in ops.iter().enumerate() {
             // In range and atoms: checked above.
             let atom = nodes[o.index()].kind;
             if let ControlFlow::Break(b) = hooks.atom(o, &atom) {
