@@ -897,6 +897,24 @@ mod tests {
     }
 
     #[test]
+    fn infer_type_reports_out_of_range_operand_tables_as_malformed_without_panicking() {
+        // A call whose argument range, and a closure whose index, lie outside the function's
+        // tables: the walk reports the function as malformed.
+        use passel_engine::ir::{AttrsIdx, ClosureIdx, IdRange};
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[2])));
+        let range = IdRange { start: 1000, len: 2 };
+        let relu = op::lookup("relu").unwrap();
+        let bad_args = b.push_unchecked(ExprKind::Call { op: relu, attrs: AttrsIdx(0), args: range }, None);
+        let bad_closure = b.push_unchecked(ExprKind::Func { idx: ClosureIdx(7) }, None);
+        let body = b.tuple(&[bad_args, bad_closure]);
+        let (m, f) = module_with("main", b.finish(&[x], body, None, Attrs::new()));
+        let diags = infer_function(&m, &f).unwrap_err();
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        assert!(diags[0].message.contains("malformed"), "{diags:?}");
+    }
+
+    #[test]
     fn infer_type_checks_if_conditions_and_deep_nesting() {
         let mut b = FunctionBuilder::new();
         let x = b.var("x", Some(t(&[2])));
