@@ -246,9 +246,8 @@ impl Walker {
                 };
                 let n = pairs.len() / 2;
                 let nodes = func.num_nodes();
-                let mut i = pos as usize / 2;
                 let mut value_done = pos % 2 == 1;
-                for pair in pairs.chunks_exact(2).skip(i) {
+                for (i, pair) in pairs.chunks_exact(2).enumerate().skip(pos as usize / 2) {
                     let (var, value) = (pair[0], pair[1]);
                     let at = 2 * i as u32;
                     if !value_done {
@@ -260,7 +259,6 @@ impl Walker {
                     } else {
                         check!(self, hooks.malformed(id), id, at + 2);
                     }
-                    i += 1;
                 }
                 if pos as usize <= 2 * n {
                     operand!(self, self.visit(func, result, hooks), id, 2 * n as u32 + 1);
