@@ -348,6 +348,45 @@ impl Numbering<'_, '_> {
         }
     }
 
+    /// Numbers `id` right away when it is an atom, or a call or tuple of atoms (the usual
+    /// binding value); `false` for anything else, with only some of its atom operands
+    /// numbered (in order, as the caller's traversal would number them next anyway).
+    ///
+    /// This is [`Numbering::number`] fused with numbering the operands: one read of each
+    /// operand and one probe of the table, with the same key.
+    #[inline]
+    fn simple(&mut self, id: NodeId) -> bool {
+        let func = self.func;
+        let (args, mut h, pure) = match *func.kind(id) {
+            ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {
+                self.atom(id);
+                return true;
+            }
+            ExprKind::Call { op, attrs, args } => {
+                let pure = !self.stateful(op);
+                let mut h = mix(1, op.0 as u64);
+                if pure && attrs.0 != 0 {
+                    h = mix(h, attrs_hash(func.call_attrs(attrs)));
+                }
+                (args, h, pure)
+            }
+            ExprKind::Tuple { fields } => (fields, mix(2, 0), true),
+            _ => return false,
+        };
+        let mut numbered = true;
+        for &o in func.ids(args) {
+            if !func.kind(o).is_atom() {
+                return false;
+            }
+            self.atom(o);
+            let v = self.s.vn[o.index()];
+            numbered &= v != NO_VN;
+            h = mix(h, v as u64);
+        }
+        self.s.vn[id.index()] = if pure && numbered { self.lookup(id, h) } else { NO_VN };
+        true
+    }
+
     /// Whether calls of `op` have effects ([`is_stateful`]), cached per operator.
     #[inline]
     fn stateful(&mut self, op: OpId) -> bool {
@@ -491,8 +530,8 @@ fn scalar_key(c: &Constant) -> Option<(u8, u64)> {
 }
 
 /// Phase 1 as hooks of the [`Walker`]: atoms and compound nodes are numbered on the way
-/// up, a binding makes its value available in scope, and a block's exit withdraws what its
-/// bindings made available.
+/// up (a call or tuple of atoms at once, when entered), a binding makes its value available
+/// in scope, and a block's exit withdraws what its bindings made available.
 impl WalkHooks for Numbering<'_, '_> {
     type Break = Infallible;
 
@@ -503,12 +542,17 @@ impl WalkHooks for Numbering<'_, '_> {
     }
 
     #[inline(always)]
-    fn enter(&mut self, _: NodeId, kind: &ExprKind) -> ControlFlow<Infallible, Enter> {
-        if let ExprKind::Block { .. } = kind {
-            let mark = self.s.log.len() as u32;
-            self.s.marks.push(mark);
-        }
-        ControlFlow::Continue(Enter::Descend)
+    fn enter(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible, Enter> {
+        ControlFlow::Continue(match kind {
+            ExprKind::Block { .. } => {
+                let mark = self.s.log.len() as u32;
+                self.s.marks.push(mark);
+                Enter::Descend
+            }
+            // The usual binding value, a call or tuple of atoms, is numbered right here.
+            ExprKind::Call { .. } | ExprKind::Tuple { .. } if self.simple(id) => Enter::Skip,
+            _ => Enter::Descend,
+        })
     }
 
     #[inline(always)]

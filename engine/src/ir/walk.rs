@@ -328,6 +328,11 @@ impl Walker {
                 ControlFlow::Break(b) => Visited::Stop(b, None),
             };
         }
+        match hooks.enter(id, &kind) {
+            ControlFlow::Continue(Enter::Descend) => {}
+            ControlFlow::Continue(Enter::Skip) => return Visited::Done,
+            ControlFlow::Break(b) => return Visited::Stop(b, Some(Frame { id, pos: 0 })),
+        }
         // A call or tuple of atoms (the common case) is walked here, without a frame.
         let leaf = match kind {
             ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => func
@@ -335,11 +340,6 @@ impl Walker {
                 .filter(|ops| ops.iter().all(|o| nodes.get(o.index()).is_some_and(|n| n.kind.is_atom()))),
             _ => None,
         };
-        match hooks.enter(id, &kind) {
-            ControlFlow::Continue(Enter::Descend) => {}
-            ControlFlow::Continue(Enter::Skip) => return Visited::Done,
-            ControlFlow::Break(b) => return Visited::Stop(b, Some(Frame { id, pos: 0 })),
-        }
         let Some(ops) = leaf else {
             return Visited::Descend(Frame { id, pos: 0 });
         };
