@@ -8,9 +8,10 @@
 //! variables when they are created. Arguments, and results, are checked against annotated
 //! types.
 //!
-//! Nothing here recurses on the input: expressions are evaluated with an explicit task stack,
-//! and calls push frames on an explicit frame stack, so a 1,000,000-binding function or a
-//! 100,000-deep expression needs no native stack. Call depth is bounded
+//! Nothing here recurses on the input: each call frame evaluates its expression with the IR's
+//! [`Walker`] (an explicit stack; the walk's hooks are the evaluation steps), and calls push
+//! frames on an explicit frame stack, so a 1,000,000-binding function or a 100,000-deep
+//! expression needs no native stack. Call depth is bounded
 //! ([`DEFAULT_MAX_CALL_DEPTH`]) so that unbounded recursion between globals is a clear error.
 //! A variable's value is dropped after its last use, so a long chain of bindings keeps only
 //! the live values in memory.
@@ -21,7 +22,12 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::ir::{Attrs, ClosureIdx, DType, ExprKind, Function, Module, NodeId, OpId, Tensor, Type, TypeKind};
+use std::ops::ControlFlow;
+
+use crate::ir::{
+    Attrs, Branch, ClosureIdx, DType, Enter, ExprKind, Function, Module, NodeId, OpId, Tensor, Type, TypeKind,
+    WalkHooks, Walker,
+};
 use crate::op::{self, KernelCtx};
 
 #[cfg(test)]
@@ -250,20 +256,33 @@ struct Frame<'a> {
     /// Bound variables with their remaining read counts.
     vars: HashMap<NodeId, (Value, u32)>,
     ret_ty: Option<Type>,
+    /// The walk of the expression being evaluated in this frame; it stops at each call of a
+    /// function value and resumes when the callee's frame returns.
+    walk: Walker,
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Task {
-    /// Evaluate a node, leaving its value on the value stack.
-    Eval(NodeId),
-    /// The operands of a node are on the value stack; combine them.
-    Finish(NodeId),
-    /// The condition of an `if` is on the value stack; evaluate the taken branch.
-    Branch(NodeId),
-    /// Bind the value on top of the value stack to a variable.
-    Bind(NodeId),
-    /// The current frame's result is on the value stack; leave the frame.
-    Return,
+impl FuncRef<'_> {
+    /// Another handle on the same function (a reference count for a shared one).
+    fn share(&self) -> Self {
+        match self {
+            FuncRef::Borrowed(f) => FuncRef::Borrowed(f),
+            FuncRef::Shared(f) => FuncRef::Shared(Arc::clone(f)),
+        }
+    }
+}
+
+/// Why the walk of a frame stopped.
+enum Stop {
+    /// A call pushed the callee's frame.
+    Call,
+    /// Evaluation failed.
+    Error(EvalError),
+}
+
+impl From<EvalError> for Stop {
+    fn from(e: EvalError) -> Stop {
+        Stop::Error(e)
+    }
 }
 
 /// Evaluates functions of one module.
@@ -337,14 +356,16 @@ pub fn eval_closed(func: &Function, node: NodeId) -> Result<Value, EvalError> {
         return Err(err("the function is malformed (an id or index out of range); run the verifier".into()));
     }
     let mut m = Machine::new(&mut interp);
+    let mut walk = Walker::new();
+    walk.start(node);
     m.frames.push(Frame {
         func: FuncRef::Borrowed(func),
         name: "<closed>".into(),
         info: Arc::new(FnInfo::for_subtree(func, node)),
         vars: HashMap::new(),
         ret_ty: None,
+        walk,
     });
-    m.tasks.push(Task::Eval(node));
     m.run()
 }
 
@@ -371,17 +392,22 @@ fn run_kernel(op: OpId, attrs: &Attrs, args: &[Tensor], ctx: &mut KernelCtx) -> 
     Ok(out)
 }
 
-/// The evaluation state of one top-level call: explicit task, value and frame stacks.
+/// The evaluation state of one top-level call: explicit value and frame stacks; each frame
+/// walks its expression with a [`Walker`] whose hooks are the [`Machine`]'s.
 struct Machine<'i, 'm, 'f> {
     interp: &'i mut Interpreter<'m>,
-    tasks: Vec<Task>,
     values: Vec<Value>,
     frames: Vec<Frame<'f>>,
+    /// For each `if` whose `Then` branch was decided, whether it was taken (read back at
+    /// its `Else`).
+    taken: Vec<bool>,
+    /// Walkers of returned frames, reused by the next calls.
+    spare: Vec<Walker>,
 }
 
 impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
     fn new(interp: &'i mut Interpreter<'m>) -> Self {
-        Machine { interp, tasks: Vec::new(), values: Vec::new(), frames: Vec::new() }
+        Machine { interp, values: Vec::new(), frames: Vec::new(), taken: Vec::new(), spare: Vec::new() }
     }
 
     fn error(&self, node: Option<NodeId>, message: impl Into<String>) -> EvalError {
@@ -401,16 +427,20 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
     }
 
     fn run(mut self) -> Result<Value, EvalError> {
-        while let Some(task) = self.tasks.pop() {
-            match task {
-                Task::Eval(id) => self.eval(id)?,
-                Task::Finish(id) => self.finish(id)?,
-                Task::Branch(id) => self.branch(id)?,
-                Task::Bind(var) => {
-                    let v = self.pop(var)?;
-                    self.bind(var, v);
+        while let Some(top) = self.frames.len().checked_sub(1) {
+            let frame = &mut self.frames[top];
+            let func = frame.func.share();
+            let mut walk = std::mem::take(&mut frame.walk);
+            let flow = walk.run(func.get(), &mut self);
+            match flow {
+                // The frame's expression is evaluated: leave the frame.
+                ControlFlow::Continue(()) => {
+                    self.spare.push(walk);
+                    self.ret()?;
                 }
-                Task::Return => self.ret()?,
+                // A call pushed a frame above this one, which resumes when that returns.
+                ControlFlow::Break(Stop::Call) => self.frames[top].walk = walk,
+                ControlFlow::Break(Stop::Error(e)) => return Err(e),
             }
         }
         match (self.values.pop(), self.values.is_empty()) {
@@ -455,12 +485,10 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
         }
     }
 
-    fn eval(&mut self, id: NodeId) -> Result<(), EvalError> {
+    /// The value of atom `id`, onto the value stack.
+    fn atom(&mut self, id: NodeId, kind: &ExprKind) -> Result<(), EvalError> {
         let func = self.frame().func.get();
-        if id.index() >= func.num_nodes() {
-            return Err(self.error(Some(id), "node does not exist"));
-        }
-        match *func.kind(id) {
+        match *kind {
             ExprKind::Var { .. } => {
                 let v = self.read_var(id)?;
                 self.values.push(v);
@@ -476,37 +504,7 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
                 let t = func.constant(idx).materialize().map_err(|e| self.error(Some(id), e.to_string()))?;
                 self.values.push(Value::Tensor(t));
             }
-            ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
-                let args = func.ids(args).to_vec();
-                self.tasks.push(Task::Finish(id));
-                self.tasks.extend(args.iter().rev().map(|&a| Task::Eval(a)));
-            }
-            ExprKind::Apply { callee, args } => {
-                let args = func.ids(args).to_vec();
-                self.tasks.push(Task::Finish(id));
-                self.tasks.extend(args.iter().rev().map(|&a| Task::Eval(a)));
-                self.tasks.push(Task::Eval(callee));
-            }
-            ExprKind::Proj { tuple, .. } => {
-                self.tasks.push(Task::Finish(id));
-                self.tasks.push(Task::Eval(tuple));
-            }
-            ExprKind::If { cond, .. } => {
-                self.tasks.push(Task::Branch(id));
-                self.tasks.push(Task::Eval(cond));
-            }
-            ExprKind::Block { bindings, result } => {
-                let pairs: Vec<(NodeId, NodeId)> = func.bindings(bindings).collect();
-                self.tasks.push(Task::Eval(result));
-                for &(var, value) in pairs.iter().rev() {
-                    self.tasks.push(Task::Bind(var));
-                    self.tasks.push(Task::Eval(value));
-                }
-            }
-            ExprKind::Func { idx } => {
-                let v = self.capture(id, idx)?;
-                self.values.push(v);
-            }
+            _ => return Err(self.error(Some(id), "internal error: not an atom")),
         }
         Ok(())
     }
@@ -596,21 +594,15 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
         Ok(())
     }
 
-    fn branch(&mut self, id: NodeId) -> Result<(), EvalError> {
-        let ExprKind::If { then_, else_, .. } = *self.frame().func.get().kind(id) else {
-            return Err(self.error(Some(id), "internal error: not an if"));
-        };
-        let taken = match &self.pop(id)? {
-            Value::Tensor(t) if t.len() == 1 => t.to_f64s().first().is_some_and(|&v| v != 0.0),
-            other => {
-                return Err(self.error(Some(id), format!("condition must be a scalar tensor, got {}", other.describe())))
-            }
-        };
-        self.tasks.push(Task::Eval(if taken { then_ } else { else_ }));
-        Ok(())
+    /// Whether the `Then` branch of `if` node `id` is taken, from the condition on the stack.
+    fn taken(&mut self, id: NodeId) -> Result<bool, EvalError> {
+        match &self.pop(id)? {
+            Value::Tensor(t) if t.len() == 1 => Ok(t.to_f64s().first().is_some_and(|&v| v != 0.0)),
+            other => Err(self.error(Some(id), format!("condition must be a scalar tensor, got {}", other.describe()))),
+        }
     }
 
-    /// Pushes a frame for a call of `callee` and schedules its body.
+    /// Pushes a frame for a call of `callee`, its walk started at the body.
     fn enter(&mut self, callee: FuncValue, args: Vec<Value>, at: Option<NodeId>) -> Result<(), EvalError> {
         if self.frames.len() >= self.interp.max_call_depth {
             return Err(self.error(at, format!("call depth exceeded (limit {})", self.interp.max_call_depth)));
@@ -650,12 +642,12 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
                 check_value(v, ty).map_err(|m| err(format!("argument {} of {what}: {m}", i + 1)))?;
             }
         }
-        self.frames.push(Frame { func: FuncRef::Shared(func), name, info, vars: HashMap::new(), ret_ty });
+        let mut walk = self.spare.pop().unwrap_or_default();
+        walk.start(body);
+        self.frames.push(Frame { func: FuncRef::Shared(func), name, info, vars: HashMap::new(), ret_ty, walk });
         for (var, v) in env.into_iter().chain(params.into_iter().zip(args)) {
             self.bind(var, v);
         }
-        self.tasks.push(Task::Return);
-        self.tasks.push(Task::Eval(body));
         Ok(())
     }
 
@@ -666,6 +658,86 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
         }
         self.frames.pop();
         Ok(())
+    }
+}
+
+/// Evaluation as a walk: atoms push their values, a compound node combines its operands'
+/// values at its exit, a binding binds the value on top, an `if` walks only the taken branch,
+/// a nested function is not walked but captured, and a call stops the walk until the callee
+/// returns.
+impl WalkHooks for Machine<'_, '_, '_> {
+    type Break = Stop;
+
+    fn atom(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Stop> {
+        self.atom(id, kind).map_err(Stop::from).into_flow()
+    }
+
+    fn enter(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Stop, Enter> {
+        match *kind {
+            ExprKind::Func { idx } => match self.capture(id, idx) {
+                Ok(v) => {
+                    self.values.push(v);
+                    ControlFlow::Continue(Enter::Skip)
+                }
+                Err(e) => ControlFlow::Break(Stop::Error(e)),
+            },
+            _ => ControlFlow::Continue(Enter::Descend),
+        }
+    }
+
+    fn exit(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Stop> {
+        match kind {
+            // The value of the branch taken, or of the result, is on the stack.
+            ExprKind::If { .. } | ExprKind::Block { .. } => ControlFlow::Continue(()),
+            ExprKind::Apply { .. } => match self.finish(id) {
+                Ok(()) => ControlFlow::Break(Stop::Call),
+                Err(e) => ControlFlow::Break(Stop::Error(e)),
+            },
+            _ => self.finish(id).map_err(Stop::from).into_flow(),
+        }
+    }
+
+    fn bind(&mut self, var: NodeId, _: NodeId) -> ControlFlow<Stop> {
+        match self.pop(var) {
+            Ok(v) => {
+                self.bind(var, v);
+                ControlFlow::Continue(())
+            }
+            Err(e) => ControlFlow::Break(Stop::Error(e)),
+        }
+    }
+
+    fn enter_branch(&mut self, if_: NodeId, branch: Branch) -> ControlFlow<Stop, Enter> {
+        let take = match branch {
+            Branch::Then => match self.taken(if_) {
+                Ok(t) => {
+                    self.taken.push(t);
+                    t
+                }
+                Err(e) => return ControlFlow::Break(Stop::Error(e)),
+            },
+            Branch::Else => !self.taken.pop().unwrap_or(true),
+        };
+        ControlFlow::Continue(if take { Enter::Descend } else { Enter::Skip })
+    }
+
+    fn malformed(&mut self, at: NodeId) -> ControlFlow<Stop> {
+        ControlFlow::Break(Stop::Error(self.error(Some(at), "node does not exist")))
+    }
+}
+
+/// `Ok` continues a walk, `Err` stops it.
+trait IntoFlow<B> {
+    fn into_flow(self) -> ControlFlow<B>;
+}
+
+impl<B> IntoFlow<B> for Result<(), B> {
+    #[inline]
+    fn into_flow(self) -> ControlFlow<B> {
+        match self {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(b) => ControlFlow::Break(b),
+        }
     }
 }
 

@@ -15,6 +15,7 @@ mod tensor;
 mod ty;
 mod verifier;
 mod visit;
+mod walk;
 
 pub use attrs::{fn_attr, AttrValue, Attrs, FloatLit};
 pub use builder::FunctionBuilder;
@@ -30,3 +31,4 @@ pub use tensor::{Constant, Fill, Tensor, TensorData, TensorError, MAX_MATERIALIZ
 pub use ty::{DType, FuncType, TensorType, Type, TypeKind};
 pub use verifier::{verify_function, verify_module, VerifyError};
 pub use visit::{fold, visit, ExprFunctor, ExprVisitor, Memo, Scope};
+pub use walk::{Branch, Enter, WalkHooks, Walker};

@@ -19,7 +19,7 @@
 //! - remove bindings made dead by merging (DeadCodeElimination does).
 //!
 //! Phases:
-//! 1. Number values in evaluation order with an explicit stack, keeping a scoped table from
+//! 1. Number values in evaluation order (the IR's [`Walker`]), keeping a scoped table from
 //!    value number to the variable that holds it; each block's entries are removed when the
 //!    block ends.
 //! 2. Remove the merged bindings and replace their variables ([`rewrite::substitute`]: a
@@ -27,10 +27,12 @@
 //!    the variables aliased); nothing merged → the same `Arc`.
 
 use std::cell::RefCell;
+use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use passel_engine::ir::{Attrs, Constant, ExprKind, Function, NodeId, OpId, TensorData};
+use passel_engine::ir::{Attrs, Constant, Enter, ExprKind, Function, NodeId, OpId, TensorData, WalkHooks, Walker};
 use passel_engine::op;
 use rustc_hash::{FxHashMap, FxHasher};
 
@@ -64,14 +66,6 @@ const NO_VN: u32 = u32::MAX;
 /// compared).
 const MAX_OPERANDS: usize = 8;
 
-#[derive(Clone, Copy)]
-enum Frame {
-    Enter(NodeId),
-    Exit(NodeId),
-    Bind(NodeId, NodeId),
-    ExitBlock(u32),
-}
-
 /// Per-thread buffers reused across functions (cleared, not freed), so that numbering a
 /// function allocates nothing once the buffers have grown to the usual size.
 #[derive(Default)]
@@ -86,8 +80,9 @@ struct Scratch {
     avail: Vec<NodeId>,
     /// Value numbers made available, in order, so that a block's entries can be withdrawn.
     log: Vec<u32>,
-    stack: Vec<Frame>,
-    operands: Vec<NodeId>,
+    /// `log`'s length when each open block was entered.
+    marks: Vec<u32>,
+    walker: Walker,
     /// Constant index → `(generation, value number)`: a function refers to few distinct
     /// constants, many times each.
     const_vn: Vec<(u32, u32)>,
@@ -117,7 +112,7 @@ impl Scratch {
         self.avail.clear();
         self.avail.resize(n, NONE);
         self.log.clear();
-        self.stack.clear();
+        self.marks.clear();
         self.aliases.clear();
     }
 
@@ -526,69 +521,61 @@ fn scalar_key(c: &Constant) -> Option<(u8, u64)> {
     })
 }
 
+/// Phase 1 as hooks of the [`Walker`]: atoms and compound nodes are numbered on the way
+/// up (a call or tuple of atoms at once, when entered), a binding makes its value available
+/// in scope, and a block's exit withdraws what its bindings made available.
+impl WalkHooks for Numbering<'_, '_> {
+    type Break = Infallible;
+
+    #[inline(always)]
+    fn atom(&mut self, id: NodeId, _: &ExprKind) -> ControlFlow<Infallible> {
+        Numbering::atom(self, id);
+        ControlFlow::Continue(())
+    }
+
+    #[inline(always)]
+    fn enter(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible, Enter> {
+        ControlFlow::Continue(match kind {
+            ExprKind::Block { .. } => {
+                let mark = self.s.log.len() as u32;
+                self.s.marks.push(mark);
+                Enter::Descend
+            }
+            // The usual binding value, a call or tuple of atoms, is numbered right here.
+            ExprKind::Call { .. } | ExprKind::Tuple { .. } if self.simple(id) => Enter::Skip,
+            _ => Enter::Descend,
+        })
+    }
+
+    #[inline(always)]
+    fn exit(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible> {
+        if let ExprKind::Block { .. } = kind {
+            let s = &mut *self.s;
+            let mark = s.marks.pop().unwrap_or(0);
+            for v in s.log.drain(mark as usize..) {
+                s.avail[v as usize] = NONE;
+            }
+        } else {
+            let v = self.number(id);
+            self.s.vn[id.index()] = v;
+        }
+        ControlFlow::Continue(())
+    }
+
+    #[inline(always)]
+    fn bind(&mut self, var: NodeId, value: NodeId) -> ControlFlow<Infallible> {
+        Numbering::bind(self, var, value);
+        ControlFlow::Continue(())
+    }
+}
+
 /// Finds `(var, earlier var)` pairs to merge, into `s.aliases`.
 fn find_merges(func: &Function, s: &mut Scratch) {
     s.reset(func.num_nodes());
-    let mut stack = std::mem::take(&mut s.stack);
-    let mut operands = std::mem::take(&mut s.operands);
+    let mut walker = std::mem::take(&mut s.walker);
     let mut num = Numbering { func, s, consts: FxHashMap::default(), globals: FxHashMap::default() };
-    stack.push(Frame::Enter(func.body()));
-    while let Some(frame) = stack.pop() {
-        match frame {
-            Frame::Enter(id) => match *func.kind(id) {
-                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => num.atom(id),
-                ExprKind::Block { bindings, result } => {
-                    stack.push(Frame::ExitBlock(num.s.log.len() as u32));
-                    stack.push(Frame::Enter(result));
-                    // Bindings with simple values are handled right away, in order; the rest
-                    // go on the stack (after them, before the result).
-                    let pairs = func.ids(bindings);
-                    let mut done = 0;
-                    for pair in pairs.chunks_exact(2) {
-                        if !num.simple(pair[1]) {
-                            break;
-                        }
-                        num.bind(pair[0], pair[1]);
-                        done += 2;
-                    }
-                    for pair in pairs[done..].chunks_exact(2).rev() {
-                        stack.push(Frame::Bind(pair[0], pair[1]));
-                        stack.push(Frame::Enter(pair[1]));
-                    }
-                }
-                ExprKind::Func { idx } => {
-                    stack.push(Frame::Exit(id));
-                    stack.push(Frame::Enter(func.closure(idx).body));
-                }
-                ExprKind::Call { args, .. } | ExprKind::Tuple { fields: args } => {
-                    // The usual case, a call of atoms, is numbered right away.
-                    if !num.simple(id) {
-                        stack.push(Frame::Exit(id));
-                        stack.extend(func.ids(args).iter().rev().map(|&o| Frame::Enter(o)));
-                    }
-                }
-                _ => {
-                    stack.push(Frame::Exit(id));
-                    operands.clear();
-                    func.for_each_operand(id, |o| operands.push(o));
-                    stack.extend(operands.iter().rev().map(|&o| Frame::Enter(o)));
-                }
-            },
-            Frame::Exit(id) => {
-                let v = num.number(id);
-                num.s.vn[id.index()] = v;
-            }
-            Frame::Bind(var, value) => num.bind(var, value),
-            Frame::ExitBlock(mark) => {
-                let s = &mut *num.s;
-                for v in s.log.drain(mark as usize..) {
-                    s.avail[v as usize] = NONE;
-                }
-            }
-        }
-    }
-    num.s.stack = stack;
-    num.s.operands = operands;
+    let ControlFlow::Continue(()) = walker.walk(func, func.body(), &mut num);
+    num.s.walker = walker;
 }
 
 #[cfg(test)]

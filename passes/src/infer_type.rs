@@ -23,7 +23,7 @@
 //!    module and returns the module untouched when every function passes it. When some
 //!    node lacks a type but the body and parameters have theirs, a liveness pass checks
 //!    whether only dead nodes (whose type could not be inferred) do.
-//! 2. A walk in evaluation order with an explicit stack (so variables get their binding's
+//! 2. A walk in evaluation order (the IR's [`Walker`], so variables get their binding's
 //!    type before their uses, whatever the arena order), computing types bottom-up. Each
 //!    compound node is visited once; re-entering a node still being visited (a cycle) or an
 //!    id outside the arena is reported as a malformed function. Operator argument types are
@@ -32,10 +32,14 @@
 //! 4. The types are written into one copy of the function ([`Function::with_types`]).
 
 use std::cell::RefCell;
+use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use crate::census::{counted, Counter};
-use passel_engine::ir::{AttrsIdx, DType, ExprKind, Function, Module, NodeId, OpId, Span, TyIdx, Type, TypeKind};
+use passel_engine::ir::{
+    AttrsIdx, DType, Enter, ExprKind, Function, Module, NodeId, OpId, Span, TyIdx, Type, TypeKind, WalkHooks, Walker,
+};
 use passel_engine::op;
 use passel_engine::transform::Statistic;
 use passel_engine::transform::{Diagnostic, PassContext, PassError};
@@ -195,12 +199,6 @@ fn has_global_type(module: &Module, name: &str, t: &Type) -> bool {
     params.len() == ft.params.len()
         && params.iter().zip(ft.params.iter()).all(|(&p, pt)| f.ty(p) == Some(pt))
         && f.ret_ty().or_else(|| f.ty(f.body())) == Some(&ft.ret)
-}
-
-enum Frame {
-    Enter(NodeId),
-    Exit(NodeId),
-    Bind(NodeId, NodeId),
 }
 
 /// Visit state of a compound node.
@@ -407,80 +405,57 @@ impl Infer<'_> {
 
     /// Walks the expression rooted at `root` in evaluation order (phase 2, or phase 3 when
     /// `silent`).
-    fn walk(&mut self, root: NodeId, stack: &mut Vec<Frame>) {
-        let func = self.func;
-        let n = self.tys.len();
-        stack.push(Frame::Enter(root));
-        while let Some(frame) = stack.pop() {
-            match frame {
-                Frame::Enter(id) => {
-                    if id.index() >= n {
-                        self.malformed = true;
-                        continue;
-                    }
-                    let kind = *func.kind(id);
-                    if kind.is_atom() {
-                        self.enter_atom(id);
-                        continue;
-                    }
-                    match self.state[id.index()] {
-                        NEW => self.state[id.index()] = OPEN,
-                        // A node used by one of its own operands: not a post-order arena.
-                        OPEN => {
-                            self.malformed = true;
-                            continue;
-                        }
-                        // Visited already (a shared node, or a live node reached from a dead one).
-                        _ => continue,
-                    }
-                    match kind {
-                        ExprKind::Block { bindings, result } => {
-                            stack.push(Frame::Exit(id));
-                            stack.push(Frame::Enter(result));
-                            for pair in func.ids(bindings).chunks_exact(2).rev() {
-                                let (var, value) = (pair[0], pair[1]);
-                                // A dead block mostly re-binds live variables to live values.
-                                if self.silent && self.typed(var) && self.typed(value) {
-                                    continue;
-                                }
-                                stack.push(Frame::Bind(var, value));
-                                stack.push(Frame::Enter(value));
-                            }
-                        }
-                        ExprKind::Func { idx } => {
-                            stack.push(Frame::Exit(id));
-                            stack.push(Frame::Enter(func.closure(idx).body));
-                        }
-                        _ => {
-                            // A call whose arguments are all atoms (the common case in
-                            // A-normal form) is typed here, without stack frames.
-                            if let ExprKind::Call { args, .. } = kind {
-                                let args = func.ids(args);
-                                if args.iter().all(|&a| a.index() < n && func.kind(a).is_atom()) {
-                                    for &a in args {
-                                        self.enter_atom(a);
-                                    }
-                                    self.exit(id);
-                                    continue;
-                                }
-                            }
-                            stack.push(Frame::Exit(id));
-                            let first = stack.len();
-                            func.for_each_operand(id, |o| stack.push(Frame::Enter(o)));
-                            stack[first..].reverse();
-                        }
-                    }
-                }
-                Frame::Exit(id) => self.exit(id),
-                Frame::Bind(var, value) => {
-                    if var.index() >= n || value.index() >= n {
-                        self.malformed = true;
-                        continue;
-                    }
-                    self.bind(var, value)
-                }
+    fn walk(&mut self, root: NodeId, walker: &mut Walker) {
+        let ControlFlow::Continue(()) = walker.walk(self.func, root, self);
+    }
+}
+
+/// Phases 2 and 3 as hooks of the [`Walker`]: atoms get their types on the way down,
+/// compound nodes at their exit, variables at their binding. Each compound node is entered
+/// once; re-entering one still open (a cycle) or meeting an id out of range marks the
+/// function malformed.
+impl WalkHooks for Infer<'_> {
+    type Break = Infallible;
+
+    #[inline(always)]
+    fn atom(&mut self, id: NodeId, _: &ExprKind) -> ControlFlow<Infallible> {
+        self.enter_atom(id);
+        ControlFlow::Continue(())
+    }
+
+    #[inline(always)]
+    fn enter(&mut self, id: NodeId, _: &ExprKind) -> ControlFlow<Infallible, Enter> {
+        let state = &mut self.state[id.index()];
+        ControlFlow::Continue(match *state {
+            NEW => {
+                *state = OPEN;
+                Enter::Descend
             }
-        }
+            // A node used by one of its own operands: not a post-order arena.
+            OPEN => {
+                self.malformed = true;
+                Enter::Skip
+            }
+            // Visited already (a shared node, or a live node reached from a dead one).
+            _ => Enter::Skip,
+        })
+    }
+
+    #[inline(always)]
+    fn exit(&mut self, id: NodeId, _: &ExprKind) -> ControlFlow<Infallible> {
+        Infer::exit(self, id);
+        ControlFlow::Continue(())
+    }
+
+    #[inline(always)]
+    fn bind(&mut self, var: NodeId, value: NodeId) -> ControlFlow<Infallible> {
+        Infer::bind(self, var, value);
+        ControlFlow::Continue(())
+    }
+
+    fn malformed(&mut self, _: NodeId) -> ControlFlow<Infallible> {
+        self.malformed = true;
+        ControlFlow::Continue(())
     }
 }
 
@@ -521,8 +496,8 @@ fn infer_walk(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<F
     for &p in func.params() {
         inf.enter_atom(p);
     }
-    let mut stack = Vec::with_capacity(64);
-    inf.walk(func.body(), &mut stack);
+    let mut walker = Walker::new();
+    inf.walk(func.body(), &mut walker);
     if inf.malformed {
         return Err(malformed());
     }
@@ -546,7 +521,7 @@ fn infer_walk(module: &Module, name: &str, func: &Arc<Function>) -> Result<Arc<F
     inf.silent = true;
     for i in (0..n).rev() {
         if !live[i] && inf.tys[i].is_none() && func.nodes()[i].ty.is_none() {
-            inf.walk(NodeId(i as u32), &mut stack);
+            inf.walk(NodeId(i as u32), &mut walker);
         }
     }
     // Live nodes take the inferred type, dead ones keep theirs (the inferred one if none).
@@ -919,6 +894,24 @@ mod tests {
         assert_eq!(diags.len(), 1, "{diags:?}");
         assert_eq!(diags[0].node, bad);
         assert!(out.get("g").unwrap().nodes().iter().all(|n| n.ty.is_some()));
+    }
+
+    #[test]
+    fn infer_type_reports_out_of_range_operand_tables_as_malformed_without_panicking() {
+        // A call whose argument range, and a closure whose index, lie outside the function's
+        // tables: the walk reports the function as malformed.
+        use passel_engine::ir::{AttrsIdx, ClosureIdx, IdRange};
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", Some(t(&[2])));
+        let range = IdRange { start: 1000, len: 2 };
+        let relu = op::lookup("relu").unwrap();
+        let bad_args = b.push_unchecked(ExprKind::Call { op: relu, attrs: AttrsIdx(0), args: range }, None);
+        let bad_closure = b.push_unchecked(ExprKind::Func { idx: ClosureIdx(7) }, None);
+        let body = b.tuple(&[bad_args, bad_closure]);
+        let (m, f) = module_with("main", b.finish(&[x], body, None, Attrs::new()));
+        let diags = infer_function(&m, &f).unwrap_err();
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        assert!(diags[0].message.contains("malformed"), "{diags:?}");
     }
 
     #[test]

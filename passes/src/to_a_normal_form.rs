@@ -19,13 +19,17 @@
 //!
 //! Phases, per function:
 //! 1. Check whether the function is already in A-normal form; if so, keep the same `Arc`.
-//! 2. One walk in evaluation order with an explicit task stack (no recursion on input depth),
+//! 2. One walk in evaluation order (the IR's [`Walker`], no recursion on input depth),
 //!    emitting bindings into a stack of open blocks (the function body, each `if` branch and
 //!    each nested function body).
 
+use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use passel_engine::ir::{fn_attr, ExprKind, Function, FunctionBuilder, Module, NodeId};
+use passel_engine::ir::{
+    fn_attr, Branch, Enter, ExprKind, Function, FunctionBuilder, Module, NodeId, WalkHooks, Walker,
+};
 
 use crate::census::{more, Counter};
 use passel_engine::ir::rewrite::{Copier, NoHooks};
@@ -116,111 +120,120 @@ pub fn is_a_normal_form(func: &Function) -> bool {
     true
 }
 
-enum Task {
-    /// Produce an atom for the old node on the value stack.
-    Operand(NodeId),
-    /// Bind the old node's value to the old variable (or, with `None`, to a fresh variable
-    /// that is then pushed on the value stack).
-    Bind(Option<NodeId>, NodeId),
-    /// Build the old compound node from the values on the stack and bind it.
-    Emit(Option<NodeId>, NodeId),
-    /// Start a new block.
-    Open,
-    /// Close the innermost block around the atom on top of the value stack.
-    Close,
-}
-
 struct Anf<'f> {
     cp: Copier<'f>,
     b: FunctionBuilder,
+    /// The new atoms (and closed blocks) standing for the operands walked so far.
     values: Vec<NodeId>,
+    /// The bindings of each open block: the function body, each `if` branch and each nested
+    /// function body being converted.
     frames: Vec<Vec<(NodeId, NodeId)>>,
     n_fresh: usize,
+    /// The computation built at the last `exit`, `(old, new)`, not bound yet: the next event
+    /// binds it, to the binding's variable when that event is its `bind`, else to a fresh
+    /// variable (before anything else is built, so the arena order is that of the walk).
+    pending: Option<(NodeId, NodeId)>,
 }
 
 fn convert(func: &Function) -> Function {
-    let mut anf =
-        Anf { cp: Copier::new(func), b: FunctionBuilder::new(), values: Vec::new(), frames: Vec::new(), n_fresh: 0 };
+    let mut anf = Anf {
+        cp: Copier::new(func),
+        b: FunctionBuilder::new(),
+        values: Vec::new(),
+        frames: vec![Vec::new()],
+        n_fresh: 0,
+        pending: None,
+    };
     let params: Vec<NodeId> = func.params().iter().map(|&p| anf.cp.fresh_var(&mut anf.b, p)).collect();
-    let mut tasks = vec![Task::Close, Task::Operand(func.body()), Task::Open];
-    while let Some(task) = tasks.pop() {
-        anf.step(task, &mut tasks);
-    }
+    let ControlFlow::Continue(()) = Walker::new().walk(func, func.body(), &mut anf);
+    anf.close();
     let body = anf.values.pop().unwrap_or_else(|| unreachable!("the body leaves one value"));
     anf.b.finish(&params, body, func.ret_ty().cloned(), func.attrs().clone())
 }
 
-impl Anf<'_> {
-    fn step(&mut self, task: Task, tasks: &mut Vec<Task>) {
+/// Phase 2 as hooks of the [`Walker`]: atoms are mapped, each computation is rebuilt over
+/// atoms at its exit and bound, blocks met inside an expression add their bindings to the
+/// open block, and `if` branches and nested function bodies open blocks of their own.
+impl WalkHooks for Anf<'_> {
+    type Break = Infallible;
+
+    fn atom(&mut self, id: NodeId, _: &ExprKind) -> ControlFlow<Infallible> {
+        self.flush();
+        let new = self.cp.map(&mut self.b, id);
+        self.values.push(new);
+        ControlFlow::Continue(())
+    }
+
+    fn enter(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible, Enter> {
+        self.flush();
         let func = self.cp.src;
-        match task {
-            Task::Operand(id) => match *func.kind(id) {
-                _ if func.kind(id).is_atom() => {
-                    let new = self.cp.map(&mut self.b, id);
-                    self.values.push(new);
-                }
-                ExprKind::Block { bindings, result } => {
-                    tasks.push(Task::Operand(result));
-                    self.push_bindings(func, bindings, tasks);
-                }
-                _ => tasks.push(Task::Bind(None, id)),
-            },
-            Task::Bind(var, value) => match *func.kind(value) {
-                _ if func.kind(value).is_atom() => {
-                    let atom = self.cp.map(&mut self.b, value);
-                    self.bind(var, value, atom);
-                }
-                ExprKind::Block { bindings, result } => {
-                    tasks.push(Task::Bind(var, result));
-                    self.push_bindings(func, bindings, tasks);
-                }
-                ExprKind::If { cond, then_, else_ } => {
-                    tasks.push(Task::Emit(var, value));
-                    for body in [else_, then_] {
-                        tasks.extend([Task::Close, Task::Operand(body), Task::Open]);
-                    }
-                    tasks.push(Task::Operand(cond));
-                }
-                ExprKind::Func { idx } if func.closure(idx).attrs.flag(fn_attr::PRIMITIVE) => {
-                    // A fused kernel stays in graph form, as FuseOps made it.
-                    let new = self.cp.copy(&mut self.b, value, &mut NoHooks);
-                    self.bind(var, value, new);
-                }
-                ExprKind::Func { idx } => {
-                    let c = func.closure(idx);
-                    for &p in func.ids(c.params) {
-                        self.cp.fresh_var(&mut self.b, p);
-                    }
-                    tasks.extend([Task::Emit(var, value), Task::Close, Task::Operand(c.body), Task::Open]);
-                }
-                _ => {
-                    tasks.push(Task::Emit(var, value));
-                    let mut ops = Vec::new();
-                    func.for_each_operand(value, |o| ops.push(o));
-                    tasks.extend(ops.into_iter().rev().map(Task::Operand));
-                }
-            },
-            Task::Emit(var, old) => {
-                let new = self.build(old);
-                if let Some(ty) = func.ty(old) {
-                    self.b.set_ty_ref(new, Some(ty));
-                }
-                self.bind(var, old, new);
+        if let ExprKind::Func { idx } = *kind {
+            let c = func.closure(idx);
+            if c.attrs.flag(fn_attr::PRIMITIVE) {
+                // A fused kernel stays in graph form, as FuseOps made it.
+                let new = self.cp.copy(&mut self.b, id, &mut NoHooks);
+                self.pending = Some((id, new));
+                return ControlFlow::Continue(Enter::Skip);
             }
-            Task::Open => self.frames.push(Vec::new()),
-            Task::Close => {
-                let result = self.values.pop().unwrap_or_else(|| unreachable!("a block leaves one value"));
-                let pairs = self.frames.pop().unwrap_or_default();
-                let block = self.b.block(&pairs, result);
-                self.values.push(block);
+            for &p in func.ids(c.params) {
+                self.cp.fresh_var(&mut self.b, p);
             }
+            self.frames.push(Vec::new());
+        }
+        ControlFlow::Continue(Enter::Descend)
+    }
+
+    fn exit(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible> {
+        match kind {
+            // Its value is its result's, still pending if that is a computation.
+            ExprKind::Block { .. } => return ControlFlow::Continue(()),
+            ExprKind::Func { .. } => self.close(),
+            _ => self.flush(),
+        }
+        let new = self.build(id);
+        if let Some(ty) = self.cp.src.ty(id) {
+            self.b.set_ty_ref(new, Some(ty));
+        }
+        self.pending = Some((id, new));
+        ControlFlow::Continue(())
+    }
+
+    fn bind(&mut self, var: NodeId, value: NodeId) -> ControlFlow<Infallible> {
+        let (old, new) = match self.pending.take() {
+            Some(computed) => computed,
+            None => (value, self.values.pop().unwrap_or_else(|| unreachable!("a value leaves an atom"))),
+        };
+        self.bind(Some(var), old, new);
+        ControlFlow::Continue(())
+    }
+
+    fn enter_branch(&mut self, _: NodeId, _: Branch) -> ControlFlow<Infallible, Enter> {
+        self.flush();
+        self.frames.push(Vec::new());
+        ControlFlow::Continue(Enter::Descend)
+    }
+
+    fn leave_branch(&mut self, _: NodeId, _: Branch) -> ControlFlow<Infallible> {
+        self.close();
+        ControlFlow::Continue(())
+    }
+}
+
+impl Anf<'_> {
+    /// Binds the pending computation, if any, to a fresh variable (pushed as a value).
+    fn flush(&mut self) {
+        if let Some((old, new)) = self.pending.take() {
+            self.bind(None, old, new);
         }
     }
 
-    /// Schedules the bindings of an old block, flattened into the current one.
-    fn push_bindings(&self, func: &Function, bindings: passel_engine::ir::IdRange, tasks: &mut Vec<Task>) {
-        let pairs: Vec<(NodeId, NodeId)> = func.bindings(bindings).collect();
-        tasks.extend(pairs.into_iter().rev().map(|(var, value)| Task::Bind(Some(var), value)));
+    /// Closes the innermost block around the atom on top of the value stack.
+    fn close(&mut self) {
+        self.flush();
+        let result = self.values.pop().unwrap_or_else(|| unreachable!("a block leaves one value"));
+        let pairs = self.frames.pop().unwrap_or_default();
+        let block = self.b.block(&pairs, result);
+        self.values.push(block);
     }
 
     /// Builds old compound node `old` from the atoms on the value stack.

@@ -20,11 +20,15 @@
 //! nesting depth reaches the call stack, and malformed arenas are reported, never indexed
 //! blindly.
 
+use std::convert::Infallible;
+use std::ops::ControlFlow;
+
 use super::expr::{ExprKind, Span};
 use super::function::Function;
-use super::ids::{ClosureIdx, NodeId};
+use super::ids::NodeId;
 use super::module::Module;
 use super::ty::{DType, Type, TypeKind};
+use super::walk::{Enter, WalkHooks, Walker};
 use crate::op;
 
 /// One broken invariant: in which function, at which node, and what is wrong.
@@ -89,11 +93,11 @@ struct Scratch {
     in_scope: Vec<bool>,
     visited: Vec<bool>,
     reported: Vec<bool>,
-    stack: Vec<Step>,
+    walker: Walker,
 }
 
 impl Scratch {
-    /// Every table with `n` entries of false / zero, and an empty stack.
+    /// Every table with `n` entries of false / zero (each walk resets the walker).
     fn reset(&mut self, n: usize) {
         for v in [&mut self.wf, &mut self.live, &mut self.in_scope, &mut self.visited, &mut self.reported] {
             v.clear();
@@ -103,7 +107,6 @@ impl Scratch {
             v.clear();
             v.resize(n, 0);
         }
-        self.stack.clear();
     }
 }
 
@@ -112,16 +115,78 @@ struct ScopeWalk<'a> {
     in_scope: &'a mut Vec<bool>,
     visited: &'a mut Vec<bool>,
     reported: &'a mut Vec<bool>,
-    stack: &'a mut Vec<Step>,
+    walker: &'a mut Walker,
 }
 
-/// Steps of the scope walk. Explicit steps instead of recursion keep deep nesting off the
-/// call stack.
-enum Step {
-    Visit(NodeId),
-    Bind(NodeId),
-    UnbindBlock(NodeId),
-    UnbindClosure(ClosureIdx),
+/// The scope check's hooks on the [`Walker`]: only live, well-formed nodes are walked (the
+/// others were reported by the sweep), each compound node once even when (wrongly) shared, so
+/// a DAG cannot make the walk exponential; the sharing itself was reported in phase 3.
+struct ScopeHooks<'v, 'a, 't> {
+    v: &'v mut Verifier<'a>,
+    live: &'t [bool],
+    wf: &'t [bool],
+    binders: &'t [u32],
+    in_scope: &'t mut [bool],
+    visited: &'t mut [bool],
+    reported: &'t mut [bool],
+}
+
+impl ScopeHooks<'_, '_, '_> {
+    /// Puts the parameters of the closure of `kind` in or out of scope.
+    fn closure_params(&mut self, kind: &ExprKind, in_scope: bool) {
+        let ExprKind::Func { idx } = *kind else { return };
+        let func = self.v.func;
+        for &p in func.try_closure(idx).and_then(|c| func.try_ids(c.params)).unwrap_or(&[]) {
+            if let Some(s) = self.in_scope.get_mut(p.index()) {
+                *s = in_scope;
+            }
+        }
+    }
+}
+
+impl WalkHooks for ScopeHooks<'_, '_, '_> {
+    type Break = Infallible;
+
+    #[inline(always)]
+    fn atom(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible> {
+        let i = id.index();
+        if matches!(kind, ExprKind::Var { .. }) && self.live[i] && self.wf[i] {
+            self.v.check_in_scope(id, self.in_scope, self.reported, self.binders);
+        }
+        ControlFlow::Continue(())
+    }
+
+    #[inline(always)]
+    fn enter(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible, Enter> {
+        let i = id.index();
+        if !self.live[i] || !self.wf[i] || std::mem::replace(&mut self.visited[i], true) {
+            return ControlFlow::Continue(Enter::Skip);
+        }
+        self.closure_params(kind, true);
+        ControlFlow::Continue(Enter::Descend)
+    }
+
+    #[inline(always)]
+    fn exit(&mut self, _: NodeId, kind: &ExprKind) -> ControlFlow<Infallible> {
+        match *kind {
+            ExprKind::Block { bindings, .. } => {
+                for pair in self.v.func.try_ids(bindings).unwrap_or(&[]).chunks_exact(2) {
+                    if let Some(s) = self.in_scope.get_mut(pair[0].index()) {
+                        *s = false;
+                    }
+                }
+            }
+            ExprKind::Func { .. } => self.closure_params(kind, false),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+
+    #[inline(always)]
+    fn bind(&mut self, var: NodeId, _: NodeId) -> ControlFlow<Infallible> {
+        self.in_scope[var.index()] = true;
+        ControlFlow::Continue(())
+    }
 }
 
 /// Calls `f` on the operands of `kind` in evaluation order (as [`Function::for_each_operand`]
@@ -312,7 +377,7 @@ impl Verifier<'_> {
             in_scope: &mut sc.in_scope,
             visited: &mut sc.visited,
             reported: &mut sc.reported,
-            stack: &mut sc.stack,
+            walker: &mut sc.walker,
         };
         self.check_scopes(params, body, live, wf, binders, &mut walk);
 
@@ -364,8 +429,8 @@ impl Verifier<'_> {
         }
     }
 
-    /// Walks the expression tree from the body with an explicit stack, tracking which variables
-    /// are in scope.
+    /// Walks the expression tree from the body in evaluation order ([`Walker`]), tracking which
+    /// variables are in scope.
     fn check_scopes(
         &mut self,
         params: &[NodeId],
@@ -375,133 +440,13 @@ impl Verifier<'_> {
         binders: &[u32],
         walk: &mut ScopeWalk<'_>,
     ) {
-        let func = self.func;
-        let nodes = func.nodes();
-        let n = nodes.len();
-        let ScopeWalk { in_scope, visited, reported, stack } = walk;
-        // Compound nodes are walked once even when (wrongly) shared, so a DAG cannot make the
-        // walk exponential; the sharing itself was reported in phase 3.
+        let ScopeWalk { in_scope, visited, reported, walker } = walk;
         for &p in params {
             in_scope[p.index()] = true;
         }
-        stack.push(Step::Visit(body));
-        while let Some(step) = stack.pop() {
-            match step {
-                Step::Visit(id) => {
-                    let i = id.index();
-                    if i >= n || !live[i] || !wf[i] {
-                        continue;
-                    }
-                    let kind = nodes[i].kind;
-                    if !kind.is_atom() {
-                        if visited[i] {
-                            continue;
-                        }
-                        visited[i] = true;
-                    }
-                    match kind {
-                        ExprKind::Var { .. } => self.check_in_scope(id, in_scope, reported, binders),
-                        ExprKind::Call { args, .. } => {
-                            let args = func.try_ids(args).unwrap_or(&[]);
-                            if args.iter().all(|a| nodes[a.index()].kind.is_atom()) {
-                                // The common case: atom operands are checked here, in evaluation
-                                // order, instead of each becoming a step. (They are live, and
-                                // in range since the call is well formed.)
-                                for &a in args {
-                                    let is_var = matches!(nodes[a.index()].kind, ExprKind::Var { .. });
-                                    if is_var && wf[a.index()] {
-                                        self.check_in_scope(a, in_scope, reported, binders);
-                                    }
-                                }
-                            } else {
-                                // Pushed in reverse so that they are visited in evaluation order.
-                                stack.extend(args.iter().rev().map(|&a| Step::Visit(a)));
-                            }
-                        }
-                        ExprKind::Block { bindings, result } => {
-                            let pairs = func.try_ids(bindings).unwrap_or(&[]);
-                            // Bindings whose value is an atom or a call of atoms (the common
-                            // case) are checked and bound right here, as their steps would do;
-                            // from the first other value on, the bindings become steps.
-                            let mut done = 0;
-                            for pair in pairs.chunks_exact(2) {
-                                let (var, value) = (pair[0], pair[1]);
-                                // In range: operands of the well-formed block.
-                                let v = value.index();
-                                if live[v] && wf[v] {
-                                    match nodes[v].kind {
-                                        ExprKind::Var { .. } => self.check_in_scope(value, in_scope, reported, binders),
-                                        ExprKind::Global { .. } | ExprKind::Const { .. } => {}
-                                        ExprKind::Call { args, .. } if !visited[v] => {
-                                            let args = func.try_ids(args).unwrap_or(&[]);
-                                            if !args.iter().all(|a| nodes[a.index()].kind.is_atom()) {
-                                                break;
-                                            }
-                                            visited[v] = true;
-                                            for &a in args {
-                                                let is_var = matches!(nodes[a.index()].kind, ExprKind::Var { .. });
-                                                if is_var && wf[a.index()] {
-                                                    self.check_in_scope(a, in_scope, reported, binders);
-                                                }
-                                            }
-                                        }
-                                        ExprKind::Call { .. } => {}
-                                        _ => break,
-                                    }
-                                }
-                                in_scope[var.index()] = true;
-                                done += 2;
-                            }
-                            stack.push(Step::UnbindBlock(id));
-                            stack.push(Step::Visit(result));
-                            for pair in pairs[done..].chunks_exact(2).rev() {
-                                stack.push(Step::Bind(pair[0]));
-                                stack.push(Step::Visit(pair[1]));
-                            }
-                        }
-                        ExprKind::Func { idx } => {
-                            let Some(c) = func.try_closure(idx) else { continue };
-                            for &p in func.try_ids(c.params).unwrap_or(&[]) {
-                                if let Some(s) = in_scope.get_mut(p.index()) {
-                                    *s = true;
-                                }
-                            }
-                            stack.push(Step::UnbindClosure(idx));
-                            stack.push(Step::Visit(c.body));
-                        }
-                        _ => {
-                            // Pushed in reverse so that they are visited in evaluation order.
-                            let mark = stack.len();
-                            if visit_operands(func, &kind, |o| stack.push(Step::Visit(o))).is_ok() {
-                                stack[mark..].reverse();
-                            }
-                        }
-                    }
-                }
-                Step::Bind(var) => {
-                    if let Some(s) = in_scope.get_mut(var.index()) {
-                        *s = true;
-                    }
-                }
-                Step::UnbindBlock(block) => {
-                    if let ExprKind::Block { bindings, .. } = nodes[block.index()].kind {
-                        for pair in func.try_ids(bindings).unwrap_or(&[]).chunks_exact(2) {
-                            if let Some(s) = in_scope.get_mut(pair[0].index()) {
-                                *s = false;
-                            }
-                        }
-                    }
-                }
-                Step::UnbindClosure(idx) => {
-                    let params = func.try_closure(idx).and_then(|c| func.try_ids(c.params)).unwrap_or(&[]);
-                    for &p in params {
-                        if let Some(s) = in_scope.get_mut(p.index()) {
-                            *s = false;
-                        }
-                    }
-                }
-            }
-        }
+        let func = self.func;
+        let mut hooks = ScopeHooks { v: self, live, wf, binders, in_scope, visited, reported };
+        let ControlFlow::Continue(()) = walker.walk(func, body, &mut hooks);
     }
 
     /// Reports the use of variable `id` (live and well formed) if it is not in scope, once.
@@ -697,7 +642,7 @@ pub(crate) mod tests {
     use expect_test::{expect, Expect};
 
     use super::*;
-    use crate::ir::{AttrValue, Attrs, Constant, FunctionBuilder, IdRange, OpId};
+    use crate::ir::{AttrValue, Attrs, ClosureIdx, Constant, FunctionBuilder, IdRange, OpId};
 
     fn ops() -> (OpId, OpId) {
         (op::lookup("add").unwrap(), op::lookup("relu").unwrap())
