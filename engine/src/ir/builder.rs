@@ -15,8 +15,9 @@ use super::ty::{DType, Type};
 
 impl Function {
     /// A builder with this function's symbol, constant and attribute tables but an empty arena:
-    /// `Sym`, `ConstIdx` and `AttrsIdx` values of this function stay valid in it. Mutators copy
-    /// nodes into it so that the result has no dead nodes from the input.
+    /// `Sym`, `ConstIdx` and `AttrsIdx` values of this function stay valid in it. (Public API
+    /// for code outside the workspace; the rewriting layer's fresh arenas share only the names,
+    /// [`Function::builder_sharing_names`].)
     pub fn builder_with_tables(&self) -> FunctionBuilder {
         let sym_index = self.syms.iter().enumerate().map(|(i, s)| (Box::from(s), Sym(i as u32))).collect();
         FunctionBuilder {
