@@ -39,9 +39,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use passel_engine::ir::{
-    Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, Tensor, TensorData, TensorType, Type, TypeKind,
-};
+use passel_engine::ir::{Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, Tensor, TensorData, Type, TypeKind};
 use passel_engine::op::{self, KernelCtx, OpDef};
 use passel_engine::transform::ConfigType;
 use rand_chacha::rand_core::SeedableRng;
@@ -348,18 +346,6 @@ fn reads_forwarded(func: &Function, kind: ExprKind, forward: &[NodeId]) -> bool 
     }
 }
 
-/// Whether constant `c` has tensor type `tt` (without building its type).
-fn has_type(c: &Constant, tt: &TensorType) -> bool {
-    match c {
-        Constant::Dense(t) => {
-            t.dtype() == tt.dtype
-                && t.shape().len() == tt.shape.len()
-                && t.shape().iter().zip(tt.shape.iter()).all(|(&a, &b)| a as u64 == b)
-        }
-        Constant::Fill { ty, .. } | Constant::Raw { ty, .. } => ty == tt,
-    }
-}
-
 /// A rank-0 `f32` constant. The same few values recur in thousands of functions, so each
 /// thread keeps the last ones made (by bits, so `-0.0` and NaN payloads stay apart) and shares
 /// them: building a tensor costs several allocations, sharing one costs a reference count.
@@ -454,7 +440,7 @@ fn eval_call<'c>(
         let (c, ty) = arg(k)?;
         // Constant nodes carry their type, so reusing it avoids building a new one.
         let ty = match ty {
-            Some(t) if t.as_tensor().is_some_and(|tt| has_type(c, tt)) => t.clone(),
+            Some(t) if t.as_tensor().is_some_and(|tt| c.has_type(tt)) => t.clone(),
             _ => c.ty(),
         };
         if ty.as_tensor().and_then(|t| t.num_elements()).is_none_or(|n| n > FOLD_ELEMENT_BUDGET) {
@@ -493,7 +479,7 @@ fn eval_call<'c>(
     let mut ctx = KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) };
     let results = (def.kernel)(&tensors, attrs, &mut ctx).ok()?;
     let mut results: Vec<Constant> = results.into_iter().map(Constant::Dense).collect();
-    let same = |(r, t): (&Constant, &Type)| t.as_tensor().is_some_and(|t| has_type(r, t));
+    let same = |(r, t): (&Constant, &Type)| t.as_tensor().is_some_and(|t| r.has_type(t));
     if results.len() != out_tys.len() || !results.iter().zip(&out_tys).all(same) {
         return None;
     }

@@ -533,6 +533,18 @@ impl<'a> Bits<'a> {
 }
 
 impl Constant {
+    /// Whether the constant has tensor type `tt` (without building its type).
+    pub fn has_type(&self, tt: &TensorType) -> bool {
+        match self {
+            Constant::Dense(t) => {
+                t.dtype() == tt.dtype
+                    && t.shape().len() == tt.shape.len()
+                    && t.shape().iter().zip(tt.shape.iter()).all(|(&a, &b)| a as u64 == b)
+            }
+            Constant::Fill { ty, .. } | Constant::Raw { ty, .. } => ty == tt,
+        }
+    }
+
     /// Dtype, shape and element bits of a dense or raw constant (`None` for fills).
     fn explicit_key(&self) -> Option<(DType, Vec<usize>, Bits<'_>)> {
         match self {

@@ -376,7 +376,7 @@ impl Function {
         let mut new_consts = Vec::with_capacity(consts.len());
         for (id, c) in consts {
             let types: &[Type] = table.as_deref().unwrap_or(&self.types);
-            let found = types.iter().position(|t| t.as_tensor().is_some_and(|t| constant_has_type(c, t)));
+            let found = types.iter().position(|t| t.as_tensor().is_some_and(|t| c.has_type(t)));
             let ty = match found {
                 Some(i) => TyIdx(i as u32),
                 None => {
@@ -395,18 +395,6 @@ impl Function {
         if !new_consts.is_empty() {
             self.consts = Shared(Some(self.consts.iter().cloned().chain(new_consts).collect()));
         }
-    }
-}
-
-/// Whether constant `c` has tensor type `tt` (without building its type).
-fn constant_has_type(c: &Constant, tt: &crate::ir::TensorType) -> bool {
-    match c {
-        Constant::Dense(t) => {
-            t.dtype() == tt.dtype
-                && t.shape().len() == tt.shape.len()
-                && t.shape().iter().zip(tt.shape.iter()).all(|(&a, &b)| a as u64 == b)
-        }
-        Constant::Fill { ty, .. } | Constant::Raw { ty, .. } => ty == tt,
     }
 }
 
