@@ -74,7 +74,7 @@ pub(crate) trait EditStore {
     fn names_at(&self, k: usize) -> Names;
     /// The function `name` entering stage `k` now, for a function whose input did not change
     /// at `k` (a changed one's input is in the change set).
-    fn input(&self, k: usize, name: &Arc<str>) -> Option<Arc<Function>>;
+    fn input(&self, k: usize, name: &str) -> Option<Arc<Function>>;
     /// What a function pass at stage `k` sees of `callee` in its module view, for a callee
     /// whose input did not change at `k`.
     fn callee(&self, k: usize, callee: &str) -> Option<Arc<Function>>;
@@ -223,7 +223,7 @@ fn propagate(
 }
 
 /// The function `name` entering stage `k` now: its new input when it changed, else the store's.
-fn current(store: &impl EditStore, changed: &Changed, k: usize, name: &Arc<str>) -> Option<Arc<Function>> {
+fn current(store: &impl EditStore, changed: &Changed, k: usize, name: &str) -> Option<Arc<Function>> {
     match changed.get(name) {
         Some((_, new)) => Some(new.clone()),
         None => store.input(k, name),
@@ -347,10 +347,7 @@ fn firewall_holds(stage: &Stage, k: usize, store: &impl EditStore, changed: &Cha
     let Some(firewall) = &stage.firewall else {
         return false;
     };
-    let lookup = |name: &str| {
-        let name: Arc<str> = Arc::from(name);
-        current(store, changed, k, &name)
-    };
+    let lookup = |name: &str| current(store, changed, k, name);
     changed.iter().all(|(name, (old, new))| {
         let check = FirewallCheck { name, old, new, lookup: &lookup, ctx: &stage.ctx };
         store.left_as_it_came(k, name, old) && (firewall.unaffected)(&check)

@@ -166,7 +166,7 @@ impl EditStore for Cache {
         }
     }
 
-    fn input(&self, k: usize, name: &Arc<str>) -> Option<Arc<Function>> {
+    fn input(&self, k: usize, name: &str) -> Option<Arc<Function>> {
         Cache::input(self, k, name)
     }
 

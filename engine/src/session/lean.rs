@@ -391,8 +391,11 @@ impl EditStore for LeanEdit<'_> {
     }
 
     /// Replayed from the source (remembered for the run).
-    fn input(&self, k: usize, name: &Arc<str>) -> Option<Arc<Function>> {
-        replayed(self.lean, self.stages, k, name, Some(&self.memo))
+    fn input(&self, k: usize, name: &str) -> Option<Arc<Function>> {
+        // The name as the sources hold it (no allocation), else a new one (a function a
+        // module pass added).
+        let name = self.lean.index.get_key_value(name).map_or_else(|| Arc::from(name), |(n, _)| n.clone());
+        replayed(self.lean, self.stages, k, &name, Some(&self.memo))
     }
 
     /// What callers saw of it at this stage: the stored stub.
