@@ -29,3 +29,60 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     }
     prev[b.len()]
 }
+
+/// Longest name, in characters, that a message shows whole; a longer one is cut there and
+/// its full length given, so a hostile 1M-character name cannot make a megabyte-long error.
+pub const MAX_SHOWN_NAME_CHARS: usize = 120;
+
+/// `text` with characters that would print as blanks or nothing (control characters such as
+/// NUL and newline, the byte-order mark, no-break and other unusual spaces, zero-width
+/// characters) written as `\u{…}` escapes, so a message shows what the input really holds.
+pub fn escape_invisible(text: &str) -> std::borrow::Cow<'_, str> {
+    let invisible = |c: char| {
+        c != ' ' && (c.is_control() || c.is_whitespace() || matches!(c, '\u{feff}' | '\u{200b}'..='\u{200f}'))
+    };
+    if !text.chars().any(invisible) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if invisible(c) {
+            use std::fmt::Write as _;
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A name from the input (an ONNX node, op, tensor or file name, a pass or config name, an
+/// `.npy` header field) as an error message shows it: invisible characters escaped
+/// ([`escape_invisible`]) and cut after [`MAX_SHOWN_NAME_CHARS`] characters with the full
+/// length said. The one way every layer puts an input's name into a message.
+pub fn shown_name(name: &str) -> std::borrow::Cow<'_, str> {
+    match name.char_indices().nth(MAX_SHOWN_NAME_CHARS) {
+        None => escape_invisible(name),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!(
+            "{}… ({} characters in all)",
+            escape_invisible(&name[..cut]),
+            name.chars().count()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_name_escapes_invisible_characters_and_cuts_long_names() {
+        assert_eq!(shown_name("Fold\u{200b}"), "Fold\\u{200b}");
+        assert_eq!(shown_name("a\0b\nc"), "a\\u{0}b\\u{a}c");
+        assert_eq!(shown_name("relu"), "relu");
+        let long = "x".repeat(1_000_000);
+        let shown = shown_name(&long);
+        assert!(shown.len() < 200, "{}", shown.len());
+        assert!(shown.ends_with("… (1000000 characters in all)"), "{shown}");
+    }
+}

@@ -1,5 +1,5 @@
-//! The parallel executor: stage planning, fused stages with hooks in the serial order (should-run
-//! asked for the whole stage up front), vetoes, pass bodies never run speculatively,
+//! The parallel executor: stage planning, fused stages, hooks in TVM's exact order around each
+//! pass body whenever an instrument is attached, vetoes, pass bodies never run speculatively,
 //! errors and panics (first in module order, pool still usable), diagnostics order, worker
 //! copies, and `PassContext::map_functions`. Every parallel run is compared with the plain
 //! pass-by-pass run on one thread.
@@ -88,7 +88,7 @@ fn outcome(seq: &Sequential, module: Module, ctx: &PassContext, plain: bool) -> 
 
 type Log = Arc<Mutex<Vec<String>>>;
 
-/// Records hooks; declares that it does not observe the IR, so stages are fused under it.
+/// Records hooks (any attached instrument makes function stages run pass by pass).
 struct Blind {
     log: Log,
     veto: Option<&'static str>,
@@ -113,39 +113,11 @@ impl Instrument for Blind {
     fn on_pass_failed(&self, info: &PassInfo) {
         self.log.lock().unwrap().push(format!("failed {}", info.name));
     }
-    fn observes_ir(&self) -> bool {
-        false
-    }
 }
 
 fn blind(veto: Option<&'static str>) -> (Log, Arc<dyn Instrument>) {
     let log: Log = Arc::new(Mutex::new(Vec::new()));
     (log.clone(), Arc::new(Blind { log, veto }))
-}
-
-/// The hook log a fused run gives for the serial run's `serial` log: in each fused stage (its
-/// passes in `stages`), `should_run` is asked for every pass of the stage up front, before any
-/// body runs; the other hooks keep the serial order.
-fn fused_log(serial: &Log, stages: &[&[&str]]) -> Vec<String> {
-    let serial = serial.lock().unwrap().clone();
-    let pass_of = |ev: &str| ev.split_once(' ').map(|(_, p)| p.to_string()).unwrap_or_default();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < serial.len() {
-        let Some(stage) = stages.iter().find(|st| st.contains(&pass_of(&serial[i]).as_str())) else {
-            out.push(serial[i].clone());
-            i += 1;
-            continue;
-        };
-        let mut j = i;
-        while j < serial.len() && stage.contains(&pass_of(&serial[j]).as_str()) {
-            j += 1;
-        }
-        out.extend(stage.iter().map(|p| format!("should_run {p}")));
-        out.extend(serial[i..j].iter().filter(|e| !e.starts_with("should_run ")).cloned());
-        i = j;
-    }
-    out
 }
 
 fn stage_names(stages: &[Stage]) -> Vec<String> {
@@ -219,7 +191,7 @@ fn fused_stages_give_serial_output_diagnostics_and_hook_order_for_every_thread_c
         let (log, inst) = blind(None);
         let got = outcome(&pipeline(), module_of(23), &ctx(threads, vec![inst]), false);
         assert_eq!(got, serial, "threads {threads}");
-        assert_eq!(*log.lock().unwrap(), fused_log(&serial_log, &[&["A", "B"], &["C", "D", "E"]]), "threads {threads}");
+        assert_eq!(*log.lock().unwrap(), serial_log.lock().unwrap().clone(), "threads {threads}");
     }
 }
 
@@ -232,7 +204,7 @@ fn veto_inside_a_fused_stage_skips_exactly_that_pass() {
         let (log, inst) = blind(Some("D"));
         let got = outcome(&pipeline(), module_of(12), &ctx(threads, vec![inst]), false);
         assert_eq!(got, serial, "threads {threads}");
-        assert_eq!(*log.lock().unwrap(), fused_log(&serial_log, &[&["A", "B"], &["C", "D", "E"]]), "threads {threads}");
+        assert_eq!(*log.lock().unwrap(), serial_log.lock().unwrap().clone(), "threads {threads}");
     }
 }
 
@@ -267,7 +239,7 @@ fn error_names_first_failing_pass_and_first_function_in_module_order() {
         let (log, inst) = blind(None);
         let got = outcome(&failing_pipeline(false), module_of(12), &ctx(threads, vec![inst]), false);
         assert_eq!(got, serial, "threads {threads}");
-        assert_eq!(*log.lock().unwrap(), fused_log(&serial_log, &[&["A", "Late", "Early", "B"]]), "threads {threads}");
+        assert_eq!(*log.lock().unwrap(), serial_log.lock().unwrap().clone(), "threads {threads}");
         assert!(log.lock().unwrap().contains(&"failed Late".to_string()));
     }
 }
@@ -330,7 +302,7 @@ fn run_stage_on_function_runs_every_pass_and_reports_per_pass_diagnostics() {
 }
 
 #[test]
-fn timing_under_fusion_reports_every_pass_with_cpu_time() {
+fn timing_reports_every_pass_with_cpu_time() {
     let timing = Arc::new(PassTimingInstrument::new());
     let ctx = ctx(2, vec![timing.clone()]);
     let report = ctx
@@ -467,8 +439,13 @@ fn function_local_module_pass_joins_the_function_stage_and_matches_serial() {
         let (log, inst) = blind(None);
         let got = outcome(&local_pipeline(tag_pass("A", 1), &runs), module_of(23), &ctx(threads, vec![inst]), false);
         assert_eq!(got, serial, "threads {threads}");
-        assert_eq!(*log.lock().unwrap(), fused_log(&serial_log, &[&["A", "Local", "B"]]), "threads {threads}");
-        // "Local" ran in its per-function form; "Alone", a stage of one pass, ran its body.
+        assert_eq!(*log.lock().unwrap(), serial_log.lock().unwrap().clone(), "threads {threads}");
+        // Under an instrument every stage runs pass by pass: both module bodies ran.
+        assert_eq!(runs.swap(0, Ordering::SeqCst), 2, "threads {threads}");
+        // Without one the stage fuses: "Local" ran in its per-function form; "Alone", a stage
+        // of one pass, ran its body.
+        let got = outcome(&local_pipeline(tag_pass("A", 1), &runs), module_of(23), &ctx(threads, vec![]), false);
+        assert_eq!(got, serial, "threads {threads}");
         assert_eq!(runs.swap(0, Ordering::SeqCst), 1, "threads {threads}");
     }
 }
@@ -484,7 +461,7 @@ fn signature_change_before_a_function_local_module_pass_falls_back_to_its_module
         let got =
             outcome(&local_pipeline(drop_result_type_of_f1(), &runs), module_of(9), &ctx(threads, vec![inst]), false);
         assert_eq!(got, serial, "threads {threads}");
-        assert_eq!(*log.lock().unwrap(), fused_log(&serial_log, &[&["DropRet", "Local", "B"]]), "threads {threads}");
+        assert_eq!(*log.lock().unwrap(), serial_log.lock().unwrap().clone(), "threads {threads}");
         assert_eq!(runs.swap(0, Ordering::SeqCst), 2, "both module bodies ran (threads {threads})");
     }
 }
@@ -562,7 +539,8 @@ fn split_pipeline(pruned: &'static [i64], module_runs: &Arc<AtomicUsize>) -> Seq
 
 /// Runs `split_pipeline` plainly on one thread and planned on 1–3 threads, with a `Blind`
 /// instrument vetoing `veto`: outputs, diagnostics and hook logs agree. Returns the serial
-/// output and how many module bodies each planned run ran.
+/// output and how many module bodies each planned run ran: with no instrument attached when
+/// `veto` is `None` (so stages fuse), else under the vetoing instrument.
 fn check_split_against_serial(pruned: &'static [i64], veto: Option<&'static str>) -> (String, Vec<usize>) {
     let runs = Arc::new(AtomicUsize::new(0));
     let (serial_log, inst) = blind(veto);
@@ -573,8 +551,13 @@ fn check_split_against_serial(pruned: &'static [i64], veto: Option<&'static str>
         let (log, inst) = blind(veto);
         let got = outcome(&split_pipeline(pruned, &runs), module_of(23), &ctx(threads, vec![inst]), false);
         assert_eq!(got, serial, "threads {threads}, veto {veto:?}");
-        let expected = fused_log(&serial_log, &[&["Split", "B", "C"]]);
+        let expected = serial_log.lock().unwrap().clone();
         assert_eq!(*log.lock().unwrap(), expected, "threads {threads}, veto {veto:?}");
+        if veto.is_none() {
+            runs.store(0, Ordering::SeqCst);
+            let got = outcome(&split_pipeline(pruned, &runs), module_of(23), &ctx(threads, vec![]), false);
+            assert_eq!(got, serial, "threads {threads}, no instrument");
+        }
         bodies.push(runs.swap(0, Ordering::SeqCst));
     }
     (serial.0, bodies)
@@ -635,9 +618,9 @@ fn counting_pass(name: &'static str, k: i64, calls: &Arc<AtomicUsize>) -> Arc<dy
     .shared()
 }
 
-/// In a fused stage a pass body runs only after its `should_run` said yes, never for a vetoed
-/// pass, and never twice (it used to run every body speculatively and, after a veto, the
-/// earlier passes again without hooks). Python passes have side effects, so this is observable.
+/// A pass body runs only after its `should_run` said yes, never for a vetoed pass, and never
+/// twice (it once ran every body of a stage speculatively and, after a veto, the earlier passes
+/// again without hooks). Python passes have side effects, so this is observable.
 #[test]
 fn fused_stage_runs_no_body_of_a_vetoed_pass_and_none_twice() {
     let n = 10;
@@ -667,11 +650,51 @@ fn fused_stage_runs_no_body_of_a_vetoed_pass_and_none_twice() {
                 .map(|(_, d)| d)
                 .collect();
             assert!(out.contains(&format!("trail={trail}")), "veto {veto:?}: {out}");
-            // Every should_run came before the first hook that follows a body.
-            let log = log.lock().unwrap().clone();
-            let first_before = log.iter().position(|e| e.starts_with("before ")).unwrap_or(log.len());
-            assert_eq!(log.iter().take(first_before).filter(|e| e.starts_with("should_run ")).count(), 3, "{log:?}");
+            // TVM's order: each pass's should_run, then (unless vetoed) its before- and
+            // after-hooks, before the next pass is asked.
+            let expected_log: Vec<String> = ["P1", "P2", "P3"]
+                .iter()
+                .flat_map(|p| {
+                    let hooks: &[&str] =
+                        if veto == Some(*p) { &["should_run"] } else { &["should_run", "before", "after"] };
+                    hooks.iter().map(move |h| format!("{h} {p}"))
+                })
+                .collect();
+            assert_eq!(*log.lock().unwrap(), expected_log, "veto {veto:?}, threads {threads}");
         }
+    }
+}
+
+/// A pass body that writes to the log its instrument writes to sees TVM's exact order whatever
+/// the instrument: should_run, run_before_pass, the body (on every function), run_after_pass,
+/// then the next pass. (Stages used to be fused under an instrument that declared it did not
+/// observe the IR: every should_run of the stage first, then every body, then the other hooks.)
+#[test]
+fn under_any_instrument_pass_bodies_run_between_their_own_hooks_in_tvm_order() {
+    fn logging_pass(name: &'static str, log: &Log) -> Arc<dyn Pass> {
+        let log = log.clone();
+        function_pass(name, 0, move |func, _module, _ctx| {
+            log.lock().unwrap().push(format!("body {name}"));
+            Ok(func)
+        })
+        .shared()
+    }
+    let functions = 6;
+    // f4 is marked SkipOptimization: its body is not run.
+    let visited = functions - 1;
+    for threads in [1, 2, 3] {
+        let (log, inst) = blind(None);
+        let seq = sequential("p", vec![logging_pass("T1", &log), logging_pass("T2", &log), logging_pass("T3", &log)]);
+        let (out, _) = outcome(&seq, module_of(functions), &ctx(threads, vec![inst]), false);
+        assert!(!out.starts_with("error"), "{out}");
+        let mut expected = Vec::new();
+        for p in ["T1", "T2", "T3"] {
+            expected.push(format!("should_run {p}"));
+            expected.push(format!("before {p}"));
+            expected.extend(std::iter::repeat_n(format!("body {p}"), visited));
+            expected.push(format!("after {p}"));
+        }
+        assert_eq!(*log.lock().unwrap(), expected, "threads {threads}");
     }
 }
 

@@ -23,6 +23,7 @@ register_config!("testing.int_key", ConfigType::Int, "an int for tests");
 register_config!("testing.float_key", ConfigType::Float, "a float for tests");
 register_config!("testing.str_key", ConfigType::Str, "a string for tests");
 register_config!("testing.bool_key", ConfigType::Bool, "a bool for tests");
+register_config!("testing.size_key", ConfigType::Int, "a size for tests", min = 0);
 register_config!("testing.dup_key", ConfigType::Int, "registered twice on purpose");
 register_config!("testing.dup_key", ConfigType::Bool, "registered twice on purpose");
 
@@ -381,10 +382,11 @@ fn wrong_config_type_names_key_expected_and_actual() {
 }
 
 #[test]
-fn bool_and_int_config_values_accept_each_other() {
-    let ctx = PassContext::builder().config("testing.bool_key", 1).config("testing.int_key", true).build().unwrap();
+fn a_bool_config_accepts_an_int_but_an_int_config_refuses_a_bool() {
+    let ctx = PassContext::builder().config("testing.bool_key", 1).build().unwrap();
     assert!(ctx.get_config("testing.bool_key", false));
-    assert_eq!(ctx.get_config("testing.int_key", 0i64), 1);
+    let err = PassContext::builder().config("testing.int_key", true).build().unwrap_err();
+    assert_eq!(err.to_string(), "config key `testing.int_key` expects int, got bool");
     let ctx = PassContext::builder().config("testing.float_key", 2).build().unwrap();
     assert_eq!(ctx.get_config("testing.float_key", 0.0), 2.0);
 }
@@ -415,6 +417,21 @@ fn list_configs_returns_every_key_with_its_type() {
     assert_eq!(find("testing.int_key"), Some(ConfigType::Int));
     assert_eq!(find("testing.float_key"), Some(ConfigType::Float));
     assert_eq!(find("testing.str_key"), Some(ConfigType::Str));
+    // A range restriction is in the doc, never a type of its own (TVM lists such keys as IntImm).
+    assert_eq!(find("testing.size_key"), Some(ConfigType::Int));
+    let size = keys.iter().find(|c| c.key == "testing.size_key").unwrap();
+    assert_eq!(size.doc_with_range(), "a size for tests (at least 0)");
+}
+
+#[test]
+fn a_restricted_int_config_refuses_values_below_its_minimum() {
+    assert_eq!(
+        parse_config_assignment("testing.size_key=-1").unwrap_err().to_string(),
+        "config key `testing.size_key` expects an int of at least 0, got -1"
+    );
+    assert_eq!(parse_config_assignment("testing.size_key=0").unwrap().1, ConfigValue::Int(0));
+    let err = PassContext::builder().config("testing.size_key", -3).build().unwrap_err();
+    assert_eq!(err.to_string(), "config key `testing.size_key` expects an int of at least 0, got -3");
 }
 
 #[test]

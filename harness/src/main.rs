@@ -712,7 +712,7 @@ fn list_passes_text() -> String {
 fn list_configs_text() -> String {
     let mut out = String::new();
     for c in list_configs() {
-        out.push_str(&format!("{:<32} {:<6} {}\n", c.key, format!("{:?}", c.ty).to_lowercase(), c.doc));
+        out.push_str(&format!("{:<32} {:<6} {}\n", c.key, c.ty.name(), c.doc_with_range()));
     }
     out
 }

@@ -477,8 +477,16 @@ fn config_values_out_of_range_are_errors_and_booleans_ignore_case() {
     let m = write(&dir, "m.pir", SMALL);
     let m = m.to_str().expect("utf-8");
     for (config, message) in [
-        ("relay.FuseOps.max_depth=-1", "config key `relay.FuseOps.max_depth` expects a non-negative int, got -1"),
-        ("relay.Inline.max_size=-5", "config key `relay.Inline.max_size` expects a non-negative int, got -5"),
+        ("relay.FuseOps.max_depth=-1", "config key `relay.FuseOps.max_depth` expects an int of at least 0, got -1"),
+        ("relay.Inline.max_size=-5", "config key `relay.Inline.max_size` expects an int of at least 0, got -5"),
+        // Every size key refuses a negative value and a bool (it read -1 as 0 and `true` as 1).
+        ("relay.Inline.max_growth=-1", "config key `relay.Inline.max_growth` expects an int of at least 0, got -1"),
+        (
+            "relay.FoldConstant.max_bytes=-1",
+            "config key `relay.FoldConstant.max_bytes` expects an int of at least 0, got -1",
+        ),
+        ("relay.FoldConstant.max_bytes=true", "config key `relay.FoldConstant.max_bytes` expects int, got bool"),
+        ("relay.FuseOps.max_depth=false", "config key `relay.FuseOps.max_depth` expects int, got bool"),
         ("relay.FuseOps.max_depth=99999999999999999999", "expects a 64-bit int, got 99999999999999999999"),
     ] {
         let out = passel(&["run", "--config", config, m]);

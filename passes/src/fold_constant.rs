@@ -98,7 +98,8 @@ pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
 passel_engine::register_config!(
     MAX_BYTES_KEY,
     ConfigType::Int,
-    "FoldConstant materializes at most this many bytes of dense constants per function (default 67108864); later calls stay calls, with a warning"
+    "FoldConstant materializes at most this many bytes of dense constants per function (default 67108864); later calls stay calls, with a warning",
+    min = 0
 );
 
 /// Runs FoldConstant on `func` materializing at most `max_bytes` bytes of dense results (scalar

@@ -88,8 +88,9 @@ const MAX_ALIASES: usize = 64;
 
 passel_engine::register_config!(
     MAX_DEPTH_KEY,
-    ConfigType::Count,
-    "FuseOps: largest number of operators fused into one primitive function (default 256)"
+    ConfigType::Int,
+    "FuseOps: largest number of operators fused into one primitive function (default 256)",
+    min = 0
 );
 
 #[derive(Clone, Copy, PartialEq, Eq)]

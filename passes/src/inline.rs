@@ -114,8 +114,9 @@ pub const MAX_SIZE_KEY: &str = "relay.Inline.max_size";
 
 passel_engine::register_config!(
     MAX_SIZE_KEY,
-    ConfigType::Count,
-    "Inline also inlines global functions with at most this many live nodes (default 0: only functions marked Inline)"
+    ConfigType::Int,
+    "Inline also inlines global functions with at most this many live nodes (default 0: only functions marked Inline)",
+    min = 0
 );
 
 /// Config key: how many live nodes inlining may add to a module in one run.
@@ -127,7 +128,8 @@ pub const DEFAULT_MAX_GROWTH: usize = 250_000;
 passel_engine::register_config!(
     MAX_GROWTH_KEY,
     ConfigType::Int,
-    "Inline adds at most this many live nodes to a module (default 250000); further calls stay calls, with a warning"
+    "Inline adds at most this many live nodes to a module (default 250000); further calls stay calls, with a warning",
+    min = 0
 );
 
 /// Runs Inline on `module` with size limit `max_size` (0: only marked functions) and the default

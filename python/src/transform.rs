@@ -208,7 +208,7 @@ impl PassContext {
         for k in list_configs() {
             let entry = PyDict::new(py);
             entry.set_item("type", k.ty.name())?;
-            entry.set_item("doc", k.doc)?;
+            entry.set_item("doc", k.doc_with_range())?;
             d.set_item(k.key, entry)?;
         }
         Ok(d)

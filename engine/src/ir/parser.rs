@@ -37,27 +37,7 @@ use crate::op;
 /// How deeply expressions, blocks and types may nest. Deeper input is a parse error.
 pub const MAX_NESTING: u32 = 512;
 
-/// `text` with characters that would print as blanks or nothing (control characters, the
-/// byte-order mark, no-break and other unusual spaces, zero-width characters) written as
-/// `\u{…}` escapes, so a message shows what the file really holds.
-pub fn escape_invisible(text: &str) -> std::borrow::Cow<'_, str> {
-    let invisible = |c: char| {
-        c != ' ' && (c.is_control() || c.is_whitespace() || matches!(c, '\u{feff}' | '\u{200b}'..='\u{200f}'))
-    };
-    if !text.chars().any(invisible) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if invisible(c) {
-            use std::fmt::Write as _;
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
+use crate::util::escape_invisible;
 
 /// A parse stops after this many errors.
 pub const MAX_ERRORS: usize = 100;

@@ -12,11 +12,9 @@ use super::error::ConfigError;
 pub enum ConfigType {
     /// `true` / `false` (an int is accepted and means `!= 0`).
     Bool,
-    /// A 64-bit integer (a bool is accepted as 0 / 1; a float is not).
+    /// A 64-bit integer (TVM's `IntImm`; neither a bool nor a float is accepted). A key may
+    /// restrict its range ([`ConfigKey::min`]); the type stays `Int`, as in TVM.
     Int,
-    /// A non-negative 64-bit integer (a size or a depth): as `Int`, and a negative value is
-    /// an error.
-    Count,
     /// A float (an int is accepted).
     Float,
     /// A string.
@@ -29,7 +27,6 @@ impl ConfigType {
         match self {
             ConfigType::Bool => "bool",
             ConfigType::Int => "int",
-            ConfigType::Count => "non-negative int",
             ConfigType::Float => "float",
             ConfigType::Str => "string",
         }
@@ -85,16 +82,14 @@ impl ConfigValue {
         }
     }
 
-    /// Converts this value to `ty` by the acceptance rules (bool and int accept each other,
-    /// float accepts int, nothing else converts).
+    /// Converts this value to `ty` by the acceptance rules (a bool accepts an int, nonzero
+    /// meaning true, as TVM does; a float accepts an int; nothing else converts: an int key
+    /// refuses `true`, which would otherwise silently mean 1).
     pub fn coerce(self, ty: ConfigType) -> Option<ConfigValue> {
         match (ty, self) {
             (ConfigType::Bool, ConfigValue::Bool(b)) => Some(ConfigValue::Bool(b)),
             (ConfigType::Bool, ConfigValue::Int(i)) => Some(ConfigValue::Bool(i != 0)),
             (ConfigType::Int, ConfigValue::Int(i)) => Some(ConfigValue::Int(i)),
-            (ConfigType::Int, ConfigValue::Bool(b)) => Some(ConfigValue::Int(b as i64)),
-            (ConfigType::Count, ConfigValue::Int(i)) if i >= 0 => Some(ConfigValue::Int(i)),
-            (ConfigType::Count, ConfigValue::Bool(b)) => Some(ConfigValue::Int(b as i64)),
             (ConfigType::Float, ConfigValue::Float(f)) => Some(ConfigValue::Float(f)),
             (ConfigType::Float, ConfigValue::Int(i)) => Some(ConfigValue::Float(i as f64)),
             (ConfigType::Str, ConfigValue::Str(s)) => Some(ConfigValue::Str(s)),
@@ -197,17 +192,36 @@ pub struct ConfigKey {
     pub ty: ConfigType,
     /// One line of documentation.
     pub doc: &'static str,
+    /// The smallest value an `Int` key accepts (a size or a depth: 0), if restricted. Listed
+    /// in [`ConfigKey::doc_with_range`], never as a type of its own.
+    pub min: Option<i64>,
+}
+
+impl ConfigKey {
+    /// The doc line with the range restriction, if any, appended: `… (at least 0)`.
+    pub fn doc_with_range(&self) -> String {
+        match self.min {
+            Some(min) => format!("{} (at least {min})", self.doc),
+            None => self.doc.to_string(),
+        }
+    }
 }
 
 inventory::collect!(ConfigKey);
 
 /// Registers a config key with its type and doc line:
-/// `register_config!("testing.immutable_module", ConfigType::Bool, "doc");`
+/// `register_config!("testing.immutable_module", ConfigType::Bool, "doc");`, and for an `Int`
+/// key with a smallest accepted value: `register_config!(KEY, ConfigType::Int, "doc", min = 0);`.
 #[macro_export]
 macro_rules! register_config {
     ($key:expr, $ty:expr, $doc:expr $(,)?) => {
         $crate::inventory::submit! {
-            $crate::transform::ConfigKey { key: $key, ty: $ty, doc: $doc }
+            $crate::transform::ConfigKey { key: $key, ty: $ty, doc: $doc, min: None }
+        }
+    };
+    ($key:expr, $ty:expr, $doc:expr, min = $min:expr $(,)?) => {
+        $crate::inventory::submit! {
+            $crate::transform::ConfigKey { key: $key, ty: $ty, doc: $doc, min: Some($min) }
         }
     };
 }
@@ -286,17 +300,19 @@ pub fn validate_config(key: &str, value: Option<ConfigValue>) -> Result<ConfigVa
         return Err(ConfigError::Duplicate { key: key.to_string() });
     }
     let value = value.ok_or_else(|| ConfigError::MissingValue { key: key.to_string() })?;
-    if let (ConfigType::Count, ConfigValue::Int(i)) = (def.ty, &value) {
-        if *i < 0 {
+    let actual = value.ty().name();
+    let value =
+        value.coerce(def.ty).ok_or(ConfigError::WrongType { key: key.to_string(), expected: def.ty.name(), actual })?;
+    if let (Some(min), ConfigValue::Int(i)) = (def.min, &value) {
+        if *i < min {
             return Err(ConfigError::OutOfRange {
                 key: key.to_string(),
                 value: i.to_string(),
-                expected: def.ty.name(),
+                expected: format!("an {} of at least {min}", def.ty.name()),
             });
         }
     }
-    let actual = value.ty().name();
-    value.coerce(def.ty).ok_or(ConfigError::WrongType { key: key.to_string(), expected: def.ty.name(), actual })
+    Ok(value)
 }
 
 /// Parses a CLI assignment `key=value` (an empty value is a missing value).
@@ -307,7 +323,11 @@ pub fn parse_config_assignment(text: &str) -> Result<(String, ConfigValue), Conf
     let digits = value.strip_prefix(['-', '+']).unwrap_or(value);
     if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && value.parse::<i64>().is_err() {
         // An integer too large for 64 bits is not a float.
-        return Err(ConfigError::OutOfRange { key: key.to_string(), value: value.to_string(), expected: "64-bit int" });
+        return Err(ConfigError::OutOfRange {
+            key: key.to_string(),
+            value: value.to_string(),
+            expected: "a 64-bit int".to_string(),
+        });
     }
     let value = (!value.is_empty()).then(|| ConfigValue::parse(value));
     let value = validate_config(key, value)?;

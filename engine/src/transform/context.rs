@@ -181,6 +181,12 @@ impl PassContext {
         self.lock_instruments().clone()
     }
 
+    /// Whether any instrument is attached (then function stages run pass by pass, each hook in
+    /// TVM's order around its own pass; see the executor).
+    pub fn has_instruments(&self) -> bool {
+        !self.lock_instruments().is_empty()
+    }
+
     fn lock_instruments(&self) -> std::sync::MutexGuard<'_, Vec<Arc<dyn Instrument>>> {
         self.inner.instruments.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::util::shown_name;
+
 /// What an instrument callback returns when it fails. The caller adds the instrument's name and
 /// the hook; a caught panic becomes an `InstrumentError` too.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -50,7 +52,7 @@ impl fmt::Display for Hook {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ConfigError {
     /// The key is not registered.
-    #[error("unknown config key `{key}`{}; valid keys: {}", did_you_mean(suggestions), valid.join(", "))]
+    #[error("unknown config key `{}`{}; valid keys: {}", shown_name(key), did_you_mean(suggestions), valid.join(", "))]
     UnknownKey {
         /// The key given.
         key: String,
@@ -60,13 +62,13 @@ pub enum ConfigError {
         suggestions: Vec<String>,
     },
     /// The entry has no value.
-    #[error("config key `{key}` has no value")]
+    #[error("config key `{}` has no value", shown_name(key))]
     MissingValue {
         /// The key given.
         key: String,
     },
     /// The value has the wrong type.
-    #[error("config key `{key}` expects {expected}, got {actual}")]
+    #[error("config key `{}` expects {expected}, got {actual}", shown_name(key))]
     WrongType {
         /// The key given.
         key: String,
@@ -77,14 +79,14 @@ pub enum ConfigError {
     },
     /// The value has the right type but is out of range (a negative size, an integer too
     /// large for 64 bits).
-    #[error("config key `{key}` expects a {expected}, got {value}")]
+    #[error("config key `{}` expects {expected}, got {}", shown_name(key), shown_name(value))]
     OutOfRange {
         /// The key given.
         key: String,
         /// The value given.
         value: String,
         /// What the key accepts.
-        expected: &'static str,
+        expected: String,
     },
     /// The key was registered more than once.
     #[error("config key `{key}` is registered more than once")]
@@ -93,7 +95,7 @@ pub enum ConfigError {
         key: String,
     },
     /// A `key=value` string without `=`.
-    #[error("config assignment `{text}` is not of the form key=value")]
+    #[error("config assignment `{}` is not of the form key=value", shown_name(text))]
     BadAssignment {
         /// The text given.
         text: String,
@@ -175,7 +177,7 @@ pub enum PassError {
         max: usize,
     },
     /// No pass of that name is registered.
-    #[error("unknown pass `{name}`{}", did_you_mean(suggestions))]
+    #[error("unknown pass `{}`{}", shown_name(name), did_you_mean(suggestions))]
     UnknownPass {
         /// The name given.
         name: String,

@@ -19,28 +19,21 @@
 //! `ModulePass::with_prelude_and_function_form`) is a short barrier: its module-wide prelude runs
 //! on the whole module, and its per-function part starts a function stage that the function
 //! passes after it join ([`Stage::Split`]). Where that stage cannot be fused (see below) the pass
-//! runs as its module pass instead, so hooks see exactly the serial run's modules. If an
-//! instrument vetoes the split pass, the prelude's output is dropped and the stage goes on from
-//! the pass's input, as the serial run does.
+//! runs as its module pass instead, so it runs exactly as in the serial run.
 //!
 //! # Function stages
-//! A stage of one pass, or a stage run while an active instrument observes the IR
-//! ([`Instrument::observes_ir`]) or while `testing.immutable_module` or `testing.verify_each`
-//! is set, runs pass by pass through [`call_pass`]: every hook sees the module exactly as in a
-//! serial run (and `verify_each` checks each pass's output), and each pass still fans out over
-//! functions.
+//! A stage of one pass, or a stage run while any instrument is attached to the context, or
+//! while `testing.immutable_module` or `testing.verify_each` is set or opt-bisect is active,
+//! runs pass by pass through [`call_pass`]: every hook is called in TVM's exact order around
+//! its pass's body (`should_run`, `run_before_pass`, the body, `run_after_pass`, then the next
+//! pass), sees the module exactly as in a serial run (and `verify_each` checks each pass's
+//! output), and each pass still fans out over functions. So a pass body and an instrument that
+//! observe each other (a Python pass reading what an instrument recorded, a log both write to)
+//! see TVM's order, whatever the instrument.
 //!
-//! Otherwise the stage is *fused*. The coordinating thread first asks the instruments'
-//! `should_run` for every pass of the stage, in order, before any body of the stage runs (a
-//! prelude is part of its split pass's body). If every pass is accepted, one task per function
-//! runs every pass of the stage on that function, and the coordinating thread then calls, per
-//! pass in the serial order, `run_before_pass`, [`Instrument::record_worker_time`] and
-//! `run_after_pass` (or `on_pass_failed`). Because no active instrument observes the IR,
-//! should-run and before-hooks are given the stage's input module and after-hooks the stage's
-//! output. If a `should_run` vetoes a pass, the stage runs pass by pass with the decisions
-//! already made: the vetoed pass's body never runs and no body runs twice, so the result is
-//! the one of the serial run. `record_worker_time` of a fused pass gets that pass's summed task
-//! time and a share of the stage's wall time proportional to it.
+//! Otherwise the stage is *fused*: one task per function runs every pass of the stage on that
+//! function, and the diagnostics and statistics are merged pass by pass in the serial order.
+//! No hook exists to be called, so nothing can observe that the bodies ran together.
 //!
 //! A function pass reads other functions only through its read-only module view. In a fused
 //! stage the view is the stage's input module for every pass of the stage; a function pass must
@@ -63,15 +56,14 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::config::{IMMUTABLE_MODULE, VERIFY_EACH};
 use super::context::PassContext;
 use super::diagnostics::Diagnostic;
 use super::error::PassError;
 use super::fanout::{map_entries, release};
-use super::instrument::{after_pass, run_before, should_run, Instrument};
-use super::pass::{call_pass, call_pass_decided, run_in_worker, FunctionPass, Pass, PreludeBody};
+use super::pass::{call_pass, run_in_worker, FunctionPass, Pass, PreludeBody};
 use super::plan::Stage;
 use super::statistics::Statistics;
 use super::verify_each::check_function;
@@ -81,7 +73,6 @@ use crate::ir::{Function, Module};
 struct PreludeRun {
     /// The split pass's input (the stage's input before the prelude).
     input: Module,
-    time: Duration,
     diagnostics: Vec<Diagnostic>,
     statistics: Statistics,
 }
@@ -101,88 +92,49 @@ pub fn run_plan(stages: &[Stage], mut module: Module, ctx: &PassContext) -> Resu
 /// Runs one function stage over `module` with the instrument hooks of each pass (fused when
 /// allowed; see the module docs).
 pub fn run_function_stage(passes: &[FunctionPass], module: Module, ctx: &PassContext) -> Result<Module, PassError> {
-    let insts = ctx.instruments();
-    if !(may_fuse(passes, &insts, ctx) && signatures_allow_fusing(passes, &module)) {
+    if !(may_fuse(passes, ctx) && signatures_allow_fusing(passes, &module)) {
         return run_unfused(passes, module, ctx);
     }
-    let decisions = ask_should_run(passes, &module, &insts, ctx)?;
-    if decisions.iter().all(|&d| d) {
-        run_fused(passes, module, ctx, &insts, None)
-    } else {
-        run_decided(passes, module, ctx, &decisions)
-    }
+    run_fused(passes, module, ctx, None)
 }
 
 /// Runs a [`Stage::Split`]: the prelude on the whole module, then `passes` (the first being
-/// the split pass's per-function part) fused. Where the stage may not be fused, a pass is
-/// vetoed, or the prelude panics, the split pass runs as its module pass (hooks and errors
-/// exactly as in a serial run) and the other passes pass by pass.
+/// the split pass's per-function part) fused. Where the stage may not be fused or the prelude
+/// panics, the split pass runs as its module pass (errors exactly as in a serial run) and the
+/// other passes pass by pass.
 pub fn run_split_stage(
     prelude: &PreludeBody,
     passes: &[FunctionPass],
     module: Module,
     ctx: &PassContext,
 ) -> Result<Module, PassError> {
-    let insts = ctx.instruments();
-    if !may_fuse(passes, &insts, ctx) {
+    if !may_fuse(passes, ctx) {
         return run_unfused(passes, module, ctx);
-    }
-    // The prelude is part of the split pass's body: it runs only once every pass was accepted.
-    let decisions = ask_should_run(passes, &module, &insts, ctx)?;
-    if !decisions.iter().all(|&d| d) {
-        return run_decided(passes, module, ctx, &decisions);
     }
     // Under a worker copy, so that its diagnostics can be dropped if it is not used.
     let worker = ctx.worker_copy();
     let scope = worker.push_silently();
-    let start = Instant::now();
     let out = catch_unwind(AssertUnwindSafe(|| prelude(&module, &worker)));
-    let time = start.elapsed();
     drop(scope);
     if let Ok(out) = out {
         if signatures_allow_fusing(passes, &out) {
             let run = PreludeRun {
                 input: module,
-                time,
                 diagnostics: worker.diagnostics().take(),
                 statistics: worker.take_statistics(),
             };
-            return run_fused(passes, out, ctx, &insts, Some(run));
+            return run_fused(passes, out, ctx, Some(run));
         }
     }
-    run_decided(passes, module, ctx, &decisions)
-}
-
-/// Asks the instruments' `should_run` for every pass of a fused stage, in order, on the
-/// coordinating thread, before any body of the stage runs (see [`Instrument::observes_ir`]).
-fn ask_should_run(
-    passes: &[FunctionPass],
-    module: &Module,
-    insts: &[Arc<dyn Instrument>],
-    ctx: &PassContext,
-) -> Result<Vec<bool>, PassError> {
-    passes.iter().map(|p| should_run(insts, module, p.info(), ctx.is_required(&p.info().name))).collect()
-}
-
-/// Runs `passes` pass by pass whose `should_run` was already asked: a vetoed pass is skipped
-/// (its body never runs), an accepted one gets its before- and after-hooks.
-fn run_decided(
-    passes: &[FunctionPass],
-    mut module: Module,
-    ctx: &PassContext,
-    decisions: &[bool],
-) -> Result<Module, PassError> {
-    for (pass, &runs) in passes.iter().zip(decisions) {
-        module = call_pass_decided(pass, module, ctx, Some(runs))?;
-    }
-    Ok(module)
+    run_unfused(passes, module, ctx)
 }
 
 /// Whether a stage of `passes` may run fused under the context's instruments and config (the
-/// module is checked by [`signatures_allow_fusing`]).
-fn may_fuse(passes: &[FunctionPass], insts: &[Arc<dyn Instrument>], ctx: &PassContext) -> bool {
+/// module is checked by [`signatures_allow_fusing`]): only with no instrument attached, so
+/// every hook is called in TVM's order around its own pass's body.
+fn may_fuse(passes: &[FunctionPass], ctx: &PassContext) -> bool {
     passes.len() > 1
-        && insts.iter().all(|inst| !inst.observes_ir())
+        && !ctx.has_instruments()
         && !ctx.get_config(IMMUTABLE_MODULE, false)
         && !ctx.get_config(VERIFY_EACH, false)
         && ctx.opt_bisect().is_none()
@@ -321,37 +273,29 @@ pub(crate) fn run_stage_checked(
     run
 }
 
-/// Runs `passes` fused over `module`; every pass's `should_run` already said yes. With
-/// `prelude`, `module` is the prelude's output and the first pass is the split pass's
-/// per-function part: its before-hooks see the prelude's input and its time includes the
-/// prelude's.
+/// Runs `passes` fused over `module` (no instrument is attached). With `prelude`, `module` is
+/// the prelude's output and the first pass is the split pass's per-function part.
 fn run_fused(
     passes: &[FunctionPass],
     mut module: Module,
     ctx: &PassContext,
-    insts: &[Arc<dyn Instrument>],
     mut prelude: Option<PreludeRun>,
 ) -> Result<Module, PassError> {
-    let start = Instant::now();
     let view = &module;
     let threads = passes.iter().map(|p| p.threads(ctx)).min().unwrap_or(1);
     let runs = map_entries(threads, view, |name, func| run_stage_on_function(passes, name, func, view, ctx));
-    let wall = start.elapsed();
     if runs.iter().any(|r| r.signature_changed) {
         // A pass changed a declared signature before a module pass's per-function form: the
-        // form's precondition fails, so the stage runs pass by pass (no hook but should-run was
-        // called yet for it), a split pass from its own input. The bodies that already ran on
-        // some functions run again: function passes are not meant to change signatures.
+        // form's precondition fails, so the stage runs pass by pass, a split pass from its own
+        // input. The bodies that already ran on some functions run again: function passes are
+        // not meant to change signatures.
         drop(runs);
-        let accepted = vec![true; passes.len()];
         return match prelude {
-            Some(pre) => run_decided(passes, pre.input, ctx, &accepted),
-            None => run_decided(passes, module, ctx, &accepted),
+            Some(pre) => run_unfused(passes, pre.input, ctx),
+            None => run_unfused(passes, module, ctx),
         };
     }
     let failed_at = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min();
-    let busy: Vec<Duration> = (0..passes.len()).map(|i| runs.iter().filter_map(|r| r.busy.get(i)).sum()).collect();
-    let all_busy: Duration = busy.iter().sum();
     let output = match failed_at {
         None => {
             let mut out = module.clone();
@@ -360,12 +304,8 @@ fn run_fused(
         }
         Some(_) => None,
     };
-    for (i, pass) in passes.iter().enumerate() {
-        let info = pass.info();
-        let pre = prelude.as_ref().filter(|_| i == 0);
-        let seen = pre.map_or(&module, |p| &p.input);
-        run_before(insts, seen, info)?;
-        if let Some(p) = pre {
+    for i in 0..passes.len() {
+        if let Some(p) = prelude.as_ref().filter(|_| i == 0) {
             for d in &p.diagnostics {
                 ctx.emit(d.clone());
             }
@@ -373,21 +313,8 @@ fn run_fused(
         }
         merge_diagnostics(ctx, &runs, i);
         if failed_at == Some(i) {
-            for inst in insts {
-                inst.on_pass_failed(info);
-            }
             return Err(first_error(runs, i));
         }
-        let share = if all_busy.is_zero() {
-            wall / passes.len() as u32
-        } else {
-            wall.mul_f64(busy[i].as_secs_f64() / all_busy.as_secs_f64())
-        };
-        let before = pre.map_or(Duration::ZERO, |p| p.time);
-        for inst in insts {
-            inst.record_worker_time(info, share + before, busy[i] + before);
-        }
-        after_pass(insts, output.as_ref().unwrap_or(&module), info)?;
     }
     drop(runs);
     // Every pass ran, so nothing failed and the output exists.

@@ -50,24 +50,8 @@ pub trait Instrument: Send + Sync {
 
     /// passel: a function pass fanned out over functions; `wall` is the elapsed time of the
     /// fan-out and `busy` the summed time of its tasks (CPU time under parallel execution).
-    /// Called between the pass's before- and after-hooks. In a fused stage (see the executor)
-    /// the work is already done when the hooks are called: `wall` is then the pass's share of
-    /// the stage's wall time, and the before/after hooks run back to back.
+    /// Called between the pass's before- and after-hooks.
     fn record_worker_time(&self, _info: &PassInfo, _wall: Duration, _busy: Duration) {}
-
-    /// passel: whether this instrument needs to see the module between passes. While every
-    /// active instrument says no, the executor may run several function passes on a function in
-    /// one task ("fusion"). It then first asks `should_run` for every pass of the stage, in
-    /// order, before any pass body runs (so a vetoed pass's body never runs), runs the bodies of
-    /// the passes all instruments accepted, and then calls, per pass in order,
-    /// `run_before_pass`, `record_worker_time` and `run_after_pass` (or `on_pass_failed`), with
-    /// the stage's input (should-run and before-hooks) and output (after-hooks) modules. Each
-    /// pass still sees should-run < before < after; only the should-run calls of a stage come
-    /// together at its start. Say no only if no hook reads the module it is given and
-    /// `should_run` does not depend on earlier passes' after-hooks.
-    fn observes_ir(&self) -> bool {
-        true
-    }
 }
 
 /// Where printing instruments and the `PrintIR` pass write. Default: stderr.
@@ -139,9 +123,8 @@ pub(crate) fn before_pass(
 }
 
 /// The decision half of the before-hook: every instrument's `should_run` (no short-circuit),
-/// skipped for a pass named in `required_pass`. A fused function stage asks this for each of
-/// its passes before any of their bodies runs.
-pub(crate) fn should_run(
+/// skipped for a pass named in `required_pass`.
+fn should_run(
     insts: &[Arc<dyn Instrument>],
     module: &Module,
     info: &PassInfo,
@@ -159,7 +142,7 @@ pub(crate) fn should_run(
 
 /// The second half of the before-hook: every `run_before_pass` in order. When one fails, the
 /// instruments whose before-hook already succeeded get [`Instrument::on_pass_failed`].
-pub(crate) fn run_before(insts: &[Arc<dyn Instrument>], module: &Module, info: &PassInfo) -> Result<(), PassError> {
+fn run_before(insts: &[Arc<dyn Instrument>], module: &Module, info: &PassInfo) -> Result<(), PassError> {
     for (i, inst) in insts.iter().enumerate() {
         if let Err(e) = call_hook(&**inst, Hook::BeforePass, || inst.run_before_pass(module, info)) {
             insts[..i].iter().for_each(|done| done.on_pass_failed(info));

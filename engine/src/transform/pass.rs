@@ -15,7 +15,7 @@ use super::error::PassError;
 use super::fanout::map_entries;
 use super::firewall::{FirewallCheck, ModuleFirewall};
 use super::info::PassInfo;
-use super::instrument::{after_pass, before_pass, run_before};
+use super::instrument::{after_pass, before_pass};
 use super::statistics::Statistics;
 use super::verify_each::check_module;
 use crate::ir::{fn_attr, module_structural_hash, Function, Module};
@@ -105,17 +105,6 @@ impl fmt::Debug for dyn Pass {
 
 /// The instrumented call of `pass` (what [`Pass::run`] does).
 pub fn call_pass<P: Pass + ?Sized>(pass: &P, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
-    call_pass_decided(pass, module, ctx, None)
-}
-
-/// [`call_pass`], where `decided` is the answer of the instruments' `should_run`, asked
-/// already (a fused stage asks it up front); `None` asks it here.
-pub(crate) fn call_pass_decided<P: Pass + ?Sized>(
-    pass: &P,
-    module: Module,
-    ctx: &PassContext,
-    decided: Option<bool>,
-) -> Result<Module, PassError> {
     let info = pass.info();
     // opt-bisect: a module pass (or a module pass's per-function form run as that pass) is one
     // execution; a function pass numbers its functions in `run_function_pass_over_module`.
@@ -132,15 +121,7 @@ pub(crate) fn call_pass_decided<P: Pass + ?Sized>(
         }
     }
     let insts = ctx.instruments();
-    let runs = match decided {
-        None => before_pass(&insts, &module, info, ctx.is_required(&info.name))?,
-        Some(false) => false,
-        Some(true) => {
-            run_before(&insts, &module, info)?;
-            true
-        }
-    };
-    if !runs {
+    if !before_pass(&insts, &module, info, ctx.is_required(&info.name))? {
         return Ok(module);
     }
     // TVM's check (`src/ir/transform.cc`): hash the *input* before and after the pass; only a
@@ -252,7 +233,7 @@ impl ModulePass {
     /// forms against the module body). The executor then runs the prelude as a barrier and the
     /// per-function part fused with the function passes after it, so each function is visited
     /// once for all of them instead of once more for this pass; where it cannot fuse (an
-    /// instrument that observes the IR, `testing.immutable_module`, a stage of one pass) it
+    /// instrument, `testing.immutable_module`, a stage of one pass) it
     /// runs the module body.
     pub fn with_prelude_and_function_form(
         mut self,

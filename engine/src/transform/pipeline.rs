@@ -17,6 +17,7 @@ use super::error::{PassError, PipelineError};
 use super::pass::Pass;
 use super::pass::{Sequential, MAX_PIPELINE_DEPTH};
 use super::registry::get_pass;
+use crate::util::shown_name;
 
 /// Parses `text` into a `Sequential` named "sequential".
 pub fn parse_pipeline(text: &str) -> Result<Sequential, PassError> {
@@ -44,7 +45,14 @@ pub fn parse_pipeline(text: &str) -> Result<Sequential, PassError> {
                     items.push(pass);
                 }
             }
-            Some(c) => return Err(p.error_at(start, format!("expected a pass name or `[`, found `{c}`")).into()),
+            Some(c) => {
+                return Err(p
+                    .error_at(
+                        start,
+                        format!("expected a pass name or `[`, found `{}`", shown_name(c.encode_utf8(&mut [0; 4]))),
+                    )
+                    .into())
+            }
             None => return Err(p.error_at(start, "expected a pass name or `[`, found end of pipeline").into()),
         }
         // After an item: close groups, then a comma or the end.
@@ -72,7 +80,15 @@ pub fn parse_pipeline(text: &str) -> Result<Sequential, PassError> {
                     return Err(p.error_at(open, "unclosed `[`").into());
                 }
                 Some(c) => {
-                    return Err(p.error_at(p.pos, format!("expected `,`, `]` or end of pipeline, found `{c}`")).into())
+                    return Err(p
+                        .error_at(
+                            p.pos,
+                            format!(
+                                "expected `,`, `]` or end of pipeline, found `{}`",
+                                shown_name(c.encode_utf8(&mut [0; 4]))
+                            ),
+                        )
+                        .into())
                 }
             }
         }

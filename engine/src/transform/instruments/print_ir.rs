@@ -8,7 +8,7 @@
 //! - a filter restricting every print to named functions (LLVM's `-filter-print-funcs`);
 //! - a unified diff per changed function ([`PrintIrInstrument::diff`]).
 //!
-//! The instrument observes the IR, so the executor runs pass by pass while it is active and
+//! Like every instrument, it makes the executor run pass by pass while it is active and
 //! calls it in the serial order: what it prints does not depend on the thread count.
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -9,8 +9,8 @@
 //! cuts its input down to the failing function and what it references. Writing the file is the
 //! harness's job (`passel run --reproducer FILE`).
 //!
-//! The instrument observes the IR, so the executor runs pass by pass while it is active (no
-//! fusion) and every hook sees exactly the module of the serial run: the recorded input does
+//! Like every instrument, it makes the executor run pass by pass while it is active (no
+//! fusion), so every hook sees exactly the module of the serial run: the recorded input does
 //! not depend on the thread count. Error diagnostics are read from the innermost entered
 //! context ([`PassContext::current`]) on the coordinating thread, so they are seen when the
 //! run's context is entered (`ctx.scope(..)`), as `passel run` does.

@@ -134,9 +134,7 @@ impl Instrument for PassTimingInstrument {
         if open.name != info.name {
             return Err(InstrumentError::new(format!("pass {} ended while {} was running", info.name, open.name)));
         }
-        // In a fused stage the hooks run back to back after the work: the pass's share of the
-        // stage's wall time (its fan-out wall) is then its total.
-        let total = open.start.elapsed().max(open.fan_out_wall);
+        let total = open.start.elapsed();
         let children_total: Duration = open.children.iter().map(|c| c.total).sum();
         let children_cpu: Duration = open.children.iter().map(|c| c.cpu).sum();
         let own_wall = total.saturating_sub(children_total);
@@ -147,10 +145,6 @@ impl Instrument for PassTimingInstrument {
             None => state.roots.push(node),
         }
         Ok(())
-    }
-
-    fn observes_ir(&self) -> bool {
-        false
     }
 
     fn on_pass_failed(&self, info: &PassInfo) {
