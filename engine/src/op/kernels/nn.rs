@@ -301,7 +301,8 @@ fn conv_tile(ckk: u64, positions: u64) -> u64 {
 
 /// Elements of scratch `conv2d` allocates for a call on these argument types: one im2col tile,
 /// at most `max(CONV_TILE_ELEMENTS, C_in / groups * kh * kw)` — a constant, or one column of
-/// the weight.
+/// the weight. (The kernel sizes its tile with the same [`conv_tile`].)
+#[cfg(test)]
 pub(crate) fn conv2d_scratch_elements(args: &[Type], attrs: &Attrs) -> Result<u64, OpError> {
     let (geo, _) = conv_geometry(args, attrs)?;
     let ckk = per_element_taps(args);
