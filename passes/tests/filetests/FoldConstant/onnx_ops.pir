@@ -35,6 +35,9 @@ def @main() -> (Tensor[(4,), f32], Tensor[(3,), i32], Tensor[(), f32]) {
   (clip(tensor<(4,), f32>[nan, -1.0, 3.0, 10.0], a_min=5.0, a_max=0.0), clip(tensor<(3,), i32>[-1, 3, 10], a_min=5, a_max=0), clip(3.0f, a_min=5.0, a_max=0.0))
 }
 // CHECK:
+// def @main() -> (Tensor[(4,), f32], Tensor[(3,), i32], Tensor[(), f32]) {
+//   (tensor<(4,), f32>[nan, 0.0, 0.0, 0.0], tensor<(3,), i32>[0, 0, 0], 0.0f)
+// }
 // -----
 /// Check that max_pool2d folds to the maximum of each window's numbers, skipping a NaN (ONNX's reference), while global_max_pool2d, max and maximum propagate NaN (the reference's GlobalMaxPool, ReduceMax and Max).
 def @main() -> (Tensor[(1, 1, 1, 3), f32], Tensor[(1, 1, 1, 1), f32], Tensor[(1, 1, 1, 1), f32], Tensor[(), f32], Tensor[(2,), f32]) {
@@ -42,3 +45,6 @@ def @main() -> (Tensor[(1, 1, 1, 3), f32], Tensor[(1, 1, 1, 1), f32], Tensor[(1,
   (max_pool2d(%x, pool_size=[1, 2]), max_pool2d(tensor<(1, 1, 1, 2), f32>[nan, nan], pool_size=[1, 2]), global_max_pool2d(%x), max(%x), maximum(tensor<(2,), f32>[nan, 1.0], tensor<(2,), f32>[2.0, nan]))
 }
 // CHECK:
+// def @main() -> (Tensor[(1, 1, 1, 3), f32], Tensor[(1, 1, 1, 1), f32], Tensor[(1, 1, 1, 1), f32], Tensor[(), f32], Tensor[(2,), f32]) {
+//   (tensor<(1, 1, 1, 3), f32>[1.0, 3.0, 3.0], tensor<(1, 1, 1, 1), f32>[nan], tensor<(1, 1, 1, 1), f32>[nan], tensor<(), f32>[nan], tensor<(2,), f32>[nan, nan])
+// }
