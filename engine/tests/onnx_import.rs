@@ -162,6 +162,10 @@ fn clip_with_min_above_max_folds_to_max_at_import() {
     check(
         "clip_min_above_max",
         expect![[r#"
+            def @main(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {
+              let %y: Tensor[(4,), f32] = add(%x, tensor<(4,), f32>[nan, 0.0, 0.0, 0.0]);
+              %y
+            }
         "#]],
     );
 }

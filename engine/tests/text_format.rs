@@ -130,7 +130,7 @@ fn duplicate_attributes_are_errors_at_the_second_key() {
 /// values, their order and the duplicate errors are as before.
 #[test]
 fn a_large_out_of_order_attribute_list_parses_sorted_with_its_duplicates_reported() {
-    let n = 200_000;
+    let n = 50_000;
     let keys: Vec<String> = (0..n).rev().map(|i| format!("k{i:06}={i}")).collect();
     let src = format!("#[{}]\ndef @f() {{ () }}\n", keys.join(", "));
     let module = parse_module(&src).unwrap();
@@ -139,7 +139,7 @@ fn a_large_out_of_order_attribute_list_parses_sorted_with_its_duplicates_reporte
     let names: Vec<&str> = attrs.iter().map(|(k, _)| k).collect();
     assert!(names.windows(2).all(|w| w[0] < w[1]));
     assert_eq!(attrs.get("k000007").and_then(|v| v.as_int()), Some(7));
-    assert_eq!(attrs.get("k199999").and_then(|v| v.as_int()), Some(199_999));
+    assert_eq!(attrs.get("k049999").and_then(|v| v.as_int()), Some(49_999));
     // Repeats are reported at each later key, in source order.
     let src = format!("#[{}, k000005=1, k000003=2, k000005=3]\ndef @f() {{ () }}\n", keys.join(", "));
     let e = parse_module(&src).unwrap_err();
