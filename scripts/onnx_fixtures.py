@@ -271,6 +271,34 @@ def fixtures():
         [vi("y", F, [2])],
         check=False,
     )
+    # Issue #26: Clip with min > max on a constant, folded at import (onnxruntime: [nan, 0, 0, 0]).
+    out["clip_min_above_max"] = model(
+        [
+            helper.make_node("Clip", ["c", "lo", "hi"], ["k"], name="clip"),
+            helper.make_node("Add", ["x", "k"], ["y"], name="add"),
+        ],
+        [vi("x", F, [4])],
+        [vi("y", F, [4])],
+        [
+            arr("c", np.array([np.nan, -1.0, 3.0, 10.0], np.float32)),
+            arr("lo", np.array(5.0, np.float32)),
+            arr("hi", np.array(0.0, np.float32)),
+        ],
+    )
+    # Issue #26: a MaxPool on a constant within the fold limit (65536 elements in and out)
+    # whose window is the whole input: 4 * 10^9 window steps if folded at import.
+    out["max_pool_whole_window"] = model(
+        [
+            helper.make_node(
+                "Constant", [], ["shape"], name="shape_c", value=arr("v", np.array([1, 1, 128, 512], np.int64))
+            ),
+            helper.make_node("ConstantOfShape", ["shape"], ["c"], name="fill", value=arr("v", np.array([1.0], np.float32))),
+            helper.make_node("MaxPool", ["c"], ["p"], name="pool", kernel_shape=[128, 512], pads=[63, 255, 63, 255]),
+            helper.make_node("Add", ["x", "p"], ["y"], name="add"),
+        ],
+        [vi("x", F, [1, 1, 127, 511])],
+        [vi("y", F, [1, 1, 127, 511])],
+    )
     return out
 
 

@@ -151,6 +151,21 @@ pub type Kernel = fn(args: &[Tensor], attrs: &Attrs, ctx: &mut KernelCtx) -> Res
 /// `None` when the number of values is wrong. FoldConstant's fast path for scalar folds.
 pub type ScalarF32 = fn(args: &[f32]) -> Option<f32>;
 
+/// Estimates the work of one call from its argument types, attributes and result type (the
+/// type relation's): about the number of scalar steps its kernel takes — every element of the
+/// arguments and the result, plus for operators that are not linear the output elements
+/// times the window, reduction or inner-product length each one needs. Saturates instead of
+/// overflowing. Constant folding (FoldConstant and the ONNX importer) leaves a call whose
+/// estimate is over its budget unfolded ([`DEFAULT_MAX_FOLD_COST`]).
+pub type CostFn = fn(args: &[Type], attrs: &Attrs, out: &Type) -> u64;
+
+/// The default compute budget of one folded call, in [`OpDef::cost`] units: FoldConstant's
+/// `relay.FoldConstant.max_cost` and the ONNX importer's folding both use it. 2^30 is about a
+/// [1000, 1000] x [1000, 1000] matmul, far above what real models fold (weight transposes,
+/// reshapes and scalings, shape subgraphs), and bounds a hostile call to seconds of compute
+/// where the max_pool2d took an hour.
+pub const DEFAULT_MAX_FOLD_COST: u64 = 1 << 30;
+
 /// State a kernel may use: the random stream of stateful operators.
 pub struct KernelCtx {
     /// Random stream for stateful operators, seeded by the interpreter.
@@ -179,6 +194,8 @@ pub struct OpDef {
     /// The kernel's arithmetic on `f32` scalars, for operators whose `f32` result on rank-0
     /// `f32` arguments is a rank-0 `f32` computed elementwise (unary float ops, arithmetic).
     pub scalar_f32: Option<ScalarF32>,
+    /// Estimated compute of a call ([`CostFn`]); every operator has one.
+    pub cost: CostFn,
     /// One-line description for `passel ops` and docs.
     pub doc: &'static str,
 }

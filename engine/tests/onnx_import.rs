@@ -155,6 +155,31 @@ fn constant_calls_fold_only_within_the_fold_limit() {
     assert_eq!(op_counts(&m), vec![("add".to_string(), 2)]);
 }
 
+/// Issue #26: Clip with min > max gives max, as onnxruntime does (`[nan, 0, 0, 0]`), also
+/// when folded at import.
+#[test]
+fn clip_with_min_above_max_folds_to_max_at_import() {
+    check(
+        "clip_min_above_max",
+        expect![[r#"
+            def @main(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {
+              let %y: Tensor[(4,), f32] = add(%x, tensor<(4,), f32>[nan, 0.0, 0.0, 0.0]);
+              %y
+            }
+        "#]],
+    );
+}
+
+/// Issue #26: a MaxPool whose window is its whole 65536-element constant input is within
+/// the fold limit but costs 4 * 10^9 window steps; the importer leaves it a call (by its cost
+/// estimate, before evaluating anything).
+#[test]
+fn a_costly_constant_call_is_not_folded_at_import() {
+    let m = import("max_pool_whole_window").unwrap();
+    verify_module(&m).unwrap();
+    assert_eq!(op_counts(&m), vec![("add".to_string(), 1), ("max_pool2d".to_string(), 1)]);
+}
+
 #[test]
 fn transformer_block_keeps_onnx_names_and_returns_a_tuple() {
     let m = import("transformer_block").unwrap();

@@ -15,9 +15,11 @@
 //! - fold stateful operators (`OpDef::stateful`) or zero-argument calls (`zeros()` stays a
 //!   call: folding it would only trade a call for a large constant);
 //! - fold when any input or the declared output has more than [`FOLD_ELEMENT_BUDGET`]
-//!   elements, so compile time and memory stay bounded — except an elementwise operator with a
-//!   scalar kernel on `full` fills and scalars, whose result is a `full` fill (compact at any
-//!   size) and is always folded;
+//!   elements, or when the operator's cost estimate of the call ([`OpDef::cost`]: output
+//!   elements times the window, reduction or inner-product length) is over
+//!   `relay.FoldConstant.max_cost`, so compile time and memory stay bounded — except an
+//!   elementwise operator with a scalar kernel on `full` fills and scalars, whose result is a
+//!   `full` fill (compact at any size, constant work) and is always folded;
 //! - fold when the kernel fails, the attributes do not match the schema, or the kernel's
 //!   result does not have the type the type relation promises: the call is left as it is;
 //! - remove other dead bindings (that is DeadCodeElimination) or var-to-var rebindings (that
@@ -60,12 +62,25 @@ passel_engine::register_pass!(NAME, || Box::new(pass()));
 /// its per-function forms and session firewall.
 pub fn pass() -> passel_engine::transform::FunctionPass {
     passel_engine::transform::function_pass(NAME, 2, |func, _module, ctx| {
-        let default = i64::try_from(DEFAULT_MAX_BYTES).unwrap_or(i64::MAX);
-        let max_bytes = u64::try_from(ctx.get_config::<i64>(MAX_BYTES_KEY, default)).unwrap_or(0);
-        let (out, hit) = fold_constant_within(&func, max_bytes);
-        if hit {
+        let config = |key, default: u64| {
+            u64::try_from(ctx.get_config::<i64>(key, i64::try_from(default).unwrap_or(i64::MAX))).unwrap_or(0)
+        };
+        let limits = FoldLimits {
+            max_bytes: config(MAX_BYTES_KEY, DEFAULT_MAX_BYTES),
+            max_cost: config(MAX_COST_KEY, DEFAULT_MAX_COST),
+        };
+        let (out, hit) = fold_constant_within(&func, limits);
+        if hit.bytes {
             let message = format!(
-                "constant folding stopped at {max_bytes} bytes of folded constants ({MAX_BYTES_KEY}); later calls were kept"
+                "constant folding stopped at {} bytes of folded constants ({MAX_BYTES_KEY}); later calls were kept",
+                limits.max_bytes
+            );
+            ctx.emit(passel_engine::transform::Diagnostic::warning(NAME, message));
+        }
+        if hit.cost {
+            let message = format!(
+                "constant folding kept calls whose estimated cost is over {} ({MAX_COST_KEY})",
+                limits.max_cost
             );
             ctx.emit(passel_engine::transform::Diagnostic::warning(NAME, message));
         }
@@ -86,7 +101,7 @@ pub const FOLD_ELEMENT_BUDGET: u64 = 1 << 20;
 
 /// Runs FoldConstant on `func`; returns `func` itself (pointer-equal) when nothing folds.
 pub fn fold_constant(func: &Arc<Function>) -> Arc<Function> {
-    fold_constant_within(func, DEFAULT_MAX_BYTES).0
+    fold_constant_within(func, FoldLimits::default()).0
 }
 
 /// Config key: how many bytes of dense constants FoldConstant may materialize per function.
@@ -102,15 +117,53 @@ passel_engine::register_config!(
     min = 0
 );
 
-/// Runs FoldConstant on `func` materializing at most `max_bytes` bytes of dense results (scalar
-/// results and `full` fills are compact and not counted); calls evaluated in arena order, so
-/// the calls left unfolded are the same on every run and thread count. Returns whether the
-/// budget left a call unfolded. (A second run has a fresh budget and may fold further.)
-pub fn fold_constant_within(func: &Arc<Function>, max_bytes: u64) -> (Arc<Function>, bool) {
-    if !has_candidate(func) || !func.is_well_formed() {
-        return (Arc::clone(func), false);
+/// Config key: the largest estimated cost ([`OpDef::cost`]) of one call FoldConstant folds.
+pub const MAX_COST_KEY: &str = "relay.FoldConstant.max_cost";
+
+/// Default of [`MAX_COST_KEY`], shared with the ONNX importer's folding
+/// ([`op::DEFAULT_MAX_FOLD_COST`], 2^30).
+pub const DEFAULT_MAX_COST: u64 = op::DEFAULT_MAX_FOLD_COST;
+
+passel_engine::register_config!(
+    MAX_COST_KEY,
+    ConfigType::Int,
+    "FoldConstant folds a call only if its estimated cost (output elements times window, reduction or inner-product length) is at most this (default 1073741824); costlier calls stay calls, with a warning"
+);
+
+/// FoldConstant's limits: [`MAX_BYTES_KEY`] per function, [`MAX_COST_KEY`] per call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FoldLimits {
+    /// Bytes of dense constants materialized per function.
+    pub max_bytes: u64,
+    /// Estimated cost of one folded call.
+    pub max_cost: u64,
+}
+
+impl Default for FoldLimits {
+    fn default() -> FoldLimits {
+        FoldLimits { max_bytes: DEFAULT_MAX_BYTES, max_cost: DEFAULT_MAX_COST }
     }
-    let mut budget = Budget { left: max_bytes, hit: false };
+}
+
+/// Which limits left a call unfolded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LimitsHit {
+    /// The byte budget ran out.
+    pub bytes: bool,
+    /// A call's estimated cost was over the limit.
+    pub cost: bool,
+}
+
+/// Runs FoldConstant on `func` materializing at most `limits.max_bytes` bytes of dense results
+/// (scalar results and `full` fills are compact and not counted) and folding no call whose
+/// estimated cost is over `limits.max_cost`; calls evaluated in arena order, so the calls left
+/// unfolded are the same on every run and thread count. Returns which limits left a call
+/// unfolded. (A second run has a fresh byte budget and may fold further.)
+pub fn fold_constant_within(func: &Arc<Function>, limits: FoldLimits) -> (Arc<Function>, LimitsHit) {
+    if !has_candidate(func) || !func.is_well_formed() {
+        return (Arc::clone(func), LimitsHit::default());
+    }
+    let mut budget = Budget::new(limits);
     let patched = SCRATCH.with(|s| {
         let mut s = s.borrow_mut();
         let patched = patch(func, &mut s, &mut budget);
@@ -125,15 +178,23 @@ pub fn fold_constant_within(func: &Arc<Function>, max_bytes: u64) -> (Arc<Functi
         Patch::Fallback => {}
     }
     // The rewriter evaluates the same calls again, from the full budget.
-    let mut budget = Budget { left: max_bytes, hit: false };
+    let mut budget = Budget::new(limits);
     let out = fold_with_rewriter(func, &mut budget);
     (out, budget.hit)
 }
 
-/// Bytes of dense results FoldConstant may still materialize in one function.
+/// Bytes of dense results FoldConstant may still materialize in one function, and the cost
+/// limit of one call.
 struct Budget {
     left: u64,
-    hit: bool,
+    max_cost: u64,
+    hit: LimitsHit,
+}
+
+impl Budget {
+    fn new(limits: FoldLimits) -> Budget {
+        Budget { left: limits.max_bytes, max_cost: limits.max_cost, hit: LimitsHit::default() }
+    }
 }
 
 /// Phase 2 in general: the copying rewriter.
@@ -463,13 +524,18 @@ fn eval_call<'c>(
     if total > FOLD_ELEMENT_BUDGET {
         return None;
     }
+    // Sizes do not bound compute (a max_pool2d window as large as its input is quartic).
+    if (def.cost)(&tys, attrs, &out_ty) > budget.max_cost {
+        budget.hit.cost = true;
+        return None;
+    }
     let mut bytes = 0u64;
     for t in &out_tys {
         let t = t.as_tensor()?;
         bytes = bytes.checked_add(t.num_elements()?.checked_mul(t.dtype.size_bytes() as u64)?)?;
     }
     if bytes > budget.left {
-        budget.hit = true;
+        budget.hit.bytes = true;
         return None;
     }
     budget.left -= bytes;
@@ -822,7 +888,7 @@ def @h() -> Tensor[(), f32] {
     /// The per-function byte budget (`relay.FoldConstant.max_bytes`) stops materializing
     /// dense results; the calls are taken in arena order, so which stay is deterministic.
     fn full_budget() -> Budget {
-        Budget { left: DEFAULT_MAX_BYTES, hit: false }
+        Budget::new(FoldLimits::default())
     }
 
     #[test]
@@ -843,11 +909,12 @@ def @h() -> Tensor[(), f32] {
             let live = f.live_mask();
             f.node_ids().filter(|id| live[id.index()] && matches!(f.kind(*id), ExprKind::Call { .. })).count()
         };
-        let (out, hit) = fold_constant_within(&func, 5000);
-        assert!(hit);
+        let bytes = |max_bytes| FoldLimits { max_bytes, ..FoldLimits::default() };
+        let (out, hit) = fold_constant_within(&func, bytes(5000));
+        assert!(hit.bytes && !hit.cost);
         assert_eq!(count_calls(&out), 1, "the first call (4096 bytes) folds, the second stays");
-        let (out, hit) = fold_constant_within(&func, 8192);
-        assert!(!hit);
+        let (out, hit) = fold_constant_within(&func, bytes(8192));
+        assert_eq!(hit, LimitsHit::default());
         assert_eq!(count_calls(&out), 0);
         // Through the registered pass: the key is read and the warning names it, the same at
         // every thread count.

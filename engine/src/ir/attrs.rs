@@ -153,6 +153,19 @@ impl Attrs {
         }
     }
 
+    /// The attribute list of `entries`, given in any order, built with one sort (O(n log n);
+    /// setting keys one by one is a sorted insert each, quadratic in the number of keys).
+    /// A key given more than once keeps its last value, as repeated [`Attrs::set`] calls
+    /// would; the second value returned lists the indices into `entries` of those later
+    /// occurrences, ascending, so that a parser can report them in source order.
+    pub fn from_entries(entries: Vec<(Arc<str>, AttrValue)>) -> (Attrs, Vec<usize>) {
+        // Printed attributes are sorted: take them as they are.
+        if entries.windows(2).all(|w| w[0].0 < w[1].0) {
+            return (Attrs(entries), Vec::new());
+        }
+        sorted_unique(entries, |a, b| a.cmp(b))
+    }
+
     /// Builder form of [`Attrs::set`].
     pub fn with(mut self, key: &str, value: AttrValue) -> Attrs {
         self.set(key, value);
@@ -198,6 +211,30 @@ impl Attrs {
     }
 }
 
+/// [`Attrs::from_entries`] with the key comparison given, so that a test can count the
+/// comparisons.
+fn sorted_unique(
+    entries: Vec<(Arc<str>, AttrValue)>,
+    mut cmp: impl FnMut(&str, &str) -> std::cmp::Ordering,
+) -> (Attrs, Vec<usize>) {
+    let mut indexed: Vec<(usize, (Arc<str>, AttrValue))> = entries.into_iter().enumerate().collect();
+    // Stable, so equal keys stay in the order given and the last of each run is the last given.
+    indexed.sort_by(|(_, (a, _)), (_, (b, _))| cmp(a, b));
+    let mut out: Vec<(Arc<str>, AttrValue)> = Vec::with_capacity(indexed.len());
+    let mut repeats = Vec::new();
+    for (i, (key, value)) in indexed {
+        match out.last_mut() {
+            Some(last) if cmp(&last.0, &key).is_eq() => {
+                repeats.push(i);
+                last.1 = value;
+            }
+            _ => out.push((key, value)),
+        }
+    }
+    repeats.sort_unstable();
+    (Attrs(out), repeats)
+}
+
 /// Well-known function attribute keys.
 pub mod fn_attr {
     /// Function passes leave this function alone.
@@ -228,6 +265,42 @@ mod tests {
         assert_eq!(hash_of(&nan), hash_of(&nan.clone()));
         let attrs = Attrs::new().with("alpha", nan);
         assert_eq!(attrs, attrs.clone());
+    }
+
+    #[test]
+    fn attrs_from_entries_sorts_once_keeps_last_value_and_reports_repeats() {
+        let entries: Vec<(Arc<str>, AttrValue)> = [("b", 1), ("a", 2), ("b", 3), ("c", 4), ("b", 5)]
+            .into_iter()
+            .map(|(k, v)| (k.into(), AttrValue::Int(v)))
+            .collect();
+        let (attrs, repeats) = Attrs::from_entries(entries.clone());
+        let mut by_set = Attrs::new();
+        for (k, v) in entries {
+            by_set.set(&k, v);
+        }
+        assert_eq!(attrs, by_set);
+        assert_eq!(attrs.get("b"), Some(&AttrValue::Int(5)));
+        assert_eq!(repeats, vec![2, 4]);
+    }
+
+    /// 200,000 keys given in reverse order (the worst case for sorted inserts, each of which
+    /// moved every entry after it: 2·10^10 moves) build with n·log n comparisons.
+    #[test]
+    fn attrs_from_entries_is_n_log_n_on_a_large_list() {
+        let n = 200_000usize;
+        let entries: Vec<(Arc<str>, AttrValue)> =
+            (0..n).rev().map(|i| (format!("k{i:06}").into(), AttrValue::Int(i as i64))).collect();
+        let mut comparisons = 0u64;
+        let (attrs, repeats) = sorted_unique(entries, |a, b| {
+            comparisons += 1;
+            a.cmp(b)
+        });
+        assert!(repeats.is_empty());
+        assert_eq!(attrs.len(), n);
+        assert!(attrs.iter().map(|(k, _)| k).collect::<Vec<_>>().windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(attrs.get("k123456"), Some(&AttrValue::Int(123_456)));
+        let bound = 2 * n as u64 * (n as f64).log2().ceil() as u64;
+        assert!(comparisons <= bound, "{comparisons} comparisons for {n} keys (bound {bound})");
     }
 
     #[test]

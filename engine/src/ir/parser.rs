@@ -427,22 +427,26 @@ impl<'s> Parser<'s> {
     fn attr_list(&mut self) -> PResult<Attrs> {
         self.expect(Tok::Hash, "`#`")?;
         self.expect(Tok::LBrack, "`[`")?;
-        let mut attrs = Attrs::new();
+        let (mut entries, mut keys) = (Vec::new(), Vec::new());
         while !self.at(Tok::RBrack) {
             let key = self.expect(Tok::Ident, "an attribute name")?;
             let value = if self.eat(Tok::Eq) { self.attr_value()? } else { AttrValue::Bool(true) };
-            let name = self.text(key);
-            if attrs.contains(name) {
-                self.duplicate_attr("function", key);
-            } else if !fn_attr::ALL.contains(&name) {
-                self.check_fn_attr_name(key);
-            }
-            attrs.set(name, value);
+            entries.push((self.text(key).into(), value));
+            keys.push(key);
             if !self.eat(Tok::Comma) {
                 break;
             }
         }
         self.expect(Tok::RBrack, "`,` or `]`")?;
+        let (attrs, repeats) = Attrs::from_entries(entries);
+        let mut repeats = repeats.into_iter().peekable();
+        for (i, key) in keys.into_iter().enumerate() {
+            if repeats.next_if_eq(&i).is_some() {
+                self.duplicate_attr("function", key);
+            } else if !fn_attr::ALL.contains(&self.text(key)) {
+                self.check_fn_attr_name(key);
+            }
+        }
         Ok(attrs)
     }
 
@@ -610,17 +614,16 @@ impl<'s> Parser<'s> {
     fn args(&mut self, share_constants: bool) -> PResult<(usize, Attrs)> {
         self.expect(Tok::LParen, "`(`")?;
         let mark = self.operands.len();
-        let mut attrs = Attrs::new();
+        // Collected, then sorted once: inserting each key in order is quadratic.
+        let (mut entries, mut keys) = (Vec::new(), Vec::new());
         while !self.at(Tok::RParen) {
             if self.at(Tok::Ident) && self.peek.kind == Tok::Eq {
                 let key = self.bump();
                 self.bump();
                 let value = self.attr_value()?;
-                if attrs.contains(self.text(key)) {
-                    self.duplicate_attr("call", key);
-                }
-                attrs.set(self.text(key), value);
-            } else if !attrs.is_empty() {
+                entries.push((self.text(key).into(), value));
+                keys.push(key);
+            } else if !entries.is_empty() {
                 return Err(self.unexpected("an attribute `key=value` (arguments come first)"));
             } else if let Some(c) = self.repeated_scalar_operand(share_constants) {
                 self.operands.push(c);
@@ -633,6 +636,10 @@ impl<'s> Parser<'s> {
             }
         }
         self.expect(Tok::RParen, "`,` or `)`")?;
+        let (attrs, repeats) = Attrs::from_entries(entries);
+        for i in repeats {
+            self.duplicate_attr("call", keys[i]);
+        }
         Ok((mark, attrs))
     }
 

@@ -7,7 +7,7 @@
 
 use super::kernels::elementwise::{self, Arith, Cmp, Param, Unary};
 use super::kernels::reduce::{self, Reduce as ReduceKind};
-use super::kernels::{create, index, nn, pool, resize, shape};
+use super::kernels::{create, index, linear, nn, pool, resize, shape};
 use super::{Arity, AttrKind, AttrSpec, OpDef, OpPattern};
 
 // Macros rather than `const fn`s so that `&[attr!(…)]` is promoted to a `'static` slice.
@@ -58,6 +58,7 @@ macro_rules! unary {
                 [x] => Some(Unary::$f.apply_f32(x)),
                 _ => None,
             }),
+            cost: linear,
             doc: $doc,
         }
     };
@@ -76,6 +77,7 @@ macro_rules! param_unary {
             kernel: |args, attrs, ctx| elementwise::param_unary($name, Param::$f, args, attrs, ctx),
             // The scalar fast path sees no attributes.
             scalar_f32: None,
+            cost: linear,
             doc: $doc,
         }
     };
@@ -96,6 +98,7 @@ macro_rules! arith {
                 [x, y] => Some(Arith::$f.apply_f32(x, y)),
                 _ => None,
             }),
+            cost: linear,
             doc: $doc,
         }
     };
@@ -113,6 +116,7 @@ macro_rules! compare {
             type_rel: |args, _| elementwise::compare_rel($name, args),
             kernel: |args, attrs, ctx| elementwise::compare($name, Cmp::$f, args, attrs, ctx),
             scalar_f32: None,
+            cost: linear,
             doc: $doc,
         }
     };
@@ -130,12 +134,14 @@ macro_rules! reduction {
             type_rel: |args, attrs| reduce::reduce_rel($name, ReduceKind::$f, args, attrs),
             kernel: |args, attrs, ctx| reduce::reduce($name, ReduceKind::$f, args, attrs, ctx),
             scalar_f32: None,
+            cost: linear,
             doc: $doc,
         }
     };
 }
 
-/// A pure operator with a single result.
+/// A pure operator with a single result, of linear cost (`OpDef { cost, ..simple(…) }` for
+/// another).
 #[allow(clippy::too_many_arguments)]
 const fn simple(
     name: &'static str,
@@ -146,7 +152,19 @@ const fn simple(
     kernel: super::Kernel,
     doc: &'static str,
 ) -> OpDef {
-    OpDef { name, arity, attrs, pattern, stateful: false, tuple_result: false, type_rel, kernel, scalar_f32: None, doc }
+    OpDef {
+        name,
+        arity,
+        attrs,
+        pattern,
+        stateful: false,
+        tuple_result: false,
+        type_rel,
+        kernel,
+        scalar_f32: None,
+        cost: linear,
+        doc,
+    }
 }
 
 /// Every operator passel knows, in registry order.
@@ -191,7 +209,7 @@ pub(super) fn all() -> Vec<OpDef> {
             "clip",
             Clip,
             &[required!("a_min", Float), required!("a_max", Float)],
-            "elementwise min(max(x, a_min), a_max) on any numeric dtype (NaN stays NaN)"
+            "elementwise min(max(x, a_min), a_max) on any numeric dtype (a_min > a_max gives a_max; NaN stays NaN)"
         ),
         param_unary!(
             "hard_sigmoid",
@@ -232,66 +250,84 @@ pub(super) fn all() -> Vec<OpDef> {
             elementwise::cast,
             "converts elements to `dtype` (floats to ints truncate and saturate, nonzero is true)",
         ),
-        simple(
-            "matmul",
-            Exact(2),
-            &[],
-            OutEWiseFusable,
-            nn::matmul_rel,
-            nn::matmul,
-            "numpy/ONNX MatMul: [...,M,K]x[...,K,N]->[...,M,N], batch dims broadcast, 1-d operands are a row/column",
-        ),
-        simple(
-            "dense",
-            Exact(2),
-            &[],
-            OutEWiseFusable,
-            nn::dense_rel,
-            nn::dense,
-            "fully connected layer: x[...,K] times w[M,K] transposed -> [...,M]",
-        ),
-        simple(
-            "conv2d",
-            Exact(2),
-            &[attr!("strides", Ints), attr!("padding", Ints), attr!("dilation", Ints), attr!("groups", Int)],
-            OutEWiseFusable,
-            nn::conv2d_rel,
-            nn::conv2d,
-            "2-d convolution, data NCHW, weight OIHW; padding [p], [ph,pw] or [top,left,bottom,right]",
-        ),
-        simple(
-            "conv2d_transpose",
-            Exact(2),
-            &[
-                attr!("strides", Ints),
-                attr!("padding", Ints),
-                attr!("dilation", Ints),
-                attr!("groups", Int),
-                attr!("output_padding", Ints),
-            ],
-            OutEWiseFusable,
-            nn::conv2d_transpose_rel,
-            nn::conv2d_transpose,
-            "2-d transposed convolution (ONNX ConvTranspose), data NCHW, weight IOHW [C_in, C_out/groups, kh, kw]",
-        ),
-        simple(
-            "max_pool2d",
-            Exact(1),
-            POOL_ATTRS,
-            OutEWiseFusable,
-            |args, attrs| pool::pool2d_rel("max_pool2d", args, attrs),
-            |args, attrs, ctx| pool::pool2d("max_pool2d", false, args, attrs, ctx),
-            "ONNX MaxPool over NCHW: `pool_size`, `strides`, `padding` [t,l,b,r], `dilation`, `ceil_mode`; padding never wins",
-        ),
-        simple(
-            "avg_pool2d",
-            Exact(1),
-            AVG_POOL_ATTRS,
-            OutEWiseFusable,
-            |args, attrs| pool::pool2d_rel("avg_pool2d", args, attrs),
-            |args, attrs, ctx| pool::pool2d("avg_pool2d", true, args, attrs, ctx),
-            "ONNX AveragePool over NCHW: like max_pool2d, dividing by the input elements or with `count_include_pad` the window size",
-        ),
+        OpDef {
+            cost: nn::matmul_cost,
+            ..simple(
+                "matmul",
+                Exact(2),
+                &[],
+                OutEWiseFusable,
+                nn::matmul_rel,
+                nn::matmul,
+                "numpy/ONNX MatMul: [...,M,K]x[...,K,N]->[...,M,N], batch dims broadcast, 1-d operands are a row/column",
+            )
+        },
+        OpDef {
+            cost: nn::dense_cost,
+            ..simple(
+                "dense",
+                Exact(2),
+                &[],
+                OutEWiseFusable,
+                nn::dense_rel,
+                nn::dense,
+                "fully connected layer: x[...,K] times w[M,K] transposed -> [...,M]",
+            )
+        },
+        OpDef {
+            cost: nn::conv2d_cost,
+            ..simple(
+                "conv2d",
+                Exact(2),
+                &[attr!("strides", Ints), attr!("padding", Ints), attr!("dilation", Ints), attr!("groups", Int)],
+                OutEWiseFusable,
+                nn::conv2d_rel,
+                nn::conv2d,
+                "2-d convolution, data NCHW, weight OIHW; padding [p], [ph,pw] or [top,left,bottom,right]",
+            )
+        },
+        OpDef {
+            cost: nn::conv2d_transpose_cost,
+            ..simple(
+                "conv2d_transpose",
+                Exact(2),
+                &[
+                    attr!("strides", Ints),
+                    attr!("padding", Ints),
+                    attr!("dilation", Ints),
+                    attr!("groups", Int),
+                    attr!("output_padding", Ints),
+                ],
+                OutEWiseFusable,
+                nn::conv2d_transpose_rel,
+                nn::conv2d_transpose,
+                "2-d transposed convolution (ONNX ConvTranspose), data NCHW, weight IOHW [C_in, C_out/groups, kh, kw]",
+            )
+        },
+        OpDef {
+            cost: |args, attrs, out| pool::pool2d_cost("max_pool2d", args, attrs, out),
+            ..simple(
+                "max_pool2d",
+                Exact(1),
+                POOL_ATTRS,
+                OutEWiseFusable,
+                |args, attrs| pool::pool2d_rel("max_pool2d", args, attrs),
+                |args, attrs, ctx| pool::pool2d("max_pool2d", false, args, attrs, ctx),
+                "ONNX MaxPool over NCHW: `pool_size`, `strides`, `padding` [t,l,b,r], `dilation`, `ceil_mode`; padding never wins, NaN is skipped like padding (ONNX reference)",
+            )
+        },
+        OpDef {
+            cost: |args, attrs, out| pool::pool2d_cost("avg_pool2d", args, attrs, out),
+            ..simple(
+                "avg_pool2d",
+                Exact(1),
+                AVG_POOL_ATTRS,
+                OutEWiseFusable,
+                |args, attrs| pool::pool2d_rel("avg_pool2d", args, attrs),
+                |args, attrs, ctx| pool::pool2d("avg_pool2d", true, args, attrs, ctx),
+                "ONNX AveragePool over NCHW: like max_pool2d, dividing by the input elements (NaN skipped) or with `count_include_pad` the window size (NaN propagates)",
+            )
+        },
         simple(
             "global_avg_pool2d",
             Exact(1),
@@ -310,15 +346,18 @@ pub(super) fn all() -> Vec<OpDef> {
             |args, attrs, ctx| pool::global_pool("global_max_pool2d", false, args, attrs, ctx),
             "maximum over the spatial axes of NCHW data, keeping them as 1: [N,C,1,1]",
         ),
-        simple(
-            "lrn",
-            Exact(1),
-            &[required!("size", Int), attr!("alpha", Float), attr!("beta", Float), attr!("bias", Float)],
-            Opaque,
-            pool::lrn_rel,
-            pool::lrn,
-            "ONNX LRN across channels: x / (bias + alpha/size * sum of squares over `size` neighbouring channels)^beta",
-        ),
+        OpDef {
+            cost: pool::lrn_cost,
+            ..simple(
+                "lrn",
+                Exact(1),
+                &[required!("size", Int), attr!("alpha", Float), attr!("beta", Float), attr!("bias", Float)],
+                Opaque,
+                pool::lrn_rel,
+                pool::lrn,
+                "ONNX LRN across channels: x / (bias + alpha/size * sum of squares over `size` neighbouring channels)^beta",
+            )
+        },
         simple(
             "bias_add",
             Exact(2),
@@ -338,6 +377,7 @@ pub(super) fn all() -> Vec<OpDef> {
             type_rel: nn::batch_norm_rel,
             kernel: nn::batch_norm,
             scalar_f32: None,
+            cost: linear,
             doc: "inference batch norm of (x, gamma, beta, mean, var) along `axis`; returns (out, mean, var)",
         },
         simple(
@@ -399,6 +439,7 @@ pub(super) fn all() -> Vec<OpDef> {
             type_rel: shape::split_rel,
             kernel: shape::split,
             scalar_f32: None,
+            cost: linear,
             doc: "splits x along `axis` into `indices_or_sections` equal parts, or at the split points `indices` (exactly one is given); a tuple",
         },
         simple(
@@ -437,24 +478,27 @@ pub(super) fn all() -> Vec<OpDef> {
             index::pad,
             "ONNX Pad: `pad_width` [x1_begin, x2_begin, …, x1_end, …] (negative crops), `pad_mode` constant (with `pad_value`), reflect or edge",
         ),
-        simple(
-            "resize2d",
-            Exact(1),
-            &[
-                required!("size", Ints),
-                attr!("method", Str),
-                attr!("coordinate_transformation_mode", Str),
-                attr!("rounding_method", Str),
-                attr!("cubic_alpha", Float),
-                attr!("exclude_outside", Bool),
-                attr!("scale_h", Float),
-                attr!("scale_w", Float),
-            ],
-            Injective,
-            resize::resize2d_rel,
-            resize::resize2d,
-            "ONNX Resize of the last two dims to `size` [h, w]: `method` nearest/linear/cubic, ONNX coordinate modes and rounding; optional `scale_h`/`scale_w` when ONNX gave scales",
-        ),
+        OpDef {
+            cost: resize::resize2d_cost,
+            ..simple(
+                "resize2d",
+                Exact(1),
+                &[
+                    required!("size", Ints),
+                    attr!("method", Str),
+                    attr!("coordinate_transformation_mode", Str),
+                    attr!("rounding_method", Str),
+                    attr!("cubic_alpha", Float),
+                    attr!("exclude_outside", Bool),
+                    attr!("scale_h", Float),
+                    attr!("scale_w", Float),
+                ],
+                Injective,
+                resize::resize2d_rel,
+                resize::resize2d,
+                "ONNX Resize of the last two dims to `size` [h, w]: `method` nearest/linear/cubic, ONNX coordinate modes and rounding; optional `scale_h`/`scale_w` when ONNX gave scales",
+            )
+        },
         simple(
             "trilu",
             Exact(1),
@@ -496,6 +540,7 @@ pub(super) fn all() -> Vec<OpDef> {
             type_rel: create::random_uniform_rel,
             kernel: create::random_uniform,
             scalar_f32: None,
+            cost: linear,
             doc: "uniform samples in [low, high) from the evaluator's random stream (stateful)",
         },
     ]

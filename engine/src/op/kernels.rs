@@ -63,6 +63,28 @@ pub fn relu(args: &[Tensor], attrs: &Attrs, ctx: &mut KernelCtx) -> Result<Vec<T
     elementwise::unary("relu", elementwise::Unary::Relu, args, attrs, ctx)
 }
 
+// ---- cost estimates ([`super::CostFn`]) ----
+
+/// Elements of a tensor type, or of a tuple's fields; `u64::MAX` when unknown or overflowing.
+pub(crate) fn elements(ty: &Type) -> u64 {
+    match (ty.as_tensor(), ty.as_tuple()) {
+        (Some(t), _) => t.num_elements().unwrap_or(u64::MAX),
+        (None, Some(fields)) => fields.iter().fold(0u64, |n, f| n.saturating_add(elements(f))),
+        _ => u64::MAX,
+    }
+}
+
+/// Every element of the arguments and the result, once.
+pub(crate) fn linear_cost(args: &[Type], out: &Type) -> u64 {
+    args.iter().fold(elements(out), |n, a| n.saturating_add(elements(a)))
+}
+
+/// The cost of an operator whose kernel touches each element of its arguments and result a
+/// bounded number of times (elementwise, injective, reductions, normalisations): [`linear_cost`].
+pub(crate) fn linear(args: &[Type], _attrs: &Attrs, out: &Type) -> u64 {
+    linear_cost(args, out)
+}
+
 // ---- error and formatting helpers ----
 
 /// `op: msg` as a type error.

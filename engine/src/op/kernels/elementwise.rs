@@ -124,16 +124,15 @@ enum ParamFn {
 impl ParamFn {
     fn apply_f32(self, x: f32) -> f32 {
         match self {
+            // `min(max(x, lo), hi)` as ONNX, onnxruntime and numpy compute it: with
+            // `lo > hi` every number clips to `hi`. NaN stays NaN.
             ParamFn::Clip(lo, hi) => {
                 let (lo, hi) = (lo as f32, hi as f32);
-                if x.is_nan() {
-                    x
-                } else if x < lo {
-                    lo
-                } else if x > hi {
+                let y = if x < lo { lo } else { x };
+                if y > hi {
                     hi
                 } else {
-                    x
+                    y
                 }
             }
             ParamFn::HardSigmoid(alpha, beta) => hard_sigmoid(x, alpha, beta),
@@ -200,13 +199,15 @@ pub(crate) fn param_unary(op: &str, f: Param, args: &[Tensor], attrs: &Attrs, _c
     Ok(vec![out])
 }
 
+/// `min(max(v, lo), hi)` like the float path (with `lo > hi` everything becomes `hi`),
+/// bounds rounded inward to integers.
 fn int_clip<T: Elem>(a: &ndarray::ArcArray<T, IxDyn>, lo: f64, hi: f64) -> ndarray::ArrayD<T> {
     a.mapv(|v| {
         let f = v.to_f64();
-        if f < lo {
-            T::from_f64(lo.ceil())
-        } else if f > hi {
+        if f > hi || (f < lo && lo.ceil() > hi) {
             T::from_f64(hi.floor())
+        } else if f < lo {
+            T::from_f64(lo.ceil())
         } else {
             v
         }

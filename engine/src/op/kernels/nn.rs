@@ -4,7 +4,7 @@
 use ndarray::{s, Array2, Array3, Array4, ArrayD, Axis, Ix2, Ix4, IxDyn, Zip};
 
 use super::{
-    attr_float, attr_int, attr_ints, check_arity, check_dims, from_f32, invalid, norm_axis, out_dims, require_float,
+    attr_float, attr_int, attr_ints, check_arity, from_f32, invalid, norm_axis, out_dims, require_float,
     require_numeric, same_dtype, shape_str, tensor_arg, to_f32, type_err, types_of, KResult,
 };
 use crate::ir::{Attrs, Tensor, TensorType, Type};
@@ -109,6 +109,12 @@ pub(crate) fn matmul(args: &[Tensor], _attrs: &Attrs, _ctx: &mut KernelCtx) -> K
     Ok(vec![from_f32(op, out, dtype)?])
 }
 
+/// Estimated cost of a `matmul` call: `K` multiply-adds per output element.
+pub(crate) fn matmul_cost(args: &[Type], _attrs: &Attrs, out: &Type) -> u64 {
+    let k = args.first().and_then(Type::as_tensor).and_then(|a| a.shape.last().copied()).unwrap_or(1);
+    super::linear_cost(args, out).saturating_add(super::elements(out).saturating_mul(k))
+}
+
 // ---- dense ----
 
 /// Type relation of `dense(x, w)`: `x[..., K]` times `w[M, K]` transposed gives `[..., M]`
@@ -162,6 +168,12 @@ pub(crate) fn dense(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KRe
     let prod = x2.dot(&w2.t());
     let out = prod.to_shape(IxDyn(&shape)).map_err(|e| shape_err(op, e))?.into_owned();
     Ok(vec![from_f32(op, out, dtype)?])
+}
+
+/// Estimated cost of a `dense` call: `K` multiply-adds per output element.
+pub(crate) fn dense_cost(args: &[Type], _attrs: &Attrs, out: &Type) -> u64 {
+    let k = args.get(1).and_then(Type::as_tensor).and_then(|w| w.shape.get(1).copied()).unwrap_or(1);
+    super::linear_cost(args, out).saturating_add(super::elements(out).saturating_mul(k))
 }
 
 // ---- conv2d ----
@@ -276,8 +288,36 @@ pub(crate) fn conv2d_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> 
     Ok(Type::from(ty))
 }
 
-/// Kernel of `conv2d`: im2col per image and group, then one matrix product.
+/// Elements of the im2col tile `conv2d` works in: the tile has `C_in / groups * kh * kw` rows
+/// and as many output positions as fit in this many elements (at least one position), so a
+/// large kernel costs a tile of a few MB, not a column matrix of every output position (a
+/// 128 x 128 kernel needed 1 GB that way).
+pub(crate) const CONV_TILE_ELEMENTS: u64 = 1 << 20;
+
+/// Output positions per im2col tile for `ckk` rows and `positions` output positions.
+fn conv_tile(ckk: u64, positions: u64) -> u64 {
+    (CONV_TILE_ELEMENTS / ckk.max(1)).clamp(1, positions.max(1))
+}
+
+/// Elements of scratch `conv2d` allocates for a call on these argument types: one im2col tile,
+/// at most `max(CONV_TILE_ELEMENTS, C_in / groups * kh * kw)` — a constant, or one column of
+/// the weight. (The kernel sizes its tile with the same [`conv_tile`].)
+#[cfg(test)]
+pub(crate) fn conv2d_scratch_elements(args: &[Type], attrs: &Attrs) -> Result<u64, OpError> {
+    let (geo, _) = conv_geometry(args, attrs)?;
+    let ckk = per_element_taps(args);
+    Ok(ckk.saturating_mul(conv_tile(ckk, geo.out[2].saturating_mul(geo.out[3]))))
+}
+
+/// Kernel of `conv2d`: per image and group, im2col over a tile of output positions at a time,
+/// each tile one matrix product ([`CONV_TILE_ELEMENTS`]).
 pub(crate) fn conv2d(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    conv2d_tiled(args, attrs, None)
+}
+
+/// [`conv2d`] with `tile` output positions per im2col tile (`None`: [`conv_tile`]'s choice).
+/// One tile of every position is the plain im2col; the tests pin every tiling equal to it.
+pub(crate) fn conv2d_tiled(args: &[Tensor], attrs: &Attrs, tile: Option<usize>) -> KResult {
     let op = "conv2d";
     let (geo, ty) = conv_geometry(&types_of(args), attrs)?;
     let out_dims = super::dims_usize(&geo.out)?;
@@ -288,47 +328,69 @@ pub(crate) fn conv2d(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KR
     let (n, h, wd) = (x4.shape()[0], x4.shape()[2] as i128, x4.shape()[3] as i128);
     let (o, cg, kh, kw) = (w4.shape()[0], w4.shape()[1], w4.shape()[2], w4.shape()[3]);
     let (oh, ow) = (out_dims[2], out_dims[3]);
+    let positions = oh * ow;
     let groups = geo.groups as usize;
     let og = o / groups;
     let ckk = cg * kh * kw;
-    // The column matrix is the largest temporary; bound it like any materialized tensor.
-    check_dims(&[ckk, oh, ow])?;
-    let mut out = Array4::<f32>::zeros((n, o, oh, ow));
-    let mut col = Array2::<f32>::zeros((ckk, oh * ow));
+    // `ckk` is at most the weight's size and the tile at most `CONV_TILE_ELEMENTS` or one
+    // column, so the scratch is bounded by a constant or the input.
+    let tile = tile.unwrap_or(conv_tile(ckk as u64, positions as u64) as usize).clamp(1, positions.max(1));
+    let mut out = Array3::<f32>::zeros((n, o, positions));
+    let mut col = Array2::<f32>::zeros((ckk, tile));
     let [sh, sw] = geo.strides.map(|v| v as i128);
     let [dh, dw] = geo.dilation.map(|v| v as i128);
     let (pt, pl) = (geo.pad[0] as i128, geo.pad[1] as i128);
     for b in 0..n {
         for g in 0..groups {
-            col.fill(0.0);
-            for c in 0..cg {
-                let xc = x4.slice(s![b, g * cg + c, .., ..]);
-                for i in 0..kh {
-                    for j in 0..kw {
-                        let mut row = col.row_mut((c * kh + i) * kw + j);
-                        for y in 0..oh {
-                            // i128 so that huge strides, dilations or paddings cannot overflow.
-                            let ih = y as i128 * sh + i as i128 * dh - pt;
-                            if !(0..h).contains(&ih) {
-                                continue;
-                            }
-                            for xo in 0..ow {
-                                let iw = xo as i128 * sw + j as i128 * dw - pl;
-                                if (0..wd).contains(&iw) {
-                                    row[y * ow + xo] = xc[[ih as usize, iw as usize]];
+            let wg = w4.slice(s![g * og..(g + 1) * og, .., .., ..]);
+            let wg = wg.to_shape((og, ckk)).map_err(|e| shape_err(op, e))?;
+            for p0 in (0..positions).step_by(tile) {
+                let p1 = (p0 + tile).min(positions);
+                let mut cols = col.slice_mut(s![.., ..p1 - p0]);
+                cols.fill(0.0);
+                for c in 0..cg {
+                    let xc = x4.slice(s![b, g * cg + c, .., ..]);
+                    for i in 0..kh {
+                        for j in 0..kw {
+                            let mut row = cols.row_mut((c * kh + i) * kw + j);
+                            for (t, p) in (p0..p1).enumerate() {
+                                // i128 so that huge strides, dilations or paddings cannot overflow.
+                                let ih = (p / ow) as i128 * sh + i as i128 * dh - pt;
+                                let iw = (p % ow) as i128 * sw + j as i128 * dw - pl;
+                                if (0..h).contains(&ih) && (0..wd).contains(&iw) {
+                                    row[t] = xc[[ih as usize, iw as usize]];
                                 }
                             }
                         }
                     }
                 }
+                out.slice_mut(s![b, g * og..(g + 1) * og, p0..p1]).assign(&wg.dot(&cols));
             }
-            let wg = w4.slice(s![g * og..(g + 1) * og, .., .., ..]);
-            let wg = wg.to_shape((og, ckk)).map_err(|e| shape_err(op, e))?;
-            let r = wg.dot(&col).into_shape_with_order((og, oh, ow)).map_err(|e| shape_err(op, e))?;
-            out.slice_mut(s![b, g * og..(g + 1) * og, .., ..]).assign(&r);
         }
     }
+    let out = out.into_shape_with_order((n, o, oh, ow)).map_err(|e| shape_err(op, e))?;
     Ok(vec![from_f32(op, out.into_dyn(), ty.dtype)?])
+}
+
+/// The product of a weight's dimensions after the first: the multiply-adds of one output
+/// element of `conv2d` (`C_in / groups * kh * kw`), or the outputs one input element of
+/// `conv2d_transpose` adds to (`C_out / groups * kh * kw`).
+fn per_element_taps(args: &[Type]) -> u64 {
+    let w = args.get(1).and_then(Type::as_tensor);
+    w.map_or(1, |w| w.shape.iter().skip(1).fold(1u64, |n, &d| n.saturating_mul(d)))
+}
+
+/// Estimated cost of a `conv2d` call: `C_in / groups * kh * kw` multiply-adds per output
+/// element.
+pub(crate) fn conv2d_cost(args: &[Type], _attrs: &Attrs, out: &Type) -> u64 {
+    super::linear_cost(args, out).saturating_add(super::elements(out).saturating_mul(per_element_taps(args)))
+}
+
+/// Estimated cost of a `conv2d_transpose` call: every input element is scattered into
+/// `C_out / groups * kh * kw` outputs.
+pub(crate) fn conv2d_transpose_cost(args: &[Type], _attrs: &Attrs, out: &Type) -> u64 {
+    let data = args.first().map_or(0, super::elements);
+    super::linear_cost(args, out).saturating_add(data.saturating_mul(per_element_taps(args)))
 }
 
 // ---- bias_add ----

@@ -70,17 +70,33 @@ pub(crate) fn pool2d_rel(op: &str, args: &[Type], attrs: &Attrs) -> Result<Type,
     pool_geometry(op, args, attrs).map(|(_, ty)| ty)
 }
 
+/// The taps `k` in `0..taps` whose position `start + k * step` lies in `0..len` (`step` ≥ 1),
+/// so that a window loop visits only input elements, however large the padding.
+fn taps_inside(start: i128, step: i128, taps: i128, len: i128) -> std::ops::Range<i128> {
+    let lo = if start >= 0 { 0 } else { (-start + step - 1) / step };
+    let hi = if start >= len { 0 } else { ((len - start + step - 1) / step).min(taps) };
+    lo..hi.max(lo)
+}
+
 /// Kernel of `max_pool2d` (`avg = false`) and `avg_pool2d`. Padding never contributes to a
 /// maximum; an average divides by the number of input elements in the window, or with
 /// `count_include_pad` by the full window size (as ONNX's reference does, also for the extra
-/// padding `ceil_mode` adds). NaN propagates; a window with no input element gives NaN.
+/// padding `ceil_mode` adds).
+///
+/// NaN follows ONNX's reference (`onnx.reference`, which pads with NaN and drops the NaNs of
+/// each window): a NaN element counts as padding, so a maximum is the maximum of the window's
+/// numbers (onnxruntime agrees), and an average without `count_include_pad` is the mean of
+/// its numbers; with `count_include_pad` a NaN propagates. A window with no number gives NaN.
+/// (`global_max_pool2d`, the reductions and `maximum` propagate NaN, as the reference's
+/// GlobalMaxPool, ReduceMax and Max do.)
 pub(crate) fn pool2d(op: &str, avg: bool, args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
     let (geo, ty) = pool_geometry(op, &types_of(args), attrs)?;
     let (shape, dtype) = out_dims(&ty)?;
     let include_pad = attr_bool(op, attrs, "count_include_pad", false)?;
     let x = to_f32(op, &args[0])?;
     let x = x.view().into_dimensionality::<Ix4>().map_err(|e| invalid(op, e))?;
-    let (h, w) = (x.shape()[2] as i128, x.shape()[3] as i128);
+    let x = x.as_standard_layout();
+    let (h, w) = (x.shape()[2], x.shape()[3]);
     let [kh, kw] = geo.kernel.map(|v| v as i128);
     let [sh, sw] = geo.strides.map(|v| v as i128);
     let [dh, dw] = geo.dilation.map(|v| v as i128);
@@ -89,34 +105,40 @@ pub(crate) fn pool2d(op: &str, avg: bool, args: &[Tensor], attrs: &Attrs, _ctx: 
     let mut out = Array4::<f32>::zeros((shape[0], shape[1], shape[2], shape[3]));
     for ((b, ch, oy, ox), o) in out.indexed_iter_mut() {
         let plane = x.slice(ndarray::s![b, ch, .., ..]);
-        let (mut acc, mut count, mut nan) = (if avg { 0.0 } else { f32::NEG_INFINITY }, 0usize, false);
-        for i in 0..kh {
-            let iy = oy as i128 * sh - pt + i * dh;
-            if !(0..h).contains(&iy) {
-                continue;
-            }
-            for j in 0..kw {
-                let ix = ox as i128 * sw - pl + j * dw;
-                if !(0..w).contains(&ix) {
+        let plane = plane.as_slice().ok_or_else(|| invalid(op, "data is not contiguous"))?;
+        let (y0, x0) = (oy as i128 * sh - pt, ox as i128 * sw - pl);
+        let cols = taps_inside(x0, dw, kw, w as i128);
+        let (mut acc, mut numbers, mut nan) = (if avg { 0.0 } else { f32::NEG_INFINITY }, 0usize, false);
+        for i in taps_inside(y0, dh, kh, h as i128) {
+            let row = &plane[(y0 + i * dh) as usize * w..][..w];
+            for j in cols.clone() {
+                let v = row[(x0 + j * dw) as usize];
+                if v.is_nan() {
+                    nan = true;
                     continue;
                 }
-                let v = plane[[iy as usize, ix as usize]];
-                nan |= v.is_nan();
-                count += 1;
+                numbers += 1;
                 acc = if avg { acc + v } else { acc.max(v) };
             }
         }
-        *o = if nan || count == 0 {
+        *o = if numbers == 0 || (avg && include_pad && nan) {
             f32::NAN
         } else if !avg {
             acc
         } else if include_pad {
             acc / full
         } else {
-            acc / count as f32
+            acc / numbers as f32
         };
     }
     Ok(vec![from_f32(op, out.into_dyn(), dtype)?])
+}
+
+/// Estimated cost of a `max_pool2d` / `avg_pool2d` call: every output element visits its
+/// window.
+pub(crate) fn pool2d_cost(op: &str, args: &[Type], attrs: &Attrs, out: &Type) -> u64 {
+    let window = pair(op, attrs, "pool_size").map_or(1, |[kh, kw]| kh.saturating_mul(kw));
+    super::linear_cost(args, out).saturating_add(super::elements(out).saturating_mul(window))
 }
 
 // ---- global pools ----
@@ -186,6 +208,14 @@ pub(crate) fn lrn_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
         attr_float(op, attrs, key, default)?;
     }
     Ok(args[0].clone())
+}
+
+/// Estimated cost of an `lrn` call: each element sums the squares of at most `size`
+/// channels.
+pub(crate) fn lrn_cost(args: &[Type], attrs: &Attrs, out: &Type) -> u64 {
+    let channels = args.first().and_then(Type::as_tensor).and_then(|x| x.shape.get(1).copied()).unwrap_or(1);
+    let size = attr_int("lrn", attrs, "size", 1).map_or(1, |s| s.max(1) as u64);
+    super::linear_cost(args, out).saturating_add(super::elements(out).saturating_mul(size.min(channels)))
 }
 
 /// Kernel of `lrn`: `y = x / (bias + alpha / size * sum of x^2 over channels

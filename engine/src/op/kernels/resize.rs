@@ -185,6 +185,11 @@ fn axis_taps(p: &Params, axis: usize, in_len: usize, out_len: usize) -> Vec<Vec<
         .collect()
 }
 
+/// Estimated cost of a `resize2d` call: each output element reads at most 4 x 4 taps (cubic).
+pub(crate) fn resize2d_cost(args: &[Type], _attrs: &Attrs, out: &Type) -> u64 {
+    super::linear_cost(args, out).saturating_add(super::elements(out).saturating_mul(16))
+}
+
 /// Kernel of `resize2d`; interpolates in f64 and converts back to the dtype (integers
 /// truncate, like ONNX's reference).
 pub(crate) fn resize2d(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {

@@ -8,6 +8,7 @@ use rand::SeedableRng;
 use crate::ir::{AttrValue, Attrs, DType, Tensor, TensorError, Type};
 use crate::op::{self, KernelCtx, OpError};
 
+mod hostile;
 mod onnx;
 
 pub(super) fn ctx() -> KernelCtx {

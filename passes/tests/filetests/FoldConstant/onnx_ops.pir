@@ -29,3 +29,22 @@ def @main() -> Tensor[(1,), f32] {
 // def @main() -> Tensor[(1,), f32] {
 //   take(tensor<(2,), f32>[1.0, 2.0], tensor<(1,), i64>[5])
 // }
+// -----
+/// Check that clip with a_min > a_max folds to a_max, as ONNX's Clip (min(max(x, a_min), a_max)) does; NaN stays NaN.
+def @main() -> (Tensor[(4,), f32], Tensor[(3,), i32], Tensor[(), f32]) {
+  (clip(tensor<(4,), f32>[nan, -1.0, 3.0, 10.0], a_min=5.0, a_max=0.0), clip(tensor<(3,), i32>[-1, 3, 10], a_min=5, a_max=0), clip(3.0f, a_min=5.0, a_max=0.0))
+}
+// CHECK:
+// def @main() -> (Tensor[(4,), f32], Tensor[(3,), i32], Tensor[(), f32]) {
+//   (tensor<(4,), f32>[nan, 0.0, 0.0, 0.0], tensor<(3,), i32>[0, 0, 0], 0.0f)
+// }
+// -----
+/// Check that max_pool2d folds to the maximum of each window's numbers, skipping a NaN (ONNX's reference), while global_max_pool2d, max and maximum propagate NaN (the reference's GlobalMaxPool, ReduceMax and Max).
+def @main() -> (Tensor[(1, 1, 1, 3), f32], Tensor[(1, 1, 1, 1), f32], Tensor[(1, 1, 1, 1), f32], Tensor[(), f32], Tensor[(2,), f32]) {
+  let %x = tensor<(1, 1, 1, 4), f32>[1.0, nan, 3.0, 2.0];
+  (max_pool2d(%x, pool_size=[1, 2]), max_pool2d(tensor<(1, 1, 1, 2), f32>[nan, nan], pool_size=[1, 2]), global_max_pool2d(%x), max(%x), maximum(tensor<(2,), f32>[nan, 1.0], tensor<(2,), f32>[2.0, nan]))
+}
+// CHECK:
+// def @main() -> (Tensor[(1, 1, 1, 3), f32], Tensor[(1, 1, 1, 1), f32], Tensor[(1, 1, 1, 1), f32], Tensor[(), f32], Tensor[(2,), f32]) {
+//   (tensor<(1, 1, 1, 3), f32>[1.0, 3.0, 3.0], tensor<(1, 1, 1, 1), f32>[nan], tensor<(1, 1, 1, 1), f32>[nan], tensor<(), f32>[nan], tensor<(2,), f32>[nan, nan])
+// }
