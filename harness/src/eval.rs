@@ -98,11 +98,11 @@ pub fn flatten(v: &Value) -> Vec<Tensor> {
 /// takes at most one file.
 pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, String> {
     let func = module.get(&opts.function).ok_or_else(|| format!("no function `@{}` in the module", opts.function))?;
-    let mut args = random_args(func, opts.seed).map_err(|e| e.to_string())?;
     let params = func.params();
+    // Files first, so that a file that cannot be read fails before any random tensor is made.
+    let mut files: Vec<Option<Tensor>> = vec![None; params.len()];
     let name_of = |i: usize| func.name_of(params[i]).unwrap_or("").to_string();
     let mut next = 0;
-    let mut given = vec![false; params.len()];
     for (name, path) in &opts.inputs {
         let i = match name {
             Some(n) => (0..params.len()).find(|&i| name_of(i) == *n).ok_or_else(|| {
@@ -122,7 +122,7 @@ pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, Stri
                 params.len()
             ));
         }
-        if std::mem::replace(&mut given[i], true) {
+        if files[i].is_some() {
             return Err(format!("--input {}: parameter `%{}` is given twice", path.display(), name_of(i)));
         }
         let t = npy::read(path).map_err(|e| format!("input `%{}`: {e}", name_of(i)))?;
@@ -137,7 +137,19 @@ pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, Stri
                 return Err(format!("{}: {} does not fit parameter `%{}: {ty}`", path.display(), t.ty(), name_of(i)));
             }
         }
-        args[i] = Value::Tensor(t);
+        files[i] = Some(t);
+    }
+    // Random values only when some parameter has no file: they are drawn for every parameter in
+    // order (so a seed gives the same values whichever files are given), and each is as large
+    // as its parameter.
+    if files.iter().all(Option::is_some) {
+        return Ok(files.into_iter().flatten().map(Value::Tensor).collect());
+    }
+    let mut args = random_args(func, opts.seed).map_err(|e| e.to_string())?;
+    for (arg, file) in args.iter_mut().zip(files) {
+        if let Some(t) = file {
+            *arg = Value::Tensor(t);
+        }
     }
     Ok(args)
 }

@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
-    chrome_trace_json, ConfigValue, get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, trace_channel,
-    DumpIrInstrument, OptBisect, Pass, PassContext, PassContextBuilder, PassError, PassFailure, PassTimingInstrument,
-    PrintIrInstrument, ReproducerInstrument, Sequential, Severity, MAX_THREADS, VERIFY_EACH,
+    chrome_trace_json, get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, trace_channel,
+    ConfigValue, DumpIrInstrument, OptBisect, Pass, PassContext, PassContextBuilder, PassError, PassFailure,
+    PassTimingInstrument, PrintIrInstrument, ReproducerInstrument, Sequential, Severity, MAX_THREADS, VERIFY_EACH,
 };
 use passel_engine::MemoryMode;
-use passel_harness::console::{Console, Stream};
 use passel_harness::args::{check_distinct_outputs, check_input_shapes};
+use passel_harness::console::{Console, Stream};
 use passel_harness::{bench, debug, diag, gen, onnx};
 
 /// passel: a parallel, incremental compiler pass engine.

@@ -264,8 +264,12 @@ pub fn read_from(r: &mut impl Read, len: Option<u64>) -> Result<Tensor, String> 
     let mut prefix = [0u8; 10];
     let got = read_full(r, &mut prefix).map_err(io)?;
     if got < 10 {
-        return Err(if got >= 6 && prefix[..6] == *MAGIC { "truncated header" } else { "not a .npy file (bad magic string)" }
-            .to_string());
+        return Err(if got >= 6 && prefix[..6] == *MAGIC {
+            "truncated header"
+        } else {
+            "not a .npy file (bad magic string)"
+        }
+        .to_string());
     }
     let more = || {
         let mut b = [0u8; 2];

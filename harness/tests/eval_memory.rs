@@ -55,10 +55,11 @@ fn npy_reading_an_endless_reader_stops_after_the_announced_bytes() {
     // A header alone, then endless zeros: the data is read from the reader up to the size the
     // header announces, never more.
     let mut header = npy::encode(&Tensor::from_f64s(&[0], DType::F32, &[]).unwrap());
-    let text = String::from_utf8_lossy(&header).replace("(0,)", "(2,)");
-    header = text.into_bytes();
+    let at = header.windows(4).position(|w| w == b"(0,)").expect("the shape") + 1;
+    header[at] = b'2';
     let mut endless = header.as_slice().chain(std::io::repeat(0));
-    assert!(npy::read_from(&mut endless, None).unwrap_err().contains("more bytes after the array's 8 bytes"));
+    let err = npy::read_from(&mut endless, None).unwrap_err();
+    assert!(err.contains("more bytes after the array's 8 bytes"), "{err}");
     // The exact bytes read back.
     let back = npy::read_from(&mut bytes.as_slice(), Some(bytes.len() as u64)).unwrap();
     assert!(back.bit_eq(&t));

@@ -84,7 +84,12 @@ fn bisect_never_writes_through_a_symlink_planted_at_a_predictable_temp_path() {
         .expect("spawn");
     let link = tmp.join(format!("passel-bisect-{}.pir", child.id()));
     std::os::unix::fs::symlink(&victim, &link).expect("plant the symlink");
-    std::fs::OpenOptions::new().write(true).open(&input).expect("open fifo").write_all(MODULE.as_bytes()).expect("feed");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&input)
+        .expect("open fifo")
+        .write_all(MODULE.as_bytes())
+        .expect("feed");
     let out = wait_bounded(child, 120, "bisect");
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "the symlink's target was overwritten");
@@ -107,9 +112,13 @@ fn dump_ir_replaces_a_symlink_planted_at_a_dump_name_instead_of_writing_through_
     let victim = write(&dir, "victim.txt", "precious\n");
     let dump = dir.join("dump");
     std::fs::create_dir_all(&dump).unwrap();
-    let link = dump.join("000_SimplifyExpr.pir");
+    let args = ["run", input.to_str().unwrap(), "--passes", "SimplifyExpr", "--dump-ir", dump.to_str().unwrap()];
+    // A first run shows the name of the first dump; a symlink is then planted there.
+    assert!(passel(&args).status.success());
+    let link = std::fs::read_dir(&dump).unwrap().map(|e| e.unwrap().path()).min().expect("a dump");
+    std::fs::remove_file(&link).unwrap();
     std::os::unix::fs::symlink(&victim, &link).unwrap();
-    let out = passel(&["run", input.to_str().unwrap(), "--passes", "SimplifyExpr", "--dump-ir", dump.to_str().unwrap()]);
+    let out = passel(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "the symlink's target was overwritten");
     let meta = std::fs::symlink_metadata(&link).expect("the dump exists");
@@ -279,7 +288,8 @@ fn an_eval_input_too_large_to_allocate_is_an_error_not_an_abort() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("input `%x`") && err.contains("cannot allocate 1073741824 bytes for the data of shape [268435456] of f32"),
+        err.contains("input `%x`")
+            && err.contains("cannot allocate 1073741824 bytes for the data of shape [268435456] of f32"),
         "{err}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
