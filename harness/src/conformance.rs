@@ -197,6 +197,7 @@ fn round_trip(m: &Module) -> Result<(), String> {
 
 /// Reads the out-of-scope list: case name to reason.
 pub fn read_out_of_scope(path: &Path) -> Result<BTreeMap<String, String>, String> {
+    crate::files::regular_file(path)?;
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     Ok(text
         .lines()

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use passel_engine::interp::{random_args, Interpreter, Value};
-use passel_engine::ir::{Module, Tensor, TypeKind};
+use passel_engine::ir::{Module, Tensor, TensorData, TypeKind};
 
 use crate::npy;
 
@@ -59,7 +59,7 @@ pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Comp
         };
     }
     let (mut max_abs_err, mut mismatches, mut first) = (0.0f64, 0usize, None);
-    for (i, (a, e)) in actual.to_f64s().into_iter().zip(expected.to_f64s()).enumerate() {
+    for (i, (a, e)) in values(actual).zip(values(expected)).enumerate() {
         let close = if a.is_nan() || e.is_nan() {
             a.is_nan() && e.is_nan()
         } else if a.is_infinite() || e.is_infinite() {
@@ -94,11 +94,13 @@ pub fn flatten(v: &Value) -> Vec<Tensor> {
 }
 
 /// The arguments for `function`: files where given, seeded random values elsewhere. A file
-/// must match its parameter's annotated type.
+/// must be a regular `.npy` file matching its parameter's annotated type, and each parameter
+/// takes at most one file.
 pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, String> {
     let func = module.get(&opts.function).ok_or_else(|| format!("no function `@{}` in the module", opts.function))?;
-    let mut args = random_args(func, opts.seed).map_err(|e| e.to_string())?;
     let params = func.params();
+    // Files first, so that a file that cannot be read fails before any random tensor is made.
+    let mut files: Vec<Option<Tensor>> = vec![None; params.len()];
     let name_of = |i: usize| func.name_of(params[i]).unwrap_or("").to_string();
     let mut next = 0;
     for (name, path) in &opts.inputs {
@@ -120,7 +122,10 @@ pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, Stri
                 params.len()
             ));
         }
-        let t = npy::read(path).map_err(|e| e.to_string())?;
+        if files[i].is_some() {
+            return Err(format!("--input {}: parameter `%{}` is given twice", path.display(), name_of(i)));
+        }
+        let t = npy::read(path).map_err(|e| format!("input `%{}`: {e}", name_of(i)))?;
         if let Some(ty) = func.ty(params[i]) {
             let fits = match ty.kind() {
                 TypeKind::Tensor(tt) => {
@@ -132,7 +137,19 @@ pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, Stri
                 return Err(format!("{}: {} does not fit parameter `%{}: {ty}`", path.display(), t.ty(), name_of(i)));
             }
         }
-        args[i] = Value::Tensor(t);
+        files[i] = Some(t);
+    }
+    // Random values only when some parameter has no file: they are drawn for every parameter in
+    // order (so a seed gives the same values whichever files are given), and each is as large
+    // as its parameter.
+    if files.iter().all(Option::is_some) {
+        return Ok(files.into_iter().flatten().map(Value::Tensor).collect());
+    }
+    let mut args = random_args(func, opts.seed).map_err(|e| e.to_string())?;
+    for (arg, file) in args.iter_mut().zip(files) {
+        if let Some(t) = file {
+            *arg = Value::Tensor(t);
+        }
     }
     Ok(args)
 }
@@ -143,17 +160,39 @@ pub fn run(module: &Module, function: &str, args: &[Value], seed: u64) -> Result
     Ok(flatten(&v))
 }
 
+/// The elements of `t` as f64, row-major (bool is 0/1), one at a time: summaries and
+/// comparisons stream them instead of copying the tensor (`Tensor::to_f64s` would allocate
+/// twice the size of an f32 tensor).
+pub fn values(t: &Tensor) -> Box<dyn Iterator<Item = f64> + '_> {
+    match &t.0 {
+        TensorData::F32(a) => Box::new(a.iter().map(|&v| v as f64)),
+        TensorData::F16(a) => Box::new(a.iter().map(|&v| v.to_f64())),
+        TensorData::I64(a) => Box::new(a.iter().map(|&v| v as f64)),
+        TensorData::I32(a) => Box::new(a.iter().map(|&v| v as f64)),
+        TensorData::Bool(a) => Box::new(a.iter().map(|&v| v as u8 as f64)),
+    }
+}
+
 /// A one-line summary of a tensor: type, min, max, mean, and counts of NaN and infinities.
+/// One pass over the elements, allocating nothing sized by the tensor.
 pub fn summary(t: &Tensor) -> String {
-    let vals = t.to_f64s();
-    let finite: Vec<f64> = vals.iter().copied().filter(|v| v.is_finite()).collect();
-    let nan = vals.iter().filter(|v| v.is_nan()).count();
-    let inf = vals.len() - finite.len() - nan;
+    let (mut nan, mut inf, mut finite) = (0usize, 0usize, 0usize);
+    let (mut min, mut max, mut sum) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
+    for v in values(t) {
+        if v.is_nan() {
+            nan += 1;
+        } else if v.is_infinite() {
+            inf += 1;
+        } else {
+            finite += 1;
+            min = min.min(v);
+            max = max.max(v);
+            sum += v;
+        }
+    }
     let mut s = t.ty().to_string();
-    if !finite.is_empty() {
-        let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let mean = finite.iter().sum::<f64>() / finite.len() as f64;
+    if finite > 0 {
+        let mean = sum / finite as f64;
         s.push_str(&format!("  min {min:.6}  max {max:.6}  mean {mean:.6}"));
     }
     if nan > 0 || inf > 0 {
@@ -177,7 +216,8 @@ pub fn eval(module: &Module, opts: &EvalOptions) -> Result<(String, bool), Strin
         // Compare before writing: `--compare` and `--output-dir` may name the same folder,
         // and the expected file must be read before this run's output replaces it.
         if let Some(dir) = &opts.compare {
-            let expected = npy::read(&dir.join(format!("output_{k}.npy"))).map_err(|e| e.to_string())?;
+            let expected =
+                npy::read(&dir.join(format!("output_{k}.npy"))).map_err(|e| format!("expected output_{k}: {e}"))?;
             let c = compare(t, &expected, opts.rtol, opts.atol);
             let verdict = if c.ok() {
                 "ok".to_string()

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
     chrome_trace_json, get_pass, list_configs, list_passes, parse_config_assignment, parse_pipeline, trace_channel,
-    DumpIrInstrument, OptBisect, Pass, PassContext, PassContextBuilder, PassError, PassFailure, PassTimingInstrument,
-    PrintIrInstrument, ReproducerInstrument, Sequential, Severity, MAX_THREADS, VERIFY_EACH,
+    ConfigValue, DumpIrInstrument, OptBisect, Pass, PassContext, PassContextBuilder, PassError, PassFailure,
+    PassTimingInstrument, PrintIrInstrument, ReproducerInstrument, Sequential, Severity, MAX_THREADS, VERIFY_EACH,
 };
 use passel_engine::MemoryMode;
+use passel_harness::args::{check_distinct_outputs, check_input_shapes};
 use passel_harness::console::{Console, Stream};
 use passel_harness::{bench, debug, diag, gen, onnx};
 
@@ -49,7 +50,9 @@ enum Command {
     /// Check passel against ONNX's own test data (written by scripts/onnx_data.sh): node cases
     /// per op and real models; exit 1 on a failure not listed as out of scope.
     Conformance(ConformanceArgs),
-    /// Generate a deterministic workload as .pir text on stdout.
+    /// Generate a deterministic workload as .pir text on stdout. Sizes whose estimated memory
+    /// (module and text) exceeds half the physical memory, or half the cgroup's memory limit
+    /// when lower, are refused up front.
     #[command(subcommand)]
     Gen(gen::cli::GenCommand),
     /// Run a pass pipeline over a .pir file and print the resulting module (a crash reproducer
@@ -63,8 +66,10 @@ enum Command {
     /// which functions were recomputed.
     Watch(WatchArgs),
     /// Binary-search the opt-bisect limit for the first pass execution after which CHECK fails:
-    /// runs the pipeline with limits N, writes each output to a temporary .pir file and runs
-    /// `sh -c 'CHECK "$1"' sh OUTPUT` (exit 0 = good). Prints the culprit's BISECT line.
+    /// runs the pipeline with limits N, writes each output to a .pir file in a fresh private
+    /// temporary directory and runs `sh -c 'CHECK "$1"' sh OUTPUT` (exit 0 = good). Prints the
+    /// culprit's BISECT line. A pipeline that fails or panics even with every execution is an
+    /// error naming the pass and function (exit 1).
     Bisect(Box<BisectArgs>),
     /// List the registered passes with kind, opt level and required passes.
     Passes,
@@ -180,7 +185,8 @@ struct RunArgs {
     /// worker thread.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
-    /// Write the result here instead of stdout.
+    /// Write the result here instead of stdout. -o, --trace, --stats-json and --reproducer must
+    /// name different files.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
     #[command(flatten)]
@@ -213,6 +219,7 @@ struct DebugArgs {
     #[arg(long)]
     print_ir_after_failure: bool,
     /// Print only this function in every --print-ir-* output (`@name` or `name`). Repeatable.
+    /// A name no function of the input has draws a warning (a pass may still create it).
     #[arg(long = "print-ir-filter", value_name = "@NAME")]
     print_ir_filter: Vec<String>,
     /// After every pass that changed the module, print a unified diff of each function it
@@ -234,8 +241,9 @@ struct DebugArgs {
     reproducer_local: bool,
     /// Verify the IR after every pass and fail naming the first pass whose output does not
     /// verify (the function and the verifier's errors); IR that was already broken when a pass
-    /// got it is not blamed on that pass. Same as `--config testing.verify_each=true`; function
-    /// passes then run pass by pass (no fusion).
+    /// got it is not blamed on that pass. Same as `--config testing.verify_each=true` (and an
+    /// error together with `--config testing.verify_each=false`); function passes then run pass
+    /// by pass (no fusion).
     #[arg(long)]
     verify_each: bool,
 }
@@ -249,12 +257,16 @@ struct BisectArgs {
     #[command(flatten)]
     pipeline: PipelineArgs,
     /// Shell command that checks an output file (passed as its last argument); a nonzero exit
-    /// means the output is bad.
+    /// means the output is bad. Must not be empty.
     #[arg(long, value_name = "CMD")]
     check: String,
 }
 
 fn bisect(console: &Console, args: BisectArgs) -> ExitCode {
+    // `sh -c ' "$1"'` would run the output file itself as the command.
+    if args.check.trim().is_empty() {
+        return console.error("--check is empty: give a shell command that checks the output file (exit 0 = good)");
+    }
     let (module, _) = match load(console, &args.file, &args.shapes) {
         Ok(loaded) => loaded,
         Err(code) => return code,
@@ -263,11 +275,22 @@ fn bisect(console: &Console, args: BisectArgs) -> ExitCode {
         let (pipeline, _) = args.pipeline.pipeline_and_context()?;
         let builder = || args.pipeline.pipeline_and_context().map(|(_, b)| b).unwrap_or_default();
         let full = debug::bisect::run_with_limit(&module, &pipeline, builder, u64::MAX)?;
-        let out_path = std::env::temp_dir().join(format!("passel-bisect-{}.pir", std::process::id()));
+        if let Err(e) = &full.output {
+            // A failure is not a bad output for the check to find: it names its pass already.
+            return Err(format!("the pipeline fails with all {} executions: {e}", full.executions));
+        }
+        // Outputs go to a fresh private directory (mode 0700, random name, removed on drop),
+        // and each is created anew there: nobody else can plant a file or symlink in it.
+        let dir = tempfile::Builder::new()
+            .prefix("passel-bisect-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temporary directory in {}: {e}", std::env::temp_dir().display()))?;
+        let out_path = dir.path().join("output.pir");
         let mut fails = |limit: u64| -> Result<bool, String> {
             let run = debug::bisect::run_with_limit(&module, &pipeline, builder, limit)?;
             let text = run.output.unwrap_or_else(|e| format!("// pipeline failed: {e}\n"));
-            std::fs::write(&out_path, text).map_err(|e| format!("cannot write {}: {e}", out_path.display()))?;
+            debug::bisect::write_new(&out_path, &text)
+                .map_err(|e| format!("cannot write {}: {e}", out_path.display()))?;
             let status = std::process::Command::new("sh")
                 .arg("-c")
                 .arg(format!("{} \"$1\"", args.check))
@@ -279,7 +302,7 @@ fn bisect(console: &Console, args: BisectArgs) -> ExitCode {
             Ok(!status.success())
         };
         let found = debug::bisect::first_failing(full.executions, &mut fails);
-        let _ = std::fs::remove_file(&out_path);
+        dir.close().map_err(|e| format!("cannot remove the temporary directory: {e}"))?;
         Ok(match found? {
             None => format!("the check passes with all {} executions: nothing to bisect\n", full.executions),
             Some(k) => format!(
@@ -413,6 +436,7 @@ struct WatchArgs {
 
 fn watch(console: &Console, args: WatchArgs) -> ExitCode {
     let res = (|| -> Result<(), String> {
+        check_input_shapes(&args.shapes)?;
         let (pipeline, builder) = args.pipeline.pipeline_and_context()?;
         let ctx = builder.build().map_err(|e| e.to_string())?;
         if args.pipeline.passes.is_some() || !args.pipeline.disable.is_empty() {
@@ -443,6 +467,7 @@ fn read_source(path: &PathBuf) -> Result<String, String> {
         std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| format!("cannot read stdin: {e}"))?;
         ("<stdin>".to_string(), bytes)
     } else {
+        passel_harness::files::source_file(path)?;
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         (path.display().to_string(), bytes)
     };
@@ -454,6 +479,7 @@ fn read_source(path: &PathBuf) -> Result<String, String> {
 /// Parses and verifies `path` (or imports it when it is a `.onnx` model), printing rendered
 /// errors to stderr; returns the module and its source text (empty for an imported model).
 fn load(console: &Console, path: &PathBuf, shapes: &onnx::InputShapeArgs) -> Result<(Module, String), ExitCode> {
+    check_input_shapes(shapes).map_err(|e| console.error(&e))?;
     if onnx::is_onnx(path) {
         return shapes
             .options()
@@ -508,10 +534,33 @@ fn run(console: &Console, args: RunArgs) -> ExitCode {
 }
 
 fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String> {
+    check_distinct_outputs(&[
+        ("-o", &args.output),
+        ("--trace", &args.trace),
+        ("--stats-json", &args.debug.stats_json),
+        ("--reproducer", &args.debug.reproducer),
+    ])?;
     let (module, src) = match load(console, &args.file, &args.shapes) {
         Ok(loaded) => loaded,
         Err(code) => return Ok(code),
     };
+    for name in &args.debug.print_ir_filter {
+        // A warning, not an error: a pass may create the function (LambdaLift, FuseOps).
+        let name = name.trim_start_matches('@');
+        if module.get(name).is_none() {
+            let hint = passel_engine::suggest(name, module.iter().map(|(n, _)| n))
+                .first()
+                .map(|s| format!(" (did you mean `@{s}`?)"))
+                .unwrap_or_default();
+            let warning = format!(
+                "warning: --print-ir-filter @{name} matches no function of {}{hint}: only a function a pass creates can match it\n",
+                args.file.display()
+            );
+            if console.err(&warning).is_err() {
+                return Ok(console.exit_code(ExitCode::FAILURE));
+            }
+        }
+    }
     if let Some(words) = debug::reproducer::header_args(&src) {
         let bad = |e: String| format!("{}: {e}", args.file.display());
         let (passes, header) = debug::reproducer::parse_header(&words.map_err(bad)?).map_err(bad)?;
@@ -525,6 +574,13 @@ fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String> {
         }
     }
     if args.debug.verify_each {
+        for entry in &args.pipeline.config {
+            if let Ok((key, ConfigValue::Bool(false))) = parse_config_assignment(entry) {
+                if key == VERIFY_EACH {
+                    return Err(format!("--verify-each contradicts --config {}", entry.trim()));
+                }
+            }
+        }
         // As a config entry, so that a crash reproducer's header records it.
         args.pipeline.config.push(format!("{VERIFY_EACH}=true"));
     }
@@ -740,12 +796,15 @@ fn main() -> ExitCode {
         },
         Command::Eval(args) => eval_cmd(console, args),
         Command::Conformance(args) => conformance(console, args),
-        Command::Import(args) => match onnx::run_import(&args) {
+        Command::Import(args) => match check_input_shapes(&args.shapes).and_then(|()| onnx::run_import(&args)) {
             Ok(Some(text)) => write_stdout(console, &text),
             Ok(None) => console.exit_code(ExitCode::SUCCESS),
             Err(e) => console.error(&e.to_string()),
         },
-        Command::Gen(cmd) => write_stdout(console, &print_module(&gen::cli::generate(&cmd))),
+        Command::Gen(cmd) => match gen::cli::check_size(&cmd, gen::cli::memory_limit()) {
+            Ok(()) => write_stdout(console, &print_module(&gen::cli::generate(&cmd))),
+            Err(e) => console.error(&e),
+        },
         Command::Run(args) => run(console, *args),
         Command::Bench(args) => bench(console, args),
         Command::Watch(args) => watch(console, args),

@@ -7,9 +7,10 @@
 //! element count overflows or exceeds what passel materializes, and data that is truncated
 //! or longer than the shape says.
 
+use std::io::{Read, Write};
 use std::path::Path;
 
-use passel_engine::ir::{DType, Tensor, TensorError, MAX_MATERIALIZED_ELEMENTS};
+use passel_engine::ir::{DType, Tensor, TensorData, TensorError, MAX_MATERIALIZED_ELEMENTS};
 
 /// Why a `.npy` file cannot be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -41,24 +42,42 @@ struct Header {
     shape: Vec<u64>,
 }
 
-/// Decodes a `.npy` file's bytes into a tensor.
-pub fn decode(bytes: &[u8]) -> Result<Tensor, String> {
-    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+/// Most header bytes a file may announce. NumPy's own headers are under 200 bytes for any
+/// shape passel can hold (`np.load` refuses headers over 10000 bytes by default).
+const MAX_HEADER_LEN: usize = 1 << 16;
+
+/// What the header says the data is: dtype, shape, element count and data bytes.
+struct Layout {
+    dtype: DType,
+    shape: Vec<u64>,
+    n: usize,
+    need: u64,
+}
+
+/// The header length and where the header starts, from the first 10 bytes (`prefix`); `more`
+/// gives the two extra length bytes of versions 2.0 and 3.0.
+fn header_len(prefix: &[u8], more: impl FnOnce() -> Result<[u8; 2], String>) -> Result<(usize, usize), String> {
+    if prefix.len() < 10 || &prefix[..6] != MAGIC {
         return Err("not a .npy file (bad magic string)".into());
     }
-    let (major, minor) = (bytes[6], bytes[7]);
-    let (header_len, start): (usize, usize) = match major {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+    let (major, minor) = (prefix[6], prefix[7]);
+    let (len, start) = match major {
+        1 => (u16::from_le_bytes([prefix[8], prefix[9]]) as usize, 10),
         2 | 3 => {
-            if bytes.len() < 12 {
-                return Err("truncated header".into());
-            }
-            (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
+            let [a, b] = more()?;
+            (u32::from_le_bytes([prefix[8], prefix[9], a, b]) as usize, 12)
         }
         _ => return Err(format!("unsupported .npy format version {major}.{minor}")),
     };
-    let end = start.checked_add(header_len).filter(|&e| e <= bytes.len()).ok_or("truncated header")?;
-    let text = std::str::from_utf8(&bytes[start..end]).map_err(|_| "header is not text")?;
+    if len > MAX_HEADER_LEN {
+        return Err(format!("header of {len} bytes is longer than {MAX_HEADER_LEN} bytes"));
+    }
+    Ok((len, start))
+}
+
+/// The layout a header's text describes.
+fn layout(header: &[u8]) -> Result<Layout, String> {
+    let text = std::str::from_utf8(header).map_err(|_| "header is not text")?;
     let h = parse_header(text)?;
     if h.fortran {
         return Err("Fortran-order arrays are not supported (save with np.ascontiguousarray)".into());
@@ -78,15 +97,24 @@ pub fn decode(bytes: &[u8]) -> Result<Tensor, String> {
         Some(n) if n <= MAX_MATERIALIZED_ELEMENTS => n,
         _ => return Err(format!("shape {:?} has too many elements (limit {MAX_MATERIALIZED_ELEMENTS})", h.shape)),
     };
-    let need = n * dtype.size_bytes() as u64;
+    Ok(Layout { dtype, shape: h.shape, n: n as usize, need: n * dtype.size_bytes() as u64 })
+}
+
+/// Decodes a `.npy` file's bytes into a tensor.
+pub fn decode(bytes: &[u8]) -> Result<Tensor, String> {
+    let more = || bytes.get(10..12).map(|b| [b[0], b[1]]).ok_or_else(|| "truncated header".to_string());
+    let (len, start) = header_len(bytes, more)?;
+    let end = start.checked_add(len).filter(|&e| e <= bytes.len()).ok_or("truncated header")?;
+    let l = layout(&bytes[start..end])?;
     let data = &bytes[end..];
-    if (data.len() as u64) < need {
-        return Err(format!("truncated data: shape {:?} of {dtype} needs {need} bytes, found {}", h.shape, data.len()));
+    if (data.len() as u64) < l.need {
+        let (shape, dtype, need) = (&l.shape, l.dtype, l.need);
+        return Err(format!("truncated data: shape {shape:?} of {dtype} needs {need} bytes, found {}", data.len()));
     }
-    if data.len() as u64 > need {
-        return Err(format!("{} bytes after the array's {need} bytes of data", data.len() as u64 - need));
+    if data.len() as u64 > l.need {
+        return Err(format!("{} bytes after the array's {} bytes of data", data.len() as u64 - l.need, l.need));
     }
-    Tensor::from_le_bytes(&h.shape, dtype, data).map_err(|e: TensorError| e.to_string())
+    Tensor::from_le_bytes(&l.shape, l.dtype, data).map_err(|e: TensorError| e.to_string())
 }
 
 /// Parses `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }` (any key order).
@@ -154,8 +182,9 @@ fn quoted(s: &str) -> Option<(&str, &str)> {
     Some((&s[1..end], &s[end + 1..]))
 }
 
-/// Encodes a tensor as a version 1.0 `.npy` file (version 2.0 if the header needs it).
-pub fn encode(t: &Tensor) -> Vec<u8> {
+/// The `.npy` header of `t`: version 1.0 (2.0 if the header needs it), padded so the data
+/// starts on a 64-byte boundary.
+fn encode_header(t: &Tensor) -> Vec<u8> {
     let descr = match t.dtype() {
         DType::F32 => "<f4",
         DType::F16 => "<f2",
@@ -175,7 +204,7 @@ pub fn encode(t: &Tensor) -> Vec<u8> {
     let total = (prefix + header.len() + 1).div_ceil(64) * 64;
     header.push_str(&" ".repeat(total - prefix - header.len() - 1));
     header.push('\n');
-    let mut out = Vec::with_capacity(total + t.len() * t.dtype().size_bytes());
+    let mut out = Vec::with_capacity(total);
     out.extend_from_slice(MAGIC);
     if v1 {
         out.extend_from_slice(&[1, 0]);
@@ -185,20 +214,171 @@ pub fn encode(t: &Tensor) -> Vec<u8> {
         out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     }
     out.extend_from_slice(header.as_bytes());
+    out
+}
+
+/// Encodes a tensor as a version 1.0 `.npy` file (version 2.0 if the header needs it).
+pub fn encode(t: &Tensor) -> Vec<u8> {
+    let mut out = encode_header(t);
     out.extend_from_slice(&t.to_le_bytes());
     out
 }
 
-/// Reads a `.npy` file.
-pub fn read(path: &Path) -> Result<Tensor, NpyError> {
-    let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| NpyError::Io { path: name.clone(), source })?;
-    decode(&bytes).map_err(|msg| NpyError::Format { path: name, msg })
+/// Bytes read or written per step when streaming data.
+const CHUNK: usize = 1 << 16;
+
+/// Writes `t` as a `.npy` file to `w`, the data streamed in chunks: no copy of the tensor.
+pub fn write_to(w: &mut impl Write, t: &Tensor) -> std::io::Result<()> {
+    fn put<T: Copy, const W: usize>(
+        w: &mut impl Write,
+        a: &ndarray::ArcArray<T, ndarray::IxDyn>,
+        f: impl Fn(T) -> [u8; W],
+    ) -> std::io::Result<()> {
+        let mut buf = Vec::with_capacity(CHUNK);
+        for &v in a.iter() {
+            buf.extend_from_slice(&f(v));
+            if buf.len() + W > CHUNK {
+                w.write_all(&buf)?;
+                buf.clear();
+            }
+        }
+        w.write_all(&buf)
+    }
+    w.write_all(&encode_header(t))?;
+    match &t.0 {
+        TensorData::F32(a) => put(w, a, |v| v.to_bits().to_le_bytes()),
+        TensorData::F16(a) => put(w, a, |v| v.to_bits().to_le_bytes()),
+        TensorData::I64(a) => put(w, a, i64::to_le_bytes),
+        TensorData::I32(a) => put(w, a, i32::to_le_bytes),
+        TensorData::Bool(a) => put(w, a, |v| [v as u8]),
+    }
 }
 
-/// Writes a `.npy` file.
+/// Reads a `.npy` file from `r`: the header, then exactly the bytes it announces (never more,
+/// so an endless reader cannot exhaust memory), then one more byte to check the data ends
+/// there. The element buffer is reserved fallibly: a shape whose data cannot be allocated is
+/// an error naming its size, not an abort. `len` is the whole file's length when known, to
+/// check it before allocating.
+pub fn read_from(r: &mut impl Read, len: Option<u64>) -> Result<Tensor, String> {
+    let io = |e: std::io::Error| e.to_string();
+    let mut prefix = [0u8; 10];
+    let got = read_full(r, &mut prefix).map_err(io)?;
+    if got < 10 {
+        return Err(if got >= 6 && prefix[..6] == *MAGIC {
+            "truncated header"
+        } else {
+            "not a .npy file (bad magic string)"
+        }
+        .to_string());
+    }
+    let more = || {
+        let mut b = [0u8; 2];
+        match read_full(r, &mut b) {
+            Ok(2) => Ok(b),
+            Ok(_) => Err("truncated header".to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    let (header_len, start) = header_len(&prefix, more)?;
+    let mut header = vec![0u8; header_len];
+    if read_full(r, &mut header).map_err(io)? < header_len {
+        return Err("truncated header".into());
+    }
+    let l = layout(&header)?;
+    let (shape, dtype, need) = (&l.shape, l.dtype, l.need);
+    if let Some(data_len) = len.map(|len| len.saturating_sub((start + header_len) as u64)) {
+        if data_len < need {
+            return Err(format!("truncated data: shape {shape:?} of {dtype} needs {need} bytes, found {data_len}"));
+        }
+        if data_len > need {
+            return Err(format!("{} bytes after the array's {need} bytes of data", data_len - need));
+        }
+    }
+    let data = match dtype {
+        DType::F32 => TensorData::F32(read_elems(r, &l, |b| Ok(f32::from_bits(u32::from_le_bytes(b))))?),
+        DType::F16 => TensorData::F16(read_elems(r, &l, |b| Ok(half::f16::from_bits(u16::from_le_bytes(b))))?),
+        DType::I64 => TensorData::I64(read_elems(r, &l, |b| Ok(i64::from_le_bytes(b)))?),
+        DType::I32 => TensorData::I32(read_elems(r, &l, |b| Ok(i32::from_le_bytes(b)))?),
+        DType::Bool => TensorData::Bool(read_elems(r, &l, |[b]: [u8; 1]| match b {
+            0 | 1 => Ok(b == 1),
+            _ => Err(b),
+        })?),
+    };
+    let mut one = [0u8; 1];
+    if read_full(r, &mut one).map_err(io)? > 0 {
+        return Err(format!("more bytes after the array's {need} bytes of data"));
+    }
+    Ok(Tensor(data))
+}
+
+/// Reads until `buf` is full or the reader ends; how many bytes were read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(k) => filled += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Reads `l.n` elements of `W` bytes each, decoded by `f` (an `Err(byte)` is a bad bool byte),
+/// into a fallibly reserved buffer.
+fn read_elems<T, const W: usize>(
+    r: &mut impl Read,
+    l: &Layout,
+    f: impl Fn([u8; W]) -> Result<T, u8>,
+) -> Result<ndarray::ArcArray<T, ndarray::IxDyn>, String> {
+    let (shape, dtype, need) = (&l.shape, l.dtype, l.need);
+    let mut out: Vec<T> = Vec::new();
+    out.try_reserve_exact(l.n)
+        .map_err(|_| format!("cannot allocate {need} bytes for the data of shape {shape:?} of {dtype}"))?;
+    let mut buf = vec![0u8; CHUNK / W * W];
+    let mut done = 0u64;
+    while done < need {
+        let want = (need - done).min(buf.len() as u64) as usize;
+        let got = read_full(r, &mut buf[..want]).map_err(|e| e.to_string())?;
+        done += got as u64;
+        if got < want {
+            return Err(format!("truncated data: shape {shape:?} of {dtype} needs {need} bytes, found {done}"));
+        }
+        for c in buf[..want].chunks_exact(W) {
+            let mut b = [0u8; W];
+            b.copy_from_slice(c);
+            match f(b) {
+                Ok(v) => out.push(v),
+                Err(byte) => return Err(format!("bool element {} is byte {byte}", out.len())),
+            }
+        }
+    }
+    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    ndarray::ArcArray::from_shape_vec(ndarray::IxDyn(&dims), out).map_err(|e| e.to_string())
+}
+
+/// Reads a `.npy` file, which must be a regular file (a FIFO or a device is refused before it
+/// is opened: opening a FIFO blocks, and a device such as `/dev/zero` never ends).
+pub fn read(path: &Path) -> Result<Tensor, NpyError> {
+    let name = path.display().to_string();
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(source) => return Err(NpyError::Io { path: name, source }),
+    };
+    if let Some(msg) = crate::files::not_regular(&meta) {
+        return Err(NpyError::Format { path: name, msg });
+    }
+    let file = std::fs::File::open(path).map_err(|source| NpyError::Io { path: name.clone(), source })?;
+    read_from(&mut std::io::BufReader::new(file), Some(meta.len())).map_err(|msg| NpyError::Format { path: name, msg })
+}
+
+/// Writes a `.npy` file, streaming the data.
 pub fn write(path: &Path, t: &Tensor) -> Result<(), NpyError> {
-    std::fs::write(path, encode(t)).map_err(|source| NpyError::Io { path: path.display().to_string(), source })
+    let io = |source| NpyError::Io { path: path.display().to_string(), source };
+    let file = std::fs::File::create(path).map_err(io)?;
+    let mut w = std::io::BufWriter::new(file);
+    write_to(&mut w, t).and_then(|()| w.flush()).map_err(io)
 }
 
 #[cfg(test)]

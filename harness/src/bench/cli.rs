@@ -133,6 +133,7 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>, console: &Console
         (None, Some(_)) => passel_passes::default_pipeline(args.opt_level),
         _ => passel_engine::transform::parse_pipeline(&passes).map_err(|e| e.to_string())?,
     };
+    crate::args::check_input_shapes(&args.shapes)?;
     let options = args.shapes.options().map_err(|e| e.to_string())?;
     let json_file = args.json.as_deref().map(create).transpose()?;
     let svg_file = args.svg.as_deref().map(create).transpose()?;

@@ -5,6 +5,8 @@
 //! [`first_failing`] binary-searches the limit (the check must pass with limit 0 and fail with
 //! every execution), so a bisection takes about log2(executions) + 2 runs.
 
+use std::io::Write;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use passel_engine::ir::{print_module, Module};
@@ -62,6 +64,19 @@ pub fn first_failing(total: u64, mut fails: impl FnMut(u64) -> Result<bool, Stri
         }
     }
     Ok(Some(hi))
+}
+
+/// Writes `text` to a new file at `path`, replacing what is there without following it: an
+/// existing file or symlink at `path` is removed first, and the file is created exclusively
+/// (`O_EXCL`, which fails rather than follow a link planted between the two steps).
+pub fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.flush()
 }
 
 /// The `BISECT:` line of execution `k` in `log`.

@@ -9,8 +9,10 @@ use crate::transform::info::PassInfo;
 use crate::transform::instrument::Instrument;
 
 /// After each pass, writes the module to `<dir>/NNN_<pass>.pir`, numbering from 000 in call
-/// order over the instrument's lifetime (re-entering a context does not overwrite files). The directory is created when the context is entered; IO errors are instrument
-/// failures.
+/// order over the instrument's lifetime (re-entering a context does not overwrite files). The
+/// directory is created when the context is entered; IO errors are instrument failures. A
+/// file left at a dump's name (by an earlier run, or a symlink planted there) is replaced, never
+/// written through.
 #[derive(Debug)]
 pub struct DumpIrInstrument {
     dir: PathBuf,
@@ -42,7 +44,18 @@ impl Instrument for DumpIrInstrument {
             n
         };
         let path = self.dir.join(format!("{n:03}_{}.pir", info.name));
-        std::fs::write(&path, print_module(module))
+        write_new(&path, &print_module(module))
             .map_err(|e| InstrumentError::new(format!("cannot write {}: {e}", path.display())))
     }
+}
+
+/// Writes `text` to a new file at `path`: whatever is there is removed first and the file is
+/// created exclusively, so a symlink at `path` is never followed.
+fn write_new(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new().write(true).create_new(true).open(path)?.write_all(text.as_bytes())
 }
