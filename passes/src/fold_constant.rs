@@ -127,7 +127,8 @@ pub const DEFAULT_MAX_COST: u64 = op::DEFAULT_MAX_FOLD_COST;
 passel_engine::register_config!(
     MAX_COST_KEY,
     ConfigType::Int,
-    "FoldConstant folds a call only if its estimated cost (output elements times window, reduction or inner-product length) is at most this (default 1073741824); costlier calls stay calls, with a warning"
+    "FoldConstant folds a call only if its estimated cost (output elements times window, reduction or inner-product length) is at most this (default 1073741824); costlier calls stay calls, with a warning",
+    min = 0
 );
 
 /// FoldConstant's limits: [`MAX_BYTES_KEY`] per function, [`MAX_COST_KEY`] per call.
