@@ -1,7 +1,12 @@
 //! Small shared helpers.
 
-/// Candidates within a small edit distance of `name`, closest first (ties in input order).
+/// Candidates within a small edit distance of `name`, closest first (ties in input order). A
+/// name longer than [`MAX_SHOWN_NAME_CHARS`] gets none: no registered name is that long, and the
+/// distance costs its length times each candidate's.
 pub fn suggest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    if name.len() > MAX_SHOWN_NAME_CHARS {
+        return Vec::new();
+    }
     let lower = name.to_ascii_lowercase().replace(['-', '_'], "");
     let mut scored: Vec<(usize, &'a str)> = candidates
         .filter_map(|c| {

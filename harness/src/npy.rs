@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use passel_engine::ir::{DType, Tensor, TensorData, TensorError, MAX_MATERIALIZED_ELEMENTS};
+use passel_engine::shown_name;
 
 /// Why a `.npy` file cannot be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -88,9 +89,9 @@ fn layout(header: &[u8]) -> Result<Layout, String> {
         "<i8" => DType::I64,
         "<i4" => DType::I32,
         "|b1" | "<b1" => DType::Bool,
-        d if d.starts_with('>') => return Err(format!("big-endian dtype `{d}` is not supported")),
+        d if d.starts_with('>') => return Err(format!("big-endian dtype `{}` is not supported", shown_name(d))),
         d if d.contains('O') => return Err("object arrays are not supported".into()),
-        d => return Err(format!("dtype `{d}` is not supported (f32, f16, i64, i32 and bool are)")),
+        d => return Err(format!("dtype `{}` is not supported (f32, f16, i64, i32 and bool are)", shown_name(d))),
     };
     let n = h.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
     let n = match n {
@@ -120,7 +121,7 @@ pub fn decode(bytes: &[u8]) -> Result<Tensor, String> {
 /// Parses `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }` (any key order).
 /// One linear scan; unknown keys are an error.
 fn parse_header(text: &str) -> Result<Header, String> {
-    let bad = |what: &str| format!("malformed header ({what}): {}", text.trim_end());
+    let bad = |what: &str| format!("malformed header ({what}): {}", shown_name(text.trim_end()));
     let body = text.trim().strip_prefix('{').and_then(|t| t.strip_suffix('}')).ok_or_else(|| bad("not a dict"))?;
     let (mut descr, mut fortran, mut shape) = (None, None, None);
     let mut rest = body.trim_start();
@@ -160,7 +161,7 @@ fn parse_header(text: &str) -> Result<Header, String> {
                 shape = Some(dims);
                 &after[close + 1..]
             }
-            other => return Err(bad(&format!("unknown key `{other}`"))),
+            other => return Err(bad(&format!("unknown key `{}`", shown_name(other)))),
         };
         let after = after.trim_start();
         rest = after.strip_prefix(',').unwrap_or(after).trim_start();
@@ -453,6 +454,16 @@ mod tests {
         for (bytes, want) in cases {
             let err = decode(&bytes).unwrap_err();
             assert!(err.contains(want), "{want:?} not in {err:?}");
+        }
+        // Names from the header are escaped and cut in messages (issue #26 item 14).
+        let named: Vec<(Vec<u8>, String)> = vec![
+            (header("<f\0\n\u{200b}", "False", "(1,)", &four), "<f\\u{0}\\u{a}\\u{200b}".to_string()),
+            (header(&"x".repeat(5000), "False", "(1,)", &four), "… (5000 characters in all)".to_string()),
+        ];
+        for (bytes, want) in named {
+            let err = decode(&bytes).unwrap_err();
+            assert!(err.contains(&want), "{want:?} not in {err:?}");
+            assert!(!err.contains('\0') && !err.contains('\n') && err.len() < 400, "{err:?}");
         }
     }
 }
