@@ -1335,12 +1335,12 @@ fn textual_pipelines_nest_at_most_the_limit() {
 /// printed "unknown pass `Fold`"; a 1M-character name made a megabyte-long error).
 #[test]
 fn unknown_pass_and_config_names_are_escaped_and_cut_in_messages() {
-    let err = get_pass("Fold\u{200b}").err().expect("unknown").to_string();
+    let err = get_pass("Fold\u{200b}").expect_err("unknown").to_string();
     assert!(err.starts_with("unknown pass `Fold\\u{200b}`"), "{err}");
-    let err = parse_pipeline("TestNoop,\u{0}").err().expect("bad pipeline").to_string();
+    let err = parse_pipeline("TestNoop,\u{0}").expect_err("bad pipeline").to_string();
     assert!(err.contains("\\u{0}") && !err.contains('\0'), "{err}");
     let long = "P".repeat(1_000_000);
-    let err = get_pass(&long).err().expect("unknown").to_string();
+    let err = get_pass(&long).expect_err("unknown").to_string();
     assert!(err.len() < 1000 && err.contains("(1000000 characters in all)"), "{} bytes", err.len());
     let err = parse_config_assignment(&format!("testing.\n{long}=1")).unwrap_err().to_string();
     assert!(!err.contains('\n') && err.contains("characters in all"), "{}", &err[..err.len().min(300)]);
