@@ -45,7 +45,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use prost::Message;
 
-use crate::ir::{Constant, Module, TensorType};
+use crate::ir::{Constant, Module, TensorType, MAX_RANK};
 use tensor::DENSE_BELOW;
 
 pub use ops::SUPPORTED_OPS;
@@ -339,10 +339,21 @@ fn input_type(vi: &pb::ValueInfoProto, options: &ImportOptions) -> Result<Tensor
         }
     };
     let ty = TensorType { shape: shape.into(), dtype };
-    if ty.num_elements().is_none() {
-        return Err(err(format!("shape {:?} overflows", ty.shape)));
-    }
+    representable(&ty).map_err(err)?;
     Ok(ty)
+}
+
+/// Errors unless `ty` is a type passel's text format holds: rank at most [`MAX_RANK`] (the
+/// parser's limit) and an element count that fits `u64`, so every imported module prints to
+/// text that `check` accepts and every size computed from a type is exact.
+fn representable(ty: &TensorType) -> Result<(), String> {
+    if ty.shape.len() > MAX_RANK {
+        return Err(format!("has rank {}, more than passel's limit of {MAX_RANK}", ty.shape.len()));
+    }
+    if ty.num_elements().is_none() {
+        return Err(format!("shape {:?} has more elements than fit in 64 bits", ty.shape));
+    }
+    Ok(())
 }
 
 /// Decodes a node's header (the model failed to decode if it does not).
@@ -430,14 +441,18 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
     for idx in order {
         let header = &headers[idx];
         let label = node_label(header, idx);
-        let (attribute, packed) = node_body(&graph.node[idx], &label)?;
+        let body = node_body(&graph.node[idx], &label)?;
         let inputs: Vec<Option<Val>> =
             header.inputs().map(|i| if i.is_empty() { None } else { env.get(i).cloned() }).collect();
-        let outputs = ops::convert(&mut em, header, attribute, packed, opset, inputs)
+        let outputs = ops::convert(&mut em, header, body, opset, inputs, options.external_data.as_deref())
             .map_err(|msg| ImportError::Node { node: label.clone(), msg })?;
         for (name, val) in header.outputs().zip(outputs) {
-            if let (false, Some(val)) = (name.is_empty(), val) {
-                env.insert(name.to_string(), val);
+            if let Some(val) = val {
+                representable(&val.ty())
+                    .map_err(|msg| ImportError::Node { node: label.clone(), msg: format!("output `{name}` {msg}") })?;
+                if !name.is_empty() {
+                    env.insert(name.to_string(), val);
+                }
             }
         }
         // An output the converter did not produce is one passel cannot compute (e.g. a
