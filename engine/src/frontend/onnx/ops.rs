@@ -109,7 +109,7 @@ type R<T> = Result<T, String>;
 /// One node being converted.
 struct Cx<'a> {
     em: &'a mut Emitter,
-    node: &'a NodeHeader,
+    node: &'a NodeHeader<'a>,
     attribute: Vec<pb::AttributeProto>,
     /// The attributes' tensors, taken out of `attribute` (so a Constant's weights move into its
     /// constant), each with its packed `float_data` when that view decoded.
@@ -131,7 +131,7 @@ struct Cx<'a> {
 /// messages about this node.
 pub(super) fn convert<'a>(
     em: &'a mut Emitter,
-    node: &'a NodeHeader,
+    node: &'a NodeHeader<'a>,
     (mut attribute, packed): (Vec<pb::AttributeProto>, Option<NodeTensors>),
     opset: i64,
     inputs: Vec<Option<Val>>,
@@ -140,8 +140,8 @@ pub(super) fn convert<'a>(
     // ONNX's checker and runtimes refuse extra inputs; converters read only the inputs they
     // know, so an extra one would be silently dropped.
     let op = node.op_type();
-    if let Some(max) = max_inputs(op, opset).filter(|&max| node.input.len() > max) {
-        return Err(format!("has {} inputs, but `{op}` (opset {opset}) takes at most {max}", node.input.len()));
+    if let Some(max) = max_inputs(op, opset).filter(|&max| node.n_inputs() > max) {
+        return Err(format!("has {} inputs, but `{op}` (opset {opset}) takes at most {max}", node.n_inputs()));
     }
     let name = node.outputs().next().unwrap_or_default().to_string();
     let mut packed = packed.map(|p| p.attribute).filter(|p| p.len() == attribute.len()).map(Vec::into_iter);
@@ -159,7 +159,7 @@ pub(super) fn convert<'a>(
         return Err(format!("attribute `{}` is not handled by the importer", cx.attribute[i].name()));
     }
     let mut outs: Vec<Option<Val>> = outs;
-    outs.resize(node.output.len(), None);
+    outs.resize(node.n_outputs(), None);
     Ok(outs)
 }
 
@@ -753,7 +753,7 @@ fn split(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let shape = x.shape();
     let axis = norm_axis(cx.int("axis", 0)?, shape.len())?;
     let dim = shape[axis];
-    let n_out = cx.node.output.len();
+    let n_out = cx.node.n_outputs();
     let sizes: Option<Vec<i64>> = if cx.opset >= 13 { cx.const_ints(1, "split")? } else { cx.ints_opt("split")? };
     let num_outputs = cx.int_opt("num_outputs")?;
     let sizes: Vec<u64> = match sizes {
@@ -1109,7 +1109,7 @@ fn batch_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let eps = cx.float("epsilon", 1e-5)?;
     cx.float_opt("momentum")?;
     cx.int_must("training_mode", |v| v == 0, "passel imports inference graphs")?;
-    if cx.node.output.iter().skip(1).any(|o| !o.is_empty()) && cx.opset < 14 {
+    if cx.node.outputs().skip(1).any(|o| !o.is_empty()) && cx.opset < 14 {
         // Before opset 14 the extra outputs exist only in training mode.
         return Err("training-mode outputs (mean, var, saved statistics) are not supported".into());
     }
