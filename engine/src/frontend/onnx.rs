@@ -4,8 +4,8 @@
 //! What it does, in phases:
 //! 1. decode the protobuf from a shared byte buffer ([`bytes::Bytes`]) shallowly
 //!    (`proto::shallow`): each node and initializer stays an encoded slice of that buffer, and
-//!    only the node headers (inputs, outputs, name, op type, domain; strings as slices too) are
-//!    decoded up front. A node's attributes and an initializer are decoded when converted and
+//!    only the node headers (inputs, outputs, name, op type, domain, as positions of the
+//!    strings in the node's encoding) are decoded up front. A node's attributes and an initializer are decoded when converted and
 //!    dropped right after, so the decoded protobuf never exists whole. `raw_data` and packed
 //!    `float_data` stay slices of the buffer (the file mapping, when the caller maps the file),
 //!    becoming [`Constant::Raw`](crate::ir::Constant::Raw) weights that are copied only when
@@ -17,7 +17,9 @@
 //! 3. bind graph inputs to static types: a symbolic or missing dimension needs
 //!    [`ImportOptions::input_shapes`];
 //! 4. convert node by node (`onnx/ops.rs`) into passel operator calls bound to variables
-//!    named after the ONNX values. A call whose arguments are all constants and whose tensors
+//!    named after the ONNX values; a node's value is dropped after its last use. Nodes with
+//!    more inputs than their operator's ONNX schema takes, and values of rank above
+//!    [`MAX_RANK`] or with more elements than fit `u64`, are refused. A call whose arguments are all constants and whose tensors
 //!    are small ([`ImportOptions::fold_limit`]) is evaluated at import by passel's own
 //!    kernels, so shape subgraphs (Shape, Gather, Concat, Range, … feeding Reshape) become
 //!    constants and leave no shape arithmetic in the module.
@@ -255,12 +257,12 @@ fn topological_order(
     let mut indegree = vec![0u32; n];
     let mut first = vec![0u32; n + 1];
     let mut uses = vec![0u32; nodes.slots()];
-    for idx in 0..n {
+    for (idx, degree) in indegree.iter_mut().enumerate() {
         let node = nodes.get(idx);
         for input in node.inputs().filter(|i| !i.is_empty()) {
             match producer.get(input) {
                 Some(&(p, slot)) => {
-                    indegree[idx] += 1;
+                    *degree += 1;
                     first[p as usize + 1] += 1;
                     uses[slot as usize] += 1;
                 }
