@@ -299,6 +299,62 @@ def fixtures():
         [vi("x", F, [1, 1, 127, 511])],
         [vi("y", F, [1, 1, 127, 511])],
     )
+    # onnxruntime refuses explicit pool pads >= kernel ("Pad should be smaller than kernel").
+    out["bad_pool_pads"] = model(
+        [helper.make_node("AveragePool", ["x"], ["y"], name="pool", kernel_shape=[2, 2], pads=[2, 0, 0, 0])],
+        [vi("x", F, [1, 1, 4, 4])],
+        [vi("y", F, [1, 1, 5, 3])],
+    )
+    # The checker refuses more inputs than the schema's max_input; the file is written anyway.
+    out["bad_relu_three_inputs"] = model(
+        [helper.make_node("Relu", ["x", "x", "x"], ["y"], name="relu")],
+        [vi("x", F, [2])],
+        [vi("y", F, [2])],
+        check=False,
+    )
+    out["bad_clip_inputs_opset9"] = model(
+        [helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip", min=-1.0, max=1.0)],
+        [vi("x", F, [2])],
+        [vi("y", F, [2])],
+        [arr("lo", np.array(-2.0, np.float32)), arr("hi", np.array(2.0, np.float32))],
+        opset=9,
+        check=False,
+    )
+    out["bad_rank65_input"] = model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [vi("x", F, [1] * 65)],
+        [vi("y", F, [1] * 65)],
+    )
+    out["bad_rank65_unsqueeze"] = model(
+        [helper.make_node("Unsqueeze", ["x", "axes"], ["y"], name="unsq")],
+        [vi("x", F, [1] * 64)],
+        [vi("y", F, [1] * 65)],
+        [arr("axes", np.array([0], np.int64))],
+    )
+    out["bad_conv_huge_pads"] = model(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[2**62] * 4)],
+        [vi("x", F, [1, 1, 2, 2])],
+        [vi("y", F, None)],
+        [arr("w", np.ones((1, 1, 1, 1), np.float32))],
+        check=False,
+    )
+    return out
+
+
+def external_fixtures():
+    """Models saved with their tensors as external data, as `onnx.save_model` writes them."""
+    out = {}
+    # A Constant node whose `value` tensor is external (`convert_attribute=True`): the checker
+    # and onnxruntime accept it.
+    value = numpy_helper.from_array(np.arange(8, dtype=np.float32) / 4.0, "value")
+    out["constant_external_value"] = model(
+        [
+            helper.make_node("Constant", [], ["c"], name="const", value=value),
+            helper.make_node("Add", ["x", "c"], ["y"], name="add"),
+        ],
+        [vi("x", F, [8])],
+        [vi("y", F, [8])],
+    )
     return out
 
 
@@ -310,6 +366,18 @@ def main():
         with open(path, "wb") as f:
             f.write(m.SerializeToString())
         print(f"{path}: {os.path.getsize(path)} bytes")
+    for name, m in external_fixtures().items():
+        path = os.path.join(dest, name + ".onnx")
+        onnx.save_model(
+            m,
+            path,
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=name + ".bin",
+            size_threshold=0,
+            convert_attribute=True,
+        )
+        print(f"{path}: {os.path.getsize(path)} bytes + {name}.bin")
 
 
 if __name__ == "__main__":

@@ -383,3 +383,76 @@ fn truncated_or_corrupt_bytes_are_errors_not_panics() {
     let e = import_onnx_bytes(Bytes::from_static(b""), &ImportOptions::default()).unwrap_err();
     assert_eq!(e.to_string(), "the model imports no default-domain (ai.onnx) opset");
 }
+
+/// Check that a pool whose explicit pads reach the kernel size (windows of only padding, NaN
+/// for AveragePool) is refused, as onnxruntime refuses it, naming the node.
+#[test]
+fn pool_pads_not_smaller_than_the_kernel_are_refused() {
+    assert_eq!(
+        error("bad_pool_pads"),
+        "node `pool` (AveragePool): pads [2, 0, 0, 0] must each be smaller than the kernel [2, 2] (a window of only padding has no value)"
+    );
+}
+
+/// Check that a node with more inputs than its operator's ONNX schema takes is refused, not
+/// imported with the extras dropped, and that the limit follows the opset (Clip takes
+/// min/max inputs only from opset 11).
+#[test]
+fn more_inputs_than_the_operator_takes_are_refused() {
+    assert_eq!(
+        error("bad_relu_three_inputs"),
+        "node `relu` (Relu): has 3 inputs, but `Relu` (opset 13) takes at most 1"
+    );
+    // Clip(x, min, max) imports at opset 13 (clip_input_opset13), not at opset 9, where min
+    // and max are attributes.
+    assert!(import("clip_input_opset13").is_ok());
+    assert_eq!(
+        error("bad_clip_inputs_opset9"),
+        "node `clip` (Clip): has 3 inputs, but `Clip` (opset 9) takes at most 1"
+    );
+}
+
+/// Check that import refuses what the text format cannot hold: ranks above the parser's
+/// limit (64), on a graph input and on a node's output, and shapes whose element count does
+/// not fit 64 bits (Conv pads of 2^62): every imported module prints to text `check` accepts.
+#[test]
+fn ranks_and_sizes_the_text_format_cannot_hold_are_refused() {
+    assert_eq!(error("bad_rank65_input"), "graph input `x`: has rank 65, more than passel's limit of 64");
+    assert_eq!(
+        error("bad_rank65_unsqueeze"),
+        "node `unsq` (Unsqueeze): output `y` has rank 65, more than passel's limit of 64"
+    );
+    assert_eq!(
+        error("bad_conv_huge_pads"),
+        "node `conv` (Conv): output `y` shape [1, 1, 9223372036854775810, 9223372036854775810] has more elements than fit in 64 bits"
+    );
+}
+
+/// Check that a Constant whose `value` tensor is stored as external data (onnx's
+/// `save_model(..., convert_attribute=True)`) reads it through the caller's reader.
+#[test]
+fn a_constant_value_in_external_data_uses_the_reader() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/onnx");
+    let bin = Bytes::from(std::fs::read(dir.join("constant_external_value.bin")).unwrap());
+    let options = ImportOptions {
+        external_data: Some(Arc::new(MemoryExternal(HashMap::from([(
+            "constant_external_value.bin".to_string(),
+            bin,
+        )])))),
+        ..ImportOptions::default()
+    };
+    let m = import_with("constant_external_value", &options).unwrap_or_else(|e| panic!("{e}"));
+    check_text(
+        m,
+        expect![[r#"
+            def @main(%x: Tensor[(8,), f32]) -> Tensor[(8,), f32] {
+              let %y: Tensor[(8,), f32] = add(%x, tensor<(8,), f32>[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75]);
+              %y
+            }
+        "#]],
+    );
+    assert_eq!(
+        error("constant_external_value"),
+        "node `const` (Constant): attribute `value`: is stored in external file `constant_external_value.bin` but no external-data reader was given"
+    );
+}

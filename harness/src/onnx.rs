@@ -1,10 +1,19 @@
 //! ONNX models on the command line: `passel import`, and `.onnx` files wherever the CLI takes
-//! a `.pir` file. This is the IO half of the importer: the model file is memory-mapped and
-//! handed to the engine's decoder as a shared [`Bytes`] (initializer weights stay in the
-//! mapping), and external-data files are mapped on request from the model's folder only.
+//! a `.pir` file. This is the IO half of the importer: the model file is read into memory and
+//! handed to the engine's decoder as a shared [`Bytes`] (initializer weights stay slices of
+//! that buffer), and external-data files are read on request from the model's folder only,
+//! each file once.
+//!
+//! Files are read, not memory-mapped: a mapped file that another process truncates (a model
+//! re-exported in place, the case `passel watch` exists for) kills the reader with SIGBUS
+//! when it touches a page past the new end. An owned copy cannot change under the importer;
+//! a file rewritten during the read at worst decodes to an error. Only regular files are
+//! read: a FIFO or device would block or never end.
 
+use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use clap::Args;
@@ -14,7 +23,7 @@ use passel_engine::ir::{print_module, verify_module, Module};
 /// Why an ONNX model could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum OnnxError {
-    /// The file could not be opened or mapped.
+    /// The file could not be opened or read.
     #[error("cannot read {path}: {source}")]
     Io {
         /// The file.
@@ -48,31 +57,67 @@ pub fn is_onnx(path: &Path) -> bool {
     path.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
 }
 
-/// Maps `path` read-only into a shared buffer (an empty file is an empty buffer; mapping
-/// zero bytes fails on some systems).
-fn map_file(path: &Path) -> Result<Bytes, std::io::Error> {
-    let file = std::fs::File::open(path)?;
-    if file.metadata()?.len() == 0 {
-        return Ok(Bytes::new());
+/// Reads the regular file at `path` whole. Anything else (a FIFO, socket, device or
+/// directory) is refused without reading from it: opening is non-blocking, so a FIFO without
+/// a writer does not hang the open either.
+pub fn read_regular_file(path: &Path) -> Result<Vec<u8>, std::io::Error> {
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK);
+    let mut file = open.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("not a regular file (a {})", file_kind(&meta.file_type())),
+        ));
     }
-    // SAFETY: the mapping is read-only and private to this process. As with every mmap-based
-    // loader, a file truncated by another process while mapped would fault on access; model
-    // files are not edited in place while passel reads them.
-    let map = unsafe { memmap2::Mmap::map(&file)? };
-    Ok(Bytes::from_owner(map))
+    // The size is a hint: the file may change while it is read, and `read_to_end` reads
+    // whatever is there.
+    let mut bytes = Vec::new();
+    let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+    bytes.try_reserve_exact(len).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::OutOfMemory, format!("its {len} bytes do not fit in memory"))
+    })?;
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// What kind of non-regular file `ty` is, for messages.
+fn file_kind(ty: &std::fs::FileType) -> &'static str {
+    if ty.is_dir() {
+        return "directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ty.is_fifo() {
+            return "FIFO";
+        }
+        if ty.is_socket() {
+            return "socket";
+        }
+        if ty.is_char_device() || ty.is_block_device() {
+            return "device";
+        }
+    }
+    "special file"
 }
 
 /// External data read from files inside one folder (the model's): locations that are
-/// absolute, contain `..`, or resolve (through symlinks) outside the folder are refused.
+/// absolute, contain `..`, or resolve (through symlinks) outside the folder are refused. Each
+/// file is read once (by its resolved path) and shared by all the tensors stored in it.
 #[derive(Debug, Clone)]
 pub struct FolderExternalData {
     dir: PathBuf,
+    files: Arc<Mutex<HashMap<PathBuf, Bytes>>>,
 }
 
 impl FolderExternalData {
     /// External data relative to `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> FolderExternalData {
-        FolderExternalData { dir: dir.into() }
+        FolderExternalData { dir: dir.into(), files: Arc::default() }
     }
 }
 
@@ -90,15 +135,27 @@ impl ExternalData for FolderExternalData {
         if !real.starts_with(&dir) {
             return Err(format!("resolves to {}, outside the model's folder", real.display()));
         }
-        map_file(&real).map_err(|e| format!("cannot map {}: {e}", real.display()))
+        let mut files = self.files.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(bytes) = files.get(&real) {
+            return Ok(bytes.clone());
+        }
+        let bytes = Bytes::from(read_regular_file(&real).map_err(|e| format!("cannot read {}: {e}", real.display()))?);
+        files.insert(real, bytes.clone());
+        Ok(bytes)
     }
 }
 
-/// Imports the ONNX model at `path`: maps the file, resolves external data from the model's
+/// Imports the ONNX model at `path`: reads the file, resolves external data from the model's
 /// folder (unless `options` brings its own reader) and verifies the result.
 pub fn import_onnx(path: &Path, options: &ImportOptions) -> Result<Module, OnnxError> {
+    let bytes = read_regular_file(path).map_err(|source| OnnxError::Io { path: path.display().to_string(), source })?;
+    import_onnx_read(path, Bytes::from(bytes), options)
+}
+
+/// [`import_onnx`] on `bytes`, the content already read from `path` (`passel watch` compares
+/// it with the previous run's before importing).
+pub fn import_onnx_read(path: &Path, bytes: Bytes, options: &ImportOptions) -> Result<Module, OnnxError> {
     let name = path.display().to_string();
-    let bytes = map_file(path).map_err(|source| OnnxError::Io { path: name.clone(), source })?;
     let mut options = options.clone();
     if options.external_data.is_none() {
         let dir = match path.parent() {

@@ -108,17 +108,20 @@ pub fn watch(opts: &WatchOptions, out: &mut dyn Write) -> Result<(), WatchError>
         watcher.watch(&dir, RecursiveMode::NonRecursive).map_err(notify_err)?;
     }
     let name = opts.file.display().to_string();
-    let mut last: Option<Vec<u8>> = None;
+    let mut last: Option<bytes::Bytes> = None;
     let mut runs = 0usize;
     let onnx = crate::onnx::is_onnx(&opts.file);
     loop {
-        match std::fs::read(&opts.file) {
+        // A model is imported from the bytes read here (never from a mapping of a file that
+        // the exporter may rewrite in place); the file must be a regular file.
+        let read = if onnx { crate::onnx::read_regular_file(&opts.file) } else { std::fs::read(&opts.file) };
+        match read.map(bytes::Bytes::from) {
             Err(e) => write_report(out, &format!("cannot read {name}: {e}\n"))?,
-            Ok(bytes) if last.as_deref() != Some(bytes.as_slice()) => {
+            Ok(bytes) if last.as_ref() != Some(&bytes) => {
                 runs += 1;
                 let report = if onnx {
                     let start = Instant::now();
-                    match crate::onnx::import_onnx(&opts.file, &opts.import) {
+                    match crate::onnx::import_onnx_read(&opts.file, bytes.clone(), &opts.import) {
                         Ok(module) => {
                             run_module(&mut session, &name, "", &module, runs, opts.output.as_deref(), start)?
                         }

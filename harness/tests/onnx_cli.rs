@@ -193,3 +193,161 @@ fn bench_model_bad_input_is_a_clear_error() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }
+
+/// A fresh directory under the system temp dir for test `tag`.
+fn scratch_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("passel-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `passel args…` with a deadline: a command that blocks (reading a FIFO) is killed and
+/// reported as `None`.
+fn passel_within(args: &[&str], secs: u64) -> Option<Output> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_passel"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the passel binary runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            return Some(child.wait_with_output().unwrap());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// The child half of `a_model_truncated_after_import_still_prints`: imports a copy of
+/// `conv_relu` (its 108-element conv weight stays a raw slice of the model's buffer), truncates
+/// the file to nothing as a re-export in place would, then prints the module, which reads
+/// every weight byte. With the file memory-mapped, that read dies with SIGBUS.
+fn import_truncate_print() {
+    let dir = scratch_dir("truncate");
+    let model = dir.join("m.onnx");
+    std::fs::copy(fixture("conv_relu"), &model).unwrap();
+    let module = passel_harness::onnx::import_onnx(&model, &Default::default()).expect("imports");
+    std::fs::OpenOptions::new().write(true).open(&model).unwrap().set_len(0).unwrap();
+    let text = passel_engine::ir::print_module(&module);
+    assert!(text.contains("conv2d("), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Check that a model file truncated by another process after import cannot kill passel: the
+/// importer works on its own copy of the bytes. The work runs in a child process (this test
+/// binary again) so that a signal shows as this test's failure, not as a crashed test run.
+#[test]
+fn a_model_truncated_after_import_still_prints() {
+    if std::env::var_os("PASSEL_TEST_TRUNCATE_CHILD").is_some() {
+        import_truncate_print();
+        return;
+    }
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args(["a_model_truncated_after_import_still_prints", "--exact", "--nocapture", "--test-threads=1"])
+        .env("PASSEL_TEST_TRUNCATE_CHILD", "1")
+        .output()
+        .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(o.status.signal(), None, "the child died from a signal: {}{}", stdout(&o), stderr(&o));
+    }
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("1 passed"), "{}", stdout(&o));
+}
+
+/// Check that `passel watch` survives its model being rewritten in place (truncated, then
+/// written shorter) between runs: every run imports the bytes it read. With the file mapped,
+/// run 2 died with SIGBUS comparing the new module with run 1's.
+#[test]
+fn watch_survives_a_model_rewritten_in_place() {
+    let dir = scratch_dir("watch-rewrite");
+    let model = dir.join("m.onnx");
+    // `conv_relu` behind an unknown 12 KiB field (which decoders skip), so its weights sit
+    // past the first pages, beyond the end of the plain `conv_relu` written over it.
+    let mut bytes = vec![0xc2, 0x3e, 0x80, 0x60]; // field 1000, length-delimited, 12288 bytes
+    bytes.resize(4 + 12288, 0);
+    bytes.extend(std::fs::read(fixture("conv_relu")).unwrap());
+    std::fs::write(&model, &bytes).unwrap();
+    let m = model.to_str().unwrap().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_passel"))
+        .args(["watch", &m, "-O3", "--max-runs", "2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first run's report, then rewrite the same inode with a smaller model.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut first = String::new();
+    {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(child.stdout.as_mut().unwrap());
+        while !first.contains("run 1") && std::time::Instant::now() < deadline {
+            if lines.read_line(&mut first).unwrap() == 0 {
+                break;
+            }
+        }
+    }
+    assert!(first.contains("run 1"), "{first}");
+    // The same model re-exported without the padding: the session compares the new @main
+    // with the old one, reading the old weights (past the new end of the file).
+    std::fs::write(&model, std::fs::read(fixture("conv_relu")).unwrap()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(o.status.signal(), None, "watch died from a signal: {}", stderr(&o));
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("run 2"), "{}", stdout(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Check that a FIFO or a directory given as the model, or a FIFO as an external-data
+/// location, is refused with a clear error instead of blocking forever.
+#[cfg(unix)]
+#[test]
+fn non_regular_model_and_external_files_are_refused() {
+    let dir = scratch_dir("fifo");
+    let fifo = dir.join("m.onnx");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let o = passel_within(&["import", fifo.to_str().unwrap()], 60).expect("a FIFO model does not block");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("m.onnx: not a regular file (a FIFO)"), "{}", stderr(&o));
+
+    let sub = dir.join("d.onnx");
+    std::fs::create_dir(&sub).unwrap();
+    let o = passel_within(&["run", sub.to_str().unwrap()], 60).expect("a directory does not block");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("d.onnx: not a regular file (a directory)"), "{}", stderr(&o));
+
+    // `bad_external_missing` keeps its weight in `missing_weights.bin`, here a FIFO.
+    let model = dir.join("ext.onnx");
+    std::fs::copy(fixture("bad_external_missing"), &model).unwrap();
+    assert!(Command::new("mkfifo").arg(dir.join("missing_weights.bin")).status().unwrap().success());
+    let o = passel_within(&["import", model.to_str().unwrap()], 60).expect("a FIFO external file does not block");
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("external data `missing_weights.bin`: cannot read")
+            && stderr(&o).contains("not a regular file (a FIFO)"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Check that the CLI's external-data reader also serves a `Constant` node whose `value` is
+/// stored as external data (onnx's `save_model(..., convert_attribute=True)`).
+#[test]
+fn a_constant_value_in_external_data_imports_from_the_cli() {
+    let o = passel(&["import", &fixture("constant_external_value")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("tensor<(8,), f32>[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75]"), "{}", stdout(&o));
+}

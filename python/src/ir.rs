@@ -80,9 +80,9 @@ impl Module {
             .map_err(|e| ParseError::new_err(format!("{}: {e}", path.display())))
     }
 
-    /// Imports an ONNX model (TVM's ``relax.frontend.onnx.from_onnx``): the file is
-    /// memory-mapped and weights stay in the mapping; external data is read from the model's
-    /// folder. ``shapes`` gives static shapes for graph inputs with symbolic dimensions
+    /// Imports an ONNX model (TVM's ``relax.frontend.onnx.from_onnx``): the file is read
+    /// into memory once and weights stay in that buffer; external data is read from the
+    /// model's folder. ``shapes`` gives static shapes for graph inputs with symbolic dimensions
     /// (``{"input": [1, 3, 224, 224]}``, as ``--input-shape`` does). Raises ``OSError`` when
     /// the file cannot be read and ``passel.OnnxError`` when the model cannot be imported.
     #[staticmethod]

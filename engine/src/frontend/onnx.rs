@@ -4,8 +4,8 @@
 //! What it does, in phases:
 //! 1. decode the protobuf from a shared byte buffer ([`bytes::Bytes`]) shallowly
 //!    (`proto::shallow`): each node and initializer stays an encoded slice of that buffer, and
-//!    only the node headers (inputs, outputs, name, op type, domain; strings as slices too) are
-//!    decoded up front. A node's attributes and an initializer are decoded when converted and
+//!    only the node headers (inputs, outputs, name, op type, domain, as positions of the
+//!    strings in the node's encoding) are decoded up front. A node's attributes and an initializer are decoded when converted and
 //!    dropped right after, so the decoded protobuf never exists whole. `raw_data` and packed
 //!    `float_data` stay slices of the buffer (the file mapping, when the caller maps the file),
 //!    becoming [`Constant::Raw`](crate::ir::Constant::Raw) weights that are copied only when
@@ -17,7 +17,9 @@
 //! 3. bind graph inputs to static types: a symbolic or missing dimension needs
 //!    [`ImportOptions::input_shapes`];
 //! 4. convert node by node (`onnx/ops.rs`) into passel operator calls bound to variables
-//!    named after the ONNX values. A call whose arguments are all constants and whose tensors
+//!    named after the ONNX values; a node's value is dropped after its last use. Nodes with
+//!    more inputs than their operator's ONNX schema takes, and values of rank above
+//!    [`MAX_RANK`] or with more elements than fit `u64`, are refused. A call whose arguments are all constants and whose tensors
 //!    are small ([`ImportOptions::fold_limit`]) is evaluated at import by passel's own
 //!    kernels, so shape subgraphs (Shape, Gather, Concat, Range, … feeding Reshape) become
 //!    constants and leave no shape arithmetic in the module.
@@ -45,14 +47,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use prost::Message;
 
-use crate::ir::{Constant, Module, TensorType};
+use crate::ir::{Constant, Module, TensorType, MAX_RANK};
 use tensor::DENSE_BELOW;
 
 pub use ops::SUPPORTED_OPS;
 
 use emit::{Emitter, Val};
 use proto::onnx as pb;
-use proto::shallow::{self, NodeBody, NodeHeader, NodeTensors, PackedFloats};
+use proto::shallow::{self, NodeBody, NodeHeader, NodeTensors, Nodes, PackedFloats};
 
 /// Resolves the `location` of an external-data tensor to its bytes. The harness implements it
 /// by mapping files relative to the model's folder and refusing locations that leave it.
@@ -175,14 +177,14 @@ fn default_opset(opsets: &[pb::OperatorSetIdProto]) -> Result<i64, ImportError> 
 }
 
 /// The label of node `idx` in diagnostics: its name, or `Op #idx` when unnamed.
-fn node_label(node: &NodeHeader, idx: usize) -> String {
+fn node_label(node: &NodeHeader<'_>, idx: usize) -> String {
     match node.name() {
         "" => format!("{} #{idx}", node.op_type()),
         name => format!("`{name}` ({})", node.op_type()),
     }
 }
 
-fn qualified_op(node: &NodeHeader) -> String {
+fn qualified_op(node: &NodeHeader<'_>) -> String {
     match node.domain() {
         "" | "ai.onnx" => node.op_type().to_string(),
         d => format!("{d}::{}", node.op_type()),
@@ -190,13 +192,14 @@ fn qualified_op(node: &NodeHeader) -> String {
 }
 
 /// Phase 2a: one error listing every unsupported operator type.
-fn check_supported(nodes: &[NodeHeader]) -> Result<(), ImportError> {
+fn check_supported(nodes: &Nodes) -> Result<(), ImportError> {
     let mut unsupported: Vec<UnsupportedOp> = Vec::new();
-    for (idx, node) in nodes.iter().enumerate() {
-        let op = qualified_op(node);
-        if SUPPORTED_OPS.contains(&op.as_str()) {
+    for idx in 0..nodes.len() {
+        let node = nodes.get(idx);
+        if matches!(node.domain(), "" | "ai.onnx") && SUPPORTED_OPS.contains(&node.op_type()) {
             continue;
         }
+        let op = qualified_op(&node);
         match unsupported.iter_mut().find(|u| u.op_type == op) {
             Some(u) => u.count += 1,
             None => unsupported.push(UnsupportedOp {
@@ -216,55 +219,91 @@ fn check_supported(nodes: &[NodeHeader]) -> Result<(), ImportError> {
     }
 }
 
-/// Phase 2b: a topological order of the nodes (lowest index first among ready nodes, so a
-/// sorted graph keeps its order). Names must be defined once and every input must resolve.
-fn topological_order(nodes: &[NodeHeader], known: &HashMap<String, Val>) -> Result<Vec<usize>, ImportError> {
+/// Phase 2b: the nodes in a topological order (lowest index first among ready nodes, so a
+/// sorted graph keeps its order), and for each node output slot ([`NodeHeader::output_slots`])
+/// how many node inputs and graph outputs use it. Names must be defined once and every input
+/// must resolve; `known` says whether a name is a graph input or initializer.
+fn topological_order(
+    nodes: &Nodes,
+    known: impl Fn(&str) -> bool,
+    graph_outputs: &[pb::ValueInfoProto],
+) -> Result<(Vec<u32>, Vec<u32>), ImportError> {
     let n = nodes.len();
-    let mut producer: HashMap<&str, usize> = HashMap::with_capacity(n);
-    for (idx, node) in nodes.iter().enumerate() {
-        for out in node.outputs().filter(|o| !o.is_empty()) {
-            if known.contains_key(out) {
+    // Node indices and slots fit u32: each node takes at least two bytes of a protobuf
+    // message, which is below 2 GiB.
+    let mut producer: HashMap<&str, (u32, u32)> = HashMap::with_capacity(n);
+    for idx in 0..n {
+        let node = nodes.get(idx);
+        for (slot, out) in node.output_slots().filter(|(_, o)| !o.is_empty()) {
+            if known(out) {
                 return Err(ImportError::Node {
-                    node: node_label(node, idx),
+                    node: node_label(&node, idx),
                     msg: format!("output `{out}` is also a graph input or initializer"),
                 });
             }
-            if let Some(&prev) = producer.get(out) {
+            if let Some(&(prev, _)) = producer.get(out) {
                 return Err(ImportError::Node {
-                    node: node_label(node, idx),
-                    msg: format!("output `{out}` is already produced by node {}", node_label(&nodes[prev], prev)),
+                    node: node_label(&node, idx),
+                    msg: format!(
+                        "output `{out}` is already produced by node {}",
+                        node_label(&nodes.get(prev as usize), prev as usize)
+                    ),
                 });
             }
-            producer.insert(out, idx);
+            producer.insert(out, (idx as u32, slot as u32));
         }
     }
-    let mut indegree = vec![0usize; n];
-    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (idx, node) in nodes.iter().enumerate() {
+    // The users of each node as one flat list (`users[first[p]..first[p + 1]]`), in order.
+    let mut indegree = vec![0u32; n];
+    let mut first = vec![0u32; n + 1];
+    let mut uses = vec![0u32; nodes.slots()];
+    for (idx, degree) in indegree.iter_mut().enumerate() {
+        let node = nodes.get(idx);
         for input in node.inputs().filter(|i| !i.is_empty()) {
             match producer.get(input) {
-                Some(&p) => {
-                    indegree[idx] += 1;
-                    users[p].push(idx);
+                Some(&(p, slot)) => {
+                    *degree += 1;
+                    first[p as usize + 1] += 1;
+                    uses[slot as usize] += 1;
                 }
-                None if known.contains_key(input) => {}
+                None if known(input) => {}
                 None => {
                     return Err(ImportError::Node {
-                        node: node_label(node, idx),
+                        node: node_label(&node, idx),
                         msg: format!("input `{input}` is not a graph input, an initializer or the output of any node"),
                     })
                 }
             }
         }
     }
-    let mut ready: BinaryHeap<std::cmp::Reverse<usize>> =
-        (0..n).filter(|&i| indegree[i] == 0).map(std::cmp::Reverse).collect();
+    for out in graph_outputs {
+        if let Some(&(_, slot)) = producer.get(out.name()) {
+            uses[slot as usize] += 1;
+        }
+    }
+    for p in 0..n {
+        first[p + 1] += first[p];
+    }
+    let mut users = vec![0u32; first[n] as usize];
+    let mut fill = first.clone();
+    for idx in 0..n {
+        for input in nodes.get(idx).inputs().filter(|i| !i.is_empty()) {
+            if let Some(&(p, _)) = producer.get(input) {
+                users[fill[p as usize] as usize] = idx as u32;
+                fill[p as usize] += 1;
+            }
+        }
+    }
+    drop((producer, fill));
+    let mut ready: BinaryHeap<std::cmp::Reverse<u32>> =
+        (0..n as u32).filter(|&i| indegree[i as usize] == 0).map(std::cmp::Reverse).collect();
     let mut order = Vec::with_capacity(n);
     while let Some(std::cmp::Reverse(idx)) = ready.pop() {
         order.push(idx);
-        for &u in &users[idx] {
-            indegree[u] -= 1;
-            if indegree[u] == 0 {
+        let idx = idx as usize;
+        for &u in &users[first[idx] as usize..first[idx + 1] as usize] {
+            indegree[u as usize] -= 1;
+            if indegree[u as usize] == 0 {
                 ready.push(std::cmp::Reverse(u));
             }
         }
@@ -272,11 +311,11 @@ fn topological_order(nodes: &[NodeHeader], known: &HashMap<String, Val>) -> Resu
     if order.len() < n {
         let stuck = (0..n).find(|&i| indegree[i] > 0).unwrap_or(0);
         return Err(ImportError::Node {
-            node: node_label(&nodes[stuck], stuck),
+            node: node_label(&nodes.get(stuck), stuck),
             msg: "is part of a cycle (its inputs depend on its own outputs)".into(),
         });
     }
-    Ok(order)
+    Ok((order, uses))
 }
 
 /// Phase 3: the static type of graph input `vi`.
@@ -339,17 +378,21 @@ fn input_type(vi: &pb::ValueInfoProto, options: &ImportOptions) -> Result<Tensor
         }
     };
     let ty = TensorType { shape: shape.into(), dtype };
-    if ty.num_elements().is_none() {
-        return Err(err(format!("shape {:?} overflows", ty.shape)));
-    }
+    representable(&ty).map_err(err)?;
     Ok(ty)
 }
 
-/// Decodes a node's header (the model failed to decode if it does not).
-fn node_header(bytes: &Bytes, idx: usize) -> Result<NodeHeader, ImportError> {
-    let header = NodeHeader::decode(bytes.clone()).map_err(|e| ImportError::Decode(format!("node #{idx}: {e}")))?;
-    header.check_utf8().map_err(|e| ImportError::Decode(format!("node #{idx}: invalid string: {e}")))?;
-    Ok(header)
+/// Errors unless `ty` is a type passel's text format holds: rank at most [`MAX_RANK`] (the
+/// parser's limit) and an element count that fits `u64`, so every imported module prints to
+/// text that `check` accepts and every size computed from a type is exact.
+fn representable(ty: &TensorType) -> Result<(), String> {
+    if ty.shape.len() > MAX_RANK {
+        return Err(format!("has rank {}, more than passel's limit of {MAX_RANK}", ty.shape.len()));
+    }
+    if ty.num_elements().is_none() {
+        return Err(format!("shape {:?} has more elements than fit in 64 bits", ty.shape));
+    }
+    Ok(())
 }
 
 /// Decodes initializer `bytes` and converts it; returns its name and constant.
@@ -368,8 +411,13 @@ fn initializer(bytes: Bytes, options: &ImportOptions) -> Result<(String, Constan
 
 /// Decodes the attributes of node `bytes`, with their tensors' packed `float_data` when one
 /// has any.
-fn node_body(bytes: &Bytes, label: &str) -> Result<(Vec<pb::AttributeProto>, Option<NodeTensors>), ImportError> {
-    let body = NodeBody::decode(bytes.clone()).map_err(|e| ImportError::Decode(format!("node {label}: {e}")))?;
+fn node_body(
+    bytes: &Bytes,
+    header: &NodeHeader<'_>,
+    idx: usize,
+) -> Result<(Vec<pb::AttributeProto>, Option<NodeTensors>), ImportError> {
+    let body = NodeBody::decode(bytes.clone())
+        .map_err(|e| ImportError::Decode(format!("node {}: {e}", node_label(header, idx))))?;
     // Smaller tensors become dense constants anyway.
     let floats = body.attribute.iter().any(|a| a.t.as_ref().is_some_and(|t| t.float_data.len() as u64 >= DENSE_BELOW));
     let packed = if floats { NodeTensors::decode(bytes.clone()).ok() } else { None };
@@ -381,8 +429,8 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
     let graph = model.graph.ok_or_else(|| ImportError::Model("the model has no graph".into()))?;
     // Nodes stay encoded: only their headers are decoded for the checks and the order, and
     // each node in full when it is converted.
-    let headers = graph.node.iter().enumerate().map(|(idx, b)| node_header(b, idx)).collect::<Result<Vec<_>, _>>()?;
-    check_supported(&headers)?;
+    let nodes = Nodes::decode(graph.node).map_err(|(idx, e)| ImportError::Decode(format!("node #{idx}: {e}")))?;
+    check_supported(&nodes)?;
 
     let mut em = Emitter::new(options.fold_limit);
     let mut env: HashMap<String, Val> = HashMap::new();
@@ -426,52 +474,71 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
     }
 
     // The graph inputs and initializers are the names defined before any node.
-    let order = topological_order(&headers, &env)?;
+    let (order, mut uses) = topological_order(&nodes, |name| env.contains_key(name), &graph.output)?;
+    // Node outputs that are still to be used, each with its count of remaining uses: a value
+    // is dropped after its last use (or never stored when nothing uses it), so on a chain the
+    // map stays small whatever the number of nodes.
+    let mut live: HashMap<&str, (Val, u32)> = HashMap::new();
     for idx in order {
-        let header = &headers[idx];
-        let label = node_label(header, idx);
-        let (attribute, packed) = node_body(&graph.node[idx], &label)?;
-        let inputs: Vec<Option<Val>> =
-            header.inputs().map(|i| if i.is_empty() { None } else { env.get(i).cloned() }).collect();
-        let outputs = ops::convert(&mut em, header, attribute, packed, opset, inputs)
-            .map_err(|msg| ImportError::Node { node: label.clone(), msg })?;
-        for (name, val) in header.outputs().zip(outputs) {
-            if let (false, Some(val)) = (name.is_empty(), val) {
-                env.insert(name.to_string(), val);
+        let idx = idx as usize;
+        let header = nodes.get(idx);
+        let label = || node_label(&header, idx);
+        let body = node_body(nodes.encoded(idx), &header, idx)?;
+        let lookup = |i: &str| live.get(i).map(|(v, _)| v).or_else(|| env.get(i)).cloned();
+        let inputs: Vec<Option<Val>> = header.inputs().map(|i| if i.is_empty() { None } else { lookup(i) }).collect();
+        let outputs = ops::convert(&mut em, &header, body, opset, inputs, options.external_data.as_deref())
+            .map_err(|msg| ImportError::Node { node: label(), msg })?;
+        for input in header.inputs() {
+            if let Some((_, left)) = live.get_mut(input) {
+                *left -= 1;
+                if *left == 0 {
+                    live.remove(input);
+                }
             }
         }
-        // An output the converter did not produce is one passel cannot compute (e.g. a
-        // training-mode statistic); using it is an error at its use.
-        for name in header.outputs().filter(|o| !o.is_empty()) {
-            if !env.contains_key(name) {
-                if let Some(user) = headers.iter().position(|n| n.inputs().any(|i| i == name)) {
-                    return Err(ImportError::Node {
-                        node: label,
-                        msg: format!(
-                            "output `{name}` (used by node {}) is not computed by the importer",
-                            node_label(&headers[user], user)
-                        ),
-                    });
+        let mut outputs = outputs.into_iter();
+        for (slot, name) in header.output_slots() {
+            let val = outputs.next().flatten();
+            if let Some(val) = &val {
+                representable(&val.ty())
+                    .map_err(|msg| ImportError::Node { node: label(), msg: format!("output `{name}` {msg}") })?;
+            }
+            let left = std::mem::take(&mut uses[slot]);
+            match val {
+                _ if name.is_empty() || left == 0 => {}
+                Some(val) => {
+                    live.insert(name, (val, left));
                 }
-                if graph.output.iter().any(|o| o.name() == name) {
-                    return Err(ImportError::Node {
-                        node: label,
-                        msg: format!("output `{name}` (a graph output) is not computed by the importer"),
-                    });
+                // An output the converter did not produce is one passel cannot compute (e.g.
+                // a training-mode statistic); using it is an error.
+                None => {
+                    let user = (0..nodes.len()).find(|&u| nodes.get(u).inputs().any(|i| i == name));
+                    let msg = match user {
+                        Some(u) => format!(
+                            "output `{name}` (used by node {}) is not computed by the importer",
+                            node_label(&nodes.get(u), u)
+                        ),
+                        None => format!("output `{name}` (a graph output) is not computed by the importer"),
+                    };
+                    return Err(ImportError::Node { node: label(), msg });
                 }
             }
         }
     }
+    drop(uses);
 
     if graph.output.is_empty() {
         return Err(ImportError::Graph("the graph has no outputs".into()));
     }
     let mut results = Vec::with_capacity(graph.output.len());
     for out in &graph.output {
-        let val = env
-            .get(out.name())
+        let name = out.name();
+        let val = live
+            .get(name)
+            .map(|(v, _)| v)
+            .or_else(|| env.get(name))
             .cloned()
-            .ok_or_else(|| ImportError::Graph(format!("output `{}` is not produced by any node", out.name())))?;
+            .ok_or_else(|| ImportError::Graph(format!("output `{name}` is not produced by any node")))?;
         results.push(val);
     }
     let func = em.finish(&params, &results);

@@ -42,8 +42,9 @@ use crate::util::escape_invisible;
 /// A parse stops after this many errors.
 pub const MAX_ERRORS: usize = 100;
 
-/// Largest tensor rank the parser accepts.
-const MAX_RANK: usize = 64;
+/// Largest tensor rank the parser accepts (so the largest any producer of text, such as the
+/// ONNX importer, may emit).
+pub const MAX_RANK: usize = 64;
 
 /// One parse error: where, and either what was expected and found (syntax errors) or a
 /// message (semantic errors such as an unknown operator).

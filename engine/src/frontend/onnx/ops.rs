@@ -12,89 +12,113 @@ use super::emit::{Emitter, Val};
 use super::proto::onnx as pb;
 use super::proto::shallow::{NodeHeader, NodeTensors, PackedFloats};
 use super::tensor::{self, tensor_i64s};
+use super::ExternalData;
 use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 
-/// ONNX operator types (default domain) the importer converts.
-pub const SUPPORTED_OPS: &[&str] = &[
-    "Abs",
-    "Add",
-    "AveragePool",
-    "BatchNormalization",
-    "Cast",
-    "Clip",
-    "Concat",
-    "Constant",
-    "ConstantOfShape",
-    "Conv",
-    "ConvTranspose",
-    "Div",
-    "Dropout",
-    "Equal",
-    "Erf",
-    "Exp",
-    "Expand",
-    "Flatten",
-    "Gather",
-    "Gelu",
-    "Gemm",
-    "GlobalAveragePool",
-    "GlobalMaxPool",
-    "Greater",
-    "GreaterOrEqual",
-    "HardSigmoid",
-    "HardSwish",
-    "Identity",
-    "LRN",
-    "LayerNormalization",
-    "Less",
-    "LessOrEqual",
-    "Log",
-    "MatMul",
-    "Max",
-    "MaxPool",
-    "Min",
-    "Mul",
-    "Neg",
-    "Not",
-    "Pad",
-    "Pow",
-    "Range",
-    "Reciprocal",
-    "ReduceMax",
-    "ReduceMean",
-    "ReduceMin",
-    "ReduceSum",
-    "Relu",
-    "Reshape",
-    "Resize",
-    "Shape",
-    "Sigmoid",
-    "Slice",
-    "Softmax",
-    "Split",
-    "Sqrt",
-    "Squeeze",
-    "Sub",
-    "Sum",
-    "Tanh",
-    "Transpose",
-    "Trilu",
-    "Unsqueeze",
-    "Where",
-];
+/// The supported operators, each with the most inputs its ONNX schema takes (`max_input`,
+/// [`VARIADIC`] for variadic ones), and from which opset a later count holds. This is the
+/// one list of ONNX operators: [`SUPPORTED_OPS`] and [`max_inputs`] are made from it.
+macro_rules! onnx_ops {
+    ($($name:literal: $inputs:expr $(, from $since:literal: $later:expr)*;)*) => {
+        /// ONNX operator types (default domain) the importer converts.
+        pub const SUPPORTED_OPS: &[&str] = &[$($name),*];
+        /// Per entry of [`SUPPORTED_OPS`]: (first opset, most inputs), oldest first.
+        const MAX_INPUTS: &[&[(i64, usize)]] = &[$(&[(1, $inputs) $(, ($since, $later))*]),*];
+    };
+}
+
+/// The input count of a variadic operator (no limit).
+const VARIADIC: usize = usize::MAX;
+
+onnx_ops! {
+    "Abs": 1;
+    "Add": 2;
+    "AveragePool": 1;
+    "BatchNormalization": 5;
+    "Cast": 1;
+    "Clip": 1, from 11: 3;
+    "Concat": VARIADIC;
+    "Constant": 0;
+    "ConstantOfShape": 1;
+    "Conv": 3;
+    "ConvTranspose": 3;
+    "Div": 2;
+    "Dropout": 1, from 12: 3;
+    "Equal": 2;
+    "Erf": 1;
+    "Exp": 1;
+    "Expand": 2;
+    "Flatten": 1;
+    "Gather": 2;
+    "Gelu": 1;
+    "Gemm": 3;
+    "GlobalAveragePool": 1;
+    "GlobalMaxPool": 1;
+    "Greater": 2;
+    "GreaterOrEqual": 2;
+    "HardSigmoid": 1;
+    "HardSwish": 1;
+    "Identity": 1;
+    "LRN": 1;
+    "LayerNormalization": 3;
+    "Less": 2;
+    "LessOrEqual": 2;
+    "Log": 1;
+    "MatMul": 2;
+    "Max": VARIADIC;
+    "MaxPool": 1;
+    "Min": VARIADIC;
+    "Mul": 2;
+    "Neg": 1;
+    "Not": 1;
+    "Pad": 1, from 11: 3, from 18: 4;
+    "Pow": 2;
+    "Range": 3;
+    "Reciprocal": 1;
+    "ReduceMax": 1, from 18: 2;
+    "ReduceMean": 1, from 18: 2;
+    "ReduceMin": 1, from 18: 2;
+    "ReduceSum": 1, from 13: 2;
+    "Relu": 1;
+    "Reshape": 2;
+    "Resize": 2, from 11: 4;
+    "Shape": 1;
+    "Sigmoid": 1;
+    "Slice": 1, from 10: 5;
+    "Softmax": 1;
+    "Split": 1, from 13: 2;
+    "Sqrt": 1;
+    "Squeeze": 1, from 13: 2;
+    "Sub": 2;
+    "Sum": VARIADIC;
+    "Tanh": 1;
+    "Transpose": 1;
+    "Trilu": 2;
+    "Unsqueeze": 1, from 13: 2;
+    "Where": 3;
+}
+
+/// The most inputs a node of supported operator `op` takes at `opset`.
+pub(super) fn max_inputs(op: &str, opset: i64) -> Option<usize> {
+    let i = SUPPORTED_OPS.iter().position(|&o| o == op)?;
+    MAX_INPUTS[i].iter().rev().find(|&&(since, _)| since <= opset).map(|&(_, n)| n)
+}
 
 type R<T> = Result<T, String>;
 
 /// One node being converted.
 struct Cx<'a> {
     em: &'a mut Emitter,
-    node: &'a NodeHeader,
+    node: &'a NodeHeader<'a>,
     attribute: Vec<pb::AttributeProto>,
     /// The attributes' tensors, taken out of `attribute` (so a Constant's weights move into its
     /// constant), each with its packed `float_data` when that view decoded.
     tensors: Vec<Option<(pb::TensorProto, Option<PackedFloats>)>>,
     opset: i64,
     inputs: Vec<Option<Val>>,
+    /// Where tensor attributes stored as external data come from (a `Constant` whose `value`
+    /// was saved with `convert_attribute=True`).
+    ext: Option<&'a dyn ExternalData>,
     read: Vec<bool>,
     /// Base name of the variables: the node's first output.
     name: String,
@@ -103,15 +127,22 @@ struct Cx<'a> {
 /// Converts the node of header `node` and attributes `attribute` (its body, [`NodeBody`])
 /// and returns its outputs in order (`None` for outputs passel does not compute, such as
 /// training statistics). `packed` is the node's attributes seen for packed `float_data`
-/// ([`NodeTensors`]), when that view decoded. Errors are messages about this node.
-pub(super) fn convert(
-    em: &mut Emitter,
-    node: &NodeHeader,
-    mut attribute: Vec<pb::AttributeProto>,
-    packed: Option<NodeTensors>,
+/// ([`NodeTensors`]), when that view decoded; `ext` resolves external-data tensors. Errors are
+/// messages about this node.
+pub(super) fn convert<'a>(
+    em: &'a mut Emitter,
+    node: &'a NodeHeader<'a>,
+    (mut attribute, packed): (Vec<pb::AttributeProto>, Option<NodeTensors>),
     opset: i64,
     inputs: Vec<Option<Val>>,
+    ext: Option<&'a dyn ExternalData>,
 ) -> R<Vec<Option<Val>>> {
+    // ONNX's checker and runtimes refuse extra inputs; converters read only the inputs they
+    // know, so an extra one would be silently dropped.
+    let op = node.op_type();
+    if let Some(max) = max_inputs(op, opset).filter(|&max| node.n_inputs() > max) {
+        return Err(format!("has {} inputs, but `{op}` (opset {opset}) takes at most {max}", node.n_inputs()));
+    }
     let name = node.outputs().next().unwrap_or_default().to_string();
     let mut packed = packed.map(|p| p.attribute).filter(|p| p.len() == attribute.len()).map(Vec::into_iter);
     let tensors = attribute
@@ -122,13 +153,13 @@ pub(super) fn convert(
         })
         .collect();
     let read = vec![false; attribute.len()];
-    let mut cx = Cx { em, node, attribute, tensors, opset, inputs, read, name };
+    let mut cx = Cx { em, node, attribute, tensors, opset, inputs, ext, read, name };
     let outs = convert_op(&mut cx)?;
     if let Some(i) = cx.read.iter().position(|r| !r) {
         return Err(format!("attribute `{}` is not handled by the importer", cx.attribute[i].name()));
     }
     let mut outs: Vec<Option<Val>> = outs;
-    outs.resize(node.output.len(), None);
+    outs.resize(node.n_outputs(), None);
     Ok(outs)
 }
 
@@ -238,7 +269,7 @@ impl<'a> Cx<'a> {
         }
         match self.tensors.get_mut(i).and_then(Option::take) {
             Some((t, packed)) => {
-                tensor::constant(t, packed, None).map(Some).map_err(|e| format!("attribute `{key}`: {e}"))
+                tensor::constant(t, packed, self.ext).map(Some).map_err(|e| format!("attribute `{key}`: {e}"))
             }
             None => Err(Self::kind_err(key, "a tensor")),
         }
@@ -584,7 +615,10 @@ fn range(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             let ints = cx.const_ints(0, "start")?.unwrap_or_default();
             let d = cx.const_ints(2, "delta")?.unwrap_or_default();
             let (s, d) = (ints.first().copied().unwrap_or(0), d.first().copied().unwrap_or(1));
-            let v: Vec<f64> = (0..n as i64).map(|i| (s + i * d) as f64).collect();
+            let v: Vec<f64> = (0..n as i64)
+                .map(|i| i.checked_mul(d).and_then(|o| s.checked_add(o)).map(|v| v as f64))
+                .collect::<Option<_>>()
+                .ok_or("the range overflows int64")?;
             Tensor::from_f64s(&[n as u64], dtype, &v)
         }
         _ => {
@@ -719,7 +753,7 @@ fn split(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let shape = x.shape();
     let axis = norm_axis(cx.int("axis", 0)?, shape.len())?;
     let dim = shape[axis];
-    let n_out = cx.node.output.len();
+    let n_out = cx.node.n_outputs();
     let sizes: Option<Vec<i64>> = if cx.opset >= 13 { cx.const_ints(1, "split")? } else { cx.ints_opt("split")? };
     let num_outputs = cx.int_opt("num_outputs")?;
     let sizes: Vec<u64> = match sizes {
@@ -741,7 +775,7 @@ fn split(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     if sizes.len() != n_out {
         return Err(format!("{} split sizes for {n_out} outputs", sizes.len()));
     }
-    if sizes.iter().sum::<u64>() != dim {
+    if sizes.iter().try_fold(0u64, |a, &s| a.checked_add(s)) != Some(dim) {
         return Err(format!("split sizes {sizes:?} do not add up to {dim}"));
     }
     if n_out == 1 {
@@ -879,20 +913,28 @@ fn gemm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     one(y)
 }
 
-/// `[begin_h, begin_w, end_h, end_w]` for `auto_pad` SAME_UPPER / SAME_LOWER.
-fn same_pads(input: &[u64], kernel: &[u64], strides: &[u64], dilations: &[u64], upper: bool) -> Vec<u64> {
+/// `[begin_h, begin_w, end_h, end_w]` for `auto_pad` SAME_UPPER / SAME_LOWER (an error when
+/// the sizes overflow).
+fn same_pads(input: &[u64], kernel: &[u64], strides: &[u64], dilations: &[u64], upper: bool) -> R<Vec<u64>> {
     let mut begin = Vec::new();
     let mut end = Vec::new();
     for i in 0..input.len() {
         let out = input[i].div_ceil(strides[i].max(1));
-        let eff = (kernel[i].saturating_sub(1)) * dilations[i] + 1;
-        let total = ((out.saturating_sub(1)) * strides[i] + eff).saturating_sub(input[i]);
+        let total = extent(kernel[i], dilations[i])
+            .and_then(|eff| out.saturating_sub(1).checked_mul(strides[i])?.checked_add(eff))
+            .ok_or_else(|| format!("the window {kernel:?} (dilations {dilations:?}) is too large"))?
+            .saturating_sub(input[i]);
         let small = total / 2;
         let (b, e) = if upper { (small, total - small) } else { (total - small, small) };
         begin.push(b);
         end.push(e);
     }
-    begin.into_iter().chain(end).collect()
+    Ok(begin.into_iter().chain(end).collect())
+}
+
+/// The extent `(k - 1) * d + 1` of a kernel of size `k` dilated by `d`, unless it overflows.
+fn extent(k: u64, d: u64) -> Option<u64> {
+    k.saturating_sub(1).checked_mul(d)?.checked_add(1)
 }
 
 /// Spatial attributes shared by Conv, ConvTranspose and the pools: kernel, strides, dilations
@@ -928,7 +970,7 @@ fn window(cx: &mut Cx<'_>, spatial: &[u64], kernel_default: Option<Vec<u64>>, re
         "NOTSET" => pos(pads.unwrap_or(vec![0; 4]), "pad")?,
         "VALID" => vec![0; 4],
         "SAME_UPPER" | "SAME_LOWER" if resolve_same => {
-            same_pads(spatial, &kernel, &strides, &dilations, auto_pad == "SAME_UPPER")
+            same_pads(spatial, &kernel, &strides, &dilations, auto_pad == "SAME_UPPER")?
         }
         "SAME_UPPER" | "SAME_LOWER" => vec![0; 4],
         other => return Err(format!("auto_pad {other:?} is not supported")),
@@ -991,7 +1033,10 @@ fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
                 let s = pos(s.clone(), "output size")?;
                 s[s.len().saturating_sub(2)..].to_vec()
             }
-            None => vec![xs[2] * win.strides[0], xs[3] * win.strides[1]],
+            None => (0..2)
+                .map(|i| xs[2 + i].checked_mul(win.strides[i]))
+                .collect::<Option<_>>()
+                .ok_or_else(|| format!("strides {:?} make the output too large", win.strides))?,
         };
         if out.len() != 2 {
             return Err("output_shape must give the 2 spatial sizes".into());
@@ -999,10 +1044,12 @@ fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         let mut begin = Vec::new();
         let mut end = Vec::new();
         for i in 0..2 {
-            let full = win.strides[i] * (xs[2 + i].saturating_sub(1))
-                + output_padding[i]
-                + (win.kernel[i].saturating_sub(1)) * win.dilations[i]
-                + 1;
+            let full = xs[2 + i]
+                .saturating_sub(1)
+                .checked_mul(win.strides[i])
+                .and_then(|v| v.checked_add(output_padding[i]))
+                .and_then(|v| v.checked_add(extent(win.kernel[i], win.dilations[i])?))
+                .ok_or_else(|| "the output size overflows".to_string())?;
             let total = full.checked_sub(out[i]).ok_or_else(|| format!("output_shape {out:?} is too large"))?;
             let (bg, en) = if win.auto_pad == "SAME_UPPER" {
                 (total / 2, total - total / 2)
@@ -1031,6 +1078,14 @@ fn pool(cx: &mut Cx<'_>, max: bool) -> R<Vec<Option<Val>>> {
         return Err(format!("only 2-D pooling (rank-4 NCHW input) is supported, got rank {}", x.rank()));
     }
     let win = window(cx, &x.shape()[2..], None, true)?;
+    // A window that covers only padding has no value (NaN for AveragePool, -inf for MaxPool);
+    // onnxruntime refuses such explicit pads ("Pad should be smaller than kernel").
+    let (k, p) = (&win.kernel, &win.pads);
+    if (0..2).any(|i| p[i] >= k[i] || p[i + 2] >= k[i]) {
+        return Err(format!(
+            "pads {p:?} must each be smaller than the kernel {k:?} (a window of only padding has no value)"
+        ));
+    }
     let ceil_mode = cx.int("ceil_mode", 0)? != 0;
     let mut attrs = Attrs::new()
         .with("pool_size", ints(&win.kernel))
@@ -1054,7 +1109,7 @@ fn batch_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let eps = cx.float("epsilon", 1e-5)?;
     cx.float_opt("momentum")?;
     cx.int_must("training_mode", |v| v == 0, "passel imports inference graphs")?;
-    if cx.node.output.iter().skip(1).any(|o| !o.is_empty()) && cx.opset < 14 {
+    if cx.node.outputs().skip(1).any(|o| !o.is_empty()) && cx.opset < 14 {
         // Before opset 14 the extra outputs exist only in training mode.
         return Err("training-mode outputs (mean, var, saved statistics) are not supported".into());
     }

@@ -15,7 +15,7 @@ use ndarray::{ArcArray, IxDyn};
 use super::proto::onnx as pb;
 use super::proto::shallow::PackedFloats;
 use super::ExternalData;
-use crate::ir::{Constant, DType, Tensor, TensorData, TensorType, MAX_MATERIALIZED_ELEMENTS};
+use crate::ir::{Constant, DType, Tensor, TensorData, TensorType, MAX_MATERIALIZED_ELEMENTS, MAX_RANK};
 
 /// Raw tensors with fewer elements than this are decoded to dense tensors at import.
 pub(super) const DENSE_BELOW: u64 = 64;
@@ -45,9 +45,13 @@ pub(super) fn dtype_of(t: i32) -> Result<DType, String> {
     }
 }
 
-/// The shape of `t`: non-negative dims whose element count fits the materialization limit
-/// (a weight bigger than 2^28 elements is rejected, not silently truncated).
+/// The shape of `t`: at most [`MAX_RANK`] non-negative dims whose element count fits the
+/// materialization limit (a weight bigger than 2^28 elements is rejected, not silently
+/// truncated).
 fn shape_of(t: &pb::TensorProto) -> Result<Vec<u64>, String> {
+    if t.dims.len() > MAX_RANK {
+        return Err(format!("has rank {}, more than passel's limit of {MAX_RANK}", t.dims.len()));
+    }
     let mut n: u64 = 1;
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
