@@ -3,12 +3,15 @@
 //!
 //! - Data files (`--input` and `--compare` `.npy` files, the conformance out-of-scope list)
 //!   must be regular files ([`regular_file`]).
+//! - A model and its external-data files are read whole, and must be regular files
+//!   ([`read_regular_file`]; opened non-blocking, so even the open of a FIFO cannot hang).
 //! - A `.pir` source may also be a pipe ([`source_file`]): `passel run <(passel gen chain)`
 //!   hands passel a `/dev/fd/N` pipe, which is read to its end like stdin (`-`).
 //!
 //! Symlinks are followed: what counts is the file they lead to.
 
 use std::fs::{FileType, Metadata};
+use std::io::Read;
 use std::path::Path;
 
 /// What kind of file `ty` is, in words.
@@ -62,6 +65,30 @@ pub fn regular_file(path: &Path) -> Result<Metadata, String> {
         Some(reason) => Err(format!("cannot read {}: {reason}", path.display())),
         None => Ok(meta),
     }
+}
+
+/// Reads the regular file at `path` whole. Anything else (a FIFO, socket, device or
+/// directory) is refused without reading from it: opening is non-blocking, so a FIFO without
+/// a writer does not hang the open either.
+pub fn read_regular_file(path: &Path) -> Result<Vec<u8>, std::io::Error> {
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK);
+    let mut file = open.open(path)?;
+    let meta = file.metadata()?;
+    if let Some(reason) = not_regular(&meta) {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, reason));
+    }
+    // The size is a hint: the file may change while it is read, and `read_to_end` reads
+    // whatever is there.
+    let mut bytes = Vec::new();
+    let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+    bytes.try_reserve_exact(len).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::OutOfMemory, format!("its {len} bytes do not fit in memory"))
+    })?;
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Checks that `path` is a regular file or a pipe (a FIFO or a shell's `<(…)`).

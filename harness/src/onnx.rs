@@ -11,7 +11,6 @@
 //! read: a FIFO or device would block or never end.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -57,54 +56,6 @@ pub fn is_onnx(path: &Path) -> bool {
     path.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
 }
 
-/// Reads the regular file at `path` whole. Anything else (a FIFO, socket, device or
-/// directory) is refused without reading from it: opening is non-blocking, so a FIFO without
-/// a writer does not hang the open either.
-pub fn read_regular_file(path: &Path) -> Result<Vec<u8>, std::io::Error> {
-    let mut open = std::fs::OpenOptions::new();
-    open.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK);
-    let mut file = open.open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("not a regular file (a {})", file_kind(&meta.file_type())),
-        ));
-    }
-    // The size is a hint: the file may change while it is read, and `read_to_end` reads
-    // whatever is there.
-    let mut bytes = Vec::new();
-    let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
-    bytes.try_reserve_exact(len).map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::OutOfMemory, format!("its {len} bytes do not fit in memory"))
-    })?;
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
-/// What kind of non-regular file `ty` is, for messages.
-fn file_kind(ty: &std::fs::FileType) -> &'static str {
-    if ty.is_dir() {
-        return "directory";
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if ty.is_fifo() {
-            return "FIFO";
-        }
-        if ty.is_socket() {
-            return "socket";
-        }
-        if ty.is_char_device() || ty.is_block_device() {
-            return "device";
-        }
-    }
-    "special file"
-}
-
 /// External data read from files inside one folder (the model's): locations that are
 /// absolute, contain `..`, or resolve (through symlinks) outside the folder are refused. Each
 /// file is read once (by its resolved path) and shared by all the tensors stored in it.
@@ -139,7 +90,9 @@ impl ExternalData for FolderExternalData {
         if let Some(bytes) = files.get(&real) {
             return Ok(bytes.clone());
         }
-        let bytes = Bytes::from(read_regular_file(&real).map_err(|e| format!("cannot read {}: {e}", real.display()))?);
+        let bytes = Bytes::from(
+            crate::files::read_regular_file(&real).map_err(|e| format!("cannot read {}: {e}", real.display()))?,
+        );
         files.insert(real, bytes.clone());
         Ok(bytes)
     }
@@ -148,7 +101,8 @@ impl ExternalData for FolderExternalData {
 /// Imports the ONNX model at `path`: reads the file, resolves external data from the model's
 /// folder (unless `options` brings its own reader) and verifies the result.
 pub fn import_onnx(path: &Path, options: &ImportOptions) -> Result<Module, OnnxError> {
-    let bytes = read_regular_file(path).map_err(|source| OnnxError::Io { path: path.display().to_string(), source })?;
+    let bytes = crate::files::read_regular_file(path)
+        .map_err(|source| OnnxError::Io { path: path.display().to_string(), source })?;
     import_onnx_read(path, Bytes::from(bytes), options)
 }
 

@@ -320,13 +320,13 @@ fn non_regular_model_and_external_files_are_refused() {
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let o = passel_within(&["import", fifo.to_str().unwrap()], 60).expect("a FIFO model does not block");
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("m.onnx: not a regular file (a FIFO)"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("m.onnx: it is a fifo, not a regular file"), "{}", stderr(&o));
 
     let sub = dir.join("d.onnx");
     std::fs::create_dir(&sub).unwrap();
     let o = passel_within(&["run", sub.to_str().unwrap()], 60).expect("a directory does not block");
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("d.onnx: not a regular file (a directory)"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("d.onnx: it is a directory, not a regular file"), "{}", stderr(&o));
 
     // `bad_external_missing` keeps its weight in `missing_weights.bin`, here a FIFO.
     let model = dir.join("ext.onnx");
@@ -336,7 +336,7 @@ fn non_regular_model_and_external_files_are_refused() {
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains("external data `missing_weights.bin`: cannot read")
-            && stderr(&o).contains("not a regular file (a FIFO)"),
+            && stderr(&o).contains("it is a fifo, not a regular file"),
         "{}",
         stderr(&o)
     );
