@@ -338,6 +338,19 @@ def fixtures():
         [arr("w", np.ones((1, 1, 1, 1), np.float32))],
         check=False,
     )
+    # Issue #26 item 14: names with invisible characters, and a very long one, in errors.
+    out["bad_invisible_names"] = model(
+        [helper.make_node("Re\u200blu", ["x"], ["y"], name="node\x00\nname")],
+        [vi("x", F, [2])],
+        [vi("y", F, [2])],
+        check=False,
+    )
+    out["bad_long_op_name"] = model(
+        [helper.make_node("X" * 100_000, ["x"], ["y"], name="n")],
+        [vi("x", F, [2])],
+        [vi("y", F, [2])],
+        check=False,
+    )
     return out
 
 

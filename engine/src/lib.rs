@@ -46,7 +46,7 @@ pub use session::{
 pub use transform::{
     function_pass, get_pass, module_pass, sequential, Instrument, Pass, PassContext, PassError, PassInfo, Sequential,
 };
-pub use util::{edit_distance, escape_invisible, shown_name, suggest, MAX_SHOWN_NAME_CHARS};
+pub use util::{edit_distance, escape_invisible, shown_message, shown_name, suggest, MAX_SHOWN_NAME_CHARS};
 
 #[doc(hidden)]
 pub use inventory;

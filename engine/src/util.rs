@@ -66,12 +66,25 @@ pub fn escape_invisible(text: &str) -> std::borrow::Cow<'_, str> {
 /// ([`escape_invisible`]) and cut after [`MAX_SHOWN_NAME_CHARS`] characters with the full
 /// length said. The one way every layer puts an input's name into a message.
 pub fn shown_name(name: &str) -> std::borrow::Cow<'_, str> {
-    match name.char_indices().nth(MAX_SHOWN_NAME_CHARS) {
-        None => escape_invisible(name),
+    shown_text(name, MAX_SHOWN_NAME_CHARS)
+}
+
+/// Longest message text, in characters, shown whole by [`shown_message`].
+pub const MAX_SHOWN_MESSAGE_CHARS: usize = 2000;
+
+/// A message that may quote input (an importer's "what is wrong" text, which can name
+/// several values) as shown: [`shown_name`]'s rules with a longer cut.
+pub fn shown_message(text: &str) -> std::borrow::Cow<'_, str> {
+    shown_text(text, MAX_SHOWN_MESSAGE_CHARS)
+}
+
+fn shown_text(text: &str, max_chars: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max_chars) {
+        None => escape_invisible(text),
         Some((cut, _)) => std::borrow::Cow::Owned(format!(
             "{}… ({} characters in all)",
-            escape_invisible(&name[..cut]),
-            name.chars().count()
+            escape_invisible(&text[..cut]),
+            text.chars().count()
         )),
     }
 }

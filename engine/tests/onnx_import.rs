@@ -301,6 +301,19 @@ fn unsupported_operators_are_listed_in_one_error() {
     );
 }
 
+/// Issue #26 item 14: ONNX names reach messages escaped (a NUL, a newline and a zero-width
+/// space printed raw) and cut (a 100,000-character op type made a 100 KB error).
+#[test]
+fn onnx_names_in_errors_are_escaped_and_cut() {
+    assert_eq!(
+        error("bad_invisible_names"),
+        "unsupported ONNX operators: Re\\u{200b}lu (1 node, first `node\\u{0}\\u{a}name`)"
+    );
+    let err = error("bad_long_op_name");
+    assert!(err.len() < 400, "{} bytes", err.len());
+    assert!(err.contains("… (100000 characters in all)"), "{err}");
+}
+
 #[test]
 fn bad_graphs_are_errors_naming_the_node_or_tensor() {
     let cases = [

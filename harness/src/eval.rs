@@ -266,8 +266,9 @@ mod tests {
         let m =
             parse_module("def @main(%x: Tensor[(2,), f32], %y: Tensor[(2,), f32]) { (add(%x, %y), multiply(%x, %y)) }")
                 .unwrap();
-        let dir = std::env::temp_dir().join(format!("passel-eval-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // A private directory (tempfile), never a predictable path another user could plant.
+        let tmp = tempfile::Builder::new().prefix("passel-eval").tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let x = Tensor::from_f64s(&[2], DType::F32, &[1.0, 2.0]).unwrap();
         npy::write(&dir.join("x.npy"), &x).unwrap();
         npy::write(&dir.join("y.npy"), &x).unwrap();
@@ -296,6 +297,6 @@ mod tests {
         npy::write(&dir.join("s.npy"), &Tensor::scalar_f32(1.0)).unwrap();
         let bad = EvalOptions { inputs: vec![(None, dir.join("s.npy"))], ..opts };
         assert!(eval(&m, &bad).unwrap_err().contains("does not fit parameter `%x: Tensor[(2,), f32]`"));
-        std::fs::remove_dir_all(&dir).unwrap();
+        drop(tmp);
     }
 }

@@ -201,7 +201,9 @@ mod tests {
 
     #[test]
     fn folder_external_data_refuses_paths_leaving_the_folder() {
-        let dir = std::env::temp_dir().join(format!("passel-ext-{}", std::process::id()));
+        // A private directory (tempfile), never a predictable path another user could plant.
+        let tmp = tempfile::Builder::new().prefix("passel-ext").tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let inner = dir.join("model");
         std::fs::create_dir_all(&inner).unwrap();
         std::fs::write(dir.join("outside.bin"), [1u8; 8]).unwrap();
@@ -219,6 +221,6 @@ mod tests {
             let err = ext.load("link.bin").unwrap_err();
             assert!(err.contains("outside the model's folder"), "{err}");
         }
-        std::fs::remove_dir_all(&dir).unwrap();
+        drop(tmp);
     }
 }

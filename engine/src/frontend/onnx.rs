@@ -48,6 +48,7 @@ use bytes::Bytes;
 use prost::Message;
 
 use crate::ir::{Constant, Module, TensorType, MAX_RANK};
+use crate::util::{shown_message, shown_name};
 use tensor::DENSE_BELOW;
 
 pub use ops::SUPPORTED_OPS;
@@ -109,16 +110,16 @@ pub struct UnsupportedOp {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ImportError {
     /// The bytes are not a ModelProto.
-    #[error("not a valid ONNX model: {0}")]
+    #[error("not a valid ONNX model: {}", shown_message(.0))]
     Decode(String),
     /// A model-level problem: no graph, no or unsupported default-domain opset.
-    #[error("{0}")]
+    #[error("{}", shown_message(.0))]
     Model(String),
     /// Every operator type the importer does not support, in order of first use.
     #[error("unsupported ONNX operators: {}", list_unsupported(.0))]
     Unsupported(Vec<UnsupportedOp>),
     /// A problem with one node.
-    #[error("node {node}: {msg}")]
+    #[error("node {}: {}", shown_name(node), shown_message(msg))]
     Node {
         /// The node (name, or `Op #index` when unnamed).
         node: String,
@@ -126,7 +127,7 @@ pub enum ImportError {
         msg: String,
     },
     /// A problem with a graph input.
-    #[error("graph input `{input}`: {msg}")]
+    #[error("graph input `{}`: {}", shown_name(input), shown_message(msg))]
     Input {
         /// The input's name.
         input: String,
@@ -134,7 +135,7 @@ pub enum ImportError {
         msg: String,
     },
     /// A problem with an initializer or constant tensor.
-    #[error("tensor `{name}`: {msg}")]
+    #[error("tensor `{}`: {}", shown_name(name), shown_message(msg))]
     Tensor {
         /// The tensor's name.
         name: String,
@@ -142,14 +143,20 @@ pub enum ImportError {
         msg: String,
     },
     /// A problem with the graph's structure (names, cycles, outputs).
-    #[error("graph: {0}")]
+    #[error("graph: {}", shown_message(.0))]
     Graph(String),
 }
 
 fn list_unsupported(ops: &[UnsupportedOp]) -> String {
     ops.iter()
         .map(|u| {
-            format!("{} ({} node{}, first `{}`)", u.op_type, u.count, if u.count == 1 { "" } else { "s" }, u.first_node)
+            format!(
+                "{} ({} node{}, first `{}`)",
+                shown_name(&u.op_type),
+                u.count,
+                if u.count == 1 { "" } else { "s" },
+                shown_name(&u.first_node)
+            )
         })
         .collect::<Vec<_>>()
         .join(", ")
