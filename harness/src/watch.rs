@@ -114,7 +114,7 @@ pub fn watch(opts: &WatchOptions, out: &mut dyn Write) -> Result<(), WatchError>
     loop {
         // A model is imported from the bytes read here (never from a mapping of a file that
         // the exporter may rewrite in place); the file must be a regular file.
-        let read = if onnx { crate::onnx::read_regular_file(&opts.file) } else { std::fs::read(&opts.file) };
+        let read = if onnx { crate::files::read_regular_file(&opts.file) } else { std::fs::read(&opts.file) };
         match read.map(bytes::Bytes::from) {
             Err(e) => write_report(out, &format!("cannot read {name}: {e}\n"))?,
             Ok(bytes) if last.as_ref() != Some(&bytes) => {

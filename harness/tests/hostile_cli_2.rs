@@ -295,6 +295,24 @@ fn an_eval_input_too_large_to_allocate_is_an_error_not_an_abort() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A result too large for the memory left is an error naming the call and its size, not an
+/// abort inside the kernel's allocation (issue #26 item 5).
+#[test]
+fn an_eval_result_too_large_to_allocate_is_an_error_not_an_abort() {
+    let dir = temp_dir("eval-result-alloc");
+    let input = write(
+        &dir,
+        "in.pir",
+        "def @main(%x: Tensor[(1,), f32]) -> Tensor[(16384, 16384), f32] {\n  broadcast_to(%x, shape=[16384, 16384])\n}\n",
+    );
+    let script = format!("ulimit -v 524288 && exec {} eval {}", env!("CARGO_BIN_EXE_passel"), input.display());
+    let out = Command::new("sh").arg("-c").arg(&script).stdin(Stdio::null()).output().expect("sh runs");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot allocate 1073741824 bytes for the result of `broadcast_to`"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn gen_refuses_sizes_that_cannot_fit_in_memory() {
     for args in [
