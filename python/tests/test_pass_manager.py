@@ -236,3 +236,53 @@ def test_help_shows_docstrings():
                 passel.instrument.PassTimingInstrument, ir.Module, ir.ExprMutator, passel.eval]:
         assert obj.__doc__ and len(obj.__doc__) > 40, obj
     assert "GIL" in transform.__doc__
+
+
+# Issue #26 items 15, 20, 21, as a TVM user meets them
+
+
+def test_integer_config_keys_list_as_int_with_their_range_in_the_doc():
+    configs = PassContext.list_configs()
+    for key in ["relay.FuseOps.max_depth", "relay.FoldConstant.max_bytes", "relay.Inline.max_growth"]:
+        assert configs[key]["type"] == "int", key
+        assert configs[key]["doc"].endswith("(at least 0)"), key
+    with pytest.raises(passel.PassError, match="expects an int of at least 0, got -1"):
+        PassContext(config={"relay.FoldConstant.max_bytes": -1})
+    with pytest.raises(passel.PassError, match="expects int, got bool"):
+        PassContext(config={"relay.FuseOps.max_depth": True})
+    ctx = PassContext(config={"relay.FuseOps.max_depth": 3})
+    assert ctx.get_config("relay.FuseOps.max_depth") == 3
+
+
+def test_python_pass_bodies_run_between_their_own_hooks_under_any_instrument():
+    from conftest import chain
+
+    log: List[str] = []
+
+    def body(name):
+        def f(func, mod, ctx):
+            log.append(f"body {name}")
+            return func
+
+        return transform.function_pass(f, opt_level=0, name=name)
+
+    @pass_instrument
+    class Hooks:
+        def should_run(self, mod, info):
+            log.append(f"should_run {info.name}")
+            return True
+
+        def run_before_pass(self, mod, info):
+            log.append(f"before {info.name}")
+
+        def run_after_pass(self, mod, info):
+            log.append(f"after {info.name}")
+
+    functions = 3
+    with PassContext(opt_level=0, instruments=[Hooks(), passel.instrument.PassTimingInstrument()]):
+        Sequential([body("T1"), body("T2")], name="S")(chain(functions))
+    expected = ["should_run S", "before S"]
+    for p in ["T1", "T2"]:
+        expected += [f"should_run {p}", f"before {p}"] + [f"body {p}"] * functions + [f"after {p}"]
+    expected += ["after S"]
+    assert log == expected
