@@ -5,33 +5,11 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_passel"))
-}
-
-fn passel(args: &[&str]) -> Output {
-    bin().args(args).stdin(Stdio::null()).output().expect("the passel binary runs")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A fresh directory for one test.
-fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("passel-hostile-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write");
-    path
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{bin, passel, stderr, temp_dir, write};
 
 /// A module large enough (about 100 KB printed) that its output cannot fit in a pipe buffer.
 fn big_module(dir: &Path) -> PathBuf {
