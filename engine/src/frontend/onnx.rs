@@ -1,5 +1,5 @@
 //! ONNX import: decodes an ONNX `ModelProto` (protobuf, via prost) into a passel [`Module`]
-//! with one `@main` function.
+//! with one `@main` function (and one global function per loop that stays a loop).
 //!
 //! What it does, in phases:
 //! 1. decode the protobuf from a shared byte buffer ([`bytes::Bytes`]) shallowly
@@ -24,8 +24,12 @@
 //!    kernels, so shape subgraphs (Shape, Gather, Concat, Range, … feeding Reshape) become
 //!    constants and leave no shape arithmetic in the module.
 //!
-//! What it deliberately does not do: control flow (If/Loop/Scan), training-mode outputs,
-//! sequences, sparse tensors, dtypes passel has no type for (f64, int8, uint8, …): each is a
+//! Control flow (`If`, `Loop`, `Scan`) is converted by `onnx/control.rs`: subgraphs are
+//! decoded like the model's graph, the outer names they read are implicit inputs of their node
+//! (they order the nodes and keep values alive), and each becomes an `if`, an unrolled body or
+//! a recursive global function (`@loop0`, …) as that file's header says.
+//!
+//! What it deliberately does not do: training-mode outputs, sequences, sparse tensors, dtypes passel has no type for (f64, int8, uint8, …): each is a
 //! clear error naming the node or tensor, never a different model. External-data tensors are
 //! resolved through [`ExternalData`], which the caller implements (the harness maps files and
 //! refuses locations outside the model's folder).
@@ -35,6 +39,7 @@
 //! Later opsets import with the newest semantics known here; an attribute added by them is
 //! reported as unhandled.
 
+mod control;
 mod emit;
 mod ops;
 mod proto;
@@ -47,7 +52,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use prost::Message;
 
-use crate::ir::{Constant, Module, TensorType, MAX_RANK};
+use crate::ir::{Constant, Function, Module, TensorType, MAX_RANK};
 use crate::util::{shown_message, shown_name};
 use tensor::DENSE_BELOW;
 
@@ -198,11 +203,26 @@ fn qualified_op(node: &NodeHeader<'_>) -> String {
     }
 }
 
-/// Phase 2a: one error listing every unsupported operator type.
-fn check_supported(nodes: &Nodes) -> Result<(), ImportError> {
+/// Phase 2a: one error listing every unsupported operator type, inside subgraphs too.
+fn check_supported(body: &Body) -> Result<(), ImportError> {
     let mut unsupported: Vec<UnsupportedOp> = Vec::new();
+    collect_unsupported(body, &mut unsupported);
+    if unsupported.is_empty() {
+        Ok(())
+    } else {
+        Err(ImportError::Unsupported(unsupported))
+    }
+}
+
+fn collect_unsupported(body: &Body, unsupported: &mut Vec<UnsupportedOp>) {
+    let nodes = &body.nodes;
     for idx in 0..nodes.len() {
         let node = nodes.get(idx);
+        if let Some(subs) = body.subgraphs.get(&(idx as u32)) {
+            for (_, sub) in subs {
+                collect_unsupported(sub, unsupported);
+            }
+        }
         if matches!(node.domain(), "" | "ai.onnx") && SUPPORTED_OPS.contains(&node.op_type()) {
             continue;
         }
@@ -219,10 +239,122 @@ fn check_supported(nodes: &Nodes) -> Result<(), ImportError> {
             }),
         }
     }
-    if unsupported.is_empty() {
-        Ok(())
-    } else {
-        Err(ImportError::Unsupported(unsupported))
+}
+
+/// How deeply subgraphs (If / Loop / Scan bodies) may nest inside each other.
+pub const MAX_GRAPH_NESTING: usize = 32;
+
+/// A graph decoded for import: the model's graph or a subgraph of an `If`, `Loop` or `Scan`.
+/// Nodes stay encoded (only their headers are decoded); the graph attributes of control-flow
+/// nodes are decoded the same way, recursively.
+pub(crate) struct Body {
+    nodes: Nodes,
+    initializer: Vec<Bytes>,
+    sparse_initializer: bool,
+    input: Vec<pb::ValueInfoProto>,
+    output: Vec<pb::ValueInfoProto>,
+    /// The graph attributes of each control-flow node, by node index.
+    subgraphs: HashMap<u32, Vec<(String, Body)>>,
+    /// For each control-flow node, the names its subgraphs read from enclosing scopes: inputs
+    /// of the node that ONNX leaves implicit, which order the nodes and keep values alive.
+    implicit: HashMap<u32, Vec<String>>,
+    /// The names this graph reads from enclosing scopes, in order of first use (empty for the
+    /// model's graph, whose unresolved names are errors).
+    free: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct TensorName {
+    #[prost(string, optional, tag = "8")]
+    name: Option<String>,
+}
+
+impl Body {
+    /// Decodes `graph`, `depth` levels inside the model's graph.
+    fn decode(graph: shallow::Graph, depth: usize) -> Result<Body, ImportError> {
+        let nodes = Nodes::decode(graph.node).map_err(|(idx, e)| ImportError::Decode(format!("node #{idx}: {e}")))?;
+        let mut subgraphs = HashMap::new();
+        let mut implicit = HashMap::new();
+        for idx in 0..nodes.len() {
+            let header = nodes.get(idx);
+            if !control::is_control(&header) {
+                continue;
+            }
+            if depth >= MAX_GRAPH_NESTING {
+                return Err(ImportError::Node {
+                    node: node_label(&header, idx),
+                    msg: format!("subgraphs nest more than {MAX_GRAPH_NESTING} levels deep"),
+                });
+            }
+            let graphs = control::graph_attributes(nodes.encoded(idx))
+                .map_err(|e| ImportError::Decode(format!("node {}: {e}", node_label(&header, idx))))?;
+            let mut subs = Vec::with_capacity(graphs.len());
+            let mut reads: Vec<String> = Vec::new();
+            for (name, g) in graphs {
+                let sub = Body::decode(g, depth + 1).map_err(|e| in_subgraph(&header, idx, &name, e))?;
+                for f in &sub.free {
+                    if !reads.contains(f) {
+                        reads.push(f.clone());
+                    }
+                }
+                subs.push((name, sub));
+            }
+            subgraphs.insert(idx as u32, subs);
+            implicit.insert(idx as u32, reads);
+        }
+        let mut body = Body {
+            nodes,
+            initializer: graph.initializer,
+            sparse_initializer: !graph.sparse_initializer.is_empty(),
+            input: graph.input,
+            output: graph.output,
+            subgraphs,
+            implicit,
+            free: Vec::new(),
+        };
+        if depth > 0 {
+            body.free = body.free_names()?;
+        }
+        Ok(body)
+    }
+
+    /// The names the graph uses but does not define.
+    fn free_names(&self) -> Result<Vec<String>, ImportError> {
+        let mut defined: HashSet<String> = self.input.iter().map(|vi| vi.name().to_string()).collect();
+        for bytes in &self.initializer {
+            let t = TensorName::decode(bytes.clone()).map_err(|e| ImportError::Decode(format!("initializer: {e}")))?;
+            defined.insert(t.name.unwrap_or_default());
+        }
+        for idx in 0..self.nodes.len() {
+            defined.extend(self.nodes.get(idx).outputs().map(str::to_string));
+        }
+        let mut free: Vec<String> = Vec::new();
+        let note = |name: &str, free: &mut Vec<String>| {
+            if !name.is_empty() && !defined.contains(name) && !free.iter().any(|f| f == name) {
+                free.push(name.to_string());
+            }
+        };
+        for idx in 0..self.nodes.len() {
+            for input in self.nodes.get(idx).inputs() {
+                note(input, &mut free);
+            }
+            for name in self.implicit.get(&(idx as u32)).into_iter().flatten() {
+                note(name, &mut free);
+            }
+        }
+        for out in &self.output {
+            note(out.name(), &mut free);
+        }
+        Ok(free)
+    }
+}
+
+/// `e`, an error inside graph attribute `attr` of node `idx`, as an error of that node.
+fn in_subgraph(header: &NodeHeader<'_>, idx: usize, attr: &str, e: ImportError) -> ImportError {
+    match e {
+        ImportError::Decode(m) => ImportError::Decode(format!("node {}, `{attr}`: {m}", node_label(header, idx))),
+        ImportError::Unsupported(u) => ImportError::Unsupported(u),
+        e => ImportError::Node { node: node_label(header, idx), msg: format!("in its `{attr}`: {e}") },
     }
 }
 
@@ -230,11 +362,13 @@ fn check_supported(nodes: &Nodes) -> Result<(), ImportError> {
 /// sorted graph keeps its order), and for each node output slot ([`NodeHeader::output_slots`])
 /// how many node inputs and graph outputs use it. Names must be defined once and every input
 /// must resolve; `known` says whether a name is a graph input or initializer.
-fn topological_order(
-    nodes: &Nodes,
-    known: impl Fn(&str) -> bool,
-    graph_outputs: &[pb::ValueInfoProto],
-) -> Result<(Vec<u32>, Vec<u32>), ImportError> {
+fn topological_order(body: &Body, known: impl Fn(&str) -> bool) -> Result<(Vec<u32>, Vec<u32>), ImportError> {
+    let (nodes, graph_outputs) = (&body.nodes, &body.output[..]);
+    // A node's inputs: its own and the outer names its subgraphs read.
+    let inputs_of = |idx: usize| {
+        let implicit = body.implicit.get(&(idx as u32)).map(|v| &v[..]).unwrap_or(&[]);
+        nodes.get(idx).inputs().chain(implicit.iter().map(String::as_str))
+    };
     let n = nodes.len();
     // Node indices and slots fit u32: each node takes at least two bytes of a protobuf
     // message, which is below 2 GiB.
@@ -266,7 +400,7 @@ fn topological_order(
     let mut uses = vec![0u32; nodes.slots()];
     for (idx, degree) in indegree.iter_mut().enumerate() {
         let node = nodes.get(idx);
-        for input in node.inputs().filter(|i| !i.is_empty()) {
+        for input in inputs_of(idx).filter(|i| !i.is_empty()) {
             match producer.get(input) {
                 Some(&(p, slot)) => {
                     *degree += 1;
@@ -275,10 +409,12 @@ fn topological_order(
                 }
                 None if known(input) => {}
                 None => {
-                    return Err(ImportError::Node {
-                        node: node_label(&node, idx),
-                        msg: format!("input `{input}` is not a graph input, an initializer or the output of any node"),
-                    })
+                    let msg = if node.inputs().any(|i| i == input) {
+                        format!("input `{input}` is not a graph input, an initializer or the output of any node")
+                    } else {
+                        format!("its subgraphs read `{input}`, which no enclosing graph defines")
+                    };
+                    return Err(ImportError::Node { node: node_label(&node, idx), msg });
                 }
             }
         }
@@ -294,7 +430,7 @@ fn topological_order(
     let mut users = vec![0u32; first[n] as usize];
     let mut fill = first.clone();
     for idx in 0..n {
-        for input in nodes.get(idx).inputs().filter(|i| !i.is_empty()) {
+        for input in inputs_of(idx).filter(|i| !i.is_empty()) {
             if let Some(&(p, _)) = producer.get(input) {
                 users[fill[p as usize] as usize] = idx as u32;
                 fill[p as usize] += 1;
@@ -436,24 +572,15 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
     let graph = model.graph.ok_or_else(|| ImportError::Model("the model has no graph".into()))?;
     // Nodes stay encoded: only their headers are decoded for the checks and the order, and
     // each node in full when it is converted.
-    let nodes = Nodes::decode(graph.node).map_err(|(idx, e)| ImportError::Decode(format!("node #{idx}: {e}")))?;
-    check_supported(&nodes)?;
+    let mut body = Body::decode(graph, 0)?;
+    check_supported(&body)?;
 
     let mut em = Emitter::new(options.fold_limit);
     let mut env: HashMap<String, Val> = HashMap::new();
-    for bytes in graph.initializer {
-        let (name, c) = initializer(bytes, options)?;
-        if env.contains_key(&name) {
-            return Err(ImportError::Tensor { name, msg: "is defined twice".into() });
-        }
-        env.insert(name, Val::Const(Arc::new(c)));
-    }
-    if !graph.sparse_initializer.is_empty() {
-        return Err(ImportError::Graph("sparse initializers are not supported".into()));
-    }
+    add_initializers(&mut body, &mut env, options)?;
     for given in &options.input_shapes {
-        if !graph.input.iter().any(|vi| vi.name() == given.0) {
-            let names: Vec<&str> = graph.input.iter().map(|vi| vi.name()).filter(|n| !env.contains_key(*n)).collect();
+        if !body.input.iter().any(|vi| vi.name() == given.0) {
+            let names: Vec<&str> = body.input.iter().map(|vi| vi.name()).filter(|n| !env.contains_key(*n)).collect();
             return Err(ImportError::Input {
                 input: given.0.clone(),
                 msg: format!("--input-shape names no graph input (inputs: {})", names.join(", ")),
@@ -462,7 +589,7 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
     }
     let mut params = Vec::new();
     let mut declared = HashSet::new();
-    for vi in &graph.input {
+    for vi in &body.input {
         let name = vi.name();
         if !declared.insert(name) {
             return Err(ImportError::Input { input: name.into(), msg: "is declared twice".into() });
@@ -479,79 +606,144 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
         params.push(var);
         env.insert(name.to_string(), Val::Node { id: var, ty });
     }
-
-    // The graph inputs and initializers are the names defined before any node.
-    let (order, mut uses) = topological_order(&nodes, |name| env.contains_key(name), &graph.output)?;
-    // Node outputs that are still to be used, each with its count of remaining uses: a value
-    // is dropped after its last use (or never stored when nothing uses it), so on a chain the
-    // map stays small whatever the number of nodes.
-    let mut live: HashMap<&str, (Val, u32)> = HashMap::new();
-    for idx in order {
-        let idx = idx as usize;
-        let header = nodes.get(idx);
-        let label = || node_label(&header, idx);
-        let body = node_body(nodes.encoded(idx), &header, idx)?;
-        let lookup = |i: &str| live.get(i).map(|(v, _)| v).or_else(|| env.get(i)).cloned();
-        let inputs: Vec<Option<Val>> = header.inputs().map(|i| if i.is_empty() { None } else { lookup(i) }).collect();
-        let outputs = ops::convert(&mut em, &header, body, opset, inputs, options.external_data.as_deref())
-            .map_err(|msg| ImportError::Node { node: label(), msg })?;
-        for input in header.inputs() {
-            if let Some((_, left)) = live.get_mut(input) {
-                *left -= 1;
-                if *left == 0 {
-                    live.remove(input);
-                }
-            }
-        }
-        let mut outputs = outputs.into_iter();
-        for (slot, name) in header.output_slots() {
-            let val = outputs.next().flatten();
-            if let Some(val) = &val {
-                representable(&val.ty())
-                    .map_err(|msg| ImportError::Node { node: label(), msg: format!("output `{name}` {msg}") })?;
-            }
-            let left = std::mem::take(&mut uses[slot]);
-            match val {
-                _ if name.is_empty() || left == 0 => {}
-                Some(val) => {
-                    live.insert(name, (val, left));
-                }
-                // An output the converter did not produce is one passel cannot compute (e.g.
-                // a training-mode statistic); using it is an error.
-                None => {
-                    let user = (0..nodes.len()).find(|&u| nodes.get(u).inputs().any(|i| i == name));
-                    let msg = match user {
-                        Some(u) => format!(
-                            "output `{name}` (used by node {}) is not computed by the importer",
-                            node_label(&nodes.get(u), u)
-                        ),
-                        None => format!("output `{name}` (a graph output) is not computed by the importer"),
-                    };
-                    return Err(ImportError::Node { node: label(), msg });
-                }
-            }
-        }
-    }
-    drop(uses);
-
-    if graph.output.is_empty() {
+    if body.output.is_empty() {
         return Err(ImportError::Graph("the graph has no outputs".into()));
     }
-    let mut results = Vec::with_capacity(graph.output.len());
-    for out in &graph.output {
-        let name = out.name();
-        let val = live
-            .get(name)
-            .map(|(v, _)| v)
-            .or_else(|| env.get(name))
-            .cloned()
-            .ok_or_else(|| ImportError::Graph(format!("output `{name}` is not produced by any node")))?;
-        results.push(val);
-    }
+    let mut importer = Importer { opset, options, functions: Vec::new(), loops: 0 };
+    let results = importer.convert_body(&mut em, &body, env, &|_| None)?;
     let func = em.finish(&params, &results);
     let mut module = Module::new();
     module.add("main", func).map_err(|e| ImportError::Graph(e.to_string()))?;
+    for (name, func) in importer.functions {
+        module.add(&name, func).map_err(|e| ImportError::Graph(e.to_string()))?;
+    }
     Ok(module)
+}
+
+/// Decodes the initializers of `body` (taking them) into `env`.
+fn add_initializers(
+    body: &mut Body,
+    env: &mut HashMap<String, Val>,
+    options: &ImportOptions,
+) -> Result<(), ImportError> {
+    if body.sparse_initializer {
+        return Err(ImportError::Graph("sparse initializers are not supported".into()));
+    }
+    for bytes in std::mem::take(&mut body.initializer) {
+        let (name, c) = initializer(bytes, options)?;
+        if env.contains_key(&name) {
+            return Err(ImportError::Tensor { name, msg: "is defined twice".into() });
+        }
+        env.insert(name, Val::Const(Arc::new(c)));
+    }
+    Ok(())
+}
+
+/// Converts graphs into the module: the model's graph into `@main`, subgraphs into blocks of
+/// the function being built or, for loops that stay loops, into global functions of their own.
+pub(crate) struct Importer<'o> {
+    opset: i64,
+    options: &'o ImportOptions,
+    /// Global functions made for loops (`@loop0`, …), added to the module after `@main`.
+    functions: Vec<(String, Function)>,
+    /// How many loop functions have been started (their names are numbered in that order).
+    loops: usize,
+}
+
+impl Importer<'_> {
+    /// Converts the nodes of `body` into bindings of the emitter's current block and returns
+    /// the graph's outputs. `env` holds the graph's inputs and initializers; `outer` resolves
+    /// the names of enclosing graphs.
+    fn convert_body(
+        &mut self,
+        em: &mut Emitter,
+        body: &Body,
+        env: HashMap<String, Val>,
+        outer: &dyn Fn(&str) -> Option<Val>,
+    ) -> Result<Vec<Val>, ImportError> {
+        let nodes = &body.nodes;
+        // The graph's inputs, initializers and the enclosing graphs' values are the names
+        // defined before any node.
+        let (order, mut uses) = topological_order(body, |name| env.contains_key(name) || outer(name).is_some())?;
+        // Node outputs that are still to be used, each with its count of remaining uses: a
+        // value is dropped after its last use (or never stored when nothing uses it), so on a
+        // chain the map stays small whatever the number of nodes.
+        let mut live: HashMap<&str, (Val, u32)> = HashMap::new();
+        let no_names: &[String] = &[];
+        for idx in order {
+            let idx = idx as usize;
+            let header = nodes.get(idx);
+            let label = || node_label(&header, idx);
+            let lookup =
+                |i: &str| live.get(i).map(|(v, _)| v.clone()).or_else(|| env.get(i).cloned()).or_else(|| outer(i));
+            let inputs: Vec<Option<Val>> =
+                header.inputs().map(|i| if i.is_empty() { None } else { lookup(i) }).collect();
+            let outputs = match body.subgraphs.get(&(idx as u32)) {
+                Some(subs) => control::convert(self, em, &header, nodes.encoded(idx), subs, inputs, &lookup).map_err(
+                    |e| match e {
+                        control::Error::Msg(msg) => ImportError::Node { node: label(), msg },
+                        control::Error::In(attr, e) => in_subgraph(&header, idx, &attr, *e),
+                    },
+                )?,
+                None => {
+                    let attrs = node_body(nodes.encoded(idx), &header, idx)?;
+                    ops::convert(em, &header, attrs, self.opset, inputs, self.options.external_data.as_deref())
+                        .map_err(|msg| ImportError::Node { node: label(), msg })?
+                }
+            };
+            let implicit = body.implicit.get(&(idx as u32)).map(|v| &v[..]).unwrap_or(no_names);
+            for input in header.inputs().chain(implicit.iter().map(String::as_str)) {
+                if let Some((_, left)) = live.get_mut(input) {
+                    *left -= 1;
+                    if *left == 0 {
+                        live.remove(input);
+                    }
+                }
+            }
+            let mut outputs = outputs.into_iter();
+            for (slot, name) in header.output_slots() {
+                let val = outputs.next().flatten();
+                if let Some(val) = &val {
+                    representable(&val.ty())
+                        .map_err(|msg| ImportError::Node { node: label(), msg: format!("output `{name}` {msg}") })?;
+                }
+                let left = std::mem::take(&mut uses[slot]);
+                match val {
+                    _ if name.is_empty() || left == 0 => {}
+                    Some(val) => {
+                        live.insert(name, (val, left));
+                    }
+                    // An output the converter did not produce is one passel cannot compute (e.g.
+                    // a training-mode statistic); using it is an error.
+                    None => {
+                        let user = (0..nodes.len()).find(|&u| nodes.get(u).inputs().any(|i| i == name));
+                        let msg = match user {
+                            Some(u) => format!(
+                                "output `{name}` (used by node {}) is not computed by the importer",
+                                node_label(&nodes.get(u), u)
+                            ),
+                            None => format!("output `{name}` (a graph output) is not computed by the importer"),
+                        };
+                        return Err(ImportError::Node { node: label(), msg });
+                    }
+                }
+            }
+        }
+        drop(uses);
+
+        let mut results = Vec::with_capacity(body.output.len());
+        for out in &body.output {
+            let name = out.name();
+            let val = live
+                .get(name)
+                .map(|(v, _)| v.clone())
+                .or_else(|| env.get(name).cloned())
+                .or_else(|| outer(name))
+                .ok_or_else(|| ImportError::Graph(format!("output `{name}` is not produced by any node")))?;
+            results.push(val);
+        }
+        Ok(results)
+    }
 }
 
 #[cfg(test)]

@@ -55,6 +55,17 @@ impl Val {
     }
 }
 
+/// The bindings of an enclosing block while a nested one is built ([`Emitter::open_block`]).
+pub(super) struct Block(Vec<(NodeId, NodeId)>);
+
+/// The type of a value with fields `fields`: the tensor type of one field, else a tuple.
+pub(super) fn fields_type(fields: &[TensorType]) -> Type {
+    match fields {
+        [one] => Type::from(one.clone()),
+        _ => Type::tuple(fields.iter().cloned().map(Type::from).collect::<Vec<_>>()),
+    }
+}
+
 fn elements(ty: &TensorType) -> u64 {
     ty.num_elements().unwrap_or(u64::MAX)
 }
@@ -151,22 +162,94 @@ impl Emitter {
         let arg_ids: Vec<NodeId> = args.iter().map(|a| self.atom(a)).collect();
         let call = self.b.call(id, &arg_ids, attrs);
         self.b.set_ty(call, Some(out_ty.clone()));
-        let var = self.b.var(name, Some(out_ty));
-        self.bindings.push((var, call));
-        if def.tuple_result {
-            let mut outs = Vec::with_capacity(result_tys.len());
-            for (i, ty) in result_tys.into_iter().enumerate() {
-                let proj = self.b.proj(var, i as u32);
-                self.b.set_ty(proj, Some(Type::from(ty.clone())));
-                let field = self.b.var(&format!("{name}_{i}"), Some(Type::from(ty.clone())));
-                self.bindings.push((field, proj));
-                outs.push(Val::Node { id: field, ty });
-            }
-            Ok(outs)
-        } else {
-            let ty = result_tys.into_iter().next().ok_or_else(|| format!("`{op}` returns no value"))?;
-            Ok(vec![Val::Node { id: var, ty }])
+        if !def.tuple_result && result_tys.len() != 1 {
+            return Err(format!("`{op}` returns no value"));
         }
+        Ok(self.bind(call, out_ty, result_tys, def.tuple_result, name))
+    }
+
+    /// Binds `expr` (of type `ty`) to a variable named `name` and returns its values: the
+    /// tuple's fields, each bound to a variable of its own, when `tuple`, else the variable.
+    fn bind(&mut self, expr: NodeId, ty: Type, fields: Vec<TensorType>, tuple: bool, name: &str) -> Vec<Val> {
+        let var = self.b.var(name, Some(ty));
+        self.bindings.push((var, expr));
+        if !tuple {
+            return fields.into_iter().map(|ty| Val::Node { id: var, ty }).collect();
+        }
+        let mut outs = Vec::with_capacity(fields.len());
+        for (i, ty) in fields.into_iter().enumerate() {
+            let proj = self.b.proj(var, i as u32);
+            self.b.set_ty(proj, Some(Type::from(ty.clone())));
+            let field = self.b.var(&format!("{name}_{i}"), Some(Type::from(ty.clone())));
+            self.bindings.push((field, proj));
+            outs.push(Val::Node { id: field, ty });
+        }
+        outs
+    }
+
+    /// The expression for `results` (a tuple when there are several) and its type.
+    fn result(&mut self, results: &[Val]) -> (NodeId, Type) {
+        let ids: Vec<NodeId> = results.iter().map(|r| self.atom(r)).collect();
+        let tys: Vec<Type> = results.iter().map(|r| Type::from(r.ty())).collect();
+        if ids.len() == 1 {
+            (ids[0], tys[0].clone())
+        } else {
+            let t = self.b.tuple(&ids);
+            let ty = Type::tuple(tys);
+            self.b.set_ty(t, Some(ty.clone()));
+            (t, ty)
+        }
+    }
+
+    /// Starts a nested block (an `if` branch): bindings go to it until [`Emitter::close_block`]
+    /// is given what this returns.
+    pub(super) fn open_block(&mut self) -> Block {
+        Block(std::mem::take(&mut self.bindings))
+    }
+
+    /// Ends the block that `outer` opened, with `results` as its value (a tuple when there are
+    /// several), and returns the block.
+    pub(super) fn close_block(&mut self, outer: Block, results: &[Val]) -> NodeId {
+        let (result, ty) = self.result(results);
+        let inner = std::mem::replace(&mut self.bindings, outer.0);
+        if inner.is_empty() {
+            return result;
+        }
+        let block = self.b.block(&inner, result);
+        if self.b.ty(block).is_none() {
+            self.b.set_ty(block, Some(ty));
+        }
+        block
+    }
+
+    /// Binds `if (cond) then_ else else_` (blocks from [`Emitter::close_block`] whose values
+    /// have types `fields`, a tuple when there are several) and returns its values. `cond` is
+    /// a scalar bool.
+    pub(super) fn if_(
+        &mut self,
+        cond: &Val,
+        (then_, else_): (NodeId, NodeId),
+        fields: Vec<TensorType>,
+        name: &str,
+    ) -> Vec<Val> {
+        let c = self.atom(cond);
+        let e = self.b.if_(c, then_, else_);
+        let ty = fields_type(&fields);
+        self.b.set_ty(e, Some(ty.clone()));
+        let tuple = fields.len() != 1;
+        self.bind(e, ty, fields, tuple, name)
+    }
+
+    /// Binds a call of global function `callee` on `args`, whose result has types `fields` (a
+    /// tuple when there are several), and returns its values.
+    pub(super) fn call_global(&mut self, callee: &str, args: &[Val], fields: Vec<TensorType>, name: &str) -> Vec<Val> {
+        let ids: Vec<NodeId> = args.iter().map(|a| self.atom(a)).collect();
+        let g = self.b.global(callee);
+        let e = self.b.apply(g, &ids);
+        let ty = fields_type(&fields);
+        self.b.set_ty(e, Some(ty.clone()));
+        let tuple = fields.len() != 1;
+        self.bind(e, ty, fields, tuple, name)
     }
 
     /// Calls a single-result operator.
@@ -181,16 +264,7 @@ impl Emitter {
     /// Finishes `@main`: `params`, bindings in emission order (a topological order), and the
     /// results (a tuple when there are several).
     pub(super) fn finish(mut self, params: &[NodeId], results: &[Val]) -> Function {
-        let ids: Vec<NodeId> = results.iter().map(|r| self.atom(r)).collect();
-        let tys: Vec<Type> = results.iter().map(|r| Type::from(r.ty())).collect();
-        let (result, ret_ty) = if ids.len() == 1 {
-            (ids[0], tys[0].clone())
-        } else {
-            let t = self.b.tuple(&ids);
-            let ty = Type::tuple(tys);
-            self.b.set_ty(t, Some(ty.clone()));
-            (t, ty)
-        };
+        let (result, ret_ty) = self.result(results);
         let body = self.b.block(&self.bindings, result);
         if self.b.ty(body).is_none() {
             self.b.set_ty(body, Some(ret_ty.clone()));

@@ -59,11 +59,13 @@ onnx_ops! {
     "HardSigmoid": 1;
     "HardSwish": 1;
     "Identity": 1;
+    "If": 1;
     "LRN": 1;
     "LayerNormalization": 3;
     "Less": 2;
     "LessOrEqual": 2;
     "Log": 1;
+    "Loop": VARIADIC;
     "MatMul": 2;
     "Max": VARIADIC;
     "MaxPool": 1;
@@ -81,6 +83,7 @@ onnx_ops! {
     "ReduceSum": 1, from 13: 2;
     "Relu": 1;
     "Reshape": 2;
+    "Scan": VARIADIC;
     "Resize": 2, from 11: 4;
     "Shape": 1;
     "Sigmoid": 1;
