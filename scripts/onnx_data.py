@@ -65,6 +65,8 @@ STATIC_INPUTS = {
     "ReduceL1": {1}, "ReduceL2": {1}, "ReduceLogSum": {1}, "ReduceLogSumExp": {1},
     "ReduceSumSquare": {1}, "TopK": {1}, "Trilu": {1}, "ConstantOfShape": {0}, "Range": {0, 1, 2},
     "OneHot": {1}, "Clip": {1, 2}, "CenterCropPad": {1},
+    # A Loop's trip count and condition fix the length of its scan outputs.
+    "Loop": {0, 1},
 }
 
 
