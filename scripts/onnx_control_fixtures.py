@@ -6,7 +6,7 @@ Usage (needs `pip install onnx numpy onnxruntime`, e.g. the venv scripts/onnx_da
 
 Each model goes to `<dest>/<name>/model.onnx` with `input_K.npy` (seeded) and `output_K.npy`
 computed by onnxruntime, checked against onnx's reference evaluator (`onnx.reference`), or against
-the model's meaning written in numpy where that evaluator cannot run or misreads the model. harness/tests/onnx_control.rs imports, evaluates and
+the model's meaning written in numpy where that evaluator cannot run or misreads the model. harness/tests/onnx_fixture_models.rs imports, evaluates and
 optimises each and compares.
 """
 

@@ -56,7 +56,7 @@ use crate::ir::{Constant, Function, Module, TensorType, MAX_RANK};
 use crate::util::{shown_message, shown_name};
 use tensor::DENSE_BELOW;
 
-pub use ops::SUPPORTED_OPS;
+pub use ops::{MICROSOFT_OPS, SUPPORTED_OPS};
 
 use emit::{Emitter, Val};
 use proto::onnx as pb;
@@ -223,7 +223,12 @@ fn collect_unsupported(body: &Body, unsupported: &mut Vec<UnsupportedOp>) {
                 collect_unsupported(sub, unsupported);
             }
         }
-        if matches!(node.domain(), "" | "ai.onnx") && SUPPORTED_OPS.contains(&node.op_type()) {
+        let supported = match node.domain() {
+            "" | "ai.onnx" => SUPPORTED_OPS.contains(&node.op_type()),
+            "com.microsoft" => MICROSOFT_OPS.contains(&node.op_type()),
+            _ => false,
+        };
+        if supported {
             continue;
         }
         let op = qualified_op(&node);

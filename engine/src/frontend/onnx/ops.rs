@@ -8,6 +8,10 @@
 
 use std::sync::Arc;
 
+mod microsoft;
+
+pub use microsoft::MICROSOFT_OPS;
+
 use super::emit::{Emitter, Val};
 use super::proto::onnx as pb;
 use super::proto::shallow::{NodeHeader, NodeTensors, PackedFloats};
@@ -87,6 +91,7 @@ onnx_ops! {
     "Resize": 2, from 11: 4;
     "Shape": 1;
     "Sigmoid": 1;
+    "SimplifiedLayerNormalization": 2;
     "Slice": 1, from 10: 5;
     "Softmax": 1;
     "Split": 1, from 13: 2;
@@ -143,7 +148,8 @@ pub(super) fn convert<'a>(
     // ONNX's checker and runtimes refuse extra inputs; converters read only the inputs they
     // know, so an extra one would be silently dropped.
     let op = node.op_type();
-    if let Some(max) = max_inputs(op, opset).filter(|&max| node.n_inputs() > max) {
+    let microsoft = node.domain() == "com.microsoft";
+    if let Some(max) = max_inputs(op, opset).filter(|&max| !microsoft && node.n_inputs() > max) {
         return Err(format!("has {} inputs, but `{op}` (opset {opset}) takes at most {max}", node.n_inputs()));
     }
     let name = node.outputs().next().unwrap_or_default().to_string();
@@ -157,7 +163,7 @@ pub(super) fn convert<'a>(
         .collect();
     let read = vec![false; attribute.len()];
     let mut cx = Cx { em, node, attribute, tensors, opset, inputs, ext, read, name };
-    let outs = convert_op(&mut cx)?;
+    let outs = if microsoft { microsoft::convert_op(&mut cx)? } else { convert_op(&mut cx)? };
     if let Some(i) = cx.read.iter().position(|r| !r) {
         return Err(format!("attribute `{}` is not handled by the importer", cx.attribute[i].name()));
     }
@@ -413,6 +419,7 @@ fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         "BatchNormalization" => batch_norm(cx),
         "LayerNormalization" => layer_norm(cx),
         "Softmax" => softmax(cx),
+        "SimplifiedLayerNormalization" => microsoft::simplified_layer_norm(cx),
         "Clip" => clip(cx),
         "HardSigmoid" => {
             let x = cx.input(0)?;

@@ -1,8 +1,10 @@
-//! ONNX control flow (If, Loop, Scan) against onnxruntime: the models in
+//! Small ONNX models against onnxruntime: control flow (If, Loop, Scan) in
 //! `engine/tests/data/onnx/control/` (written by `scripts/onnx_control_fixtures.py`, expected
-//! outputs from onnxruntime checked against onnx's reference evaluator or a numpy oracle)
-//! import, verify, evaluate to onnxruntime's outputs, survive the `-O3` pipeline with
-//! verify-each and evaluate the same after it, and print / parse to a fixed point.
+//! outputs from onnxruntime checked against onnx's reference evaluator or a numpy oracle) and
+//! onnxruntime's `com.microsoft` operators in `engine/tests/data/onnx/microsoft/`
+//! (`scripts/onnx_microsoft_fixtures.py`, expected outputs from onnxruntime's kernels). Each
+//! imports, verifies, evaluates to onnxruntime's outputs, survives the `-O3` pipeline with
+//! verify-each and evaluates the same after it, and prints / parses to a fixed point.
 
 use std::path::{Path, PathBuf};
 
@@ -13,30 +15,47 @@ use passel_engine::ir::{parse_module, print_module, verify_module, Module, Tenso
 use passel_engine::transform::{Pass, PassContext, Severity, VERIFY_EACH};
 use passel_harness::{eval, npy};
 
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/data/onnx")
+}
+
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/data/onnx/control")
+    data().join("control")
+}
+
+/// `name` is `control/…` or `microsoft/…` below `engine/tests/data/onnx`, or a control model.
+fn case(name: &str) -> PathBuf {
+    if name.contains('/') {
+        data().join(name)
+    } else {
+        dir().join(name)
+    }
 }
 
 fn import(name: &str) -> Result<Module, ImportError> {
-    let bytes = std::fs::read(dir().join(name).join("model.onnx")).expect("fixture");
+    let bytes = std::fs::read(case(name).join("model.onnx")).expect("fixture");
     import_onnx_bytes(Bytes::from(bytes), &ImportOptions::default())
 }
 
 fn numbered(name: &str, prefix: &str) -> Vec<Tensor> {
     (0..)
-        .map(|k| dir().join(name).join(format!("{prefix}_{k}.npy")))
+        .map(|k| case(name).join(format!("{prefix}_{k}.npy")))
         .take_while(|p| p.exists())
         .map(|p| npy::read(&p).expect("npy"))
         .collect()
 }
 
 fn assert_outputs(m: &Module, name: &str, when: &str) {
+    assert_outputs_within(m, name, when, (1e-5, 1e-6));
+}
+
+fn assert_outputs_within(m: &Module, name: &str, when: &str, (rtol, atol): (f64, f64)) {
     let args: Vec<Value> = numbered(name, "input").into_iter().map(Value::Tensor).collect();
     let got = eval::run(m, "main", &args, 0).unwrap_or_else(|e| panic!("{name} {when}: eval: {e}"));
     let want = numbered(name, "output");
     assert_eq!(got.len(), want.len(), "{name} {when}: output count");
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        let c = eval::compare(g, w, 1e-5, 1e-6);
+        let c = eval::compare(g, w, rtol, atol);
         assert!(c.ok(), "{name} {when}: output {k}: {:?} (max abs err {})", c.first, c.max_abs_err);
     }
 }
@@ -67,6 +86,22 @@ fn control_flow_models_match_onnxruntime_before_and_after_o3() {
     }
 }
 
+/// onnxruntime's contrib operators, decomposed at import, against its own kernels (which use
+/// approximations of erf / tanh / exp: 1e-4 relative).
+#[test]
+fn microsoft_operators_match_onnxruntime_before_and_after_o3() {
+    for name in ["gelus", "skip_layer_norm", "fused_matmul", "attention", "multi_head_attention"] {
+        let name = &format!("microsoft/{name}");
+        let m = import(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        verify_module(&m).unwrap_or_else(|e| panic!("{name}: imported module does not verify: {e:?}"));
+        assert_outputs_within(&m, name, "as imported", (1e-4, 1e-5));
+        let text = print_module(&m);
+        let again = parse_module(&text).unwrap_or_else(|e| panic!("{name}: printed module does not parse: {e:?}"));
+        assert_eq!(print_module(&again), text, "{name}: print/parse is not a fixed point");
+        assert_outputs_within(&optimize(m), name, "after -O3", (1e-4, 1e-5));
+    }
+}
+
 /// The shapes the importer gives each construct: a runtime `If` is the IR's `if`; a constant
 /// condition imports one branch; a counted loop and a scan unroll; a `while` loop is a
 /// recursive global function called from `@main`.
@@ -89,8 +124,8 @@ fn each_construct_imports_to_its_ir_form() {
     assert!(t.matches("if (").count() == 5 && t.matches("def @").count() == 1, "{t}");
 }
 
-/// Control flow passel cannot give static types, or that is malformed, is a clear error naming
-/// the node and what is wrong.
+/// Control flow passel cannot give static types, malformed control flow, and contrib operators
+/// used in ways passel does not take are clear errors naming the node and what is wrong.
 #[test]
 fn bad_control_flow_is_a_clear_error() {
     let cases = [
@@ -101,8 +136,14 @@ fn bad_control_flow_is_a_clear_error() {
         ("bad_scan_too_long", "node `scan` (Scan): scans 131072 steps over a body of 1 nodes, more than the 65536 nodes passel unrolls"),
         ("bad_unsupported_in_branch", "unsupported ONNX operators: Det (1 node, first `Det #0`), Unique (1 node, first `Unique #0`)"),
     ];
-    for (name, want) in cases {
-        let bytes = std::fs::read(dir().join(format!("{name}.onnx"))).expect("fixture");
+    let microsoft = [
+        ("microsoft/bad_attention_heads", "node `attn` (Attention): Q has shape [2, 5, 8]: expected [batch, sequence, hidden] with hidden divisible by num_heads = 3"),
+        ("microsoft/bad_attention_mask", "node `attn` (Attention): the mask has shape [4]; passel takes valid lengths [2], or 0/1 masks [2, 5] or [2, 5, 5]"),
+        ("microsoft/bad_attention_past", "node `attn` (Attention): input 4 (past) is given; passel's Attention takes no past state"),
+        ("microsoft/bad_skip_layer_norm_mean", "node `sln` (SkipLayerNormalization): output `mean` (used by node Identity #1) is not computed by the importer"),
+    ];
+    for (name, want) in cases.into_iter().chain(microsoft) {
+        let bytes = std::fs::read(case(&format!("{name}.onnx"))).expect("fixture");
         let err = import_onnx_bytes(Bytes::from(bytes), &ImportOptions::default()).expect_err(name).to_string();
         assert!(err.starts_with(want), "{name}: {err}");
     }

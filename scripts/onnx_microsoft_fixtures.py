@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Writes test models of onnxruntime's com.microsoft operators with onnxruntime's outputs.
+
+Usage (needs `pip install onnx numpy onnxruntime`, e.g. the venv scripts/onnx_data.sh makes):
+    python3 scripts/onnx_microsoft_fixtures.py engine/tests/data/onnx/microsoft
+
+Each model is one contrib operator (or a few) built with onnx.helper; the inputs are seeded and
+the expected outputs are what onnxruntime's CPU kernels compute: `<dest>/<name>/model.onnx`,
+`input_K.npy`, `output_K.npy`. harness/tests/onnx_fixture_models.rs checks them like the control-flow
+models.
+"""
+
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+I32 = TensorProto.INT32
+MS = "com.microsoft"
+
+
+def vi(name, dtype, shape):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def arr(name, a):
+    return numpy_helper.from_array(np.asarray(a), name)
+
+
+def model(nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(
+        g,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+        producer_name="passel-fixtures",
+    )
+    m.ir_version = 8
+    return m
+
+
+def ms(op, inputs, outputs, **attrs):
+    return helper.make_node(op, inputs, outputs, domain=MS, **attrs)
+
+
+def fixtures():
+    rng = np.random.default_rng(11)
+    r = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    out = {}
+    B, S, H, N = 2, 5, 8, 2
+    out["gelus"] = (
+        model(
+            [
+                ms("Gelu", ["x"], ["g"]),
+                ms("BiasGelu", ["x", "b"], ["bg"]),
+                ms("FastGelu", ["x", "b"], ["fg"]),
+                ms("FastGelu", ["x"], ["fg0"]),
+                ms("QuickGelu", ["x"], ["qg"], alpha=1.5),
+            ],
+            [vi("x", F, [B, S, H])],
+            [vi(n, F, [B, S, H]) for n in ["g", "bg", "fg", "fg0", "qg"]],
+            [arr("b", r(H))],
+        ),
+        [r(B, S, H) * 2],
+    )
+    out["skip_layer_norm"] = (
+        model(
+            [
+                ms("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"], ["y", "", "", "sum"], epsilon=1e-5),
+                ms("SkipLayerNormalization", ["x", "skip", "gamma"], ["y2"]),
+                ms("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma", "bias"], ["y3", "", "", "sum3"], epsilon=1e-6),
+                # onnxruntime registers (and its optimizer writes) this one in the default domain.
+                helper.make_node("SimplifiedLayerNormalization", ["x", "gamma"], ["y4"], epsilon=1e-6, axis=-1),
+            ],
+            [vi("x", F, [B, S, H]), vi("skip", F, [B, S, H])],
+            [vi(n, F, [B, S, H]) for n in ["y", "sum", "y2", "y3", "sum3", "y4"]],
+            [arr("gamma", r(H)), arr("beta", r(H)), arr("bias", r(H))],
+        ),
+        [r(B, S, H), r(B, S, H)],
+    )
+    out["fused_matmul"] = (
+        model(
+            [
+                ms("FusedMatMul", ["a", "b"], ["y"], alpha=0.5, transA=1),
+                ms("FusedMatMul", ["a", "c"], ["y2"], transB=1),
+            ],
+            [vi("a", F, [2, 3, 4]), vi("b", F, [2, 3, 5]), vi("c", F, [2, 6, 4])],
+            [vi("y", F, [2, 4, 5]), vi("y2", F, [2, 3, 6])],
+        ),
+        [r(2, 3, 4), r(2, 3, 5), r(2, 6, 4)],
+    )
+    w, bias = r(H, 3 * H) * 0.5, r(3 * H) * 0.1
+    lengths = np.array([5, 3], np.int32)
+    raw = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32)
+    out["attention"] = (
+        model(
+            [
+                ms("Attention", ["x", "w", "bias", "lengths"], ["y_len"], num_heads=N),
+                ms("Attention", ["x", "w", "bias", "raw"], ["y_raw"], num_heads=N),
+                ms("Attention", ["x", "w", "bias"], ["y_causal"], num_heads=N, unidirectional=1),
+                ms("Attention", ["x", "w", ""], ["y_scaled"], num_heads=N, scale=0.3),
+            ],
+            [vi("x", F, [B, S, H])],
+            [vi(n, F, [B, S, H]) for n in ["y_len", "y_raw", "y_causal", "y_scaled"]],
+            [arr("w", w), arr("bias", bias), arr("lengths", lengths), arr("raw", raw)],
+        ),
+        [r(B, S, H)],
+    )
+    L = 7
+    kpm = np.array([[1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1, 1]], np.int32)
+    out["multi_head_attention"] = (
+        model(
+            [
+                ms("MultiHeadAttention", ["q", "k", "v"], ["y"], num_heads=N),
+                ms("MultiHeadAttention", ["q", "k", "v", "qkv_bias", "kpm"], ["y_masked"], num_heads=N),
+                ms("MultiHeadAttention", ["q", "q", "q", "", "", "abias"], ["y_self"], num_heads=N, unidirectional=1),
+            ],
+            [vi("q", F, [B, S, H]), vi("k", F, [B, L, H]), vi("v", F, [B, L, H])],
+            [vi(n, F, [B, S, H]) for n in ["y", "y_masked", "y_self"]],
+            [arr("qkv_bias", r(3 * H) * 0.1), arr("kpm", kpm), arr("abias", r(1, N, S, S))],
+        ),
+        [r(B, S, H), r(B, L, H), r(B, L, H)],
+    )
+    return out
+
+
+def bad_fixtures():
+    """Models the importer must refuse with a clear error."""
+    x = vi("x", F, [2, 5, 8])
+    w = arr("w", np.zeros([8, 24], np.float32))
+    return {
+        "bad_attention_heads": model(
+            [ms("Attention", ["x", "w"], ["y"], name="attn", num_heads=3)], [x], [vi("y", F, [2, 5, 8])], [w]
+        ),
+        "bad_attention_mask": model(
+            [ms("Attention", ["x", "w", "", "m"], ["y"], name="attn", num_heads=2)],
+            [x],
+            [vi("y", F, [2, 5, 8])],
+            [w, arr("m", np.ones([4], np.int32))],
+        ),
+        "bad_attention_past": model(
+            [ms("Attention", ["x", "w", "", "", "past"], ["y"], name="attn", num_heads=2)],
+            [x],
+            [vi("y", F, [2, 5, 8])],
+            [w, arr("past", np.zeros([2, 2, 2, 1, 4], np.float32))],
+        ),
+        "bad_skip_layer_norm_mean": model(
+            [
+                ms("SkipLayerNormalization", ["x", "x", "g"], ["y", "mean"], name="sln"),
+                helper.make_node("Identity", ["mean"], ["m"]),
+            ],
+            [x],
+            [vi("y", F, [2, 5, 8]), vi("m", F, [2, 5, 1])],
+            [arr("g", np.ones([8], np.float32))],
+        ),
+    }
+
+
+def main():
+    dest = sys.argv[1] if len(sys.argv) > 1 else "engine/tests/data/onnx/microsoft"
+    for name, (m, inputs) in fixtures().items():
+        d = os.path.join(dest, name)
+        os.makedirs(d, exist_ok=True)
+        data = m.SerializeToString()
+        with open(os.path.join(d, "model.onnx"), "wb") as f:
+            f.write(data)
+        feeds = {vi.name: x for vi, x in zip(m.graph.input, inputs)}
+        sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        got = sess.run(None, feeds)
+        for k, x in enumerate(inputs):
+            np.save(os.path.join(d, f"input_{k}.npy"), x)
+        for k, y in enumerate(got):
+            np.save(os.path.join(d, f"output_{k}.npy"), np.asarray(y))
+        print(f"{d}: {len(data)} bytes, {len(got)} outputs (onnxruntime {ort.__version__})")
+    for name, m in bad_fixtures().items():
+        path = os.path.join(dest, name + ".onnx")
+        with open(path, "wb") as f:
+            f.write(m.SerializeToString())
+        print(f"{path}: {os.path.getsize(path)} bytes")
+
+
+if __name__ == "__main__":
+    main()
