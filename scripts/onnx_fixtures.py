@@ -39,6 +39,12 @@ def arr(name, a):
 def fixtures():
     out = {}
     w = np.arange(4 * 3 * 3 * 3, dtype=np.float32).reshape(4, 3, 3, 3) / 100.0
+    # ONNX value names that are not text-format names (Caffe2 exports write `gpu_0/data_0`).
+    out["onnx_names"] = model(
+        [helper.make_node("Relu", ["gpu_0/data_0"], ["gpu_0/softmax_1"], name="relu")],
+        [vi("gpu_0/data_0", F, [2])],
+        [vi("gpu_0/softmax_1", F, [2])],
+    )
     out["conv_relu"] = model(
         [
             helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv1", pads=[1, 1, 1, 1], strides=[1, 1]),

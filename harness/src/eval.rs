@@ -105,10 +105,15 @@ pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, Stri
     let mut next = 0;
     for (name, path) in &opts.inputs {
         let i = match name {
-            Some(n) => (0..params.len()).find(|&i| name_of(i) == *n).ok_or_else(|| {
-                let names: Vec<String> = (0..params.len()).map(|i| format!("`{}`", name_of(i))).collect();
-                format!("--input {n}=…: `@{}` has no parameter `{n}` (it has {})", opts.function, names.join(", "))
-            })?,
+            // A parameter answers to its own name (an ONNX graph input's, e.g. `gpu_0/data_0`)
+            // and to its text spelling (`gpu_0_data_0`, as `passel import` prints it).
+            Some(n) => (0..params.len())
+                .find(|&i| name_of(i) == *n)
+                .or_else(|| (0..params.len()).find(|&i| passel_engine::ir::text_name(&name_of(i)) == n.as_str()))
+                .ok_or_else(|| {
+                    let names: Vec<String> = (0..params.len()).map(|i| format!("`{}`", name_of(i))).collect();
+                    format!("--input {n}=…: `@{}` has no parameter `{n}` (it has {})", opts.function, names.join(", "))
+                })?,
             None => {
                 next += 1;
                 next - 1

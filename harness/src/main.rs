@@ -324,8 +324,9 @@ struct EvalArgs {
     file: PathBuf,
     #[command(flatten)]
     shapes: onnx::InputShapeArgs,
-    /// An input: `NAME=FILE.npy` for the parameter NAME, or `FILE.npy` for the next parameter
-    /// in order. Repeatable; parameters without a file get seeded random values.
+    /// An input: `NAME=FILE.npy` for the parameter NAME (an ONNX input's own name, e.g.
+    /// `gpu_0/data_0`, or its printed spelling `gpu_0_data_0`), or `FILE.npy` for the next
+    /// parameter in order. Repeatable; parameters without a file get seeded random values.
     #[arg(long = "input", value_name = "NAME=FILE.npy")]
     inputs: Vec<String>,
     /// Seed of the random inputs (floats uniform in [-1, 1), integers in [-5, 5]).

@@ -351,3 +351,26 @@ fn a_constant_value_in_external_data_imports_from_the_cli() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("tensor<(8,), f32>[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75]"), "{}", stdout(&o));
 }
+
+/// `eval --input NAME=…` takes an ONNX graph input by its own name (`gpu_0/data_0`) and by the
+/// name `passel import` prints for it (`gpu_0_data_0`); an unknown name is still an error.
+#[test]
+fn eval_inputs_answer_to_onnx_names_and_their_text_spelling() {
+    let dir = scratch_dir("onnx-names");
+    let x = dir.join("x.npy");
+    let t = passel_engine::ir::Tensor::from_f64s(&[2], passel_engine::ir::DType::F32, &[-1.0, 2.0]).unwrap();
+    passel_harness::npy::write(&x, &t).unwrap();
+    let o = passel(&["import", &fixture("onnx_names")]);
+    assert!(stdout(&o).contains("%gpu_0_data_0: Tensor[(2,), f32]"), "{}", stdout(&o));
+    for name in ["gpu_0/data_0", "gpu_0_data_0"] {
+        let arg = format!("{name}={}", x.display());
+        let o = passel(&["eval", &fixture("onnx_names"), "--input", &arg]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert!(stdout(&o).starts_with("output_0: Tensor[(2,), f32]  min 0.000000  max 2.000000"), "{}", stdout(&o));
+    }
+    let arg = format!("gpu_1/data_0={}", x.display());
+    let o = passel(&["eval", &fixture("onnx_names"), "--input", &arg]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("`@main` has no parameter `gpu_1/data_0`"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -269,8 +269,9 @@ fn write_attrs(out: &mut String, attrs: &Attrs) {
 }
 
 /// A name made of `[A-Za-z0-9_.]`, where a `.` is followed by a letter or `_` (a `.` before a
-/// digit would read as a projection). Valid names are borrowed.
-fn sanitize(name: &str) -> Cow<'_, str> {
+/// digit would read as a projection): how the text format spells a variable named `name`
+/// (e.g. an ONNX value `gpu_0/data_0` prints as `%gpu_0_data_0`). Valid names are borrowed.
+pub fn text_name(name: &str) -> Cow<'_, str> {
     let bytes = name.as_bytes();
     let ok = |i: usize| {
         let b = bytes[i];
@@ -391,7 +392,7 @@ impl<'a> Printer<'a> {
             return;
         }
         let base = match self.func().name_of(var) {
-            Some(n) => sanitize(n),
+            Some(n) => text_name(n),
             None => Cow::Borrowed("v"),
         };
         // One hash in the common case of a name not seen before.
