@@ -198,6 +198,10 @@ def bad_models():
     out["bad_rnn_sequence_lens"] = make_model(
         [node], [vi("X", F, [T, N, I]), vi("W", F, [1, H, I]), vi("R", F, [1, H, H])], [vi("Y", F, None)],
         [numpy_helper.from_array(np.array([T, T + 1], np.int32), "L")])
+    # An empty input whose batch is so large that the outputs' sizes overflow.
+    node = helper.make_node("RNN", ["X", "W", "R"], ["Y"], name="rnn_huge", hidden_size=H)
+    out["bad_rnn_huge_batch"] = make_model(
+        [node], [vi("X", F, [T, 1 << 62, 0]), vi("W", F, [1, H, 0]), vi("R", F, [1, H, H])], [vi("Y", F, None)])
     return out
 
 

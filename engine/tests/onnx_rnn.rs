@@ -235,3 +235,12 @@ fn a_constant_sequence_length_beyond_the_sequence_is_refused() {
         "node `rnn_len` (RNN): input 4 (sequence_lens) holds 4, outside 0..=3 (seq_length)"
     );
 }
+
+#[test]
+fn outputs_too_large_to_index_are_refused_not_overflowed() {
+    // X holds no element (input_size 0), but its batch makes seq_length x batch overflow.
+    assert_eq!(
+        error("rnn_huge_batch"),
+        "node `rnn_huge` (RNN): the outputs of seq_length 3, batch 4611686018427387904 and hidden_size 3 are too large"
+    );
+}

@@ -305,7 +305,14 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind) -> R<Layer> {
             }
         },
     };
+    if hidden == 0 {
+        return Err("hidden_size is 0 (from R's shape)".into());
+    }
     let gh = gates.checked_mul(hidden).ok_or_else(|| format!("hidden_size {hidden} is too large"))?;
+    // Y's element count bounds every product below (steps times batch, batch times hidden).
+    [seq, dirs, batch, hidden, 2 * gates].iter().try_fold(1u64, |a, &d| a.checked_mul(d.max(1))).ok_or_else(|| {
+        format!("the outputs of seq_length {seq}, batch {batch} and hidden_size {hidden} are too large")
+    })?;
     let with_hidden = if hidden_attr.is_some() { format!(" with hidden_size {hidden}") } else { String::new() };
     let check = |v: &Val, i: usize, what: &str, want: &[u64], layout_doc: &str| -> R<()> {
         if v.ty().dtype != dtype {
@@ -362,9 +369,6 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind) -> R<Layer> {
     }
     if let Some(p) = &p {
         check(p, 7, "P", &[dirs, 3 * hidden], "[num_directions, 3*hidden_size]")?;
-    }
-    if input_size == 0 && hidden == 0 {
-        return Err("input_size and hidden_size are both 0".into());
     }
     Ok(Layer {
         kind,
