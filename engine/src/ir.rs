@@ -24,7 +24,7 @@ pub use function::{Closure, Function};
 pub use ids::{AttrsIdx, ClosureIdx, ConstIdx, IdRange, NodeId, OpId, Sym};
 pub use module::{Module, ModuleError};
 pub use parser::{parse_module, ParseError, ParseErrors, MAX_ERRORS, MAX_NESTING, MAX_RANK};
-pub use printer::{body_nesting, print_function, print_module, MAX_BODY_NESTING, MAX_INDENT};
+pub use printer::{body_nesting, print_function, print_module, text_name, MAX_BODY_NESTING, MAX_INDENT};
 pub use rewrite::{mutate, ExprMutator, RewriteCx};
 pub use structural::{hash_function, module_structural_eq, module_structural_hash, structural_eq, structural_hash};
 pub use tensor::{Constant, Fill, Tensor, TensorData, TensorError, MAX_MATERIALIZED_ELEMENTS};

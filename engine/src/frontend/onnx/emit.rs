@@ -76,6 +76,8 @@ pub(super) struct Emitter {
     bindings: Vec<(NodeId, NodeId)>,
     kctx: KernelCtx,
     fold_limit: u64,
+    /// Time steps unrolled so far by recurrent layers (`ops/rnn.rs`), over the whole model.
+    unrolled_steps: u64,
 }
 
 impl Emitter {
@@ -85,6 +87,19 @@ impl Emitter {
             bindings: Vec::new(),
             kctx: KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) },
             fold_limit,
+            unrolled_steps: 0,
+        }
+    }
+
+    /// Counts `steps` more unrolled time steps of a recurrent layer. Refused, with the count
+    /// so far, when the model's total would exceed `max`.
+    pub(super) fn unroll(&mut self, steps: u64, max: u64) -> Result<(), u64> {
+        match self.unrolled_steps.checked_add(steps) {
+            Some(total) if total <= max => {
+                self.unrolled_steps = total;
+                Ok(())
+            }
+            _ => Err(self.unrolled_steps),
         }
     }
 

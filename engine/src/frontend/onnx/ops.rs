@@ -19,6 +19,8 @@ use super::tensor::{self, tensor_i64s};
 use super::ExternalData;
 use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 
+mod rnn;
+
 /// The supported operators, each with the most inputs its ONNX schema takes (`max_input`,
 /// [`VARIADIC`] for variadic ones), and from which opset a later count holds. This is the
 /// one list of ONNX operators: [`SUPPORTED_OPS`] and [`max_inputs`] are made from it.
@@ -53,6 +55,7 @@ onnx_ops! {
     "Exp": 1;
     "Expand": 2;
     "Flatten": 1;
+    "GRU": 6;
     "Gather": 2;
     "Gelu": 1;
     "Gemm": 3;
@@ -65,6 +68,7 @@ onnx_ops! {
     "Identity": 1;
     "If": 1;
     "LRN": 1;
+    "LSTM": 8;
     "LayerNormalization": 3;
     "Less": 2;
     "LessOrEqual": 2;
@@ -79,6 +83,7 @@ onnx_ops! {
     "Not": 1;
     "Pad": 1, from 11: 3, from 18: 4;
     "Pow": 2;
+    "RNN": 6;
     "Range": 3;
     "Reciprocal": 1;
     "ReduceMax": 1, from 18: 2;
@@ -414,6 +419,9 @@ fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             one(cx.call("matmul", &[&a, &b], Attrs::new())?)
         }
         "Gemm" => gemm(cx),
+        "LSTM" => rnn::lstm(cx),
+        "GRU" => rnn::gru(cx),
+        "RNN" => rnn::rnn(cx),
         "Conv" => conv(cx),
         "ConvTranspose" => conv_transpose(cx),
         "BatchNormalization" => batch_norm(cx),
