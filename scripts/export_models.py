@@ -12,9 +12,9 @@ included) and, when a passel binary is given, what `passel import` / `passel eva
 
 Each architecture is exported with the dynamo exporter (`torch.onnx.export(..., dynamo=True)`)
 and, as a second file, with the legacy TorchScript exporter (`dynamo=False`) where it still
-works; static input shapes. Then two models are quantized with onnxruntime
-(`quantize_dynamic`, `quantize_static` QDQ and QOperator) and BERT / GPT-2 go through
-onnxruntime's transformer optimizer (com.microsoft fused ops). An exporter that fails is
+works; static input shapes. Then onnxruntime quantizes BERT and the LSTM/GRU model
+(`quantize_dynamic`), YOLO and ConvNeXt (`quantize_static`, QDQ; YOLO also QOperator), and
+BERT / GPT-2 go through onnxruntime's transformer optimizer (com.microsoft fused ops). An exporter that fails is
 recorded in OUT/failures.json and the README with its error; the rest go on.
 
 Usage:
@@ -625,7 +625,6 @@ def yolo():
 
 
 def rnn_module():
-    import torch
     from torch import nn
 
     class Tagger(nn.Module):  # embedding -> bidirectional LSTM -> GRU -> linear

@@ -10,9 +10,11 @@
 # PyPI has no CPU-only torch. We install torch with --no-deps plus its pure-Python
 # dependencies and the nvidia-* library wheels those DT_NEEDED entries name, and leave out
 # what only GPU compilation uses (triton, cuda-bindings). The versions are the ones torch
-# 2.15.0's metadata pins; about 3 GB unpacked, under target/.
+# 2.15.0's metadata pins; the venv is about 4.7 GB, under target/. The other packages are
+# pinned to the versions the committed data was written with (meta.json records them): bump
+# them on purpose, and re-run to rewrite every case.
 #
-# Usage: scripts/export_models.sh [OUT_DIR [NAME_FILTER…]]
+# Usage: scripts/export_models.sh [OUT_DIR [NAME_SUBSTRING…]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=target/export-venv
@@ -32,7 +34,13 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
     nvidia-cudnn-cu13==9.26.0.51 nvidia-cusparselt-cu13==0.8.1 nvidia-nccl-cu13==2.30.7 \
     nvidia-nvshmem-cu13==3.7.2
 fi
-if ! "$PY" -c "import transformers, onnx, onnxscript, onnxruntime, numpy" 2>/dev/null; then
-  "$VENV/bin/pip" install -q transformers onnx onnxscript onnxruntime numpy
+PINS=(transformers==5.24.0 onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.32.0 numpy==2.4.6)
+if ! "$VENV/bin/pip" show -q "${PINS[@]%%==*}" >/dev/null 2>&1 \
+  || [ "$("$VENV/bin/pip" freeze 2>/dev/null | grep -cxF -f <(printf '%s\n' "${PINS[@]}"))" != "${#PINS[@]}" ]; then
+  "$VENV/bin/pip" install -q "${PINS[@]}"
 fi
 "$PY" -W ignore scripts/export_models.py "$OUT" "${@:2}"
+# The README's passel columns, when a release build is there (cargo build --release --bin passel).
+if [ -x target/release/passel ]; then
+  "$PY" scripts/export_models.py --readme "$OUT" target/release/passel
+fi
