@@ -210,7 +210,8 @@ pub fn read_out_of_scope(path: &Path) -> Result<BTreeMap<String, String>, String
         .collect())
 }
 
-/// Runs every case under `dir` (`node/`, `light/`, `models/`); returns the report and
+/// Runs every case under `dir` (`node/`, `light/`, `models/`, and model cases directly in
+/// `dir`, as in `engine/tests/data/real_models/`); returns the report and
 /// whether it passed (no failure of a supported case outside the out-of-scope list).
 pub fn run_all(dir: &Path, out_of_scope: &BTreeMap<String, String>, filter: Option<&str>) -> (String, bool) {
     let mut report = String::new();
@@ -281,8 +282,15 @@ pub fn run_all(dir: &Path, out_of_scope: &BTreeMap<String, String>, filter: Opti
         }
     }
     let mut model_failed = false;
-    let models: Vec<Case> =
-        read_cases(&dir.join("light")).into_iter().chain(read_cases(&dir.join("models"))).filter(|c| keep(c)).collect();
+    // Model cases directly under `dir` (meta.json `"kind": "model"`) too: the committed real
+    // exports, `passel conformance engine/tests/data/real_models`.
+    let top = read_cases(dir).into_iter().filter(|c| c.meta["kind"] == "model");
+    let models: Vec<Case> = read_cases(&dir.join("light"))
+        .into_iter()
+        .chain(read_cases(&dir.join("models")))
+        .chain(top)
+        .filter(|c| keep(c))
+        .collect();
     if !models.is_empty() {
         report.push_str("\nReal models: import, eval vs expected, -O3, eval again, check + fmt round trip\n\n");
         report.push_str(
