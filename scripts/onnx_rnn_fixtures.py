@@ -37,13 +37,13 @@ def make_model(nodes, inputs, outputs, inits=(), opset=14):
 
 
 def layer(op, seed, T, N, I, H, direction="forward", bias=True, seq_lens=None, h0=False, c0=False, peep=False,
-          const_weights=False, const_lens=False, layout=0, outputs=("Y", "Y_h", "Y_c"), **attrs):
+          const_weights=False, const_lens=False, layout=0, outputs=("Y", "Y_h", "Y_c"), scale=1.0, **attrs):
     """One recurrent node with seeded values; returns (model, feeds, layout-0 twin, twin feeds)."""
     rng = np.random.default_rng(seed)
     D = 2 if direction == "bidirectional" else 1
     G = GATES[op]
     vals = {
-        "X": rng.uniform(-1, 1, (T, N, I)).astype(np.float32),
+        "X": (scale * rng.uniform(-1, 1, (T, N, I))).astype(np.float32),
         "W": rng.uniform(-0.6, 0.6, (D, G * H, I)).astype(np.float32),
         "R": rng.uniform(-0.6, 0.6, (D, G * H, H)).astype(np.float32),
     }
@@ -59,7 +59,7 @@ def layer(op, seed, T, N, I, H, direction="forward", bias=True, seq_lens=None, h
     names.append("initial_h" if h0 else "")
     if op == "LSTM":
         if c0:
-            vals["initial_c"] = rng.uniform(-0.5, 0.5, (D, N, H)).astype(np.float32)
+            vals["initial_c"] = (scale * rng.uniform(-0.5, 0.5, (D, N, H))).astype(np.float32)
         names.append("initial_c" if c0 else "")
         if peep:
             vals["P"] = rng.uniform(-0.5, 0.5, (D, 3 * H)).astype(np.float32)
@@ -147,12 +147,20 @@ CASES = {
     "lstm_reverse_empty_sequence": dict(
         op="LSTM", seed=3, T=3, N=2, I=2, H=3, direction="reverse", seq_lens=[3, 0], h0=True, c0=True,
         activations=["Sigmoid", "LeakyRelu", "Relu"], activation_alpha=[0.2], outputs=("Y_h", "Y_c")),
+    # A clip well below the cell state's size: clip bounds the gates' pre-activations, not the
+    # cell state h() is applied to (onnxruntime's reading).
+    "lstm_clip_below_cell_state": dict(
+        op="LSTM", seed=9, T=6, N=2, I=3, H=3, h0=True, c0=True, clip=0.3, scale=6.0),
     # Bidirectional GRU with linear_before_reset, lengths, initial state, clip, and LeakyRelu,
     # HardSigmoid and ScaledTanh (alphas 0.05, 0.25, 0.9; betas 0.45, 1.1).
     "gru_bidirectional_linear_before_reset": dict(
         op="GRU", seed=4, T=5, N=3, I=3, H=4, direction="bidirectional", seq_lens=[2, 5, 4], h0=True,
         linear_before_reset=1, clip=1.5, activations=["Sigmoid", "LeakyRelu", "HardSigmoid", "ScaledTanh"],
         activation_alpha=[0.05, 0.25, 0.9], activation_beta=[0.45, 1.1]),
+    # GRU whose clip bounds every gate's pre-activation (inputs six times larger).
+    "gru_clip_small": dict(
+        op="GRU", seed=11, T=5, N=2, I=3, H=3, direction="bidirectional", seq_lens=[5, 3], h0=True, clip=0.3,
+        scale=6.0),
     # Reverse GRU, layout = 1, Affine and ThresholdedRelu, constant weights, no bias.
     "gru_reverse_layout1": dict(
         op="GRU", seed=5, T=4, N=2, I=3, H=3, direction="reverse", bias=False, h0=True, const_weights=True, layout=1,

@@ -107,6 +107,12 @@ fn reverse_lstm_with_an_empty_sequence_matches_onnxruntime() {
 }
 
 #[test]
+fn lstm_clip_bounds_the_gates_not_the_cell_state_as_onnxruntime_does() {
+    // The initial cell state is well above the clip, so clipping it before h() would differ.
+    run_case("lstm_clip_below_cell_state");
+}
+
+#[test]
 fn bidirectional_gru_with_linear_before_reset_matches_onnxruntime() {
     run_case("gru_bidirectional_linear_before_reset");
     // Lengths given as a graph input are compared at run time, once per time step and once
@@ -114,6 +120,11 @@ fn bidirectional_gru_with_linear_before_reset_matches_onnxruntime() {
     // LeakyRelu compares once per step too.
     let m = import(&data_dir().join("gru_bidirectional_linear_before_reset/model.onnx")).unwrap();
     assert_eq!(op_count(&m, "less"), (5 + 1) + 5);
+}
+
+#[test]
+fn gru_clip_bounds_every_gate_as_onnxruntime_does() {
+    run_case("gru_clip_small");
 }
 
 #[test]
