@@ -683,7 +683,7 @@ impl Unroll<'_, '_, '_> {
             let mut y: Vec<Option<Val>> = vec![None; seq as usize];
             let order: Vec<u64> = if reverse { (0..seq).rev().collect() } else { (0..seq).collect() };
             for t in order {
-                let xw_t = &xw_steps[t as usize];
+                let xw_t = xw_steps.get(t as usize).ok_or("the input projection has fewer steps than X")?;
                 let (h_new, c_new) = match l.kind {
                     Kind::Rnn => {
                         let rec = hid.as_ref().map(|hv| self.call2("dense", hv, &wt.r, "hr")).transpose()?;
@@ -696,7 +696,7 @@ impl Unroll<'_, '_, '_> {
                     }
                     Kind::Gru => (self.gru_step(xw_t, &wt, &acts, hid.as_ref())?, None),
                 };
-                let mask = masks[t as usize].clone();
+                let mask = mask_at(&masks, t)?;
                 let keep = |u: &mut Self, new: Val, old: Option<Val>, what: &str| -> R<Val> {
                     match &mask {
                         None => Ok(new),
@@ -727,7 +727,7 @@ impl Unroll<'_, '_, '_> {
                 ys.push(yd);
             }
             // An empty sequence ends in zero states, not its initial ones.
-            let nonempty = masks[seq as usize].clone();
+            let nonempty = mask_at(&masks, seq)?;
             let last = |u: &mut Self, state: Option<Val>, what: &str| -> R<Val> {
                 let zeros = u.zeros(&[n, h]);
                 match (state, &nonempty) {
@@ -868,6 +868,11 @@ impl Unroll<'_, '_, '_> {
             None => Ok(a),
         }
     }
+}
+
+/// Mask `i` of [`Unroll::masks`].
+fn mask_at(masks: &[Option<Val>], i: u64) -> R<Option<Val>> {
+    masks.get(i as usize).cloned().ok_or_else(|| format!("no sequence mask for time step {i}"))
 }
 
 fn ints(v: &[u64]) -> AttrValue {
