@@ -172,6 +172,9 @@ CASES = {
     # The smallest unrolling, whose imported module a test prints: two steps, no bias, no
     # initial state (the first step has no recurrent product).
     "rnn_two_steps": dict(op="RNN", seed=8, T=2, N=1, I=2, H=2, bias=False, const_weights=True),
+    # A forward RNN with two activations (the schema's default list has two) uses the first.
+    "rnn_forward_two_activations": dict(
+        op="RNN", seed=10, T=3, N=2, I=2, H=3, h0=True, activations=["Relu", "Tanh"]),
     # Forward RNN, layout = 1, Softsign, constant weights.
     "rnn_layout1_softsign": dict(
         op="RNN", seed=7, T=3, N=2, I=3, H=4, h0=True, const_weights=True, layout=1, activations=["Softsign"]),
@@ -206,6 +209,14 @@ def bad_models():
     out["bad_rnn_sequence_lens"] = make_model(
         [node], [vi("X", F, [T, N, I]), vi("W", F, [1, H, I]), vi("R", F, [1, H, H])], [vi("Y", F, None)],
         [numpy_helper.from_array(np.array([T, T + 1], np.int32), "L")])
+    # sequence_lens must be int32.
+    node = helper.make_node("GRU", ["X", "W", "R", "", "L"], ["Y"], name="gru_len64", hidden_size=H)
+    out["bad_gru_sequence_lens_int64"] = make_model(
+        [node], [vi("X", F, [T, N, I]), vi("W", F, [1, 3 * H, I]), vi("R", F, [1, 3 * H, H]),
+                 vi("L", TensorProto.INT64, [N])], [vi("Y", F, None)])
+    # activation_alpha with a value no activation takes.
+    out["bad_lstm_leftover_alpha"] = lstm("lstm_alpha", (1, 4 * H, I), (1, 4 * H, H), hidden_size=H,
+                                          activations=["Sigmoid", "Tanh", "LeakyRelu"], activation_alpha=[0.1, 0.2])
     # An empty input whose batch is so large that the outputs' sizes overflow.
     node = helper.make_node("RNN", ["X", "W", "R"], ["Y"], name="rnn_huge", hidden_size=H)
     out["bad_rnn_huge_batch"] = make_model(

@@ -138,6 +138,11 @@ fn bidirectional_rnn_with_lengths_and_parameterised_activations_matches_onnxrunt
 }
 
 #[test]
+fn a_forward_rnn_with_two_activations_uses_the_first_as_onnxruntime_does() {
+    run_case("rnn_forward_two_activations");
+}
+
+#[test]
 fn rnn_with_layout_1_and_softsign_matches_onnxruntime() {
     run_case("rnn_layout1_softsign");
 }
@@ -253,5 +258,24 @@ fn outputs_too_large_to_index_are_refused_not_overflowed() {
     assert_eq!(
         error("rnn_huge_batch"),
         "node `rnn_huge` (RNN): the outputs of seq_length 3, batch 4611686018427387904 and hidden_size 3 are too large"
+    );
+}
+
+#[test]
+fn sequence_lens_of_another_dtype_than_int32_is_refused() {
+    assert_eq!(
+        error("gru_sequence_lens_int64"),
+        "node `gru_len64` (GRU): input 4 (sequence_lens) must be int32, got i64"
+    );
+}
+
+#[test]
+fn an_activation_parameter_no_activation_takes_is_refused() {
+    let e = error("lstm_leftover_alpha");
+    assert!(
+        e.starts_with(
+            "node `lstm_alpha` (LSTM): attributes `activation_alpha` / `activation_beta` have 1 / 0 values more than"
+        ),
+        "{e}"
     );
 }
