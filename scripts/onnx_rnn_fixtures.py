@@ -37,13 +37,13 @@ def make_model(nodes, inputs, outputs, inits=(), opset=14):
 
 
 def layer(op, seed, T, N, I, H, direction="forward", bias=True, seq_lens=None, h0=False, c0=False, peep=False,
-          const_weights=False, const_lens=False, layout=0, outputs=("Y", "Y_h", "Y_c"), **attrs):
+          const_weights=False, const_lens=False, layout=0, outputs=("Y", "Y_h", "Y_c"), scale=1.0, **attrs):
     """One recurrent node with seeded values; returns (model, feeds, layout-0 twin, twin feeds)."""
     rng = np.random.default_rng(seed)
     D = 2 if direction == "bidirectional" else 1
     G = GATES[op]
     vals = {
-        "X": rng.uniform(-1, 1, (T, N, I)).astype(np.float32),
+        "X": (scale * rng.uniform(-1, 1, (T, N, I))).astype(np.float32),
         "W": rng.uniform(-0.6, 0.6, (D, G * H, I)).astype(np.float32),
         "R": rng.uniform(-0.6, 0.6, (D, G * H, H)).astype(np.float32),
     }
@@ -59,7 +59,7 @@ def layer(op, seed, T, N, I, H, direction="forward", bias=True, seq_lens=None, h
     names.append("initial_h" if h0 else "")
     if op == "LSTM":
         if c0:
-            vals["initial_c"] = rng.uniform(-0.5, 0.5, (D, N, H)).astype(np.float32)
+            vals["initial_c"] = (scale * rng.uniform(-0.5, 0.5, (D, N, H))).astype(np.float32)
         names.append("initial_c" if c0 else "")
         if peep:
             vals["P"] = rng.uniform(-0.5, 0.5, (D, 3 * H)).astype(np.float32)
@@ -147,12 +147,20 @@ CASES = {
     "lstm_reverse_empty_sequence": dict(
         op="LSTM", seed=3, T=3, N=2, I=2, H=3, direction="reverse", seq_lens=[3, 0], h0=True, c0=True,
         activations=["Sigmoid", "LeakyRelu", "Relu"], activation_alpha=[0.2], outputs=("Y_h", "Y_c")),
+    # A clip well below the cell state's size: clip bounds the gates' pre-activations, not the
+    # cell state h() is applied to (onnxruntime's reading).
+    "lstm_clip_below_cell_state": dict(
+        op="LSTM", seed=9, T=6, N=2, I=3, H=3, h0=True, c0=True, clip=0.3, scale=6.0),
     # Bidirectional GRU with linear_before_reset, lengths, initial state, clip, and LeakyRelu,
     # HardSigmoid and ScaledTanh (alphas 0.05, 0.25, 0.9; betas 0.45, 1.1).
     "gru_bidirectional_linear_before_reset": dict(
         op="GRU", seed=4, T=5, N=3, I=3, H=4, direction="bidirectional", seq_lens=[2, 5, 4], h0=True,
         linear_before_reset=1, clip=1.5, activations=["Sigmoid", "LeakyRelu", "HardSigmoid", "ScaledTanh"],
         activation_alpha=[0.05, 0.25, 0.9], activation_beta=[0.45, 1.1]),
+    # GRU whose clip bounds every gate's pre-activation (inputs six times larger).
+    "gru_clip_small": dict(
+        op="GRU", seed=11, T=5, N=2, I=3, H=3, direction="bidirectional", seq_lens=[5, 3], h0=True, clip=0.3,
+        scale=6.0),
     # Reverse GRU, layout = 1, Affine and ThresholdedRelu, constant weights, no bias.
     "gru_reverse_layout1": dict(
         op="GRU", seed=5, T=4, N=2, I=3, H=3, direction="reverse", bias=False, h0=True, const_weights=True, layout=1,
@@ -164,6 +172,9 @@ CASES = {
     # The smallest unrolling, whose imported module a test prints: two steps, no bias, no
     # initial state (the first step has no recurrent product).
     "rnn_two_steps": dict(op="RNN", seed=8, T=2, N=1, I=2, H=2, bias=False, const_weights=True),
+    # A forward RNN with two activations (the schema's default list has two) uses the first.
+    "rnn_forward_two_activations": dict(
+        op="RNN", seed=10, T=3, N=2, I=2, H=3, h0=True, activations=["Relu", "Tanh"]),
     # Forward RNN, layout = 1, Softsign, constant weights.
     "rnn_layout1_softsign": dict(
         op="RNN", seed=7, T=3, N=2, I=3, H=4, h0=True, const_weights=True, layout=1, activations=["Softsign"]),
@@ -198,6 +209,14 @@ def bad_models():
     out["bad_rnn_sequence_lens"] = make_model(
         [node], [vi("X", F, [T, N, I]), vi("W", F, [1, H, I]), vi("R", F, [1, H, H])], [vi("Y", F, None)],
         [numpy_helper.from_array(np.array([T, T + 1], np.int32), "L")])
+    # sequence_lens must be int32.
+    node = helper.make_node("GRU", ["X", "W", "R", "", "L"], ["Y"], name="gru_len64", hidden_size=H)
+    out["bad_gru_sequence_lens_int64"] = make_model(
+        [node], [vi("X", F, [T, N, I]), vi("W", F, [1, 3 * H, I]), vi("R", F, [1, 3 * H, H]),
+                 vi("L", TensorProto.INT64, [N])], [vi("Y", F, None)])
+    # activation_alpha with a value no activation takes.
+    out["bad_lstm_leftover_alpha"] = lstm("lstm_alpha", (1, 4 * H, I), (1, 4 * H, H), hidden_size=H,
+                                          activations=["Sigmoid", "Tanh", "LeakyRelu"], activation_alpha=[0.1, 0.2])
     # An empty input whose batch is so large that the outputs' sizes overflow.
     node = helper.make_node("RNN", ["X", "W", "R"], ["Y"], name="rnn_huge", hidden_size=H)
     out["bad_rnn_huge_batch"] = make_model(

@@ -107,6 +107,12 @@ fn reverse_lstm_with_an_empty_sequence_matches_onnxruntime() {
 }
 
 #[test]
+fn lstm_clip_bounds_the_gates_not_the_cell_state_as_onnxruntime_does() {
+    // The initial cell state is well above the clip, so clipping it before h() would differ.
+    run_case("lstm_clip_below_cell_state");
+}
+
+#[test]
 fn bidirectional_gru_with_linear_before_reset_matches_onnxruntime() {
     run_case("gru_bidirectional_linear_before_reset");
     // Lengths given as a graph input are compared at run time, once per time step and once
@@ -117,6 +123,11 @@ fn bidirectional_gru_with_linear_before_reset_matches_onnxruntime() {
 }
 
 #[test]
+fn gru_clip_bounds_every_gate_as_onnxruntime_does() {
+    run_case("gru_clip_small");
+}
+
+#[test]
 fn reverse_gru_with_layout_1_and_affine_matches_onnxruntime() {
     run_case("gru_reverse_layout1");
 }
@@ -124,6 +135,11 @@ fn reverse_gru_with_layout_1_and_affine_matches_onnxruntime() {
 #[test]
 fn bidirectional_rnn_with_lengths_and_parameterised_activations_matches_onnxruntime() {
     run_case("rnn_bidirectional_lengths");
+}
+
+#[test]
+fn a_forward_rnn_with_two_activations_uses_the_first_as_onnxruntime_does() {
+    run_case("rnn_forward_two_activations");
 }
 
 #[test]
@@ -242,5 +258,24 @@ fn outputs_too_large_to_index_are_refused_not_overflowed() {
     assert_eq!(
         error("rnn_huge_batch"),
         "node `rnn_huge` (RNN): the outputs of seq_length 3, batch 4611686018427387904 and hidden_size 3 are too large"
+    );
+}
+
+#[test]
+fn sequence_lens_of_another_dtype_than_int32_is_refused() {
+    assert_eq!(
+        error("gru_sequence_lens_int64"),
+        "node `gru_len64` (GRU): input 4 (sequence_lens) must be int32, got i64"
+    );
+}
+
+#[test]
+fn an_activation_parameter_no_activation_takes_is_refused() {
+    let e = error("lstm_leftover_alpha");
+    assert!(
+        e.starts_with(
+            "node `lstm_alpha` (LSTM): attributes `activation_alpha` / `activation_beta` have 1 / 0 values more than"
+        ),
+        "{e}"
     );
 }

@@ -6,7 +6,8 @@
 //! input projection of all time steps is one `dense` over `[seq_length * batch, input]`
 //! (biases added once), split into one `[batch, gates * hidden]` slice per step; each step
 //! adds the recurrent `dense` of the previous hidden state, splits the gates and applies the
-//! layer's equations (onnx/defs/rnn/defs.cc) with its activations, `clip`, peepholes,
+//! layer's equations (onnx/defs/rnn/defs.cc) with its activations, `clip` (on every gate's
+//! pre-activation, not on the LSTM cell state before `h`, as onnxruntime does), peepholes,
 //! `input_forget` and `linear_before_reset`. A step whose previous hidden or cell state is
 //! known to be zero (the first step without `initial_h` / `initial_c`) leaves out the terms
 //! that multiply it.
@@ -179,13 +180,13 @@ pub(super) fn rnn(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 /// Everything a recurrent node says, checked.
 struct Layer {
     kind: Kind,
-    /// `[seq_length, batch, input_size]` (after undoing `layout = 1`).
+    /// X as the node has it (`layout` says its order).
     x: Val,
     w: Val,
     r: Val,
     b: Option<Val>,
     seq_lens: Option<Val>,
-    /// `[num_directions, batch, hidden]` each (after undoing `layout = 1`).
+    /// As the node has them (`layout` says their order).
     initial_h: Option<Val>,
     initial_c: Option<Val>,
     p: Option<Val>,
@@ -216,7 +217,9 @@ fn convert(cx: &mut Cx<'_>, kind: Kind) -> R<Vec<Option<Val>>> {
         )
     })?;
     let wanted: Vec<bool> = (0..3).map(|k| cx.node.outputs().nth(k).is_some_and(|o| !o.is_empty())).collect();
-    let mut u = Unroll { cx, l: &layer };
+    // Variables are named after the first output the node has (Y is often left out).
+    let base = cx.node.outputs().find(|o| !o.is_empty()).unwrap_or(kind.op()).to_string();
+    let mut u = Unroll { cx, l: &layer, base };
     u.emit(&wanted)
 }
 
@@ -413,11 +416,13 @@ struct DirWeights {
 struct Unroll<'c, 'a, 'l> {
     cx: &'c mut Cx<'a>,
     l: &'l Layer,
+    /// The base of the variables' names.
+    base: String,
 }
 
 impl Unroll<'_, '_, '_> {
     fn call(&mut self, op: &str, args: &[&Val], attrs: Attrs, what: &str) -> R<Val> {
-        let name = format!("{}_{what}", self.cx.name);
+        let name = format!("{}_{what}", self.base);
         self.cx.em.call(op, args, attrs, &name)
     }
 
@@ -466,7 +471,7 @@ impl Unroll<'_, '_, '_> {
             return Ok(vec![x.clone()]);
         }
         let attrs = Attrs::new().with("indices", ints(points)).with("axis", AttrValue::Int(axis));
-        let name = format!("{}_{what}", self.cx.name);
+        let name = format!("{}_{what}", self.base);
         self.cx.em.call_multi("split", &[x], attrs, &name)
     }
 
@@ -493,7 +498,7 @@ impl Unroll<'_, '_, '_> {
         }
     }
 
-    /// Applies `act` to `x`, after the layer's `clip`.
+    /// Applies `act` to the pre-activation `x` of a gate, after the layer's `clip`.
     fn activate(&mut self, act: Act, x: &Val, what: &str) -> R<Val> {
         let x = match self.l.clip {
             Some(c) => {
@@ -502,6 +507,12 @@ impl Unroll<'_, '_, '_> {
             }
             None => x.clone(),
         };
+        self.apply(act, &x, what)
+    }
+
+    /// Applies `act` to `x`.
+    fn apply(&mut self, act: Act, x: &Val, what: &str) -> R<Val> {
+        let x = x.clone();
         let zero = self.scalar(0.0);
         match act {
             Act::Relu => self.call("relu", &[&x], Attrs::new(), what),
@@ -628,8 +639,19 @@ impl Unroll<'_, '_, '_> {
         let (n, h, seq) = (l.batch, l.hidden, l.seq);
         let x = if l.layout == 1 { self.transpose(&l.x, &[1, 0, 2], "x")? } else { l.x.clone() };
         let (initial_h, initial_c) = if l.layout == 1 {
+            // [batch, num_directions, hidden] to [num_directions, batch, hidden]; with one
+            // direction the elements keep their order.
+            let dirs = l.reverse.len() as u64;
             let mut t = |v: &Option<Val>, what: &str| -> R<Option<Val>> {
-                v.as_ref().map(|v| self.transpose(v, &[1, 0, 2], what)).transpose()
+                v.as_ref()
+                    .map(|v| {
+                        if dirs == 1 {
+                            self.reshape(v, &[1, n, h], what)
+                        } else {
+                            self.transpose(v, &[1, 0, 2], what)
+                        }
+                    })
+                    .transpose()
             };
             (t(&l.initial_h, "initial_h")?, t(&l.initial_c, "initial_c")?)
         } else {
@@ -661,7 +683,7 @@ impl Unroll<'_, '_, '_> {
             let mut y: Vec<Option<Val>> = vec![None; seq as usize];
             let order: Vec<u64> = if reverse { (0..seq).rev().collect() } else { (0..seq).collect() };
             for t in order {
-                let xw_t = &xw_steps[t as usize];
+                let xw_t = xw_steps.get(t as usize).ok_or("the input projection has fewer steps than X")?;
                 let (h_new, c_new) = match l.kind {
                     Kind::Rnn => {
                         let rec = hid.as_ref().map(|hv| self.call2("dense", hv, &wt.r, "hr")).transpose()?;
@@ -674,7 +696,7 @@ impl Unroll<'_, '_, '_> {
                     }
                     Kind::Gru => (self.gru_step(xw_t, &wt, &acts, hid.as_ref())?, None),
                 };
-                let mask = masks[t as usize].clone();
+                let mask = mask_at(&masks, t)?;
                 let keep = |u: &mut Self, new: Val, old: Option<Val>, what: &str| -> R<Val> {
                     match &mask {
                         None => Ok(new),
@@ -705,7 +727,7 @@ impl Unroll<'_, '_, '_> {
                 ys.push(yd);
             }
             // An empty sequence ends in zero states, not its initial ones.
-            let nonempty = masks[seq as usize].clone();
+            let nonempty = mask_at(&masks, seq)?;
             let last = |u: &mut Self, state: Option<Val>, what: &str| -> R<Val> {
                 let zeros = u.zeros(&[n, h]);
                 match (state, &nonempty) {
@@ -791,7 +813,9 @@ impl Unroll<'_, '_, '_> {
         };
         let o = peep(self, o, 1, Some(&c_new), "o")?;
         let o = self.activate(acts[0], &o, "o")?;
-        let hc = self.activate(acts[2], &c_new, "hc")?;
+        // clip bounds the gates' pre-activations, not the cell state h() is applied to: the
+        // spec's "input of activations" reads both ways, and onnxruntime does not clip C.
+        let hc = self.apply(acts[2], &c_new, "hc")?;
         let h_new = self.call2("multiply", &o, &hc, "h")?;
         Ok((h_new, c_new))
     }
@@ -844,6 +868,11 @@ impl Unroll<'_, '_, '_> {
             None => Ok(a),
         }
     }
+}
+
+/// Mask `i` of [`Unroll::masks`].
+fn mask_at(masks: &[Option<Val>], i: u64) -> R<Option<Val>> {
+    masks.get(i as usize).cloned().ok_or_else(|| format!("no sequence mask for time step {i}"))
 }
 
 fn ints(v: &[u64]) -> AttrValue {
