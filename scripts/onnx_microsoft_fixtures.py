@@ -127,6 +127,34 @@ def fixtures():
     return out
 
 
+def window_fixtures():
+    """Default-domain 1-D windows (Conv, pools, global pools on rank-3 NCL input), which passel
+    runs as 2-D over a height of 1; written to `<dest>/../windows_1d/`."""
+    rng = np.random.default_rng(13)
+    r = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    m = model(
+        [
+            helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[2, 1], strides=[2], dilations=[2], group=1),
+            helper.make_node("Conv", ["x", "wg"], ["cg"], auto_pad="SAME_UPPER", group=2, kernel_shape=[3]),
+            helper.make_node("MaxPool", ["x"], ["mp"], kernel_shape=[3], strides=[2], pads=[1, 1]),
+            helper.make_node("AveragePool", ["x"], ["ap"], kernel_shape=[4], count_include_pad=1, pads=[1, 2]),
+            helper.make_node("GlobalMaxPool", ["x"], ["gmp"]),
+            helper.make_node("GlobalAveragePool", ["x"], ["gap"]),
+        ],
+        [vi("x", F, [2, 4, 11])],
+        [
+            vi("c", F, [2, 3, 5]),
+            vi("cg", F, [2, 6, 11]),
+            vi("mp", F, [2, 4, 6]),
+            vi("ap", F, [2, 4, 11]),
+            vi("gmp", F, [2, 4, 1]),
+            vi("gap", F, [2, 4, 1]),
+        ],
+        [arr("w", r(3, 4, 3)), arr("b", r(3)), arr("wg", r(6, 2, 3))],
+    )
+    return {"conv_pool_1d": (m, [r(2, 4, 11)])}
+
+
 def bad_fixtures():
     """Models the importer must refuse with a clear error."""
     x = vi("x", F, [2, 5, 8])
@@ -159,22 +187,28 @@ def bad_fixtures():
     }
 
 
+def write_case(d, m, inputs):
+    os.makedirs(d, exist_ok=True)
+    data = m.SerializeToString()
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(data)
+    feeds = {vi.name: x for vi, x in zip(m.graph.input, inputs)}
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    got = sess.run(None, feeds)
+    for k, x in enumerate(inputs):
+        np.save(os.path.join(d, f"input_{k}.npy"), x)
+    for k, y in enumerate(got):
+        np.save(os.path.join(d, f"output_{k}.npy"), np.asarray(y))
+    print(f"{d}: {len(data)} bytes, {len(got)} outputs (onnxruntime {ort.__version__})")
+
+
 def main():
     dest = sys.argv[1] if len(sys.argv) > 1 else "engine/tests/data/onnx/microsoft"
     for name, (m, inputs) in fixtures().items():
-        d = os.path.join(dest, name)
-        os.makedirs(d, exist_ok=True)
-        data = m.SerializeToString()
-        with open(os.path.join(d, "model.onnx"), "wb") as f:
-            f.write(data)
-        feeds = {vi.name: x for vi, x in zip(m.graph.input, inputs)}
-        sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-        got = sess.run(None, feeds)
-        for k, x in enumerate(inputs):
-            np.save(os.path.join(d, f"input_{k}.npy"), x)
-        for k, y in enumerate(got):
-            np.save(os.path.join(d, f"output_{k}.npy"), np.asarray(y))
-        print(f"{d}: {len(data)} bytes, {len(got)} outputs (onnxruntime {ort.__version__})")
+        write_case(os.path.join(dest, name), m, inputs)
+    windows = os.path.join(os.path.dirname(os.path.normpath(dest)), "windows_1d")
+    for name, (m, inputs) in window_fixtures().items():
+        write_case(os.path.join(windows, name), m, inputs)
     for name, m in bad_fixtures().items():
         path = os.path.join(dest, name + ".onnx")
         with open(path, "wb") as f:

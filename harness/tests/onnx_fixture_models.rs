@@ -2,7 +2,8 @@
 //! `engine/tests/data/onnx/control/` (written by `scripts/onnx_control_fixtures.py`, expected
 //! outputs from onnxruntime checked against onnx's reference evaluator or a numpy oracle) and
 //! onnxruntime's `com.microsoft` operators in `engine/tests/data/onnx/microsoft/`
-//! (`scripts/onnx_microsoft_fixtures.py`, expected outputs from onnxruntime's kernels). Each
+//! (`scripts/onnx_microsoft_fixtures.py`, expected outputs from onnxruntime's kernels; the same
+//! script writes the 1-D Conv / pool model in `windows_1d/`). Each
 //! imports, verifies, evaluates to onnxruntime's outputs, survives the `-O3` pipeline with
 //! verify-each and evaluates the same after it, and prints / parses to a fixed point.
 
@@ -86,12 +87,15 @@ fn control_flow_models_match_onnxruntime_before_and_after_o3() {
     }
 }
 
-/// onnxruntime's contrib operators, decomposed at import, against its own kernels (which use
-/// approximations of erf / tanh / exp: 1e-4 relative).
+/// onnxruntime's contrib operators, decomposed at import, and 1-D windows against its own
+/// kernels (which use approximations of erf / tanh / exp: 1e-4 relative).
 #[test]
-fn microsoft_operators_match_onnxruntime_before_and_after_o3() {
-    for name in ["gelus", "skip_layer_norm", "fused_matmul", "attention", "multi_head_attention"] {
-        let name = &format!("microsoft/{name}");
+fn microsoft_operators_and_1d_windows_match_onnxruntime_before_and_after_o3() {
+    let microsoft = ["gelus", "skip_layer_norm", "fused_matmul", "attention", "multi_head_attention"];
+    // 1-D Conv, pools and global pools on rank-3 input, run as 2-D over a height of 1.
+    let windows = ["windows_1d/conv_pool_1d".to_string()];
+    for name in microsoft.iter().map(|n| format!("microsoft/{n}")).chain(windows) {
+        let name = &name;
         let m = import(name).unwrap_or_else(|e| panic!("{name}: {e}"));
         verify_module(&m).unwrap_or_else(|e| panic!("{name}: imported module does not verify: {e:?}"));
         assert_outputs_within(&m, name, "as imported", (1e-4, 1e-5));

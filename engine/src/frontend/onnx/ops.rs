@@ -458,11 +458,18 @@ fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         "AveragePool" => pool(cx, false),
         "GlobalAveragePool" | "GlobalMaxPool" => {
             let x = cx.input(0)?;
-            if x.rank() != 4 {
-                return Err(format!("only 2-D pooling (rank-4 NCHW input) is supported, got rank {}", x.rank()));
-            }
             let name = if op == "GlobalAveragePool" { "global_avg_pool2d" } else { "global_max_pool2d" };
-            one(cx.call(name, &[&x], Attrs::new())?)
+            match x.rank() {
+                4 => one(cx.call(name, &[&x], Attrs::new())?),
+                3 => {
+                    let x = lift_1d(cx, &x)?;
+                    let y = cx.call_tmp(name, &[&x], Attrs::new())?;
+                    lower_1d(cx, vec![Some(y)])
+                }
+                r => Err(format!(
+                    "only 1-D and 2-D pooling (rank-3 NCL or rank-4 NCHW input) is supported, got rank {r}"
+                )),
+            }
         }
         "ReduceMean" => reduce(cx, "mean", 18),
         "ReduceSum" => reduce(cx, "sum", 13),
@@ -969,18 +976,42 @@ fn pos(v: Vec<i64>, what: &str) -> R<Vec<u64>> {
     v.iter().map(|&d| u64::try_from(d).map_err(|_| format!("negative {what} {d}"))).collect()
 }
 
-fn window(cx: &mut Cx<'_>, spatial: &[u64], kernel_default: Option<Vec<u64>>, resolve_same: bool) -> R<Window> {
+/// The 2-D window of a Conv / pool node over `spatial` (2 dimensions). When `lifted`, the node
+/// is 1-D and runs as 2-D over a height of 1: its 1-D attributes gain a leading 1 (kernel,
+/// strides, dilations) or 0 (pads), and `spatial` and `kernel_default` are already lifted.
+fn window(
+    cx: &mut Cx<'_>,
+    spatial: &[u64],
+    kernel_default: Option<Vec<u64>>,
+    resolve_same: bool,
+    lifted: bool,
+) -> R<Window> {
+    // The 1-D attribute `v` as 2-D: `[lead, v0]` (pads `[b, e]` become `[0, b, 0, e]`).
+    let lift = |v: Vec<i64>, lead: i64, what: &str| -> R<Vec<i64>> {
+        match (lifted, v.len()) {
+            (false, _) => Ok(v),
+            (true, 1) => Ok(vec![lead, v[0]]),
+            (true, 2) if what == "pads" => Ok(vec![0, v[0], 0, v[1]]),
+            (true, _) => Err(format!("attribute `{what}` = {v:?} does not fit a 1-D window")),
+        }
+    };
     let kernel = match cx.ints_opt("kernel_shape")? {
-        Some(k) => pos(k, "kernel size")?,
+        Some(k) => pos(lift(k, 1, "kernel_shape")?, "kernel size")?,
         None => kernel_default.ok_or("attribute `kernel_shape` is required")?,
     };
     if kernel.len() != 2 {
-        return Err(format!("only 2-D windows are supported, got kernel_shape {kernel:?}"));
+        return Err(format!("only 1-D and 2-D windows are supported, got kernel_shape {kernel:?}"));
     }
-    let strides = pos(cx.ints_opt("strides")?.unwrap_or(vec![1, 1]), "stride")?;
-    let dilations = pos(cx.ints_opt("dilations")?.unwrap_or(vec![1, 1]), "dilation")?;
+    let strides = match cx.ints_opt("strides")? {
+        Some(v) => pos(lift(v, 1, "strides")?, "stride")?,
+        None => vec![1, 1],
+    };
+    let dilations = match cx.ints_opt("dilations")? {
+        Some(v) => pos(lift(v, 1, "dilations")?, "dilation")?,
+        None => vec![1, 1],
+    };
     let auto_pad = cx.string("auto_pad", "NOTSET")?;
-    let pads = cx.ints_opt("pads")?;
+    let pads = cx.ints_opt("pads")?.map(|v| lift(v, 0, "pads")).transpose()?;
     if strides.len() != 2 || dilations.len() != 2 || strides.contains(&0) || dilations.contains(&0) {
         return Err(format!("strides {strides:?} and dilations {dilations:?} must be two positive values"));
     }
@@ -999,13 +1030,40 @@ fn window(cx: &mut Cx<'_>, spatial: &[u64], kernel_default: Option<Vec<u64>>, re
     Ok(Window { kernel, strides, dilations, pads, auto_pad })
 }
 
+/// `v` (rank 3, `[N, C, L]`) as rank 4 `[N, C, 1, L]`: a 1-D window runs as 2-D over a height
+/// of 1.
+fn lift_1d(cx: &mut Cx<'_>, v: &Val) -> R<Val> {
+    let s = v.shape();
+    cx.reshape(v, &[s[0], s[1], 1, s[2]], true)
+}
+
+/// The result `[N, C, 1, L]` of a lifted 1-D window back to `[N, C, L]`.
+fn lower_1d(cx: &mut Cx<'_>, outs: Vec<Option<Val>>) -> R<Vec<Option<Val>>> {
+    let y = outs.into_iter().next().flatten().ok_or("the window operator returned nothing")?;
+    let s = y.shape();
+    one(cx.reshape(&y, &[s[0], s[1], s[3]], false)?)
+}
+
 fn conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (x, w, b) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
-    if x.rank() != 4 || w.rank() != 4 {
-        return Err(format!("only 2-D convolution (rank-4 NCHW input) is supported, got rank {}", x.rank()));
+    if x.rank() == 3 && w.rank() == 3 {
+        let (x, w) = (lift_1d(cx, &x)?, lift_1d(cx, &w)?);
+        let outs = conv_2d(cx, x, w, b, true)?;
+        return lower_1d(cx, outs);
     }
+    if x.rank() != 4 || w.rank() != 4 {
+        return Err(format!(
+            "only 1-D and 2-D convolution (rank-3 NCL or rank-4 NCHW input and weights) is supported, got ranks {} and {}",
+            x.rank(),
+            w.rank()
+        ));
+    }
+    conv_2d(cx, x, w, b, false)
+}
+
+fn conv_2d(cx: &mut Cx<'_>, x: Val, w: Val, b: Option<Val>, lifted: bool) -> R<Vec<Option<Val>>> {
     let ws = w.shape();
-    let win = window(cx, &x.shape()[2..], Some(ws[2..].to_vec()), true)?;
+    let win = window(cx, &x.shape()[2..], Some(ws[2..].to_vec()), true, lifted)?;
     if win.kernel != ws[2..] {
         return Err(format!("kernel_shape {:?} does not match the weight shape {ws:?}", win.kernel));
     }
@@ -1036,7 +1094,7 @@ fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     }
     let ws = w.shape();
     let xs = x.shape();
-    let win = window(cx, &xs[2..], Some(ws[2..].to_vec()), false)?;
+    let win = window(cx, &xs[2..], Some(ws[2..].to_vec()), false, false)?;
     let groups = cx.int("group", 1)?;
     let output_padding = pos(cx.ints_opt("output_padding")?.unwrap_or(vec![0, 0]), "output padding")?;
     let output_shape = cx.ints_opt("output_shape")?;
@@ -1092,10 +1150,22 @@ fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 
 fn pool(cx: &mut Cx<'_>, max: bool) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
-    if x.rank() != 4 {
-        return Err(format!("only 2-D pooling (rank-4 NCHW input) is supported, got rank {}", x.rank()));
+    if x.rank() == 3 {
+        let x = lift_1d(cx, &x)?;
+        let outs = pool_2d(cx, x, max, true)?;
+        return lower_1d(cx, outs);
     }
-    let win = window(cx, &x.shape()[2..], None, true)?;
+    if x.rank() != 4 {
+        return Err(format!(
+            "only 1-D and 2-D pooling (rank-3 NCL or rank-4 NCHW input) is supported, got rank {}",
+            x.rank()
+        ));
+    }
+    pool_2d(cx, x, max, false)
+}
+
+fn pool_2d(cx: &mut Cx<'_>, x: Val, max: bool, lifted: bool) -> R<Vec<Option<Val>>> {
+    let win = window(cx, &x.shape()[2..], None, true, lifted)?;
     // A window that covers only padding has no value (NaN for AveragePool, -inf for MaxPool);
     // onnxruntime refuses such explicit pads ("Pad should be smaller than kernel").
     let (k, p) = (&win.kernel, &win.pads);
