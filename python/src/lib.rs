@@ -28,6 +28,7 @@ mod instrument;
 mod ir;
 mod session;
 mod transform;
+mod visitor;
 
 use pyo3::prelude::*;
 
@@ -41,5 +42,6 @@ fn _passel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     transform::register(m)?;
     instrument::register(m)?;
     session::register(m)?;
+    visitor::register(m)?;
     Ok(())
 }

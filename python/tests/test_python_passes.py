@@ -142,11 +142,11 @@ def rewrite_negative(func, mod, ctx):
     """negative(x) -> multiply(x, -1.0)."""
 
     class M(ir.ExprMutator):
-        def visit_call(self, call):
+        def visit_call_(self, call):
             if call.op == "negative":
                 x = self.visit_expr(call.args[0])
                 return self.builder.call("multiply", [x, self.builder.const(np.float32(-1.0))], {}, call.type)
-            return super().visit_call(call)
+            return super().visit_call_(call)
 
     return M().visit_function(func)
 
