@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, List, Union
 
 from . import instrument, ir, transform
-from ._passel import OnnxError, ParseError, PassError, StageStats
+from ._passel import OnnxError, ParseError, PassError, PassKeyError, PassTypeError, PassValueError, StageStats
 from .session import Session, SessionRun
 
 __all__ = [
@@ -32,6 +32,9 @@ __all__ = [
     "SessionRun",
     "StageStats",
     "PassError",
+    "PassValueError",
+    "PassTypeError",
+    "PassKeyError",
     "ParseError",
     "OnnxError",
     "eval",

@@ -12,8 +12,8 @@ them): an exception in ``enter_pass_ctx`` exits the instruments already entered,
 order, clears the context's instruments and propagates; in ``exit_pass_ctx`` the later exits
 do not run and the list is cleared; in ``should_run`` / ``run_before_pass`` /
 ``run_after_pass`` / the pass, the error propagates at once and leaving the ``with`` block
-then exits every instrument. Errors reach Python as ``passel.PassError`` with the
-instrument's traceback and the original exception as ``__cause__``.
+then exits every instrument. The instrument's own exception reaches Python as itself (type,
+message, traceback), with a note naming the instrument and hook.
 """
 
 from __future__ import annotations

@@ -13,9 +13,12 @@
 How Python passes run: a Python function pass is called once per function with the GIL held
 for that call, on the thread that called the pipeline, one function after the other, whatever
 ``num_threads`` is; the Rust passes around it keep running in parallel with the GIL released.
-Results are merged in module order, so the output is the same as with one thread. An exception in a pass body becomes
-``passel.PassError`` naming the pass and function, with the Python traceback in its message
-and the exception as ``__cause__``. ``KeyboardInterrupt`` cancels the run and is re-raised.
+Results are merged in module order, so the output is the same as with one thread. An exception raised in a pass body or
+an instrument propagates as itself, as in TVM (type, message and traceback), with a note
+naming the pass and function or the instrument hook; passel's own errors are
+``passel.PassError``, as ``PassValueError`` / ``PassTypeError`` / ``PassKeyError`` (also
+``ValueError`` / ``TypeError`` / ``KeyError``) where one fits. ``KeyboardInterrupt`` cancels
+the run and is re-raised.
 
 Incremental sessions: give a Python pass a ``version`` (any comparable value); a
 ``passel.Session`` re-runs it only on functions whose inputs changed, or everywhere when its

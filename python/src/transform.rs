@@ -454,10 +454,11 @@ fn py_function_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<
             let out = out.bind(py);
             match out.extract::<PyRef<'_, Function>>() {
                 Ok(f) => Ok(f.inner.clone()),
-                Err(_) => Err(PyTypeError::new_err(format!(
-                    "a function pass must return a passel.ir.Function, got {}",
-                    out.get_type().name()?
-                ))),
+                Err(_) => Err(errors::passel_error(
+                    py,
+                    errors::Kind::Type,
+                    format!("a function pass must return a passel.ir.Function, got {}", out.get_type().name()?),
+                )),
             }
         })
     })
@@ -479,10 +480,11 @@ fn py_module_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<Py
             let out = out.bind(py);
             match out.extract::<PyRef<'_, Module>>() {
                 Ok(m) => Ok(m.inner.clone()),
-                Err(_) => Err(PyTypeError::new_err(format!(
-                    "a module pass must return a passel.ir.Module, got {}",
-                    out.get_type().name()?
-                ))),
+                Err(_) => Err(errors::passel_error(
+                    py,
+                    errors::Kind::Type,
+                    format!("a module pass must return a passel.ir.Module, got {}", out.get_type().name()?),
+                )),
             }
         })
     })
