@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union, overload
 
 from . import _passel
 from ._passel import PassContext, PassError, PassInfo
@@ -257,14 +257,41 @@ def _decorator(
     return create
 
 
+if TYPE_CHECKING:
+    from typing_extensions import ParamSpec, Protocol
+
+    _P = ParamSpec("_P")
+
+    class _ModulePassDecorator(Protocol):
+        """What ``module_pass(opt_level=…)`` returns: a function becomes a ``ModulePass``; a
+        class becomes a class whose instances are ``ModulePass``es (built with the class's
+        arguments)."""
+
+        @overload
+        def __call__(self, arg: ModuleBody) -> ModulePass: ...
+
+        @overload
+        def __call__(self, arg: Callable[_P, Any]) -> Callable[_P, ModulePass]: ...
+
+    class _FunctionPassDecorator(Protocol):
+        """``module_pass``'s decorator for function passes."""
+
+        @overload
+        def __call__(self, arg: FunctionBody) -> FunctionPass: ...
+
+        @overload
+        def __call__(self, arg: Callable[_P, Any]) -> Callable[_P, FunctionPass]: ...
+
+
 @overload
 def module_pass(
     pass_func: None = None,
     opt_level: Optional[int] = None,
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
     version: Any = None,
-) -> Callable[[Any], Any]: ...
+) -> _ModulePassDecorator: ...
 
 
 @overload
@@ -273,6 +300,7 @@ def module_pass(
     opt_level: Optional[int] = None,
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
     version: Any = None,
 ) -> ModulePass: ...
 
@@ -282,20 +310,25 @@ def module_pass(
     opt_level: Optional[int] = None,
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
     version: Any = None,
-) -> Union[ModulePass, Callable[[Any], Any]]:
+) -> Any:
     """Makes a module pass from ``f(mod, ctx) -> Module``, or from a class with
     ``transform_module(self, mod, ctx)`` (then the decorated class's instances are passes).
 
     ``opt_level`` is required; ``name`` defaults to the function's or class's name;
-    ``required`` lists registry names run before it in a ``Sequential``; ``version`` is
-    compared by ``passel.Session`` (a class attribute ``version`` works too)::
+    ``required`` lists registry names run before it in a ``Sequential``; ``traceable`` is
+    TVM's flag for Relax's tuning trace, accepted for compatibility (passel has no tuning
+    trace, so it changes nothing); ``version`` is compared by ``passel.Session`` (a class
+    attribute ``version`` works too)::
 
         @module_pass(opt_level=1)
         def drop_tests(mod, ctx):
             return mod.without_function("test")
     """
-    return _decorator("module", pass_func, opt_level, name, required, version)  # type: ignore[no-any-return]
+    if not isinstance(traceable, bool):
+        raise TypeError(f"traceable must be a bool, got {type(traceable).__name__}")
+    return _decorator("module", pass_func, opt_level, name, required, version)
 
 
 @overload
@@ -305,7 +338,7 @@ def function_pass(
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
     version: Any = None,
-) -> Callable[[Any], Any]: ...
+) -> _FunctionPassDecorator: ...
 
 
 @overload
@@ -324,7 +357,7 @@ def function_pass(
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
     version: Any = None,
-) -> Union[FunctionPass, Callable[[Any], Any]]:
+) -> Any:
     """Makes a function pass from ``f(func, mod, ctx) -> Function``, or from a class with
     ``transform_function(self, func, mod, ctx)``. The body is called once per function
     (not on functions marked ``SkipOptimization``) and must return a ``Function``: the same
@@ -334,4 +367,4 @@ def function_pass(
         def count(func, mod, ctx):
             return func
     """
-    return _decorator("function", pass_func, opt_level, name, required, version)  # type: ignore[no-any-return]
+    return _decorator("function", pass_func, opt_level, name, required, version)

@@ -25,6 +25,18 @@ pub(crate) fn to_instrument(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Instrume
     if let Ok(t) = obj.extract::<PyRef<'_, PassTimingInstrument>>() {
         return Ok(t.inner.clone());
     }
+    const HOOKS: [&str; 5] = ["enter_pass_ctx", "exit_pass_ctx", "should_run", "run_before_pass", "run_after_pass"];
+    if !HOOKS.iter().any(|h| obj.hasattr(*h).unwrap_or(false)) {
+        return Err(errors::passel_error(
+            obj.py(),
+            errors::Kind::Type,
+            format!(
+                "an instrument needs at least one of TVM's instrument methods ({}); {} has none",
+                HOOKS.join(", "),
+                obj.get_type().name()?
+            ),
+        ));
+    }
     let name = match obj.getattr("name") {
         Ok(n) if n.is_instance_of::<pyo3::types::PyString>() => n.extract::<String>()?,
         _ => obj.get_type().name()?.to_string(),

@@ -36,7 +36,13 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// Build one with ``Module.parse(text)`` or ``Module.from_file(path)``; print it with
 /// ``mod.script()`` or ``str(mod)``. ``mod["main"]`` is a function, ``mod.functions`` maps
 /// every name to its function, in module order. Copies are O(1) and share functions.
-#[pyclass(module = "passel.ir", frozen)]
+///
+/// Mutable in place as TVM's ``IRModule`` is (``mod[name] = f``, ``update_func``,
+/// ``remove``, ``del mod[name]``, ``update``); ``with_function`` / ``without_function``
+/// return changed copies instead. A pass must not change the module it was given in place:
+/// under ``config={"testing.immutable_module": True}`` doing so raises ``passel.PassError``
+/// (TVM's check).
+#[pyclass(module = "passel.ir")]
 #[derive(Clone)]
 pub struct Module {
     pub(crate) inner: RModule,
@@ -99,7 +105,7 @@ impl Module {
         };
         py.detach(move || import_onnx(&path, &options)).map(|inner| Module { inner }).map_err(|e| match e {
             LoadError::Io { .. } => pyo3::exceptions::PyOSError::new_err(e.to_string()),
-            _ => OnnxError::new_err(e.to_string()),
+            _ => OnnxError::new_err(shapes_wording(&e.to_string())),
         })
     }
 
@@ -151,6 +157,39 @@ impl Module {
             .ok_or_else(|| PyKeyError::new_err(format!("no function @{} in the module", name.trim_start_matches('@'))))
     }
 
+    /// ``mod[name] = func``: sets ``name`` to ``func`` in place (replaced where it is, or
+    /// added at the end), as TVM's ``IRModule.__setitem__``. A name that would not print and
+    /// parse back as itself raises ``ValueError``.
+    fn __setitem__(&mut self, name: &str, func: PyRef<'_, Function>) -> PyResult<()> {
+        self.inner
+            .insert(name.trim_start_matches('@'), func.inner.clone())
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// ``del mod[name]``: removes ``name`` in place; ``KeyError`` when there is none.
+    fn __delitem__(&mut self, name: &str) -> PyResult<()> {
+        self.remove(name)
+    }
+
+    /// Replaces (or adds) function ``name`` in place (TVM's ``IRModule.update_func``).
+    fn update_func(&mut self, name: &str, func: PyRef<'_, Function>) -> PyResult<()> {
+        self.__setitem__(name, func)
+    }
+
+    /// Removes function ``name`` in place (TVM's ``IRModule.remove``); ``KeyError`` when
+    /// there is none.
+    fn remove(&mut self, name: &str) -> PyResult<()> {
+        self.inner.remove(name.trim_start_matches('@')).map(|_| ()).map_err(|e| PyKeyError::new_err(e.to_string()))
+    }
+
+    /// Sets every function of ``other`` in this module, in place (TVM's ``IRModule.update``).
+    fn update(&mut self, other: PyRef<'_, Module>) -> PyResult<()> {
+        for (name, f) in other.inner.iter() {
+            self.inner.insert(name, f.clone()).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// A copy of the module with ``name`` set to ``func`` (replaced in place, or added at
     /// the end). Modules are immutable values, as in TVM's functional style. A name that
     /// would not print and parse back as itself raises ``ValueError``.
@@ -182,8 +221,7 @@ impl Module {
 
     /// Whether both hold the very same functions (what a pass that changed nothing returns).
     fn same_as(&self, other: PyRef<'_, Module>) -> bool {
-        self.inner.len() == other.inner.len()
-            && self.inner.iter().zip(other.inner.iter()).all(|((a, f), (b, g))| a == b && Arc::ptr_eq(f, g))
+        same_module(&self.inner, &other.inner)
     }
 
     /// Checks every function's well-formedness (scoping, operator arity and attributes).
@@ -192,6 +230,36 @@ impl Module {
         passel_engine::ir::verify_module(&self.inner)
             .map_err(|errs| PyValueError::new_err(errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n")))
     }
+}
+
+/// An importer message in the words of ``from_onnx``: the importer names the command line's
+/// `--input-shape NAME=d0,d1,…`, which is ``shapes={"NAME": [d0, d1, …]}`` here.
+fn shapes_wording(msg: &str) -> String {
+    const FLAG: &str = "--input-shape";
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(at) = rest.find(FLAG) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + FLAG.len()..];
+        // `--input-shape NAME=d0,d1,…` (a suggestion) or `--input-shape gives …` (a mismatch).
+        match after.strip_prefix(' ').and_then(|a| a.split_once("=d0,d1,…")) {
+            Some((name, tail)) if !name.contains(char::is_whitespace) => {
+                out.push_str(&format!("shapes={{\"{name}\": [d0, d1, …]}}"));
+                rest = tail;
+            }
+            _ => {
+                out.push_str("shapes");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether two modules hold the very same functions under the same names, in order.
+pub(crate) fn same_module(a: &RModule, b: &RModule) -> bool {
+    a.len() == b.len() && a.iter().zip(b.iter()).all(|((x, f), (y, g))| x == y && Arc::ptr_eq(f, g))
 }
 
 /// A function of a module: parameters, a body, a declared return type and attributes.
