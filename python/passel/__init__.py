@@ -7,7 +7,8 @@ The API follows TVM's Python names and semantics:
 - ``passel.transform`` (``tvm.ir.transform``): ``PassInfo``, ``PassContext``, ``Pass``,
   ``Sequential``, the ``module_pass`` / ``function_pass`` decorators, ``get_pass``,
   ``list_passes``, ``PrintIR`` and textual pipelines.
-- ``passel.instrument`` (``tvm.ir.instrument``): ``PassInstrument``, ``pass_instrument``,
+- ``passel.instrument`` (``tvm.ir.instrument``): ``PassInstrument``, ``pass_instrument``, the printing
+  instruments (``PrintBeforeAll``, ``PrintAfterAll``, ``PassPrintingInstrument``, ``DumpIR``),
   ``PassTimingInstrument``.
 - ``passel.Session``: incremental runs that recompute only what an edit can affect.
 - ``passel.eval``: the reference interpreter on numpy arrays.
