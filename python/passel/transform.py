@@ -8,7 +8,8 @@
 - ``Sequential(passes, opt_level=0, name="sequential", required=None)``.
 - ``module_pass`` / ``function_pass``: decorators for a function or a class with
   ``transform_module(mod, ctx)`` / ``transform_function(func, mod, ctx)``.
-- ``get_pass(name)``, ``list_passes()``, ``PrintIR(header)``, ``pipeline(text)``.
+- ``get_pass(name)``, ``list_passes()``, ``PrintIR(header)``, ``pipeline(text)``,
+  ``get_pipeline(opt_level)`` (the default pipeline of ``passel run -O<N>``).
 
 How Python passes run: a Python function pass is called once per function with the GIL held
 for that call, on the thread that called the pipeline, one function after the other, whatever
@@ -49,6 +50,7 @@ __all__ = [
     "list_passes",
     "PrintIR",
     "pipeline",
+    "get_pipeline",
 ]
 
 
@@ -177,6 +179,22 @@ def pipeline(text: str) -> Sequential:
     seq = _wrap_handle(_passel.pipeline(text))
     assert isinstance(seq, Sequential)
     return seq
+
+
+def get_pipeline(opt_level: int = 2) -> Sequential:
+    """The default pipeline at ``opt_level`` (0–3): the passes ``passel run -O<opt_level>``
+    runs, in the standard order (Inline, SimplifyInference, FoldConstant, FoldScaleAxis,
+    SimplifyExpr, EliminateCommonSubexpr, CanonicalizeBindings, DeadCodeElimination, FuseOps),
+    keeping those whose opt level is at most ``opt_level``, as a ``Sequential`` named
+    ``default-O<opt_level>``. As in TVM, the context's opt level also selects: run it under
+    ``PassContext(opt_level=opt_level)`` (what ``-O`` sets) so no pass in it is skipped.
+    ``docs/python.md`` lists each pass's level next to TVM's."""
+    if isinstance(opt_level, bool) or not isinstance(opt_level, int):
+        raise TypeError(f"opt_level must be an int, got {type(opt_level).__name__}")
+    if not 0 <= opt_level <= 3:
+        raise ValueError(f"opt_level must be between 0 and 3, got {opt_level}")
+    passes = [get_pass(name) for name in _passel.standard_pipeline()]
+    return Sequential([p for p in passes if p.info.opt_level <= opt_level], name=f"default-O{opt_level}")
 
 
 def PrintIR(header: str = "") -> Pass:

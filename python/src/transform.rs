@@ -32,6 +32,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_function_pass, m)?)?;
     m.add_function(wrap_pyfunction!(py_module_pass, m)?)?;
     m.add_function(wrap_pyfunction!(sequential, m)?)?;
+    m.add_function(wrap_pyfunction!(standard_pipeline, m)?)?;
     m.add_function(wrap_pyfunction!(registered_pass, m)?)?;
     m.add_function(wrap_pyfunction!(registered_passes, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline, m)?)?;
@@ -552,6 +553,13 @@ fn py_module_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<Py
     })
     .with_required(&required_refs(&required));
     PassHandle { inner: pass.shared() }
+}
+
+/// The names of the standard pipeline that ``passel run -O N`` runs, in order (each pass's
+/// own opt level decides whether it runs at ``-O N``).
+#[pyfunction]
+fn standard_pipeline() -> Vec<&'static str> {
+    passel_passes::STANDARD_PIPELINE.to_vec()
 }
 
 /// A ``Sequential`` of ``passes`` (default opt level 0, name ``"sequential"``).

@@ -114,3 +114,38 @@ def test_from_onnx_errors_speak_of_shapes_not_of_cli_flags():
             ir.Module.from_onnx(CORPUS / "symbolic_batch.onnx", shapes=shapes)
         assert expected in str(e.value)
         assert "--" not in str(e.value)
+
+
+def test_get_pipeline_is_the_cli_default_pipeline_per_opt_level():
+    levels = {p["name"]: p["opt_level"] for p in transform.list_passes()}
+    expected = {
+        0: ["SimplifyInference", "FoldScaleAxis", "SimplifyExpr", "FuseOps"],
+        1: ["Inline", "SimplifyInference", "FoldScaleAxis", "SimplifyExpr", "CanonicalizeBindings",
+            "DeadCodeElimination", "FuseOps"],
+        2: ["Inline", "SimplifyInference", "FoldConstant", "FoldScaleAxis", "SimplifyExpr", "CanonicalizeBindings",
+            "DeadCodeElimination", "FuseOps"],
+        3: ["Inline", "SimplifyInference", "FoldConstant", "FoldScaleAxis", "SimplifyExpr", "EliminateCommonSubexpr",
+            "CanonicalizeBindings", "DeadCodeElimination", "FuseOps"],
+    }
+    for level, names in expected.items():
+        seq = transform.get_pipeline(level)
+        assert seq.info.name == f"default-O{level}"
+        assert [p.info.name for p in seq.passes] == names
+        assert all(levels[n] <= level for n in names)
+    text = """
+def @main(%x: Tensor[(4), f32]) -> Tensor[(4), f32] {
+  let %k = multiply(2.0f, 0.5f);
+  let %a = add(%x, %k);
+  let %b = add(%x, %k);
+  let %c = multiply(%a, %b);
+  %c
+}
+"""
+    mod = ir.Module.parse(text)
+    with PassContext(opt_level=3):
+        o3 = transform.get_pipeline(3)(mod)
+        o2 = transform.get_pipeline(2)(mod)
+    assert "multiply(%a, %a)" in o3.script()  # CSE at -O3
+    assert o2.script().count("add(") == 2  # no CSE at -O2
+    with pytest.raises(ValueError, match="between 0 and 3, got 4"):
+        transform.get_pipeline(4)
