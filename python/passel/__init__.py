@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, List, Union
 
 from . import instrument, ir, transform
-from ._passel import OnnxError, ParseError, PassError, PassKeyError, PassTypeError, PassValueError, StageStats
+from ._passel import DiagnosticError, OnnxError, ParseError, PassError, PassKeyError, PassTypeError, PassValueError, StageStats
 from .session import Session, SessionRun
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "SessionRun",
     "StageStats",
     "PassError",
+    "DiagnosticError",
     "PassValueError",
     "PassTypeError",
     "PassKeyError",

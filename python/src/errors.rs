@@ -23,6 +23,21 @@ pyo3::create_exception!(
 );
 pyo3::create_exception!(
     passel,
+    DiagnosticError,
+    PassError,
+    "A pass reported an error about the IR (a type error found by InferType): the message is \
+     the diagnostic, with ``line:col`` when the module was parsed from text, each distinct \
+     error once. TVM raises its ``DiagnosticError`` at the pass; passel raises when the run \
+     returns."
+);
+
+/// A `DiagnosticError` with `message`.
+pub(crate) fn diagnostic_error(message: String) -> PyErr {
+    DiagnosticError::new_err(message)
+}
+
+pyo3::create_exception!(
+    passel,
     ParseError,
     PyValueError,
     "Malformed IR text; the message gives line:col of every error."
@@ -68,6 +83,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add(name, make_type.call1((name, bases, ns))?)?;
     }
     m.add("ParseError", m.py().get_type::<ParseError>())?;
+    m.add("DiagnosticError", m.py().get_type::<DiagnosticError>())?;
     m.add("OnnxError", m.py().get_type::<OnnxError>())?;
     Ok(())
 }

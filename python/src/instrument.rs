@@ -71,7 +71,7 @@ impl PyInstrument {
     }
 
     fn call_with_module(&self, method: &str, module: &RModule, info: &RPassInfo) -> Result<(), InstrumentError> {
-        self.call(method, false, |_py, m| m.call1((Module { inner: module.clone() }, PassInfo::of(info))).map(|_| ()))
+        self.call(method, false, |_py, m| m.call1((Module::of(module.clone()), PassInfo::of(info))).map(|_| ()))
             .map(|_| ())
     }
 }
@@ -90,10 +90,8 @@ impl Instrument for PyInstrument {
     }
 
     fn should_run(&self, module: &RModule, info: &RPassInfo) -> Result<bool, InstrumentError> {
-        self.call("should_run", false, |_py, m| {
-            m.call1((Module { inner: module.clone() }, PassInfo::of(info)))?.is_truthy()
-        })
-        .map(|r| r.unwrap_or(true))
+        self.call("should_run", false, |_py, m| m.call1((Module::of(module.clone()), PassInfo::of(info)))?.is_truthy())
+            .map(|r| r.unwrap_or(true))
     }
 
     fn run_before_pass(&self, module: &RModule, info: &RPassInfo) -> Result<(), InstrumentError> {

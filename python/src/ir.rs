@@ -46,6 +46,24 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[derive(Clone)]
 pub struct Module {
     pub(crate) inner: RModule,
+    /// The text the module was parsed from, while its spans point into it (dropped by any
+    /// change in place): errors then give `line:col`.
+    pub(crate) source: Option<Arc<str>>,
+}
+
+impl Module {
+    pub(crate) fn of(inner: RModule) -> Module {
+        Module { inner, source: None }
+    }
+
+    /// `line:col` (1-based) of byte `offset` of the source text, when the module has one.
+    pub(crate) fn location(&self, offset: u32) -> Option<String> {
+        let text = self.source.as_deref()?;
+        let before = text.get(..offset as usize)?;
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        Some(format!("{line}:{col}"))
+    }
 }
 
 #[pymethods]
@@ -64,15 +82,16 @@ impl Module {
                     .map_err(|e| PyValueError::new_err(e.to_string()))?;
             }
         }
-        Ok(Module { inner })
+        Ok(Module::of(inner))
     }
 
     /// Parses ``.pir`` text. Raises ``passel.ParseError`` with ``line:col`` of every error.
     #[staticmethod]
     fn parse(py: Python<'_>, text: &str) -> PyResult<Module> {
-        let text = text.to_string();
-        py.detach(move || parse_module(&text))
-            .map(|inner| Module { inner })
+        let source: Arc<str> = Arc::from(text);
+        let parsed = source.clone();
+        py.detach(move || parse_module(&parsed))
+            .map(|inner| Module { inner, source: Some(source) })
             .map_err(|e| ParseError::new_err(e.to_string()))
     }
 
@@ -81,8 +100,10 @@ impl Module {
     fn from_file(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Module> {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("cannot read {}: {e}", path.display())))?;
-        py.detach(move || parse_module(&text))
-            .map(|inner| Module { inner })
+        let source: Arc<str> = Arc::from(text);
+        let parsed = source.clone();
+        py.detach(move || parse_module(&parsed))
+            .map(|inner| Module { inner, source: Some(source) })
             .map_err(|e| ParseError::new_err(format!("{}: {e}", path.display())))
     }
 
@@ -103,7 +124,7 @@ impl Module {
             input_shapes: shapes.unwrap_or_default().into_iter().collect(),
             ..Default::default()
         };
-        py.detach(move || import_onnx(&path, &options)).map(|inner| Module { inner }).map_err(|e| match e {
+        py.detach(move || import_onnx(&path, &options)).map(Module::of).map_err(|e| match e {
             LoadError::Io { .. } => pyo3::exceptions::PyOSError::new_err(e.to_string()),
             _ => OnnxError::new_err(shapes_wording(&e.to_string())),
         })
@@ -161,6 +182,7 @@ impl Module {
     /// added at the end), as TVM's ``IRModule.__setitem__``. A name that would not print and
     /// parse back as itself raises ``ValueError``.
     fn __setitem__(&mut self, name: &str, func: PyRef<'_, Function>) -> PyResult<()> {
+        self.source = None;
         self.inner
             .insert(name.trim_start_matches('@'), func.inner.clone())
             .map_err(|e| PyValueError::new_err(e.to_string()))
@@ -179,11 +201,13 @@ impl Module {
     /// Removes function ``name`` in place (TVM's ``IRModule.remove``); ``KeyError`` when
     /// there is none.
     fn remove(&mut self, name: &str) -> PyResult<()> {
+        self.source = None;
         self.inner.remove(name.trim_start_matches('@')).map(|_| ()).map_err(|e| PyKeyError::new_err(e.to_string()))
     }
 
     /// Sets every function of ``other`` in this module, in place (TVM's ``IRModule.update``).
     fn update(&mut self, other: PyRef<'_, Module>) -> PyResult<()> {
+        self.source = None;
         for (name, f) in other.inner.iter() {
             self.inner.insert(name, f.clone()).map_err(|e| PyValueError::new_err(e.to_string()))?;
         }
@@ -198,14 +222,14 @@ impl Module {
         inner
             .insert(name.trim_start_matches('@'), func.inner.clone())
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Module { inner })
+        Ok(Module::of(inner))
     }
 
     /// A copy of the module without ``name``.
     fn without_function(&self, name: &str) -> PyResult<Module> {
         let mut inner = self.inner.clone();
         inner.remove(name.trim_start_matches('@')).map_err(|e| PyKeyError::new_err(e.to_string()))?;
-        Ok(Module { inner })
+        Ok(Module::of(inner))
     }
 
     /// Structural equality: same names in the same order, structurally equal functions

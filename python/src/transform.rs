@@ -287,9 +287,16 @@ impl PassContext {
         self.instruments.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|o| o.clone_ref(py)).collect()
     }
 
-    /// Diagnostics emitted so far under this context, as strings.
+    /// Diagnostics emitted so far under this context, as strings, each distinct one once (a
+    /// type error is found again by every InferType a pipeline runs).
     fn diagnostics(&self) -> Vec<String> {
-        self.inner.diagnostics().snapshot().iter().map(crate::transform::diagnostic_text).collect()
+        let mut out: Vec<String> = Vec::new();
+        for text in self.inner.diagnostics().snapshot().iter().map(crate::transform::diagnostic_text) {
+            if !out.contains(&text) {
+                out.push(text);
+            }
+        }
+        out
     }
 
     /// Exits the current instruments, replaces them by ``instruments`` and enters those
@@ -372,12 +379,28 @@ impl PassHandle {
     fn run(&self, py: Python<'_>, module: PyRef<'_, Module>, ctx: Option<PyRef<'_, PassContext>>) -> PyResult<Module> {
         let pass = self.inner.clone();
         let m = module.inner.clone();
-        let ctx = ctx.map(|c| c.inner.clone());
-        errors::run_detached(py, move || {
-            let ctx = ctx.unwrap_or_else(RContext::current);
-            pass.run(m, &ctx)
-        })
-        .map(|inner| Module { inner })
+        let ctx = ctx.map(|c| c.inner.clone()).unwrap_or_else(RContext::current);
+        let reported_before = ctx.diagnostics().len();
+        let run_ctx = ctx.clone();
+        let out = errors::run_detached(py, move || pass.run(m, &run_ctx))?;
+        // TVM raises at the pass that finds a type error; passel's passes report it as a
+        // diagnostic and go on, so the run raises it here, once, with where it is.
+        if let Some(first) = ctx.diagnostics().first_error_from(reported_before) {
+            let errors = ctx.diagnostics().snapshot().split_off(reported_before);
+            let mut distinct: Vec<String> = Vec::new();
+            for d in errors.iter().filter(|d| d.severity == passel_engine::transform::Severity::Error) {
+                let text = located_text(d, &module);
+                if !distinct.contains(&text) {
+                    distinct.push(text);
+                }
+            }
+            let more = match distinct.len() {
+                0 | 1 => String::new(),
+                n => format!("\n{}", distinct[1..n].join("\n")),
+            };
+            return Err(errors::diagnostic_error(format!("{}{more}", located_text(&first, &module))));
+        }
+        Ok(Module::of(out))
     }
 
     /// The pipeline text of a ``Sequential`` (``print_pipeline``), else the pass name.
@@ -494,7 +517,7 @@ fn py_function_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<
     let pass = function_pass(name, opt_level, move |func: Arc<RFunction>, module: &RModule, ctx: &RContext| {
         let (out, changed_in_place) = call_python(&label, |py| {
             let f = Function { inner: func };
-            let m = Py::new(py, Module { inner: module.clone() })?;
+            let m = Py::new(py, Module::of(module.clone()))?;
             let c = {
                 let mut cache = ctx_cache.lock().unwrap_or_else(|e| e.into_inner());
                 match &*cache {
@@ -534,7 +557,7 @@ fn py_module_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<Py
     let pass_name = name.to_string();
     let pass = module_pass(name, opt_level, move |module: RModule, ctx: &RContext| {
         let (out, changed_in_place) = call_python(&label, |py| {
-            let m = Py::new(py, Module { inner: module.clone() })?;
+            let m = Py::new(py, Module::of(module.clone()))?;
             let c = PassContext::for_callback(py, ctx)?;
             let out = body.call1(py, (m.clone_ref(py), c))?;
             let out = out.bind(py);
@@ -635,6 +658,16 @@ pub(crate) fn diagnostic_text(d: &passel_engine::transform::Diagnostic) -> Strin
     };
     let func = d.function.as_ref().map(|f| format!(" on @{f}")).unwrap_or_default();
     format!("{severity} in pass {}{func}: {}", d.pass, d.message)
+}
+
+/// A diagnostic's text with its place: ``line:col`` in the text the run's input was parsed
+/// from, when it has a span there.
+fn located_text(d: &passel_engine::transform::Diagnostic, input: &Module) -> String {
+    let text = diagnostic_text(d);
+    match d.span.filter(|s| s.end > 0).and_then(|s| input.location(s.start)) {
+        Some(at) => format!("{at}: {text}"),
+        None => text,
+    }
 }
 
 /// Benchmark baseline: runs ``pass_`` on ``module`` ``repeats`` times entirely inside Rust
