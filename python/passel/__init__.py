@@ -2,11 +2,12 @@
 
 The API follows TVM's Python names and semantics:
 
-- ``passel.ir``: ``Module`` (TVM's ``IRModule``), ``Function``, ``Expr``, ``Type``, and
-  ``FunctionBuilder`` / ``ExprMutator`` for writing passes that rebuild functions.
+- ``passel.ir``: ``Module`` (TVM's ``IRModule``, mutable in place), ``Function``, ``Expr``,
+  ``Type``, ``ExprVisitor`` / ``ExprMutator`` (TVM's ``PyExprVisitor`` / ``PyExprMutator``)
+  and ``FunctionBuilder`` for writing passes.
 - ``passel.transform`` (``tvm.ir.transform``): ``PassInfo``, ``PassContext``, ``Pass``,
   ``Sequential``, the ``module_pass`` / ``function_pass`` decorators, ``get_pass``,
-  ``list_passes``, ``PrintIR`` and textual pipelines.
+  ``list_passes``, ``PrintIR``, textual pipelines and ``get_pipeline(opt_level)``.
 - ``passel.instrument`` (``tvm.ir.instrument``): ``PassInstrument``, ``pass_instrument``, the printing
   instruments (``PrintBeforeAll``, ``PrintAfterAll``, ``PassPrintingInstrument``, ``DumpIR``),
   ``PassTimingInstrument``.
