@@ -49,11 +49,13 @@ pub struct Module {
     /// The text the module was parsed from, while its spans point into it (dropped by any
     /// change in place): errors then give `line:col`.
     pub(crate) source: Option<Arc<str>>,
+    /// Whether a method changed this object in place (what a pass must not do to its input).
+    pub(crate) changed_in_place: bool,
 }
 
 impl Module {
     pub(crate) fn of(inner: RModule) -> Module {
-        Module { inner, source: None }
+        Module { inner, source: None, changed_in_place: false }
     }
 
     /// `line:col` (1-based) of byte `offset` of the source text, when the module has one.
@@ -91,7 +93,7 @@ impl Module {
         let source: Arc<str> = Arc::from(text);
         let parsed = source.clone();
         py.detach(move || parse_module(&parsed))
-            .map(|inner| Module { inner, source: Some(source) })
+            .map(|inner| Module { inner, source: Some(source), changed_in_place: false })
             .map_err(|e| ParseError::new_err(e.to_string()))
     }
 
@@ -103,7 +105,7 @@ impl Module {
         let source: Arc<str> = Arc::from(text);
         let parsed = source.clone();
         py.detach(move || parse_module(&parsed))
-            .map(|inner| Module { inner, source: Some(source) })
+            .map(|inner| Module { inner, source: Some(source), changed_in_place: false })
             .map_err(|e| ParseError::new_err(format!("{}: {e}", path.display())))
     }
 
@@ -182,7 +184,11 @@ impl Module {
     /// added at the end), as TVM's ``IRModule.__setitem__``. A name that would not print and
     /// parse back as itself raises ``ValueError``.
     fn __setitem__(&mut self, name: &str, func: PyRef<'_, Function>) -> PyResult<()> {
+        if self.inner.get(name.trim_start_matches('@')).is_some_and(|f| Arc::ptr_eq(f, &func.inner)) {
+            return Ok(());
+        }
         self.source = None;
+        self.changed_in_place = true;
         self.inner
             .insert(name.trim_start_matches('@'), func.inner.clone())
             .map_err(|e| PyValueError::new_err(e.to_string()))
@@ -202,12 +208,14 @@ impl Module {
     /// there is none.
     fn remove(&mut self, name: &str) -> PyResult<()> {
         self.source = None;
+        self.changed_in_place = true;
         self.inner.remove(name.trim_start_matches('@')).map(|_| ()).map_err(|e| PyKeyError::new_err(e.to_string()))
     }
 
     /// Sets every function of ``other`` in this module, in place (TVM's ``IRModule.update``).
     fn update(&mut self, other: PyRef<'_, Module>) -> PyResult<()> {
         self.source = None;
+        self.changed_in_place = true;
         for (name, f) in other.inner.iter() {
             self.inner.insert(name, f.clone()).map_err(|e| PyValueError::new_err(e.to_string()))?;
         }
@@ -282,7 +290,7 @@ fn shapes_wording(msg: &str) -> String {
 }
 
 /// Whether two modules hold the very same functions under the same names, in order.
-pub(crate) fn same_module(a: &RModule, b: &RModule) -> bool {
+fn same_module(a: &RModule, b: &RModule) -> bool {
     a.len() == b.len() && a.iter().zip(b.iter()).all(|((x, f), (y, g))| x == y && Arc::ptr_eq(f, g))
 }
 

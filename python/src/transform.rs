@@ -23,7 +23,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 
 use crate::errors;
 use crate::instrument::to_instrument;
-use crate::ir::{same_module, Function, Module};
+use crate::ir::{Function, Module};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PassInfo>()?;
@@ -497,7 +497,8 @@ fn pass_names(py: Python<'_>, what: &str, names: Option<&Bound<'_, PyAny>>) -> P
 /// Refuses a pass that changed the module it was given in place (``mod[name] = f`` on its
 /// argument) under ``testing.immutable_module``. The engine's own check hashes its copy of
 /// the input, which a Python module object never shares (Rust modules are values), so the
-/// adapter compares the object it handed to the body and reports the engine's error.
+/// adapter asks the object it handed to the body (its mutating methods mark it, O(1)) and
+/// reports the engine's error.
 fn check_input_unchanged(changed_in_place: bool, ctx: &RContext, pass: &str) -> Result<(), RPassError> {
     if changed_in_place && ctx.get_config(IMMUTABLE_MODULE, false) {
         return Err(RPassError::ImmutableModuleModified { pass: pass.to_string() });
@@ -531,7 +532,7 @@ fn py_function_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<
             };
             let out = body.call1(py, (f, m.clone_ref(py), c))?;
             let out = out.bind(py);
-            let changed_in_place = !same_module(&m.borrow(py).inner, module);
+            let changed_in_place = m.borrow(py).changed_in_place;
             match out.extract::<PyRef<'_, Function>>() {
                 Ok(f) => Ok((f.inner.clone(), changed_in_place)),
                 Err(_) => Err(errors::passel_error(
@@ -561,7 +562,7 @@ fn py_module_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<Py
             let c = PassContext::for_callback(py, ctx)?;
             let out = body.call1(py, (m.clone_ref(py), c))?;
             let out = out.bind(py);
-            let changed_in_place = !same_module(&m.borrow(py).inner, &module);
+            let changed_in_place = m.borrow(py).changed_in_place;
             match out.extract::<PyRef<'_, Module>>() {
                 Ok(m) => Ok((m.inner.clone(), changed_in_place)),
                 Err(_) => Err(errors::passel_error(

@@ -149,3 +149,13 @@ def @main(%x: Tensor[(4), f32]) -> Tensor[(4), f32] {
     assert o2.script().count("add(") == 2  # no CSE at -O2
     with pytest.raises(ValueError, match="between 0 and 3, got 4"):
         transform.get_pipeline(4)
+
+
+def test_setting_a_function_to_itself_is_no_change_in_place(small):
+    @transform.module_pass(opt_level=0)
+    def same_again(mod: ir.Module, ctx: PassContext) -> ir.Module:
+        mod["f1"] = mod["f1"]
+        return mod
+
+    with PassContext(config={"testing.immutable_module": True}):
+        assert same_again(small).same_as(small)
