@@ -30,7 +30,8 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 
-echo "== python package: mypy on the typed example"
-"$venv/bin/mypy" --strict --no-incremental python/examples/typed_tour.py
+echo "== python package: mypy on the typed examples"
+"$venv/bin/mypy" --strict --no-incremental python/examples/typed_tour.py python/examples/pass_infra_tutorial.py \
+  python/examples/pass_instrument_tutorial.py python/examples/rewrite_and_rename.py
 
 echo "python package: all checks passed"

@@ -2,12 +2,14 @@
 
 The API follows TVM's Python names and semantics:
 
-- ``passel.ir``: ``Module`` (TVM's ``IRModule``), ``Function``, ``Expr``, ``Type``, and
-  ``FunctionBuilder`` / ``ExprMutator`` for writing passes that rebuild functions.
+- ``passel.ir``: ``Module`` (TVM's ``IRModule``, mutable in place), ``Function``, ``Expr``,
+  ``Type``, ``ExprVisitor`` / ``ExprMutator`` (TVM's ``PyExprVisitor`` / ``PyExprMutator``)
+  and ``FunctionBuilder`` for writing passes.
 - ``passel.transform`` (``tvm.ir.transform``): ``PassInfo``, ``PassContext``, ``Pass``,
   ``Sequential``, the ``module_pass`` / ``function_pass`` decorators, ``get_pass``,
-  ``list_passes``, ``PrintIR`` and textual pipelines.
-- ``passel.instrument`` (``tvm.ir.instrument``): ``PassInstrument``, ``pass_instrument``,
+  ``list_passes``, ``PrintIR``, textual pipelines and ``get_pipeline(opt_level)``.
+- ``passel.instrument`` (``tvm.ir.instrument``): ``PassInstrument``, ``pass_instrument``, the printing
+  instruments (``PrintBeforeAll``, ``PrintAfterAll``, ``PassPrintingInstrument``, ``DumpIR``),
   ``PassTimingInstrument``.
 - ``passel.Session``: incremental runs that recompute only what an edit can affect.
 - ``passel.eval``: the reference interpreter on numpy arrays.
@@ -21,7 +23,7 @@ from __future__ import annotations
 from typing import Any, List, Union
 
 from . import instrument, ir, transform
-from ._passel import OnnxError, ParseError, PassError, StageStats
+from ._passel import DiagnosticError, OnnxError, ParseError, PassError, PassKeyError, PassTypeError, PassValueError, StageStats
 from .session import Session, SessionRun
 
 __all__ = [
@@ -32,6 +34,10 @@ __all__ = [
     "SessionRun",
     "StageStats",
     "PassError",
+    "DiagnosticError",
+    "PassValueError",
+    "PassTypeError",
+    "PassKeyError",
     "ParseError",
     "OnnxError",
     "eval",

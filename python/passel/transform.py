@@ -8,14 +8,18 @@
 - ``Sequential(passes, opt_level=0, name="sequential", required=None)``.
 - ``module_pass`` / ``function_pass``: decorators for a function or a class with
   ``transform_module(mod, ctx)`` / ``transform_function(func, mod, ctx)``.
-- ``get_pass(name)``, ``list_passes()``, ``PrintIR(header)``, ``pipeline(text)``.
+- ``get_pass(name)``, ``list_passes()``, ``PrintIR(header)``, ``pipeline(text)``,
+  ``get_pipeline(opt_level)`` (the default pipeline of ``passel run -O<N>``).
 
 How Python passes run: a Python function pass is called once per function with the GIL held
 for that call, on the thread that called the pipeline, one function after the other, whatever
 ``num_threads`` is; the Rust passes around it keep running in parallel with the GIL released.
-Results are merged in module order, so the output is the same as with one thread. An exception in a pass body becomes
-``passel.PassError`` naming the pass and function, with the Python traceback in its message
-and the exception as ``__cause__``. ``KeyboardInterrupt`` cancels the run and is re-raised.
+Results are merged in module order, so the output is the same as with one thread. An exception raised in a pass body or
+an instrument propagates as itself, as in TVM (type, message and traceback), with a note
+naming the pass and function or the instrument hook; passel's own errors are
+``passel.PassError``, as ``PassValueError`` / ``PassTypeError`` / ``PassKeyError`` (also
+``ValueError`` / ``TypeError`` / ``KeyError``) where one fits. ``KeyboardInterrupt`` cancels
+the run and is re-raised.
 
 Incremental sessions: give a Python pass a ``version`` (any comparable value); a
 ``passel.Session`` re-runs it only on functions whose inputs changed, or everywhere when its
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union, overload
 
 from . import _passel
 from ._passel import PassContext, PassError, PassInfo
@@ -46,6 +50,7 @@ __all__ = [
     "list_passes",
     "PrintIR",
     "pipeline",
+    "get_pipeline",
 ]
 
 
@@ -176,6 +181,22 @@ def pipeline(text: str) -> Sequential:
     return seq
 
 
+def get_pipeline(opt_level: int = 2) -> Sequential:
+    """The default pipeline at ``opt_level`` (0–3): the passes ``passel run -O<opt_level>``
+    runs, in the standard order (Inline, SimplifyInference, FoldConstant, FoldScaleAxis,
+    SimplifyExpr, EliminateCommonSubexpr, CanonicalizeBindings, DeadCodeElimination, FuseOps),
+    keeping those whose opt level is at most ``opt_level``, as a ``Sequential`` named
+    ``default-O<opt_level>``. As in TVM, the context's opt level also selects: run it under
+    ``PassContext(opt_level=opt_level)`` (what ``-O`` sets) so no pass in it is skipped.
+    ``docs/python.md`` lists each pass's level next to TVM's."""
+    if isinstance(opt_level, bool) or not isinstance(opt_level, int):
+        raise TypeError(f"opt_level must be an int, got {type(opt_level).__name__}")
+    if not 0 <= opt_level <= 3:
+        raise ValueError(f"opt_level must be between 0 and 3, got {opt_level}")
+    passes = [get_pass(name) for name in _passel.standard_pipeline()]
+    return Sequential([p for p in passes if p.info.opt_level <= opt_level], name=f"default-O{opt_level}")
+
+
 def PrintIR(header: str = "") -> Pass:
     """A module pass (opt level 0) that prints ``PrintIR(<header>):`` and the module to
     ``sys.stderr`` and returns the module unchanged."""
@@ -254,14 +275,41 @@ def _decorator(
     return create
 
 
+if TYPE_CHECKING:
+    from typing_extensions import ParamSpec, Protocol
+
+    _P = ParamSpec("_P")
+
+    class _ModulePassDecorator(Protocol):
+        """What ``module_pass(opt_level=…)`` returns: a function becomes a ``ModulePass``; a
+        class becomes a class whose instances are ``ModulePass``es (built with the class's
+        arguments)."""
+
+        @overload
+        def __call__(self, arg: ModuleBody) -> ModulePass: ...
+
+        @overload
+        def __call__(self, arg: Callable[_P, Any]) -> Callable[_P, ModulePass]: ...
+
+    class _FunctionPassDecorator(Protocol):
+        """``module_pass``'s decorator for function passes."""
+
+        @overload
+        def __call__(self, arg: FunctionBody) -> FunctionPass: ...
+
+        @overload
+        def __call__(self, arg: Callable[_P, Any]) -> Callable[_P, FunctionPass]: ...
+
+
 @overload
 def module_pass(
     pass_func: None = None,
     opt_level: Optional[int] = None,
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
     version: Any = None,
-) -> Callable[[Any], Any]: ...
+) -> _ModulePassDecorator: ...
 
 
 @overload
@@ -270,6 +318,7 @@ def module_pass(
     opt_level: Optional[int] = None,
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
     version: Any = None,
 ) -> ModulePass: ...
 
@@ -279,20 +328,25 @@ def module_pass(
     opt_level: Optional[int] = None,
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
     version: Any = None,
-) -> Union[ModulePass, Callable[[Any], Any]]:
+) -> Any:
     """Makes a module pass from ``f(mod, ctx) -> Module``, or from a class with
     ``transform_module(self, mod, ctx)`` (then the decorated class's instances are passes).
 
     ``opt_level`` is required; ``name`` defaults to the function's or class's name;
-    ``required`` lists registry names run before it in a ``Sequential``; ``version`` is
-    compared by ``passel.Session`` (a class attribute ``version`` works too)::
+    ``required`` lists registry names run before it in a ``Sequential``; ``traceable`` is
+    TVM's flag for Relax's tuning trace, accepted for compatibility (passel has no tuning
+    trace, so it changes nothing); ``version`` is compared by ``passel.Session`` (a class
+    attribute ``version`` works too)::
 
         @module_pass(opt_level=1)
         def drop_tests(mod, ctx):
             return mod.without_function("test")
     """
-    return _decorator("module", pass_func, opt_level, name, required, version)  # type: ignore[no-any-return]
+    if not isinstance(traceable, bool):
+        raise TypeError(f"traceable must be a bool, got {type(traceable).__name__}")
+    return _decorator("module", pass_func, opt_level, name, required, version)
 
 
 @overload
@@ -302,7 +356,7 @@ def function_pass(
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
     version: Any = None,
-) -> Callable[[Any], Any]: ...
+) -> _FunctionPassDecorator: ...
 
 
 @overload
@@ -321,7 +375,7 @@ def function_pass(
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
     version: Any = None,
-) -> Union[FunctionPass, Callable[[Any], Any]]:
+) -> Any:
     """Makes a function pass from ``f(func, mod, ctx) -> Function``, or from a class with
     ``transform_function(self, func, mod, ctx)``. The body is called once per function
     (not on functions marked ``SkipOptimization``) and must return a ``Function``: the same
@@ -331,4 +385,4 @@ def function_pass(
         def count(func, mod, ctx):
             return func
     """
-    return _decorator("function", pass_func, opt_level, name, required, version)  # type: ignore[no-any-return]
+    return _decorator("function", pass_func, opt_level, name, required, version)

@@ -1,11 +1,14 @@
-//! Errors across the boundary: Python exceptions raised in callbacks become pass errors (with
-//! their traceback), and pass errors become `passel.PassError` (with the Python exception as
-//! `__cause__`), or the original `KeyboardInterrupt` when the run was cancelled.
+//! Errors across the boundary, as TVM has them: a Python exception raised in a callback (a
+//! pass body, an instrument hook) travels through the engine as a pass error and is raised
+//! again as itself when the run returns to Python (same type, message and traceback, with a
+//! note naming the pass or hook); passel's own errors are `passel.PassError`, or, where a
+//! Python type fits, a subclass of both (`PassValueError`, `PassTypeError`, `PassKeyError`),
+//! so `except ValueError` and `except passel.PassError` both work.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use passel_engine::transform::{InstrumentError, PassError as RustPassError};
+use passel_engine::transform::{ConfigError, ContextError, InstrumentError, PassError as RustPassError, PipelineError};
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -18,6 +21,21 @@ pyo3::create_exception!(
      the pass (and function); when Python code failed it ends with the Python traceback, and \
      the Python exception is the ``__cause__``."
 );
+pyo3::create_exception!(
+    passel,
+    DiagnosticError,
+    PassError,
+    "A pass reported an error about the IR (a type error found by InferType): the message is \
+     the diagnostic, with ``line:col`` when the module was parsed from text, each distinct \
+     error once. TVM raises its ``DiagnosticError`` at the pass; passel raises when the run \
+     returns."
+);
+
+/// A `DiagnosticError` with `message`.
+pub(crate) fn diagnostic_error(message: String) -> PyErr {
+    DiagnosticError::new_err(message)
+}
+
 pyo3::create_exception!(
     passel,
     ParseError,
@@ -42,7 +60,30 @@ static CANCELLED: AtomicBool = AtomicBool::new(false);
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PassError", m.py().get_type::<PassError>())?;
+    let py = m.py();
+    let builtins = py.import("builtins")?;
+    let make_type = builtins.getattr("type")?;
+    for (name, base, doc) in [
+        (
+            "PassValueError",
+            "ValueError",
+            "A passel error about a bad value (an opt level, a config value, a pipeline's text).",
+        ),
+        (
+            "PassTypeError",
+            "TypeError",
+            "A passel error about a value of the wrong type (a config value, a pass body's result).",
+        ),
+        ("PassKeyError", "KeyError", "A passel error naming something unknown (a pass, a config key)."),
+    ] {
+        let ns = pyo3::types::PyDict::new(py);
+        ns.set_item("__doc__", doc)?;
+        ns.set_item("__module__", "passel")?;
+        let bases = pyo3::types::PyTuple::new(py, [py.get_type::<PassError>().into_any(), builtins.getattr(base)?])?;
+        m.add(name, make_type.call1((name, bases, ns))?)?;
+    }
     m.add("ParseError", m.py().get_type::<ParseError>())?;
+    m.add("DiagnosticError", m.py().get_type::<DiagnosticError>())?;
     m.add("OnnxError", m.py().get_type::<OnnxError>())?;
     Ok(())
 }
@@ -97,22 +138,78 @@ pub(crate) fn begin() {
     CANCELLED.store(false, Ordering::Relaxed);
 }
 
-/// The Python exception for a failed engine call: the kept `KeyboardInterrupt` (or other
-/// `BaseException` that is not an `Exception`) as is; otherwise `passel.PassError` with the
-/// engine's message and the kept Python exception, if any, as its cause.
-pub(crate) fn to_py(py: Python<'_>, err: impl std::fmt::Display) -> PyErr {
+/// The Python type a passel error fits, by the kind of value it is about.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    Plain,
+    Value,
+    Type,
+    Key,
+}
+
+impl Kind {
+    /// The kind of an engine error, when `err` is one (errors inside a pass keep `Plain`: they
+    /// are about the IR, not about a value the caller gave).
+    pub(crate) fn of(err: &dyn std::any::Any) -> Kind {
+        if let Some(e) = err.downcast_ref::<RustPassError>() {
+            return match e {
+                RustPassError::UnknownPass { .. } => Kind::Key,
+                RustPassError::Config(c) => Kind::of(c),
+                RustPassError::Context(ContextError::TooManyThreads { .. }) => Kind::Value,
+                RustPassError::Pipeline(_) | RustPassError::PipelineTooDeep { .. } => Kind::Value,
+                _ => Kind::Plain,
+            };
+        }
+        if let Some(c) = err.downcast_ref::<ConfigError>() {
+            return match c {
+                ConfigError::UnknownKey { .. } => Kind::Key,
+                ConfigError::WrongType { .. } => Kind::Type,
+                ConfigError::Duplicate { .. } => Kind::Plain,
+                _ => Kind::Value,
+            };
+        }
+        if err.downcast_ref::<PipelineError>().is_some() {
+            return Kind::Value;
+        }
+        Kind::Plain
+    }
+}
+
+/// `passel.PassError`, or its subclass for `kind` (`PassValueError`…), with `message`.
+pub(crate) fn passel_error(py: Python<'_>, kind: Kind, message: String) -> PyErr {
+    let name = match kind {
+        Kind::Plain => return PassError::new_err(message),
+        Kind::Value => "PassValueError",
+        Kind::Type => "PassTypeError",
+        Kind::Key => "PassKeyError",
+    };
+    match py.import("passel._passel").and_then(|m| m.getattr(name)) {
+        Ok(ty) => match ty.call1((message.clone(),)) {
+            Ok(value) => PyErr::from_value(value),
+            Err(e) => e,
+        },
+        Err(_) => PassError::new_err(message),
+    }
+}
+
+/// The Python exception for a failed engine call: the Python exception a callback raised, as
+/// itself (a note added with the engine's message, which names the pass and function);
+/// otherwise passel's error for the engine's message.
+pub(crate) fn to_py<E: std::fmt::Display + 'static>(py: Python<'_>, err: E) -> PyErr {
     let cause = PENDING.lock().unwrap_or_else(|e| e.into_inner()).take();
     CANCELLED.store(false, Ordering::Relaxed);
-    if let Some(cause) = &cause {
-        if !cause.is_instance_of::<PyException>(py) {
-            return cause.clone_ref(py);
-        }
-    }
-    let e = PassError::new_err(err.to_string());
     if let Some(cause) = cause {
-        e.set_cause(py, Some(cause));
+        if cause.is_instance_of::<PyException>(py) {
+            let first_line = err.to_string().lines().next().unwrap_or_default().to_string();
+            let note = first_line.split(": Python exception in").next().unwrap_or_default().to_string();
+            let value = cause.value(py);
+            if !note.is_empty() && value.hasattr("add_note").unwrap_or(false) {
+                let _ = value.call_method1("add_note", (format!("passel: {note}"),));
+            }
+        }
+        return cause;
     }
-    e
+    passel_error(py, Kind::of(&err), err.to_string())
 }
 
 /// `to_py` for the engine's pass errors.
@@ -122,7 +219,7 @@ pub(crate) fn pass_err(py: Python<'_>, err: RustPassError) -> PyErr {
 
 /// Runs `f` with the GIL released (see the crate docs), then maps its error and checks for
 /// a Ctrl-C that arrived while Rust code ran.
-pub(crate) fn run_detached<T: Send, E: std::fmt::Display + Send>(
+pub(crate) fn run_detached<T: Send, E: std::fmt::Display + Send + 'static>(
     py: Python<'_>,
     f: impl FnOnce() -> Result<T, E> + Send,
 ) -> PyResult<T> {

@@ -25,6 +25,18 @@ pub(crate) fn to_instrument(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Instrume
     if let Ok(t) = obj.extract::<PyRef<'_, PassTimingInstrument>>() {
         return Ok(t.inner.clone());
     }
+    const HOOKS: [&str; 5] = ["enter_pass_ctx", "exit_pass_ctx", "should_run", "run_before_pass", "run_after_pass"];
+    if !HOOKS.iter().any(|h| obj.hasattr(*h).unwrap_or(false)) {
+        return Err(errors::passel_error(
+            obj.py(),
+            errors::Kind::Type,
+            format!(
+                "an instrument needs at least one of TVM's instrument methods ({}); {} has none",
+                HOOKS.join(", "),
+                obj.get_type().name()?
+            ),
+        ));
+    }
     let name = match obj.getattr("name") {
         Ok(n) if n.is_instance_of::<pyo3::types::PyString>() => n.extract::<String>()?,
         _ => obj.get_type().name()?.to_string(),
@@ -59,7 +71,7 @@ impl PyInstrument {
     }
 
     fn call_with_module(&self, method: &str, module: &RModule, info: &RPassInfo) -> Result<(), InstrumentError> {
-        self.call(method, false, |_py, m| m.call1((Module { inner: module.clone() }, PassInfo::of(info))).map(|_| ()))
+        self.call(method, false, |_py, m| m.call1((Module::of(module.clone()), PassInfo::of(info))).map(|_| ()))
             .map(|_| ())
     }
 }
@@ -78,10 +90,8 @@ impl Instrument for PyInstrument {
     }
 
     fn should_run(&self, module: &RModule, info: &RPassInfo) -> Result<bool, InstrumentError> {
-        self.call("should_run", false, |_py, m| {
-            m.call1((Module { inner: module.clone() }, PassInfo::of(info)))?.is_truthy()
-        })
-        .map(|r| r.unwrap_or(true))
+        self.call("should_run", false, |_py, m| m.call1((Module::of(module.clone()), PassInfo::of(info)))?.is_truthy())
+            .map(|r| r.unwrap_or(true))
     }
 
     fn run_before_pass(&self, module: &RModule, info: &RPassInfo) -> Result<(), InstrumentError> {

@@ -10,7 +10,7 @@ use passel_engine::interp::{eval_function, Value};
 use passel_engine::ir::{
     module_structural_eq, module_structural_hash, parse_module, print_function, print_module, structural_eq,
     structural_hash, verify_function, AttrValue, Attrs, Constant, DType, ExprKind, Function as RFunction,
-    FunctionBuilder as RBuilder, Module as RModule, NodeId, Tensor, TensorData, Type as RType, TypeKind,
+    FunctionBuilder as RBuilder, Module as RModule, NodeId, OpId, Tensor, TensorData, Type as RType, TypeKind,
 };
 use passel_engine::op;
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
@@ -36,10 +36,36 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// Build one with ``Module.parse(text)`` or ``Module.from_file(path)``; print it with
 /// ``mod.script()`` or ``str(mod)``. ``mod["main"]`` is a function, ``mod.functions`` maps
 /// every name to its function, in module order. Copies are O(1) and share functions.
-#[pyclass(module = "passel.ir", frozen)]
+///
+/// Mutable in place as TVM's ``IRModule`` is (``mod[name] = f``, ``update_func``,
+/// ``remove``, ``del mod[name]``, ``update``); ``with_function`` / ``without_function``
+/// return changed copies instead. A pass must not change the module it was given in place:
+/// under ``config={"testing.immutable_module": True}`` doing so raises ``passel.PassError``
+/// (TVM's check).
+#[pyclass(module = "passel.ir")]
 #[derive(Clone)]
 pub struct Module {
     pub(crate) inner: RModule,
+    /// The text the module was parsed from, while its spans point into it (dropped by any
+    /// change in place): errors then give `line:col`.
+    pub(crate) source: Option<Arc<str>>,
+    /// Whether a method changed this object in place (what a pass must not do to its input).
+    pub(crate) changed_in_place: bool,
+}
+
+impl Module {
+    pub(crate) fn of(inner: RModule) -> Module {
+        Module { inner, source: None, changed_in_place: false }
+    }
+
+    /// `line:col` (1-based) of byte `offset` of the source text, when the module has one.
+    pub(crate) fn location(&self, offset: u32) -> Option<String> {
+        let text = self.source.as_deref()?;
+        let before = text.get(..offset as usize)?;
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        Some(format!("{line}:{col}"))
+    }
 }
 
 #[pymethods]
@@ -58,15 +84,16 @@ impl Module {
                     .map_err(|e| PyValueError::new_err(e.to_string()))?;
             }
         }
-        Ok(Module { inner })
+        Ok(Module::of(inner))
     }
 
     /// Parses ``.pir`` text. Raises ``passel.ParseError`` with ``line:col`` of every error.
     #[staticmethod]
     fn parse(py: Python<'_>, text: &str) -> PyResult<Module> {
-        let text = text.to_string();
-        py.detach(move || parse_module(&text))
-            .map(|inner| Module { inner })
+        let source: Arc<str> = Arc::from(text);
+        let parsed = source.clone();
+        py.detach(move || parse_module(&parsed))
+            .map(|inner| Module { inner, source: Some(source), changed_in_place: false })
             .map_err(|e| ParseError::new_err(e.to_string()))
     }
 
@@ -75,8 +102,10 @@ impl Module {
     fn from_file(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Module> {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("cannot read {}: {e}", path.display())))?;
-        py.detach(move || parse_module(&text))
-            .map(|inner| Module { inner })
+        let source: Arc<str> = Arc::from(text);
+        let parsed = source.clone();
+        py.detach(move || parse_module(&parsed))
+            .map(|inner| Module { inner, source: Some(source), changed_in_place: false })
             .map_err(|e| ParseError::new_err(format!("{}: {e}", path.display())))
     }
 
@@ -97,9 +126,9 @@ impl Module {
             input_shapes: shapes.unwrap_or_default().into_iter().collect(),
             ..Default::default()
         };
-        py.detach(move || import_onnx(&path, &options)).map(|inner| Module { inner }).map_err(|e| match e {
+        py.detach(move || import_onnx(&path, &options)).map(Module::of).map_err(|e| match e {
             LoadError::Io { .. } => pyo3::exceptions::PyOSError::new_err(e.to_string()),
-            _ => OnnxError::new_err(e.to_string()),
+            _ => OnnxError::new_err(shapes_wording(&e.to_string())),
         })
     }
 
@@ -151,6 +180,48 @@ impl Module {
             .ok_or_else(|| PyKeyError::new_err(format!("no function @{} in the module", name.trim_start_matches('@'))))
     }
 
+    /// ``mod[name] = func``: sets ``name`` to ``func`` in place (replaced where it is, or
+    /// added at the end), as TVM's ``IRModule.__setitem__``. A name that would not print and
+    /// parse back as itself raises ``ValueError``.
+    fn __setitem__(&mut self, name: &str, func: PyRef<'_, Function>) -> PyResult<()> {
+        if self.inner.get(name.trim_start_matches('@')).is_some_and(|f| Arc::ptr_eq(f, &func.inner)) {
+            return Ok(());
+        }
+        self.source = None;
+        self.changed_in_place = true;
+        self.inner
+            .insert(name.trim_start_matches('@'), func.inner.clone())
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// ``del mod[name]``: removes ``name`` in place; ``KeyError`` when there is none.
+    fn __delitem__(&mut self, name: &str) -> PyResult<()> {
+        self.remove(name)
+    }
+
+    /// Replaces (or adds) function ``name`` in place (TVM's ``IRModule.update_func``).
+    fn update_func(&mut self, name: &str, func: PyRef<'_, Function>) -> PyResult<()> {
+        self.__setitem__(name, func)
+    }
+
+    /// Removes function ``name`` in place (TVM's ``IRModule.remove``); ``KeyError`` when
+    /// there is none.
+    fn remove(&mut self, name: &str) -> PyResult<()> {
+        self.source = None;
+        self.changed_in_place = true;
+        self.inner.remove(name.trim_start_matches('@')).map(|_| ()).map_err(|e| PyKeyError::new_err(e.to_string()))
+    }
+
+    /// Sets every function of ``other`` in this module, in place (TVM's ``IRModule.update``).
+    fn update(&mut self, other: PyRef<'_, Module>) -> PyResult<()> {
+        self.source = None;
+        self.changed_in_place = true;
+        for (name, f) in other.inner.iter() {
+            self.inner.insert(name, f.clone()).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// A copy of the module with ``name`` set to ``func`` (replaced in place, or added at
     /// the end). Modules are immutable values, as in TVM's functional style. A name that
     /// would not print and parse back as itself raises ``ValueError``.
@@ -159,14 +230,14 @@ impl Module {
         inner
             .insert(name.trim_start_matches('@'), func.inner.clone())
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Module { inner })
+        Ok(Module::of(inner))
     }
 
     /// A copy of the module without ``name``.
     fn without_function(&self, name: &str) -> PyResult<Module> {
         let mut inner = self.inner.clone();
         inner.remove(name.trim_start_matches('@')).map_err(|e| PyKeyError::new_err(e.to_string()))?;
-        Ok(Module { inner })
+        Ok(Module::of(inner))
     }
 
     /// Structural equality: same names in the same order, structurally equal functions
@@ -182,8 +253,7 @@ impl Module {
 
     /// Whether both hold the very same functions (what a pass that changed nothing returns).
     fn same_as(&self, other: PyRef<'_, Module>) -> bool {
-        self.inner.len() == other.inner.len()
-            && self.inner.iter().zip(other.inner.iter()).all(|((a, f), (b, g))| a == b && Arc::ptr_eq(f, g))
+        same_module(&self.inner, &other.inner)
     }
 
     /// Checks every function's well-formedness (scoping, operator arity and attributes).
@@ -192,6 +262,36 @@ impl Module {
         passel_engine::ir::verify_module(&self.inner)
             .map_err(|errs| PyValueError::new_err(errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n")))
     }
+}
+
+/// An importer message in the words of ``from_onnx``: the importer names the command line's
+/// `--input-shape NAME=d0,d1,…`, which is ``shapes={"NAME": [d0, d1, …]}`` here.
+fn shapes_wording(msg: &str) -> String {
+    const FLAG: &str = "--input-shape";
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(at) = rest.find(FLAG) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + FLAG.len()..];
+        // `--input-shape NAME=d0,d1,…` (a suggestion) or `--input-shape gives …` (a mismatch).
+        match after.strip_prefix(' ').and_then(|a| a.split_once("=d0,d1,…")) {
+            Some((name, tail)) if !name.contains(char::is_whitespace) => {
+                out.push_str(&format!("shapes={{\"{name}\": [d0, d1, …]}}"));
+                rest = tail;
+            }
+            _ => {
+                out.push_str("shapes");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether two modules hold the very same functions under the same names, in order.
+fn same_module(a: &RModule, b: &RModule) -> bool {
+    a.len() == b.len() && a.iter().zip(b.iter()).all(|((x, f), (y, g))| x == y && Arc::ptr_eq(f, g))
 }
 
 /// A function of a module: parameters, a body, a declared return type and attributes.
@@ -285,8 +385,8 @@ impl Function {
 #[pyclass(module = "passel.ir", frozen, eq, hash)]
 #[derive(Clone)]
 pub struct Expr {
-    func: Arc<RFunction>,
-    id: NodeId,
+    pub(crate) func: Arc<RFunction>,
+    pub(crate) id: NodeId,
 }
 
 impl PartialEq for Expr {
@@ -302,8 +402,13 @@ impl std::hash::Hash for Expr {
 }
 
 impl Expr {
-    fn new(func: &Arc<RFunction>, id: NodeId) -> Expr {
+    pub(crate) fn new(func: &Arc<RFunction>, id: NodeId) -> Expr {
         Expr { func: func.clone(), id }
+    }
+
+    /// How errors name the expression (its `repr`).
+    pub(crate) fn describe(&self) -> String {
+        self.__repr__()
     }
 
     fn at(&self, id: NodeId) -> Expr {
@@ -375,12 +480,42 @@ impl Expr {
         }
     }
 
-    /// A call's attributes as a dict (empty for other kinds).
+    /// A call's or nested function's attributes as a dict (empty for other kinds).
     #[getter]
     fn attrs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         match self.kind_of() {
             ExprKind::Call { attrs, .. } => attrs_to_dict(py, self.func.call_attrs(attrs)),
+            ExprKind::Func { idx } => attrs_to_dict(py, &self.func.closure(idx).attrs),
             _ => Ok(PyDict::new(py)),
+        }
+    }
+
+    /// A nested function's parameters (empty for other kinds).
+    #[getter]
+    fn params(&self) -> Vec<Expr> {
+        match self.kind_of() {
+            ExprKind::Func { idx } => {
+                self.func.ids(self.func.closure(idx).params).iter().map(|&i| self.at(i)).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// A nested function's body, else None.
+    #[getter]
+    fn body(&self) -> Option<Expr> {
+        match self.kind_of() {
+            ExprKind::Func { idx } => Some(self.at(self.func.closure(idx).body)),
+            _ => None,
+        }
+    }
+
+    /// A nested function's declared result type, else None.
+    #[getter]
+    fn ret_type(&self) -> Option<Type> {
+        match self.kind_of() {
+            ExprKind::Func { idx } => self.func.closure(idx).ret_ty.clone().map(|t| Type { inner: t }),
+            _ => None,
         }
     }
 
@@ -574,14 +709,26 @@ impl Type {
 #[pyclass(module = "passel.ir", name = "Value", frozen)]
 #[derive(Clone)]
 pub struct Value_ {
-    builder: usize,
-    id: NodeId,
+    pub(crate) builder: usize,
+    pub(crate) r: ValueRef,
 }
 
-/// Builds a new function: ``param``, then ``call`` / ``const`` / ``tuple`` / ``proj`` /
-/// ``global_ref`` values, ``let`` to bind them, and ``finish(result)``. ``copy(expr, env)``
-/// copies an expression of another function (``env`` maps that function's variables, by
-/// ``Expr``, to values of this builder). The finished function is checked by the verifier.
+/// What a `Value` stands for: a node of a `FunctionBuilder`, or, inside an `ExprMutator`
+/// hook, the rewritten value of an old node, the default rewrite of the node being
+/// rewritten, or the `index`-th node the hook built (valid in that hook only).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ValueRef {
+    Node(NodeId),
+    Old(NodeId),
+    Default(NodeId),
+    Pending { generation: u32, index: usize },
+}
+
+/// Builds a new function: ``param``, then values of every expression kind (``call``,
+/// ``apply``, ``const``, ``global_ref``, ``tuple``, ``proj``, ``if_``, ``block`` over
+/// variables from ``var``, ``fn`` for a nested function), ``let`` to bind them at the top
+/// level, and ``finish(result)``. The finished function is checked by the verifier. To
+/// change an existing function, use ``ExprMutator``.
 #[pyclass(module = "passel.ir", subclass)]
 pub struct FunctionBuilder {
     inner: Mutex<Option<RBuilder>>,
@@ -603,17 +750,21 @@ impl FunctionBuilder {
     }
 
     fn val(&self, id: NodeId) -> Value_ {
-        Value_ { builder: self.key(), id }
+        Value_ { builder: self.key(), r: ValueRef::Node(id) }
     }
 
     fn id_of(&self, v: &Bound<'_, PyAny>) -> PyResult<NodeId> {
         let v = v
             .extract::<PyRef<'_, Value_>>()
             .map_err(|_| PyTypeError::new_err("expected a passel.ir.Value of this builder"))?;
-        if v.builder != self.key() {
-            return Err(PyValueError::new_err("the value belongs to another FunctionBuilder"));
+        match v.r {
+            ValueRef::Node(id) if v.builder == self.key() => Ok(id),
+            _ => Err(PyValueError::new_err("the value belongs to another builder")),
         }
-        Ok(v.id)
+    }
+
+    fn ids_of(&self, vs: &[Bound<'_, PyAny>]) -> PyResult<Vec<NodeId>> {
+        vs.iter().map(|v| self.id_of(v)).collect()
     }
 }
 
@@ -646,18 +797,7 @@ impl FunctionBuilder {
         attrs: Option<&Bound<'_, PyDict>>,
         ty: Option<PyRef<'_, Type>>,
     ) -> PyResult<Value_> {
-        let op_id = op::lookup(op_name).ok_or_else(|| {
-            PyValueError::new_err(format!("unknown operator `{op_name}` (close: {})", op::suggest(op_name).join(", ")))
-        })?;
-        let def = op::get(op_id);
-        if !def.arity.accepts(args.len()) {
-            return Err(PyValueError::new_err(format!("operator `{op_name}` does not take {} arguments", args.len())));
-        }
-        let attrs = match attrs {
-            Some(d) => dict_to_attrs(d, Some(def))?,
-            None => Attrs::new(),
-        };
-        def.check_attrs(&attrs).map_err(|e| PyValueError::new_err(format!("operator `{op_name}`: {e}")))?;
+        let (op_id, attrs) = check_call(op_name, args.len(), attrs)?;
         let ids = args.iter().map(|a| self.id_of(a)).collect::<PyResult<Vec<_>>>()?;
         let id = self.with(|b| {
             let n = b.call(op_id, &ids, attrs);
@@ -704,19 +844,82 @@ impl FunctionBuilder {
         Ok(self.val(var))
     }
 
-    /// Copies ``expr`` (of another function) into this builder; ``env`` maps the variables it
-    /// uses (``Expr`` of kind ``"var"``) to values of this builder. Nested blocks are copied
-    /// with fresh variables; nested functions are not supported (``ValueError``).
-    fn copy(&self, expr: PyRef<'_, Expr>, env: &Bound<'_, PyDict>) -> PyResult<Value_> {
-        let mut map: std::collections::HashMap<usize, NodeId> = std::collections::HashMap::new();
-        for (k, v) in env.iter() {
-            let k = k.extract::<PyRef<'_, Expr>>()?;
-            if !Arc::ptr_eq(&k.func, &expr.func) {
-                return Err(PyValueError::new_err("env keys must be expressions of the copied expression's function"));
-            }
-            map.insert(k.id.index(), self.id_of(&v)?);
-        }
-        let id = self.with(|b| copy_expr(b, &expr.func, expr.id, &mut map))?;
+    /// A variable ``name`` (of type ``ty``) to bind with ``block`` or to use as a parameter of
+    /// ``fn`` (``param`` adds a parameter of the function being built, ``let`` binds at its
+    /// top level).
+    #[pyo3(signature = (name, ty=None))]
+    fn var(&self, name: &str, ty: Option<PyRef<'_, Type>>) -> PyResult<Value_> {
+        let id = self.with(|b| Ok(b.var(name, ty.map(|t| t.inner.clone()))))?;
+        Ok(self.val(id))
+    }
+
+    /// An application of ``callee`` (``global_ref(name)`` for a global function, or a
+    /// function value) to ``args``.
+    #[pyo3(signature = (callee, args, ty=None))]
+    fn apply(
+        &self,
+        callee: &Bound<'_, PyAny>,
+        args: Vec<Bound<'_, PyAny>>,
+        ty: Option<PyRef<'_, Type>>,
+    ) -> PyResult<Value_> {
+        let callee = self.id_of(callee)?;
+        let args = self.ids_of(&args)?;
+        let id = self.with(|b| {
+            let n = b.apply(callee, &args);
+            b.set_ty(n, ty.map(|t| t.inner.clone()));
+            Ok(n)
+        })?;
+        Ok(self.val(id))
+    }
+
+    /// ``if (cond) { then_ } else { else_ }``; a branch with bindings is a ``block``.
+    #[pyo3(signature = (cond, then_, else_, ty=None))]
+    fn if_(
+        &self,
+        cond: &Bound<'_, PyAny>,
+        then_: &Bound<'_, PyAny>,
+        else_: &Bound<'_, PyAny>,
+        ty: Option<PyRef<'_, Type>>,
+    ) -> PyResult<Value_> {
+        let (c, t, e) = (self.id_of(cond)?, self.id_of(then_)?, self.id_of(else_)?);
+        let id = self.with(|b| {
+            let n = b.if_(c, t, e);
+            b.set_ty(n, ty.map(|t| t.inner.clone()));
+            Ok(n)
+        })?;
+        Ok(self.val(id))
+    }
+
+    /// A nested block ``{ let v1 = e1; ...; result }``: ``bindings`` are ``(var, value)``
+    /// pairs with variables from ``var``.
+    fn block(
+        &self,
+        bindings: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)>,
+        result: &Bound<'_, PyAny>,
+    ) -> PyResult<Value_> {
+        let pairs = bindings.iter().map(|(v, e)| Ok((self.id_of(v)?, self.id_of(e)?))).collect::<PyResult<Vec<_>>>()?;
+        let r = self.id_of(result)?;
+        let id = self.with(|b| Ok(b.block(&pairs, r)))?;
+        Ok(self.val(id))
+    }
+
+    /// A nested function ``fn (params) { body }`` (a closure over the variables in scope);
+    /// ``params`` are variables from ``var``.
+    #[pyo3(name = "fn", signature = (params, body, ret_type=None, attrs=None))]
+    fn closure(
+        &self,
+        params: Vec<Bound<'_, PyAny>>,
+        body: &Bound<'_, PyAny>,
+        ret_type: Option<PyRef<'_, Type>>,
+        attrs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Value_> {
+        let params = self.ids_of(&params)?;
+        let body = self.id_of(body)?;
+        let attrs = match attrs {
+            Some(d) => dict_to_attrs(d, None)?,
+            None => Attrs::new(),
+        };
+        let id = self.with(|b| Ok(b.closure(&params, body, ret_type.map(|t| t.inner.clone()), attrs)))?;
         Ok(self.val(id))
     }
 
@@ -752,117 +955,27 @@ impl FunctionBuilder {
     }
 }
 
-/// Copies the expression `root` of `src` into `b` without recursion (an explicit stack in
-/// post-order), mapping variables through `map` (old id → new id).
-fn copy_expr(
-    b: &mut RBuilder,
-    src: &RFunction,
-    root: NodeId,
-    map: &mut std::collections::HashMap<usize, NodeId>,
-) -> PyResult<NodeId> {
-    // (node, children pushed?)
-    let mut stack = vec![(root, false)];
-    while let Some((id, expanded)) = stack.pop() {
-        if map.contains_key(&id.index()) {
-            continue;
-        }
-        let kind = *src.kind(id);
-        if !expanded {
-            stack.push((id, true));
-            let mut push = |c: NodeId| stack.push((c, false));
-            match kind {
-                ExprKind::Var { .. } | ExprKind::Global { .. } | ExprKind::Const { .. } => {}
-                ExprKind::Call { args, .. } => src.ids(args).iter().rev().for_each(|&c| push(c)),
-                ExprKind::Apply { callee, args } => {
-                    src.ids(args).iter().rev().for_each(|&c| push(c));
-                    push(callee);
-                }
-                ExprKind::Tuple { fields } => src.ids(fields).iter().rev().for_each(|&c| push(c)),
-                ExprKind::Proj { tuple, .. } => push(tuple),
-                ExprKind::If { cond, then_, else_ } => {
-                    push(else_);
-                    push(then_);
-                    push(cond);
-                }
-                ExprKind::Block { result, bindings } => {
-                    // Binding variables are fresh in the copy: map them before their uses.
-                    push(result);
-                    let pairs: Vec<(NodeId, NodeId)> = src.bindings(bindings).collect();
-                    for &(var, value) in pairs.iter().rev() {
-                        push(var);
-                        push(value);
-                    }
-                    for &(var, _) in &pairs {
-                        let ty = src.ty(var).cloned();
-                        let new = b.var(src.name_of(var).unwrap_or("v"), ty);
-                        map.insert(var.index(), new);
-                    }
-                }
-                ExprKind::Func { .. } => {
-                    return Err(PyValueError::new_err(
-                        "copying nested functions is not supported; keep the original function or rebuild its body",
-                    ))
-                }
-            }
-            continue;
-        }
-        let ty = src.ty(id).cloned();
-        let m = |i: NodeId, map: &std::collections::HashMap<usize, NodeId>| {
-            map.get(&i.index()).copied().ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "variable %{} is not in env (map every free variable of the copied expression)",
-                    src.name_of(i).unwrap_or("?")
-                ))
-            })
-        };
-        let new = match kind {
-            ExprKind::Var { .. } => {
-                return Err(m(id, map).err().unwrap_or_else(|| PyValueError::new_err("unmapped variable")));
-            }
-            ExprKind::Global { name } => b.global(src.sym(name)),
-            ExprKind::Const { idx } => b.constant(src.constant(idx).clone()),
-            ExprKind::Call { op, attrs, args } => {
-                let args = src.ids(args).iter().map(|&c| m(c, map)).collect::<PyResult<Vec<_>>>()?;
-                let n = b.call(op, &args, src.call_attrs(attrs).clone());
-                b.set_ty(n, ty);
-                n
-            }
-            ExprKind::Apply { callee, args } => {
-                let args = src.ids(args).iter().map(|&c| m(c, map)).collect::<PyResult<Vec<_>>>()?;
-                let n = b.apply(m(callee, map)?, &args);
-                b.set_ty(n, ty);
-                n
-            }
-            ExprKind::Tuple { fields } => {
-                let f = src.ids(fields).iter().map(|&c| m(c, map)).collect::<PyResult<Vec<_>>>()?;
-                let n = b.tuple(&f);
-                b.set_ty(n, ty);
-                n
-            }
-            ExprKind::Proj { tuple, index } => {
-                let n = b.proj(m(tuple, map)?, index);
-                b.set_ty(n, ty);
-                n
-            }
-            ExprKind::If { cond, then_, else_ } => {
-                let n = b.if_(m(cond, map)?, m(then_, map)?, m(else_, map)?);
-                b.set_ty(n, ty);
-                n
-            }
-            ExprKind::Block { result, bindings } => {
-                let pairs =
-                    src.bindings(bindings).map(|(v, e)| Ok((m(v, map)?, m(e, map)?))).collect::<PyResult<Vec<_>>>()?;
-                b.block(&pairs, m(result, map)?)
-            }
-            ExprKind::Func { .. } => unreachable_func()?,
-        };
-        map.insert(id.index(), new);
+/// Checks an operator call made from Python: the operator exists (an unknown name that is
+/// not an operator is usually a global function, which is applied, not called), takes
+/// `n_args` arguments, and accepts `attrs`.
+pub(crate) fn check_call(op_name: &str, n_args: usize, attrs: Option<&Bound<'_, PyDict>>) -> PyResult<(OpId, Attrs)> {
+    let op_id = op::lookup(op_name).ok_or_else(|| {
+        let close = op::suggest(op_name);
+        let close = if close.is_empty() { String::new() } else { format!(" (close: {})", close.join(", ")) };
+        PyValueError::new_err(format!(
+            "unknown operator `{op_name}`{close}; to call a global function use apply(global_ref(\"{op_name}\"), args)"
+        ))
+    })?;
+    let def = op::get(op_id);
+    if !def.arity.accepts(n_args) {
+        return Err(PyValueError::new_err(format!("operator `{op_name}` does not take {n_args} arguments")));
     }
-    map.get(&root.index()).copied().ok_or_else(|| PyValueError::new_err("copy failed"))
-}
-
-fn unreachable_func() -> PyResult<NodeId> {
-    Err(PyValueError::new_err("copying nested functions is not supported"))
+    let attrs = match attrs {
+        Some(d) => dict_to_attrs(d, Some(def))?,
+        None => Attrs::new(),
+    };
+    def.check_attrs(&attrs).map_err(|e| PyValueError::new_err(format!("operator `{op_name}`: {e}")))?;
+    Ok((op_id, attrs))
 }
 
 fn parse_dtype(name: &str) -> PyResult<DType> {
@@ -947,7 +1060,7 @@ fn tensor_to_raw(t: &Tensor) -> (String, Vec<usize>, Vec<u8>) {
     (numpy_dtype(t.dtype()).to_string(), shape, bytes)
 }
 
-fn tensor_from_raw(dtype: &str, shape: &[usize], data: &[u8]) -> PyResult<Tensor> {
+pub(crate) fn tensor_from_raw(dtype: &str, shape: &[usize], data: &[u8]) -> PyResult<Tensor> {
     let dt = parse_dtype(dtype)?;
     let n: usize = shape.iter().product();
     let size = match dt {

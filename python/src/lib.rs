@@ -17,8 +17,8 @@
 //! order, like Rust ones).
 //!
 //! Errors: a Python exception raised in a callback becomes a pass error whose message carries
-//! the Python traceback; the exception itself is kept (`errors::record`) and re-raised as the
-//! `__cause__` of `passel.PassError` when the run returns to Python. A `KeyboardInterrupt`
+//! the Python traceback; the exception itself is kept (`errors::record`) and raised again, as
+//! itself, when the run returns to Python (TVM's behaviour). A `KeyboardInterrupt`
 //! (Ctrl-C) cancels the run: later Python callbacks of that run are not called, and the
 //! `KeyboardInterrupt` itself is raised to the caller once the engine has unwound (contexts
 //! exited, pool idle).
@@ -28,6 +28,7 @@ mod instrument;
 mod ir;
 mod session;
 mod transform;
+mod visitor;
 
 use pyo3::prelude::*;
 
@@ -41,5 +42,6 @@ fn _passel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     transform::register(m)?;
     instrument::register(m)?;
     session::register(m)?;
+    visitor::register(m)?;
     Ok(())
 }

@@ -125,7 +125,7 @@ impl SessionHandle {
 
     /// The session's current (unoptimised) module.
     fn module(&self) -> PyResult<Module> {
-        self.with(|s| Module { inner: s.module() })
+        self.with(|s| Module::of(s.module()))
     }
 
     /// Runs the pipeline, recomputing only what changed. Returns ``(module, diagnostics,
@@ -136,7 +136,7 @@ impl SessionHandle {
             g.run().map_err(|e| e.to_string())
         })?;
         Ok((
-            Module { inner: out.module },
+            Module::of(out.module),
             out.diagnostics.iter().map(crate::transform::diagnostic_text).collect(),
             stats(&out.stats),
         ))

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use passel_engine::ir::{Function as RFunction, Module as RModule};
 use passel_engine::transform::{
     function_pass, get_pass, list_configs, list_passes, module_pass, parse_pipeline, print_pipeline, ConfigValue,
-    Instrument, Pass as RPass, PassContext as RContext, PassError as RPassError, PrintIr, Sequential,
+    Instrument, Pass as RPass, PassContext as RContext, PassError as RPassError, PrintIr, Sequential, IMMUTABLE_MODULE,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -32,6 +32,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_function_pass, m)?)?;
     m.add_function(wrap_pyfunction!(py_module_pass, m)?)?;
     m.add_function(wrap_pyfunction!(sequential, m)?)?;
+    m.add_function(wrap_pyfunction!(standard_pipeline, m)?)?;
     m.add_function(wrap_pyfunction!(registered_pass, m)?)?;
     m.add_function(wrap_pyfunction!(registered_passes, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline, m)?)?;
@@ -161,21 +162,36 @@ impl PassContext {
 #[pymethods]
 impl PassContext {
     #[new]
-    #[pyo3(signature = (opt_level=2, required_pass=None, disabled_pass=None, instruments=None, config=None, num_threads=None))]
+    #[pyo3(signature = (opt_level=None, required_pass=None, disabled_pass=None, instruments=None, config=None, num_threads=None))]
     fn new(
-        opt_level: u32,
-        required_pass: Option<Vec<String>>,
-        disabled_pass: Option<Vec<String>>,
+        py: Python<'_>,
+        opt_level: Option<&Bound<'_, PyAny>>,
+        required_pass: Option<&Bound<'_, PyAny>>,
+        disabled_pass: Option<&Bound<'_, PyAny>>,
         instruments: Option<Vec<Bound<'_, PyAny>>>,
         config: Option<&Bound<'_, PyDict>>,
         num_threads: Option<usize>,
     ) -> PyResult<PassContext> {
-        let mut b = RContext::builder().opt_level(opt_level);
-        for name in required_pass.iter().flatten() {
-            b = b.require(name);
+        let bad_level = |what: String| errors::passel_error(py, errors::Kind::Value, what);
+        let default_level = 2i64.into_pyobject(py)?.into_any();
+        let opt_level = opt_level.unwrap_or(&default_level);
+        if opt_level.is_instance_of::<pyo3::types::PyBool>() || !opt_level.is_instance_of::<pyo3::types::PyInt>() {
+            return Err(errors::passel_error(
+                py,
+                errors::Kind::Type,
+                format!("opt_level must be an int, got {}", opt_level.get_type().name()?),
+            ));
         }
-        for name in disabled_pass.iter().flatten() {
-            b = b.disable(name);
+        let level: i64 =
+            opt_level.extract().map_err(|_| bad_level(format!("opt_level must be between 0 and {}", u32::MAX)))?;
+        let level = u32::try_from(level)
+            .map_err(|_| bad_level(format!("opt_level must be between 0 and {}, got {level}", u32::MAX)))?;
+        let mut b = RContext::builder().opt_level(level);
+        for name in pass_names(py, "required_pass", required_pass)? {
+            b = b.require(&name);
+        }
+        for name in pass_names(py, "disabled_pass", disabled_pass)? {
+            b = b.disable(&name);
         }
         if let Some(config) = config {
             for (k, v) in config.iter() {
@@ -271,9 +287,16 @@ impl PassContext {
         self.instruments.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|o| o.clone_ref(py)).collect()
     }
 
-    /// Diagnostics emitted so far under this context, as strings.
+    /// Diagnostics emitted so far under this context, as strings, each distinct one once (a
+    /// type error is found again by every InferType a pipeline runs).
     fn diagnostics(&self) -> Vec<String> {
-        self.inner.diagnostics().snapshot().iter().map(crate::transform::diagnostic_text).collect()
+        let mut out: Vec<String> = Vec::new();
+        for text in self.inner.diagnostics().snapshot().iter().map(crate::transform::diagnostic_text) {
+            if !out.contains(&text) {
+                out.push(text);
+            }
+        }
+        out
     }
 
     /// Exits the current instruments, replaces them by ``instruments`` and enters those
@@ -356,12 +379,28 @@ impl PassHandle {
     fn run(&self, py: Python<'_>, module: PyRef<'_, Module>, ctx: Option<PyRef<'_, PassContext>>) -> PyResult<Module> {
         let pass = self.inner.clone();
         let m = module.inner.clone();
-        let ctx = ctx.map(|c| c.inner.clone());
-        errors::run_detached(py, move || {
-            let ctx = ctx.unwrap_or_else(RContext::current);
-            pass.run(m, &ctx)
-        })
-        .map(|inner| Module { inner })
+        let ctx = ctx.map(|c| c.inner.clone()).unwrap_or_else(RContext::current);
+        let reported_before = ctx.diagnostics().len();
+        let run_ctx = ctx.clone();
+        let out = errors::run_detached(py, move || pass.run(m, &run_ctx))?;
+        // TVM raises at the pass that finds a type error; passel's passes report it as a
+        // diagnostic and go on, so the run raises it here, once, with where it is.
+        if let Some(first) = ctx.diagnostics().first_error_from(reported_before) {
+            let errors = ctx.diagnostics().snapshot().split_off(reported_before);
+            let mut distinct: Vec<String> = Vec::new();
+            for d in errors.iter().filter(|d| d.severity == passel_engine::transform::Severity::Error) {
+                let text = located_text(d, &module);
+                if !distinct.contains(&text) {
+                    distinct.push(text);
+                }
+            }
+            let more = match distinct.len() {
+                0 | 1 => String::new(),
+                n => format!("\n{}", distinct[1..n].join("\n")),
+            };
+            return Err(errors::diagnostic_error(format!("{}{more}", located_text(&first, &module))));
+        }
+        Ok(Module::of(out))
     }
 
     /// The pipeline text of a ``Sequential`` (``print_pipeline``), else the pass name.
@@ -427,18 +466,59 @@ fn keep_thread_state() {
     }
 }
 
+/// The names given as ``required_pass`` / ``disabled_pass``: one name as a string, or a list
+/// (or any iterable) of strings.
+fn pass_names(py: Python<'_>, what: &str, names: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    let Some(names) = names else { return Ok(Vec::new()) };
+    if names.is_none() {
+        return Ok(Vec::new());
+    }
+    if let Ok(one) = names.cast::<pyo3::types::PyString>() {
+        return Ok(vec![one.extract::<String>()?]);
+    }
+    let refused = || {
+        errors::passel_error(
+            py,
+            errors::Kind::Type,
+            format!(
+                "{what} must be a pass name or a list of pass names, got {}",
+                names.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ),
+        )
+    };
+    let mut out = Vec::new();
+    for item in names.try_iter().map_err(|_| refused())? {
+        let item = item?;
+        out.push(item.extract::<String>().map_err(|_| refused())?);
+    }
+    Ok(out)
+}
+
+/// Refuses a pass that changed the module it was given in place (``mod[name] = f`` on its
+/// argument) under ``testing.immutable_module``. The engine's own check hashes its copy of
+/// the input, which a Python module object never shares (Rust modules are values), so the
+/// adapter asks the object it handed to the body (its mutating methods mark it, O(1)) and
+/// reports the engine's error.
+fn check_input_unchanged(changed_in_place: bool, ctx: &RContext, pass: &str) -> Result<(), RPassError> {
+    if changed_in_place && ctx.get_config(IMMUTABLE_MODULE, false) {
+        return Err(RPassError::ImmutableModuleModified { pass: pass.to_string() });
+    }
+    Ok(())
+}
+
 /// A function pass whose body calls ``body(func, mod, ctx)`` per function, which must return
 /// a ``Function`` (the same object when it changes nothing).
 #[pyfunction]
 #[pyo3(signature = (name, opt_level, required, body))]
 fn py_function_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<PyAny>) -> PassHandle {
     let label = format!("function pass {name}");
+    let pass_name = name.to_string();
     // The context object handed to the body, made once per context rather than per function.
     let ctx_cache: Mutex<Option<(usize, Py<PassContext>)>> = Mutex::new(None);
     let pass = function_pass(name, opt_level, move |func: Arc<RFunction>, module: &RModule, ctx: &RContext| {
-        call_python(&label, |py| {
+        let (out, changed_in_place) = call_python(&label, |py| {
             let f = Function { inner: func };
-            let m = Module { inner: module.clone() };
+            let m = Py::new(py, Module::of(module.clone()))?;
             let c = {
                 let mut cache = ctx_cache.lock().unwrap_or_else(|e| e.into_inner());
                 match &*cache {
@@ -450,16 +530,20 @@ fn py_function_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<
                     }
                 }
             };
-            let out = body.call1(py, (f, m, c))?;
+            let out = body.call1(py, (f, m.clone_ref(py), c))?;
             let out = out.bind(py);
+            let changed_in_place = m.borrow(py).changed_in_place;
             match out.extract::<PyRef<'_, Function>>() {
-                Ok(f) => Ok(f.inner.clone()),
-                Err(_) => Err(PyTypeError::new_err(format!(
-                    "a function pass must return a passel.ir.Function, got {}",
-                    out.get_type().name()?
-                ))),
+                Ok(f) => Ok((f.inner.clone(), changed_in_place)),
+                Err(_) => Err(errors::passel_error(
+                    py,
+                    errors::Kind::Type,
+                    format!("a function pass must return a passel.ir.Function, got {}", out.get_type().name()?),
+                )),
             }
-        })
+        })?;
+        check_input_unchanged(changed_in_place, ctx, &pass_name)?;
+        Ok(out)
     })
     .with_required(&required_refs(&required))
     .on_calling_thread();
@@ -471,23 +555,35 @@ fn py_function_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<
 #[pyo3(signature = (name, opt_level, required, body))]
 fn py_module_pass(name: &str, opt_level: u32, required: Vec<String>, body: Py<PyAny>) -> PassHandle {
     let label = format!("module pass {name}");
+    let pass_name = name.to_string();
     let pass = module_pass(name, opt_level, move |module: RModule, ctx: &RContext| {
-        call_python(&label, |py| {
-            let m = Module { inner: module };
+        let (out, changed_in_place) = call_python(&label, |py| {
+            let m = Py::new(py, Module::of(module.clone()))?;
             let c = PassContext::for_callback(py, ctx)?;
-            let out = body.call1(py, (m, c))?;
+            let out = body.call1(py, (m.clone_ref(py), c))?;
             let out = out.bind(py);
+            let changed_in_place = m.borrow(py).changed_in_place;
             match out.extract::<PyRef<'_, Module>>() {
-                Ok(m) => Ok(m.inner.clone()),
-                Err(_) => Err(PyTypeError::new_err(format!(
-                    "a module pass must return a passel.ir.Module, got {}",
-                    out.get_type().name()?
-                ))),
+                Ok(m) => Ok((m.inner.clone(), changed_in_place)),
+                Err(_) => Err(errors::passel_error(
+                    py,
+                    errors::Kind::Type,
+                    format!("a module pass must return a passel.ir.Module, got {}", out.get_type().name()?),
+                )),
             }
-        })
+        })?;
+        check_input_unchanged(changed_in_place, ctx, &pass_name)?;
+        Ok(out)
     })
     .with_required(&required_refs(&required));
     PassHandle { inner: pass.shared() }
+}
+
+/// The names of the standard pipeline that ``passel run -O N`` runs, in order (each pass's
+/// own opt level decides whether it runs at ``-O N``).
+#[pyfunction]
+fn standard_pipeline() -> Vec<&'static str> {
+    passel_passes::STANDARD_PIPELINE.to_vec()
 }
 
 /// A ``Sequential`` of ``passes`` (default opt level 0, name ``"sequential"``).
@@ -563,6 +659,16 @@ pub(crate) fn diagnostic_text(d: &passel_engine::transform::Diagnostic) -> Strin
     };
     let func = d.function.as_ref().map(|f| format!(" on @{f}")).unwrap_or_default();
     format!("{severity} in pass {}{func}: {}", d.pass, d.message)
+}
+
+/// A diagnostic's text with its place: ``line:col`` in the text the run's input was parsed
+/// from, when it has a span there.
+fn located_text(d: &passel_engine::transform::Diagnostic, input: &Module) -> String {
+    let text = diagnostic_text(d);
+    match d.span.filter(|s| s.end > 0).and_then(|s| input.location(s.start)) {
+        Some(at) => format!("{at}: {text}"),
+        None => text,
+    }
 }
 
 /// Benchmark baseline: runs ``pass_`` on ``module`` ``repeats`` times entirely inside Rust

@@ -281,4 +281,41 @@ mod tests {
         let expected = b.finish(&[x], body, None, Attrs::new());
         assert!(structural_eq(&out, &expected));
     }
+
+    /// Replaces each call of `relu` by an application of the global `@act` to the same
+    /// argument.
+    struct ReluToGlobal;
+
+    impl ExprMutator for ReluToGlobal {
+        fn rewrite(&mut self, cx: &mut RewriteCx<'_>, _: NodeId, kind: &ExprKind) -> Option<NodeId> {
+            let arg = cx.call_arg(kind, op("relu"), 0)?;
+            let act = cx.global("act");
+            Some(cx.apply(act, &[arg]))
+        }
+    }
+
+    /// `RewriteCx::apply` builds a call of a global; an argument used twice stays a tree.
+    #[test]
+    fn mutate_can_replace_an_operator_call_by_an_apply_of_a_global() {
+        // fn (%x) { let %a = relu(sigmoid(%x)); %a }
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let s = b.call(op("sigmoid"), &[x], Attrs::new());
+        let r = b.call(op("relu"), &[s], Attrs::new());
+        let a = b.var("a", None);
+        let body = b.block(&[(a, r)], a);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let out = mutate(&func, &mut ReluToGlobal);
+        assert!(verify_function(None, "main", &out).is_ok());
+
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let s = b.call(op("sigmoid"), &[x], Attrs::new());
+        let act = b.global("act");
+        let r = b.apply(act, &[s]);
+        let a = b.var("a", None);
+        let body = b.block(&[(a, r)], a);
+        let expected = b.finish(&[x], body, None, Attrs::new());
+        assert!(structural_eq(&out, &expected));
+    }
 }

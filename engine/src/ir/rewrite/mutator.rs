@@ -166,6 +166,14 @@ impl<'a> RewriteCx<'a> {
         self.rw.b.push(ExprKind::Call { op, attrs, args }, None)
     }
 
+    /// Pushes an application of `callee` (a global or a function value) to `args`.
+    pub fn apply(&mut self, callee: NodeId, args: &[NodeId]) -> NodeId {
+        let callee = self.attach(callee);
+        let args = self.attach_all(args);
+        let args = self.rw.b.push_ids(&args);
+        self.rw.b.push(ExprKind::Apply { callee, args }, None)
+    }
+
     /// Pushes a tuple.
     pub fn tuple(&mut self, fields: &[NodeId]) -> NodeId {
         let fields = self.attach_all(fields);
