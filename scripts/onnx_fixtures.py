@@ -195,9 +195,9 @@ def fixtures():
         [
             helper.make_node("Relu", ["x"], ["a"], name="ok"),
             helper.make_node("LSTMish", ["a"], ["b"], name="first_lstm", domain="custom"),
-            helper.make_node("Celu", ["b"], ["c"], name="celu_1"),
-            helper.make_node("Celu", ["c"], ["d"], name="celu_2"),
-            helper.make_node("Celu", ["d"], ["y"]),
+            helper.make_node("Unique", ["b"], ["c"], name="unique_1"),
+            helper.make_node("Unique", ["c"], ["d"], name="unique_2"),
+            helper.make_node("Unique", ["d"], ["y"]),
         ],
         [vi("x", F, [2])],
         [vi("y", F, [2])],

@@ -25,8 +25,8 @@ use rand_chacha::ChaCha8Rng;
 use std::ops::ControlFlow;
 
 use crate::ir::{
-    Attrs, Branch, ClosureIdx, DType, Enter, ExprKind, Function, Module, NodeId, OpId, Tensor, Type, TypeKind,
-    WalkHooks, Walker,
+    Attrs, Branch, ClosureIdx, Enter, ExprKind, Function, Module, NodeId, OpId, Tensor, Type, TypeKind, WalkHooks,
+    Walker,
 };
 use crate::op::{self, KernelCtx};
 
@@ -860,9 +860,10 @@ fn random_value(ty: &Type, rng: &mut ChaCha8Rng, depth: usize) -> Result<Value, 
             let n = crate::op::kernels::element_count(&t.shape).map_err(|e| e.to_string())?;
             let vals: Vec<f64> = (0..n)
                 .map(|_| match t.dtype {
-                    DType::F32 | DType::F16 => rng.gen_range(-1.0..1.0),
-                    DType::I64 | DType::I32 => rng.gen_range(-5i32..=5) as f64,
-                    DType::Bool => rng.gen_bool(0.5) as u8 as f64,
+                    d if d.is_float() => rng.gen_range(-1.0..1.0),
+                    d if d.is_int() => rng.gen_range(-5i32..=5) as f64,
+                    d if d.is_uint() => rng.gen_range(0i32..=10) as f64,
+                    _ => rng.gen_bool(0.5) as u8 as f64,
                 })
                 .collect();
             Tensor::from_f64s(&t.shape, t.dtype, &vals).map(Value::Tensor).map_err(|e| e.to_string())

@@ -290,14 +290,14 @@ fn unsupported_operators_are_listed_in_one_error() {
             ops,
             vec![
                 UnsupportedOp { op_type: "custom::LSTMish".into(), count: 1, first_node: "first_lstm".into() },
-                UnsupportedOp { op_type: "Celu".into(), count: 3, first_node: "celu_1".into() },
+                UnsupportedOp { op_type: "Unique".into(), count: 3, first_node: "unique_1".into() },
             ]
         ),
         other => panic!("{other:?}"),
     }
     assert_eq!(
         error("bad_unsupported"),
-        "unsupported ONNX operators: custom::LSTMish (1 node, first `first_lstm`), Celu (3 nodes, first `celu_1`)"
+        "unsupported ONNX operators: custom::LSTMish (1 node, first `first_lstm`), Unique (3 nodes, first `unique_1`)"
     );
 }
 
@@ -322,25 +322,44 @@ fn bad_graphs_are_errors_naming_the_node_or_tensor() {
             "bad_missing_initializer",
             "node `add_bias` (Add): input `bias` is not a graph input, an initializer or the output of any node",
         ),
-        (
-            "bad_f64_input",
-            "graph input `x`: element type double is not supported (passel has float32, float16, int64, int32 and bool)",
-        ),
-        (
-            "bad_int8_initializer",
-            "tensor `q`: element type int8 is not supported (passel has float32, float16, int64, int32 and bool)",
-        ),
         ("bad_dims_overflow", "tensor `huge`: dimensions [1099511627776, 1099511627776] overflow"),
         (
             "bad_external_missing",
             "tensor `w`: is stored in external file `missing_weights.bin` but no external-data reader was given",
         ),
-        ("bad_unhandled_attribute", "node `upsample` (Resize): attribute `antialias` = 1 is not supported (antialiasing)"),
+        (
+            "bad_unhandled_attribute",
+            "node `upsample` (Resize): attribute `antialias` = 1 is not supported (antialiasing)",
+        ),
         ("bad_unknown_attribute", "node `relu` (Relu): attribute `flavour` is not handled by the importer"),
     ];
     for (name, expected) in cases {
         assert_eq!(error(name), expected, "{name}");
     }
+}
+
+/// Models once refused for their element types (float64 inputs, int8 initializers) import
+/// with those dtypes and evaluate in them.
+#[test]
+fn double_and_int8_models_import_in_their_own_dtypes() {
+    check(
+        "bad_f64_input",
+        expect![[r#"
+            def @main(%x: Tensor[(2,), f64]) -> Tensor[(2,), f64] {
+              let %y: Tensor[(2,), f64] = relu(%x);
+              %y
+            }
+        "#]],
+    );
+    check(
+        "bad_int8_initializer",
+        expect![[r#"
+            def @main(%x: Tensor[(2,), i8]) -> Tensor[(2,), i8] {
+              let %y: Tensor[(2,), i8] = add(%x, tensor<(2,), i8>[1, 2]);
+              %y
+            }
+        "#]],
+    );
 }
 
 struct MemoryExternal(HashMap<String, Bytes>);

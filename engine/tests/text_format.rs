@@ -383,8 +383,12 @@ impl Gen {
     /// A `full` value the parser accepts for `dtype`.
     fn fill_value(&mut self, dtype: DType) -> f64 {
         match dtype {
-            DType::I64 | DType::I32 => self.rng.gen_range(-1000..1000) as f64,
+            DType::I64 | DType::I32 | DType::I16 => self.rng.gen_range(-1000..1000) as f64,
+            DType::I8 => self.rng.gen_range(-128..128) as f64,
+            DType::U8 => self.rng.gen_range(0..256) as f64,
+            DType::U16 | DType::U32 | DType::U64 => self.rng.gen_range(0..1000) as f64,
             DType::Bool => self.rng.gen_range(0..2) as f64,
+            DType::F64 => self.f64(),
             DType::F32 | DType::F16 => {
                 let v = self.f64();
                 let fits = match dtype {
@@ -517,6 +521,13 @@ impl Gen {
             DType::I64 => TensorData::I64(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
             DType::I32 => TensorData::I32(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
             DType::Bool => TensorData::Bool(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
+            DType::F64 => TensorData::F64(ndarray::ArcArray::from_shape_fn(dims, |_| self.f64())),
+            DType::I8 => TensorData::I8(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
+            DType::I16 => TensorData::I16(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
+            DType::U8 => TensorData::U8(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
+            DType::U16 => TensorData::U16(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
+            DType::U32 => TensorData::U32(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
+            DType::U64 => TensorData::U64(ndarray::ArcArray::from_shape_fn(dims, |_| self.rng.gen())),
         };
         let t = Tensor(data);
         assert_eq!(t.len() as u64, n);

@@ -175,6 +175,13 @@ pub fn values(t: &Tensor) -> Box<dyn Iterator<Item = f64> + '_> {
         TensorData::I64(a) => Box::new(a.iter().map(|&v| v as f64)),
         TensorData::I32(a) => Box::new(a.iter().map(|&v| v as f64)),
         TensorData::Bool(a) => Box::new(a.iter().map(|&v| v as u8 as f64)),
+        TensorData::F64(a) => Box::new(a.iter().copied()),
+        TensorData::I8(a) => Box::new(a.iter().map(|&v| v as f64)),
+        TensorData::I16(a) => Box::new(a.iter().map(|&v| v as f64)),
+        TensorData::U8(a) => Box::new(a.iter().map(|&v| v as f64)),
+        TensorData::U16(a) => Box::new(a.iter().map(|&v| v as f64)),
+        TensorData::U32(a) => Box::new(a.iter().map(|&v| v as f64)),
+        TensorData::U64(a) => Box::new(a.iter().map(|&v| v as f64)),
     }
 }
 

@@ -1,5 +1,6 @@
 //! NumPy `.npy` files (format versions 1.0, 2.0 and 3.0): little-endian, C-order arrays of
-//! f32, f16, i64, i32 and bool, the dtypes passel's tensors have. `decode` / `encode` are pure
+//! the dtypes passel's tensors have (f16, f32, f64, signed and unsigned 8- to 64-bit
+//! integers, bool). `decode` / `encode` are pure
 //! (bytes in, tensor out); `read` / `write` add the file IO.
 //!
 //! Rejected with an error saying why: a bad magic string or version, a malformed header,
@@ -89,9 +90,21 @@ fn layout(header: &[u8]) -> Result<Layout, String> {
         "<i8" => DType::I64,
         "<i4" => DType::I32,
         "|b1" | "<b1" => DType::Bool,
+        "<f8" => DType::F64,
+        "|i1" | "<i1" => DType::I8,
+        "<i2" => DType::I16,
+        "|u1" | "<u1" => DType::U8,
+        "<u2" => DType::U16,
+        "<u4" => DType::U32,
+        "<u8" => DType::U64,
         d if d.starts_with('>') => return Err(format!("big-endian dtype `{}` is not supported", shown_name(d))),
         d if d.contains('O') => return Err("object arrays are not supported".into()),
-        d => return Err(format!("dtype `{}` is not supported (f32, f16, i64, i32 and bool are)", shown_name(d))),
+        d => {
+            return Err(format!(
+                "dtype `{}` is not supported (f32, f16, f64, i8, i16, i32, i64, u8, u16, u32, u64 and bool are)",
+                shown_name(d)
+            ))
+        }
     };
     let n = h.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
     let n = match n {
@@ -192,6 +205,13 @@ fn encode_header(t: &Tensor) -> Vec<u8> {
         DType::I64 => "<i8",
         DType::I32 => "<i4",
         DType::Bool => "|b1",
+        DType::F64 => "<f8",
+        DType::I8 => "|i1",
+        DType::I16 => "<i2",
+        DType::U8 => "|u1",
+        DType::U16 => "<u2",
+        DType::U32 => "<u4",
+        DType::U64 => "<u8",
     };
     let dims: Vec<String> = t.shape().iter().map(|d| d.to_string()).collect();
     let shape = match dims.len() {
@@ -252,6 +272,13 @@ pub fn write_to(w: &mut impl Write, t: &Tensor) -> std::io::Result<()> {
         TensorData::I64(a) => put(w, a, i64::to_le_bytes),
         TensorData::I32(a) => put(w, a, i32::to_le_bytes),
         TensorData::Bool(a) => put(w, a, |v| [v as u8]),
+        TensorData::F64(a) => put(w, a, |v| v.to_bits().to_le_bytes()),
+        TensorData::I8(a) => put(w, a, i8::to_le_bytes),
+        TensorData::I16(a) => put(w, a, i16::to_le_bytes),
+        TensorData::U8(a) => put(w, a, u8::to_le_bytes),
+        TensorData::U16(a) => put(w, a, u16::to_le_bytes),
+        TensorData::U32(a) => put(w, a, u32::to_le_bytes),
+        TensorData::U64(a) => put(w, a, u64::to_le_bytes),
     }
 }
 
@@ -304,6 +331,13 @@ pub fn read_from(r: &mut impl Read, len: Option<u64>) -> Result<Tensor, String> 
             0 | 1 => Ok(b == 1),
             _ => Err(b),
         })?),
+        DType::F64 => TensorData::F64(read_elems(r, &l, |b| Ok(f64::from_bits(u64::from_le_bytes(b))))?),
+        DType::I8 => TensorData::I8(read_elems(r, &l, |b| Ok(i8::from_le_bytes(b)))?),
+        DType::I16 => TensorData::I16(read_elems(r, &l, |b| Ok(i16::from_le_bytes(b)))?),
+        DType::U8 => TensorData::U8(read_elems(r, &l, |b| Ok(u8::from_le_bytes(b)))?),
+        DType::U16 => TensorData::U16(read_elems(r, &l, |b| Ok(u16::from_le_bytes(b)))?),
+        DType::U32 => TensorData::U32(read_elems(r, &l, |b| Ok(u32::from_le_bytes(b)))?),
+        DType::U64 => TensorData::U64(read_elems(r, &l, |b| Ok(u64::from_le_bytes(b)))?),
     };
     let mut one = [0u8; 1];
     if read_full(r, &mut one).map_err(io)? > 0 {

@@ -518,6 +518,13 @@ fn scalar_key(c: &Constant) -> Option<(u8, u64)> {
         TensorData::I64(a) => (2, *a.first()? as u64),
         TensorData::I32(a) => (3, *a.first()? as u32 as u64),
         TensorData::Bool(a) => (4, *a.first()? as u64),
+        TensorData::F64(a) => (5, a.first()?.to_bits()),
+        TensorData::I8(a) => (6, *a.first()? as u8 as u64),
+        TensorData::I16(a) => (7, *a.first()? as u16 as u64),
+        TensorData::U8(a) => (8, *a.first()? as u64),
+        TensorData::U16(a) => (9, *a.first()? as u64),
+        TensorData::U32(a) => (10, *a.first()? as u64),
+        TensorData::U64(a) => (11, *a.first()?),
     })
 }
 

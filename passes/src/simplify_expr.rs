@@ -402,6 +402,14 @@ fn uniform_value(c: &Constant) -> Option<(f64, DType)> {
                 TensorData::I64(a) => a.first().map(|&v| v as f64),
                 TensorData::I32(a) => a.first().map(|&v| v as f64),
                 TensorData::Bool(a) => a.first().map(|&v| v as u8 as f64),
+                TensorData::F64(a) => a.first().copied(),
+                TensorData::I8(a) => a.first().map(|&v| v as f64),
+                TensorData::I16(a) => a.first().map(|&v| v as f64),
+                TensorData::U8(a) => a.first().map(|&v| v as f64),
+                TensorData::U16(a) => a.first().map(|&v| v as f64),
+                TensorData::U32(a) => a.first().map(|&v| v as f64),
+                // A u64 above 2^53 has no exact f64; it is no identity element anyway.
+                TensorData::U64(a) => a.first().map(|&v| v as f64),
             };
             Some((v?, t.dtype()))
         }

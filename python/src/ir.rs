@@ -984,10 +984,17 @@ fn parse_dtype(name: &str) -> PyResult<DType> {
         "float16" => "f16",
         "int64" => "i64",
         "int32" => "i32",
+        "float64" => "f64",
+        "int8" => "i8",
+        "int16" => "i16",
+        "uint8" => "u8",
+        "uint16" => "u16",
+        "uint32" => "u32",
+        "uint64" => "u64",
         other => other,
     };
     DType::from_name(short).ok_or_else(|| {
-        PyValueError::new_err(format!("unknown dtype `{name}` (expected float32, float16, int64, int32 or bool)"))
+        PyValueError::new_err(format!("unknown dtype `{name}` (expected float32, float16, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64 or bool)"))
     })
 }
 
@@ -998,6 +1005,13 @@ fn numpy_dtype(d: DType) -> &'static str {
         DType::I64 => "int64",
         DType::I32 => "int32",
         DType::Bool => "bool",
+        DType::F64 => "float64",
+        DType::I8 => "int8",
+        DType::I16 => "int16",
+        DType::U8 => "uint8",
+        DType::U16 => "uint16",
+        DType::U32 => "uint32",
+        DType::U64 => "uint64",
     }
 }
 
@@ -1050,25 +1064,14 @@ fn dict_to_attrs(d: &Bound<'_, PyDict>, def: Option<&op::OpDef>) -> PyResult<Att
 
 fn tensor_to_raw(t: &Tensor) -> (String, Vec<usize>, Vec<u8>) {
     let shape = t.shape().to_vec();
-    let bytes: Vec<u8> = match &t.0 {
-        TensorData::F32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        TensorData::F16(a) => a.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect(),
-        TensorData::I64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        TensorData::I32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        TensorData::Bool(a) => a.iter().map(|&v| v as u8).collect(),
-    };
+    let bytes: Vec<u8> = t.to_le_bytes();
     (numpy_dtype(t.dtype()).to_string(), shape, bytes)
 }
 
 pub(crate) fn tensor_from_raw(dtype: &str, shape: &[usize], data: &[u8]) -> PyResult<Tensor> {
     let dt = parse_dtype(dtype)?;
     let n: usize = shape.iter().product();
-    let size = match dt {
-        DType::F32 | DType::I32 => 4,
-        DType::F16 => 2,
-        DType::I64 => 8,
-        DType::Bool => 1,
-    };
+    let size = dt.size_bytes();
     if data.len() != n * size {
         return Err(PyValueError::new_err(format!(
             "tensor of shape {shape:?} and dtype {dtype} needs {} bytes, got {}",
@@ -1076,36 +1079,14 @@ pub(crate) fn tensor_from_raw(dtype: &str, shape: &[usize], data: &[u8]) -> PyRe
             data.len()
         )));
     }
-    let dims = IxDyn(shape);
-    let bad = |e: ndarray::ShapeError| PyValueError::new_err(e.to_string());
-    let chunks = |k: usize| data.chunks_exact(k);
-    Ok(Tensor(match dt {
-        DType::F32 => TensorData::F32(
-            ArcArray::from_shape_vec(dims, chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-                .map_err(bad)?,
-        ),
-        DType::I32 => TensorData::I32(
-            ArcArray::from_shape_vec(dims, chunks(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-                .map_err(bad)?,
-        ),
-        DType::F16 => TensorData::F16(
-            ArcArray::from_shape_vec(
-                dims,
-                chunks(2).map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]]))).collect(),
-            )
-            .map_err(bad)?,
-        ),
-        DType::I64 => TensorData::I64(
-            ArcArray::from_shape_vec(
-                dims,
-                chunks(8).map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect(),
-            )
-            .map_err(bad)?,
-        ),
-        DType::Bool => {
-            TensorData::Bool(ArcArray::from_shape_vec(dims, data.iter().map(|&b| b != 0).collect()).map_err(bad)?)
-        }
-    }))
+    if dt == DType::Bool {
+        let dims = IxDyn(shape);
+        let a = ArcArray::from_shape_vec(dims, data.iter().map(|&b| b != 0).collect())
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        return Ok(Tensor(TensorData::Bool(a)));
+    }
+    let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    Tensor::from_le_bytes(&dims, dt, data).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 type RawTensor = (String, Vec<usize>, Vec<u8>);

@@ -891,6 +891,13 @@ fn write_dense(out: &mut String, t: &Tensor) {
             TensorData::I64(a) => a.iter().next().map(|v| write!(out, "{v}i64")),
             TensorData::I32(a) => a.iter().next().map(|v| write!(out, "{v}i32")),
             TensorData::Bool(a) => a.iter().next().map(|v| write!(out, "{v}")),
+            TensorData::F64(a) => a.iter().next().filter(|v| v.is_finite()).map(|v| write!(out, "{v:?}f64")),
+            TensorData::I8(a) => a.iter().next().map(|v| write!(out, "{v}i8")),
+            TensorData::I16(a) => a.iter().next().map(|v| write!(out, "{v}i16")),
+            TensorData::U8(a) => a.iter().next().map(|v| write!(out, "{v}u8")),
+            TensorData::U16(a) => a.iter().next().map(|v| write!(out, "{v}u16")),
+            TensorData::U32(a) => a.iter().next().map(|v| write!(out, "{v}u32")),
+            TensorData::U64(a) => a.iter().next().map(|v| write!(out, "{v}u64")),
         };
         if short.is_some() {
             return;
@@ -930,6 +937,35 @@ fn write_dense_long(out: &mut String, t: &Tensor) {
         TensorData::Bool(a) => list(out, a.iter(), |o, v| {
             let _ = write!(o, "{v}");
         }),
+        TensorData::F64(a) => list(out, a.iter(), |o, &v| {
+            if v.is_nan() && v.to_bits() != f64::NAN.to_bits() {
+                let _ = write!(o, "0x{:016x}", v.to_bits());
+            } else if v.is_nan() {
+                o.push_str("nan");
+            } else if v.is_infinite() {
+                o.push_str(if v > 0.0 { "inf" } else { "-inf" });
+            } else {
+                let _ = write!(o, "{v:?}");
+            }
+        }),
+        TensorData::I8(a) => list(out, a.iter(), |o, v| {
+            let _ = write!(o, "{v}");
+        }),
+        TensorData::I16(a) => list(out, a.iter(), |o, v| {
+            let _ = write!(o, "{v}");
+        }),
+        TensorData::U8(a) => list(out, a.iter(), |o, v| {
+            let _ = write!(o, "{v}");
+        }),
+        TensorData::U16(a) => list(out, a.iter(), |o, v| {
+            let _ = write!(o, "{v}");
+        }),
+        TensorData::U32(a) => list(out, a.iter(), |o, v| {
+            let _ = write!(o, "{v}");
+        }),
+        TensorData::U64(a) => list(out, a.iter(), |o, v| {
+            let _ = write!(o, "{v}");
+        }),
     }
     out.push(']');
 }
@@ -967,6 +1003,35 @@ mod tests {
                 }
             "#]],
         );
+    }
+
+    /// The dtypes beyond f32, f16, i64, i32 and bool (f64, i8, i16, u8, u16, u32, u64) print
+    /// with their own scalar suffix and element text and read back to the same bits, the
+    /// extremes of each integer range and an f64 NaN payload included.
+    #[test]
+    fn wide_and_narrow_dtypes_round_trip() {
+        check(
+            "def @main(%x: Tensor[(2,), u8]) { \
+               let %a = (1.5f64, -128i8, 32767i16, 255u8, 65535u16, 4294967295u32, 18446744073709551615u64); \
+               let %b = tensor<(3,), f64>[0.1, 0x7ff8000000000001, -inf]; \
+               let %c = tensor<(2,), i8>[-128, 127]; \
+               let %d = full<(2,), u16>(65535.0); \
+               %x }",
+            expect![[r#"
+                def @main(%x: Tensor[(2,), u8]) {
+                  let %a = (1.5f64, -128i8, 32767i16, 255u8, 65535u16, 4294967295u32, 18446744073709551615u64);
+                  let %b = tensor<(3,), f64>[0.1, 0x7ff8000000000001, -inf];
+                  let %c = tensor<(2,), i8>[-128, 127];
+                  let %d = full<(2,), u16>(65535.0);
+                  %x
+                }
+            "#]],
+        );
+        for bad in ["256u8", "-1u16", "128i8", "1.5u32", "18446744073709551616u64"] {
+            let src = format!("def @main() {{ {bad} }}");
+            let err = parse_module(&src).expect_err(bad).to_string();
+            assert!(err.contains("out of range") || err.contains("invalid number literal"), "{bad}: {err}");
+        }
     }
 
     /// Regression (#20 item 5): a folded constant forwarded into 200 uses printed its 1024

@@ -62,7 +62,7 @@ pub enum TensorError {
         /// The byte found.
         byte: u8,
     },
-    /// Raw constants hold only f32, f16, i64 and i32 elements.
+    /// Raw constants hold every dtype but bool.
     #[error("raw constants cannot hold {0} elements")]
     RawDType(DType),
     /// The number of values does not match the shape.
@@ -90,6 +90,20 @@ pub enum TensorData {
     I32(ArcArray<i32, IxDyn>),
     /// bool elements.
     Bool(ArcArray<bool, IxDyn>),
+    /// f64 elements.
+    F64(ArcArray<f64, IxDyn>),
+    /// i8 elements.
+    I8(ArcArray<i8, IxDyn>),
+    /// i16 elements.
+    I16(ArcArray<i16, IxDyn>),
+    /// u8 elements.
+    U8(ArcArray<u8, IxDyn>),
+    /// u16 elements.
+    U16(ArcArray<u16, IxDyn>),
+    /// u32 elements.
+    U32(ArcArray<u32, IxDyn>),
+    /// u64 elements.
+    U64(ArcArray<u64, IxDyn>),
 }
 
 /// A concrete tensor value. Cloning shares the buffer.
@@ -107,6 +121,13 @@ macro_rules! for_each_dtype {
             $crate::ir::TensorData::I64($a) => $body,
             $crate::ir::TensorData::I32($a) => $body,
             $crate::ir::TensorData::Bool($a) => $body,
+            $crate::ir::TensorData::F64($a) => $body,
+            $crate::ir::TensorData::I8($a) => $body,
+            $crate::ir::TensorData::I16($a) => $body,
+            $crate::ir::TensorData::U8($a) => $body,
+            $crate::ir::TensorData::U16($a) => $body,
+            $crate::ir::TensorData::U32($a) => $body,
+            $crate::ir::TensorData::U64($a) => $body,
         }
     };
 }
@@ -128,6 +149,13 @@ impl Tensor {
             TensorData::I64(_) => DType::I64,
             TensorData::I32(_) => DType::I32,
             TensorData::Bool(_) => DType::Bool,
+            TensorData::F64(_) => DType::F64,
+            TensorData::I8(_) => DType::I8,
+            TensorData::I16(_) => DType::I16,
+            TensorData::U8(_) => DType::U8,
+            TensorData::U16(_) => DType::U16,
+            TensorData::U32(_) => DType::U32,
+            TensorData::U64(_) => DType::U64,
         }
     }
 
@@ -175,6 +203,13 @@ impl Tensor {
             DType::I64 => TensorData::I64(ArcArray::from_elem(dims, v as i64)),
             DType::I32 => TensorData::I32(ArcArray::from_elem(dims, v as i32)),
             DType::Bool => TensorData::Bool(ArcArray::from_elem(dims, v != 0.0)),
+            DType::F64 => TensorData::F64(ArcArray::from_elem(dims, v)),
+            DType::I8 => TensorData::I8(ArcArray::from_elem(dims, v as i8)),
+            DType::I16 => TensorData::I16(ArcArray::from_elem(dims, v as i16)),
+            DType::U8 => TensorData::U8(ArcArray::from_elem(dims, v as u8)),
+            DType::U16 => TensorData::U16(ArcArray::from_elem(dims, v as u16)),
+            DType::U32 => TensorData::U32(ArcArray::from_elem(dims, v as u32)),
+            DType::U64 => TensorData::U64(ArcArray::from_elem(dims, v as u64)),
         }))
     }
 
@@ -209,6 +244,25 @@ impl Tensor {
             DType::Bool => TensorData::Bool(
                 ArcArray::from_shape_vec(dims, values.iter().map(|&v| v != 0.0).collect()).expect("length checked"),
             ),
+            DType::F64 => TensorData::F64(ArcArray::from_shape_vec(dims, values.to_vec()).expect("length checked")),
+            DType::I8 => TensorData::I8(
+                ArcArray::from_shape_vec(dims, values.iter().map(|&v| v as i8).collect()).expect("length checked"),
+            ),
+            DType::I16 => TensorData::I16(
+                ArcArray::from_shape_vec(dims, values.iter().map(|&v| v as i16).collect()).expect("length checked"),
+            ),
+            DType::U8 => TensorData::U8(
+                ArcArray::from_shape_vec(dims, values.iter().map(|&v| v as u8).collect()).expect("length checked"),
+            ),
+            DType::U16 => TensorData::U16(
+                ArcArray::from_shape_vec(dims, values.iter().map(|&v| v as u16).collect()).expect("length checked"),
+            ),
+            DType::U32 => TensorData::U32(
+                ArcArray::from_shape_vec(dims, values.iter().map(|&v| v as u32).collect()).expect("length checked"),
+            ),
+            DType::U64 => TensorData::U64(
+                ArcArray::from_shape_vec(dims, values.iter().map(|&v| v as u64).collect()).expect("length checked"),
+            ),
         }))
     }
 
@@ -236,6 +290,13 @@ impl Tensor {
             TensorData::I64(a) => le(a, i64::to_le_bytes),
             TensorData::I32(a) => le(a, i32::to_le_bytes),
             TensorData::Bool(a) => le(a, |v| [v as u8]),
+            TensorData::F64(a) => le(a, |v| v.to_bits().to_le_bytes()),
+            TensorData::I8(a) => le(a, i8::to_le_bytes),
+            TensorData::I16(a) => le(a, i16::to_le_bytes),
+            TensorData::U8(a) => le(a, u8::to_le_bytes),
+            TensorData::U16(a) => le(a, u16::to_le_bytes),
+            TensorData::U32(a) => le(a, u32::to_le_bytes),
+            TensorData::U64(a) => le(a, u64::to_le_bytes),
         }
     }
 
@@ -276,6 +337,13 @@ impl Tensor {
                 }
                 TensorData::Bool(arr(dims, bytes, |b: [u8; 1]| b[0] == 1))
             }
+            DType::F64 => TensorData::F64(arr(dims, bytes, |b| f64::from_bits(u64::from_le_bytes(b)))),
+            DType::I8 => TensorData::I8(arr(dims, bytes, i8::from_le_bytes)),
+            DType::I16 => TensorData::I16(arr(dims, bytes, i16::from_le_bytes)),
+            DType::U8 => TensorData::U8(arr(dims, bytes, u8::from_le_bytes)),
+            DType::U16 => TensorData::U16(arr(dims, bytes, u16::from_le_bytes)),
+            DType::U32 => TensorData::U32(arr(dims, bytes, u32::from_le_bytes)),
+            DType::U64 => TensorData::U64(arr(dims, bytes, u64::from_le_bytes)),
         }))
     }
 
@@ -287,6 +355,13 @@ impl Tensor {
             TensorData::I64(a) => a.iter().map(|&v| v as f64).collect(),
             TensorData::I32(a) => a.iter().map(|&v| v as f64).collect(),
             TensorData::Bool(a) => a.iter().map(|&v| v as u8 as f64).collect(),
+            TensorData::F64(a) => a.iter().copied().collect(),
+            TensorData::I8(a) => a.iter().map(|&v| v as f64).collect(),
+            TensorData::I16(a) => a.iter().map(|&v| v as f64).collect(),
+            TensorData::U8(a) => a.iter().map(|&v| v as f64).collect(),
+            TensorData::U16(a) => a.iter().map(|&v| v as f64).collect(),
+            TensorData::U32(a) => a.iter().map(|&v| v as f64).collect(),
+            TensorData::U64(a) => a.iter().map(|&v| v as f64).collect(),
         }
     }
 
@@ -301,6 +376,13 @@ impl Tensor {
             TensorData::I64(a) => a.iter().next().map(|&v| v as u64),
             TensorData::I32(a) => a.iter().next().map(|&v| v as u32 as u64),
             TensorData::Bool(a) => a.iter().next().map(|&v| v as u64),
+            TensorData::F64(a) => a.iter().next().map(|v| v.to_bits()),
+            TensorData::I8(a) => a.iter().next().map(|&v| v as u8 as u64),
+            TensorData::I16(a) => a.iter().next().map(|&v| v as u16 as u64),
+            TensorData::U8(a) => a.iter().next().map(|&v| v as u64),
+            TensorData::U16(a) => a.iter().next().map(|&v| v as u64),
+            TensorData::U32(a) => a.iter().next().map(|&v| v as u64),
+            TensorData::U64(a) => a.iter().next().copied(),
         }
     }
 
@@ -401,10 +483,8 @@ pub enum Constant {
 /// Byte size of an element that raw constants can hold.
 fn raw_elem_size(dtype: DType) -> Option<usize> {
     match dtype {
-        DType::F32 | DType::I32 => Some(4),
-        DType::F16 => Some(2),
-        DType::I64 => Some(8),
         DType::Bool => None,
+        other => Some(other.size_bytes()),
     }
 }
 
@@ -419,6 +499,13 @@ enum Bits<'a> {
     I64(CowArray<'a, i64, IxDyn>),
     I32(CowArray<'a, i32, IxDyn>),
     Bool(CowArray<'a, bool, IxDyn>),
+    F64(CowArray<'a, f64, IxDyn>),
+    I8(CowArray<'a, i8, IxDyn>),
+    I16(CowArray<'a, i16, IxDyn>),
+    U8(CowArray<'a, u8, IxDyn>),
+    U16(CowArray<'a, u16, IxDyn>),
+    U32(CowArray<'a, u32, IxDyn>),
+    U64(CowArray<'a, u64, IxDyn>),
     Raw(DType, &'a [u8]),
 }
 
@@ -433,6 +520,13 @@ impl<'a> Bits<'a> {
             TensorData::I64(a) => Bits::I64(a.as_standard_layout()),
             TensorData::I32(a) => Bits::I32(a.as_standard_layout()),
             TensorData::Bool(a) => Bits::Bool(a.as_standard_layout()),
+            TensorData::F64(a) => Bits::F64(a.as_standard_layout()),
+            TensorData::I8(a) => Bits::I8(a.as_standard_layout()),
+            TensorData::I16(a) => Bits::I16(a.as_standard_layout()),
+            TensorData::U8(a) => Bits::U8(a.as_standard_layout()),
+            TensorData::U16(a) => Bits::U16(a.as_standard_layout()),
+            TensorData::U32(a) => Bits::U32(a.as_standard_layout()),
+            TensorData::U64(a) => Bits::U64(a.as_standard_layout()),
         }
     }
 
@@ -443,6 +537,13 @@ impl<'a> Bits<'a> {
             Bits::I64(a) => a.len(),
             Bits::I32(a) => a.len(),
             Bits::Bool(a) => a.len(),
+            Bits::F64(a) => a.len(),
+            Bits::I8(a) => a.len(),
+            Bits::I16(a) => a.len(),
+            Bits::U8(a) => a.len(),
+            Bits::U16(a) => a.len(),
+            Bits::U32(a) => a.len(),
+            Bits::U64(a) => a.len(),
             Bits::Raw(dtype, data) => data.len() / raw_elem_size(*dtype).unwrap_or(1),
         }
     }
@@ -474,9 +575,21 @@ impl<'a> Bits<'a> {
             Bits::I64(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v as u64),
             Bits::I32(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v as u32 as u64),
             Bits::Bool(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v as u64),
-            Bits::Raw(DType::F32 | DType::I32, d) => raw::<4>(d, start, out, |b| u32::from_le_bytes(b) as u64),
-            Bits::Raw(DType::F16, d) => raw::<2>(d, start, out, |b| u16::from_le_bytes(b) as u64),
-            Bits::Raw(DType::I64, d) => raw::<8>(d, start, out, u64::from_le_bytes),
+            Bits::F64(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v.to_bits()),
+            Bits::I8(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v as u8 as u64),
+            Bits::I16(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v as u16 as u64),
+            Bits::U8(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v as u64),
+            Bits::U16(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v as u64),
+            Bits::U32(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v as u64),
+            Bits::U64(a) => put(a.as_slice().unwrap_or_default(), start, out, |v| v),
+            Bits::Raw(DType::F32 | DType::I32 | DType::U32, d) => {
+                raw::<4>(d, start, out, |b| u32::from_le_bytes(b) as u64)
+            }
+            Bits::Raw(DType::F16 | DType::I16 | DType::U16, d) => {
+                raw::<2>(d, start, out, |b| u16::from_le_bytes(b) as u64)
+            }
+            Bits::Raw(DType::I64 | DType::F64 | DType::U64, d) => raw::<8>(d, start, out, u64::from_le_bytes),
+            Bits::Raw(DType::I8 | DType::U8, d) => raw::<1>(d, start, out, |b| b[0] as u64),
             Bits::Raw(DType::Bool, d) => raw::<1>(d, start, out, |b| (b[0] != 0) as u64),
         }
     }
@@ -601,7 +714,7 @@ impl Constant {
     }
 
     /// A raw constant of type `ty` over little-endian `data` (zero-copy: `data` is shared,
-    /// not copied). The length must match the type, the dtype must be f32, f16, i64 or i32, and
+    /// not copied). The length must match the type, the dtype must not be bool, and
     /// the element count must not exceed [`MAX_MATERIALIZED_ELEMENTS`].
     pub fn raw(ty: TensorType, data: bytes::Bytes) -> Result<Constant, TensorError> {
         let size = raw_elem_size(ty.dtype).ok_or(TensorError::RawDType(ty.dtype))?;
@@ -750,6 +863,29 @@ mod tests {
         assert_eq!(ok.unwrap().materialize().unwrap().to_f64s(), vec![-1.0, 0.0, 1.0]);
         let b = TensorType { shape: vec![1].into(), dtype: DType::Bool };
         assert!(matches!(Constant::raw(b, bytes::Bytes::from(vec![1u8])), Err(TensorError::RawDType(DType::Bool))));
+    }
+
+    #[test]
+    fn every_dtype_round_trips_through_bytes_and_raw_constants() {
+        for dtype in DType::ALL {
+            let vals = [0.0, 1.0, 100.0];
+            let t = Tensor::from_f64s(&[3], dtype, &vals).unwrap();
+            assert_eq!(t.dtype(), dtype);
+            assert_eq!(t.to_f64s(), vals.map(|v| if dtype == DType::Bool { (v != 0.0) as u8 as f64 } else { v }));
+            let bytes = t.to_le_bytes();
+            assert_eq!(bytes.len(), 3 * dtype.size_bytes());
+            assert_eq!(Tensor::from_le_bytes(&[3], dtype, &bytes).unwrap(), t);
+            if dtype != DType::Bool {
+                let raw = Constant::raw(t.tensor_type(), bytes::Bytes::from(bytes)).unwrap();
+                assert_eq!(raw, Constant::Dense(t.clone()), "{dtype}");
+                assert_eq!(hash_of(&raw), hash_of(&Constant::Dense(t.clone())), "{dtype}");
+            }
+        }
+        // Narrow integers keep their bits: -1i8 is 0xff, u64::MAX survives.
+        let t = Tensor::from_le_bytes(&[2], DType::I8, &[0xff, 0x7f]).unwrap();
+        assert_eq!(t.to_f64s(), [-1.0, 127.0]);
+        let m = Tensor::from_le_bytes(&[1], DType::U64, &[0xff; 8]).unwrap();
+        assert!(matches!(&m.0, TensorData::U64(a) if a.iter().next() == Some(&u64::MAX)));
     }
 
     #[test]

@@ -16,13 +16,40 @@ pub enum DType {
     I32,
     /// Boolean.
     Bool,
+    /// 64-bit IEEE float.
+    F64,
+    /// 8-bit signed integer.
+    I8,
+    /// 16-bit signed integer.
+    I16,
+    /// 8-bit unsigned integer.
+    U8,
+    /// 16-bit unsigned integer.
+    U16,
+    /// 32-bit unsigned integer.
+    U32,
+    /// 64-bit unsigned integer.
+    U64,
 }
 
 impl DType {
     /// All dtypes, in text-format order.
-    pub const ALL: [DType; 5] = [DType::F32, DType::F16, DType::I64, DType::I32, DType::Bool];
+    pub const ALL: [DType; 12] = [
+        DType::F32,
+        DType::F16,
+        DType::I64,
+        DType::I32,
+        DType::Bool,
+        DType::F64,
+        DType::I8,
+        DType::I16,
+        DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+    ];
 
-    /// The text spelling (`f32`, `f16`, `i64`, `i32`, `bool`).
+    /// The text spelling (`f32`, `f16`, `f64`, `i8` … `i64`, `u8` … `u64`, `bool`).
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -30,6 +57,13 @@ impl DType {
             DType::I64 => "i64",
             DType::I32 => "i32",
             DType::Bool => "bool",
+            DType::F64 => "f64",
+            DType::I8 => "i8",
+            DType::I16 => "i16",
+            DType::U8 => "u8",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
         }
     }
 
@@ -41,27 +75,44 @@ impl DType {
             "i64" | "int64" => DType::I64,
             "i32" | "int32" => DType::I32,
             "bool" => DType::Bool,
+            "f64" | "float64" => DType::F64,
+            "i8" | "int8" => DType::I8,
+            "i16" | "int16" => DType::I16,
+            "u8" | "uint8" => DType::U8,
+            "u16" | "uint16" => DType::U16,
+            "u32" | "uint32" => DType::U32,
+            "u64" | "uint64" => DType::U64,
             _ => return None,
         })
     }
 
     /// Whether this is a floating-point type.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16)
+        matches!(self, DType::F32 | DType::F16 | DType::F64)
     }
 
     /// Whether this is a signed integer type.
     pub fn is_int(self) -> bool {
-        matches!(self, DType::I64 | DType::I32)
+        matches!(self, DType::I64 | DType::I32 | DType::I16 | DType::I8)
+    }
+
+    /// Whether this is an unsigned integer type.
+    pub fn is_uint(self) -> bool {
+        matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
+    }
+
+    /// Whether this is an integer type, signed or unsigned.
+    pub fn is_integer(self) -> bool {
+        self.is_int() || self.is_uint()
     }
 
     /// Size of one element in bytes.
     pub fn size_bytes(self) -> usize {
         match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 => 2,
-            DType::I64 => 8,
-            DType::Bool => 1,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F16 | DType::I16 | DType::U16 => 2,
+            DType::I64 | DType::F64 | DType::U64 => 8,
+            DType::Bool | DType::I8 | DType::U8 => 1,
         }
     }
 }

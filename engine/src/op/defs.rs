@@ -5,7 +5,7 @@
 //! errors name it; the non-capturing closures below bind that name and coerce to the plain
 //! function pointers of [`OpDef`].
 
-use super::kernels::elementwise::{self, Arith, Cmp, Param, Unary};
+use super::kernels::elementwise::{self, Arith, Bits2, Cmp, Param, Unary};
 use super::kernels::reduce::{self, Reduce as ReduceKind};
 use super::kernels::{create, index, linear, nn, pool, resize, shape};
 use super::{Arity, AttrKind, AttrSpec, OpDef, OpPattern};
@@ -98,6 +98,24 @@ macro_rules! arith {
                 [x, y] => Some(Arith::$f.apply_f32(x, y)),
                 _ => None,
             }),
+            cost: linear,
+            doc: $doc,
+        }
+    };
+}
+
+macro_rules! bits2 {
+    ($name:literal, $f:ident, $doc:literal) => {
+        OpDef {
+            name: $name,
+            arity: Arity::Exact(2),
+            attrs: &[],
+            pattern: OpPattern::Broadcast,
+            stateful: false,
+            tuple_result: false,
+            type_rel: |args, _| elementwise::bits2_rel($name, Bits2::$f, args),
+            kernel: |args, attrs, ctx| elementwise::bits2($name, Bits2::$f, args, attrs, ctx),
+            scalar_f32: None,
             cost: linear,
             doc: $doc,
         }
@@ -205,6 +223,104 @@ pub(super) fn all() -> Vec<OpDef> {
         unary!("reciprocal", Reciprocal, "elementwise 1 / x"),
         unary!("abs", Abs, "elementwise |x| (integers wrap: |MIN| = MIN)"),
         unary!("hard_swish", HardSwish, "elementwise x * max(0, min(1, x/6 + 0.5))"),
+        unary!("floor", Floor, "elementwise largest integer <= x"),
+        unary!("ceil", Ceil, "elementwise smallest integer >= x"),
+        unary!("round", Round, "elementwise nearest integer, halves to even"),
+        unary!("sign", Sign, "elementwise -1, 0 or 1 by the sign of x (NaN stays NaN); integers too"),
+        unary!("sin", Sin, "elementwise sine"),
+        unary!("cos", Cos, "elementwise cosine"),
+        unary!("tan", Tan, "elementwise tangent"),
+        unary!("asin", Asin, "elementwise arcsine"),
+        unary!("acos", Acos, "elementwise arccosine"),
+        unary!("atan", Atan, "elementwise arctangent"),
+        unary!("sinh", Sinh, "elementwise hyperbolic sine"),
+        unary!("cosh", Cosh, "elementwise hyperbolic cosine"),
+        unary!("asinh", Asinh, "elementwise inverse hyperbolic sine"),
+        unary!("acosh", Acosh, "elementwise inverse hyperbolic cosine"),
+        unary!("atanh", Atanh, "elementwise inverse hyperbolic tangent"),
+        unary!("softplus", Softplus, "elementwise ln(1 + e^x)"),
+        unary!("softsign", Softsign, "elementwise x / (1 + |x|)"),
+        unary!("mish", Mish, "elementwise x * tanh(ln(1 + e^x))"),
+        param_unary!(
+            "elu",
+            Elu,
+            &[attr!("alpha", Float)],
+            "elementwise x for x >= 0, else alpha (e^x - 1); alpha 1 by default"
+        ),
+        param_unary!(
+            "selu",
+            Selu,
+            &[attr!("alpha", Float), attr!("gamma", Float)],
+            "elementwise gamma * elu(x, alpha), alpha 1.6732632 and gamma 1.0507010 by default"
+        ),
+        param_unary!(
+            "celu",
+            Celu,
+            &[attr!("alpha", Float)],
+            "elementwise max(0, x) + min(0, alpha (e^(x/alpha) - 1)); alpha (nonzero) 1 by default"
+        ),
+        param_unary!(
+            "leaky_relu",
+            LeakyRelu,
+            &[attr!("alpha", Float)],
+            "elementwise x for x >= 0, else alpha x; alpha 0.01 by default"
+        ),
+        param_unary!(
+            "thresholded_relu",
+            ThresholdedRelu,
+            &[attr!("alpha", Float)],
+            "elementwise x for x > alpha, else 0; alpha 1 by default"
+        ),
+        param_unary!(
+            "shrink",
+            Shrink,
+            &[attr!("bias", Float), attr!("lambd", Float)],
+            "elementwise x + bias below -lambd, x - bias above lambd, else 0 (bias 0, lambd 0.5 by default); numeric"
+        ),
+        simple(
+            "isnan",
+            Exact(1),
+            &[],
+            Elementwise,
+            |args, attrs| elementwise::float_test_rel("isnan", args, attrs),
+            |args, attrs, ctx| elementwise::float_test("isnan", false, args, attrs, ctx),
+            "elementwise x is NaN, bool result",
+        ),
+        simple(
+            "isinf",
+            Exact(1),
+            &[attr!("detect_positive", Bool), attr!("detect_negative", Bool)],
+            Elementwise,
+            |args, attrs| elementwise::float_test_rel("isinf", args, attrs),
+            |args, attrs, ctx| elementwise::float_test("isinf", true, args, attrs, ctx),
+            "elementwise x is +inf (with `detect_positive`, default true) or -inf (`detect_negative`, default true), bool result",
+        ),
+        simple(
+            "mod",
+            Exact(2),
+            &[attr!("fmod", Bool)],
+            Broadcast,
+            elementwise::mod_rel,
+            elementwise::mod_,
+            "elementwise remainder with broadcasting: floored (sign of b) or with `fmod` truncated (sign of a; floats need it); integer b = 0 is an error",
+        ),
+        bits2!("logical_and", And, "elementwise a && b on bool tensors with broadcasting"),
+        bits2!("logical_or", Or, "elementwise a || b on bool tensors with broadcasting"),
+        bits2!("logical_xor", Xor, "elementwise a != b on bool tensors with broadcasting"),
+        bits2!("bitwise_and", And, "elementwise a & b on integer tensors with broadcasting"),
+        bits2!("bitwise_or", Or, "elementwise a | b on integer tensors with broadcasting"),
+        bits2!("bitwise_xor", Xor, "elementwise a ^ b on integer tensors with broadcasting"),
+        bits2!("left_shift", Shl, "elementwise a << b on unsigned integer tensors (0 when b >= the width)"),
+        bits2!("right_shift", Shr, "elementwise a >> b on unsigned integer tensors (0 when b >= the width)"),
+        simple(
+            "bitwise_not",
+            Exact(1),
+            &[],
+            Elementwise,
+            elementwise::bitwise_not_rel,
+            elementwise::bitwise_not,
+            "elementwise ~x on an integer tensor",
+        ),
         param_unary!(
             "clip",
             Clip,

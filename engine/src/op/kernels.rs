@@ -5,7 +5,8 @@
 //! Every kernel starts by running its own type relation on the types of its concrete
 //! arguments, so a kernel called on unchecked tensors reports exactly the errors type
 //! inference would, and never panics on a bad shape or attribute. Float kernels compute in
-//! f32; f16 tensors are widened to f32 and narrowed back. Integer arithmetic wraps, as in
+//! f32; f16 tensors are widened to f32 and narrowed back, and so are f64 tensors except in the
+//! arithmetic operators, comparisons and casts, which compute in f64. Integer arithmetic wraps, as in
 //! TVM's generated code, so overflow is never a panic.
 //!
 //! The kernels are split by family: `elementwise` (unary, binary, comparisons, `where`,
@@ -136,7 +137,7 @@ pub(crate) fn require_float(op: &str, t: &TensorType) -> Result<(), OpError> {
     if t.dtype.is_float() {
         Ok(())
     } else {
-        Err(type_err(op, format_args!("expected a float tensor (f32 or f16), got dtype {}", t.dtype)))
+        Err(type_err(op, format_args!("expected a float tensor (f32, f16 or f64), got dtype {}", t.dtype)))
     }
 }
 
@@ -365,6 +366,14 @@ impl_elem!(f16, F16, to_f64: |a| a.to_f64(), from_f64: |v| f16::from_f64(v),
 impl_elem!(i64, I64, to_f64: |a| a as f64, from_f64: |v| v as i64, to_i64: |a| a, from_i64: |v| v);
 impl_elem!(i32, I32, to_f64: |a| a as f64, from_f64: |v| v as i32, to_i64: |a| a as i64, from_i64: |v| v as i32);
 impl_elem!(bool, Bool, to_f64: |a| a as u8 as f64, from_f64: |v| v != 0.0, to_i64: |a| a as i64, from_i64: |v| v != 0);
+impl_elem!(f64, F64, to_f64: |a| a, from_f64: |v| v, to_i64: |a| a as i64, from_i64: |v| v as f64);
+impl_elem!(i8, I8, to_f64: |a| a as f64, from_f64: |v| v as i8, to_i64: |a| a as i64, from_i64: |v| v as i8);
+impl_elem!(i16, I16, to_f64: |a| a as f64, from_f64: |v| v as i16, to_i64: |a| a as i64, from_i64: |v| v as i16);
+impl_elem!(u8, U8, to_f64: |a| a as f64, from_f64: |v| v as u8, to_i64: |a| a as i64, from_i64: |v| v as u8);
+impl_elem!(u16, U16, to_f64: |a| a as f64, from_f64: |v| v as u16, to_i64: |a| a as i64, from_i64: |v| v as u16);
+impl_elem!(u32, U32, to_f64: |a| a as f64, from_f64: |v| v as u32, to_i64: |a| a as i64, from_i64: |v| v as u32);
+// u64 goes through i64 bit for bit (`as` both ways), so integer casts through i64 keep it.
+impl_elem!(u64, U64, to_f64: |a| a as f64, from_f64: |v| v as u64, to_i64: |a| a as i64, from_i64: |v| v as u64);
 
 /// Runs `$body` with `$t` bound to the Rust element type of `$dtype`.
 macro_rules! with_elem {
@@ -390,10 +399,81 @@ macro_rules! with_elem {
                 type $t = bool;
                 $body
             }
+            $crate::ir::DType::F64 => {
+                type $t = f64;
+                $body
+            }
+            $crate::ir::DType::I8 => {
+                type $t = i8;
+                $body
+            }
+            $crate::ir::DType::I16 => {
+                type $t = i16;
+                $body
+            }
+            $crate::ir::DType::U8 => {
+                type $t = u8;
+                $body
+            }
+            $crate::ir::DType::U16 => {
+                type $t = u16;
+                $body
+            }
+            $crate::ir::DType::U32 => {
+                type $t = u32;
+                $body
+            }
+            $crate::ir::DType::U64 => {
+                type $t = u64;
+                $body
+            }
         }
     };
 }
 pub(crate) use with_elem;
+
+/// Runs `$body` with `$t` bound to the Rust type of integer dtype `$dtype` (signed or
+/// unsigned). Callers check that the dtype is an integer one; any other dtype runs the i64
+/// arm, whose `arr::<i64>` then fails with an error instead of a panic.
+macro_rules! with_int {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            $crate::ir::DType::I8 => {
+                type $t = i8;
+                $body
+            }
+            $crate::ir::DType::I16 => {
+                type $t = i16;
+                $body
+            }
+            $crate::ir::DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            $crate::ir::DType::U8 => {
+                type $t = u8;
+                $body
+            }
+            $crate::ir::DType::U16 => {
+                type $t = u16;
+                $body
+            }
+            $crate::ir::DType::U32 => {
+                type $t = u32;
+                $body
+            }
+            $crate::ir::DType::U64 => {
+                type $t = u64;
+                $body
+            }
+            _ => {
+                type $t = i64;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_int;
 
 /// The array of `t` as element type `T`, or an error naming the dtypes (relations have checked
 /// the dtype already, so this only fires on an internal inconsistency).
@@ -401,20 +481,23 @@ pub(crate) fn arr<'a, T: Elem>(op: &str, t: &'a Tensor) -> Result<&'a ArcArray<T
     T::array(t).ok_or_else(|| invalid(op, format_args!("unexpected dtype {}", t.dtype())))
 }
 
-/// A float tensor widened to f32 (f16 converts, f32 shares the buffer).
+/// A float tensor as f32 (f16 widens, f64 rounds, f32 shares the buffer): the kernels that
+/// compute in f32 read their float arguments through this.
 pub(crate) fn to_f32(op: &str, t: &Tensor) -> Result<ArcArray<f32, IxDyn>, OpError> {
     match &t.0 {
         TensorData::F32(a) => Ok(a.clone()),
         TensorData::F16(a) => Ok(a.mapv(f16::to_f32).into_shared()),
-        _ => Err(type_err(op, format_args!("expected a float tensor (f32 or f16), got dtype {}", t.dtype()))),
+        TensorData::F64(a) => Ok(a.mapv(|v| v as f32).into_shared()),
+        _ => Err(type_err(op, format_args!("expected a float tensor (f32, f16 or f64), got dtype {}", t.dtype()))),
     }
 }
 
-/// An f32 result narrowed back to `dtype` (f32 or f16).
+/// An f32 result converted back to `dtype` (f32, f16 or f64).
 pub(crate) fn from_f32(op: &str, a: ArrayD<f32>, dtype: DType) -> Result<Tensor, OpError> {
     match dtype {
         DType::F32 => Ok(Tensor(TensorData::F32(a.into_shared()))),
         DType::F16 => Ok(Tensor(TensorData::F16(a.mapv(f16::from_f32).into_shared()))),
+        DType::F64 => Ok(Tensor(TensorData::F64(a.mapv(f64::from).into_shared()))),
         other => Err(invalid(op, format_args!("unexpected dtype {other}"))),
     }
 }

@@ -21,15 +21,36 @@ use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 
 mod rnn;
 
-/// The supported operators, each with the most inputs its ONNX schema takes (`max_input`,
-/// [`VARIADIC`] for variadic ones), and from which opset a later count holds. This is the
-/// one list of ONNX operators: [`SUPPORTED_OPS`] and [`max_inputs`] are made from it.
+/// A converter: one ONNX node (its attributes, inputs and opset in [`Cx`]) to passel calls,
+/// returning the node's outputs in order (`None` for outputs passel does not compute).
+type Convert = fn(&mut Cx<'_>) -> R<Vec<Option<Val>>>;
+
+/// One row of [`CONVERTERS`].
+struct OnnxOp {
+    /// ONNX operator type (default domain).
+    name: &'static str,
+    /// (first opset, most inputs), oldest first: the most inputs its ONNX schema takes
+    /// (`max_input`; [`VARIADIC`] for variadic ones) from that opset on.
+    max_inputs: &'static [(i64, usize)],
+    /// The converter.
+    convert: Convert,
+}
+
+/// The supported operators: for each its input counts per opset and its converter. This is
+/// the one list of ONNX operators: [`SUPPORTED_OPS`], [`max_inputs`] and the dispatch of
+/// [`convert`] are made from it. A row is `"Op": inputs[, from OPSET: inputs]… => converter;`
+/// where the converter is a `fn(&mut Cx) -> R<Vec<Option<Val>>>` (a function of this module
+/// or its family files, or a non-capturing closure).
 macro_rules! onnx_ops {
-    ($($name:literal: $inputs:expr $(, from $since:literal: $later:expr)*;)*) => {
+    ($($name:literal: $inputs:expr $(, from $since:literal: $later:expr)* => $convert:expr;)*) => {
         /// ONNX operator types (default domain) the importer converts.
         pub const SUPPORTED_OPS: &[&str] = &[$($name),*];
-        /// Per entry of [`SUPPORTED_OPS`]: (first opset, most inputs), oldest first.
-        const MAX_INPUTS: &[&[(i64, usize)]] = &[$(&[(1, $inputs) $(, ($since, $later))*]),*];
+        /// One row per entry of [`SUPPORTED_OPS`], in the same order.
+        static CONVERTERS: &[OnnxOp] = &[$(OnnxOp {
+            name: $name,
+            max_inputs: &[(1, $inputs) $(, ($since, $later))*],
+            convert: $convert,
+        }),*];
     };
 }
 
@@ -37,84 +58,132 @@ macro_rules! onnx_ops {
 const VARIADIC: usize = usize::MAX;
 
 onnx_ops! {
-    "Abs": 1;
-    "Add": 2;
-    "AveragePool": 1;
-    "BatchNormalization": 5;
-    "Cast": 1;
-    "Clip": 1, from 11: 3;
-    "Concat": VARIADIC;
-    "Constant": 0;
-    "ConstantOfShape": 1;
-    "Conv": 3;
-    "ConvTranspose": 3;
-    "Div": 2;
-    "Dropout": 1, from 12: 3;
-    "Equal": 2;
-    "Erf": 1;
-    "Exp": 1;
-    "Expand": 2;
-    "Flatten": 1;
-    "GRU": 6;
-    "Gather": 2;
-    "Gelu": 1;
-    "Gemm": 3;
-    "GlobalAveragePool": 1;
-    "GlobalMaxPool": 1;
-    "Greater": 2;
-    "GreaterOrEqual": 2;
-    "HardSigmoid": 1;
-    "HardSwish": 1;
-    "Identity": 1;
-    "If": 1;
-    "LRN": 1;
-    "LSTM": 8;
-    "LayerNormalization": 3;
-    "Less": 2;
-    "LessOrEqual": 2;
-    "Log": 1;
-    "Loop": VARIADIC;
-    "MatMul": 2;
-    "Max": VARIADIC;
-    "MaxPool": 1;
-    "Min": VARIADIC;
-    "Mul": 2;
-    "Neg": 1;
-    "Not": 1;
-    "Pad": 1, from 11: 3, from 18: 4;
-    "Pow": 2;
-    "RNN": 6;
-    "Range": 3;
-    "Reciprocal": 1;
-    "ReduceMax": 1, from 18: 2;
-    "ReduceMean": 1, from 18: 2;
-    "ReduceMin": 1, from 18: 2;
-    "ReduceSum": 1, from 13: 2;
-    "Relu": 1;
-    "Reshape": 2;
-    "Scan": VARIADIC;
-    "Resize": 2, from 11: 4;
-    "Shape": 1;
-    "Sigmoid": 1;
-    "SimplifiedLayerNormalization": 2;
-    "Slice": 1, from 10: 5;
-    "Softmax": 1;
-    "Split": 1, from 13: 2;
-    "Sqrt": 1;
-    "Squeeze": 1, from 13: 2;
-    "Sub": 2;
-    "Sum": VARIADIC;
-    "Tanh": 1;
-    "Transpose": 1;
-    "Trilu": 2;
-    "Unsqueeze": 1, from 13: 2;
-    "Where": 3;
+    "Abs": 1 => |cx| unary(cx, "abs");
+    "Acos": 1 => |cx| unary(cx, "acos");
+    "Acosh": 1 => |cx| unary(cx, "acosh");
+    "Add": 2 => |cx| binary(cx, "add");
+    "And": 2 => |cx| binary(cx, "logical_and");
+    "Asin": 1 => |cx| unary(cx, "asin");
+    "Asinh": 1 => |cx| unary(cx, "asinh");
+    "Atan": 1 => |cx| unary(cx, "atan");
+    "Atanh": 1 => |cx| unary(cx, "atanh");
+    "AveragePool": 1 => |cx| pool(cx, false);
+    "BatchNormalization": 5 => batch_norm;
+    "BitShift": 2 => bit_shift;
+    "BitwiseAnd": 2 => |cx| binary(cx, "bitwise_and");
+    "BitwiseNot": 1 => |cx| unary(cx, "bitwise_not");
+    "BitwiseOr": 2 => |cx| binary(cx, "bitwise_or");
+    "BitwiseXor": 2 => |cx| binary(cx, "bitwise_xor");
+    "Cast": 1 => cast;
+    "CastLike": 2 => cast_like;
+    "Ceil": 1 => |cx| unary(cx, "ceil");
+    "Celu": 1 => |cx| param_unary(cx, "celu", &[("alpha", 1.0)]);
+    "Clip": 1, from 11: 3 => clip;
+    "Concat": VARIADIC => concat;
+    "Constant": 0 => constant;
+    "ConstantOfShape": 1 => constant_of_shape;
+    "Conv": 3 => conv;
+    "ConvTranspose": 3 => conv_transpose;
+    "Cos": 1 => |cx| unary(cx, "cos");
+    "Cosh": 1 => |cx| unary(cx, "cosh");
+    "Div": 2 => |cx| binary(cx, "divide");
+    "Dropout": 1, from 12: 3 => dropout;
+    "Elu": 1 => |cx| param_unary(cx, "elu", &[("alpha", 1.0)]);
+    "Equal": 2 => |cx| binary(cx, "equal");
+    "Erf": 1 => |cx| unary(cx, "erf");
+    "Exp": 1 => |cx| unary(cx, "exp");
+    "Expand": 2 => expand;
+    "Flatten": 1 => flatten;
+    "Floor": 1 => |cx| unary(cx, "floor");
+    "GRU": 6 => rnn::gru;
+    "Gather": 2 => gather;
+    "Gelu": 1 => gelu;
+    "Gemm": 3 => gemm;
+    "GlobalAveragePool": 1 => |cx| global_pool(cx, "global_avg_pool2d");
+    "GlobalMaxPool": 1 => |cx| global_pool(cx, "global_max_pool2d");
+    "Greater": 2 => |cx| binary(cx, "greater");
+    "GreaterOrEqual": 2 => |cx| binary(cx, "greater_equal");
+    "HardSigmoid": 1 => |cx| param_unary(cx, "hard_sigmoid", &[("alpha", 0.2), ("beta", 0.5)]);
+    "HardSwish": 1 => |cx| unary(cx, "hard_swish");
+    "Identity": 1 => |cx| one(cx.input(0)?);
+    "If": 1 => control_flow;
+    "IsInf": 1 => is_inf;
+    "IsNaN": 1 => |cx| unary(cx, "isnan");
+    "LRN": 1 => lrn;
+    "LSTM": 8 => rnn::lstm;
+    "LayerNormalization": 3 => layer_norm;
+    "LeakyRelu": 1 => |cx| param_unary(cx, "leaky_relu", &[("alpha", 0.01)]);
+    "Less": 2 => |cx| binary(cx, "less");
+    "LessOrEqual": 2 => |cx| binary(cx, "less_equal");
+    "Log": 1 => |cx| unary(cx, "log");
+    "Loop": VARIADIC => control_flow;
+    "MatMul": 2 => |cx| binary(cx, "matmul");
+    "Max": VARIADIC => |cx| variadic(cx, "maximum");
+    "MaxPool": 1 => |cx| pool(cx, true);
+    "Mean": VARIADIC => mean;
+    "Min": VARIADIC => |cx| variadic(cx, "minimum");
+    "Mish": 1 => |cx| unary(cx, "mish");
+    "Mod": 2 => modulo;
+    "Mul": 2 => |cx| binary(cx, "multiply");
+    "Neg": 1 => |cx| unary(cx, "negative");
+    "Not": 1 => |cx| unary(cx, "logical_not");
+    "Or": 2 => |cx| binary(cx, "logical_or");
+    "PRelu": 2 => prelu;
+    "Pad": 1, from 11: 3, from 18: 4 => pad;
+    "Pow": 2 => pow;
+    "RNN": 6 => rnn::rnn;
+    "Range": 3 => range;
+    "Reciprocal": 1 => |cx| unary(cx, "reciprocal");
+    "ReduceMax": 1, from 18: 2 => |cx| reduce(cx, "max", 18);
+    "ReduceMean": 1, from 18: 2 => |cx| reduce(cx, "mean", 18);
+    "ReduceMin": 1, from 18: 2 => |cx| reduce(cx, "min", 18);
+    "ReduceSum": 1, from 13: 2 => |cx| reduce(cx, "sum", 13);
+    "Relu": 1 => |cx| unary(cx, "relu");
+    "Reshape": 2 => reshape;
+    "Resize": 2, from 11: 4 => resize;
+    "Round": 1 => |cx| unary(cx, "round");
+    "Scan": VARIADIC => control_flow;
+    "Selu": 1 => |cx| param_unary(cx, "selu", &[("alpha", 1.673_263_192_176_818_8), ("gamma", 1.050_701_022_148_132_3)]);
+    "Shape": 1 => shape;
+    "Shrink": 1 => |cx| param_unary(cx, "shrink", &[("bias", 0.0), ("lambd", 0.5)]);
+    "Sigmoid": 1 => |cx| unary(cx, "sigmoid");
+    "Sign": 1 => |cx| unary(cx, "sign");
+    "SimplifiedLayerNormalization": 2 => microsoft::simplified_layer_norm;
+    "Sin": 1 => |cx| unary(cx, "sin");
+    "Sinh": 1 => |cx| unary(cx, "sinh");
+    "Size": 1 => size;
+    "Slice": 1, from 10: 5 => slice;
+    "Softmax": 1 => softmax;
+    "Softplus": 1 => |cx| unary(cx, "softplus");
+    "Softsign": 1 => |cx| unary(cx, "softsign");
+    "Split": 1, from 13: 2 => split;
+    "Sqrt": 1 => |cx| unary(cx, "sqrt");
+    "Squeeze": 1, from 13: 2 => squeeze;
+    "Sub": 2 => |cx| binary(cx, "subtract");
+    "Sum": VARIADIC => |cx| variadic(cx, "add");
+    "Tan": 1 => |cx| unary(cx, "tan");
+    "Tanh": 1 => |cx| unary(cx, "tanh");
+    "ThresholdedRelu": 1 => |cx| param_unary(cx, "thresholded_relu", &[("alpha", 1.0)]);
+    "Transpose": 1 => transpose;
+    "Trilu": 2 => trilu;
+    "Unsqueeze": 1, from 13: 2 => unsqueeze;
+    "Where": 3 => |cx| ternary(cx, "where");
+    "Xor": 2 => |cx| binary(cx, "logical_xor");
+}
+
+/// `If`, `Loop` and `Scan` are converted with their subgraphs by `control.rs`, never here.
+fn control_flow(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    Err(format!("`{}` is converted with its subgraphs, not as a plain node", cx.node.op_type()))
+}
+
+/// The row of supported operator `op`.
+fn row(op: &str) -> Option<&'static OnnxOp> {
+    CONVERTERS.iter().find(|r| r.name == op)
 }
 
 /// The most inputs a node of supported operator `op` takes at `opset`.
 pub(super) fn max_inputs(op: &str, opset: i64) -> Option<usize> {
-    let i = SUPPORTED_OPS.iter().position(|&o| o == op)?;
-    MAX_INPUTS[i].iter().rev().find(|&&(since, _)| since <= opset).map(|&(_, n)| n)
+    row(op)?.max_inputs.iter().rev().find(|&&(since, _)| since <= opset).map(|&(_, n)| n)
 }
 
 type R<T> = Result<T, String>;
@@ -366,130 +435,160 @@ fn product(dims: &[u64]) -> R<u64> {
 }
 
 fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
-    let op = cx.node.op_type().to_string();
-    match op.as_str() {
-        "Relu" => unary(cx, "relu"),
-        "Sigmoid" => unary(cx, "sigmoid"),
-        "Tanh" => unary(cx, "tanh"),
-        "Exp" => unary(cx, "exp"),
-        "Log" => unary(cx, "log"),
-        "Sqrt" => unary(cx, "sqrt"),
-        "Neg" => unary(cx, "negative"),
-        "Reciprocal" => unary(cx, "reciprocal"),
-        "Erf" => unary(cx, "erf"),
-        "Abs" => unary(cx, "abs"),
-        "Not" => unary(cx, "logical_not"),
-        "HardSwish" => unary(cx, "hard_swish"),
-        "Add" => binary(cx, "add"),
-        "Sub" => binary(cx, "subtract"),
-        "Mul" => binary(cx, "multiply"),
-        "Div" => binary(cx, "divide"),
-        "Equal" => binary(cx, "equal"),
-        "Less" => binary(cx, "less"),
-        "LessOrEqual" => binary(cx, "less_equal"),
-        "Greater" => binary(cx, "greater"),
-        "GreaterOrEqual" => binary(cx, "greater_equal"),
-        "Pow" => pow(cx),
-        "Sum" => variadic(cx, "add"),
-        "Max" => variadic(cx, "maximum"),
-        "Min" => variadic(cx, "minimum"),
-        "Where" => {
-            let (c, a, b) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
-            one(cx.call("where", &[&c, &a, &b], Attrs::new())?)
-        }
-        "Identity" => one(cx.input(0)?),
-        "Dropout" => dropout(cx),
-        "Cast" => cast(cx),
-        "Constant" => constant(cx),
-        "Shape" => shape(cx),
-        "ConstantOfShape" => constant_of_shape(cx),
-        "Range" => range(cx),
-        "Reshape" => reshape(cx),
-        "Flatten" => flatten(cx),
-        "Squeeze" => squeeze(cx),
-        "Unsqueeze" => unsqueeze(cx),
-        "Transpose" => transpose(cx),
-        "Concat" => concat(cx),
-        "Split" => split(cx),
-        "Slice" => slice(cx),
-        "Gather" => gather(cx),
-        "Expand" => expand(cx),
-        "MatMul" => {
-            let (a, b) = (cx.input(0)?, cx.input(1)?);
-            one(cx.call("matmul", &[&a, &b], Attrs::new())?)
-        }
-        "Gemm" => gemm(cx),
-        "LSTM" => rnn::lstm(cx),
-        "GRU" => rnn::gru(cx),
-        "RNN" => rnn::rnn(cx),
-        "Conv" => conv(cx),
-        "ConvTranspose" => conv_transpose(cx),
-        "BatchNormalization" => batch_norm(cx),
-        "LayerNormalization" => layer_norm(cx),
-        "Softmax" => softmax(cx),
-        "SimplifiedLayerNormalization" => microsoft::simplified_layer_norm(cx),
-        "Clip" => clip(cx),
-        "HardSigmoid" => {
-            let x = cx.input(0)?;
-            let attrs = Attrs::new()
-                .with("alpha", AttrValue::Float(cx.float("alpha", 0.2)?))
-                .with("beta", AttrValue::Float(cx.float("beta", 0.5)?));
-            one(cx.call("hard_sigmoid", &[&x], attrs)?)
-        }
-        "Gelu" => {
-            let x = cx.input(0)?;
-            let approx = cx.string("approximate", "none")?;
-            if approx != "none" && approx != "tanh" {
-                return Err(format!("attribute `approximate` = {approx:?} is not supported (none, tanh)"));
-            }
-            one(cx.call("gelu", &[&x], Attrs::new().with("approximate", AttrValue::Str(approx.into())))?)
-        }
-        "LRN" => {
-            let x = cx.input(0)?;
-            let size = cx.int_opt("size")?.ok_or("attribute `size` is required")?;
-            let attrs = Attrs::new()
-                .with("size", AttrValue::Int(size))
-                .with("alpha", AttrValue::Float(cx.float("alpha", 1e-4)?))
-                .with("beta", AttrValue::Float(cx.float("beta", 0.75)?))
-                .with("bias", AttrValue::Float(cx.float("bias", 1.0)?));
-            one(cx.call("lrn", &[&x], attrs)?)
-        }
-        "MaxPool" => pool(cx, true),
-        "AveragePool" => pool(cx, false),
-        "GlobalAveragePool" | "GlobalMaxPool" => {
-            let x = cx.input(0)?;
-            let name = if op == "GlobalAveragePool" { "global_avg_pool2d" } else { "global_max_pool2d" };
-            match x.rank() {
-                4 => one(cx.call(name, &[&x], Attrs::new())?),
-                3 => {
-                    let x = lift_1d(cx, &x)?;
-                    let y = cx.call_tmp(name, &[&x], Attrs::new())?;
-                    lower_1d(cx, vec![Some(y)])
-                }
-                r => Err(format!(
-                    "only 1-D and 2-D pooling (rank-3 NCL or rank-4 NCHW input) is supported, got rank {r}"
-                )),
-            }
-        }
-        "ReduceMean" => reduce(cx, "mean", 18),
-        "ReduceSum" => reduce(cx, "sum", 13),
-        "ReduceMax" => reduce(cx, "max", 18),
-        "ReduceMin" => reduce(cx, "min", 18),
-        "Pad" => pad(cx),
-        "Resize" => resize(cx),
-        "Trilu" => {
-            let x = cx.input(0)?;
-            let upper = cx.int("upper", 1)? != 0;
-            let k = match cx.const_ints(1, "k")? {
-                Some(v) if v.len() == 1 => v[0],
-                Some(v) => return Err(format!("input 1 (k) must be a scalar, got {} values", v.len())),
-                None => 0,
-            };
-            let attrs = Attrs::new().with("upper", AttrValue::Bool(upper)).with("k", AttrValue::Int(k));
-            one(cx.call("trilu", &[&x], attrs)?)
-        }
-        other => Err(format!("operator `{other}` is not supported")),
+    match row(cx.node.op_type()) {
+        Some(r) => (r.convert)(cx),
+        None => Err(format!("operator `{}` is not supported", cx.node.op_type())),
     }
+}
+
+fn ternary(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
+    let (c, a, b) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    one(cx.call(op, &[&c, &a, &b], Attrs::new())?)
+}
+
+/// A unary operator with float attributes: each `(key, default)` is read from the node and
+/// passed on under the same name.
+fn param_unary(cx: &mut Cx<'_>, op: &str, keys: &[(&str, f64)]) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let mut attrs = Attrs::new();
+    for &(key, default) in keys {
+        attrs.set(key, AttrValue::Float(cx.float(key, default)?));
+    }
+    one(cx.call(op, &[&x], attrs)?)
+}
+
+fn gelu(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let approx = cx.string("approximate", "none")?;
+    if approx != "none" && approx != "tanh" {
+        return Err(format!("attribute `approximate` = {approx:?} is not supported (none, tanh)"));
+    }
+    one(cx.call("gelu", &[&x], Attrs::new().with("approximate", AttrValue::Str(approx.into())))?)
+}
+
+fn lrn(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let size = cx.int_opt("size")?.ok_or("attribute `size` is required")?;
+    let attrs = Attrs::new()
+        .with("size", AttrValue::Int(size))
+        .with("alpha", AttrValue::Float(cx.float("alpha", 1e-4)?))
+        .with("beta", AttrValue::Float(cx.float("beta", 0.75)?))
+        .with("bias", AttrValue::Float(cx.float("bias", 1.0)?));
+    one(cx.call("lrn", &[&x], attrs)?)
+}
+
+/// GlobalAveragePool / GlobalMaxPool over any number of spatial axes (1-D, 2-D, 3-D, …): the
+/// spatial axes are flattened into one, pooled by the 2-D operator as `[N, C, S, 1]`, and the
+/// result reshaped to `[N, C, 1, …, 1]`. Averaging or taking the maximum over all spatial
+/// elements does not depend on their arrangement, so this is exact.
+fn global_pool(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let shape = x.shape();
+    if shape.len() < 3 {
+        return Err(format!("needs an input of rank 3 or more (N, C, spatial…), got rank {}", shape.len()));
+    }
+    if shape.len() == 4 {
+        return one(cx.call(op, &[&x], Attrs::new())?);
+    }
+    let spatial = product(&shape[2..])?;
+    let x4 = cx.reshape(&x, &[shape[0], shape[1], spatial, 1], true)?;
+    let y = cx.call_tmp(op, &[&x4], Attrs::new())?;
+    let mut out = shape[..2].to_vec();
+    out.extend(std::iter::repeat_n(1, shape.len() - 2));
+    one(cx.reshape(&y, &out, false)?)
+}
+
+fn trilu(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let upper = cx.int("upper", 1)? != 0;
+    let k = match cx.const_ints(1, "k")? {
+        Some(v) if v.len() == 1 => v[0],
+        Some(v) => return Err(format!("input 1 (k) must be a scalar, got {} values", v.len())),
+        None => 0,
+    };
+    let attrs = Attrs::new().with("upper", AttrValue::Bool(upper)).with("k", AttrValue::Int(k));
+    one(cx.call("trilu", &[&x], attrs)?)
+}
+
+fn is_inf(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let attrs = Attrs::new()
+        .with("detect_positive", AttrValue::Bool(cx.int("detect_positive", 1)? != 0))
+        .with("detect_negative", AttrValue::Bool(cx.int("detect_negative", 1)? != 0));
+    one(cx.call("isinf", &[&x], attrs)?)
+}
+
+fn modulo(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    let fmod = match cx.int("fmod", 0)? {
+        0 => false,
+        1 => true,
+        v => return Err(format!("attribute `fmod` must be 0 or 1, got {v}")),
+    };
+    one(cx.call("mod", &[&a, &b], Attrs::new().with("fmod", AttrValue::Bool(fmod)))?)
+}
+
+fn bit_shift(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    let dir = cx.string("direction", "")?;
+    let op = match dir.as_str() {
+        "LEFT" => "left_shift",
+        "RIGHT" => "right_shift",
+        "" => return Err("attribute `direction` is required (LEFT or RIGHT)".into()),
+        other => return Err(format!("attribute `direction` must be LEFT or RIGHT, got {other:?}")),
+    };
+    one(cx.call(op, &[&a, &b], Attrs::new())?)
+}
+
+fn cast_like(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, like) = (cx.input(0)?, cx.input(1)?);
+    // `saturate` only matters for float8 targets, which passel does not have.
+    cx.int_opt("saturate")?;
+    let dtype = like.ty().dtype;
+    if x.ty().dtype == dtype {
+        return one(x);
+    }
+    one(cx.call("cast", &[&x], Attrs::new().with("dtype", AttrValue::DType(dtype)))?)
+}
+
+/// Size: the element count of the input, an int64 scalar known at import.
+fn size(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let n = product(&x.shape())?;
+    let n = i64::try_from(n).map_err(|_| format!("the input has {n} elements, more than int64 holds"))?;
+    one(Val::Const(Arc::new(Constant::Dense(Tensor(crate::ir::TensorData::I64(ndarray::ArcArray::from_elem(
+        ndarray::IxDyn(&[]),
+        n,
+    )))))))
+}
+
+/// PRelu: `x` where `x >= 0`, else `slope * x`, with `slope` broadcast to `x` (numpy's
+/// `where(x < 0, x * slope, x)`, the ONNX reference).
+fn prelu(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, slope) = (cx.input(0)?, cx.input(1)?);
+    let dtype = x.ty().dtype;
+    let zero = Cx::scalar(dtype, 0.0);
+    let neg = cx.call_tmp("less", &[&x, &zero], Attrs::new())?;
+    let scaled = cx.call_tmp("multiply", &[&x, &slope], Attrs::new())?;
+    if broadcast_shapes(&x.shape(), &slope.shape())? != x.shape() {
+        return Err(format!("slope of shape {:?} does not broadcast to the input {:?}", slope.shape(), x.shape()));
+    }
+    one(cx.call("where", &[&neg, &scaled, &x], Attrs::new())?)
+}
+
+/// Mean of the inputs: their sum (broadcast) divided by their count.
+fn mean(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let n = cx.n_inputs();
+    let mut acc = cx.input(0)?;
+    if n == 1 {
+        return one(acc);
+    }
+    for i in 1..n {
+        let x = cx.input(i)?;
+        acc = cx.call_tmp("add", &[&acc, &x], Attrs::new())?;
+    }
+    let k = Cx::scalar(acc.ty().dtype, n as f64);
+    one(cx.call("divide", &[&acc, &k], Attrs::new())?)
 }
 
 fn unary(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
@@ -976,42 +1075,37 @@ fn pos(v: Vec<i64>, what: &str) -> R<Vec<u64>> {
     v.iter().map(|&d| u64::try_from(d).map_err(|_| format!("negative {what} {d}"))).collect()
 }
 
-/// The 2-D window of a Conv / pool node over `spatial` (2 dimensions). When `lifted`, the node
-/// is 1-D and runs as 2-D over a height of 1: its 1-D attributes gain a leading 1 (kernel,
-/// strides, dilations) or 0 (pads), and `spatial` and `kernel_default` are already lifted.
+/// `v` of a 1-D window lifted to the 2-D window `[1, L]`: `[x]` becomes `[lead, x]`, and
+/// pads `[b, e]` become `[0, b, 0, e]`; other lengths are left for the caller's checks.
+fn lift_1d(v: Option<Vec<i64>>, lead: i64, pads: bool) -> Option<Vec<i64>> {
+    v.map(|v| match (v.len(), pads) {
+        (1, false) => vec![lead, v[0]],
+        (2, true) => vec![0, v[0], 0, v[1]],
+        _ => v,
+    })
+}
+
+/// The window attributes; with `one_d` the node is 1-D (`[N, C, L]`, lifted by the caller to
+/// `[N, C, 1, L]`) and its 1-element attributes are lifted alike.
 fn window(
     cx: &mut Cx<'_>,
     spatial: &[u64],
     kernel_default: Option<Vec<u64>>,
     resolve_same: bool,
-    lifted: bool,
+    one_d: bool,
 ) -> R<Window> {
-    // The 1-D attribute `v` as 2-D: `[lead, v0]` (pads `[b, e]` become `[0, b, 0, e]`).
-    let lift = |v: Vec<i64>, lead: i64, what: &str| -> R<Vec<i64>> {
-        match (lifted, v.len()) {
-            (false, _) => Ok(v),
-            (true, 1) => Ok(vec![lead, v[0]]),
-            (true, 2) if what == "pads" => Ok(vec![0, v[0], 0, v[1]]),
-            (true, _) => Err(format!("attribute `{what}` = {v:?} does not fit a 1-D window")),
-        }
-    };
-    let kernel = match cx.ints_opt("kernel_shape")? {
-        Some(k) => pos(lift(k, 1, "kernel_shape")?, "kernel size")?,
+    let lift = |v: Option<Vec<i64>>, lead: i64, pads: bool| if one_d { lift_1d(v, lead, pads) } else { v };
+    let kernel = match lift(cx.ints_opt("kernel_shape")?, 1, false) {
+        Some(k) => pos(k, "kernel size")?,
         None => kernel_default.ok_or("attribute `kernel_shape` is required")?,
     };
     if kernel.len() != 2 {
         return Err(format!("only 1-D and 2-D windows are supported, got kernel_shape {kernel:?}"));
     }
-    let strides = match cx.ints_opt("strides")? {
-        Some(v) => pos(lift(v, 1, "strides")?, "stride")?,
-        None => vec![1, 1],
-    };
-    let dilations = match cx.ints_opt("dilations")? {
-        Some(v) => pos(lift(v, 1, "dilations")?, "dilation")?,
-        None => vec![1, 1],
-    };
+    let strides = pos(lift(cx.ints_opt("strides")?, 1, false).unwrap_or(vec![1, 1]), "stride")?;
+    let dilations = pos(lift(cx.ints_opt("dilations")?, 1, false).unwrap_or(vec![1, 1]), "dilation")?;
     let auto_pad = cx.string("auto_pad", "NOTSET")?;
-    let pads = cx.ints_opt("pads")?.map(|v| lift(v, 0, "pads")).transpose()?;
+    let pads = lift(cx.ints_opt("pads")?, 0, true);
     if strides.len() != 2 || dilations.len() != 2 || strides.contains(&0) || dilations.contains(&0) {
         return Err(format!("strides {strides:?} and dilations {dilations:?} must be two positive values"));
     }
@@ -1030,40 +1124,47 @@ fn window(
     Ok(Window { kernel, strides, dilations, pads, auto_pad })
 }
 
-/// `v` (rank 3, `[N, C, L]`) as rank 4 `[N, C, 1, L]`: a 1-D window runs as 2-D over a height
-/// of 1.
-fn lift_1d(cx: &mut Cx<'_>, v: &Val) -> R<Val> {
-    let s = v.shape();
-    cx.reshape(v, &[s[0], s[1], 1, s[2]], true)
+/// A 1-D node's data `[N, C, L]` and weight `[O, I, K]` as the 2-D `[N, C, 1, L]` and
+/// `[O, I, 1, K]` (`None` for a 2-D node; other ranks are errors).
+fn lift_data_weight(cx: &mut Cx<'_>, x: Val, w: Val, what: &str) -> R<(Val, Val, bool)> {
+    match (x.rank(), w.rank()) {
+        (4, 4) => Ok((x, w, false)),
+        (3, 3) => {
+            let (xs, ws) = (x.shape(), w.shape());
+            let x4 = cx.reshape(&x, &[xs[0], xs[1], 1, xs[2]], true)?;
+            let w4 = cx.reshape(&w, &[ws[0], ws[1], 1, ws[2]], true)?;
+            Ok((x4, w4, true))
+        }
+        (r, _) => Err(format!("only 1-D and 2-D {what} (rank-3 or rank-4 input) are supported, got rank {r}")),
+    }
 }
 
-/// The result `[N, C, 1, L]` of a lifted 1-D window back to `[N, C, L]`.
-fn lower_1d(cx: &mut Cx<'_>, outs: Vec<Option<Val>>) -> R<Vec<Option<Val>>> {
-    let y = outs.into_iter().next().flatten().ok_or("the window operator returned nothing")?;
+/// Calls `op` (then adds `bias` along axis 1 when there is one); a 1-D node's `[N, C, 1, L]`
+/// result is reshaped back to `[N, C, L]`.
+fn windowed(
+    cx: &mut Cx<'_>,
+    op: &str,
+    args: &[&Val],
+    attrs: Attrs,
+    bias: Option<Val>,
+    one_d: bool,
+) -> R<Vec<Option<Val>>> {
+    if !one_d {
+        return bias_after(cx, op, args, attrs, bias);
+    }
+    let mut y = cx.call_tmp(op, args, attrs)?;
+    if let Some(b) = bias {
+        y = cx.call_tmp("bias_add", &[&y, &b], Attrs::new().with("axis", AttrValue::Int(1)))?;
+    }
     let s = y.shape();
     one(cx.reshape(&y, &[s[0], s[1], s[3]], false)?)
 }
 
 fn conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (x, w, b) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
-    if x.rank() == 3 && w.rank() == 3 {
-        let (x, w) = (lift_1d(cx, &x)?, lift_1d(cx, &w)?);
-        let outs = conv_2d(cx, x, w, b, true)?;
-        return lower_1d(cx, outs);
-    }
-    if x.rank() != 4 || w.rank() != 4 {
-        return Err(format!(
-            "only 1-D and 2-D convolution (rank-3 NCL or rank-4 NCHW input and weights) is supported, got ranks {} and {}",
-            x.rank(),
-            w.rank()
-        ));
-    }
-    conv_2d(cx, x, w, b, false)
-}
-
-fn conv_2d(cx: &mut Cx<'_>, x: Val, w: Val, b: Option<Val>, lifted: bool) -> R<Vec<Option<Val>>> {
+    let (x, w, one_d) = lift_data_weight(cx, x, w, "convolutions")?;
     let ws = w.shape();
-    let win = window(cx, &x.shape()[2..], Some(ws[2..].to_vec()), true, lifted)?;
+    let win = window(cx, &x.shape()[2..], Some(ws[2..].to_vec()), true, one_d)?;
     if win.kernel != ws[2..] {
         return Err(format!("kernel_shape {:?} does not match the weight shape {ws:?}", win.kernel));
     }
@@ -1073,7 +1174,7 @@ fn conv_2d(cx: &mut Cx<'_>, x: Val, w: Val, b: Option<Val>, lifted: bool) -> R<V
         .with("padding", ints(&win.pads))
         .with("dilation", ints(&win.dilations))
         .with("groups", AttrValue::Int(groups));
-    bias_after(cx, "conv2d", &[&x, &w], attrs, b)
+    windowed(cx, "conv2d", &[&x, &w], attrs, b, one_d)
 }
 
 /// Calls `op`, then adds `bias` along axis 1 when there is one.
@@ -1089,15 +1190,14 @@ fn bias_after(cx: &mut Cx<'_>, op: &str, args: &[&Val], attrs: Attrs, bias: Opti
 
 fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (x, w, b) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
-    if x.rank() != 4 || w.rank() != 4 {
-        return Err(format!("only 2-D transposed convolution (rank-4 input) is supported, got rank {}", x.rank()));
-    }
+    let (x, w, one_d) = lift_data_weight(cx, x, w, "transposed convolutions")?;
     let ws = w.shape();
     let xs = x.shape();
-    let win = window(cx, &xs[2..], Some(ws[2..].to_vec()), false, false)?;
+    let win = window(cx, &xs[2..], Some(ws[2..].to_vec()), false, one_d)?;
     let groups = cx.int("group", 1)?;
-    let output_padding = pos(cx.ints_opt("output_padding")?.unwrap_or(vec![0, 0]), "output padding")?;
-    let output_shape = cx.ints_opt("output_shape")?;
+    let lift = |v: Option<Vec<i64>>, lead: i64| if one_d { lift_1d(v, lead, false) } else { v };
+    let output_padding = pos(lift(cx.ints_opt("output_padding")?, 0).unwrap_or(vec![0, 0]), "output padding")?;
+    let output_shape = lift(cx.ints_opt("output_shape")?, 1);
     if output_padding.len() != 2 {
         return Err(format!("output_padding {output_padding:?} must have 2 values"));
     }
@@ -1145,27 +1245,23 @@ fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         .with("dilation", ints(&win.dilations))
         .with("groups", AttrValue::Int(groups))
         .with("output_padding", ints(&output_padding));
-    bias_after(cx, "conv2d_transpose", &[&x, &w], attrs, b)
+    windowed(cx, "conv2d_transpose", &[&x, &w], attrs, b, one_d)
 }
 
 fn pool(cx: &mut Cx<'_>, max: bool) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
-    if x.rank() == 3 {
-        let x = lift_1d(cx, &x)?;
-        let outs = pool_2d(cx, x, max, true)?;
-        return lower_1d(cx, outs);
-    }
-    if x.rank() != 4 {
-        return Err(format!(
-            "only 1-D and 2-D pooling (rank-3 NCL or rank-4 NCHW input) is supported, got rank {}",
-            x.rank()
-        ));
-    }
-    pool_2d(cx, x, max, false)
-}
-
-fn pool_2d(cx: &mut Cx<'_>, x: Val, max: bool, lifted: bool) -> R<Vec<Option<Val>>> {
-    let win = window(cx, &x.shape()[2..], None, true, lifted)?;
+    let one_d = match x.rank() {
+        4 => false,
+        3 => true,
+        r => return Err(format!("only 1-D and 2-D pooling (rank-3 or rank-4 input) are supported, got rank {r}")),
+    };
+    let x = if one_d {
+        let xs = x.shape();
+        cx.reshape(&x, &[xs[0], xs[1], 1, xs[2]], true)?
+    } else {
+        x
+    };
+    let win = window(cx, &x.shape()[2..], None, true, one_d)?;
     // A window that covers only padding has no value (NaN for AveragePool, -inf for MaxPool);
     // onnxruntime refuses such explicit pads ("Pad should be smaller than kernel").
     let (k, p) = (&win.kernel, &win.pads);
@@ -1184,11 +1280,11 @@ fn pool_2d(cx: &mut Cx<'_>, x: Val, max: bool, lifted: bool) -> R<Vec<Option<Val
     if max {
         // storage_order only changes the Indices output, which is not computed.
         cx.int_opt("storage_order")?;
-        one(cx.call("max_pool2d", &[&x], attrs)?)
+        windowed(cx, "max_pool2d", &[&x], attrs, None, one_d)
     } else {
         let include = cx.int("count_include_pad", 0)? != 0;
         attrs.set("count_include_pad", AttrValue::Bool(include));
-        one(cx.call("avg_pool2d", &[&x], attrs)?)
+        windowed(cx, "avg_pool2d", &[&x], attrs, None, one_d)
     }
 }
 

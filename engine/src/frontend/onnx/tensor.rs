@@ -29,17 +29,25 @@ pub(super) fn onnx_dtype_name(t: i32) -> String {
     }
 }
 
-/// The passel dtype of ONNX element type `t`; passel has f32, f16, i64, i32 and bool.
+/// The passel dtype of ONNX element type `t`.
 pub(super) fn dtype_of(t: i32) -> Result<DType, String> {
     use pb::tensor_proto::DataType;
     match DataType::try_from(t) {
         Ok(DataType::Float) => Ok(DType::F32),
         Ok(DataType::Float16) => Ok(DType::F16),
+        Ok(DataType::Double) => Ok(DType::F64),
         Ok(DataType::Int64) => Ok(DType::I64),
         Ok(DataType::Int32) => Ok(DType::I32),
+        Ok(DataType::Int16) => Ok(DType::I16),
+        Ok(DataType::Int8) => Ok(DType::I8),
+        Ok(DataType::Uint64) => Ok(DType::U64),
+        Ok(DataType::Uint32) => Ok(DType::U32),
+        Ok(DataType::Uint16) => Ok(DType::U16),
+        Ok(DataType::Uint8) => Ok(DType::U8),
         Ok(DataType::Bool) => Ok(DType::Bool),
         _ => Err(format!(
-            "element type {} is not supported (passel has float32, float16, int64, int32 and bool)",
+            "element type {} is not supported (passel has float32, float16, float64, int8 to int64, \
+             uint8 to uint64 and bool)",
             onnx_dtype_name(t)
         )),
     }
@@ -170,6 +178,36 @@ pub(super) fn constant(
             check_count(&shape, t.int32_data.len(), "int32_data")?;
             dense(&shape, t.int32_data.iter().map(|&v| v != 0).collect(), TensorData::Bool)
         }
+        DType::F64 => {
+            check_count(&shape, t.double_data.len(), "double_data")?;
+            dense(&shape, exact(t.double_data), TensorData::F64)
+        }
+        // ONNX stores the narrow integers one per `int32_data` entry, and uint32 / uint64 in
+        // `uint64_data`; each value is taken modulo its type's width, as onnx's numpy_helper does.
+        DType::I8 => {
+            check_count(&shape, t.int32_data.len(), "int32_data")?;
+            dense(&shape, t.int32_data.iter().map(|&v| v as i8).collect(), TensorData::I8)
+        }
+        DType::I16 => {
+            check_count(&shape, t.int32_data.len(), "int32_data")?;
+            dense(&shape, t.int32_data.iter().map(|&v| v as i16).collect(), TensorData::I16)
+        }
+        DType::U8 => {
+            check_count(&shape, t.int32_data.len(), "int32_data")?;
+            dense(&shape, t.int32_data.iter().map(|&v| v as u8).collect(), TensorData::U8)
+        }
+        DType::U16 => {
+            check_count(&shape, t.int32_data.len(), "int32_data")?;
+            dense(&shape, t.int32_data.iter().map(|&v| v as u16).collect(), TensorData::U16)
+        }
+        DType::U32 => {
+            check_count(&shape, t.uint64_data.len(), "uint64_data")?;
+            dense(&shape, t.uint64_data.iter().map(|&v| v as u32).collect(), TensorData::U32)
+        }
+        DType::U64 => {
+            check_count(&shape, t.uint64_data.len(), "uint64_data")?;
+            dense(&shape, exact(t.uint64_data), TensorData::U64)
+        }
     }
 }
 
@@ -185,6 +223,41 @@ pub(super) fn tensor_i64s(t: &Tensor) -> Option<Vec<i64>> {
     match &t.0 {
         TensorData::I64(a) => Some(a.iter().copied().collect()),
         TensorData::I32(a) => Some(a.iter().map(|&v| v as i64).collect()),
+        TensorData::I16(a) => Some(a.iter().map(|&v| v as i64).collect()),
+        TensorData::I8(a) => Some(a.iter().map(|&v| v as i64).collect()),
+        TensorData::U8(a) => Some(a.iter().map(|&v| v as i64).collect()),
+        TensorData::U16(a) => Some(a.iter().map(|&v| v as i64).collect()),
+        TensorData::U32(a) => Some(a.iter().map(|&v| v as i64).collect()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_numeric_onnx_element_type_has_a_dtype_and_the_rest_are_named_errors() {
+        use pb::tensor_proto::DataType as D;
+        let pairs = [
+            (D::Float, DType::F32),
+            (D::Float16, DType::F16),
+            (D::Double, DType::F64),
+            (D::Int8, DType::I8),
+            (D::Int16, DType::I16),
+            (D::Int32, DType::I32),
+            (D::Int64, DType::I64),
+            (D::Uint8, DType::U8),
+            (D::Uint16, DType::U16),
+            (D::Uint32, DType::U32),
+            (D::Uint64, DType::U64),
+            (D::Bool, DType::Bool),
+        ];
+        for (onnx, dtype) in pairs {
+            assert_eq!(dtype_of(onnx as i32), Ok(dtype));
+        }
+        let err = dtype_of(D::Complex64 as i32).unwrap_err();
+        assert!(err.starts_with("element type complex64 is not supported"), "{err}");
+        assert!(dtype_of(D::String as i32).is_err());
     }
 }

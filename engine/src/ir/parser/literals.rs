@@ -27,6 +27,13 @@ impl<'s> Parser<'s> {
             "f16" => DType::F16,
             "i64" if !is_float => DType::I64,
             "i32" if !is_float => DType::I32,
+            "f64" => DType::F64,
+            "i8" if !is_float => DType::I8,
+            "i16" if !is_float => DType::I16,
+            "u8" if !is_float => DType::U8,
+            "u16" if !is_float => DType::U16,
+            "u32" if !is_float => DType::U32,
+            "u64" if !is_float => DType::U64,
             _ => {
                 let span = Span { start: t.start, end: t.end };
                 return Err(self.error_at(span, format!("invalid number literal `{text}`")));
@@ -49,6 +56,12 @@ impl<'s> Parser<'s> {
             DType::I64 => body.parse::<i64>().ok().map(|v| TensorData::I64(scalar(v))),
             DType::I32 => body.parse::<i32>().ok().map(|v| TensorData::I32(scalar(v))),
             DType::Bool => None,
+            DType::F64 => body
+                .parse::<f64>()
+                .ok()
+                .filter(|v| !v.is_infinite() || !finite_text)
+                .map(|v| TensorData::F64(scalar(v))),
+            small => int_in_range(body, small).and_then(|v| small_int_data(small, &[v], IxDyn(&[])).ok()),
         };
         match data {
             Some(d) => Ok(Constant::Dense(Tensor(d))),
@@ -111,17 +124,22 @@ impl<'s> Parser<'s> {
         let ty = self.tensor_type()?;
         self.expect(Tok::LBrack, "`[`")?;
         let (mut f32s, mut f16s, mut i64s, mut i32s, mut bools) = (vec![], vec![], vec![], vec![], vec![]);
+        // f64 elements, and the integers of the dtypes narrower or wider than i32 / i64
+        // (i8, i16, u8 … u64), range-checked per element.
+        let (mut f64s, mut small): (Vec<f64>, Vec<i128>) = (vec![], vec![]);
         while !self.at(Tok::RBrack) {
             let (t, text) = self.element()?;
             if let Some(hex) = text.strip_prefix("0x") {
                 let width = match ty.dtype {
                     DType::F32 => 8,
                     DType::F16 => 4,
+                    DType::F64 => 16,
                     _ => 0,
                 };
-                let bits = (width > 0 && hex.len() == width).then(|| u32::from_str_radix(hex, 16).ok()).flatten();
+                let bits = (width > 0 && hex.len() == width).then(|| u64::from_str_radix(hex, 16).ok()).flatten();
                 match (bits, ty.dtype) {
-                    (Some(b), DType::F32) => f32s.push(f32::from_bits(b)),
+                    (Some(b), DType::F32) => f32s.push(f32::from_bits(b as u32)),
+                    (Some(b), DType::F64) => f64s.push(f64::from_bits(b)),
                     (Some(b), _) => f16s.push(f16::from_bits(b as u16)),
                     (None, _) => {
                         let span = Span { start: t.start, end: t.end };
@@ -161,6 +179,13 @@ impl<'s> Parser<'s> {
                 }
                 .map(|v| bools.push(v))
                 .is_some(),
+                DType::F64 => text
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| !v.is_infinite() || !finite_text)
+                    .map(|v| f64s.push(v))
+                    .is_some(),
+                other => int_in_range(text, other).map(|v| small.push(v)).is_some(),
             };
             if !ok {
                 let span = Span { start: t.start, end: t.end };
@@ -171,7 +196,7 @@ impl<'s> Parser<'s> {
             }
         }
         self.expect(Tok::RBrack, "`,` or `]`")?;
-        let found = f32s.len() + f16s.len() + i64s.len() + i32s.len() + bools.len();
+        let found = f32s.len() + f16s.len() + i64s.len() + i32s.len() + bools.len() + f64s.len() + small.len();
         let expected = ty.num_elements();
         if expected != Some(found as u64) {
             let span = self.span_from(start);
@@ -187,6 +212,8 @@ impl<'s> Parser<'s> {
             DType::I64 => ArcArray::from_shape_vec(dims, i64s).map(TensorData::I64),
             DType::I32 => ArcArray::from_shape_vec(dims, i32s).map(TensorData::I32),
             DType::Bool => ArcArray::from_shape_vec(dims, bools).map(TensorData::Bool),
+            DType::F64 => ArcArray::from_shape_vec(dims, f64s).map(TensorData::F64),
+            other => small_int_data(other, &small, dims),
         };
         match shaped {
             Ok(d) => Ok(Constant::Dense(Tensor(d))),
@@ -214,6 +241,11 @@ impl<'s> Parser<'s> {
                 DType::Bool => v == 0.0 || v == 1.0,
                 DType::F32 => !v.is_finite() || (v as f32).is_finite(),
                 DType::F16 => !v.is_finite() || f16::from_f64(v).is_finite(),
+                DType::F64 => true,
+                other => {
+                    let (lo, hi) = int_range(other);
+                    v.fract() == 0.0 && v >= lo as f64 && v <= hi as f64 && (v as i128) <= hi
+                }
             };
             if !fits {
                 return Err(self.error_at(span, format!("fill value {v} is not a valid {} value", ty.dtype)));
@@ -378,4 +410,42 @@ fn unescape(s: &str) -> Option<String> {
         });
     }
     Some(out)
+}
+
+/// The range of an integer dtype, as `i128`.
+fn int_range(dtype: DType) -> (i128, i128) {
+    match dtype {
+        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        DType::I64 => (i64::MIN.into(), i64::MAX.into()),
+        DType::U8 => (0, u8::MAX.into()),
+        DType::U16 => (0, u16::MAX.into()),
+        DType::U32 => (0, u32::MAX.into()),
+        DType::U64 => (0, u64::MAX.into()),
+        DType::F32 | DType::F16 | DType::F64 | DType::Bool => (0, -1),
+    }
+}
+
+/// An integer literal of `dtype` (i8, i16, u8 … u64), if it is one and in range.
+fn int_in_range(text: &str, dtype: DType) -> Option<i128> {
+    let v = text.parse::<i128>().ok()?;
+    let (lo, hi) = int_range(dtype);
+    (lo..=hi).contains(&v).then_some(v)
+}
+
+/// The tensor data of integers already checked by [`int_in_range`] for `dtype` (one of i8,
+/// i16, u8, u16, u32, u64), so the narrowing casts are exact; `values` has `dims`' length.
+fn small_int_data(dtype: DType, values: &[i128], dims: IxDyn) -> Result<TensorData, ndarray::ShapeError> {
+    fn arr<T>(dims: IxDyn, values: &[i128], f: impl Fn(i128) -> T) -> Result<ArcArray<T, IxDyn>, ndarray::ShapeError> {
+        ArcArray::from_shape_vec(dims, values.iter().map(|&x| f(x)).collect())
+    }
+    Ok(match dtype {
+        DType::I8 => TensorData::I8(arr(dims, values, |v| v as i8)?),
+        DType::I16 => TensorData::I16(arr(dims, values, |v| v as i16)?),
+        DType::U8 => TensorData::U8(arr(dims, values, |v| v as u8)?),
+        DType::U16 => TensorData::U16(arr(dims, values, |v| v as u16)?),
+        DType::U32 => TensorData::U32(arr(dims, values, |v| v as u32)?),
+        _ => TensorData::U64(arr(dims, values, |v| v as u64)?),
+    })
 }

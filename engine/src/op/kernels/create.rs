@@ -29,7 +29,7 @@ fn uniform_params(args: &[Type], attrs: &Attrs) -> Result<(Type, f64, f64), OpEr
     let shape = attr_shape(op, attrs, "shape")?;
     let dtype = attr_dtype(op, attrs, "dtype", Some(DType::F32))?;
     if !dtype.is_float() {
-        return Err(type_err(op, format_args!("`dtype` must be f32 or f16, got {dtype}")));
+        return Err(type_err(op, format_args!("`dtype` must be f32, f16 or f64, got {dtype}")));
     }
     let low = attr_float(op, attrs, "low", 0.0)?;
     let high = attr_float(op, attrs, "high", 1.0)?;

@@ -6,7 +6,7 @@ use ndarray::{IxDyn, Zip};
 
 use super::{
     arr, broadcast_shapes, broadcast_type, check_arity, check_dims, out_dims, require_float, require_numeric,
-    same_dtype, shape_str, tensor_arg, to_f32, type_err, types_of, with_elem, zip2, Elem, KResult,
+    same_dtype, shape_str, tensor_arg, to_f32, type_err, types_of, with_elem, with_int, zip2, Elem, KResult,
 };
 use crate::ir::{Attrs, DType, Tensor, Type};
 use crate::op::{KernelCtx, OpError};
@@ -27,12 +27,31 @@ pub(crate) enum Unary {
     Reciprocal,
     Abs,
     HardSwish,
+    Floor,
+    Ceil,
+    Round,
+    Sign,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Asinh,
+    Acosh,
+    Atanh,
+    Softplus,
+    Softsign,
+    Mish,
 }
 
 impl Unary {
-    /// `negative`, `relu` and `abs` make sense on integers too; the rest are float-only.
+    /// `negative`, `relu`, `abs` and `sign` make sense on integers too; the rest are
+    /// float-only.
     fn allows_int(self) -> bool {
-        matches!(self, Unary::Negative | Unary::Relu | Unary::Abs)
+        matches!(self, Unary::Negative | Unary::Relu | Unary::Abs | Unary::Sign)
     }
 
     pub(crate) fn apply_f32(self, x: f32) -> f32 {
@@ -56,8 +75,45 @@ impl Unary {
             Unary::Abs => x.abs(),
             // ONNX HardSwish: x * max(0, min(1, alpha * x + beta)) with alpha = 1/6, beta = 0.5.
             Unary::HardSwish => x * hard_sigmoid(x, 1.0 / 6.0, 0.5),
+            Unary::Floor => x.floor(),
+            Unary::Ceil => x.ceil(),
+            // ONNX Round rounds halves to even, as numpy does.
+            Unary::Round => x.round_ties_even(),
+            // NaN stays NaN; the sign of zero is 0.
+            Unary::Sign => {
+                if x.is_nan() {
+                    x
+                } else if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            }
+            Unary::Sin => x.sin(),
+            Unary::Cos => x.cos(),
+            Unary::Tan => x.tan(),
+            Unary::Asin => x.asin(),
+            Unary::Acos => x.acos(),
+            Unary::Atan => x.atan(),
+            Unary::Sinh => x.sinh(),
+            Unary::Cosh => x.cosh(),
+            Unary::Asinh => x.asinh(),
+            Unary::Acosh => x.acosh(),
+            Unary::Atanh => x.atanh(),
+            Unary::Softplus => softplus(x),
+            Unary::Softsign => x / (1.0 + x.abs()),
+            // x * tanh(softplus(x)), softplus in f64 so large x does not overflow early.
+            Unary::Mish => x * softplus(x).tanh(),
         }
     }
+}
+
+/// `ln(1 + e^x)` computed in f64 (no overflow of `e^x` for f32 inputs).
+fn softplus(x: f32) -> f32 {
+    let v = x as f64;
+    (if v > 30.0 { v } else { v.exp().ln_1p() }) as f32
 }
 
 /// `max(0, min(1, alpha * x + beta))`, NaN propagating.
@@ -110,6 +166,19 @@ pub(crate) enum Param {
     HardSigmoid,
     /// `gelu(x, approximate="none"|"tanh")`: float.
     Gelu,
+    /// `elu(x, alpha=1)`: `x` for `x >= 0`, else `alpha (e^x - 1)`; float.
+    Elu,
+    /// `selu(x, alpha=1.67326…, gamma=1.05070…)`: `gamma * elu(x, alpha)`; float.
+    Selu,
+    /// `celu(x, alpha=1)`: `max(0, x) + min(0, alpha (e^(x/alpha) - 1))`; float.
+    Celu,
+    /// `leaky_relu(x, alpha=0.01)`: `x` for `x >= 0`, else `alpha x`; float.
+    LeakyRelu,
+    /// `thresholded_relu(x, alpha=1)`: `x` for `x > alpha`, else 0; float.
+    ThresholdedRelu,
+    /// `shrink(x, bias=0, lambd=0.5)`: `x + bias` below `-lambd`, `x - bias` above `lambd`,
+    /// else 0; numeric.
+    Shrink,
 }
 
 /// The f32 arithmetic of a [`Param`] operator with its attributes read and checked.
@@ -119,6 +188,12 @@ enum ParamFn {
     HardSigmoid(f32, f32),
     GeluErf,
     GeluTanh,
+    Elu(f32),
+    Selu(f32, f32),
+    Celu(f32),
+    LeakyRelu(f32),
+    ThresholdedRelu(f32),
+    Shrink(f64, f64),
 }
 
 impl ParamFn {
@@ -145,7 +220,52 @@ impl ParamFn {
                 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
                 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)).tanh())
             }
+            ParamFn::Elu(alpha) => elu(x, alpha),
+            ParamFn::Selu(alpha, gamma) => gamma * elu(x, alpha),
+            ParamFn::Celu(alpha) => x.max(0.0) + (alpha * ((x / alpha).exp() - 1.0)).min(0.0) + nan_of(x),
+            ParamFn::LeakyRelu(alpha) => {
+                if x < 0.0 {
+                    alpha * x
+                } else {
+                    x
+                }
+            }
+            ParamFn::ThresholdedRelu(alpha) => {
+                if x > alpha || x.is_nan() {
+                    x
+                } else {
+                    0.0
+                }
+            }
+            ParamFn::Shrink(bias, lambd) => shrink(x as f64, bias, lambd) as f32,
         }
+    }
+}
+
+/// 0, or NaN for a NaN `x` (so `max` / `min`, which drop NaN, keep it).
+fn nan_of(x: f32) -> f32 {
+    if x.is_nan() {
+        x
+    } else {
+        0.0
+    }
+}
+
+fn elu(x: f32, alpha: f32) -> f32 {
+    if x < 0.0 {
+        alpha * (x.exp() - 1.0)
+    } else {
+        x
+    }
+}
+
+fn shrink(x: f64, bias: f64, lambd: f64) -> f64 {
+    if x < -lambd {
+        x + bias
+    } else if x > lambd {
+        x - bias
+    } else {
+        0.0
     }
 }
 
@@ -167,14 +287,45 @@ fn param_fn(op: &str, f: Param, attrs: &Attrs) -> Result<ParamFn, OpError> {
             "tanh" => ParamFn::GeluTanh,
             _ => ParamFn::GeluErf,
         },
+        Param::Elu => ParamFn::Elu(finite_attr(op, attrs, "alpha", 1.0)? as f32),
+        Param::Selu => ParamFn::Selu(
+            finite_attr(op, attrs, "alpha", 1.673_263_192_176_818_8)? as f32,
+            finite_attr(op, attrs, "gamma", 1.050_701_022_148_132_3)? as f32,
+        ),
+        Param::Celu => {
+            let alpha = finite_attr(op, attrs, "alpha", 1.0)?;
+            if alpha == 0.0 {
+                return Err(type_err(op, "`alpha` must not be 0"));
+            }
+            ParamFn::Celu(alpha as f32)
+        }
+        Param::LeakyRelu => ParamFn::LeakyRelu(finite_attr(op, attrs, "alpha", 0.01)? as f32),
+        Param::ThresholdedRelu => ParamFn::ThresholdedRelu(finite_attr(op, attrs, "alpha", 1.0)? as f32),
+        Param::Shrink => {
+            let lambd = finite_attr(op, attrs, "lambd", 0.5)?;
+            if lambd < 0.0 {
+                return Err(type_err(op, format_args!("`lambd` must not be negative, got {lambd}")));
+            }
+            ParamFn::Shrink(finite_attr(op, attrs, "bias", 0.0)?, lambd)
+        }
     })
+}
+
+/// A float attribute that must be finite.
+fn finite_attr(op: &str, attrs: &Attrs, key: &str, default: f64) -> Result<f64, OpError> {
+    let v = super::attr_float(op, attrs, key, default)?;
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(type_err(op, format_args!("`{key}` must be finite, got {v}")))
+    }
 }
 
 /// Type relation of the unary operators with attributes: the argument's type.
 pub(crate) fn param_unary_rel(op: &str, f: Param, args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     check_arity(op, args.len(), 1)?;
     let x = tensor_arg(op, args, 0)?;
-    if f == Param::Clip {
+    if matches!(f, Param::Clip | Param::Shrink) {
         require_numeric(op, x)?;
     } else {
         require_float(op, x)?;
@@ -191,9 +342,18 @@ pub(crate) fn param_unary(op: &str, f: Param, args: &[Tensor], attrs: &Attrs, _c
     let g = param_fn(op, f, attrs)?;
     let x = &args[0];
     let out = match (dtype, g) {
-        (DType::F32 | DType::F16, _) => super::from_f32(op, to_f32(op, x)?.mapv(|v| g.apply_f32(v)), dtype)?,
-        (DType::I64, ParamFn::Clip(lo, hi)) => i64::wrap(int_clip(arr::<i64>(op, x)?, lo, hi).into_shared()),
-        (DType::I32, ParamFn::Clip(lo, hi)) => i32::wrap(int_clip(arr::<i32>(op, x)?, lo, hi).into_shared()),
+        (d, _) if d.is_float() => super::from_f32(op, to_f32(op, x)?.mapv(|v| g.apply_f32(v)), dtype)?,
+        (d, ParamFn::Clip(lo, hi)) if d.is_integer() => {
+            with_int!(d, T => T::wrap(int_clip(arr::<T>(op, x)?, lo, hi).into_shared()))
+        }
+        // Integer shrink computes in f64 and wraps back into the dtype, as the ONNX reference
+        // (numpy on the integer array) does.
+        (d, ParamFn::Shrink(bias, lambd)) if d.is_integer() => {
+            let vals: Vec<f64> = x.to_f64s().into_iter().map(|v| shrink(v, bias, lambd)).collect();
+            let dims: Vec<u64> = x.shape().iter().map(|&n| n as u64).collect();
+            let ints: Vec<f64> = vals.iter().map(|v| v.trunc()).collect();
+            Tensor::from_f64s(&dims, d, &ints)?
+        }
         (other, _) => return Err(type_err(op, format_args!("unexpected dtype {other}"))),
     };
     Ok(vec![out])
@@ -251,10 +411,9 @@ pub(crate) fn unary(op: &str, f: Unary, args: &[Tensor], _attrs: &Attrs, _ctx: &
     let (_, dtype) = out_dims(&ty)?;
     let x = &args[0];
     let out = match dtype {
-        DType::F32 | DType::F16 => super::from_f32(op, to_f32(op, x)?.mapv(|v| f.apply_f32(v)), dtype)?,
-        DType::I64 => i64::wrap(int_unary(f, arr::<i64>(op, x)?).into_shared()),
-        DType::I32 => i32::wrap(int_unary(f, arr::<i32>(op, x)?).into_shared()),
-        DType::Bool => return Err(type_err(op, "expected a numeric tensor, got dtype bool")),
+        d if d.is_float() => super::from_f32(op, to_f32(op, x)?.mapv(|v| f.apply_f32(v)), dtype)?,
+        d if d.is_integer() => with_int!(d, T => T::wrap(int_unary(f, arr::<T>(op, x)?).into_shared())),
+        _ => return Err(type_err(op, "expected a numeric tensor, got dtype bool")),
     };
     Ok(vec![out])
 }
@@ -263,6 +422,15 @@ fn int_unary<T: IntElem>(f: Unary, a: &ndarray::ArcArray<T, IxDyn>) -> ndarray::
     match f {
         Unary::Negative => a.mapv(T::wneg),
         Unary::Abs => a.mapv(|v| if v < T::ZERO { v.wneg() } else { v }),
+        Unary::Sign => a.mapv(|v| {
+            if v > T::ZERO {
+                T::from_i64(1)
+            } else if v < T::ZERO {
+                T::from_i64(-1)
+            } else {
+                T::ZERO
+            }
+        }),
         _ => a.mapv(|v| if v > T::ZERO { v } else { T::ZERO }),
     }
 }
@@ -281,6 +449,14 @@ pub(crate) trait IntElem: Elem + Ord {
     fn wdiv(self, o: Self) -> Self;
     fn wneg(self) -> Self;
     fn wpow(self, e: Self) -> Self;
+    /// The value, exactly.
+    fn to_i128(self) -> i128;
+    /// `v`, which the caller knows fits.
+    fn from_i128(v: i128) -> Self;
+    /// The two's complement bits, zero-extended to 64.
+    fn to_u64_bits(self) -> u64;
+    /// The low bits of `v`.
+    fn from_u64_bits(v: u64) -> Self;
 }
 
 macro_rules! impl_int {
@@ -304,6 +480,18 @@ macro_rules! impl_int {
                 } else {
                     self.wrapping_div(o)
                 }
+            }
+            fn to_i128(self) -> i128 {
+                self as i128
+            }
+            fn from_i128(v: i128) -> Self {
+                v as Self
+            }
+            fn to_u64_bits(self) -> u64 {
+                self as u64 & (u64::MAX >> (64 - 8 * std::mem::size_of::<Self>()))
+            }
+            fn from_u64_bits(v: u64) -> Self {
+                v as Self
             }
             fn wneg(self) -> Self {
                 self.wrapping_neg()
@@ -339,6 +527,62 @@ macro_rules! impl_int {
 }
 impl_int!(i64);
 impl_int!(i32);
+impl_int!(i16);
+impl_int!(i8);
+
+macro_rules! impl_uint {
+    ($t:ty) => {
+        impl IntElem for $t {
+            const ZERO: Self = 0;
+            const MIN: Self = <$t>::MIN;
+            const MAX: Self = <$t>::MAX;
+            fn wadd(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            fn wsub(self, o: Self) -> Self {
+                self.wrapping_sub(o)
+            }
+            fn wmul(self, o: Self) -> Self {
+                self.wrapping_mul(o)
+            }
+            fn wdiv(self, o: Self) -> Self {
+                self.checked_div(o).unwrap_or(0)
+            }
+            fn to_i128(self) -> i128 {
+                self as i128
+            }
+            fn from_i128(v: i128) -> Self {
+                v as Self
+            }
+            fn to_u64_bits(self) -> u64 {
+                self as u64 & (u64::MAX >> (64 - 8 * std::mem::size_of::<Self>()))
+            }
+            fn from_u64_bits(v: u64) -> Self {
+                v as Self
+            }
+            fn wneg(self) -> Self {
+                self.wrapping_neg()
+            }
+            fn wpow(self, e: Self) -> Self {
+                let mut exp = e as u64;
+                let mut base = self;
+                let mut acc: Self = 1;
+                while exp > 0 {
+                    if exp & 1 == 1 {
+                        acc = acc.wrapping_mul(base);
+                    }
+                    base = base.wrapping_mul(base);
+                    exp >>= 1;
+                }
+                acc
+            }
+        }
+    };
+}
+impl_uint!(u8);
+impl_uint!(u16);
+impl_uint!(u32);
+impl_uint!(u64);
 
 /// A binary arithmetic operator with numpy broadcasting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -353,6 +597,21 @@ pub(crate) enum Arith {
 }
 
 impl Arith {
+    /// The f64 arithmetic (f64 tensors compute in f64).
+    pub(crate) fn apply_f64(self, x: f64, y: f64) -> f64 {
+        match self {
+            Arith::Add => x + y,
+            Arith::Sub => x - y,
+            Arith::Mul => x * y,
+            Arith::Div => x / y,
+            Arith::Pow => x.powf(y),
+            Arith::Max if x.is_nan() || y.is_nan() => f64::NAN,
+            Arith::Min if x.is_nan() || y.is_nan() => f64::NAN,
+            Arith::Max => x.max(y),
+            Arith::Min => x.min(y),
+        }
+    }
+
     pub(crate) fn apply_f32(self, x: f32, y: f32) -> f32 {
         match self {
             Arith::Add => x + y,
@@ -411,9 +670,11 @@ pub(crate) fn arith(op: &str, f: Arith, args: &[Tensor], _attrs: &Attrs, _ctx: &
             }?;
             super::from_f32(op, r, dtype)?
         }
-        DType::I64 => i64::wrap(int_arith::<i64>(op, f, x, y, &shape)?.into_shared()),
-        DType::I32 => i32::wrap(int_arith::<i32>(op, f, x, y, &shape)?.into_shared()),
-        DType::Bool => return Err(type_err(op, "expected a numeric tensor, got dtype bool")),
+        DType::F64 => {
+            f64::wrap(zip2(op, arr::<f64>(op, x)?, arr::<f64>(op, y)?, &shape, |a, b| f.apply_f64(a, b))?.into_shared())
+        }
+        d if d.is_integer() => with_int!(d, T => T::wrap(int_arith::<T>(op, f, x, y, &shape)?.into_shared())),
+        _ => return Err(type_err(op, "expected a numeric tensor, got dtype bool")),
     };
     Ok(vec![out])
 }
@@ -549,6 +810,184 @@ pub(crate) fn cast(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KRes
             let r = if via_int { a.mapv(|v| D::from_i64(v.to_i64())) } else { a.mapv(|v| D::from_f64(v.to_f64())) };
             D::wrap(r.into_shared())
         })
+    });
+    Ok(vec![out])
+}
+
+// ---- float predicates ----
+
+/// Type relation of `isnan(x)` and `isinf(x, detect_positive, detect_negative)`: a float
+/// tensor in, a bool tensor of its shape out.
+pub(crate) fn float_test_rel(op: &str, args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
+    check_arity(op, args.len(), 1)?;
+    let x = tensor_arg(op, args, 0)?;
+    require_float(op, x)?;
+    super::attr_bool(op, attrs, "detect_positive", true)?;
+    super::attr_bool(op, attrs, "detect_negative", true)?;
+    Ok(Type::tensor(x.shape.clone(), DType::Bool))
+}
+
+/// Kernel of `isnan` (`inf` false) and `isinf` (`inf` true: which infinities count comes from
+/// `detect_positive` / `detect_negative`, both true by default).
+pub(crate) fn float_test(op: &str, inf: bool, args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    float_test_rel(op, &types_of(args), attrs)?;
+    let pos = super::attr_bool(op, attrs, "detect_positive", true)?;
+    let neg = super::attr_bool(op, attrs, "detect_negative", true)?;
+    // f16 and f32 widen to f32 exactly, so NaN and infinities keep their class.
+    let x = to_f32(op, &args[0])?;
+    let out = if args[0].dtype() == DType::F64 {
+        let a = arr::<f64>(op, &args[0])?;
+        a.mapv(|v| if inf { (v == f64::INFINITY && pos) || (v == f64::NEG_INFINITY && neg) } else { v.is_nan() })
+    } else {
+        x.mapv(|v| if inf { (v == f32::INFINITY && pos) || (v == f32::NEG_INFINITY && neg) } else { v.is_nan() })
+    };
+    Ok(vec![bool::wrap(out.into_shared())])
+}
+
+// ---- mod ----
+
+/// Type relation of `mod(a, b, fmod=false)`: same numeric dtype, broadcast shapes; a float
+/// dtype needs `fmod` (ONNX Mod).
+pub(crate) fn mod_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
+    let op = "mod";
+    let ty = arith_rel(op, args)?;
+    let fmod = super::attr_bool(op, attrs, "fmod", false)?;
+    let a = tensor_arg(op, args, 0)?;
+    if a.dtype.is_float() && !fmod {
+        return Err(type_err(op, format_args!("a float dtype ({}) needs `fmod` = true", a.dtype)));
+    }
+    Ok(ty)
+}
+
+/// Kernel of `mod`: with `fmod` the remainder of truncated division (sign of the dividend,
+/// C's `fmod`), otherwise of floored division (sign of the divisor, Python's `%`). An integer
+/// divisor of zero is an error.
+pub(crate) fn mod_(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    let op = "mod";
+    let ty = mod_rel(&types_of(args), attrs)?;
+    let fmod = super::attr_bool(op, attrs, "fmod", false)?;
+    let (shape, dtype) = out_dims(&ty)?;
+    let (x, y) = (&args[0], &args[1]);
+    let out = match dtype {
+        DType::F64 => f64::wrap(zip2(op, arr::<f64>(op, x)?, arr::<f64>(op, y)?, &shape, |a, b| a % b)?.into_shared()),
+        d if d.is_float() => {
+            let r = zip2(op, &to_f32(op, x)?, &to_f32(op, y)?, &shape, |a, b| a % b)?;
+            super::from_f32(op, r, dtype)?
+        }
+        d if d.is_integer() => with_int!(d, T => {
+            let (a, b) = (arr::<T>(op, x)?, arr::<T>(op, y)?);
+            if b.iter().any(|&v| v == T::ZERO) {
+                return Err(super::invalid(op, "integer modulo by zero"));
+            }
+            T::wrap(zip2(op, a, b, &shape, |p, q| int_mod(p, q, fmod))?.into_shared())
+        }),
+        _ => return Err(type_err(op, "expected a numeric tensor, got dtype bool")),
+    };
+    Ok(vec![out])
+}
+
+/// `p mod q` for `q != 0`, in i128 so `MIN % -1` cannot overflow.
+fn int_mod<T: IntElem>(p: T, q: T, fmod: bool) -> T {
+    let (a, b) = (p.to_i128(), q.to_i128());
+    let r = a % b;
+    let r = if !fmod && r != 0 && ((r < 0) != (b < 0)) { r + b } else { r };
+    T::from_i128(r)
+}
+
+// ---- logical and bitwise ----
+
+/// A binary logical (bool) or bitwise (integer) operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bits2 {
+    And,
+    Or,
+    Xor,
+    /// `a << b` (bits shifted out are lost; a shift by the width or more gives 0).
+    Shl,
+    /// `a >> b` (logical for unsigned dtypes).
+    Shr,
+}
+
+impl Bits2 {
+    /// Logical operators take bool; bitwise ones integers; shifts unsigned integers (ONNX
+    /// BitShift).
+    fn accepts(self, op: &str, dtype: DType) -> Result<(), OpError> {
+        let ok = match (op.starts_with("logical_"), self) {
+            (true, _) => dtype == DType::Bool,
+            (false, Bits2::Shl | Bits2::Shr) => dtype.is_uint(),
+            (false, _) => dtype.is_integer(),
+        };
+        if ok {
+            Ok(())
+        } else {
+            let want = match (op.starts_with("logical_"), self) {
+                (true, _) => "a bool tensor",
+                (false, Bits2::Shl | Bits2::Shr) => "an unsigned integer tensor",
+                (false, _) => "an integer tensor",
+            };
+            Err(type_err(op, format_args!("expected {want}, got dtype {dtype}")))
+        }
+    }
+}
+
+/// Type relation of the logical / bitwise binary operators: one dtype, broadcast shapes.
+pub(crate) fn bits2_rel(op: &str, f: Bits2, args: &[Type]) -> Result<Type, OpError> {
+    check_arity(op, args.len(), 2)?;
+    let a = tensor_arg(op, args, 0)?;
+    let b = tensor_arg(op, args, 1)?;
+    same_dtype(op, a, b)?;
+    f.accepts(op, a.dtype)?;
+    broadcast_type(op, args, a, b, a.dtype)
+}
+
+/// Kernel of the logical / bitwise binary operators.
+pub(crate) fn bits2(op: &str, f: Bits2, args: &[Tensor], _attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    let ty = bits2_rel(op, f, &types_of(args))?;
+    let (shape, dtype) = out_dims(&ty)?;
+    let (x, y) = (&args[0], &args[1]);
+    let out = if dtype == DType::Bool {
+        let g = move |a: bool, b: bool| match f {
+            Bits2::And => a & b,
+            Bits2::Or => a | b,
+            _ => a ^ b,
+        };
+        bool::wrap(zip2(op, arr::<bool>(op, x)?, arr::<bool>(op, y)?, &shape, g)?.into_shared())
+    } else {
+        with_int!(dtype, T => {
+            let g = move |a: T, b: T| -> T {
+                let (p, q) = (a.to_u64_bits(), b.to_u64_bits());
+                let bits = 8 * std::mem::size_of::<T>() as u64;
+                T::from_u64_bits(match f {
+                    Bits2::And => p & q,
+                    Bits2::Or => p | q,
+                    Bits2::Xor => p ^ q,
+                    Bits2::Shl if q < bits => p << q,
+                    Bits2::Shr if q < bits => p >> q,
+                    Bits2::Shl | Bits2::Shr => 0,
+                })
+            };
+            T::wrap(zip2(op, arr::<T>(op, x)?, arr::<T>(op, y)?, &shape, g)?.into_shared())
+        })
+    };
+    Ok(vec![out])
+}
+
+/// Type relation of `bitwise_not(x)`: an integer tensor.
+pub(crate) fn bitwise_not_rel(args: &[Type], _attrs: &Attrs) -> Result<Type, OpError> {
+    let op = "bitwise_not";
+    check_arity(op, args.len(), 1)?;
+    let x = tensor_arg(op, args, 0)?;
+    if !x.dtype.is_integer() {
+        return Err(type_err(op, format_args!("expected an integer tensor, got dtype {}", x.dtype)));
+    }
+    Ok(args[0].clone())
+}
+
+/// Kernel of `bitwise_not`: every bit flipped.
+pub(crate) fn bitwise_not(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    bitwise_not_rel(&types_of(args), attrs)?;
+    let out = with_int!(args[0].dtype(), T => {
+        T::wrap(arr::<T>("bitwise_not", &args[0])?.mapv(|v| T::from_u64_bits(!v.to_u64_bits())).into_shared())
     });
     Ok(vec![out])
 }

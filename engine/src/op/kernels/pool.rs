@@ -1,6 +1,7 @@
 //! Pooling and local normalisation over NCHW data: `max_pool2d`, `avg_pool2d` (ONNX MaxPool
 //! and AveragePool with explicit pads), `global_avg_pool2d`, `global_max_pool2d` and `lrn`
-//! (ONNX LRN across channels). All are float-only (f16 computes in f32).
+//! (ONNX LRN across channels). All are float-only (f16 computes in f32), except that
+//! `max_pool2d` also takes i8, u8, i16 and u16, which f32 holds exactly.
 
 use ndarray::{Array4, ArrayD, Ix4, IxDyn};
 
@@ -9,7 +10,7 @@ use super::{
     attr_bool, attr_float, attr_int, attr_ints, check_arity, from_f32, invalid, out_dims, require_float, shape_str,
     tensor_arg, to_f32, type_err, types_of, KResult,
 };
-use crate::ir::{Attrs, Tensor, Type};
+use crate::ir::{Attrs, DType, Tensor, Type};
 use crate::op::{KernelCtx, OpError};
 
 /// Checked pooling geometry.
@@ -44,7 +45,10 @@ fn pooled_len(op: &str, geo: &Pool, axis: usize, len: u64, ceil: bool) -> Result
 fn pool_geometry(op: &str, args: &[Type], attrs: &Attrs) -> Result<(Pool, Type), OpError> {
     check_arity(op, args.len(), 1)?;
     let x = tensor_arg(op, args, 0)?;
-    require_float(op, x)?;
+    // MaxPool also takes the integers that f32 holds exactly (ONNX allows int8 / uint8).
+    if !(op == "max_pool2d" && small_int(x.dtype)) {
+        require_float(op, x)?;
+    }
     let &[n, c, h, w] = &*x.shape else {
         return Err(type_err(op, format_args!("expected 4-d data (NCHW), got shape {}", shape_str(&x.shape))));
     };
@@ -93,7 +97,7 @@ pub(crate) fn pool2d(op: &str, avg: bool, args: &[Tensor], attrs: &Attrs, _ctx: 
     let (geo, ty) = pool_geometry(op, &types_of(args), attrs)?;
     let (shape, dtype) = out_dims(&ty)?;
     let include_pad = attr_bool(op, attrs, "count_include_pad", false)?;
-    let x = to_f32(op, &args[0])?;
+    let x = if small_int(dtype) { widen_small_int(op, &args[0])? } else { to_f32(op, &args[0])? };
     let x = x.view().into_dimensionality::<Ix4>().map_err(|e| invalid(op, e))?;
     let x = x.as_standard_layout();
     let (h, w) = (x.shape()[2], x.shape()[3]);
@@ -131,7 +135,25 @@ pub(crate) fn pool2d(op: &str, avg: bool, args: &[Tensor], attrs: &Attrs, _ctx: 
             acc / numbers as f32
         };
     }
+    if small_int(dtype) {
+        // Every window holds at least one number (the pads are smaller than the kernel), so
+        // the maximum is one of the input's integers and converts back exactly.
+        let vals: Vec<f64> = out.iter().map(|&v| v as f64).collect();
+        let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+        return Ok(vec![Tensor::from_f64s(&dims, dtype, &vals)?]);
+    }
     Ok(vec![from_f32(op, out.into_dyn(), dtype)?])
+}
+
+/// Integer dtypes whose every value f32 holds exactly.
+fn small_int(dtype: DType) -> bool {
+    matches!(dtype, DType::I8 | DType::U8 | DType::I16 | DType::U16)
+}
+
+/// A tensor of a [`small_int`] dtype as exact f32 values.
+fn widen_small_int(op: &str, t: &Tensor) -> Result<ndarray::ArcArray<f32, IxDyn>, OpError> {
+    let vals: Vec<f32> = t.to_f64s().into_iter().map(|v| v as f32).collect();
+    ndarray::ArcArray::from_shape_vec(IxDyn(t.shape()), vals).map_err(|e| invalid(op, e))
 }
 
 /// Estimated cost of a `max_pool2d` / `avg_pool2d` call: every output element visits its

@@ -5,9 +5,9 @@ use ndarray::{ArcArray, ArrayD, Axis, IxDyn};
 use super::elementwise::IntElem;
 use super::{
     arr, attr_bool, attr_ints, check_arity, from_f32, invalid, norm_axis, out_dims, require_numeric, shape_str,
-    tensor_arg, to_f32, type_err, types_of, Elem, KResult,
+    tensor_arg, to_f32, type_err, types_of, with_int, Elem, KResult,
 };
-use crate::ir::{Attrs, DType, Tensor, Type};
+use crate::ir::{Attrs, Tensor, Type};
 use crate::op::{KernelCtx, OpError};
 
 /// A reduction.
@@ -65,7 +65,7 @@ pub(crate) fn reduce(op: &str, f: Reduce, args: &[Tensor], attrs: &Attrs, _ctx: 
     let axes = reduce_axes(op, attrs, x.shape().len())?;
     let count: usize = axes.iter().map(|&a| x.shape()[a]).product();
     let out = match dtype {
-        DType::F32 | DType::F16 => {
+        d if d.is_float() => {
             let mut a: ArrayD<f32> = to_f32(op, x)?.into_owned();
             // Descending, so earlier axis numbers stay valid as axes disappear.
             for &ax in axes.iter().rev() {
@@ -93,9 +93,10 @@ pub(crate) fn reduce(op: &str, f: Reduce, args: &[Tensor], attrs: &Attrs, _ctx: 
             }
             from_f32(op, a, dtype)?
         }
-        DType::I64 => i64::wrap(int_reduce(op, f, arr::<i64>(op, x)?, &axes, count)?.into_shared()),
-        DType::I32 => i32::wrap(int_reduce(op, f, arr::<i32>(op, x)?, &axes, count)?.into_shared()),
-        DType::Bool => return Err(type_err(op, "expected a numeric tensor, got dtype bool")),
+        d if d.is_integer() => {
+            with_int!(d, T => T::wrap(int_reduce(op, f, arr::<T>(op, x)?, &axes, count)?.into_shared()))
+        }
+        _ => return Err(type_err(op, "expected a numeric tensor, got dtype bool")),
     };
     Ok(vec![super::shape::reshape_tensor(op, &out, &shape)?])
 }

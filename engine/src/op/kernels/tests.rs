@@ -249,7 +249,7 @@ fn unary_math() {
     check(&run1("sqrt", &[p], Attrs::new()), DType::F32, &[3], &[1.0, 2.0, 0.0]);
     let i = tt(&[2], DType::I64, &[-3.0, 5.0]);
     check(&run1("negative", &[i.clone()], Attrs::new()), DType::I64, &[2], &[3.0, -5.0]);
-    assert_eq!(err("exp", &[i], Attrs::new()), "exp: expected a float tensor (f32 or f16), got dtype i64");
+    assert_eq!(err("exp", &[i], Attrs::new()), "exp: expected a float tensor (f32, f16 or f64), got dtype i64");
 }
 
 #[test]
@@ -293,6 +293,42 @@ fn cast_converts() {
     let back = run1("cast", &[big.clone()], to(DType::I64));
     assert_eq!(back, big);
     assert_eq!(err("cast", &[x], Attrs::new()), "operator `cast` needs attribute `dtype`");
+}
+
+/// The narrow, unsigned and f64 dtypes: casts saturate floats and wrap integers like numpy,
+/// integer arithmetic wraps in the dtype's width, f64 arithmetic is done in f64.
+#[test]
+fn narrow_unsigned_and_f64_dtypes_compute_in_their_own_width() {
+    let to = |d| Attrs::new().with("dtype", AttrValue::DType(d));
+    let x = f(&[3], &[300.7, -1.5, 7.9]);
+    // f32 -> u8 saturates (Rust `as`), -> i8 saturates too.
+    check(&run1("cast", &[x.clone()], to(DType::U8)), DType::U8, &[3], &[255.0, 0.0, 7.0]);
+    check(&run1("cast", &[x], to(DType::I8)), DType::I8, &[3], &[127.0, -1.0, 7.0]);
+    // i64 -> u8 wraps modulo 256, as numpy's astype does.
+    check(&run1("cast", &[tt(&[2], DType::I64, &[257.0, -1.0])], to(DType::U8)), DType::U8, &[2], &[1.0, 255.0]);
+    let a = tt(&[2], DType::U8, &[250.0, 3.0]);
+    let b = tt(&[2], DType::U8, &[10.0, 5.0]);
+    check(&run1("add", &[a.clone(), b.clone()], Attrs::new()), DType::U8, &[2], &[4.0, 8.0]);
+    check(&run1("subtract", &[a.clone(), b.clone()], Attrs::new()), DType::U8, &[2], &[240.0, 254.0]);
+    check(&run1("divide", &[a, b], Attrs::new()), DType::U8, &[2], &[25.0, 0.0]);
+    let i = tt(&[2], DType::I16, &[32767.0, -5.0]);
+    check(&run1("add", &[i.clone(), tt(&[], DType::I16, &[1.0])], Attrs::new()), DType::I16, &[2], &[-32768.0, -4.0]);
+    check(&run1("abs", &[i], Attrs::new()), DType::I16, &[2], &[32767.0, 5.0]);
+    // 1 + 1e-12 is exact in f64 and would round to 1 in f32.
+    let d = tt(&[1], DType::F64, &[1.0]);
+    let out = run1("add", &[d.clone(), tt(&[1], DType::F64, &[1e-12])], Attrs::new());
+    assert_eq!(out.to_f64s(), [1.0 + 1e-12]);
+    check(
+        &run1("sum", &[tt(&[3], DType::U32, &[4e9, 4e8, 1.0])], Attrs::new()),
+        DType::U32,
+        &[],
+        &[(4_400_000_001u64 - (1 << 32)) as f64],
+    );
+    // max_pool2d over u8 keeps the integers exactly; avg_pool2d stays float-only.
+    let x = tt(&[1, 1, 2, 2], DType::U8, &[1.0, 255.0, 3.0, 254.0]);
+    let pool = ints("pool_size", &[2, 2]);
+    check(&run1("max_pool2d", &[x.clone()], pool.clone()), DType::U8, &[1, 1, 1, 1], &[255.0]);
+    assert!(err("avg_pool2d", &[x], pool).contains("expected a float tensor"));
 }
 
 #[test]
@@ -627,7 +663,7 @@ fn nn_relations_infer_shapes_and_reject_mismatches() {
     );
     assert_eq!(
         rel_err("matmul", &[ty(&[2, 2], DType::I32), ty(&[2, 2], DType::I32)], Attrs::new()),
-        "matmul: expected a float tensor (f32 or f16), got dtype i32"
+        "matmul: expected a float tensor (f32, f16 or f64), got dtype i32"
     );
     let t = rel("matmul", &[f32t(&[1, 2, 3]), f32t(&[5, 3, 4])], Attrs::new()).unwrap();
     assert_eq!(t.to_string(), "Tensor[(5, 2, 4), f32]");

@@ -42,7 +42,7 @@ fn reciprocal_abs_and_hard_swish() {
     check(&run1("abs", &[i.clone()], Attrs::new()), DType::I32, &[3], &[3.0, 4.0, i32::MIN as f64]);
     assert_eq!(
         err("reciprocal", &[i], Attrs::new()),
-        "reciprocal: expected a float tensor (f32 or f16), got dtype i32"
+        "reciprocal: expected a float tensor (f32, f16 or f64), got dtype i32"
     );
     let x = f(&[6], &[-4.0, -1.0, 0.0, 1.0, 3.0, 4.0]);
     check(&run1("hard_swish", &[x], Attrs::new()), DType::F32, &[6], &[0.0, -1.0 / 3.0, 0.0, 2.0 / 3.0, 3.0, 4.0]);
@@ -624,5 +624,152 @@ fn split_at_indices() {
     assert_eq!(
         err("split", &[x], Attrs::new()),
         "split: exactly one of `indices_or_sections` and `indices` must be given"
+    );
+}
+
+// ---- operators of issue #27: rounding, trigonometry, activations, predicates, mod, bits ----
+
+#[test]
+fn rounding_trigonometric_and_smooth_unary_operators_match_f64_math() {
+    let xs = [-2.5, -0.5, 0.3, 0.5, 1.5, 2.7];
+    type F = fn(f64) -> f64;
+    let cases: [(&str, F); 12] = [
+        ("floor", f64::floor),
+        ("ceil", f64::ceil),
+        ("round", f64::round_ties_even),
+        ("sin", f64::sin),
+        ("cos", f64::cos),
+        ("tan", f64::tan),
+        ("atan", f64::atan),
+        ("sinh", f64::sinh),
+        ("cosh", f64::cosh),
+        ("asinh", f64::asinh),
+        ("softsign", |x| x / (1.0 + x.abs())),
+        ("softplus", |x| x.exp().ln_1p()),
+    ];
+    for (name, g) in cases {
+        let out = run1(name, &[f(&[6], &xs)], Attrs::new()).to_f64s();
+        for (&x, o) in xs.iter().zip(out) {
+            let want = g(x as f32 as f64);
+            assert!((o - want).abs() <= 1e-6 * want.abs().max(1.0), "{name}({x}) = {o}, expected {want}");
+        }
+    }
+    // Inverse functions on their domains.
+    let ys = [-0.9, 0.0, 0.4];
+    for (name, g) in [("asin", f64::asin as F), ("acos", f64::acos), ("atanh", f64::atanh)] {
+        let out = run1(name, &[f(&[3], &ys)], Attrs::new()).to_f64s();
+        for (&y, o) in ys.iter().zip(out) {
+            assert!((o - g(y as f32 as f64)).abs() < 1e-6, "{name}({y}) = {o}");
+        }
+    }
+    check(&run1("acosh", &[f(&[1], &[1.0])], Attrs::new()), DType::F32, &[1], &[0.0]);
+    // mish(1) = tanh(ln(1 + e)); softplus(100) does not overflow.
+    check(&run1("mish", &[f(&[2], &[1.0, 0.0])], Attrs::new()), DType::F32, &[2], &[0.865_098_4, 0.0]);
+    check(&run1("softplus", &[f(&[1], &[100.0])], Attrs::new()), DType::F32, &[1], &[100.0]);
+    // sign works on integers and keeps NaN.
+    check(&run1("sign", &[tt(&[3], DType::I8, &[-7.0, 0.0, 9.0])], Attrs::new()), DType::I8, &[3], &[-1.0, 0.0, 1.0]);
+    check(&run1("sign", &[f(&[2], &[f64::NAN, -0.0])], Attrs::new()), DType::F32, &[2], &[f64::NAN, 0.0]);
+    assert_eq!(
+        err("floor", &[tt(&[1], DType::I32, &[1.0])], Attrs::new()),
+        "floor: expected a float tensor (f32, f16 or f64), got dtype i32"
+    );
+}
+
+#[test]
+fn activation_family_follows_onnx_definitions_and_checks_attributes() {
+    let x = f(&[4], &[-2.0, -0.5, 0.5, 2.0]);
+    let e = |v: f64| v.exp() - 1.0;
+    check(&run1("elu", &[x.clone()], float("alpha", 2.0)), DType::F32, &[4], &[2.0 * e(-2.0), 2.0 * e(-0.5), 0.5, 2.0]);
+    let (a, g) = (1.673_263_192_176_818_8, 1.050_701_022_148_132_3);
+    check(
+        &run1("selu", &[x.clone()], Attrs::new()),
+        DType::F32,
+        &[4],
+        &[g * a * e(-2.0), g * a * e(-0.5), g * 0.5, g * 2.0],
+    );
+    check(
+        &run1("celu", &[x.clone()], float("alpha", 2.0)),
+        DType::F32,
+        &[4],
+        &[2.0 * e(-1.0), 2.0 * e(-0.25), 0.5, 2.0],
+    );
+    check(&run1("leaky_relu", &[x.clone()], float("alpha", 0.1)), DType::F32, &[4], &[-0.2, -0.05, 0.5, 2.0]);
+    check(&run1("thresholded_relu", &[x.clone()], float("alpha", 1.0)), DType::F32, &[4], &[0.0, 0.0, 0.0, 2.0]);
+    let sh = float("bias", 1.5).with("lambd", AttrValue::Float(1.0));
+    check(&run1("shrink", &[x.clone()], sh.clone()), DType::F32, &[4], &[-0.5, 0.0, 0.0, 0.5]);
+    check(&run1("shrink", &[tt(&[3], DType::I8, &[-3.0, 0.0, 3.0])], sh), DType::I8, &[3], &[-1.0, 0.0, 1.0]);
+    // Bad attributes are errors naming the operator and the attribute.
+    assert_eq!(err("celu", &[x.clone()], float("alpha", 0.0)), "celu: `alpha` must not be 0");
+    assert_eq!(err("shrink", &[x.clone()], float("lambd", -1.0)), "shrink: `lambd` must not be negative, got -1");
+    assert_eq!(err("elu", &[x.clone()], float("alpha", f64::INFINITY)), "elu: `alpha` must be finite, got inf");
+    assert_eq!(err("leaky_relu", &[x], int("slope", 1)), "unknown attribute `slope` of `leaky_relu` (valid: alpha)");
+    assert_eq!(
+        err("elu", &[tt(&[1], DType::I64, &[1.0])], Attrs::new()),
+        "elu: expected a float tensor (f32, f16 or f64), got dtype i64"
+    );
+}
+
+#[test]
+fn isnan_and_isinf_classify_floats() {
+    let x = f(&[4], &[f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1.0]);
+    check(&run1("isnan", &[x.clone()], Attrs::new()), DType::Bool, &[4], &[1.0, 0.0, 0.0, 0.0]);
+    check(&run1("isinf", &[x.clone()], Attrs::new()), DType::Bool, &[4], &[0.0, 1.0, 1.0, 0.0]);
+    let pos_only = Attrs::new().with("detect_negative", AttrValue::Bool(false));
+    check(&run1("isinf", &[x.clone()], pos_only), DType::Bool, &[4], &[0.0, 1.0, 0.0, 0.0]);
+    let d = tt(&[2], DType::F64, &[f64::NAN, f64::NEG_INFINITY]);
+    check(&run1("isinf", &[d.clone()], Attrs::new()), DType::Bool, &[2], &[0.0, 1.0]);
+    check(&run1("isnan", &[d], Attrs::new()), DType::Bool, &[2], &[1.0, 0.0]);
+    assert_eq!(
+        err("isinf", &[x], int("detect_positive", 1)),
+        "attribute `detect_positive` of `isinf` must be bool, got int"
+    );
+    assert!(err("isnan", &[tt(&[1], DType::I32, &[1.0])], Attrs::new()).contains("expected a float tensor"));
+}
+
+#[test]
+fn mod_is_floored_or_truncated_like_onnx() {
+    let a = tt(&[4], DType::I32, &[7.0, -7.0, 7.0, -7.0]);
+    let b = tt(&[4], DType::I32, &[3.0, 3.0, -3.0, -3.0]);
+    check(&run1("mod", &[a.clone(), b.clone()], Attrs::new()), DType::I32, &[4], &[1.0, 2.0, -2.0, -1.0]);
+    let fmod = Attrs::new().with("fmod", AttrValue::Bool(true));
+    check(&run1("mod", &[a.clone(), b], fmod.clone()), DType::I32, &[4], &[1.0, -1.0, 1.0, -1.0]);
+    let x = f(&[2], &[5.5, -5.5]);
+    check(&run1("mod", &[x.clone(), f(&[], &[2.0])], fmod.clone()), DType::F32, &[2], &[1.5, -1.5]);
+    // i8::MIN mod -1 is 0, not an overflow.
+    let m = run1("mod", &[tt(&[1], DType::I8, &[-128.0]), tt(&[1], DType::I8, &[-1.0])], Attrs::new());
+    check(&m, DType::I8, &[1], &[0.0]);
+    assert_eq!(err("mod", &[x.clone(), x], Attrs::new()), "mod: a float dtype (f32) needs `fmod` = true");
+    assert_eq!(err("mod", &[a.clone(), tt(&[1], DType::I32, &[0.0])], Attrs::new()), "mod: integer modulo by zero");
+}
+
+#[test]
+fn logical_bitwise_and_shift_operators_check_their_dtypes() {
+    let p = tt(&[4], DType::Bool, &[1.0, 1.0, 0.0, 0.0]);
+    let q = tt(&[4], DType::Bool, &[1.0, 0.0, 1.0, 0.0]);
+    check(&run1("logical_and", &[p.clone(), q.clone()], Attrs::new()), DType::Bool, &[4], &[1.0, 0.0, 0.0, 0.0]);
+    check(&run1("logical_or", &[p.clone(), q.clone()], Attrs::new()), DType::Bool, &[4], &[1.0, 1.0, 1.0, 0.0]);
+    check(&run1("logical_xor", &[p.clone(), q], Attrs::new()), DType::Bool, &[4], &[0.0, 1.0, 1.0, 0.0]);
+    let a = tt(&[2], DType::I16, &[12.0, -1.0]);
+    let b = tt(&[2], DType::I16, &[10.0, 6.0]);
+    check(&run1("bitwise_and", &[a.clone(), b.clone()], Attrs::new()), DType::I16, &[2], &[8.0, 6.0]);
+    check(&run1("bitwise_or", &[a.clone(), b.clone()], Attrs::new()), DType::I16, &[2], &[14.0, -1.0]);
+    check(&run1("bitwise_xor", &[a.clone(), b], Attrs::new()), DType::I16, &[2], &[6.0, -7.0]);
+    check(&run1("bitwise_not", &[a.clone()], Attrs::new()), DType::I16, &[2], &[-13.0, 0.0]);
+    check(&run1("bitwise_not", &[tt(&[1], DType::U8, &[1.0])], Attrs::new()), DType::U8, &[1], &[254.0]);
+    let u = tt(&[3], DType::U8, &[16.0, 255.0, 1.0]);
+    let k = tt(&[3], DType::U8, &[2.0, 1.0, 8.0]);
+    check(&run1("left_shift", &[u.clone(), k.clone()], Attrs::new()), DType::U8, &[3], &[64.0, 254.0, 0.0]);
+    check(&run1("right_shift", &[u, k], Attrs::new()), DType::U8, &[3], &[4.0, 127.0, 0.0]);
+    assert_eq!(
+        err("logical_and", &[a.clone(), a.clone()], Attrs::new()),
+        "logical_and: expected a bool tensor, got dtype i16"
+    );
+    assert_eq!(
+        err("bitwise_or", &[p.clone(), p], Attrs::new()),
+        "bitwise_or: expected an integer tensor, got dtype bool"
+    );
+    assert_eq!(
+        err("left_shift", &[a.clone(), a], Attrs::new()),
+        "left_shift: expected an unsigned integer tensor, got dtype i16"
     );
 }
