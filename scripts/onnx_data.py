@@ -94,7 +94,10 @@ def make_static(model, inputs):
 
 
 def as_array(a):
-    return numpy_helper.to_array(a) if isinstance(a, TensorProto) else a
+    if isinstance(a, TensorProto):
+        return numpy_helper.to_array(a)
+    # A numpy scalar (DynamicQuantizeLinear's y_scale) is a rank-0 tensor.
+    return np.asarray(a) if isinstance(a, np.generic) else a
 
 def node_cases():
     from onnx.backend.test.case.node import collect_testcases

@@ -175,6 +175,18 @@ def bad_fixtures():
             [vi("y", F, [2, 5, 8])],
             [w, arr("past", np.zeros([2, 2, 2, 1, 4], np.float32))],
         ),
+        "bad_quant_zero_scale": model(
+            [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], name="q")],
+            [x],
+            [vi("y", TensorProto.UINT8, [2, 5, 8])],
+            [arr("s", np.array(0.0, np.float32)), arr("z", np.array(3, np.uint8))],
+        ),
+        "bad_quant_scale_shape": model(
+            [helper.make_node("DequantizeLinear", ["q", "s"], ["y"], name="dq", axis=1)],
+            [vi("q", TensorProto.INT8, [2, 5, 8])],
+            [vi("y", F, [2, 5, 8])],
+            [arr("s", np.ones([4], np.float32))],
+        ),
         "bad_skip_layer_norm_mean": model(
             [
                 ms("SkipLayerNormalization", ["x", "x", "g"], ["y", "mean"], name="sln"),

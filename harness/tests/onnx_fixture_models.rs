@@ -143,6 +143,8 @@ fn bad_control_flow_is_a_clear_error() {
     let microsoft = [
         ("microsoft/bad_attention_heads", "node `attn` (Attention): Q has shape [2, 5, 8]: expected [batch, sequence, hidden] with hidden divisible by num_heads = 3"),
         ("microsoft/bad_attention_mask", "node `attn` (Attention): the mask has shape [4]; passel takes valid lengths [2], or 0/1 masks [2, 5] or [2, 5, 5]"),
+        ("microsoft/bad_quant_zero_scale", "node `q` (QuantizeLinear): the scale has a zero or non-finite value"),
+        ("microsoft/bad_quant_scale_shape", "node `dq` (DequantizeLinear): the scale has shape [4]; per-axis quantization along axis 1 of [2, 5, 8] needs [5]"),
         ("microsoft/bad_attention_past", "node `attn` (Attention): input 4 (past) is given; passel's Attention takes no past state"),
         ("microsoft/bad_skip_layer_norm_mean", "node `sln` (SkipLayerNormalization): output `mean` (used by node Identity #1) is not computed by the importer"),
     ];

@@ -19,6 +19,7 @@ use super::tensor::{self, tensor_i64s};
 use super::ExternalData;
 use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 
+mod quant;
 mod rnn;
 
 /// A converter: one ONNX node (its attributes, inputs and opset in [`Cx`]) to passel calls,
@@ -83,11 +84,14 @@ onnx_ops! {
     "Constant": 0 => constant;
     "ConstantOfShape": 1 => constant_of_shape;
     "Conv": 3 => conv;
+    "ConvInteger": 4 => quant::conv_integer;
     "ConvTranspose": 3 => conv_transpose;
     "Cos": 1 => |cx| unary(cx, "cos");
     "Cosh": 1 => |cx| unary(cx, "cosh");
+    "DequantizeLinear": 3 => quant::dequantize_linear;
     "Div": 2 => |cx| binary(cx, "divide");
     "Dropout": 1, from 12: 3 => dropout;
+    "DynamicQuantizeLinear": 1 => quant::dynamic_quantize_linear;
     "Elu": 1 => |cx| param_unary(cx, "elu", &[("alpha", 1.0)]);
     "Equal": 2 => |cx| binary(cx, "equal");
     "Erf": 1 => |cx| unary(cx, "erf");
@@ -118,6 +122,7 @@ onnx_ops! {
     "Log": 1 => |cx| unary(cx, "log");
     "Loop": VARIADIC => control_flow;
     "MatMul": 2 => |cx| binary(cx, "matmul");
+    "MatMulInteger": 4 => quant::matmul_integer;
     "Max": VARIADIC => |cx| variadic(cx, "maximum");
     "MaxPool": 1 => |cx| pool(cx, true);
     "Mean": VARIADIC => mean;
@@ -131,6 +136,8 @@ onnx_ops! {
     "PRelu": 2 => prelu;
     "Pad": 1, from 11: 3, from 18: 4 => pad;
     "Pow": 2 => pow;
+    "QLinearMatMul": 8 => quant::qlinear_matmul;
+    "QuantizeLinear": 3 => quant::quantize_linear;
     "RNN": 6 => rnn::rnn;
     "Range": 3 => range;
     "Reciprocal": 1 => |cx| unary(cx, "reciprocal");

@@ -1,0 +1,314 @@
+//! Quantization operators of the default domain, decomposed at import into passel graph
+//! operators on the integer dtypes:
+//!
+//! - `DequantizeLinear`: `(x - zero_point) · scale`, per tensor, per axis or blocked;
+//! - `QuantizeLinear`: `saturate(round_half_even(x / scale) + zero_point)` to int8 / uint8 /
+//!   int16 / uint16 (the zero point's dtype, `output_dtype`, or uint8);
+//! - `DynamicQuantizeLinear`: uint8 quantization with the scale and zero point computed from
+//!   the data's range (which always includes 0), as ONNX specifies;
+//! - `MatMulInteger`, `ConvInteger`: products of zero-point-shifted integers, accumulated in
+//!   f64 (exact: every partial sum of 8-bit products stays far below 2^53) and returned as
+//!   int32, so the integer paths are exact;
+//! - `QLinearMatMul`: the integer product requantized with the f32 multiplier
+//!   `a_scale · b_scale / y_scale`.
+
+use super::*;
+
+/// The representable range of quantized dtype `d`.
+fn qrange(d: DType) -> R<(f64, f64)> {
+    Ok(match d {
+        DType::U8 => (0.0, 255.0),
+        DType::I8 => (-128.0, 127.0),
+        DType::U16 => (0.0, 65535.0),
+        DType::I16 => (-32768.0, 32767.0),
+        DType::I32 => (-2147483648.0, 2147483647.0),
+        other => {
+            return Err(format!("{} is not a quantized integer type (int8, uint8, int16, uint16, int32)", other.name()))
+        }
+    })
+}
+
+fn cast(cx: &mut Cx<'_>, v: &Val, to: DType) -> R<Val> {
+    if v.ty().dtype == to {
+        return Ok(v.clone());
+    }
+    cx.call_tmp("cast", &[v], Attrs::new().with("dtype", AttrValue::DType(to)))
+}
+
+/// `p` (a scale or zero point of `DequantizeLinear` / `QuantizeLinear`) shaped to broadcast
+/// against `x`: a scalar or one-element tensor as is, a 1-D `[x.shape[axis]]` along `axis`,
+/// or a blocked `[…, ceil(D / block), …]` repeated `block` times along `axis`.
+fn broadcast_param(cx: &mut Cx<'_>, p: &Val, x: &Val, axis: i64, block: i64, what: &str) -> R<Val> {
+    let (ps, xs) = (p.shape(), x.shape());
+    if ps.iter().product::<u64>() == 1 && block == 0 {
+        return cx.reshape(p, &[], true);
+    }
+    let a = norm_axis(axis, xs.len())?;
+    if block == 0 {
+        if ps != [xs[a]] {
+            return Err(format!(
+                "{what} has shape {ps:?}; per-axis quantization along axis {a} of {xs:?} needs [{}]",
+                xs[a]
+            ));
+        }
+        let mut shape = vec![1; xs.len()];
+        shape[a] = xs[a];
+        return cx.reshape(p, &shape, true);
+    }
+    if block < 0 {
+        return Err(format!("attribute `block_size` = {block} must not be negative"));
+    }
+    let block = block as u64;
+    let blocks = xs[a].div_ceil(block);
+    let mut want = xs.clone();
+    want[a] = blocks;
+    if ps != want {
+        return Err(format!("{what} has shape {ps:?}; blocks of {block} along axis {a} of {xs:?} need {want:?}"));
+    }
+    // [.., B, ..] -> [.., B, 1, ..] -> broadcast [.., B, block, ..] -> [.., B·block, ..] -> slice to D.
+    let mut split = want.clone();
+    split.insert(a + 1, 1);
+    let r = cx.reshape(p, &split, true)?;
+    let mut wide = split.clone();
+    wide[a + 1] = block;
+    let b = cx.call_tmp("broadcast_to", &[&r], Attrs::new().with("shape", ints(&wide)))?;
+    let mut merged = want.clone();
+    merged[a] = blocks * block;
+    let m = cx.reshape(&b, &merged, true)?;
+    if merged[a] == xs[a] {
+        return Ok(m);
+    }
+    let attrs =
+        Attrs::new().with("begin", ints_i(&[0])).with("end", ints_i(&[xs[a] as i64])).with("axes", ints_i(&[a as i64]));
+    cx.call_tmp("strided_slice", &[&m], attrs)
+}
+
+fn check_scale(scale: &Val) -> R<DType> {
+    let d = scale.ty().dtype;
+    if !matches!(d, DType::F32 | DType::F16 | DType::F64) {
+        return Err(format!("the scale is {}; it must be a float tensor", d.name()));
+    }
+    if let Some(c) = scale.as_const() {
+        let t = c.materialize().map_err(|e| e.to_string())?;
+        if t.to_f64s().iter().any(|&s| s == 0.0 || !s.is_finite()) {
+            return Err("the scale has a zero or non-finite value".into());
+        }
+    }
+    Ok(d)
+}
+
+pub(super) fn dequantize_linear(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, scale, zp) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
+    let axis = cx.int("axis", 1)?;
+    let block = cx.int("block_size", 0)?;
+    let out = check_scale(&scale)?;
+    if let Some(d) = cx.int_opt("output_dtype")? {
+        let want = tensor::dtype_of(d as i32)?;
+        if want != out {
+            return Err(format!("output_dtype {} differs from the scale's {}", want.name(), out.name()));
+        }
+    }
+    qrange(x.ty().dtype)?;
+    if let Some(z) = &zp {
+        if z.ty().dtype != x.ty().dtype {
+            return Err(format!("the zero point is {} but the input is {}", z.ty().dtype.name(), x.ty().dtype.name()));
+        }
+    }
+    let s = broadcast_param(cx, &scale, &x, axis, block, "the scale")?;
+    let xf = cast(cx, &x, out)?;
+    let shifted = match &zp {
+        Some(z) => {
+            let z = broadcast_param(cx, z, &x, axis, block, "the zero point")?;
+            let zf = cast(cx, &z, out)?;
+            cx.call_tmp("subtract", &[&xf, &zf], Attrs::new())?
+        }
+        None => xf,
+    };
+    one(cx.call("multiply", &[&shifted, &s], Attrs::new())?)
+}
+
+/// `saturate(round(x / scale) + zp)` as dtype `to` (scale and zp already broadcastable).
+fn quantize(cx: &mut Cx<'_>, x: &Val, scale: &Val, zp: Option<&Val>, to: DType, last: bool) -> R<Val> {
+    let (lo, hi) = qrange(to)?;
+    let d = x.ty().dtype;
+    let q = cx.call_tmp("divide", &[x, scale], Attrs::new())?;
+    let mut q = cx.call_tmp("round", &[&q], Attrs::new())?;
+    if let Some(z) = zp {
+        let zf = cast(cx, z, d)?;
+        q = cx.call_tmp("add", &[&q, &zf], Attrs::new())?;
+    }
+    let attrs = Attrs::new().with("a_min", AttrValue::Float(lo)).with("a_max", AttrValue::Float(hi));
+    let q = cx.call_tmp("clip", &[&q], attrs)?;
+    if last {
+        cx.call("cast", &[&q], Attrs::new().with("dtype", AttrValue::DType(to)))
+    } else {
+        cast(cx, &q, to)
+    }
+}
+
+pub(super) fn quantize_linear(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, scale, zp) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
+    let axis = cx.int("axis", 1)?;
+    let block = cx.int("block_size", 0)?;
+    // `saturate` only matters for float8 outputs, which passel has no dtype for.
+    cx.int_opt("saturate")?;
+    check_scale(&scale)?;
+    let to = match (cx.int_opt("output_dtype")?, &zp) {
+        (Some(d), _) if d != 0 => tensor::dtype_of(d as i32)?,
+        (_, Some(z)) => z.ty().dtype,
+        _ => DType::U8,
+    };
+    if let Some(z) = &zp {
+        if z.ty().dtype != to {
+            return Err(format!("the zero point is {} but the output is {}", z.ty().dtype.name(), to.name()));
+        }
+    }
+    let xd = x.ty().dtype;
+    let s = broadcast_param(cx, &scale, &x, axis, block, "the scale")?;
+    let s = cast(cx, &s, xd)?;
+    let z = match &zp {
+        Some(z) => Some(broadcast_param(cx, z, &x, axis, block, "the zero point")?),
+        None => None,
+    };
+    one(quantize(cx, &x, &s, z.as_ref(), to, true)?)
+}
+
+pub(super) fn dynamic_quantize_linear(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    if x.ty().dtype != DType::F32 {
+        return Err(format!("input 0 is {}; DynamicQuantizeLinear takes float32", x.ty().dtype.name()));
+    }
+    let f = |v: f64| Cx::scalar(DType::F32, v);
+    let all = Attrs::new().with("keepdims", AttrValue::Bool(false));
+    let mn = cx.call_tmp("min", &[&x], all.clone())?;
+    let mx = cx.call_tmp("max", &[&x], all)?;
+    // The range always includes 0.
+    let mn = cx.call_tmp("minimum", &[&mn, &f(0.0)], Attrs::new())?;
+    let mx = cx.call_tmp("maximum", &[&mx, &f(0.0)], Attrs::new())?;
+    let range = cx.call_tmp("subtract", &[&mx, &mn], Attrs::new())?;
+    let scale = cx.call_tmp("divide", &[&range, &f(255.0)], Attrs::new())?;
+    // An all-zero input has range 0: scale 0 would divide by zero; onnxruntime's result is
+    // zero point 0 and zeros, which any positive scale gives.
+    let zero = cx.call_tmp("equal", &[&scale, &f(0.0)], Attrs::new())?;
+    let safe = cx.call_tmp("where", &[&zero, &f(1.0), &scale], Attrs::new())?;
+    let neg = cx.call_tmp("negative", &[&mn], Attrs::new())?;
+    let zp = cx.call_tmp("divide", &[&neg, &safe], Attrs::new())?;
+    let zp = cx.call_tmp("round", &[&zp], Attrs::new())?;
+    let zp = cx.call_tmp(
+        "clip",
+        &[&zp],
+        Attrs::new().with("a_min", AttrValue::Float(0.0)).with("a_max", AttrValue::Float(255.0)),
+    )?;
+    let y = quantize(cx, &x, &safe, Some(&zp), DType::U8, false)?;
+    let zp8 = cast(cx, &zp, DType::U8)?;
+    let scale_out = cx.call_tmp("where", &[&zero, &f(0.0), &scale], Attrs::new())?;
+    Ok(vec![Some(y), Some(scale_out), Some(zp8)])
+}
+
+/// `v - zp` in f64, with `zp` shaped by `shape_zp` (already broadcastable).
+fn shifted_f64(cx: &mut Cx<'_>, v: &Val, zp: Option<Val>, what: &str) -> R<Val> {
+    qrange(v.ty().dtype).map_err(|e| format!("{what}: {e}"))?;
+    let vf = cast(cx, v, DType::F64)?;
+    match zp {
+        None => Ok(vf),
+        Some(z) => {
+            if z.ty().dtype != v.ty().dtype {
+                return Err(format!(
+                    "{what}'s zero point is {} but {what} is {}",
+                    z.ty().dtype.name(),
+                    v.ty().dtype.name()
+                ));
+            }
+            let zf = cast(cx, &z, DType::F64)?;
+            cx.call_tmp("subtract", &[&vf, &zf], Attrs::new())
+        }
+    }
+}
+
+/// The zero point of A (`[M]` per row, or a scalar) shaped against A `[.., M, K]`.
+fn row_zero_point(cx: &mut Cx<'_>, z: Option<Val>, a: &Val) -> R<Option<Val>> {
+    let Some(z) = z else { return Ok(None) };
+    let (zs, as_) = (z.shape(), a.shape());
+    if zs.iter().product::<u64>() == 1 {
+        return Ok(Some(cx.reshape(&z, &[], true)?));
+    }
+    let m = as_.get(as_.len().wrapping_sub(2)).copied().unwrap_or(0);
+    if zs != [m] {
+        return Err(format!("A's zero point has shape {zs:?}; it must be a scalar or one per row ([{m}])"));
+    }
+    Ok(Some(cx.reshape(&z, &[m, 1], true)?))
+}
+
+/// The zero point of B (`[N]` per column, or a scalar) shaped against B `[.., K, N]`.
+fn col_zero_point(cx: &mut Cx<'_>, z: Option<Val>, b: &Val) -> R<Option<Val>> {
+    let Some(z) = z else { return Ok(None) };
+    let (zs, bs) = (z.shape(), b.shape());
+    if zs.iter().product::<u64>() == 1 {
+        return Ok(Some(cx.reshape(&z, &[], true)?));
+    }
+    let n = bs.last().copied().unwrap_or(0);
+    if zs != [n] {
+        return Err(format!("B's zero point has shape {zs:?}; it must be a scalar or one per column ([{n}])"));
+    }
+    Ok(Some(cx.reshape(&z, &[n], true)?))
+}
+
+/// The exact integer product `(A - a_zp) @ (B - b_zp)` as f64.
+fn integer_matmul(cx: &mut Cx<'_>, (a, a_zp): (&Val, Option<Val>), (b, b_zp): (&Val, Option<Val>)) -> R<Val> {
+    let a_zp = row_zero_point(cx, a_zp, a)?;
+    let b_zp = col_zero_point(cx, b_zp, b)?;
+    let af = shifted_f64(cx, a, a_zp, "A")?;
+    let bf = shifted_f64(cx, b, b_zp, "B")?;
+    cx.call_tmp("matmul", &[&af, &bf], Attrs::new())
+}
+
+pub(super) fn matmul_integer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    let acc = integer_matmul(cx, (&a, cx.opt(2)), (&b, cx.opt(3)))?;
+    one(cx.call("cast", &[&acc], Attrs::new().with("dtype", AttrValue::DType(DType::I32)))?)
+}
+
+pub(super) fn conv_integer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, w, x_zp, w_zp) = (cx.input(0)?, cx.input(1)?, cx.opt(2), cx.opt(3));
+    for (z, what) in [(&x_zp, "x"), (&w_zp, "w")] {
+        if z.as_ref().is_some_and(|z| z.shape().iter().product::<u64>() != 1) {
+            return Err(format!("{what}'s zero point must be a scalar (per-channel zero points are not supported)"));
+        }
+    }
+    let x_zp = x_zp.map(|z| cx.reshape(&z, &[], true)).transpose()?;
+    let w_zp = w_zp.map(|z| cx.reshape(&z, &[], true)).transpose()?;
+    let xf = shifted_f64(cx, &x, x_zp, "x")?;
+    let wf = shifted_f64(cx, &w, w_zp, "w")?;
+    // The float convolution on the shifted operands, with Conv's attributes.
+    cx.inputs = vec![Some(xf), Some(wf)];
+    let y = conv(cx)?.into_iter().next().flatten().ok_or("the convolution returned nothing")?;
+    one(cx.call("cast", &[&y], Attrs::new().with("dtype", AttrValue::DType(DType::I32)))?)
+}
+
+pub(super) fn qlinear_matmul(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp) = (
+        cx.input(0)?,
+        cx.input(1)?,
+        cx.input(2)?,
+        cx.input(3)?,
+        cx.input(4)?,
+        cx.input(5)?,
+        cx.input(6)?,
+        cx.input(7)?,
+    );
+    for s in [&a_s, &b_s, &y_s] {
+        if s.shape().iter().product::<u64>() != 1 {
+            return Err("per-axis scales are not supported by QLinearMatMul here (scalars only)".into());
+        }
+        check_scale(s)?;
+    }
+    let acc = integer_matmul(cx, (&a, Some(a_zp)), (&b, Some(b_zp)))?;
+    let acc = cast(cx, &acc, DType::F32)?;
+    let (a_s, b_s, y_s) = (cx.reshape(&a_s, &[], true)?, cx.reshape(&b_s, &[], true)?, cx.reshape(&y_s, &[], true)?);
+    let ab = cx.call_tmp("multiply", &[&a_s, &b_s], Attrs::new())?;
+    let mult = cx.call_tmp("divide", &[&ab, &y_s], Attrs::new())?;
+    let real = cx.call_tmp("multiply", &[&acc, &mult], Attrs::new())?;
+    let to = y_zp.ty().dtype;
+    let y_zp = cx.reshape(&y_zp, &[], true)?;
+    one(quantize(cx, &real, &Cx::scalar(DType::F32, 1.0), Some(&y_zp), to, true)?)
+}
