@@ -196,15 +196,15 @@ def @g() -> Tensor[(), f32] {
   @f(%nope)
 }
 
-def @h() { 2i8 }
+def @h() { 2i9 }
 ";
     expect_test::expect![[r#"
         2:19: expected `,` or `)`, found `;`
-        3:12: unknown operator `reluu` (did you mean `relu` or `gelu`?)
+        3:12: unknown operator `reluu` (did you mean `relu` or `gelu` or `elu`?)
         4:12: operator `add` takes 2 arguments, got 3
         9:19: expected an expression, found `;`
         10:6: undefined variable `%nope`
-        13:12: invalid number literal `2i8`"#]]
+        13:12: invalid number literal `2i9`"#]]
     .assert_eq(&errors(src));
 }
 

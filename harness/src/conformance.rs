@@ -4,8 +4,8 @@
 //! is imported, evaluated, optimised with `-O3`, evaluated again, and printed and parsed back.
 //!
 //! A case is *supported* when every op type of its graph is in the importer's
-//! `SUPPORTED_OPS` and every input and output is a tensor of a dtype passel has (f32, f16,
-//! i64, i32, bool). A supported case that fails counts as a failure unless the out-of-scope
+//! `SUPPORTED_OPS` and every input and output is a tensor of a dtype passel has (f16, f32,
+//! f64, signed and unsigned 8- to 64-bit integers, bool). A supported case that fails counts as a failure unless the out-of-scope
 //! list (`docs/onnx-out-of-scope.txt`: `case reason…` per line) names it.
 
 use std::collections::BTreeMap;

@@ -444,6 +444,13 @@ mod tests {
             Tensor::from_f64s(&[], DType::I64, &[-7.0]).unwrap(),
             Tensor::from_f64s(&[2, 0], DType::I32, &[]).unwrap(),
             Tensor::from_f64s(&[3], DType::Bool, &[1.0, 0.0, 1.0]).unwrap(),
+            Tensor::from_f64s(&[2], DType::F64, &[0.1, -1e300]).unwrap(),
+            Tensor::from_f64s(&[2], DType::I8, &[-128.0, 127.0]).unwrap(),
+            Tensor::from_f64s(&[2], DType::I16, &[-300.0, 300.0]).unwrap(),
+            Tensor::from_f64s(&[2], DType::U8, &[0.0, 255.0]).unwrap(),
+            Tensor::from_f64s(&[2], DType::U16, &[1.0, 65535.0]).unwrap(),
+            Tensor::from_f64s(&[2], DType::U32, &[1.0, 4e9]).unwrap(),
+            Tensor::from_le_bytes(&[1], DType::U64, &[0xff; 8]).unwrap(),
         ];
         for t in cases {
             let bytes = encode(&t);
@@ -476,7 +483,7 @@ mod tests {
             (header("<f4", "True", "(1,)", &four), "Fortran-order"),
             (header(">f4", "False", "(1,)", &four), "big-endian dtype `>f4`"),
             (header("|O", "False", "(1,)", &four), "object arrays"),
-            (header("<f8", "False", "(1,)", &four), "dtype `<f8` is not supported"),
+            (header("<c8", "False", "(1,)", &four), "dtype `<c8` is not supported"),
             (header("<f4", "False", "(2,)", &four), "truncated data: shape [2] of f32 needs 8 bytes, found 4"),
             (header("<f4", "False", "(1,)", &[0; 5]), "1 bytes after"),
             (header("<f4", "False", "(4294967296, 4294967296, 16)", &four), "too many elements"),

@@ -111,6 +111,7 @@ onnx_ops! {
     "HardSwish": 1 => |cx| unary(cx, "hard_swish");
     "Identity": 1 => |cx| one(cx.input(0)?);
     "If": 1 => control_flow;
+    "InstanceNormalization": 3 => instance_norm;
     "IsInf": 1 => is_inf;
     "IsNaN": 1 => |cx| unary(cx, "isnan");
     "LRN": 1 => lrn;
@@ -121,6 +122,7 @@ onnx_ops! {
     "LessOrEqual": 2 => |cx| binary(cx, "less_equal");
     "Log": 1 => |cx| unary(cx, "log");
     "Loop": VARIADIC => control_flow;
+    "LogSoftmax": 1 => log_softmax;
     "MatMul": 2 => |cx| binary(cx, "matmul");
     "MatMulInteger": 4 => quant::matmul_integer;
     "Max": VARIADIC => |cx| variadic(cx, "maximum");
@@ -140,11 +142,17 @@ onnx_ops! {
     "QuantizeLinear": 3 => quant::quantize_linear;
     "RNN": 6 => rnn::rnn;
     "Range": 3 => range;
+    "RMSNormalization": 2 => rms_norm;
     "Reciprocal": 1 => |cx| unary(cx, "reciprocal");
+    "ReduceL1": 1, from 18: 2 => |cx| reduce_composite(cx, Composite::L1);
+    "ReduceL2": 1, from 18: 2 => |cx| reduce_composite(cx, Composite::L2);
+    "ReduceLogSum": 1, from 18: 2 => |cx| reduce_composite(cx, Composite::LogSum);
+    "ReduceLogSumExp": 1, from 18: 2 => |cx| reduce_composite(cx, Composite::LogSumExp);
     "ReduceMax": 1, from 18: 2 => |cx| reduce(cx, "max", 18);
     "ReduceMean": 1, from 18: 2 => |cx| reduce(cx, "mean", 18);
     "ReduceMin": 1, from 18: 2 => |cx| reduce(cx, "min", 18);
     "ReduceSum": 1, from 13: 2 => |cx| reduce(cx, "sum", 13);
+    "ReduceSumSquare": 1, from 18: 2 => |cx| reduce_composite(cx, Composite::SumSquare);
     "Relu": 1 => |cx| unary(cx, "relu");
     "Reshape": 2 => reshape;
     "Resize": 2, from 11: 4 => resize;
@@ -1351,6 +1359,64 @@ fn layer_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     one(cx.reshape(&y, &shape, false)?)
 }
 
+/// `x * rsqrt(mean(x * x over axes) + epsilon)`, each step a call; `axes` are kept as 1.
+fn rms_scaled(cx: &mut Cx<'_>, x: &Val, axes: &[i64], eps: f64) -> R<Val> {
+    let dtype = x.ty().dtype;
+    let attrs = Attrs::new().with("keepdims", AttrValue::Bool(true)).with("axis", ints_i(axes));
+    let sq = cx.call_tmp("multiply", &[x, x], Attrs::new())?;
+    let ms = cx.call_tmp("mean", &[&sq], attrs)?;
+    let e = Cx::scalar(dtype, eps);
+    let v = cx.call_tmp("add", &[&ms, &e], Attrs::new())?;
+    let r = cx.call_tmp("sqrt", &[&v], Attrs::new())?;
+    cx.call_tmp("divide", &[x, &r], Attrs::new())
+}
+
+/// RMSNormalization (opset 23): `x / sqrt(mean(x^2 over axis..) + epsilon) * scale`, `scale`
+/// broadcast to `x`.
+fn rms_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, scale) = (cx.input(0)?, cx.input(1)?);
+    let eps = cx.float("epsilon", 1e-5)?;
+    cx.int_must("stash_type", |v| v == 1, "only float32 statistics")?;
+    let rank = x.rank();
+    let axis = norm_axis(cx.int("axis", -1)?, rank)?;
+    if broadcast_shapes(&x.shape(), &scale.shape())? != x.shape() {
+        return Err(format!("scale of shape {:?} does not broadcast to the input {:?}", scale.shape(), x.shape()));
+    }
+    let axes: Vec<i64> = (axis as i64..rank as i64).collect();
+    let n = rms_scaled(cx, &x, &axes, eps)?;
+    one(cx.call("multiply", &[&n, &scale], Attrs::new())?)
+}
+
+/// InstanceNormalization: each (sample, channel) normalised over its spatial axes, then
+/// `scale[c] * … + bias[c]`.
+fn instance_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, scale, bias) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    let eps = cx.float("epsilon", 1e-5)?;
+    let shape = x.shape();
+    if shape.len() < 3 {
+        return Err(format!("needs an input of rank 3 or more (N, C, spatial…), got rank {}", shape.len()));
+    }
+    let c = shape[1];
+    if scale.shape() != [c] || bias.shape() != [c] {
+        return Err(format!(
+            "scale {:?} and bias {:?} must both have shape [{c}] (the channels)",
+            scale.shape(),
+            bias.shape()
+        ));
+    }
+    let axes: Vec<i64> = (2..shape.len() as i64).collect();
+    let attrs = Attrs::new().with("keepdims", AttrValue::Bool(true)).with("axis", ints_i(&axes));
+    let mean = cx.call_tmp("mean", &[&x], attrs)?;
+    let centred = cx.call_tmp("subtract", &[&x, &mean], Attrs::new())?;
+    let n = rms_scaled(cx, &centred, &axes, eps)?;
+    let mut per_channel = vec![c];
+    per_channel.extend(std::iter::repeat_n(1, shape.len() - 2));
+    let s = cx.reshape(&scale, &per_channel, true)?;
+    let b = cx.reshape(&bias, &per_channel, true)?;
+    let y = cx.call_tmp("multiply", &[&n, &s], Attrs::new())?;
+    one(cx.call("add", &[&y, &b], Attrs::new())?)
+}
+
 fn softmax(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let shape = x.shape();
@@ -1392,6 +1458,106 @@ fn clip(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         .with("a_min", AttrValue::Float(lo.unwrap_or(f64::NEG_INFINITY)))
         .with("a_max", AttrValue::Float(hi.unwrap_or(f64::INFINITY)));
     one(cx.call("clip", &[&x], attrs)?)
+}
+
+/// The reductions ONNX defines as a sum with something before and after it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Composite {
+    /// `sum(|x|)`.
+    L1,
+    /// `sqrt(sum(x * x))`.
+    L2,
+    /// `sum(x * x)`.
+    SumSquare,
+    /// `log(sum(x))`.
+    LogSum,
+    /// `log(sum(exp(x)))`, computed as `m + log(sum(exp(x - m)))` with `m` the maximum over
+    /// the same axes, so large inputs do not overflow.
+    LogSumExp,
+}
+
+/// ReduceL1 / L2 / SumSquare / LogSum / LogSumExp (axes an attribute before opset 18, an
+/// input from it) as `sum` with the elementwise operators around it.
+fn reduce_composite(cx: &mut Cx<'_>, kind: Composite) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let rank = x.rank();
+    let axes = axes_of(cx, 18, 1)?;
+    let keepdims = cx.int("keepdims", 1)? != 0;
+    let noop = cx.int("noop_with_empty_axes", 0)? != 0;
+    let axes: Vec<i64> = match axes {
+        Some(a) if !a.is_empty() => a.iter().map(|&a| norm_axis(a, rank).map(|a| a as i64)).collect::<R<_>>()?,
+        _ if noop => return one(x),
+        _ => (0..rank as i64).collect(),
+    };
+    let attrs = |keep: bool| Attrs::new().with("keepdims", AttrValue::Bool(keep)).with("axis", ints_i(&axes));
+    let out_shape: Vec<u64> = x
+        .shape()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &d)| match (axes.contains(&(i as i64)), keepdims) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    match kind {
+        Composite::L1 => {
+            let a = cx.call_tmp("abs", &[&x], Attrs::new())?;
+            one(cx.call("sum", &[&a], attrs(keepdims))?)
+        }
+        Composite::SumSquare | Composite::L2 => {
+            let sq = cx.call_tmp("multiply", &[&x, &x], Attrs::new())?;
+            if kind == Composite::SumSquare {
+                return one(cx.call("sum", &[&sq], attrs(keepdims))?);
+            }
+            let s = cx.call_tmp("sum", &[&sq], attrs(keepdims))?;
+            one(cx.call("sqrt", &[&s], Attrs::new())?)
+        }
+        Composite::LogSum => {
+            let s = cx.call_tmp("sum", &[&x], attrs(keepdims))?;
+            one(cx.call("log", &[&s], Attrs::new())?)
+        }
+        Composite::LogSumExp => {
+            if x.shape().iter().enumerate().any(|(i, &d)| d == 0 && axes.contains(&(i as i64))) {
+                return Err("ReduceLogSumExp over an empty axis is not supported (its maximum has no value)".into());
+            }
+            let m = cx.call_tmp("max", &[&x], attrs(true))?;
+            // An infinite maximum would make `x - m` NaN; the sum then decides (ONNX's own
+            // reference computes the naive formula, which is what this is for such inputs).
+            let shifted = cx.call_tmp("subtract", &[&x, &m], Attrs::new())?;
+            let e = cx.call_tmp("exp", &[&shifted], Attrs::new())?;
+            let s = cx.call_tmp("sum", &[&e], attrs(true))?;
+            let l = cx.call_tmp("log", &[&s], Attrs::new())?;
+            let y = cx.call_tmp("add", &[&l, &m], Attrs::new())?;
+            one(cx.reshape(&y, &out_shape, false)?)
+        }
+    }
+}
+
+/// LogSoftmax as `x - m - log(sum(exp(x - m)))` with `m` the maximum along the axis (before
+/// opset 13, over the 2-D coercion `[prod(:axis), prod(axis:)]`).
+fn log_softmax(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let shape = x.shape();
+    let rank = shape.len();
+    let (xf, axis) = if cx.opset >= 13 {
+        (x.clone(), norm_axis(cx.int("axis", -1)?, rank)?)
+    } else {
+        let axis = norm_axis(cx.int("axis", 1)?, rank)?;
+        let flat = [product(&shape[..axis])?, product(&shape[axis..])?];
+        (cx.reshape(&x, &flat, true)?, 1)
+    };
+    let attrs = Attrs::new().with("keepdims", AttrValue::Bool(true)).with("axis", ints_i(&[axis as i64]));
+    let m = cx.call_tmp("max", &[&xf], attrs.clone())?;
+    let shifted = cx.call_tmp("subtract", &[&xf, &m], Attrs::new())?;
+    let e = cx.call_tmp("exp", &[&shifted], Attrs::new())?;
+    let s = cx.call_tmp("sum", &[&e], attrs)?;
+    let l = cx.call_tmp("log", &[&s], Attrs::new())?;
+    if xf.shape() == shape {
+        return one(cx.call("subtract", &[&shifted, &l], Attrs::new())?);
+    }
+    let y = cx.call_tmp("subtract", &[&shifted, &l], Attrs::new())?;
+    one(cx.reshape(&y, &shape, false)?)
 }
 
 fn reduce(cx: &mut Cx<'_>, op: &str, axes_input_from: i64) -> R<Vec<Option<Val>>> {

@@ -846,22 +846,18 @@ pub(crate) fn float_test(op: &str, inf: bool, args: &[Tensor], attrs: &Attrs, _c
 
 // ---- mod ----
 
-/// Type relation of `mod(a, b, fmod=false)`: same numeric dtype, broadcast shapes; a float
-/// dtype needs `fmod` (ONNX Mod).
+/// Type relation of `mod(a, b, fmod=false)`: same numeric dtype, broadcast shapes.
 pub(crate) fn mod_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let op = "mod";
     let ty = arith_rel(op, args)?;
-    let fmod = super::attr_bool(op, attrs, "fmod", false)?;
-    let a = tensor_arg(op, args, 0)?;
-    if a.dtype.is_float() && !fmod {
-        return Err(type_err(op, format_args!("a float dtype ({}) needs `fmod` = true", a.dtype)));
-    }
+    super::attr_bool(op, attrs, "fmod", false)?;
     Ok(ty)
 }
 
 /// Kernel of `mod`: with `fmod` the remainder of truncated division (sign of the dividend,
-/// C's `fmod`), otherwise of floored division (sign of the divisor, Python's `%`). An integer
-/// divisor of zero is an error.
+/// C's `fmod`), otherwise of floored division (sign of the divisor, numpy's `mod`: a zero
+/// remainder takes the divisor's sign, `-3 mod inf` is `inf`). An integer divisor of zero is an
+/// error.
 pub(crate) fn mod_(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
     let op = "mod";
     let ty = mod_rel(&types_of(args), attrs)?;
@@ -869,9 +865,13 @@ pub(crate) fn mod_(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KRes
     let (shape, dtype) = out_dims(&ty)?;
     let (x, y) = (&args[0], &args[1]);
     let out = match dtype {
-        DType::F64 => f64::wrap(zip2(op, arr::<f64>(op, x)?, arr::<f64>(op, y)?, &shape, |a, b| a % b)?.into_shared()),
+        DType::F64 => {
+            let r = zip2(op, arr::<f64>(op, x)?, arr::<f64>(op, y)?, &shape, |a, b| float_mod(a, b, fmod))?;
+            f64::wrap(r.into_shared())
+        }
         d if d.is_float() => {
-            let r = zip2(op, &to_f32(op, x)?, &to_f32(op, y)?, &shape, |a, b| a % b)?;
+            let r =
+                zip2(op, &to_f32(op, x)?, &to_f32(op, y)?, &shape, |a, b| float_mod(a as f64, b as f64, fmod) as f32)?;
             super::from_f32(op, r, dtype)?
         }
         d if d.is_integer() => with_int!(d, T => {
@@ -884,6 +884,20 @@ pub(crate) fn mod_(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KRes
         _ => return Err(type_err(op, "expected a numeric tensor, got dtype bool")),
     };
     Ok(vec![out])
+}
+
+/// `a mod b` in floats: truncated (`fmod`) or floored like numpy's `mod`.
+fn float_mod(a: f64, b: f64, fmod: bool) -> f64 {
+    let r = a % b;
+    if fmod {
+        r
+    } else if r == 0.0 {
+        0f64.copysign(b)
+    } else if (r < 0.0) != (b < 0.0) {
+        r + b
+    } else {
+        r
+    }
 }
 
 /// `p mod q` for `q != 0`, in i128 so `MIN % -1` cannot overflow.
@@ -902,29 +916,23 @@ pub(crate) enum Bits2 {
     And,
     Or,
     Xor,
-    /// `a << b` (bits shifted out are lost; a shift by the width or more gives 0).
+    /// `a << b` (bits shifted out are lost; a shift by a negative amount or the width or more
+    /// gives 0).
     Shl,
-    /// `a >> b` (logical for unsigned dtypes).
+    /// `a >> b`, arithmetic for signed dtypes (a shift by a negative amount or the width or
+    /// more gives -1 for a negative `a`, else 0).
     Shr,
 }
 
 impl Bits2 {
-    /// Logical operators take bool; bitwise ones integers; shifts unsigned integers (ONNX
-    /// BitShift).
-    fn accepts(self, op: &str, dtype: DType) -> Result<(), OpError> {
-        let ok = match (op.starts_with("logical_"), self) {
-            (true, _) => dtype == DType::Bool,
-            (false, Bits2::Shl | Bits2::Shr) => dtype.is_uint(),
-            (false, _) => dtype.is_integer(),
-        };
-        if ok {
+    /// Logical operators take bool; bitwise ones and shifts integers (ONNX BitShift took
+    /// unsigned ones, later opsets signed ones too).
+    fn accepts(op: &str, dtype: DType) -> Result<(), OpError> {
+        let logical = op.starts_with("logical_");
+        if (logical && dtype == DType::Bool) || (!logical && dtype.is_integer()) {
             Ok(())
         } else {
-            let want = match (op.starts_with("logical_"), self) {
-                (true, _) => "a bool tensor",
-                (false, Bits2::Shl | Bits2::Shr) => "an unsigned integer tensor",
-                (false, _) => "an integer tensor",
-            };
+            let want = if logical { "a bool tensor" } else { "an integer tensor" };
             Err(type_err(op, format_args!("expected {want}, got dtype {dtype}")))
         }
     }
@@ -936,7 +944,8 @@ pub(crate) fn bits2_rel(op: &str, f: Bits2, args: &[Type]) -> Result<Type, OpErr
     let a = tensor_arg(op, args, 0)?;
     let b = tensor_arg(op, args, 1)?;
     same_dtype(op, a, b)?;
-    f.accepts(op, a.dtype)?;
+    let _ = f;
+    Bits2::accepts(op, a.dtype)?;
     broadcast_type(op, args, a, b, a.dtype)
 }
 
@@ -956,15 +965,18 @@ pub(crate) fn bits2(op: &str, f: Bits2, args: &[Tensor], _attrs: &Attrs, _ctx: &
         with_int!(dtype, T => {
             let g = move |a: T, b: T| -> T {
                 let (p, q) = (a.to_u64_bits(), b.to_u64_bits());
-                let bits = 8 * std::mem::size_of::<T>() as u64;
-                T::from_u64_bits(match f {
-                    Bits2::And => p & q,
-                    Bits2::Or => p | q,
-                    Bits2::Xor => p ^ q,
-                    Bits2::Shl if q < bits => p << q,
-                    Bits2::Shr if q < bits => p >> q,
-                    Bits2::Shl | Bits2::Shr => 0,
-                })
+                let bits = 8 * std::mem::size_of::<T>() as i128;
+                let shift = b.to_i128();
+                let in_range = (0..bits).contains(&shift);
+                match f {
+                    Bits2::And => T::from_u64_bits(p & q),
+                    Bits2::Or => T::from_u64_bits(p | q),
+                    Bits2::Xor => T::from_u64_bits(p ^ q),
+                    Bits2::Shl if in_range => T::from_u64_bits(p << shift),
+                    Bits2::Shr if in_range => T::from_i128(a.to_i128() >> shift),
+                    Bits2::Shl => T::ZERO,
+                    Bits2::Shr => T::from_i128(if a.to_i128() < 0 { -1 } else { 0 }),
+                }
             };
             T::wrap(zip2(op, arr::<T>(op, x)?, arr::<T>(op, y)?, &shape, g)?.into_shared())
         })

@@ -738,7 +738,14 @@ fn mod_is_floored_or_truncated_like_onnx() {
     // i8::MIN mod -1 is 0, not an overflow.
     let m = run1("mod", &[tt(&[1], DType::I8, &[-128.0]), tt(&[1], DType::I8, &[-1.0])], Attrs::new());
     check(&m, DType::I8, &[1], &[0.0]);
-    assert_eq!(err("mod", &[x.clone(), x], Attrs::new()), "mod: a float dtype (f32) needs `fmod` = true");
+    // Floored float mod follows numpy: the divisor's sign, also for zero and infinity.
+    let fa = f(&[4], &[-4.3, 0.0, -3.0, 1.0]);
+    let fb = f(&[4], &[2.1, -2.0, f64::INFINITY, f64::NEG_INFINITY]);
+    let out = run1("mod", &[fa, fb], Attrs::new()).to_f64s();
+    assert!((out[0] - 2.0).abs() < 1e-5, "{out:?}");
+    assert_eq!(out[1].to_bits(), (-0.0f64).to_bits());
+    assert_eq!(&out[2..], [f64::INFINITY, f64::NEG_INFINITY]);
+    assert_eq!(err("mod", &[x.clone(), x], int("fmod", 1)), "attribute `fmod` of `mod` must be bool, got int");
     assert_eq!(err("mod", &[a.clone(), tt(&[1], DType::I32, &[0.0])], Attrs::new()), "mod: integer modulo by zero");
 }
 
@@ -768,8 +775,20 @@ fn logical_bitwise_and_shift_operators_check_their_dtypes() {
         err("bitwise_or", &[p.clone(), p], Attrs::new()),
         "bitwise_or: expected an integer tensor, got dtype bool"
     );
+    // Signed shifts: out-of-range amounts give 0 (left) or the sign (right, arithmetic).
+    let s8 = tt(&[3], DType::I8, &[-8.0, 4.0, -1.0]);
+    let by = tt(&[3], DType::I8, &[-1.0, 1.0, 8.0]);
+    check(&run1("left_shift", &[s8.clone(), by.clone()], Attrs::new()), DType::I8, &[3], &[0.0, 8.0, 0.0]);
+    check(&run1("right_shift", &[s8, by], Attrs::new()), DType::I8, &[3], &[-1.0, 2.0, -1.0]);
+    check(
+        &run1("left_shift", &[a.clone(), tt(&[], DType::I16, &[13.0])], Attrs::new()),
+        DType::I16,
+        &[2],
+        &[-32768.0, -8192.0],
+    );
+    let fl = f(&[1], &[1.0]);
     assert_eq!(
-        err("left_shift", &[a.clone(), a], Attrs::new()),
-        "left_shift: expected an unsigned integer tensor, got dtype i16"
+        err("left_shift", &[fl.clone(), fl], Attrs::new()),
+        "left_shift: expected an integer tensor, got dtype f32"
     );
 }
