@@ -44,7 +44,15 @@ def write_case(folder, model, inputs, outputs, meta):
 
 
 def graph_ops(model):
-    return sorted({n.op_type for n in model.graph.node})
+    """The op types of the graph, those inside If / Loop / Scan subgraphs included."""
+    ops, todo = set(), [model.graph]
+    while todo:
+        g = todo.pop()
+        for n in g.node:
+            ops.add(n.op_type)
+            for a in n.attribute:
+                todo.extend([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs))
+    return sorted(ops)
 
 
 def real_inputs(model):

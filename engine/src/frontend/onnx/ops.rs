@@ -19,6 +19,7 @@ use super::tensor::{self, tensor_i64s};
 use super::ExternalData;
 use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 
+mod gather;
 mod quant;
 mod rnn;
 
@@ -101,6 +102,7 @@ onnx_ops! {
     "Floor": 1 => |cx| unary(cx, "floor");
     "GRU": 6 => rnn::gru;
     "Gather": 2 => gather;
+    "GatherND": 2 => gather::gather_nd;
     "Gelu": 1 => gelu;
     "Gemm": 3 => gemm;
     "GlobalAveragePool": 1 => |cx| global_pool(cx, "global_avg_pool2d");
@@ -121,8 +123,8 @@ onnx_ops! {
     "Less": 2 => |cx| binary(cx, "less");
     "LessOrEqual": 2 => |cx| binary(cx, "less_equal");
     "Log": 1 => |cx| unary(cx, "log");
-    "Loop": VARIADIC => control_flow;
     "LogSoftmax": 1 => log_softmax;
+    "Loop": VARIADIC => control_flow;
     "MatMul": 2 => |cx| binary(cx, "matmul");
     "MatMulInteger": 4 => quant::matmul_integer;
     "Max": VARIADIC => |cx| variadic(cx, "maximum");
@@ -140,9 +142,9 @@ onnx_ops! {
     "Pow": 2 => pow;
     "QLinearMatMul": 8 => quant::qlinear_matmul;
     "QuantizeLinear": 3 => quant::quantize_linear;
+    "RMSNormalization": 2 => rms_norm;
     "RNN": 6 => rnn::rnn;
     "Range": 3 => range;
-    "RMSNormalization": 2 => rms_norm;
     "Reciprocal": 1 => |cx| unary(cx, "reciprocal");
     "ReduceL1": 1, from 18: 2 => |cx| reduce_composite(cx, Composite::L1);
     "ReduceL2": 1, from 18: 2 => |cx| reduce_composite(cx, Composite::L2);

@@ -270,13 +270,24 @@ pub(super) fn matmul_integer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 
 pub(super) fn conv_integer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (x, w, x_zp, w_zp) = (cx.input(0)?, cx.input(1)?, cx.opt(2), cx.opt(3));
-    for (z, what) in [(&x_zp, "x"), (&w_zp, "w")] {
-        if z.as_ref().is_some_and(|z| z.shape().iter().product::<u64>() != 1) {
-            return Err(format!("{what}'s zero point must be a scalar (per-channel zero points are not supported)"));
-        }
+    if x_zp.as_ref().is_some_and(|z| z.shape().iter().product::<u64>() != 1) {
+        return Err("x's zero point must be a scalar".into());
     }
     let x_zp = x_zp.map(|z| cx.reshape(&z, &[], true)).transpose()?;
-    let w_zp = w_zp.map(|z| cx.reshape(&z, &[], true)).transpose()?;
+    // w's zero point: a scalar, or one per output channel.
+    let w_zp = match w_zp {
+        Some(z) if z.shape().iter().product::<u64>() == 1 => Some(cx.reshape(&z, &[], true)?),
+        Some(z) => {
+            let (zs, ws) = (z.shape(), w.shape());
+            if ws.is_empty() || zs != [ws[0]] {
+                return Err(format!("w's zero point has shape {zs:?}; it must be a scalar or one per output channel"));
+            }
+            let mut shape = vec![1; ws.len()];
+            shape[0] = ws[0];
+            Some(cx.reshape(&z, &shape, true)?)
+        }
+        None => None,
+    };
     let xf = shifted_f64(cx, &x, x_zp, "x")?;
     let wf = shifted_f64(cx, &w, w_zp, "w")?;
     // The float convolution on the shifted operands, with Conv's attributes.
@@ -304,7 +315,13 @@ pub(super) fn qlinear_matmul(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     }
     let acc = integer_matmul(cx, (&a, Some(a_zp)), (&b, Some(b_zp)))?;
     let acc = cast(cx, &acc, DType::F32)?;
-    let (a_s, b_s, y_s) = (cx.reshape(&a_s, &[], true)?, cx.reshape(&b_s, &[], true)?, cx.reshape(&y_s, &[], true)?);
+    // The multiplier in f32 whatever the scales' float type.
+    let mut scalars = Vec::with_capacity(3);
+    for s in [&a_s, &b_s, &y_s] {
+        let s = cx.reshape(s, &[], true)?;
+        scalars.push(cast(cx, &s, DType::F32)?);
+    }
+    let [a_s, b_s, y_s]: [Val; 3] = scalars.try_into().map_err(|_| "three scales".to_string())?;
     let ab = cx.call_tmp("multiply", &[&a_s, &b_s], Attrs::new())?;
     let mult = cx.call_tmp("divide", &[&ab, &y_s], Attrs::new())?;
     let real = cx.call_tmp("multiply", &[&acc, &mult], Attrs::new())?;
