@@ -29,7 +29,7 @@
 //! (they order the nodes and keep values alive), and each becomes an `if`, an unrolled body or
 //! a recursive global function (`@loop0`, …) as that file's header says.
 //!
-//! What it deliberately does not do: training-mode outputs, sequences, sparse tensors, dtypes passel has no type for (f64, int8, uint8, …): each is a
+//! What it deliberately does not do: training-mode outputs, sequences, sparse tensors, dtypes passel has no type for (strings, bfloat16, float8, int4, …): each is a
 //! clear error naming the node or tensor, never a different model. External-data tensors are
 //! resolved through [`ExternalData`], which the caller implements (the harness maps files and
 //! refuses locations outside the model's folder).
