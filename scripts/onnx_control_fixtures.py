@@ -351,6 +351,28 @@ def bad_fixtures():
         [vi("x", F, [2]), vi("c", B, [])],
         [vi("y", F, [2])],
     )
+    # Not bad, but hostile: a Loop of 60,000 iterations around a Loop of 60,000 iterations.
+    # Unrolling either past the model's budget would convert billions of nodes, and unrolling
+    # the outer one alone would make 60,000 loop functions: both stay loops.
+    inner = graph(
+        [ident("ic", "ic2"), ident("iv", "iv2")],
+        "inner",
+        [vi("j", I64, []), vi("ic", B, []), vi("iv", F, [2])],
+        [vi("ic2", B, []), vi("iv2", F, [2])],
+    )
+    outer = graph(
+        [helper.make_node("Loop", ["M", "", "ov"], ["ov2"], body=inner), ident("oc", "oc2")],
+        "outer",
+        [vi("i", I64, []), vi("oc", B, []), vi("ov", F, [2])],
+        [vi("oc2", B, []), vi("ov2", F, [2])],
+    )
+    out["hostile_nested_loops"] = graph(
+        [helper.make_node("Loop", ["M", "", "x"], ["y"], name="outer", body=outer)],
+        "g",
+        [vi("x", F, [2])],
+        [vi("y", F, [2])],
+        [arr("M", np.array(60000, np.int64))],
+    )
     result = {}
     for name, g in out.items():
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="passel-fixtures")

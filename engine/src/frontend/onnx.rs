@@ -266,6 +266,8 @@ pub(crate) struct Body {
     /// The names this graph reads from enclosing scopes, in order of first use (empty for the
     /// model's graph, whose unresolved names are errors).
     free: Vec<String>,
+    /// Its nodes and those of its subgraphs, at every depth: what converting it once costs.
+    total_nodes: u64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -280,6 +282,7 @@ impl Body {
         let nodes = Nodes::decode(graph.node).map_err(|(idx, e)| ImportError::Decode(format!("node #{idx}: {e}")))?;
         let mut subgraphs = HashMap::new();
         let mut implicit = HashMap::new();
+        let mut nested = 0u64;
         for idx in 0..nodes.len() {
             let header = nodes.get(idx);
             if !control::is_control(&header) {
@@ -304,15 +307,18 @@ impl Body {
                 }
                 subs.push((name, sub));
             }
+            nested += subs.iter().map(|(_, b)| b.total_nodes).fold(0u64, u64::saturating_add);
             subgraphs.insert(idx as u32, subs);
             implicit.insert(idx as u32, reads);
         }
+        let nodes_len = nodes.len();
         let mut body = Body {
             nodes,
             initializer: graph.initializer,
             sparse_initializer: !graph.sparse_initializer.is_empty(),
             input: graph.input,
             output: graph.output,
+            total_nodes: (nodes_len as u64).saturating_add(nested),
             subgraphs,
             implicit,
             free: Vec::new(),
@@ -614,7 +620,7 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
     if body.output.is_empty() {
         return Err(ImportError::Graph("the graph has no outputs".into()));
     }
-    let mut importer = Importer { opset, options, functions: Vec::new(), loops: 0 };
+    let mut importer = Importer { opset, options, functions: Vec::new(), loops: 0, unrolled: 0 };
     let results = importer.convert_body(&mut em, &body, env, &|_| None)?;
     let func = em.finish(&params, &results);
     let mut module = Module::new();
@@ -653,6 +659,9 @@ pub(crate) struct Importer<'o> {
     functions: Vec<(String, Function)>,
     /// How many loop functions have been started (their names are numbered in that order).
     loops: usize,
+    /// Nodes converted by unrolling `Loop` and `Scan` bodies so far, over the whole model
+    /// (bounded by `control::MAX_UNROLLED_NODES`).
+    unrolled: u64,
 }
 
 impl Importer<'_> {

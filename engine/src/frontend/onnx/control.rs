@@ -7,8 +7,8 @@
 //! - `Scan`, and a `Loop` whose trip count is known at import and whose condition stays known
 //!   while it is unrolled, are unrolled: the body is converted once per iteration, with the
 //!   iteration number a constant and each scan input's slice taken with `take`; scan outputs
-//!   are stacked with `reshape` + `concatenate`. The unrolled size is bounded by
-//!   [`MAX_UNROLLED_NODES`].
+//!   are stacked with `reshape` + `concatenate`. The nodes converted by unrolling, over the whole
+//!   model and nested loops included, are bounded by [`MAX_UNROLLED_NODES`].
 //! - Any other `Loop` (a `while` on a runtime condition, a trip count known only at run time
 //!   or too large to unroll) becomes a recursive global function `@loopN(%iter, %cond, [%max,]
 //!   carried…, captured…)` whose body is `if (go) { body; @loopN(%iter + 1, cond_out, …) }
@@ -32,9 +32,22 @@ use crate::ir::{AttrValue, Attrs, Constant, DType, Tensor, TensorType, Type};
 /// The control-flow operators, converted here rather than in `ops.rs`.
 pub(super) const CONTROL_OPS: &[&str] = &["If", "Loop", "Scan"];
 
-/// The most nodes unrolling a `Loop` or `Scan` may convert (body nodes × iterations). A larger
-/// `Scan` is refused; a larger `Loop` stays a loop.
+/// The most nodes unrolling `Loop` and `Scan` bodies may convert in one model (body nodes,
+/// subgraphs included, × iterations, summed over every unrolled loop, nested ones included). A
+/// `Scan` past it is refused; a `Loop` past it stays a loop.
 pub const MAX_UNROLLED_NODES: u64 = 1 << 16;
+
+/// Charges `iterations` conversions of `body` to the model's unrolling budget; false (nothing
+/// charged) when it would exceed [`MAX_UNROLLED_NODES`].
+fn charge(im: &mut Importer<'_>, body: &Body, iterations: u64) -> bool {
+    match iterations.checked_mul(body.total_nodes.max(1)).and_then(|n| n.checked_add(im.unrolled)) {
+        Some(total) if total <= MAX_UNROLLED_NODES => {
+            im.unrolled = total;
+            true
+        }
+        _ => false,
+    }
+}
 
 /// Whether `node` is a control-flow node (default domain `If`, `Loop` or `Scan`).
 pub(super) fn is_control(node: &NodeHeader<'_>) -> bool {
@@ -188,6 +201,7 @@ fn inline_body(
         subgraphs: HashMap::new(),
         implicit: HashMap::new(),
         free: Vec::new(),
+        total_nodes: 0,
     };
     add_initializers(&mut copy, &mut env, im.options).map_err(|e| Error::In(attr.to_string(), Box::new(e)))?;
     im.convert_body(em, body, env, outer).map_err(|e| Error::In(attr.to_string(), Box::new(e)))
@@ -371,14 +385,13 @@ fn convert_loop(
         Some(m) => const_scalar(m)?.map(|m| m as i64),
         None => None,
     };
-    let unrollable =
-        trip.is_some_and(|t| (t.max(0) as u64).saturating_mul(body.nodes.len().max(1) as u64) <= MAX_UNROLLED_NODES);
     let cond_known = match &cond {
         None => true,
         Some(c) => const_scalar(c)?.is_some(),
     };
+    let unrollable = cond_known && trip.is_some_and(|t| charge(im, body, t.max(0) as u64));
     let carried_tys = types(&carried);
-    if unrollable && cond_known {
+    if unrollable {
         let trip = trip.unwrap_or(0);
         let mut cond = cond;
         let mut vals = carried;
@@ -430,7 +443,7 @@ fn convert_loop(
     }
     if scans > 0 {
         return Err(Error::Msg(format!(
-            "has {scans} scan outputs but its trip count is not known at import (or above {MAX_UNROLLED_NODES} unrolled nodes) or its condition is a run-time value: the outputs' length would be known only at run time; passel's types are static"
+            "has {scans} scan outputs but its trip count is not known at import (or unrolling it would pass the model's {MAX_UNROLLED_NODES} unrolled nodes) or its condition is a run-time value: the outputs' length would be known only at run time; passel's types are static"
         )));
     }
     let cond = cond.unwrap_or_else(|| const_bool(true));
@@ -593,10 +606,10 @@ fn convert_scan(
         axes.push(a);
     }
     let len = len.unwrap_or(0);
-    if len.saturating_mul(body.nodes.len().max(1) as u64) > MAX_UNROLLED_NODES {
+    if !charge(im, body, len) {
         return Err(format!(
-            "scans {len} steps over a body of {} nodes, more than the {MAX_UNROLLED_NODES} nodes passel unrolls",
-            body.nodes.len()
+            "scans {len} steps over a body of {} nodes: with the loops unrolled before it, more than the {MAX_UNROLLED_NODES} nodes passel unrolls in one model",
+            body.total_nodes
         )
         .into());
     }
