@@ -588,7 +588,7 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
 
     let mut em = Emitter::new(options.fold_limit);
     let mut env: HashMap<String, Val> = HashMap::new();
-    add_initializers(&mut body, &mut env, options)?;
+    add_initializers(std::mem::take(&mut body.initializer), body.sparse_initializer, &mut env, options)?;
     for given in &options.input_shapes {
         if !body.input.iter().any(|vi| vi.name() == given.0) {
             let names: Vec<&str> = body.input.iter().map(|vi| vi.name()).filter(|n| !env.contains_key(*n)).collect();
@@ -631,16 +631,17 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
     Ok(module)
 }
 
-/// Decodes the initializers of `body` (taking them) into `env`.
+/// Decodes `initializers` into `env`; `sparse` says the graph has sparse ones, which are refused.
 fn add_initializers(
-    body: &mut Body,
+    initializers: impl IntoIterator<Item = Bytes>,
+    sparse: bool,
     env: &mut HashMap<String, Val>,
     options: &ImportOptions,
 ) -> Result<(), ImportError> {
-    if body.sparse_initializer {
+    if sparse {
         return Err(ImportError::Graph("sparse initializers are not supported".into()));
     }
-    for bytes in std::mem::take(&mut body.initializer) {
+    for bytes in initializers {
         let (name, c) = initializer(bytes, options)?;
         if env.contains_key(&name) {
             return Err(ImportError::Tensor { name, msg: "is defined twice".into() });

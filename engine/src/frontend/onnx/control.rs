@@ -191,19 +191,9 @@ fn inline_body(
             env.insert(vi.name().to_string(), arg.clone());
         }
     }
-    // The initializers are taken from a copy: an unrolled body is converted many times.
-    let mut copy = Body {
-        nodes: Default::default(),
-        initializer: body.initializer.clone(),
-        sparse_initializer: body.sparse_initializer,
-        input: Vec::new(),
-        output: Vec::new(),
-        subgraphs: HashMap::new(),
-        implicit: HashMap::new(),
-        free: Vec::new(),
-        total_nodes: 0,
-    };
-    add_initializers(&mut copy, &mut env, im.options).map_err(|e| Error::In(attr.to_string(), Box::new(e)))?;
+    // Cloned, not taken: an unrolled body is converted many times (`Bytes` clones share).
+    add_initializers(body.initializer.iter().cloned(), body.sparse_initializer, &mut env, im.options)
+        .map_err(|e| Error::In(attr.to_string(), Box::new(e)))?;
     im.convert_body(em, body, env, outer).map_err(|e| Error::In(attr.to_string(), Box::new(e)))
 }
 

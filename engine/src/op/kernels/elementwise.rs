@@ -459,6 +459,20 @@ pub(crate) trait IntElem: Elem + Ord {
     fn from_u64_bits(v: u64) -> Self;
 }
 
+/// `base^exp` modulo 2^bits by square-and-multiply over the whole exponent (so exponents beyond
+/// u32 are not clamped), `mul` a wrapping product and `one` its identity.
+fn wrapping_pow<T: Copy>(mut base: T, mut exp: u64, one: T, mul: fn(T, T) -> T) -> T {
+    let mut acc = one;
+    while exp > 0 {
+        if exp & 1 == 1 {
+            acc = mul(acc, base);
+        }
+        base = mul(base, base);
+        exp >>= 1;
+    }
+    acc
+}
+
 macro_rules! impl_int {
     ($t:ty) => {
         impl IntElem for $t {
@@ -509,17 +523,7 @@ macro_rules! impl_int {
                     // Exact power modulo 2^bits (two's complement wrapping, like every other
                     // integer operator): square-and-multiply over the whole exponent, so
                     // exponents beyond u32 are not clamped.
-                    let mut exp = e as u64;
-                    let mut base = self;
-                    let mut acc: Self = 1;
-                    while exp > 0 {
-                        if exp & 1 == 1 {
-                            acc = acc.wrapping_mul(base);
-                        }
-                        base = base.wrapping_mul(base);
-                        exp >>= 1;
-                    }
-                    acc
+                    wrapping_pow(self, e as u64, 1, <$t>::wrapping_mul)
                 }
             }
         }
@@ -564,17 +568,7 @@ macro_rules! impl_uint {
                 self.wrapping_neg()
             }
             fn wpow(self, e: Self) -> Self {
-                let mut exp = e as u64;
-                let mut base = self;
-                let mut acc: Self = 1;
-                while exp > 0 {
-                    if exp & 1 == 1 {
-                        acc = acc.wrapping_mul(base);
-                    }
-                    base = base.wrapping_mul(base);
-                    exp >>= 1;
-                }
-                acc
+                wrapping_pow(self, e as u64, 1, <$t>::wrapping_mul)
             }
         }
     };
