@@ -36,6 +36,7 @@ pub mod interp;
 pub mod ir;
 pub mod op;
 pub mod session;
+pub mod tir;
 pub mod transform;
 mod util;
 

@@ -1,4 +1,5 @@
-//! Modules: an ordered map from global names to functions.
+//! Modules: ordered maps from global names to graph functions and to loop-level PrimFuncs
+//! (one namespace for both, as TVM's `IRModule` holds `BaseFunc`s).
 
 use std::sync::Arc;
 
@@ -6,6 +7,7 @@ use rustc_hash::FxHashMap;
 
 use super::expr::ExprKind;
 use super::function::Function;
+use crate::tir::PrimFunc;
 
 /// Errors from editing a module.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -36,10 +38,16 @@ fn check_name(name: &str) -> Result<(), ModuleError> {
 ///
 /// Cloning is O(1): the list and the name index are shared copy-on-write, so an edit of a
 /// clone copies the list (and, when names change, the index) once.
+///
+/// PrimFuncs (the loop level) sit beside the graph functions in their own ordered list; a
+/// name is a graph function or a PrimFunc, never both. Graph function passes see only the
+/// graph functions ([`Module::iter`], [`Module::len`]); PrimFunc passes see only the
+/// PrimFuncs ([`Module::prim_funcs`]).
 #[derive(Clone, Debug, Default)]
 pub struct Module {
     funcs: Arc<Vec<(Arc<str>, Arc<Function>)>>,
     index: Arc<FxHashMap<Arc<str>, usize>>,
+    prims: Arc<Vec<(Arc<str>, Arc<PrimFunc>)>>,
 }
 
 impl Module {
@@ -53,7 +61,7 @@ impl Module {
     /// a name that prints as something else.
     pub fn add(&mut self, name: &str, func: impl Into<Arc<Function>>) -> Result<(), ModuleError> {
         check_name(name)?;
-        if self.index.contains_key(name) {
+        if self.index.contains_key(name) || self.prim_position(name).is_some() {
             return Err(ModuleError::Duplicate(name.to_string()));
         }
         self.push_new(name.into(), func.into());
@@ -65,7 +73,7 @@ impl Module {
     /// error, and so is an invalid name (as for [`Module::add`]).
     pub fn add_shared(&mut self, name: &Arc<str>, func: impl Into<Arc<Function>>) -> Result<(), ModuleError> {
         check_name(name)?;
-        if self.index.contains_key(&**name) {
+        if self.index.contains_key(&**name) || self.prim_position(name).is_some() {
             return Err(ModuleError::Duplicate(name.to_string()));
         }
         self.push_new(name.clone(), func.into());
@@ -76,7 +84,7 @@ impl Module {
     pub fn with_capacity(n: usize) -> Module {
         let mut index = FxHashMap::default();
         index.reserve(n);
-        Module { funcs: Arc::new(Vec::with_capacity(n)), index: Arc::new(index) }
+        Module { funcs: Arc::new(Vec::with_capacity(n)), index: Arc::new(index), prims: Arc::default() }
     }
 
     fn push_new(&mut self, name: Arc<str>, func: Arc<Function>) {
@@ -111,7 +119,7 @@ impl Module {
     /// [`Module::add`]) is an error.
     pub fn rename(&mut self, old: &str, new: &str) -> Result<(), ModuleError> {
         check_name(new)?;
-        if self.index.contains_key(new) {
+        if self.index.contains_key(new) || self.prim_position(new).is_some() {
             return Err(ModuleError::Duplicate(new.to_string()));
         }
         if !self.index.contains_key(old) {
@@ -203,14 +211,108 @@ impl Module {
         for ((name, func), _) in self.funcs.iter().zip(&reached).filter(|(_, &r)| r) {
             out.push_new(name.clone(), func.clone());
         }
+        // PrimFuncs are leaves (they call nothing): keep those a kept function names, and
+        // those named as roots.
+        let mut named: rustc_hash::FxHashSet<&str> = roots.iter().copied().collect();
+        for (_, func) in out.iter() {
+            for node in func.nodes() {
+                if let ExprKind::Global { name } = node.kind {
+                    named.insert(func.sym(name));
+                }
+            }
+        }
+        let prims: Vec<_> = self.prims.iter().filter(|(n, _)| named.contains(&**n)).cloned().collect();
+        out.prims = Arc::new(prims);
         out
+    }
+
+    // ---- PrimFuncs ----
+
+    /// Adds a PrimFunc at the end of the PrimFunc list. The name must be valid and not name
+    /// any function of either kind.
+    pub fn add_prim(&mut self, name: &str, func: impl Into<Arc<PrimFunc>>) -> Result<(), ModuleError> {
+        check_name(name)?;
+        if self.index.contains_key(name) || self.prim_position(name).is_some() {
+            return Err(ModuleError::Duplicate(name.to_string()));
+        }
+        Arc::make_mut(&mut self.prims).push((name.into(), func.into()));
+        Ok(())
+    }
+
+    /// Replaces the PrimFunc `name`, or adds it at the end if no function has that name.
+    pub fn insert_prim(&mut self, name: &str, func: impl Into<Arc<PrimFunc>>) -> Result<(), ModuleError> {
+        match self.prim_position(name) {
+            Some(i) => Arc::make_mut(&mut self.prims)[i].1 = func.into(),
+            None => self.add_prim(name, func)?,
+        }
+        Ok(())
+    }
+
+    /// Removes the PrimFunc `name`, keeping the order of the rest.
+    pub fn remove_prim(&mut self, name: &str) -> Result<Arc<PrimFunc>, ModuleError> {
+        let i = self.prim_position(name).ok_or_else(|| ModuleError::Unknown(name.to_string()))?;
+        Ok(Arc::make_mut(&mut self.prims).remove(i).1)
+    }
+
+    /// The PrimFunc `name`.
+    pub fn get_prim(&self, name: &str) -> Option<&Arc<PrimFunc>> {
+        self.prim_position(name).map(|i| &self.prims[i].1)
+    }
+
+    /// Position of the PrimFunc `name` in the PrimFunc list. A linear scan: modules hold
+    /// PrimFuncs by the thousand at most, and lookups by name are rare (the runner goes by
+    /// position).
+    pub fn prim_position(&self, name: &str) -> Option<usize> {
+        self.prims.iter().position(|(n, _)| &**n == name)
+    }
+
+    /// `(name, PrimFunc)` pairs in order.
+    pub fn prim_funcs(&self) -> impl ExactSizeIterator<Item = (&str, &Arc<PrimFunc>)> + '_ {
+        self.prims.iter().map(|(n, f)| (&**n, f))
+    }
+
+    /// Number of PrimFuncs.
+    pub fn num_prims(&self) -> usize {
+        self.prims.len()
+    }
+
+    /// Replaces every PrimFunc with `new[i]`, keeping names and order. Returns whether any
+    /// changed (by pointer). Used by PrimFunc passes, which cannot add or remove.
+    pub fn replace_all_prims(&mut self, new: Vec<Arc<PrimFunc>>) -> bool {
+        assert_eq!(new.len(), self.prims.len(), "PrimFunc pass must return one PrimFunc per PrimFunc");
+        let same = self.prims.iter().zip(&new).all(|((_, old), new)| Arc::ptr_eq(old, new));
+        if same {
+            return false;
+        }
+        for ((_, old), new) in Arc::make_mut(&mut self.prims).iter_mut().zip(new) {
+            *old = new;
+        }
+        true
+    }
+
+    /// Gives this module `other`'s PrimFuncs (for code that rebuilds the graph functions of a
+    /// module into a new one).
+    pub fn set_prims_from(&mut self, other: &Module) {
+        self.prims = other.prims.clone();
     }
 
     /// Whether both modules hold the same functions by pointer, in the same order.
     pub fn ptr_eq(&self, other: &Module) -> bool {
-        Arc::ptr_eq(&self.funcs, &other.funcs)
-            || self.funcs.len() == other.funcs.len()
-                && self.funcs.iter().zip(other.funcs.iter()).all(|((na, fa), (nb, fb))| na == nb && Arc::ptr_eq(fa, fb))
+        let prims = Arc::ptr_eq(&self.prims, &other.prims)
+            || self.prims.len() == other.prims.len()
+                && self
+                    .prims
+                    .iter()
+                    .zip(other.prims.iter())
+                    .all(|((na, fa), (nb, fb))| na == nb && Arc::ptr_eq(fa, fb));
+        prims
+            && (Arc::ptr_eq(&self.funcs, &other.funcs)
+                || self.funcs.len() == other.funcs.len()
+                    && self
+                        .funcs
+                        .iter()
+                        .zip(other.funcs.iter())
+                        .all(|((na, fa), (nb, fb))| na == nb && Arc::ptr_eq(fa, fb)))
     }
 }
 

@@ -16,6 +16,7 @@ mod lexer;
 pub(crate) use lexer::is_valid_name;
 mod literals;
 mod names;
+mod prim;
 mod resources;
 
 use std::fmt;
@@ -107,6 +108,12 @@ pub fn parse_module(src: &str) -> Result<Module, ParseErrors> {
 /// non-cryptographic hash is enough.
 pub(super) type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
+/// A function of either level, as read.
+enum Item {
+    Graph(super::function::Function),
+    Prim(crate::tir::PrimFunc),
+}
+
 /// The error was recorded already; unwind to a recovery point.
 struct Reported;
 
@@ -160,6 +167,8 @@ struct Parser<'s> {
     blobs: NameMap<'s, Blob>,
     /// Whether a `resources` section was read.
     section_seen: bool,
+    /// The PrimFunc being read.
+    prim: prim::PrimState<'s>,
 }
 
 impl<'s> Parser<'s> {
@@ -191,6 +200,7 @@ impl<'s> Parser<'s> {
             module_refs: Vec::new(),
             blobs: NameMap::default(),
             section_seen: false,
+            prim: prim::PrimState::default(),
         }
     }
 
@@ -315,7 +325,7 @@ impl<'s> Parser<'s> {
     /// current nesting level.
     fn recover(&mut self) {
         if self.abandoned {
-            while !self.at(Tok::Eof) && !self.at_kw(Kw::Def) {
+            while !self.at(Tok::Eof) && !self.at_kw(Kw::Def) && !self.at_kw(Kw::Prim) {
                 self.bump();
             }
             return;
@@ -329,7 +339,7 @@ impl<'s> Parser<'s> {
                     return;
                 }
                 Tok::RBrace if depth == 0 => return,
-                Tok::Ident if self.tok.kw == Kw::Def => return,
+                Tok::Ident if matches!(self.tok.kw, Kw::Def | Kw::Prim) => return,
                 Tok::LParen | Tok::LBrack | Tok::LBrace => depth += 1,
                 Tok::RParen | Tok::RBrack | Tok::RBrace => depth = depth.saturating_sub(1),
                 _ => {}
@@ -363,7 +373,7 @@ impl<'s> Parser<'s> {
             }
             let start = self.tok.start;
             match self.function() {
-                Ok((name_tok, func)) => {
+                Ok((name_tok, item)) => {
                     let name = &self.text(name_tok)[1..];
                     if let Some(&first) = first_def.get(name) {
                         let (line, col) = self.line_col(first as usize);
@@ -371,10 +381,16 @@ impl<'s> Parser<'s> {
                         self.error_at(span, format!("function `@{name}` is defined twice (first at {line}:{col})"));
                     } else {
                         first_def.insert(name, name_tok.start);
-                        if let Some(func) = func {
-                            // Names are unique here, so adding cannot fail.
-                            let _ = module.add(name, func);
-                            self.keep_refs(name);
+                        // Names are unique here, so adding cannot fail.
+                        match item {
+                            Some(Item::Graph(func)) => {
+                                let _ = module.add(name, func);
+                                self.keep_refs(name);
+                            }
+                            Some(Item::Prim(func)) => {
+                                let _ = module.add_prim(name, func);
+                            }
+                            None => {}
                         }
                     }
                 }
@@ -385,6 +401,7 @@ impl<'s> Parser<'s> {
                     }
                     while !self.at(Tok::Eof)
                         && !self.at_kw(Kw::Def)
+                        && !self.at_kw(Kw::Prim)
                         && !self.at(Tok::Hash)
                         && !self.at_kw(Kw::Resources)
                     {
@@ -399,9 +416,9 @@ impl<'s> Parser<'s> {
         module
     }
 
-    /// Parses `[#[attrs]] def @name(params) [-> T] { body }`. Returns the name token and the
-    /// function, unless the function had errors.
-    fn function(&mut self) -> PResult<(Token, Option<super::function::Function>)> {
+    /// Parses `[#[attrs]] def @name(params) [-> T] { body }` or `[#[attrs]] prim @name(…) { … }`.
+    /// Returns the name token and the function, unless the function had errors.
+    fn function(&mut self) -> PResult<(Token, Option<Item>)> {
         self.b.clear();
         self.scalars.clear();
         self.vars.clear();
@@ -413,7 +430,14 @@ impl<'s> Parser<'s> {
         self.pairs.clear();
         self.pending.clear();
         let attrs = if self.at(Tok::Hash) { self.attr_list()? } else { Attrs::new() };
-        self.expect_kw(Kw::Def)?;
+        if self.at_kw(Kw::Prim) {
+            let (name, func) = self.prim_func(attrs)?;
+            return Ok((name, func.map(Item::Prim)));
+        }
+        if !self.at_kw(Kw::Def) {
+            return Err(self.unexpected("`def` or `prim`"));
+        }
+        self.bump();
         let name = self.expect(Tok::Global, "a global name `@name`")?;
         let params = self.params()?;
         let ret_ty = if self.eat(Tok::Arrow) { Some(self.ty()?) } else { None };
@@ -421,7 +445,7 @@ impl<'s> Parser<'s> {
         if self.poisoned {
             return Ok((name, None));
         }
-        Ok((name, Some(self.b.finish_and_clear(&params, body, ret_ty, attrs))))
+        Ok((name, Some(Item::Graph(self.b.finish_and_clear(&params, body, ret_ty, attrs)))))
     }
 
     /// `#[Key, Key=value, …]`.

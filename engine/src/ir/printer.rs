@@ -68,6 +68,12 @@ pub fn print_module(m: &Module) -> String {
         }
         p.function(name, f);
     }
+    for (i, (name, f)) in m.prim_funcs().enumerate() {
+        if i > 0 || !m.is_empty() {
+            p.out.push('\n');
+        }
+        crate::tir::write_prim_func(&mut p.out, name, f);
+    }
     p.resources_section();
     p.out
 }

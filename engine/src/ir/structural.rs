@@ -209,6 +209,10 @@ pub fn module_structural_eq(a: &Module, b: &Module) -> bool {
         && a.iter()
             .zip(b.iter())
             .all(|((na, fa), (nb, fb))| na == nb && (std::sync::Arc::ptr_eq(fa, fb) || structural_eq(fa, fb)))
+        && a.num_prims() == b.num_prims()
+        && a.prim_funcs().zip(b.prim_funcs()).all(|((na, fa), (nb, fb))| {
+            na == nb && (std::sync::Arc::ptr_eq(fa, fb) || crate::tir::prim_structural_eq(fa, fb))
+        })
 }
 
 /// A structural hash of a module, consistent with [`module_structural_eq`].
@@ -218,6 +222,11 @@ pub fn module_structural_hash(m: &Module) -> u64 {
     for (name, f) in m.iter() {
         name.hash(&mut h);
         hash_function(f, &mut h);
+    }
+    m.num_prims().hash(&mut h);
+    for (name, f) in m.prim_funcs() {
+        name.hash(&mut h);
+        crate::tir::prim_structural_hash(f).hash(&mut h);
     }
     h.finish()
 }

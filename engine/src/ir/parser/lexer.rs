@@ -62,6 +62,8 @@ pub(crate) enum Kw {
     Resource,
     /// `resources`, the section of blobs after the functions.
     Resources,
+    /// `prim`, a loop-level function.
+    Prim,
 }
 
 impl Kw {
@@ -83,6 +85,7 @@ impl Kw {
             Kw::TensorTy => "Tensor",
             Kw::Resource => "resource",
             Kw::Resources => "resources",
+            Kw::Prim => "prim",
         }
     }
 }
@@ -106,6 +109,7 @@ fn keyword(name: &[u8]) -> Kw {
         (b'T', 6) => Kw::TensorTy,
         (b'r', 8) => Kw::Resource,
         (b'r', 9) => Kw::Resources,
+        (b'p', 4) => Kw::Prim,
         _ => return Kw::None,
     };
     // The lengths are equal; a byte loop of at most 9 steps beats a `memcmp` call.

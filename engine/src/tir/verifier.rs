@@ -1,0 +1,1 @@
+//! Well-formedness of a PrimFunc (see [`verify_prim_func`]).
