@@ -41,3 +41,4 @@ pub use ir::{
 };
 pub use printer::{print_prim_func, write_prim_func};
 pub use structural::{prim_structural_eq, prim_structural_hash};
+pub use verifier::{verify_prim_func, TirVerifyError, MAX_STMT_DEPTH};

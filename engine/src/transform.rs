@@ -22,6 +22,7 @@ mod instruments;
 pub(crate) mod pass;
 mod pipeline;
 pub(crate) mod plan;
+mod prim_func_pass;
 mod registry;
 mod sequential;
 mod statistics;
@@ -46,10 +47,11 @@ pub use instruments::{
 };
 pub use pass::{
     call_pass, function_pass, module_pass, run_function_pass_over_module, sequential, FunctionBody, FunctionPass,
-    ModuleBody, ModulePass, Pass, PassKind, PreludeBody, Sequential, MAX_PIPELINE_DEPTH,
+    ModuleBody, ModulePass, Pass, PassKind, PassTarget, PreludeBody, Sequential, TargetBody, MAX_PIPELINE_DEPTH,
 };
 pub use pipeline::{parse_pipeline, print_pipeline};
 pub use plan::{plan, planned_calls, PlannedCall, Prelude, Stage};
+pub use prim_func_pass::{prim_func_pass, PrimFuncBody, PrimFuncPass};
 pub use registry::{canonical_pass_name, get_pass, list_passes, PassListing, PassRegistration, RunsAs};
 pub use sequential::{run_plain, run_sequential};
 pub use statistics::{Statistic, Statistics};

@@ -98,3 +98,90 @@ fn errors_name_the_place() {
         assert!(err.starts_with("1:") || err.starts_with("2:"), "{err}");
     }
 }
+
+mod verify {
+    use passel_engine::ir::{parse_module, verify_module, DType};
+    use passel_engine::tir::{verify_prim_func, Buffer, ForKind, PType, Param, PrimFuncBuilder};
+
+    fn errors(src: &str) -> Vec<String> {
+        let m = parse_module(src).unwrap_or_else(|e| panic!("parses: {e}"));
+        match verify_module(&m) {
+            Ok(()) => Vec::new(),
+            Err(es) => es.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_well_formed_prim_func_and_its_call_verify() {
+        let src = r#"
+def @main(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {
+  call_tir(@add_one, %x)
+}
+
+prim @add_one(%A: Buffer[(4,), f32], %B: Buffer[(4,), f32]) {
+  for %i in serial(0, 4) {
+    %B[%i] = add(%A[%i], 1.0);
+  }
+}
+"#;
+        assert_eq!(errors(src), Vec::<String>::new());
+    }
+
+    #[test]
+    fn static_errors_name_the_function_and_statement() {
+        let cases = [
+            (
+                "prim @f(%A: Buffer[(4,), f32]) { for %i in serial(0, 4) { %A[add(%i, 4)] = 0.0; } }",
+                "index 0 of buffer `%A` is 4..=7, outside its dimension of 4",
+            ),
+            ("prim @f(%A: Buffer[(4,), f32]) { for %i in serial(0, -1) { %A[0] = 0.0; } }", "negative extent -1"),
+            ("prim @f(%A: Buffer[(4,), f32]) { %A[floordiv(1, 0)] = 0.0; }", "`floordiv` by zero"),
+            (
+                "prim @f(%A: Buffer[(4,), f32]) { decl %V: Buffer[(8,), f32] = %A; %V[0] = 1.0; }",
+                "`decl %V` reaches 8 elements of `%A`, which has 4",
+            ),
+            ("prim @f(%A: Buffer[(4,), f32]) { %A[-1] = 0.0; }", "index 0 of buffer `%A` is -1"),
+        ];
+        for (src, want) in cases {
+            let errs = errors(src);
+            assert!(errs.iter().any(|e| e.contains(want) && e.contains("@f")), "{src}\n got: {errs:?}\n want: {want}");
+        }
+    }
+
+    #[test]
+    fn call_tir_mistakes_are_reported() {
+        let prim = "prim @p(%A: Buffer[(4,), f32], %B: Buffer[(4,), f32]) { %B[0] = %A[0]; }\n";
+        let cases = [
+            ("def @main(%x: Tensor[(4,), f32]) { @p(%x) }", "@p is a PrimFunc: call it with `call_tir(@p, …)`"),
+            (
+                "def @g(%x: Tensor[(4,), f32]) { %x }\ndef @main(%x: Tensor[(4,), f32]) { call_tir(@g, %x) }",
+                "a graph function: it takes a PrimFunc",
+            ),
+            ("def @main(%x: Tensor[(4,), f32]) { call_tir(%x) }", "must be a global PrimFunc"),
+        ];
+        for (graph, want) in cases {
+            let src = format!("{graph}\n{prim}");
+            let errs = errors(&src);
+            assert!(errs.iter().any(|e| e.contains(want)), "{src}\n got: {errs:?}\n want: {want}");
+        }
+    }
+
+    #[test]
+    fn scoping_is_checked_for_functions_built_in_memory() {
+        let mut b = PrimFuncBuilder::new();
+        let a = b.buffer(Buffer::new("A", DType::F32, &[4])).unwrap();
+        b.param(Param::Buf(a));
+        let i = b.var("i", PType::scalar(DType::I64)).unwrap();
+        // A store that uses %i outside the loop that binds it.
+        let (lo, ext) = (b.i64(0), b.i64(4));
+        let nop = b.nop();
+        let l = b.for_(i, lo, ext, ForKind::Serial, nop).unwrap();
+        let iv = b.var_ref(i);
+        let zero = b.float(0.0, PType::scalar(DType::F32)).unwrap();
+        let st = b.store(a, &[iv], zero).unwrap();
+        let body = b.seq(&[l, st]);
+        let f = b.finish(body);
+        let errs: Vec<String> = verify_prim_func("f", &f).iter().map(|e| e.to_string()).collect();
+        assert!(errs.iter().any(|e| e.contains("variable `%i` is used outside its scope")), "{errs:?}");
+    }
+}

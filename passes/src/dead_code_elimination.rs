@@ -338,6 +338,9 @@ pub fn remove_unreachable_functions(m: &Module) -> Module {
             let _ = out.add_shared(name, Arc::clone(func));
         }
     }
+    // PrimFuncs stay: removing the unused ones is the loop level's business (they call
+    // nothing, so keeping them keeps every kept call valid).
+    out.set_prims_from(m);
     out
 }
 

@@ -159,6 +159,9 @@ pub fn infer_module(m: &Module) -> (Module, Vec<TypeDiagnostic>) {
 /// The type of global `name` in `module`: its signature, or the function type its parameter
 /// and body types give when it has no declared one.
 fn global_type(module: &Module, name: &str) -> Option<Type> {
+    if let Some(p) = module.get_prim(name) {
+        return Some(p.graph_type());
+    }
     let f = module.get(name)?;
     f.signature().or_else(|| {
         let params: Option<Vec<Type>> = f.params().iter().map(|&p| f.ty(p).cloned()).collect();
@@ -192,6 +195,9 @@ fn node_typed(module: &Module, func: &Function, id: NodeId) -> bool {
 
 /// Whether `t` is [`global_type`]`(module, name)`, without building that type.
 fn has_global_type(module: &Module, name: &str, t: &Type) -> bool {
+    if let Some(p) = module.get_prim(name) {
+        return p.graph_type() == *t;
+    }
     let (Some(f), Some(ft)) = (module.get(name), t.as_func()) else {
         return false;
     };

@@ -271,6 +271,11 @@ impl Module {
         self.prims.iter().map(|(n, f)| (&**n, f))
     }
 
+    /// The PrimFunc entries as a slice, in order.
+    pub fn prim_entries(&self) -> &[(Arc<str>, Arc<PrimFunc>)] {
+        &self.prims
+    }
+
     /// Number of PrimFuncs.
     pub fn num_prims(&self) -> usize {
         self.prims.len()

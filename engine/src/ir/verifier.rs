@@ -55,6 +55,17 @@ pub fn verify_module(m: &Module) -> Result<(), Vec<VerifyError>> {
         v.run(&mut scratch);
         errors.append(&mut v.errors);
     }
+    for (name, func) in m.prim_funcs() {
+        errors.extend(crate::tir::verify_prim_func(name, func).into_iter().map(|e| VerifyError {
+            func: e.func,
+            node: None,
+            span: e.span,
+            msg: match e.stmt {
+                Some(s) => format!("statement {s}: {}", e.msg),
+                None => e.msg,
+            },
+        }));
+    }
     if errors.is_empty() {
         Ok(())
     } else {
@@ -480,7 +491,7 @@ impl Verifier<'_> {
             ExprKind::Global { name } => {
                 if let Some(m) = self.module {
                     let g = func.try_sym(name).unwrap_or("");
-                    if !m.contains(g) {
+                    if !m.contains(g) && m.get_prim(g).is_none() {
                         self.err(Some(id), format!("unknown global function @{g}"));
                     }
                 }
@@ -492,6 +503,9 @@ impl Verifier<'_> {
                 if !def.arity.accepts(args.len()) {
                     self.err(Some(id), format!("`{}` takes {} arguments, got {}", def.name, def.arity, args.len()));
                     ok = false;
+                }
+                if def.name == "call_tir" && ok {
+                    ok = self.check_call_tir_callee(id, args[0]);
                 }
                 if let Some(attrs) = func.try_call_attrs(attrs) {
                     // Without attributes only a required one can be missing; most operators
@@ -595,6 +609,32 @@ impl Verifier<'_> {
         }
     }
 
+    /// The first argument of `call_tir` names a PrimFunc of the module whose last parameter
+    /// is a buffer (the output). Returns whether it does.
+    fn check_call_tir_callee(&mut self, id: NodeId, callee: NodeId) -> bool {
+        let func = self.func;
+        let ExprKind::Global { name } = func.nodes()[callee.index()].kind else {
+            self.err(Some(id), "the first argument of `call_tir` must be a global PrimFunc `@name`".into());
+            return false;
+        };
+        let Some(m) = self.module else { return true };
+        let g = func.try_sym(name).unwrap_or("");
+        match m.get_prim(g) {
+            None if m.contains(g) => {
+                self.err(Some(id), format!("`call_tir` calls @{g}, a graph function: it takes a PrimFunc"));
+                false
+            }
+            None => true, // reported as an unknown global
+            Some(p) => match p.params().last() {
+                Some(crate::tir::Param::Buf(_)) => true,
+                _ => {
+                    self.err(Some(id), format!("`call_tir` calls @{g}, whose last parameter is not an output buffer"));
+                    false
+                }
+            },
+        }
+    }
+
     fn check_apply(&mut self, id: NodeId, callee: NodeId, args: &[NodeId]) {
         let func = self.func;
         let arg_tys: Vec<Option<Type>> = args.iter().map(|&a| self.ty(a).cloned()).collect();
@@ -603,7 +643,15 @@ impl Verifier<'_> {
         let (param_tys, ret_ty): (Vec<Option<Type>>, Option<Type>) =
             match (func.nodes()[callee.index()].kind, self.module) {
                 (ExprKind::Global { name }, Some(m)) => {
-                    let Some(g) = func.try_sym(name).and_then(|g| m.get(g)) else { return };
+                    let gname = func.try_sym(name).unwrap_or("");
+                    if m.get_prim(gname).is_some() {
+                        self.err(
+                            Some(id),
+                            format!("@{gname} is a PrimFunc: call it with `call_tir(@{gname}, …)`, not as a function"),
+                        );
+                        return;
+                    }
+                    let Some(g) = m.get(gname) else { return };
                     let Some(params) = g.try_params() else { return };
                     (params.iter().map(|&p| g.try_ty(p).cloned()).collect(), g.ret_ty().cloned())
                 }

@@ -659,5 +659,18 @@ pub(super) fn all() -> Vec<OpDef> {
             cost: linear,
             doc: "uniform samples in [low, high) from the evaluator's random stream (stateful)",
         },
+        OpDef {
+            name: "call_tir",
+            arity: AtLeast(1),
+            attrs: &[],
+            pattern: Opaque,
+            stateful: false,
+            tuple_result: false,
+            type_rel: super::kernels::call_tir::call_tir_rel,
+            kernel: super::kernels::call_tir::call_tir,
+            scalar_f32: None,
+            cost: linear,
+            doc: "calls the PrimFunc `@f` on the inputs; its last parameter is the output buffer (destination passing)",
+        },
     ]
 }

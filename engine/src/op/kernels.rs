@@ -14,6 +14,7 @@
 //! transpose, concatenate, split, broadcast_to), `reduce` (sum, mean, max) and `create`
 //! (zeros, ones, random_uniform).
 
+pub(crate) mod call_tir;
 pub(crate) mod create;
 pub(crate) mod elementwise;
 pub(crate) mod index;

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ir::{Attrs, DType, Span};
+use crate::ir::{Attrs, DType, Span, Type};
 
 /// The most lanes a vector type may have.
 pub const MAX_LANES: u16 = 1024;
@@ -719,6 +719,25 @@ impl PrimFunc {
             PExprKind::Select(c, a, b) => out.extend([c, a, b]),
             PExprKind::Load(_, r) | PExprKind::Call(_, r) => out.extend_from_slice(&self.operands[r.range()]),
         }
+    }
+
+    /// The type the graph level sees for this function: `fn(T…) -> ()` with a tensor type
+    /// per parameter (a buffer's shape and dtype, or a rank-0 tensor for a scalar). `call_tir`
+    /// checks its arguments against it.
+    pub fn graph_type(&self) -> Type {
+        let params: Vec<Type> = self
+            .params
+            .iter()
+            .map(|p| match *p {
+                Param::Buf(b) => {
+                    let buf = &self.bufs[b.index()];
+                    let shape: Box<[u64]> = buf.shape.iter().map(|&d| d.max(0) as u64).collect();
+                    Type::tensor(shape, buf.dtype)
+                }
+                Param::Var(v) => Type::tensor(Vec::new(), self.vars[v.index()].ty.dtype),
+            })
+            .collect();
+        Type::func(params, Type::tuple(Vec::new()))
     }
 
     /// Number of statements and expressions: the function's size.

@@ -12,7 +12,7 @@ use super::config::{IMMUTABLE_MODULE, VERIFY_EACH};
 use super::context::PassContext;
 use super::diagnostics::Diagnostic;
 use super::error::PassError;
-use super::fanout::map_entries;
+use super::fanout::map_items;
 use super::firewall::{FirewallCheck, ModuleFirewall};
 use super::info::PassInfo;
 use super::instrument::{after_pass, before_pass};
@@ -29,6 +29,8 @@ pub enum PassKind {
     Function,
     /// Runs a list of passes.
     Sequential,
+    /// Runs on each PrimFunc (the loop level) independently.
+    PrimFunc,
 }
 
 impl fmt::Display for PassKind {
@@ -37,6 +39,7 @@ impl fmt::Display for PassKind {
             PassKind::Module => "module",
             PassKind::Function => "function",
             PassKind::Sequential => "sequential",
+            PassKind::PrimFunc => "prim_func",
         })
     }
 }
@@ -111,7 +114,7 @@ pub fn call_pass<P: Pass + ?Sized>(pass: &P, module: Module, ctx: &PassContext) 
     let one_execution = match pass.kind() {
         PassKind::Module => true,
         PassKind::Function => pass.as_function().is_some_and(|f| f.module_form().is_some()),
-        PassKind::Sequential => false,
+        PassKind::Sequential | PassKind::PrimFunc => false,
     };
     if let Some(b) = ctx.bisect_for(info).filter(|_| one_execution) {
         let k = b.reserve(1);
@@ -440,15 +443,60 @@ impl Pass for FunctionPass {
     }
 }
 
-/// Runs `body` on every function of `module` (the executor's fan-out: inline when `threads`
-/// is 1, else on the cached pool of that size; see [`FunctionPass::threads`]). Each function runs under
-/// its own worker copy of the context (own diagnostics buffer; `current()` inside the body
-/// returns it); diagnostics the body emits without a function name get the function's name.
-/// Results and diagnostics are merged in module order, so the outcome does not depend on the
-/// thread count; the error reported is the first in module order.
-pub fn run_function_pass_over_module(
+/// What a function-level pass runs on: a graph [`Function`] or a loop-level
+/// [`PrimFunc`](crate::tir::PrimFunc). The fan-out, the worker copies of the context, bisect
+/// numbering and the merge of results are written once over this trait, for both levels.
+pub trait PassTarget: Send + Sync + Sized + 'static {
+    /// Whether the function is marked `SkipOptimization` (function passes leave it alone).
+    fn skips_optimization(&self) -> bool;
+    /// The module's functions of this level, in order.
+    fn entries(module: &Module) -> &[(Arc<str>, Arc<Self>)];
+    /// `module` with its functions of this level replaced by `new` (one per function).
+    fn replace_all(ctx: &PassContext, module: Module, new: Vec<Arc<Self>>) -> Module;
+}
+
+impl PassTarget for Function {
+    fn skips_optimization(&self) -> bool {
+        self.attrs().flag(fn_attr::SKIP_OPTIMIZATION)
+    }
+
+    fn entries(module: &Module) -> &[(Arc<str>, Arc<Function>)] {
+        module.entries()
+    }
+
+    fn replace_all(ctx: &PassContext, module: Module, new: Vec<Arc<Function>>) -> Module {
+        ctx.replace_functions(module, new)
+    }
+}
+
+impl PassTarget for crate::tir::PrimFunc {
+    fn skips_optimization(&self) -> bool {
+        self.attrs().flag(fn_attr::SKIP_OPTIMIZATION)
+    }
+
+    fn entries(module: &Module) -> &[(Arc<str>, Arc<crate::tir::PrimFunc>)] {
+        module.prim_entries()
+    }
+
+    fn replace_all(_ctx: &PassContext, mut module: Module, new: Vec<Arc<crate::tir::PrimFunc>>) -> Module {
+        module.replace_all_prims(new);
+        module
+    }
+}
+
+/// The body of a pass over one function of level `F`.
+pub type TargetBody<F> = dyn Fn(Arc<F>, &Module, &PassContext) -> Result<Arc<F>, PassError> + Send + Sync;
+
+/// Runs `body` on every function of level `F` of `module` (the executor's fan-out: inline
+/// when `threads` is 1, else on the cached pool of that size; see [`FunctionPass::threads`]).
+/// Each function runs under its own worker copy of the context (own diagnostics buffer;
+/// `current()` inside the body returns it); diagnostics the body emits without a function
+/// name get the function's name. Results and diagnostics are merged in module order, so the
+/// outcome does not depend on the thread count; the error reported is the first in module
+/// order.
+pub fn run_function_pass_over_module<F: PassTarget>(
     info: &PassInfo,
-    body: &FunctionBody,
+    body: &TargetBody<F>,
     threads: usize,
     module: Module,
     ctx: &PassContext,
@@ -456,12 +504,12 @@ pub fn run_function_pass_over_module(
     let start = Instant::now();
     // opt-bisect: number the functions the pass visits, in module order, before the fan-out.
     let gate = ctx.bisect_for(info);
+    let entries = F::entries(&module);
     let mut numbers: Vec<Option<u64>> = Vec::new();
     if let Some(b) = gate {
-        let visits = |f: &Function| !f.attrs().flag(fn_attr::SKIP_OPTIMIZATION);
-        let mut k = b.reserve(module.iter().filter(|(_, f)| visits(f)).count() as u64);
-        for (name, f) in module.iter() {
-            numbers.push(visits(f).then(|| {
+        let mut k = b.reserve(entries.iter().filter(|(_, f)| !f.skips_optimization()).count() as u64);
+        for (name, f) in entries {
+            numbers.push((!f.skips_optimization()).then(|| {
                 k += 1;
                 k - 1
             }));
@@ -471,13 +519,15 @@ pub fn run_function_pass_over_module(
         }
     }
     let view = &module;
-    let results = map_entries(threads, view, |name, func| {
-        let number = view.position(name).and_then(|i| numbers.get(i).copied().flatten());
+    let indexed: Vec<_> = entries.iter().enumerate().collect();
+    let results = map_items(threads, &indexed, |&(i, (name, func)): &(usize, &(Arc<str>, Arc<F>))| {
+        let number = numbers.get(i).copied().flatten();
         if gate.zip(number).is_some_and(|(b, k)| !b.allows(k)) {
             return (Ok(func.clone()), Duration::ZERO, Vec::new(), Statistics::new());
         }
         run_in_worker(info, body, false, name, func, view, ctx)
     });
+    drop(indexed);
     let mut busy = Duration::ZERO;
     let mut new = Vec::with_capacity(results.len());
     let mut first_err = None;
@@ -500,23 +550,23 @@ pub fn run_function_pass_over_module(
     if let Some(e) = first_err {
         return Err(e);
     }
-    Ok(ctx.replace_functions(module, new))
+    Ok(F::replace_all(ctx, module, new))
 }
 
 /// What one pass did on one function in a worker: its result, time, diagnostics and counts.
-pub(crate) type WorkerResult = (Result<Arc<Function>, PassError>, Duration, Vec<Diagnostic>, Statistics);
+pub(crate) type WorkerResult<F = Function> = (Result<Arc<F>, PassError>, Duration, Vec<Diagnostic>, Statistics);
 
 /// One pass on one function under a fresh worker copy of `ctx`.
-pub(crate) fn run_in_worker(
+pub(crate) fn run_in_worker<F: PassTarget>(
     info: &PassInfo,
-    body: &FunctionBody,
+    body: &TargetBody<F>,
     visits_marked: bool,
     name: &str,
-    func: &Arc<Function>,
+    func: &Arc<F>,
     view: &Module,
     ctx: &PassContext,
-) -> WorkerResult {
-    if !visits_marked && func.attrs().flag(fn_attr::SKIP_OPTIMIZATION) {
+) -> WorkerResult<F> {
+    if !visits_marked && func.skips_optimization() {
         return (Ok(func.clone()), Duration::ZERO, Vec::new(), Statistics::new());
     }
     let worker = ctx.worker_copy();
