@@ -46,7 +46,8 @@
 //!   loop kind runs serially (`parallel` iterations must be independent, so the order does
 //!   not change the result; `vectorized` and `unroll` are hints).
 //! - An out-of-bounds load or store is an error naming the buffer, the indices and the shape.
-//!   A variable read outside its binder (which the parser and builder never produce) reads 0.
+//!   A variable read outside its binder (which the parser never produces) reads whatever its
+//!   slot holds (0 before any binding); a buffer used outside its binder is an error.
 //!
 //! ## How it runs
 //!
