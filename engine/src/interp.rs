@@ -536,7 +536,7 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
             }
             ExprKind::Global { name } => {
                 let name: Arc<str> = func.sym(name).into();
-                if !self.interp.module.contains(&name) {
+                if !self.interp.module.contains(&name) && self.interp.module.get_prim(&name).is_none() {
                     return Err(self.error(Some(id), format!("unknown global @{name}")));
                 }
                 self.values.push(Value::Func(FuncValue::Global(name)));
@@ -578,9 +578,55 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
         Ok(Value::Func(FuncValue::Closure(Arc::new(ClosureValue { func, owner, idx, env }))))
     }
 
+    /// `call_tir(@prim, args…)`: runs the PrimFunc on the arguments (tensors for buffer
+    /// parameters, rank-0 tensors for scalar ones) and returns its output buffer.
+    fn call_tir(&mut self, id: NodeId, vals: Vec<Value>) -> Result<Value, EvalError> {
+        let mut vals = vals.into_iter();
+        let name = match vals.next() {
+            Some(Value::Func(FuncValue::Global(ref name))) => name.clone(),
+            _ => return Err(self.error(Some(id), "the first argument of `call_tir` must be a PrimFunc `@name`")),
+        };
+        let Some(prim) = self.interp.module.get_prim(&name).cloned() else {
+            return Err(self.error(Some(id), format!("`call_tir` calls @{name}, which is not a PrimFunc")));
+        };
+        let mut args = Vec::new();
+        for (i, (v, p)) in vals.zip(prim.params().iter()).enumerate() {
+            let Value::Tensor(t) = &v else {
+                let msg = format!("argument {} of `call_tir` must be a tensor, got {}", i + 1, v.describe());
+                return Err(self.error(Some(id), msg));
+            };
+            args.push(match p {
+                crate::tir::Param::Buf(_) => prim::PrimArg::Buffer(t.clone()),
+                crate::tir::Param::Var(v) => {
+                    let dtype = prim.var(*v).ty.dtype;
+                    let value = t.to_f64s().first().copied().ok_or_else(|| {
+                        self.error(Some(id), format!("argument {} of `call_tir` must be a scalar", i + 1))
+                    })?;
+                    prim::PrimArg::Scalar(if dtype.is_float() {
+                        prim::PrimScalar::Float(value)
+                    } else {
+                        prim::PrimScalar::Int(value as i64)
+                    })
+                }
+            });
+        }
+        let outs = prim::run_prim_func(&name, &prim, args).map_err(|e| self.error(Some(id), e.message))?;
+        match <[Tensor; 1]>::try_from(outs) {
+            Ok([t]) => Ok(Value::Tensor(t)),
+            Err(outs) => {
+                Err(self.error(Some(id), format!("@{name} returned {} outputs where `call_tir` takes one", outs.len())))
+            }
+        }
+    }
+
     fn finish(&mut self, id: NodeId) -> Result<(), EvalError> {
         let kind = *self.frame().func.get().kind(id);
         match kind {
+            ExprKind::Call { op, args, .. } if op::get(op).name == "call_tir" => {
+                let vals = self.pop_n(args.len as usize, id)?;
+                let v = self.call_tir(id, vals)?;
+                self.values.push(v);
+            }
             ExprKind::Call { op, attrs, args } => {
                 let n = args.len as usize;
                 let vals = self.pop_n(n, id)?;

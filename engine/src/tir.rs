@@ -29,7 +29,9 @@
 //! grammar is in `docs/tir.md`).
 
 mod builder;
+pub mod compute;
 mod ir;
+pub mod lower;
 mod printer;
 mod structural;
 mod verifier;

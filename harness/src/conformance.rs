@@ -46,6 +46,11 @@ pub struct ModelRow {
     err_before: Result<f64, String>,
     err_after: Result<f64, String>,
     round_trip: Result<(), String>,
+    /// PrimFuncs after LegalizeOps on the `-O3` module, and how long lowering took.
+    prims: usize,
+    lower_ms: f64,
+    /// Error of the lowered module (graph calls left unlowered still run as graph calls).
+    err_lowered: Result<f64, String>,
 }
 
 fn read_cases(dir: &Path) -> Vec<Case> {
@@ -163,13 +168,25 @@ fn model_case(case: &Case) -> Result<ModelRow, String> {
     let t = Instant::now();
     let optimised = ctx.scope(|| pipeline.run(module.clone(), &ctx)).map_err(|e| e.to_string())?;
     let pipeline_ms = t.elapsed().as_secs_f64() * 1e3;
-    let (ops_after, err_after, round_trip) = match optimised {
+    let (ops_after, err_after, round_trip, lowered) = match optimised {
         Ok(opt) => {
-            let err = run(&opt, "main", &tensors(inputs), 0).and_then(|g| check_outputs(&g, &want, rtol, atol));
-            (count_ops(&opt), err, round_trip(&module).and_then(|_| round_trip(&opt)))
+            let err = run(&opt, "main", &tensors(inputs.clone()), 0).and_then(|g| check_outputs(&g, &want, rtol, atol));
+            let t = Instant::now();
+            let lowered = passel_passes::run_pipeline_text("InferType,LegalizeOps", opt.clone());
+            let lower_ms = t.elapsed().as_secs_f64() * 1e3;
+            let lowered = match lowered {
+                Ok(low) => {
+                    let err = run(&low, "main", &tensors(inputs), 0).and_then(|g| check_outputs(&g, &want, rtol, atol));
+                    let rt = round_trip(&low);
+                    (low.num_prims(), lower_ms, err.and_then(|e| rt.map(|()| e)))
+                }
+                Err(e) => (0, lower_ms, Err(format!("LegalizeOps: {e}"))),
+            };
+            (count_ops(&opt), err, round_trip(&module).and_then(|_| round_trip(&opt)), lowered)
         }
-        Err(e) => (0, Err(format!("-O3: {e}")), Err("-O3 failed".into())),
+        Err(e) => (0, Err(format!("-O3: {e}")), Err("-O3 failed".into()), (0, 0.0, Err("-O3 failed".into()))),
     };
+    let (prims, lower_ms, err_lowered) = lowered;
     Ok(ModelRow {
         name: case.name.clone(),
         import_ms,
@@ -179,6 +196,9 @@ fn model_case(case: &Case) -> Result<ModelRow, String> {
         err_before,
         err_after,
         round_trip,
+        prims,
+        lower_ms,
+        err_lowered,
     })
 }
 
@@ -292,10 +312,13 @@ pub fn run_all(dir: &Path, out_of_scope: &BTreeMap<String, String>, filter: Opti
         .filter(|c| keep(c))
         .collect();
     if !models.is_empty() {
-        report.push_str("\nReal models: import, eval vs expected, -O3, eval again, check + fmt round trip\n\n");
         report.push_str(
-            "| model | import ms | -O3 ms | ops before | ops after | max abs err | max abs err after -O3 | round trip |\n\
-             |---|---:|---:|---:|---:|---:|---:|---|\n",
+            "\nReal models: import, eval vs expected, -O3, eval again, check + fmt round trip, \
+             LegalizeOps (PrimFuncs) and eval of the lowered module\n\n",
+        );
+        report.push_str(
+            "| model | import ms | -O3 ms | ops before | ops after | max abs err | max abs err after -O3 | round trip | PrimFuncs | lower ms | max abs err lowered |\n\
+             |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
         );
         let fmt_err = |e: &Result<f64, String>| match e {
             Ok(v) => format!("{v:.2e}"),
@@ -306,7 +329,7 @@ pub fn run_all(dir: &Path, out_of_scope: &BTreeMap<String, String>, filter: Opti
                 Ok(r) => {
                     let _ = writeln!(
                         report,
-                        "| {} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
+                        "| {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {:.1} | {} |",
                         r.name,
                         r.import_ms,
                         r.pipeline_ms,
@@ -314,9 +337,13 @@ pub fn run_all(dir: &Path, out_of_scope: &BTreeMap<String, String>, filter: Opti
                         r.ops_after,
                         fmt_err(&r.err_before),
                         fmt_err(&r.err_after),
-                        if r.round_trip.is_ok() { "ok" } else { "FAIL" }
+                        if r.round_trip.is_ok() { "ok" } else { "FAIL" },
+                        r.prims,
+                        r.lower_ms,
+                        fmt_err(&r.err_lowered),
                     );
-                    let problems = [r.err_before.err(), r.err_after.err(), r.round_trip.err()];
+                    let lowered = r.err_lowered.err().map(|e| format!("lowered: {e}"));
+                    let problems = [r.err_before.err(), r.err_after.err(), r.round_trip.err(), lowered];
                     for p in problems.into_iter().flatten() {
                         if out_of_scope.contains_key(&r.name) {
                             excused.push(format!("{}: {p}", r.name));

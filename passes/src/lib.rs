@@ -21,6 +21,7 @@ pub mod fuse_ops;
 pub mod infer_type;
 pub mod inline;
 pub mod lambda_lift;
+pub mod legalize_ops;
 mod pipelines;
 pub mod simplify_expr;
 pub mod simplify_inference;
@@ -39,6 +40,7 @@ pub use fuse_ops::fuse_ops;
 pub use infer_type::{infer_function, infer_module, infer_type_function, infer_type_pass, TypeDiagnostic};
 pub use inline::inline_module;
 pub use lambda_lift::lambda_lift_module;
+pub use legalize_ops::legalize_ops;
 pub use pipelines::{default_pipeline, run_pipeline_text, STANDARD_PIPELINE};
 pub use simplify_expr::simplify_expr;
 pub use simplify_inference::simplify_inference;
@@ -65,6 +67,7 @@ pub fn standard_pass_names() -> Vec<&'static str> {
         inline::NAME,
         lambda_lift::NAME,
         to_graph_normal_form::NAME,
+        legalize_ops::NAME,
     ]
 }
 
@@ -109,6 +112,7 @@ mod tests {
             (inline::NAME, include_str!("inline.rs")),
             (lambda_lift::NAME, include_str!("lambda_lift.rs")),
             (to_graph_normal_form::NAME, include_str!("to_graph_normal_form.rs")),
+            (legalize_ops::NAME, include_str!("legalize_ops.rs")),
         ];
         assert_eq!(sources.iter().map(|(n, _)| *n).collect::<Vec<_>>(), standard_pass_names());
         for (name, source) in sources {

@@ -209,6 +209,50 @@ impl PrimFuncBuilder {
         true
     }
 
+    /// A copy of the expression tree under `e` as new nodes (expressions are trees, so a
+    /// value used twice is built twice). Iterative: the subtree's ids are in post-order.
+    pub fn copy_expr(&mut self, e: PExprId) -> Result<PExprId, String> {
+        let mut nodes = Vec::new();
+        let mut stack = vec![e];
+        let mut ops = Vec::new();
+        while let Some(x) = stack.pop() {
+            if x.index() >= self.f.exprs.len() {
+                return Err(format!("expression {x} does not exist"));
+            }
+            nodes.push(x);
+            ops.clear();
+            self.f.expr_operands(x, &mut ops);
+            stack.extend_from_slice(&ops);
+        }
+        nodes.sort_unstable();
+        let mut map: rustc_hash::FxHashMap<PExprId, PExprId> = rustc_hash::FxHashMap::default();
+        for x in nodes {
+            let node = self.f.exprs[x.index()];
+            let m = |id: PExprId| map.get(&id).copied().unwrap_or(id);
+            let kind = match node.kind {
+                k @ (PExprKind::Int(_) | PExprKind::Float(_) | PExprKind::Var(_)) => k,
+                PExprKind::Bin(op, a, b) => PExprKind::Bin(op, m(a), m(b)),
+                PExprKind::Not(a) => PExprKind::Not(m(a)),
+                PExprKind::Select(c, a, b) => PExprKind::Select(m(c), m(a), m(b)),
+                PExprKind::Cast(a) => PExprKind::Cast(m(a)),
+                PExprKind::Load(buf, r) => {
+                    let ids: Vec<PExprId> = self.f.operands[r.range()].iter().map(|&i| m(i)).collect();
+                    PExprKind::Load(buf, self.pool(&ids))
+                }
+                PExprKind::Call(f, r) => {
+                    let ids: Vec<PExprId> = self.f.operands[r.range()].iter().map(|&i| m(i)).collect();
+                    PExprKind::Call(f, self.pool(&ids))
+                }
+                PExprKind::Ramp(a, b) => PExprKind::Ramp(m(a), m(b)),
+                PExprKind::Broadcast(a) => PExprKind::Broadcast(m(a)),
+                PExprKind::Let(v, a, b) => PExprKind::Let(v, m(a), m(b)),
+            };
+            let new = self.push(kind, node.ty);
+            map.insert(x, new);
+        }
+        Ok(map.get(&e).copied().unwrap_or(e))
+    }
+
     /// A reference to a variable.
     pub fn var_ref(&mut self, v: VarId) -> PExprId {
         let ty = self.f.vars[v.index()].ty;
