@@ -25,6 +25,7 @@ mod pipelines;
 pub mod simplify_expr;
 pub mod simplify_inference;
 pub mod testing;
+pub mod tir;
 pub mod to_a_normal_form;
 pub mod to_graph_normal_form;
 
@@ -65,6 +66,7 @@ pub fn standard_pass_names() -> Vec<&'static str> {
         inline::NAME,
         lambda_lift::NAME,
         to_graph_normal_form::NAME,
+        tir::simplify::NAME,
     ]
 }
 
@@ -109,6 +111,7 @@ mod tests {
             (inline::NAME, include_str!("inline.rs")),
             (lambda_lift::NAME, include_str!("lambda_lift.rs")),
             (to_graph_normal_form::NAME, include_str!("to_graph_normal_form.rs")),
+            (tir::simplify::NAME, include_str!("tir/simplify.rs")),
         ];
         assert_eq!(sources.iter().map(|(n, _)| *n).collect::<Vec<_>>(), standard_pass_names());
         for (name, source) in sources {
