@@ -67,6 +67,8 @@ pub fn standard_pass_names() -> Vec<&'static str> {
         lambda_lift::NAME,
         to_graph_normal_form::NAME,
         tir::simplify::NAME,
+        tir::remove_no_op::NAME,
+        tir::unroll_loop::NAME,
     ]
 }
 
@@ -112,6 +114,8 @@ mod tests {
             (lambda_lift::NAME, include_str!("lambda_lift.rs")),
             (to_graph_normal_form::NAME, include_str!("to_graph_normal_form.rs")),
             (tir::simplify::NAME, include_str!("tir/simplify.rs")),
+            (tir::remove_no_op::NAME, include_str!("tir/remove_no_op.rs")),
+            (tir::unroll_loop::NAME, include_str!("tir/unroll_loop.rs")),
         ];
         assert_eq!(sources.iter().map(|(n, _)| *n).collect::<Vec<_>>(), standard_pass_names());
         for (name, source) in sources {
