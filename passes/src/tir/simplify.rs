@@ -20,6 +20,8 @@
 //! - `floordiv` / `floormod` (and `div` / `mod` of provably non-negative operands) by a
 //!   positive constant `c`: the multiples of `c` are split off and the rest's range decides
 //!   the quotient (`floordiv(add(mul(%i, 4), %j), 4)` → `%i` with `%j` in `[0, 4)`);
+//! - an integer expression whose range is a single value becomes that value (the variable
+//!   of a loop of extent 1);
 //! - `if` whose condition folds to a constant keeps only the branch that runs.
 //!
 //! Ranges come from `for` loops (`%i` in `[min, min + extent)` when both bounds have known
@@ -486,8 +488,10 @@ impl<'a> Simplifier<'a> {
     /// A node of the new arena as an affine form.
     fn atom(&self, n: PExprId) -> Lin {
         let node = *self.b.peek().expr(n);
-        match node.kind {
-            PExprKind::Int(v) => Lin::constant(node.ty, value_of(v, node.ty.dtype)),
+        match (node.kind, self.niv[n.index()]) {
+            (PExprKind::Int(v), _) => Lin::constant(node.ty, value_of(v, node.ty.dtype)),
+            // A value its range pins down (a loop of extent 1) is that constant.
+            (_, Some(iv)) if iv.lo == iv.hi => Lin::constant(node.ty, iv.lo),
             _ => Lin { ty: node.ty, terms: vec![(n, 1)], c: 0 },
         }
     }

@@ -169,3 +169,16 @@ prim @f(%A: Buffer[(4,), f32], %n: i64) {
 //     %A[0] = 0.0f;
 //   }
 // }
+// -----
+/// Check that the variable of a loop of extent one is replaced by its value, and a load's unknown range blocks floormod removal (negative case).
+prim @f(%A: Buffer[(16,), i64]) {
+  for %i in serial(3, 1) {
+    %A[floormod(add(%A[%i], %i), 16)] = mul(%i, 2);
+  }
+}
+// CHECK:
+// prim @f(%A: Buffer[(16,), i64]) {
+//   for %i in serial(3, 1) {
+//     %A[floormod(add(%A[3], 3), 16)] = 6;
+//   }
+// }
