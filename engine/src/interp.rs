@@ -30,8 +30,11 @@ use crate::ir::{
 };
 use crate::op::{self, KernelCtx};
 
+mod prim;
 #[cfg(test)]
 mod tests;
+
+pub use prim::{run_prim_func, PrimArg, PrimScalar, MAX_PRIM_DEPTH};
 
 /// Default bound on nested calls between functions.
 pub const DEFAULT_MAX_CALL_DEPTH: usize = 10_000;
@@ -155,6 +158,10 @@ pub struct EvalError {
     /// What went wrong (lowercase, no trailing period).
     pub message: String,
 }
+
+/// The error of [`run_prim_func`]: the same shape as the graph interpreter's (the function
+/// named, and the statement in the message; `node` is `None`).
+pub type InterpError = EvalError;
 
 /// Per-function facts the interpreter needs, computed once per function.
 struct FnInfo {

@@ -1,0 +1,601 @@
+//! The PrimFunc interpreter: loop-level text in, tensors out.
+
+use passel_engine::interp::{run_prim_func, InterpError, PrimArg, PrimScalar, MAX_PRIM_DEPTH};
+use passel_engine::ir::{parse_module, DType, Tensor, TensorData};
+use passel_engine::tir::{BinOp, Buffer, Param, PrimFuncBuilder};
+use proptest::prelude::*;
+
+fn run(src: &str, name: &str, args: Vec<PrimArg>) -> Result<Vec<Tensor>, InterpError> {
+    let m = parse_module(src).unwrap_or_else(|e| panic!("parses:\n{e}\n{src}"));
+    let f = m.get_prim(name).unwrap_or_else(|| panic!("no prim @{name}"));
+    run_prim_func(name, f, args)
+}
+
+fn ok(src: &str, name: &str, args: Vec<PrimArg>) -> Vec<Tensor> {
+    run(src, name, args).unwrap_or_else(|e| panic!("runs: {e}\n{src}"))
+}
+
+fn err(src: &str, name: &str, args: Vec<PrimArg>) -> String {
+    match run(src, name, args) {
+        Ok(out) => panic!("expected an error, got {out:?}\n{src}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn tensor(shape: &[u64], dtype: DType, vals: &[f64]) -> PrimArg {
+    PrimArg::Buffer(Tensor::from_f64s(shape, dtype, vals).expect("tensor"))
+}
+
+fn f32s(t: &Tensor) -> Vec<f32> {
+    match &t.0 {
+        TensorData::F32(a) => a.iter().copied().collect(),
+        other => panic!("not f32: {other:?}"),
+    }
+}
+
+fn i64s(t: &Tensor) -> Vec<i64> {
+    match &t.0 {
+        TensorData::I64(a) => a.iter().copied().collect(),
+        TensorData::I32(a) => a.iter().map(|&v| v as i64).collect(),
+        TensorData::I8(a) => a.iter().map(|&v| v as i64).collect(),
+        TensorData::U8(a) => a.iter().map(|&v| v as i64).collect(),
+        TensorData::Bool(a) => a.iter().map(|&v| v as i64).collect(),
+        other => panic!("not an integer tensor: {other:?}"),
+    }
+}
+
+#[test]
+fn elementwise_add() {
+    let src = r#"
+prim @add(%A: Buffer[(2, 3), f32], %B: Buffer[(2, 3), f32], %C: Buffer[(2, 3), f32]) {
+  for %i in serial(0, 2) {
+    for %j in parallel(0, 3) {
+      %C[%i, %j] = add(%A[%i, %j], %B[%i, %j]);
+    }
+  }
+}
+"#;
+    let a = tensor(&[2, 3], DType::F32, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let b = tensor(&[2, 3], DType::F32, &[10.0, 20.0, 30.0, 40.0, 50.0, 60.0]);
+    let out = ok(src, "add", vec![a, b]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].shape(), &[2, 3]);
+    assert_eq!(out[0].dtype(), DType::F32);
+    assert_eq!(f32s(&out[0]), vec![11.0, 22.0, 33.0, 44.0, 55.0, 66.0]);
+}
+
+const MATMUL: &str = r#"
+prim @matmul(%A: Buffer[(2, 3), f32], %B: Buffer[(3, 2), f32], %C: Buffer[(2, 2), f32]) {
+  for %i in serial(0, 2) {
+    for %j in serial(0, 2) {
+      alloc %acc: Buffer[(1,), f32, scope="local"];
+      for %k in serial(0, 3) {
+        %acc[0] = add(%acc[0], mul(%A[%i, %k], %B[%k, %j]));
+      }
+      %C[%i, %j] = %acc[0];
+    }
+  }
+}
+"#;
+
+#[test]
+fn matmul_with_a_local_accumulator() {
+    let a = tensor(&[2, 3], DType::F32, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let b = tensor(&[3, 2], DType::F32, &[7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
+    let out = ok(MATMUL, "matmul", vec![a, b]);
+    // The accumulator is zero-filled afresh for every (i, j).
+    assert_eq!(f32s(&out[0]), vec![58.0, 64.0, 139.0, 154.0]);
+}
+
+#[test]
+fn integer_division_rounds_as_tvm() {
+    let src = r#"
+prim @divs(%X: Buffer[(4,), i64], %Y: Buffer[(4,), i64], %D: Buffer[(4,), i64], %M: Buffer[(4,), i64], %FD: Buffer[(4,), i64], %FM: Buffer[(4,), i64]) {
+  for %i in serial(0, 4) {
+    %D[%i] = div(%X[%i], %Y[%i]);
+    %M[%i] = mod(%X[%i], %Y[%i]);
+    %FD[%i] = floordiv(%X[%i], %Y[%i]);
+    %FM[%i] = floormod(%X[%i], %Y[%i]);
+  }
+}
+"#;
+    let x = tensor(&[4], DType::I64, &[-7.0, 7.0, -7.0, 7.0]);
+    let y = tensor(&[4], DType::I64, &[2.0, -2.0, -2.0, 2.0]);
+    let out = ok(src, "divs", vec![x, y]);
+    assert_eq!(i64s(&out[0]), vec![-3, -3, 3, 3], "div truncates");
+    assert_eq!(i64s(&out[1]), vec![-1, 1, -1, 1], "mod has the dividend's sign");
+    assert_eq!(i64s(&out[2]), vec![-4, -4, 3, 3], "floordiv rounds down");
+    assert_eq!(i64s(&out[3]), vec![1, -1, -1, 1], "floormod has the divisor's sign");
+}
+
+#[test]
+fn float_floordiv_and_floormod() {
+    let src = r#"
+prim @f(%O: Buffer[(4,), f32]) {
+  %O[0] = floordiv(-7.0, 2.0);
+  %O[1] = floormod(-7.0, 2.0);
+  %O[2] = mod(-7.0, 2.0);
+  %O[3] = floormod(7.5, -2.0);
+}
+"#;
+    let out = ok(src, "f", vec![]);
+    assert_eq!(f32s(&out[0]), vec![-4.0, 1.0, -1.0, -0.5]);
+}
+
+#[test]
+fn narrow_integers_wrap() {
+    let src = r#"
+prim @w(%A: Buffer[(2,), i8], %B: Buffer[(2,), u8], %O8: Buffer[(4,), i8], %OU: Buffer[(4,), u8]) {
+  %O8[0] = add(%A[0], %A[1]);
+  %O8[1] = mul(%A[0], 2i8);
+  %O8[2] = sub(-128i8, 1i8);
+  %O8[3] = div(-128i8, -1i8);
+  %OU[0] = add(%B[0], %B[1]);
+  %OU[1] = sub(%B[1], %B[0]);
+  %OU[2] = mul(16u8, 16u8);
+  %OU[3] = bitwise_not(5u8);
+}
+"#;
+    let a = tensor(&[2], DType::I8, &[100.0, 100.0]);
+    let b = tensor(&[2], DType::U8, &[200.0, 100.0]);
+    let out = ok(src, "w", vec![a, b]);
+    assert_eq!(out[0].dtype(), DType::I8);
+    assert_eq!(i64s(&out[0]), vec![(100i8).wrapping_add(100) as i64, (100i8).wrapping_mul(2) as i64, 127, -128]);
+    assert_eq!(out[1].dtype(), DType::U8);
+    assert_eq!(i64s(&out[1]), vec![44, 156, 0, 250]);
+}
+
+#[test]
+fn f32_arithmetic_rounds_like_rust_f32() {
+    let src = r#"
+prim @r(%O: Buffer[(3,), f32], %P: Buffer[(1,), f64]) {
+  %O[0] = add(0.1, 0.2);
+  %O[1] = div(1.0, 3.0);
+  %O[2] = mul(add(0.1, 0.2), 3.0);
+  %P[0] = add(0.1f64, 0.2f64);
+}
+"#;
+    let out = ok(src, "r", vec![]);
+    let o = f32s(&out[0]);
+    assert_eq!(o[0].to_bits(), (0.1f32 + 0.2f32).to_bits());
+    assert_eq!(o[1].to_bits(), (1.0f32 / 3.0f32).to_bits());
+    assert_eq!(o[2].to_bits(), ((0.1f32 + 0.2f32) * 3.0f32).to_bits());
+    assert_eq!(out[1].to_f64s(), vec![0.1f64 + 0.2f64]);
+}
+
+#[test]
+fn vectors_load_and_store_lane_by_lane() {
+    let src = r#"
+prim @v(%A: Buffer[(8,), f32], %B: Buffer[(8,), f32], %I: Buffer[(4,), i32]) {
+  for %i in serial(0, 2) {
+    %B[ramp(mul(%i, 4), 1, 4)] = add(%A[ramp(mul(%i, 4), 1, 4)], broadcast(10.0, 4));
+  }
+  %I[ramp(0, 1, 4)] = ramp(3i32, -2i32, 4);
+}
+"#;
+    let a = tensor(&[8], DType::F32, &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+    let out = ok(src, "v", vec![a]);
+    assert_eq!(f32s(&out[0]), vec![10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0]);
+    assert_eq!(i64s(&out[1]), vec![3, 1, -1, -3]);
+}
+
+#[test]
+fn vector_select_and_strided_ramp() {
+    let src = r#"
+prim @v(%A: Buffer[(8,), f32], %B: Buffer[(4,), f32]) {
+  let %x = %A[ramp(0, 2, 4)];
+  eval %x[0];
+  %B[ramp(0, 1, 4)] = select(lt(%A[ramp(0, 2, 4)], broadcast(3.0, 4)), %A[ramp(1, 2, 4)], broadcast(-1.0, 4));
+}
+"#;
+    // `%x` is a vector variable: not allowed, so the first form is a parse error.
+    assert!(parse_module(src).is_err());
+    let src = r#"
+prim @v(%A: Buffer[(8,), f32], %B: Buffer[(4,), f32]) {
+  %B[ramp(0, 1, 4)] = select(lt(%A[ramp(0, 2, 4)], broadcast(3.0, 4)), %A[ramp(1, 2, 4)], broadcast(-1.0, 4));
+}
+"#;
+    let a = tensor(&[8], DType::F32, &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+    let out = ok(src, "v", vec![a]);
+    assert_eq!(f32s(&out[0]), vec![1.0, 3.0, -1.0, -1.0]);
+}
+
+#[test]
+fn decl_views_share_storage_with_strides_and_offset() {
+    let src = r#"
+prim @d(%A: Buffer[(12,), f32], %O: Buffer[(2, 2), f32]) {
+  decl %V: Buffer[(2, 2), f32, strides=[4, 2], offset=3] = %A;
+  for %i in serial(0, 2) {
+    for %j in serial(0, 2) {
+      %O[%i, %j] = %V[%i, %j];
+    }
+  }
+  %V[1, 1] = 100.0;
+  %O[0, 0] = %A[9];
+}
+"#;
+    let a = tensor(&[12], DType::F32, &(0..12).map(f64::from).collect::<Vec<_>>());
+    let out = ok(src, "d", vec![a]);
+    // V[i, j] = A[3 + 4i + 2j]; the write through V is visible through A (A[3 + 4 + 2] = A[9]).
+    assert_eq!(f32s(&out[0]), vec![100.0, 5.0, 7.0, 9.0]);
+}
+
+#[test]
+fn decl_over_an_alloc_and_strided_parameters() {
+    let src = r#"
+prim @d(%A: Buffer[(2, 2), f32, strides=[4, 1], offset=1], %O: Buffer[(2, 2), f32, strides=[1, 2]]) {
+  alloc %T: Buffer[(4,), f32];
+  decl %T2: Buffer[(2, 2), f32] = %T;
+  for %i in serial(0, 2) {
+    for %j in serial(0, 2) {
+      %T2[%i, %j] = mul(%A[%i, %j], 2.0);
+    }
+  }
+  for %k in serial(0, 4) {
+    %O[floordiv(%k, 2), floormod(%k, 2)] = %T[%k];
+  }
+}
+"#;
+    // A views the 2x4 tensor's row-major storage from offset 1: A[i, j] = t[1 + 4i + j].
+    let a = tensor(&[2, 4], DType::F32, &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+    let out = ok(src, "d", vec![a]);
+    // O is column-major storage, returned in its logical (row-major) order.
+    assert_eq!(out[0].shape(), &[2, 2]);
+    assert_eq!(f32s(&out[0]), vec![2.0, 4.0, 10.0, 12.0]);
+}
+
+#[test]
+fn scalars_lets_ifs_and_casts() {
+    let src = r#"
+prim @s(%n: i32, %x: f32, %O: Buffer[(6,), i64], %F: Buffer[(3,), f32]) {
+  let %m = mul(%n, 3i32);
+  %O[0] = cast(%m, i64);
+  if (gt(%m, 10i32)) {
+    %O[1] = 1;
+  } else {
+    %O[1] = 2;
+  }
+  %O[2] = cast(f32(inf), i64);
+  %O[3] = cast(f32(nan), i64);
+  %O[4] = cast(cast(-1.5, i8), i64);
+  %O[5] = let %t = cast(%x, i64) in add(%t, %t);
+  %F[0] = round(2.5);
+  %F[1] = round(-3.5);
+  %F[2] = cast(select(isnan(f32(nan)), 1i32, 0i32), f32);
+}
+"#;
+    let out = ok(src, "s", vec![PrimArg::Scalar(PrimScalar::Int(4)), PrimArg::Scalar(PrimScalar::Float(2.75))]);
+    assert_eq!(i64s(&out[0]), vec![12, 1, i64::MAX, 0, -1, 4]);
+    assert_eq!(f32s(&out[1]), vec![2.0, -4.0, 1.0]);
+}
+
+#[test]
+fn intrinsics_match_the_graph_kernels() {
+    use passel_engine::interp::eval_call;
+    use passel_engine::ir::Attrs;
+    let src = r#"
+prim @u(%X: Buffer[(5,), f32], %E: Buffer[(5,), f32], %R: Buffer[(5,), f32], %S: Buffer[(5,), f32]) {
+  for %i in serial(0, 5) {
+    %E[%i] = erf(%X[%i]);
+    %R[%i] = round(%X[%i]);
+    %S[%i] = sigmoid(%X[%i]);
+  }
+}
+"#;
+    let xs = [-2.5, -0.5, 0.3, 1.5, 2.5];
+    let out = ok(src, "u", vec![tensor(&[5], DType::F32, &xs)]);
+    let x = Tensor::from_f64s(&[5], DType::F32, &xs).expect("tensor");
+    for (i, op) in ["erf", "round", "sigmoid"].into_iter().enumerate() {
+        let id = passel_engine::op::lookup(op).unwrap_or_else(|| panic!("op {op}"));
+        let want = eval_call(id, &Attrs::new(), std::slice::from_ref(&x)).expect("kernel");
+        assert_eq!(f32s(&out[i]), f32s(&want[0]), "{op}");
+    }
+    assert_eq!(f32s(&out[1]), vec![-2.0, -0.0, 0.0, 2.0, 2.0]);
+}
+
+#[test]
+fn bit_operations_and_shifts() {
+    let src = r#"
+prim @b(%O: Buffer[(6,), i32], %U: Buffer[(2,), u8]) {
+  %O[0] = bitwise_and(12i32, 10i32);
+  %O[1] = bitwise_or(12i32, 10i32);
+  %O[2] = bitwise_xor(12i32, 10i32);
+  %O[3] = shift_left(1i32, 31i32);
+  %O[4] = shift_right(-8i32, 1i32);
+  %O[5] = shift_left(1i32, 40i32);
+  %U[0] = shift_right(200u8, 3u8);
+  %U[1] = shift_left(200u8, 1u8);
+}
+"#;
+    let out = ok(src, "b", vec![]);
+    assert_eq!(i64s(&out[0]), vec![8, 14, 6, i32::MIN as i64, -4, 0]);
+    assert_eq!(i64s(&out[1]), vec![25, 144]);
+}
+
+#[test]
+fn a_long_chain_of_flat_lets_does_not_nest() {
+    let n = 5000;
+    let mut src = String::from("prim @l(%O: Buffer[(1,), i64]) {\n  let %v0 = 0;\n");
+    for i in 1..=n {
+        src.push_str(&format!("  let %v{i} = add(%v{}, 1);\n", i - 1));
+    }
+    src.push_str(&format!("  %O[0] = %v{n};\n}}\n"));
+    let out = ok(&src, "l", vec![]);
+    assert_eq!(i64s(&out[0]), vec![n]);
+}
+
+#[test]
+fn deep_expressions_run_up_to_the_limit_and_are_refused_beyond() {
+    let nest = |depth: usize| {
+        let mut e = String::from("1");
+        for _ in 0..depth {
+            e = format!("add({e}, 1)");
+        }
+        format!("prim @d(%O: Buffer[(1,), i64]) {{ %O[0] = {e}; }}")
+    };
+    // The parser's own nesting limit is lower than the interpreter's; build a deep function
+    // within the parser's limit and check it runs (in a debug build, on a test thread).
+    let src = nest(400);
+    let out = ok(&src, "d", vec![]);
+    assert_eq!(i64s(&out[0]), vec![401]);
+
+    // Deeper, with the builder: just under the limit runs, over it is refused.
+    let built = |depth: usize| {
+        let mut b = PrimFuncBuilder::new();
+        let o = b.buffer(Buffer::new("O", DType::I64, &[1])).expect("buffer");
+        b.param(Param::Buf(o));
+        let mut e = b.i64(1);
+        for _ in 0..depth {
+            let one = b.i64(1);
+            e = b.bin(BinOp::Add, e, one).expect("add");
+        }
+        let zero = b.i64(0);
+        let s = b.store(o, &[zero], e).expect("store");
+        b.finish(s)
+    };
+    let out = run_prim_func("d", &built(MAX_PRIM_DEPTH - 10), vec![]).expect("runs");
+    assert_eq!(i64s(&out[0]), vec![MAX_PRIM_DEPTH as i64 - 9]);
+    let e = run_prim_func("d", &built(MAX_PRIM_DEPTH + 10), vec![]).expect_err("too deep").to_string();
+    assert!(e.contains("in @d: expressions and loops nest"), "{e}");
+    assert!(e.contains(&format!("deeper than the interpreter's limit of {MAX_PRIM_DEPTH}")), "{e}");
+}
+
+// ---- errors ----
+
+#[test]
+fn out_of_bounds_accesses_name_the_buffer_indices_and_shape() {
+    let src = r#"
+prim @oob(%A: Buffer[(4, 4), f32], %B: Buffer[(4,), f32]) {
+  for %i in serial(0, 5) {
+    %B[%i] = %A[%i, 0];
+  }
+}
+"#;
+    let a = tensor(&[4, 4], DType::F32, &[0.0; 16]);
+    let e = err(src, "oob", vec![a]);
+    assert!(e.contains("@oob"), "{e}");
+    assert!(e.contains("out-of-bounds load `%A[4, 0]` (shape (4, 4))"), "{e}");
+    assert!(e.contains("in store to `%B`"), "{e}");
+
+    let src = r#"
+prim @oob(%B: Buffer[(4,), f32]) {
+  %B[-1] = 1.0;
+}
+"#;
+    let e = err(src, "oob", vec![]);
+    assert!(e.contains("out-of-bounds store `%B[-1]` (shape (4,))"), "{e}");
+
+    let src = r#"
+prim @oob(%B: Buffer[(4,), f32]) {
+  %B[ramp(2, 1, 4)] = broadcast(1.0, 4);
+}
+"#;
+    let e = err(src, "oob", vec![]);
+    assert!(e.contains("out-of-bounds store `%B[[2, 3, 4, 5]]` (shape (4,))"), "{e}");
+}
+
+#[test]
+fn division_by_zero_is_an_error() {
+    for op in ["div", "mod", "floordiv", "floormod"] {
+        let src = format!(
+            r#"
+prim @z(%n: i32, %O: Buffer[(1,), i32]) {{
+  %O[0] = {op}(7i32, %n);
+}}
+"#
+        );
+        let e = err(&src, "z", vec![PrimArg::Scalar(PrimScalar::Int(0))]);
+        assert!(e.contains("@z"), "{e}");
+        assert!(e.contains(&format!("integer division by zero in `{op}` in store to `%O`")), "{e}");
+    }
+    // Float division by zero is IEEE.
+    let src = "prim @z(%O: Buffer[(1,), f32]) { %O[0] = div(1.0, 0.0); }";
+    assert_eq!(f32s(&ok(src, "z", vec![])[0]), vec![f32::INFINITY]);
+}
+
+#[test]
+fn negative_extents_are_errors() {
+    let src = r#"
+prim @neg(%n: i64, %O: Buffer[(1,), f32]) {
+  for %i in serial(0, %n) {
+    %O[0] = 1.0;
+  }
+}
+"#;
+    let e = err(src, "neg", vec![PrimArg::Scalar(PrimScalar::Int(-3))]);
+    assert!(e.contains("in @neg: loop `%i` has a negative extent -3"), "{e}");
+    let out = ok(src, "neg", vec![PrimArg::Scalar(PrimScalar::Int(0))]);
+    assert_eq!(f32s(&out[0]), vec![0.0]);
+}
+
+#[test]
+fn too_large_allocs_are_errors() {
+    let src = r#"
+prim @big(%O: Buffer[(1,), f32]) {
+  alloc %T: Buffer[(65536, 65536), f32];
+  %O[0] = %T[0, 0];
+}
+"#;
+    let e = err(src, "big", vec![]);
+    assert!(e.contains("alloc of `%T` needs 4294967296 elements, more than the limit"), "{e}");
+}
+
+#[test]
+fn bad_arguments_are_errors() {
+    let src = "prim @f(%A: Buffer[(2, 2), f32], %n: i32, %O: Buffer[(2,), f32]) { }";
+    let a = || tensor(&[2, 2], DType::F32, &[0.0; 4]);
+    let int = |v| PrimArg::Scalar(PrimScalar::Int(v));
+
+    let e = err(src, "f", vec![a(), int(1), a(), a()]);
+    assert!(e.contains("in @f: takes 3 parameters, got 4 arguments"), "{e}");
+
+    let e = err(src, "f", vec![a()]);
+    assert!(e.contains("parameter 2 (`%n: i32`) has no argument"), "{e}");
+
+    let e = err(src, "f", vec![tensor(&[2, 2], DType::F64, &[0.0; 4]), int(1)]);
+    assert!(
+        e.contains("argument 1 (`%A: Buffer[(2, 2), f32]`): expected dtype f32, got a tensor Tensor[(2, 2), f64]"),
+        "{e}"
+    );
+
+    let e = err(src, "f", vec![tensor(&[3], DType::F32, &[0.0; 3]), int(1)]);
+    assert!(e.contains("argument 1 (`%A: Buffer[(2, 2), f32]`): expected 4 elements"), "{e}");
+
+    let e = err(src, "f", vec![int(1), int(1)]);
+    assert!(e.contains("argument 1 (`%A: Buffer[(2, 2), f32]`) is a buffer parameter, got the scalar"), "{e}");
+
+    let e = err(src, "f", vec![a(), a()]);
+    assert!(e.contains("argument 2 (`%n: i32`) is a scalar parameter, got a tensor"), "{e}");
+
+    let e = err(src, "f", vec![a(), PrimArg::Scalar(PrimScalar::Float(1.0))]);
+    assert!(e.contains("argument 2 (`%n: i32`): expected an integer, got the float 1"), "{e}");
+
+    let e = err(src, "f", vec![a(), int(1 << 40)]);
+    assert!(e.contains("argument 2 (`%n: i32`): 1099511627776 does not fit in i32"), "{e}");
+
+    // A strided view must reach no further than the tensor.
+    let src = "prim @g(%A: Buffer[(2, 2), f32, strides=[4, 1]]) { }";
+    let e = err(src, "g", vec![tensor(&[5], DType::F32, &[0.0; 5])]);
+    assert!(e.contains("reaches 6 elements"), "{e}");
+    assert!(run(src, "g", vec![tensor(&[6], DType::F32, &[0.0; 6])]).is_ok());
+}
+
+#[test]
+fn a_view_past_its_storage_is_an_error() {
+    let src = r#"
+prim @v(%A: Buffer[(4,), f32], %O: Buffer[(1,), f32]) {
+  decl %V: Buffer[(8,), f32] = %A;
+  %O[0] = %V[7];
+}
+"#;
+    let e = err(src, "v", vec![tensor(&[4], DType::F32, &[0.0; 4])]);
+    assert!(e.contains("view `%V` reaches 8 elements but the storage of `%A` has 4"), "{e}");
+}
+
+// ---- properties ----
+
+/// An affine index expression over loop variables `%i` and `%j`: text and a Rust evaluator.
+#[derive(Clone, Debug)]
+enum Affine {
+    I,
+    J,
+    Const(i64),
+    Add(Box<Affine>, Box<Affine>),
+    Sub(Box<Affine>, Box<Affine>),
+    Mul(Box<Affine>, i64),
+    FloorDiv(Box<Affine>, i64),
+    FloorMod(Box<Affine>, i64),
+    Div(Box<Affine>, i64),
+    Mod(Box<Affine>, i64),
+    Min(Box<Affine>, Box<Affine>),
+    Max(Box<Affine>, Box<Affine>),
+}
+
+impl Affine {
+    fn text(&self) -> String {
+        match self {
+            Affine::I => "%i".into(),
+            Affine::J => "%j".into(),
+            Affine::Const(c) => c.to_string(),
+            Affine::Add(a, b) => format!("add({}, {})", a.text(), b.text()),
+            Affine::Sub(a, b) => format!("sub({}, {})", a.text(), b.text()),
+            Affine::Mul(a, c) => format!("mul({}, {c})", a.text()),
+            Affine::FloorDiv(a, c) => format!("floordiv({}, {c})", a.text()),
+            Affine::FloorMod(a, c) => format!("floormod({}, {c})", a.text()),
+            Affine::Div(a, c) => format!("div({}, {c})", a.text()),
+            Affine::Mod(a, c) => format!("mod({}, {c})", a.text()),
+            Affine::Min(a, b) => format!("min({}, {})", a.text(), b.text()),
+            Affine::Max(a, b) => format!("max({}, {})", a.text(), b.text()),
+        }
+    }
+
+    fn eval(&self, i: i64, j: i64) -> i64 {
+        match self {
+            Affine::I => i,
+            Affine::J => j,
+            Affine::Const(c) => *c,
+            Affine::Add(a, b) => a.eval(i, j).wrapping_add(b.eval(i, j)),
+            Affine::Sub(a, b) => a.eval(i, j).wrapping_sub(b.eval(i, j)),
+            Affine::Mul(a, c) => a.eval(i, j).wrapping_mul(*c),
+            // Values stay small, so the f64 quotient is exact enough to floor.
+            Affine::FloorDiv(a, c) => (a.eval(i, j) as f64 / *c as f64).floor() as i64,
+            Affine::FloorMod(a, c) => {
+                let x = a.eval(i, j);
+                x - (x as f64 / *c as f64).floor() as i64 * c
+            }
+            Affine::Div(a, c) => a.eval(i, j) / c,
+            Affine::Mod(a, c) => a.eval(i, j) % c,
+            Affine::Min(a, b) => a.eval(i, j).min(b.eval(i, j)),
+            Affine::Max(a, b) => a.eval(i, j).max(b.eval(i, j)),
+        }
+    }
+}
+
+fn affine() -> impl Strategy<Value = Affine> {
+    let leaf = prop_oneof![Just(Affine::I), Just(Affine::J), (-20i64..20).prop_map(Affine::Const)];
+    let nonzero = prop_oneof![-9i64..=-1, 1i64..=9];
+    leaf.prop_recursive(5, 32, 2, move |inner| {
+        let nz = nonzero.clone();
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| Affine::Add(Box::new(a), Box::new(b))),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| Affine::Sub(Box::new(a), Box::new(b))),
+            (inner.clone(), -7i64..7).prop_map(|(a, c)| Affine::Mul(Box::new(a), c)),
+            (inner.clone(), nz.clone()).prop_map(|(a, c)| Affine::FloorDiv(Box::new(a), c)),
+            (inner.clone(), nz.clone()).prop_map(|(a, c)| Affine::FloorMod(Box::new(a), c)),
+            (inner.clone(), nz.clone()).prop_map(|(a, c)| Affine::Div(Box::new(a), c)),
+            (inner.clone(), nz).prop_map(|(a, c)| Affine::Mod(Box::new(a), c)),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| Affine::Min(Box::new(a), Box::new(b))),
+            (inner.clone(), inner).prop_map(|(a, b)| Affine::Max(Box::new(a), Box::new(b))),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn affine_index_expressions_evaluate_as_rust_does(e in affine(), lo in -5i64..5) {
+        let src = format!(
+            r#"
+prim @p(%O: Buffer[(4, 3), i64]) {{
+  for %i in serial({lo}, 4) {{
+    for %j in serial(0, 3) {{
+      %O[sub(%i, {lo}), %j] = {};
+    }}
+  }}
+}}
+"#,
+            e.text()
+        );
+        // `serial(lo, 4)` has extent 4: i runs lo..lo + 4.
+        let out = ok(&src, "p", vec![]);
+        let got = i64s(&out[0]);
+        let mut want = Vec::new();
+        for i in lo..lo + 4 {
+            for j in 0..3 {
+                want.push(e.eval(i, j));
+            }
+        }
+        prop_assert_eq!(got, want, "{}", e.text());
+    }
+}
