@@ -7,12 +7,13 @@
 //! expressions over the loop and `let` variables (always in bounds, never a static
 //! division by zero).
 //!
-//! The semantics property (the interpreter's result equal before and after each pass) joins
-//! these when `passel_engine::interp::run_prim_func` lands on main.
+//! The semantics property: the interpreter ([`run_prim_func`]) gives the same `%A` before and
+//! after each pass, for random `%n` and `%I`, whenever the input runs without error.
 
 use std::sync::Arc;
 
-use passel_engine::ir::parse_module;
+use passel_engine::interp::{run_prim_func, PrimArg, PrimScalar};
+use passel_engine::ir::{parse_module, DType, Tensor};
 use passel_engine::tir::{print_prim_func, verify_prim_func, PrimFunc};
 use passel_passes::tir::{remove_no_op, simplify, unroll_loop};
 use proptest::prelude::*;
@@ -50,7 +51,10 @@ impl Gen<'_> {
             8 => format!("floormod({}, {})", self.expr(depth - 1), self.next(4) + 1),
             9 => format!("min({}, {})", self.expr(depth - 1), self.expr(depth - 1)),
             10 => format!("select({}, {}, {})", self.cond(depth - 1), self.expr(depth - 1), self.expr(depth - 1)),
-            _ => format!("%A[floormod({}, 16)]", self.expr(depth - 1)),
+            _ => {
+                let buf = if self.next(2) == 0 { "%A" } else { "%I" };
+                format!("{buf}[floormod({}, 16)]", self.expr(depth - 1))
+            }
         }
     }
 
@@ -124,7 +128,7 @@ impl Gen<'_> {
 
 fn generate(tape: &[u32]) -> String {
     let mut g = Gen { tape, pos: 0, vars: Vec::new(), n_vars: 0, out: String::new(), stmts: 0 };
-    g.out.push_str("prim @f(%A: Buffer[(16,), i64], %n: i64) {\n");
+    g.out.push_str("prim @f(%n: i64, %I: Buffer[(16,), i64], %A: Buffer[(16,), i64]) {\n");
     g.block(3, 1);
     g.out.push_str("}\n");
     g.out
@@ -163,6 +167,37 @@ proptest! {
             // The printed output parses back to the same function.
             let again = parse_module(&text).unwrap_or_else(|e| panic!("{name} output parses: {e}\n{text}"));
             prop_assert_eq!(&print_prim_func("f", again.get_prim("f").expect("@f")), &text);
+        }
+    }
+
+    #[test]
+    fn tir_passes_keep_what_the_interpreter_computes(
+        tape in proptest::collection::vec(any::<u32>(), 16..200),
+        n in -6i64..6,
+        input in proptest::collection::vec(-8i64..8, 16),
+    ) {
+        let src = generate(&tape);
+        let m = parse_module(&src).unwrap_or_else(|e| panic!("generated text parses: {e}\n{src}"));
+        let f = m.get_prim("f").expect("@f").clone();
+        let run = |func: &PrimFunc| {
+            let vals: Vec<f64> = input.iter().map(|&v| v as f64).collect();
+            let i = Tensor::from_f64s(&[16], DType::I64, &vals).expect("tensor");
+            run_prim_func("f", func, vec![PrimArg::Scalar(PrimScalar::Int(n)), PrimArg::Buffer(i)])
+                .map(|out| format!("{out:?}"))
+        };
+        let Ok(want) = run(&f) else { return Ok(()) };
+        for (name, pass) in passes() {
+            let out = pass(&f);
+            let got = run(&out);
+            prop_assert_eq!(
+                got.as_ref().ok(),
+                Some(&want),
+                "{} changed the result: {:?}\ninput:\n{}\noutput:\n{}",
+                name,
+                got.as_ref().err(),
+                src,
+                print_prim_func("f", &out)
+            );
         }
     }
 }
