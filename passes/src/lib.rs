@@ -26,6 +26,7 @@ mod pipelines;
 pub mod simplify_expr;
 pub mod simplify_inference;
 pub mod testing;
+pub mod tir;
 pub mod to_a_normal_form;
 pub mod to_graph_normal_form;
 
@@ -68,6 +69,9 @@ pub fn standard_pass_names() -> Vec<&'static str> {
         lambda_lift::NAME,
         to_graph_normal_form::NAME,
         legalize_ops::NAME,
+        tir::simplify::NAME,
+        tir::remove_no_op::NAME,
+        tir::unroll_loop::NAME,
     ]
 }
 
@@ -113,6 +117,9 @@ mod tests {
             (lambda_lift::NAME, include_str!("lambda_lift.rs")),
             (to_graph_normal_form::NAME, include_str!("to_graph_normal_form.rs")),
             (legalize_ops::NAME, include_str!("legalize_ops.rs")),
+            (tir::simplify::NAME, include_str!("tir/simplify.rs")),
+            (tir::remove_no_op::NAME, include_str!("tir/remove_no_op.rs")),
+            (tir::unroll_loop::NAME, include_str!("tir/unroll_loop.rs")),
         ];
         assert_eq!(sources.iter().map(|(n, _)| *n).collect::<Vec<_>>(), standard_pass_names());
         for (name, source) in sources {

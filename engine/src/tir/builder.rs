@@ -484,8 +484,8 @@ impl PrimFuncBuilder {
         Ok(self.push_stmt(StmtKind::If { cond, then_, else_ }))
     }
 
-    /// Statements in order. Nested sequences are flattened, and a sequence of one statement
-    /// is that statement.
+    /// Statements in order. Nested sequences are flattened (and left empty, unused), and a
+    /// sequence of one statement is that statement.
     pub fn seq(&mut self, stmts: &[StmtId]) -> StmtId {
         if let [one] = stmts {
             return *one;
@@ -498,6 +498,9 @@ impl PrimFuncBuilder {
                         let inner = self.f.stmt_lists[i];
                         self.f.stmt_lists.push(inner);
                     }
+                    // The flattened sequence is consumed here; emptied, it no longer counts
+                    // as a second user of its statements (the verifier counts every use).
+                    self.f.stmts[s.index()].kind = StmtKind::Seq(IdRange::default());
                 }
                 _ => self.f.stmt_lists.push(s),
             }

@@ -1,0 +1,225 @@
+//! Copying expression and statement trees of one PrimFunc into a [`PrimFuncBuilder`], with
+//! variables replaced (by other variables or by integer immediates) and, on request, fresh
+//! variables and buffers for every binder copied, so that a duplicated subtree still defines
+//! each variable once (what TVM's `ConvertSSA` restores after unrolling).
+//!
+//! The one copier of the tir passes: RemoveNoOp copies the expressions it keeps, UnrollLoop
+//! copies loop bodies once per iteration. Walks are explicit stacks; the only recursion is
+//! [`Copier::stmt`] entering a loop it unrolls, bounded by the nesting of unrolled loops.
+
+use passel_engine::tir::{BufId, ForKind, PExprId, PExprKind, PrimFunc, PrimFuncBuilder, StmtId, StmtKind, VarId};
+use rustc_hash::FxHashMap;
+
+use super::simplify::wrap_imm;
+
+/// What a variable becomes in the copy.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum VarMap {
+    /// Another variable.
+    Var(VarId),
+    /// An integer immediate (its numeric value) of the variable's type.
+    Int(i128),
+}
+
+/// Copies trees of `src`; see the module doc.
+pub(crate) struct Copier<'a> {
+    pub(crate) src: &'a PrimFunc,
+    pub(crate) vars: FxHashMap<VarId, VarMap>,
+    pub(crate) bufs: FxHashMap<BufId, BufId>,
+    /// Whether binders get fresh variables and buffers.
+    pub(crate) fresh: bool,
+    /// Per statement of `src`: unroll this `for` (its min and extent are immediates).
+    pub(crate) unroll: Vec<bool>,
+    /// Loops whose kind changes in the copy.
+    pub(crate) kinds: FxHashMap<StmtId, ForKind>,
+}
+
+type R<T> = Result<T, String>;
+
+impl<'a> Copier<'a> {
+    pub(crate) fn new(src: &'a PrimFunc) -> Copier<'a> {
+        Copier {
+            src,
+            vars: FxHashMap::default(),
+            bufs: FxHashMap::default(),
+            fresh: false,
+            unroll: vec![false; src.stmts().len()],
+            kinds: FxHashMap::default(),
+        }
+    }
+
+    fn buf(&self, b: BufId) -> BufId {
+        self.bufs.get(&b).copied().unwrap_or(b)
+    }
+
+    fn bind_var(&mut self, dst: &mut PrimFuncBuilder, v: VarId) -> R<VarId> {
+        if !self.fresh {
+            return Ok(v);
+        }
+        let var = self.src.var(v);
+        let new = dst.var(&var.name, var.ty)?;
+        self.vars.insert(v, VarMap::Var(new));
+        Ok(new)
+    }
+
+    fn bind_buf(&mut self, dst: &mut PrimFuncBuilder, b: BufId) -> R<BufId> {
+        if !self.fresh {
+            return Ok(b);
+        }
+        let new = dst.buffer(self.src.buf(b).clone())?;
+        self.bufs.insert(b, new);
+        Ok(new)
+    }
+
+    /// Copies the expression tree `root`.
+    pub(crate) fn expr(&mut self, dst: &mut PrimFuncBuilder, root: PExprId) -> R<PExprId> {
+        let src = self.src;
+        let mut nodes = vec![root];
+        let mut stack = vec![root];
+        let mut ops = Vec::new();
+        while let Some(e) = stack.pop() {
+            ops.clear();
+            src.expr_operands(e, &mut ops);
+            nodes.extend_from_slice(&ops);
+            stack.extend_from_slice(&ops);
+        }
+        nodes.sort_unstable();
+        for &e in &nodes {
+            if let PExprKind::Let(v, _, _) = src.expr(e).kind {
+                self.bind_var(dst, v)?;
+            }
+        }
+        let mut map: FxHashMap<PExprId, PExprId> = FxHashMap::default();
+        for &e in &nodes {
+            let m = |x: PExprId| map[&x];
+            let node = *src.expr(e);
+            let out = match node.kind {
+                PExprKind::Int(v) => dst.int(v, node.ty)?,
+                PExprKind::Float(v) => dst.float(v, node.ty)?,
+                PExprKind::Var(v) => match self.vars.get(&v) {
+                    Some(&VarMap::Var(w)) => dst.var_ref(w),
+                    Some(&VarMap::Int(k)) => dst.int(wrap_imm(k, node.ty.dtype), node.ty)?,
+                    None => dst.var_ref(v),
+                },
+                PExprKind::Bin(op, a, b) => dst.bin(op, m(a), m(b))?,
+                PExprKind::Not(a) => dst.not(m(a))?,
+                PExprKind::Select(c, a, b) => dst.select(m(c), m(a), m(b))?,
+                PExprKind::Cast(a) => dst.cast(m(a), node.ty.dtype),
+                PExprKind::Load(b, r) => {
+                    let idx: Vec<PExprId> = src.operands(r).iter().map(|&i| m(i)).collect();
+                    dst.load(self.buf(b), &idx)?
+                }
+                PExprKind::Call(intr, r) => {
+                    let args: Vec<PExprId> = src.operands(r).iter().map(|&i| m(i)).collect();
+                    dst.call(intr, &args)?
+                }
+                PExprKind::Ramp(a, s) => dst.ramp(m(a), m(s), node.ty.lanes)?,
+                PExprKind::Broadcast(a) => dst.broadcast(m(a), node.ty.lanes)?,
+                PExprKind::Let(v, value, body) => {
+                    let v = match self.vars.get(&v) {
+                        Some(&VarMap::Var(w)) => w,
+                        _ => v,
+                    };
+                    dst.let_expr(v, m(value), m(body))?
+                }
+            };
+            map.insert(e, out);
+        }
+        Ok(map[&root])
+    }
+
+    fn var_of(&self, v: VarId) -> VarId {
+        match self.vars.get(&v) {
+            Some(&VarMap::Var(w)) => w,
+            _ => v,
+        }
+    }
+
+    /// Copies the statement tree `root`, expanding the loops marked in `unroll` into one copy
+    /// of their body per iteration (each with fresh binders).
+    pub(crate) fn stmt(&mut self, dst: &mut PrimFuncBuilder, root: StmtId) -> R<StmtId> {
+        let src = self.src;
+        let mut nodes = vec![root];
+        let mut stack = vec![root];
+        while let Some(s) = stack.pop() {
+            if self.unroll[s.index()] {
+                continue;
+            }
+            for &c in src.children(s).as_slice() {
+                nodes.push(c);
+                stack.push(c);
+            }
+        }
+        nodes.sort_unstable();
+        for &s in &nodes {
+            match src.stmt(s).kind {
+                StmtKind::For { var, .. } | StmtKind::Let { var, .. } if !self.unroll[s.index()] => {
+                    self.bind_var(dst, var)?;
+                }
+                StmtKind::Alloc { buf, .. } | StmtKind::Decl { buf, .. } => {
+                    self.bind_buf(dst, buf)?;
+                }
+                _ => {}
+            }
+        }
+        let mut map: FxHashMap<StmtId, StmtId> = FxHashMap::default();
+        for &s in &nodes {
+            let out = match src.stmt(s).kind {
+                StmtKind::For { var, min, extent, body, .. } if self.unroll[s.index()] => {
+                    let (m, n) = match (src.expr(min).kind, src.expr(extent).kind) {
+                        (PExprKind::Int(m), PExprKind::Int(n)) => (m as i128, n as i128),
+                        _ => return Err(format!("loop {s} to unroll has no constant range")),
+                    };
+                    let saved = (self.fresh, self.vars.get(&var).copied());
+                    self.fresh = true;
+                    let mut items = Vec::new();
+                    for i in 0..n.max(0) {
+                        self.vars.insert(var, VarMap::Int(m + i));
+                        items.push(self.stmt(dst, body)?);
+                    }
+                    self.fresh = saved.0;
+                    match saved.1 {
+                        Some(old) => self.vars.insert(var, old),
+                        None => self.vars.remove(&var),
+                    };
+                    dst.seq(&items)
+                }
+                StmtKind::For { var, min, extent, kind, body } => {
+                    let (min, extent) = (self.expr(dst, min)?, self.expr(dst, extent)?);
+                    let kind = self.kinds.get(&s).copied().unwrap_or(kind);
+                    dst.for_(self.var_of(var), min, extent, kind, map[&body])?
+                }
+                StmtKind::Store { buf, indices, value } => {
+                    let idx: Vec<PExprId> =
+                        src.operands(indices).iter().map(|&i| self.expr(dst, i)).collect::<R<_>>()?;
+                    let value = self.expr(dst, value)?;
+                    dst.store(self.buf(buf), &idx, value)?
+                }
+                StmtKind::Let { var, value, body } => {
+                    let value = self.expr(dst, value)?;
+                    dst.let_stmt(self.var_of(var), value, map[&body])?
+                }
+                StmtKind::If { cond, then_, else_ } => {
+                    let cond = self.expr(dst, cond)?;
+                    dst.if_(cond, map[&then_], else_.map(|e| map[&e]))?
+                }
+                StmtKind::Seq(r) => {
+                    let items: Vec<StmtId> = src.stmt_list(r).iter().map(|c| map[c]).collect();
+                    dst.seq(&items)
+                }
+                StmtKind::Alloc { buf, body } => dst.alloc(self.buf(buf), map[&body]),
+                StmtKind::Decl { buf, data, body } => dst.decl(self.buf(buf), self.buf(data), map[&body])?,
+                StmtKind::Evaluate(e) => {
+                    let e = self.expr(dst, e)?;
+                    dst.evaluate(e)
+                }
+                StmtKind::Attr { key, value, body } => {
+                    let value = self.expr(dst, value)?;
+                    dst.attr(src.string(key), value, map[&body])
+                }
+            };
+            map.insert(s, out);
+        }
+        Ok(map[&root])
+    }
+}
