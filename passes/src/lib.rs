@@ -13,6 +13,7 @@ mod census;
 mod test_util;
 
 mod pipelines;
+mod scratch;
 pub mod testing;
 
 pub use pipelines::{default_pipeline, run_pipeline_text, STANDARD_PIPELINE};
