@@ -36,7 +36,7 @@ use passel_engine::transform::{Pass, Sequential, Severity};
 use passel_engine::{MemoryMode, Session};
 
 use crate::args::PipelineArgs;
-use crate::watch::standard_session;
+use passel_passes::standard_session;
 
 /// One measured configuration.
 #[derive(Clone, Debug, PartialEq)]
