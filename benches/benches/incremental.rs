@@ -8,7 +8,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use passel_engine::transform::PassContext;
 use passel_engine::MemoryMode;
 use passel_harness::gen::{chain, ChainOptions};
-use passel_harness::watch::standard_session;
+use passel_passes::standard_session;
 
 fn incremental(c: &mut Criterion) {
     passel_passes::link();

@@ -34,7 +34,7 @@ pub use config::{
     list_configs, parse_config_assignment, validate_config, ConfigKey, ConfigType, ConfigValue, FromConfigValue,
     IMMUTABLE_MODULE, VERIFY_EACH,
 };
-pub use context::{ContextGuard, PassContext, PassContextBuilder, MAX_THREADS};
+pub use context::{ContextGuard, PassContext, PassContextBuilder, DEFAULT_OPT_LEVEL, MAX_THREADS};
 pub use diagnostics::{Diagnostic, DiagnosticSink, Severity};
 pub use error::{ConfigError, ContextError, Hook, InstrumentError, PassError, PipelineError};
 pub use executor::{run_function_stage, run_plan, run_stage_on_function, FunctionRun};

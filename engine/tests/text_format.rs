@@ -969,8 +969,10 @@ fn malformed_resources_are_errors_with_a_position() {
         let got = errors(&format!("{head}{section}"));
         assert_eq!(got, *want, "section:\n{section}");
     }
+    // A bool byte is true when not 0 (ONNX's rule, `Tensor::from_le_bytes`); it prints as 1.
     let bools = "def @f() {\n  resource<(2,), bool>(r0)\n}\nresources {\n  r0 = \"0102\";\n}\n";
-    assert_eq!(errors(bools), "2:3: resource `r0` does not fit its type: bool element 1 is byte 2, not 0 or 1");
+    let printed = print_module(&parse_module(bools).expect("parses"));
+    assert!(printed.contains("[true, true]") || printed.contains("0101"), "{printed}");
     let two = "def @f() { 1.0f }\nresources {\n}\nresources {\n}\n";
     assert!(errors(two).contains("4:1: the `resources` section must come last"), "{}", errors(two));
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use passel_engine::transform::PassContext;
 use passel_engine::{MemoryMode, Pass};
 use passel_harness::gen::{chain, ChainOptions};
-use passel_harness::watch::standard_session;
+use passel_passes::standard_session;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

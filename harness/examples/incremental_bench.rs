@@ -8,7 +8,7 @@ use passel_engine::MemoryMode;
 use passel_harness::bench::CountingAlloc;
 use passel_harness::gen::{chain, ChainOptions};
 use passel_harness::incremental_bench::{measure_incremental, render_incremental};
-use passel_harness::watch::standard_session;
+use passel_passes::standard_session;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;

@@ -14,7 +14,7 @@ use passel_engine::transform::{get_pass, Pass, PassContext, Sequential};
 use passel_engine::MemoryMode;
 use passel_harness::bench::CountingAlloc;
 use passel_harness::gen::{chain, ChainOptions};
-use passel_harness::watch::standard_session;
+use passel_passes::standard_session;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;

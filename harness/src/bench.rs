@@ -32,10 +32,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use passel_engine::ir::{parse_module, print_module, Function, Module};
-use passel_engine::transform::{parse_pipeline, Pass, PassContext, Sequential, Severity};
+use passel_engine::transform::{Pass, Sequential, Severity};
 use passel_engine::{MemoryMode, Session};
 
-use crate::watch::standard_session;
+use crate::args::PipelineArgs;
+use passel_passes::standard_session;
 
 /// One measured configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,10 +63,10 @@ pub struct BenchRow {
 pub struct BenchConfig<'a> {
     /// The input module.
     pub module: &'a Module,
-    /// Textual pipeline.
-    pub pipeline: &'a str,
-    /// Optimization level of the pass context.
-    pub opt_level: u32,
+    /// The pipeline.
+    pub pipeline: &'a Sequential,
+    /// The options of the pass context (`-O`, `--require`, `--disable`, `--config`).
+    pub options: &'a PipelineArgs,
     /// Thread counts for the parallel rows.
     pub threads: &'a [usize],
     /// Repetitions per row; the best time counts.
@@ -123,18 +124,16 @@ pub fn measure<T>(
 }
 
 /// Runs the serial row and one parallel row per thread count; `progress` is called after
-/// each run. Errors if the pipeline does not parse, a run fails, or a parallel run's output
+/// each run. Errors if the context options are wrong, a run fails, or a parallel run's output
 /// differs from the serial one (it never should).
 pub fn run_bench(cfg: &BenchConfig<'_>, progress: &mut dyn FnMut()) -> Result<Vec<BenchRow>, String> {
-    passel_passes::link();
-    let pipeline = parse_pipeline(cfg.pipeline).map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
     let mut after_serial = || {};
-    let runs = pipeline_rows(cfg, &pipeline, &mut after_serial, progress)?;
+    let runs = pipeline_rows(cfg, &mut after_serial, progress)?;
     rows.extend(runs.rows);
     if cfg.incremental {
         let threads = cfg.threads.iter().copied().max().unwrap_or(1);
-        rows.extend(incremental_rows(cfg, &pipeline, threads, &runs.text, progress)?);
+        rows.extend(incremental_rows(cfg, threads, &runs.text, progress)?);
     }
     Ok(rows)
 }
@@ -150,19 +149,17 @@ pub struct PipelineRuns {
 }
 
 /// One untimed warm-up run, the serial row and one parallel row per thread count of
-/// `pipeline` on `cfg.module`; `after_serial` is called right after the serial row (before its
+/// `cfg.pipeline` on `cfg.module`; `after_serial` is called right after the serial row (before its
 /// output is printed). Errors if a run fails, a pass reports an error, or a parallel run's
 /// output differs from the serial one (it never should).
 pub fn pipeline_rows(
     cfg: &BenchConfig<'_>,
-    pipeline: &Sequential,
     after_serial: &mut dyn FnMut(),
     progress: &mut dyn FnMut(),
 ) -> Result<PipelineRuns, String> {
     let size = (cfg.module.len(), count_bindings(cfg.module));
-    let context = |threads: usize| {
-        PassContext::builder().opt_level(cfg.opt_level).num_threads(threads).build().map_err(|e| e.to_string())
-    };
+    let context = |threads: usize| cfg.options.context()?.num_threads(threads).build().map_err(|e| e.to_string());
+    let pipeline = cfg.pipeline;
     // One untimed run pays one-time costs (registries, thread pool start-up, page faults).
     let warm = context(1)?;
     let warm_out = warm
@@ -213,20 +210,18 @@ pub fn pipeline_rows(
 /// The `session-…` and `lean-…` rows (see the module doc).
 fn incremental_rows(
     cfg: &BenchConfig<'_>,
-    pipeline: &Sequential,
     threads: usize,
     reference: &str,
     progress: &mut dyn FnMut(),
 ) -> Result<Vec<BenchRow>, String> {
-    let mut rows = session_rows(cfg, pipeline, threads, reference, MemoryMode::Full, progress)?;
-    rows.extend(session_rows(cfg, pipeline, threads, reference, MemoryMode::Lean, progress)?);
+    let mut rows = session_rows(cfg, threads, reference, MemoryMode::Full, progress)?;
+    rows.extend(session_rows(cfg, threads, reference, MemoryMode::Lean, progress)?);
     Ok(rows)
 }
 
 /// The cold, no-change and edit rows of a session in memory mode `mode`.
 fn session_rows(
     cfg: &BenchConfig<'_>,
-    pipeline: &Sequential,
     threads: usize,
     reference: &str,
     mode: MemoryMode,
@@ -237,14 +232,13 @@ fn session_rows(
         MemoryMode::Lean => ["lean-cold", "lean-nochange", "lean-edit"],
     };
     let size = (cfg.module.len(), count_bindings(cfg.module));
-    let ctx =
-        PassContext::builder().opt_level(cfg.opt_level).num_threads(threads).build().map_err(|e| e.to_string())?;
+    let ctx = cfg.options.context()?.num_threads(threads).build().map_err(|e| e.to_string())?;
     let Some((name, original)) = cfg.module.entries().get(cfg.module.len() / 2).cloned() else {
         return Ok(Vec::new());
     };
     let edited = with_dead_binding(cfg.module, &name)?;
     let new_session = || -> Result<Session, String> {
-        let mut session = standard_session(pipeline.clone(), &ctx).map_err(|e| e.to_string())?;
+        let mut session = standard_session(cfg.pipeline.clone(), &ctx).map_err(|e| e.to_string())?;
         session.set_memory_mode(mode);
         session.load(cfg.module);
         Ok(session)

@@ -9,7 +9,7 @@ use passel_engine::ir::{module_structural_eq, parse_module, print_module, verify
 use passel_engine::transform::{parse_pipeline, Pass, PassContext, Severity};
 use passel_engine::{MemoryMode, SessionError, SessionOutput};
 
-use crate::watch::standard_session;
+use passel_passes::standard_session;
 
 /// `parse`: arbitrary bytes never panic the parser; when they parse, the module prints.
 pub fn parse(data: &[u8]) -> Result<(), String> {

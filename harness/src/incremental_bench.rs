@@ -10,7 +10,7 @@ use passel_engine::ir::{Function, Module};
 use passel_engine::transform::{PassContext, Sequential};
 use passel_engine::{MemoryMode, Pass, SessionError};
 
-use crate::watch::standard_session;
+use passel_passes::standard_session;
 
 /// Best-of-`repeats` times of the incremental runs.
 #[derive(Clone, Debug, PartialEq)]

@@ -323,21 +323,18 @@ pub fn read_from(r: &mut impl Read, len: Option<u64>) -> Result<Tensor, String> 
         }
     }
     let data = match dtype {
-        DType::F32 => TensorData::F32(read_elems(r, &l, |b| Ok(f32::from_bits(u32::from_le_bytes(b))))?),
-        DType::F16 => TensorData::F16(read_elems(r, &l, |b| Ok(half::f16::from_bits(u16::from_le_bytes(b))))?),
-        DType::I64 => TensorData::I64(read_elems(r, &l, |b| Ok(i64::from_le_bytes(b)))?),
-        DType::I32 => TensorData::I32(read_elems(r, &l, |b| Ok(i32::from_le_bytes(b)))?),
-        DType::Bool => TensorData::Bool(read_elems(r, &l, |[b]: [u8; 1]| match b {
-            0 | 1 => Ok(b == 1),
-            _ => Err(b),
-        })?),
-        DType::F64 => TensorData::F64(read_elems(r, &l, |b| Ok(f64::from_bits(u64::from_le_bytes(b))))?),
-        DType::I8 => TensorData::I8(read_elems(r, &l, |b| Ok(i8::from_le_bytes(b)))?),
-        DType::I16 => TensorData::I16(read_elems(r, &l, |b| Ok(i16::from_le_bytes(b)))?),
-        DType::U8 => TensorData::U8(read_elems(r, &l, |b| Ok(u8::from_le_bytes(b)))?),
-        DType::U16 => TensorData::U16(read_elems(r, &l, |b| Ok(u16::from_le_bytes(b)))?),
-        DType::U32 => TensorData::U32(read_elems(r, &l, |b| Ok(u32::from_le_bytes(b)))?),
-        DType::U64 => TensorData::U64(read_elems(r, &l, |b| Ok(u64::from_le_bytes(b)))?),
+        DType::F32 => TensorData::F32(read_elems(r, &l, |b| f32::from_bits(u32::from_le_bytes(b)))?),
+        DType::F16 => TensorData::F16(read_elems(r, &l, |b| half::f16::from_bits(u16::from_le_bytes(b)))?),
+        DType::I64 => TensorData::I64(read_elems(r, &l, i64::from_le_bytes)?),
+        DType::I32 => TensorData::I32(read_elems(r, &l, i32::from_le_bytes)?),
+        DType::Bool => TensorData::Bool(read_elems(r, &l, |[b]: [u8; 1]| b != 0)?),
+        DType::F64 => TensorData::F64(read_elems(r, &l, |b| f64::from_bits(u64::from_le_bytes(b)))?),
+        DType::I8 => TensorData::I8(read_elems(r, &l, i8::from_le_bytes)?),
+        DType::I16 => TensorData::I16(read_elems(r, &l, i16::from_le_bytes)?),
+        DType::U8 => TensorData::U8(read_elems(r, &l, u8::from_le_bytes)?),
+        DType::U16 => TensorData::U16(read_elems(r, &l, u16::from_le_bytes)?),
+        DType::U32 => TensorData::U32(read_elems(r, &l, u32::from_le_bytes)?),
+        DType::U64 => TensorData::U64(read_elems(r, &l, u64::from_le_bytes)?),
     };
     let mut one = [0u8; 1];
     if read_full(r, &mut one).map_err(io)? > 0 {
@@ -360,12 +357,13 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(filled)
 }
 
-/// Reads `l.n` elements of `W` bytes each, decoded by `f` (an `Err(byte)` is a bad bool byte),
-/// into a fallibly reserved buffer.
+/// Reads `l.n` elements of `W` bytes each, decoded by `f`, into a fallibly reserved buffer: the
+/// streaming form of `Tensor::from_le_bytes` (which [`decode`] uses), with its rules, bool
+/// included (any non-zero byte is true); `read_from_agrees_with_decode` pins the two equal.
 fn read_elems<T, const W: usize>(
     r: &mut impl Read,
     l: &Layout,
-    f: impl Fn([u8; W]) -> Result<T, u8>,
+    f: impl Fn([u8; W]) -> T,
 ) -> Result<ndarray::ArcArray<T, ndarray::IxDyn>, String> {
     let (shape, dtype, need) = (&l.shape, l.dtype, l.need);
     let mut out: Vec<T> = Vec::new();
@@ -383,10 +381,7 @@ fn read_elems<T, const W: usize>(
         for c in buf[..want].chunks_exact(W) {
             let mut b = [0u8; W];
             b.copy_from_slice(c);
-            match f(b) {
-                Ok(v) => out.push(v),
-                Err(byte) => return Err(format!("bool element {} is byte {byte}", out.len())),
-            }
+            out.push(f(b));
         }
     }
     let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
@@ -461,6 +456,19 @@ mod tests {
     }
 
     #[test]
+    fn read_from_agrees_with_decode() {
+        let int = Tensor::from_f64s(&[2], DType::I16, &[-300.0, 300.0]).unwrap();
+        // Bool bytes other than 0 and 1 are true in both, as in numpy and ONNX.
+        let mut odd_bools = encode(&Tensor::from_f64s(&[3], DType::Bool, &[1.0, 0.0, 1.0]).unwrap());
+        let at = odd_bools.len() - 3;
+        odd_bools[at] = 7;
+        for bytes in [encode(&int), odd_bools] {
+            let streamed = read_from(&mut &bytes[..], Some(bytes.len() as u64)).unwrap();
+            assert!(streamed.bit_eq(&decode(&bytes).unwrap()), "{streamed}");
+        }
+    }
+
+    #[test]
     fn reads_what_numpy_writes() {
         // np.save of np.array([[1, 2, 3]], dtype=np.int32), byte for byte.
         let mut bytes = b"\x93NUMPY\x01\x00v\x00{'descr': '<i4', 'fortran_order': False, 'shape': (1, 3), }".to_vec();
@@ -488,7 +496,6 @@ mod tests {
             (header("<f4", "False", "(1,)", &[0; 5]), "1 bytes after"),
             (header("<f4", "False", "(4294967296, 4294967296, 16)", &four), "too many elements"),
             (header("<f4", "False", "(-1,)", &four), "malformed header"),
-            (header("|b1", "False", "(1,)", &[7]), "bool element 0 is byte 7"),
             (b"\x93NUMPY\x01\x00\xff\x00{".to_vec(), "truncated header"),
             (b"\x93NUMPY\x09\x00\x00\x00".to_vec(), "version 9.0"),
         ];

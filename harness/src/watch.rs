@@ -23,6 +23,7 @@ use passel_engine::transform::PassContext;
 use passel_engine::{MemoryMode, Sequential, Session, SessionError};
 
 use crate::diag;
+use passel_passes::standard_session;
 
 /// File events closer together than this are handled as one save.
 pub const DEBOUNCE: Duration = Duration::from_millis(50);
@@ -76,16 +77,6 @@ pub enum WatchError {
         /// Why.
         source: std::io::Error,
     },
-}
-
-/// A session for `pipeline` under `ctx` with the standard passes linked in. The standard
-/// module passes bring their own per-function forms and firewalls (declared in their files in
-/// passel-passes): InferType's function-local form, DeadCodeElimination's split
-/// (reachability prelude, then per-function dead binding removal) and the firewalls of Inline
-/// and of that prelude, which let an edit skip them on the edit path.
-pub fn standard_session(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
-    passel_passes::link();
-    Session::new(pipeline, ctx)
 }
 
 /// Watches `opts.file`, writing a report of every run to `out`.

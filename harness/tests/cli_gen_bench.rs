@@ -163,6 +163,23 @@ fn bench_writes_json_and_svg_with_a_row_per_configuration() {
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
+/// `bench` takes `run`'s pipeline options, with `run`'s default opt level: the bench pipeline's
+/// EliminateCommonSubexpr (opt level 3) is skipped at -O2 with a note, and `--require` runs it.
+#[test]
+fn bench_shares_runs_pipeline_options_and_default_opt_level() {
+    let small = ["bench", "--functions", "3", "--ops", "4", "--threads", "1", "--repeats", "1", "--no-incremental"];
+    let out = passel(&small);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("note: pass EliminateCommonSubexpr is skipped: its opt level is 3 and this run's is 2")
+    );
+    for extra in [&["-O3"][..], &["--require", "eliminate-common-subexpr"][..]] {
+        let out = passel(&[&small[..], extra].concat());
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("is skipped"), "{extra:?}: {}", stderr(&out));
+    }
+}
+
 #[test]
 fn bench_errors_are_clear_and_exit_non_zero() {
     let cases: &[(&[&str], &str)] = &[
@@ -174,6 +191,8 @@ fn bench_errors_are_clear_and_exit_non_zero() {
         (&["bench", "--functions", "3", "--json", "/nonexistent-dir/x.json"], "cannot write /nonexistent-dir/x.json"),
         (&["bench", "--functions", "3", "--svg", "/nonexistent-dir/x.svg"], "cannot write /nonexistent-dir/x.svg"),
         (&["bench", "--workload", "cnn", "--ops", "3"], "--ops applies only to --workload chain"),
+        (&["bench", "--functions", "3", "--disable", "FoldConstnt"], "FoldConstnt"),
+        (&["bench", "--functions", "3", "--config", "no.such_key=1"], "no.such_key"),
     ];
     for (args, needle) in cases {
         let out = passel(args);

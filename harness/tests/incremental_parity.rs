@@ -10,7 +10,7 @@ use passel_engine::ir::{parse_module, print_module, AttrValue, Function, Module}
 use passel_engine::transform::{Diagnostic, PassContext};
 use passel_engine::{MemoryMode, Pass};
 use passel_harness::gen::{chain, ChainOptions};
-use passel_harness::watch::standard_session;
+use passel_passes::standard_session;
 use proptest::prelude::*;
 
 fn ctx(opt_level: u32, threads: usize) -> PassContext {

@@ -7,7 +7,7 @@ use passel_engine::transform::PassContext;
 use passel_engine::{MemoryMode, Pass};
 use passel_harness::bench::CountingAlloc;
 use passel_harness::gen::{chain, ChainOptions};
-use passel_harness::watch::standard_session;
+use passel_passes::standard_session;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;

@@ -115,7 +115,8 @@ fn bench_model_reports_rows_and_memory_against_weight_bytes() {
     assert!(table.contains("import + serial pipeline: peak heap "), "{table}");
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     std::fs::remove_file(&json).unwrap();
-    assert_eq!(report["pipeline"], "default -O3");
+    // -O defaults to 2 in every command, bench included.
+    assert_eq!(report["pipeline"], "default -O2");
     let rows = report["rows"].as_array().unwrap();
     let mode = |i: usize| rows[i]["mode"].as_str().unwrap().to_string();
     assert_eq!((0..rows.len()).map(mode).collect::<Vec<_>>(), ["import", "serial", "parallel", "print"]);

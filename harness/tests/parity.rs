@@ -149,16 +149,17 @@ fn reproducer_text(
     threads: usize,
     local: bool,
 ) -> Option<Result<(String, bool), String>> {
-    use passel_harness::debug::reproducer::{reproducer, Settings};
+    use passel_harness::args::PipelineArgs;
+    use passel_harness::debug::reproducer::reproducer;
     passel_passes::link();
     let seq = parse_pipeline(pipeline).expect("registered passes");
     let inst = Arc::new(passel_engine::transform::ReproducerInstrument::new());
     let ctx =
         PassContext::builder().opt_level(3).num_threads(threads).instrument(inst.clone()).build().expect("context");
     let res = ctx.scope(|| seq.run(module, &ctx)).expect("context enters");
-    let settings = Settings { opt_level: 3, ..Settings::default() };
+    let options = PipelineArgs { opt_level: Some(3), ..PipelineArgs::default() };
     inst.failure()
-        .map(|f| reproducer(&f, res.as_ref().err(), &seq, &ctx, &settings, local).map(|r| (r.text, r.reproduces)))
+        .map(|f| reproducer(&f, res.as_ref().err(), &seq, &ctx, &options, local).map(|r| (r.text, r.reproduces)))
 }
 
 proptest! {

@@ -38,6 +38,7 @@ use passel_engine::ir::{fn_attr, AttrValue, ExprKind, Function, Module, NodeId};
 use passel_engine::op;
 use passel_engine::transform::{PassContext, PassError};
 
+use crate::scratch::{self, with_scratch};
 use crate::census::{counted, fewer, Counter};
 use passel_engine::ir::rewrite::{self, NONE};
 use passel_engine::transform::Statistic;
@@ -85,9 +86,6 @@ struct Scratch {
     stack: Vec<NodeId>,
 }
 
-/// Buffers larger than this many entries are freed after use rather than kept by the thread.
-const KEEP_SCRATCH: usize = 1 << 16;
-
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
@@ -97,20 +95,13 @@ pub fn dead_code_elimination(func: &Arc<Function>) -> Arc<Function> {
     if !func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Block { .. })) || !func.is_well_formed() {
         return Arc::clone(func);
     }
-    SCRATCH.with(|cell| {
-        // A re-entrant call (never made by the passes) gets buffers of its own.
-        let mut own = Scratch::default();
-        let mut guard = cell.try_borrow_mut();
-        let s = match guard.as_deref_mut() {
-            Ok(s) => s,
-            Err(_) => &mut own,
-        };
-        let out = eliminate(func, s);
-        if s.live.capacity() > KEEP_SCRATCH {
-            *s = Scratch::default();
-        }
-        out
-    })
+    with_scratch(&SCRATCH, |s| eliminate(func, s))
+}
+
+impl scratch::Scratch for Scratch {
+    fn retained(&self) -> usize {
+        self.live.capacity()
+    }
 }
 
 fn eliminate(func: &Arc<Function>, s: &mut Scratch) -> Arc<Function> {

@@ -36,6 +36,7 @@ use passel_engine::ir::{Attrs, Constant, Enter, ExprKind, Function, NodeId, OpId
 use passel_engine::op;
 use rustc_hash::{FxHashMap, FxHasher};
 
+use crate::scratch::{self, with_scratch};
 use crate::census::{fewer, Counter};
 use passel_engine::ir::rewrite::{self, NONE};
 use passel_engine::transform::Statistic;
@@ -95,9 +96,6 @@ struct Scratch {
     stateful: Vec<u8>,
 }
 
-/// Buffers larger than this many entries are freed after use rather than kept by the thread.
-const KEEP_SCRATCH: usize = 1 << 16;
-
 impl Scratch {
     fn reset(&mut self, n: usize) {
         self.vn.clear();
@@ -115,11 +113,11 @@ impl Scratch {
         self.marks.clear();
         self.aliases.clear();
     }
+}
 
-    fn trim(&mut self) {
-        if self.vn.capacity() > KEEP_SCRATCH || self.table.slots.len() > KEEP_SCRATCH {
-            *self = Scratch::default();
-        }
+impl scratch::Scratch for Scratch {
+    fn retained(&self) -> usize {
+        self.vn.capacity().max(self.table.slots.len())
     }
 }
 
@@ -134,18 +132,7 @@ pub fn eliminate_common_subexpr(func: &Arc<Function>) -> Arc<Function> {
     {
         return Arc::clone(func);
     }
-    SCRATCH.with(|cell| {
-        // A re-entrant call (never made by the passes) gets buffers of its own.
-        let mut own = Scratch::default();
-        let mut guard = cell.try_borrow_mut();
-        let s = match guard.as_deref_mut() {
-            Ok(s) => s,
-            Err(_) => &mut own,
-        };
-        let out = merge(func, s);
-        s.trim();
-        out
-    })
+    with_scratch(&SCRATCH, |s| merge(func, s))
 }
 
 fn merge(func: &Arc<Function>, s: &mut Scratch) -> Arc<Function> {

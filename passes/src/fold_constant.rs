@@ -47,6 +47,7 @@ use passel_engine::transform::ConfigType;
 use rand_chacha::rand_core::SeedableRng;
 use rustc_hash::FxHashMap;
 
+use crate::scratch::{self, with_scratch};
 use crate::census::{fewer, more, Counter};
 use passel_engine::ir::rewrite::{Propagate, Rewriter, NONE};
 use passel_engine::transform::Statistic;
@@ -165,14 +166,7 @@ pub fn fold_constant_within(func: &Arc<Function>, limits: FoldLimits) -> (Arc<Fu
         return (Arc::clone(func), LimitsHit::default());
     }
     let mut budget = Budget::new(limits);
-    let patched = SCRATCH.with(|s| {
-        let mut s = s.borrow_mut();
-        let patched = patch(func, &mut s, &mut budget);
-        // The folded constants now belong to the output (or to nobody): the thread keeps its
-        // buffers, not the constants, which would otherwise stay alive until its next fold.
-        s.folds.clear();
-        patched
-    });
+    let patched = with_scratch(&SCRATCH, |s| patch(func, s, &mut budget));
     match patched {
         Patch::Same => return (Arc::clone(func), budget.hit),
         Patch::Done(new) => return (new, budget.hit),
@@ -260,6 +254,18 @@ struct Scratch {
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+impl scratch::Scratch for Scratch {
+    fn retained(&self) -> usize {
+        self.bound.capacity().max(self.cst.capacity()).max(self.forward.capacity())
+    }
+
+    /// The folded constants now belong to the output (or to nobody): the thread keeps its
+    /// buffers, not the constants, which would otherwise stay alive until its next fold.
+    fn finish(&mut self) {
+        self.folds.clear();
+    }
 }
 
 enum Patch {
@@ -726,7 +732,7 @@ mod tests {
         let module = passel_engine::ir::parse_module(text).unwrap();
         let module = if typed { crate::test_util::typed(text) } else { module };
         for (name, func) in module.iter() {
-            let patched = SCRATCH.with(|s| patch(func, &mut s.borrow_mut(), &mut full_budget()));
+            let patched = with_scratch(&SCRATCH, |s| patch(func, s, &mut full_budget()));
             let patched = match patched {
                 Patch::Done(f) => f,
                 Patch::Same => panic!("@{name}: the patch path found nothing to fold"),
@@ -781,7 +787,7 @@ def @h() -> Tensor[(), f32] {
         let text = "def @f(%x: Tensor[(), f32]) -> Tensor[(), f32] {\n  let %c = multiply(2.0f, 0.5f);\n  let %d = add(%c, 1.0f);\n  %x\n}\n";
         let module = passel_engine::ir::parse_module(text).unwrap();
         let func = module.get("f").unwrap();
-        assert!(matches!(SCRATCH.with(|s| patch(func, &mut s.borrow_mut(), &mut full_budget())), Patch::Fallback));
+        assert!(matches!(with_scratch(&SCRATCH, |s| patch(func, s, &mut full_budget())), Patch::Fallback));
         let out = fold_constant(func);
         assert_eq!(out.body(), out.params()[0]);
     }

@@ -1,4 +1,5 @@
-//! The default pipelines that `passel run -O N` uses.
+//! The default pipelines that `passel run -O N` uses, and [`standard_session`], an incremental
+//! session with the standard passes linked in.
 //!
 //! As in TVM's `relay.build` (and its VM compiler's `OptimizeModule`), there is one ordered
 //! list of passes and the context's opt level selects from it: a pass runs at `-O N` when its
@@ -19,7 +20,8 @@
 //! makes and dead or duplicated values do not end fusion groups early. ToANormalForm, ToGraphNormalForm and LambdaLift are not part of
 //! TVM's build pipeline (the VM uses them while lowering), so they are not here either.
 
-use passel_engine::transform::{get_pass, Pass, Sequential};
+use passel_engine::transform::{get_pass, Pass, PassContext, Sequential};
+use passel_engine::{Session, SessionError};
 
 /// Names of the standard pipeline, in order. Each pass has its own opt level, so running this
 /// pipeline under a context with opt level N runs exactly the passes whose level is at most N
@@ -75,6 +77,15 @@ pub fn run_pipeline_text(
         Ok(_) if !errors.is_empty() => Err(errors.join("\n")),
         Ok(m) => Ok(m),
     }
+}
+
+/// A session for `pipeline` under `ctx` with the standard passes linked in. The standard
+/// module passes bring their own per-function forms and firewalls (declared in their files in
+/// passel-passes): InferType's function-local form, DeadCodeElimination's split
+/// (reachability prelude, then per-function dead binding removal) and the firewalls of Inline
+/// and of that prelude, which let an edit skip them on the edit path.
+pub fn standard_session(pipeline: Sequential, ctx: &PassContext) -> Result<Session, SessionError> {
+    Session::new(pipeline, ctx)
 }
 
 #[cfg(test)]

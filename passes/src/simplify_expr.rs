@@ -46,6 +46,7 @@ use passel_engine::ir::{
 use passel_engine::op;
 use rustc_hash::FxHashMap;
 
+use crate::scratch::{self, with_scratch};
 use crate::census::{fewer, Counter};
 use passel_engine::ir::rewrite::{bound_values, bound_values_into, Propagate, Rewriter, NONE};
 use passel_engine::transform::Statistic;
@@ -138,11 +139,14 @@ struct Scratch {
     idents: Vec<u8>,
 }
 
-/// Buffers larger than this many entries are freed after use rather than kept by the thread.
-const KEEP_SCRATCH: usize = 1 << 16;
-
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+impl scratch::Scratch for Scratch {
+    fn retained(&self) -> usize {
+        self.live.capacity()
+    }
 }
 
 /// Binding variable → its value ([`bound_values`]), computed on first use.
@@ -174,20 +178,7 @@ pub fn simplify_expr(func: &Arc<Function>) -> Arc<Function> {
     if !any || !func.is_well_formed() {
         return Arc::clone(func);
     }
-    let patched = SCRATCH.with(|cell| {
-        // A re-entrant call (never made by the passes) gets buffers of its own.
-        let mut own = Scratch::default();
-        let mut guard = cell.try_borrow_mut();
-        let s = match guard.as_deref_mut() {
-            Ok(s) => s,
-            Err(_) => &mut own,
-        };
-        let out = simplify_by_substitution(func, ops, s);
-        if s.live.capacity() > KEEP_SCRATCH {
-            *s = Scratch::default();
-        }
-        out
-    });
+    let patched = with_scratch(&SCRATCH, |s| simplify_by_substitution(func, ops, s));
     match patched {
         Some(out) => out,
         None => simplify_by_copy(func, ops),

@@ -1,7 +1,27 @@
 //! The loop-level pass library: PrimFunc passes with TVM's `tir.transform` names, configs and
-//! semantics, one pass per file.
+//! semantics, one pass per file (`tir/<pass>.rs`), each declared once below.
 
 mod copy;
-pub mod remove_no_op;
-pub mod simplify;
-pub mod unroll_loop;
+
+/// Declares the loop-level passes, each once: `file { NAMES };` makes `pub mod file`
+/// (`tir/file.rs`) and lists its registry NAMES in [`PASS_NAMES`] (which the crate's
+/// `standard_pass_names` appends) and, for the header test, with the file's source.
+macro_rules! declare_tir_passes {
+    ($($file:ident { $($name:ident),+ };)+) => {
+        $(pub mod $file;)+
+
+        /// Names of the loop-level passes, in declaration order.
+        pub const PASS_NAMES: &[&str] = &[$($($file::$name),+),+];
+
+        /// Each loop-level pass's name with the source of the file that declares it.
+        #[cfg(test)]
+        pub(crate) const PASS_SOURCES: &[(&str, &str)] =
+            &[$($(($file::$name, include_str!(concat!("tir/", stringify!($file), ".rs")))),+),+];
+    };
+}
+
+declare_tir_passes! {
+    simplify { NAME };
+    remove_no_op { NAME };
+    unroll_loop { NAME };
+}

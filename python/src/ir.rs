@@ -5,12 +5,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use ndarray::{ArcArray, IxDyn};
 use passel_engine::interp::{eval_function, Value};
 use passel_engine::ir::{
     module_structural_eq, module_structural_hash, parse_module, print_function, print_module, structural_eq,
     structural_hash, verify_function, AttrValue, Attrs, Constant, DType, ExprKind, Function as RFunction,
-    FunctionBuilder as RBuilder, Module as RModule, NodeId, OpId, Tensor, TensorData, Type as RType, TypeKind,
+    FunctionBuilder as RBuilder, Module as RModule, NodeId, OpId, Tensor, Type as RType, TypeKind,
 };
 use passel_engine::op;
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
@@ -1078,12 +1077,6 @@ pub(crate) fn tensor_from_raw(dtype: &str, shape: &[usize], data: &[u8]) -> PyRe
             n * size,
             data.len()
         )));
-    }
-    if dt == DType::Bool {
-        let dims = IxDyn(shape);
-        let a = ArcArray::from_shape_vec(dims, data.iter().map(|&b| b != 0).collect())
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        return Ok(Tensor(TensorData::Bool(a)));
     }
     let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
     Tensor::from_le_bytes(&dims, dt, data).map_err(|e| PyValueError::new_err(e.to_string()))

@@ -54,14 +54,6 @@ pub enum TensorError {
         /// Bytes given.
         found: usize,
     },
-    /// A byte of a bool buffer is neither 0 nor 1.
-    #[error("bool element {index} is byte {byte}, not 0 or 1")]
-    BadBool {
-        /// Element index.
-        index: usize,
-        /// The byte found.
-        byte: u8,
-    },
     /// Raw constants hold every dtype but bool.
     #[error("raw constants cannot hold {0} elements")]
     RawDType(DType),
@@ -301,7 +293,9 @@ impl Tensor {
     }
 
     /// A tensor of `shape` and `dtype` from little-endian, row-major bytes (the inverse of
-    /// [`Tensor::to_le_bytes`]). The length must match exactly and bool bytes must be 0 or 1.
+    /// [`Tensor::to_le_bytes`]). The length must match exactly. A bool byte is true when it is
+    /// not 0 (ONNX's and numpy's rule), so every decoder of bytes — `.pir` resources, ONNX raw
+    /// data, `.npy` files, the Python package — reads booleans alike.
     pub fn from_le_bytes(shape: &[u64], dtype: DType, bytes: &[u8]) -> Result<Tensor, TensorError> {
         let dims = check_size(shape)?;
         let n: usize = dims.iter().product();
@@ -331,12 +325,7 @@ impl Tensor {
             DType::F16 => TensorData::F16(arr(dims, bytes, |b| f16::from_bits(u16::from_le_bytes(b)))),
             DType::I64 => TensorData::I64(arr(dims, bytes, i64::from_le_bytes)),
             DType::I32 => TensorData::I32(arr(dims, bytes, i32::from_le_bytes)),
-            DType::Bool => {
-                if let Some(index) = bytes.iter().position(|&b| b > 1) {
-                    return Err(TensorError::BadBool { index, byte: bytes[index] });
-                }
-                TensorData::Bool(arr(dims, bytes, |b: [u8; 1]| b[0] == 1))
-            }
+            DType::Bool => TensorData::Bool(arr(dims, bytes, |b: [u8; 1]| b[0] != 0)),
             DType::F64 => TensorData::F64(arr(dims, bytes, |b| f64::from_bits(u64::from_le_bytes(b)))),
             DType::I8 => TensorData::I8(arr(dims, bytes, i8::from_le_bytes)),
             DType::I16 => TensorData::I16(arr(dims, bytes, i16::from_le_bytes)),
@@ -901,12 +890,9 @@ mod tests {
             Tensor::from_le_bytes(&[2], DType::I32, &[0; 7]),
             Err(TensorError::WrongByteCount { expected: 8, found: 7, .. })
         ));
-        assert!(matches!(
-            Tensor::from_le_bytes(&[2], DType::Bool, &[1, 2]),
-            Err(TensorError::BadBool { index: 1, byte: 2 })
-        ));
-        let b = Tensor::from_le_bytes(&[2], DType::Bool, &[1, 0]).unwrap();
-        assert_eq!(b.to_le_bytes(), [1, 0]);
+        // Any non-zero byte is true, as in ONNX; the bytes written back are 0 or 1.
+        let b = Tensor::from_le_bytes(&[3], DType::Bool, &[1, 0, 2]).unwrap();
+        assert_eq!(b.to_le_bytes(), [1, 0, 1]);
     }
 
     #[test]

@@ -425,6 +425,10 @@ impl Drop for SilentScope {
 /// beyond it a thread pool would spawn threads until the process aborts.
 pub const MAX_THREADS: usize = 1024;
 
+/// The opt level of a context that names none (TVM's `PassContext` default), and of every
+/// `passel` command that takes `-O`.
+pub const DEFAULT_OPT_LEVEL: u32 = 2;
+
 /// Builds a [`PassContext`], validating config entries.
 pub struct PassContextBuilder {
     opt_level: u32,
@@ -441,7 +445,7 @@ pub struct PassContextBuilder {
 impl Default for PassContextBuilder {
     fn default() -> PassContextBuilder {
         PassContextBuilder {
-            opt_level: 2,
+            opt_level: DEFAULT_OPT_LEVEL,
             required_pass: Vec::new(),
             disabled_pass: Vec::new(),
             config: Vec::new(),
@@ -455,7 +459,7 @@ impl Default for PassContextBuilder {
 }
 
 impl PassContextBuilder {
-    /// Sets the opt level (default 2).
+    /// Sets the opt level (default [`DEFAULT_OPT_LEVEL`]).
     pub fn opt_level(mut self, level: u32) -> Self {
         self.opt_level = level;
         self

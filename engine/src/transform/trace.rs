@@ -76,38 +76,28 @@ pub fn chrome_trace_json(events: &[TraceEvent]) -> String {
         let name = if *t == 0 { "coordinator".to_string() } else { format!("worker {}", t - 1) };
         let _ = write!(
             out,
-            "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{t},\"args\":{{\"name\":\"{}\"}}}}",
-            escape(&name)
+            "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{t},\"args\":{{\"name\":{}}}}}",
+            json_str(&name)
         );
     }
     for e in sorted {
         sep(&mut out);
         let _ = write!(
             out,
-            "{{\"name\":\"{}\",\"cat\":\"pass\",\"ph\":\"X\",\"pid\":1,\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"function\":\"{}\"}}}}",
-            escape(&e.pass),
+            "{{\"name\":{},\"cat\":\"pass\",\"ph\":\"X\",\"pid\":1,\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"function\":{}}}}}",
+            json_str(&e.pass),
             e.thread,
             e.start.as_micros(),
             e.duration.as_micros(),
-            escape(&e.function)
+            json_str(&e.function)
         );
     }
     out.push_str("\n]}\n");
     out
 }
 
-/// JSON string escaping.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out
+/// A JSON string literal, quotes included: serde_json's escaping, which the harness's JSON
+/// writers (`bench --json`, `--stats-json`) use too.
+fn json_str(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
 }

@@ -9,6 +9,7 @@ use clap::Args;
 
 use super::model::{run_model_bench, ModelBench};
 use super::{count_bindings, run_bench, BenchConfig, BenchReport, BenchRow, CountingAlloc, Machine, ModelInfo};
+use crate::args::PipelineArgs;
 use crate::console::Console;
 use crate::{gen, onnx};
 
@@ -17,6 +18,10 @@ pub const DEFAULT_PIPELINE: &str = "FoldConstant,EliminateCommonSubexpr,DeadCode
 
 /// Arguments of `passel bench`.
 #[derive(Args, Debug)]
+#[command(mut_arg("passes", |a| a.help(
+    "Pipeline to run (default: with --model the standard pipeline of the opt level, else the bench pipeline \
+     `FoldConstant,EliminateCommonSubexpr,DeadCodeElimination,SimplifyExpr`)"
+)))]
 pub struct BenchArgs {
     /// Workload kind (`passel gen KIND --help` describes each).
     #[arg(long, default_value = "chain", value_parser = clap::builder::PossibleValuesParser::new(gen::KINDS))]
@@ -39,13 +44,8 @@ pub struct BenchArgs {
     pub model: Option<PathBuf>,
     #[command(flatten)]
     pub shapes: onnx::InputShapeArgs,
-    /// Pipeline to run (default: with --model the standard pipeline of the opt level, else
-    /// `FoldConstant,EliminateCommonSubexpr,DeadCodeElimination,SimplifyExpr`).
-    #[arg(long)]
-    pub passes: Option<String>,
-    /// Optimization level of the pass context (and of the standard pipeline with --model).
-    #[arg(short = 'O', long = "opt-level", default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
-    pub opt_level: u32,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
     /// Repetitions per row (the best time is reported).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeats: u64,
@@ -124,17 +124,21 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>, console: &Console
     };
     // Check the pipeline, the shapes and the output paths before spending time on the workload.
     passel_passes::link();
-    let passes = match (&args.passes, &args.model) {
+    let mut options = args.pipeline.clone();
+    let passes = match (&options.passes, &args.model) {
         (Some(p), _) => p.clone(),
-        (None, Some(_)) => format!("default -O{}", args.opt_level),
-        (None, None) => DEFAULT_PIPELINE.to_string(),
+        (None, Some(_)) => format!("default -O{}", options.opt_level()),
+        (None, None) => options.passes.insert(DEFAULT_PIPELINE.to_string()).clone(),
     };
-    let pipeline = match (&args.passes, &args.model) {
-        (None, Some(_)) => passel_passes::default_pipeline(args.opt_level),
-        _ => passel_engine::transform::parse_pipeline(&passes).map_err(|e| e.to_string())?,
-    };
+    let (pipeline, context) = options.pipeline_and_context()?;
+    if options.names_passes() {
+        let ctx = context.build().map_err(|e| e.to_string())?;
+        for note in crate::notes::pipeline_notes(&pipeline, &ctx, options.passes.is_some()) {
+            console.err(&format!("note: {note}\n")).map_err(|_| "cannot write to stderr".to_string())?;
+        }
+    }
     crate::args::check_input_shapes(&args.shapes)?;
-    let options = args.shapes.options().map_err(|e| e.to_string())?;
+    let import = args.shapes.options().map_err(|e| e.to_string())?;
     let json_file = args.json.as_deref().map(create).transpose()?;
     let svg_file = args.svg.as_deref().map(create).transpose()?;
     let progress_bar = |rows: usize| {
@@ -151,9 +155,9 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>, console: &Console
             let bar = progress_bar(3 + threads.len());
             let cfg = ModelBench {
                 path,
-                options: &options,
+                import: &import,
                 pipeline: &pipeline,
-                opt_level: args.opt_level,
+                options: &options,
                 threads: &threads,
                 repeats: args.repeats as usize,
                 heap,
@@ -192,8 +196,8 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>, console: &Console
             let bar = progress_bar(1 + threads.len() + if args.no_incremental { 0 } else { 6 });
             let cfg = BenchConfig {
                 module: &module,
-                pipeline: &passes,
-                opt_level: args.opt_level,
+                pipeline: &pipeline,
+                options: &options,
                 threads: &threads,
                 repeats: args.repeats as usize,
                 incremental: !args.no_incremental,

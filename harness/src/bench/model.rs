@@ -26,6 +26,7 @@ use passel_engine::ir::{print_module, ExprKind, Module};
 use passel_engine::transform::Sequential;
 
 use super::{count_bindings, measure, pipeline_rows, BenchConfig, BenchRow, CountingAlloc};
+use crate::args::PipelineArgs;
 use crate::onnx;
 
 /// What `passel bench --model` measured besides the rows.
@@ -53,11 +54,11 @@ pub struct ModelBench<'a> {
     /// The `.onnx` file.
     pub path: &'a Path,
     /// Import options (`--input-shape`).
-    pub options: &'a ImportOptions,
+    pub import: &'a ImportOptions,
     /// The pipeline.
     pub pipeline: &'a Sequential,
-    /// Optimization level of the pass context.
-    pub opt_level: u32,
+    /// The options of the pass context.
+    pub options: &'a PipelineArgs,
     /// Thread counts for the parallel rows.
     pub threads: &'a [usize],
     /// Repetitions per row; the best time counts.
@@ -76,14 +77,13 @@ pub fn run_model_bench(cfg: &ModelBench<'_>, progress: &mut dyn FnMut()) -> Resu
     passel_passes::link();
     let rss_reset = reset_peak_rss();
     let (mut import, module) = measure("import", 1, (0, 0), cfg.repeats, cfg.heap, progress, || {
-        onnx::import_onnx(cfg.path, cfg.options).map_err(|e| e.to_string())
+        onnx::import_onnx(cfg.path, cfg.import).map_err(|e| e.to_string())
     })?;
     (import.functions, import.bindings) = (module.len(), count_bindings(&module));
     let bench = BenchConfig {
         module: &module,
-        // `pipeline_rows` takes the built pipeline; the text is read only by `run_bench`.
-        pipeline: "",
-        opt_level: cfg.opt_level,
+        pipeline: cfg.pipeline,
+        options: cfg.options,
         threads: cfg.threads,
         repeats: cfg.repeats,
         incremental: false,
@@ -91,7 +91,7 @@ pub fn run_model_bench(cfg: &ModelBench<'_>, progress: &mut dyn FnMut()) -> Resu
     };
     let mut peak_rss = None;
     let mut after_serial = || peak_rss = rss_reset.then(read_peak_rss).flatten();
-    let runs = pipeline_rows(&bench, cfg.pipeline, &mut after_serial, progress)?;
+    let runs = pipeline_rows(&bench, &mut after_serial, progress)?;
     let size = (runs.output.len(), count_bindings(&runs.output));
     let (print, text) = measure("print", 1, size, cfg.repeats, cfg.heap, progress, || Ok(print_module(&runs.output)))?;
     drop(text);

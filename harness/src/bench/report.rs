@@ -362,27 +362,6 @@ fn size(bytes: u64) -> String {
     }
 }
 
-/// A JSON string literal.
-pub(crate) fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// A JSON number, or `null` for none or a non-finite value (which JSON cannot spell).
 fn json_num(v: Option<f64>) -> String {
     match v {
@@ -394,6 +373,12 @@ fn json_num(v: Option<f64>) -> String {
 /// Text escaped for XML content and attribute values.
 fn xml(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A JSON string literal, quotes included: serde_json's escaping, as the engine's Chrome trace
+/// uses (every JSON passel writes escapes strings one way).
+pub(crate) fn json_str(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
 }
 
 #[cfg(test)]

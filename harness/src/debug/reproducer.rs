@@ -18,53 +18,19 @@ use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_engine::transform::{
-    get_pass, parse_pipeline, reproducer_pipeline, Pass, PassContext, PassContextBuilder, PassError, PassFailure,
-    PassKind, ReproducerInstrument, Sequential,
+    get_pass, reproducer_pipeline, Pass, PassContext, PassError, PassFailure, PassKind, ReproducerInstrument,
+    Sequential,
 };
+
+use crate::args::PipelineArgs;
 
 /// The first line of a reproducer starts with this.
 pub const HEADER: &str = "// passel-reproducer:";
 
-/// What a reproducer's header records besides its pipeline: every option that changes what a
-/// run does (the thread count does not).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Settings {
-    /// `-O`.
-    pub opt_level: u32,
-    /// `--require`, registry names.
-    pub require: Vec<String>,
-    /// `--disable`, registry names.
-    pub disable: Vec<String>,
-    /// `--config`, `KEY=VALUE` as given.
-    pub config: Vec<String>,
-}
-
-impl Settings {
-    /// A context builder with these settings (and the default thread count: the failure and
-    /// the module it fails on are the same at any).
-    pub fn builder(&self) -> Result<PassContextBuilder, String> {
-        let mut b = PassContext::builder().opt_level(self.opt_level);
-        for name in &self.require {
-            b = b.require(name);
-        }
-        for name in &self.disable {
-            b = b.disable(name);
-        }
-        for entry in &self.config {
-            let (key, value) = passel_engine::transform::parse_config_assignment(entry).map_err(|e| e.to_string())?;
-            b = b.config(&key, value);
-        }
-        Ok(b)
-    }
-}
-
-/// The header line (without its newline) for `passes` and `settings`.
-pub fn header(passes: &str, settings: &Settings) -> String {
-    let mut args = vec![format!("--passes={passes}"), format!("-O{}", settings.opt_level)];
-    args.extend(settings.require.iter().map(|n| format!("--require={n}")));
-    args.extend(settings.disable.iter().map(|n| format!("--disable={n}")));
-    args.extend(settings.config.iter().map(|c| format!("--config={c}")));
-    let words: Vec<String> = args.iter().map(|a| quote(a)).collect();
+/// The header line (without its newline): `options` (whose `passes` is the replay pipeline)
+/// as command-line words.
+pub fn header(options: &PipelineArgs) -> String {
+    let words: Vec<String> = options.to_words().iter().map(|a| quote(a)).collect();
     format!("{HEADER} {}", words.join(" "))
 }
 
@@ -150,14 +116,15 @@ pub struct Reproducer {
 }
 
 /// Builds the reproducer of `failure` (the instrument's record of a run of `pipeline` under
-/// `ctx` with `settings`; `run_error` is what the run returned). `local` narrows the pipeline
+/// `ctx` with `options`, in their [`PipelineArgs::canonical`] form; `run_error` is what the run
+/// returned; `options.passes` is not read: the header names the replay pipeline). `local` narrows the pipeline
 /// to the failing pass. Fails when the pipeline cannot be named (a pass outside the registry).
 pub fn reproducer(
     failure: &PassFailure,
     run_error: Option<&PassError>,
     pipeline: &Sequential,
     ctx: &PassContext,
-    settings: &Settings,
+    options: &PipelineArgs,
     local: bool,
 ) -> Result<Reproducer, String> {
     let passes = reproducer_pipeline(pipeline, ctx, failure, local).map_err(|e| format!("no reproducer: {e}"))?;
@@ -166,7 +133,8 @@ pub fn reproducer(
     let function_pass = get_pass(&failure.pass).is_ok_and(|p| p.kind() == PassKind::Function);
     let total = failure.input.len();
     let write = |input: &Module, reduced: bool| {
-        let text = file_text(failure, &passes, settings, input, function.as_deref(), expected.as_deref(), reduced);
+        let options = PipelineArgs { passes: Some(passes.clone()), ..options.clone() };
+        let text = file_text(failure, &options, input, function.as_deref(), expected.as_deref(), reduced);
         let reproduces = expected.is_some() && replay(&text).ok().flatten() == expected;
         (text, reproduces, input.len())
     };
@@ -184,14 +152,13 @@ pub fn reproducer(
 
 fn file_text(
     failure: &PassFailure,
-    passes: &str,
-    settings: &Settings,
+    options: &PipelineArgs,
     input: &Module,
     function: Option<&str>,
     expected: Option<&str>,
     reduced: bool,
 ) -> String {
-    let mut out = header(passes, settings);
+    let mut out = header(options);
     out.push('\n');
     let on = function.map(|f| format!(" on @{f}")).unwrap_or_default();
     out.push_str(&format!("// The input of pass {}, which failed{on}. Replay: passel run THIS_FILE\n", failure.pass));
@@ -213,34 +180,10 @@ fn file_text(
     out
 }
 
-/// The pipeline and settings of a reproducer header's words ([`header_args`]), which take the
-/// forms [`header`] writes: `--passes=P`, `-ON`, `--require=NAME`, `--disable=NAME`,
-/// `--config=KEY=VALUE`. `None` for the pipeline when the header names none.
-pub fn parse_header(words: &[String]) -> Result<(Option<String>, Settings), String> {
-    let mut passes = None;
-    let mut settings = Settings { opt_level: 2, ..Settings::default() };
-    for w in words {
-        if let Some(p) = w.strip_prefix("--passes=") {
-            passes = Some(p.to_string());
-        } else if let Some(n) = w.strip_prefix("-O") {
-            settings.opt_level = n
-                .parse()
-                .ok()
-                .filter(|&l| l <= 3)
-                .ok_or_else(|| format!("bad opt level `{w}` in the reproducer header (expected -O0 to -O3)"))?;
-        } else if let Some(n) = w.strip_prefix("--require=") {
-            settings.require.push(n.to_string());
-        } else if let Some(n) = w.strip_prefix("--disable=") {
-            settings.disable.push(n.to_string());
-        } else if let Some(c) = w.strip_prefix("--config=") {
-            settings.config.push(c.to_string());
-        } else {
-            return Err(format!(
-                "unknown option `{w}` in the reproducer header (expected --passes=, -O, --require=, --disable=, --config=)"
-            ));
-        }
-    }
-    Ok((passes, settings))
+/// The options of a reproducer header's words ([`header_args`]), parsed as `passel run` parses
+/// its command line.
+pub fn parse_header(words: &[String]) -> Result<PipelineArgs, String> {
+    PipelineArgs::from_words(words, "the reproducer header")
 }
 
 /// Replays a reproducer's text with the options of its header, under a
@@ -250,14 +193,16 @@ pub fn parse_header(words: &[String]) -> Result<(Option<String>, Settings), Stri
 /// while it runs.
 pub fn replay(text: &str) -> Result<Option<String>, String> {
     let words = header_args(text).ok_or("no reproducer header")??;
-    let (passes, settings) = parse_header(&words)?;
-    let pipeline =
-        parse_pipeline(&passes.ok_or("the reproducer header has no --passes")?).map_err(|e| e.to_string())?;
+    let options = parse_header(&words)?;
+    if options.passes.is_none() {
+        return Err("the reproducer header has no --passes".to_string());
+    }
+    let (pipeline, builder) = options.pipeline_and_context()?;
     let module = parse_module(text).map_err(|e| format!("the reproducer does not parse: {e:?}"))?;
     verify_module(&module).map_err(|e| format!("the reproducer does not verify: {e:?}"))?;
     // The failure is found as the run found it: by the same instrument.
     let inst = Arc::new(ReproducerInstrument::new().stop_at_failure());
-    let ctx = settings.builder()?.instrument(inst.clone()).build().map_err(|e| e.to_string())?;
+    let ctx = builder.instrument(inst.clone()).build().map_err(|e| e.to_string())?;
     let hook = panic::take_hook();
     panic::set_hook(Box::new(|_| {}));
     let res = ctx.scope(|| pipeline.run(module, &ctx));
@@ -272,13 +217,14 @@ mod tests {
 
     #[test]
     fn header_words_round_trip_through_quoting() {
-        let settings = Settings {
-            opt_level: 3,
+        let options = PipelineArgs {
+            passes: Some("InferType,FoldConstant".into()),
+            opt_level: Some(3),
             require: vec!["FoldConstant".into()],
             disable: vec![],
             config: vec!["a.b=two words".into(), "q=\"x\\y\"".into()],
         };
-        let line = header("InferType,FoldConstant", &settings);
+        let line = header(&options);
         assert_eq!(
             line,
             r#"// passel-reproducer: --passes=InferType,FoldConstant -O3 --require=FoldConstant "--config=a.b=two words" "--config=q=\"x\\y\"""#

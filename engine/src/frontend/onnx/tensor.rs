@@ -148,10 +148,8 @@ pub(super) fn constant(
     };
     if let Some(raw) = raw.or(packed) {
         if dtype == DType::Bool {
-            if raw.len() as u64 != n {
-                return Err(format!("shape {shape:?} needs {n} bytes of bool data, got {}", raw.len()));
-            }
-            return dense(&shape, raw.iter().map(|&b| b != 0).collect(), TensorData::Bool);
+            // Raw constants hold no booleans: decode at once, by the one byte decoder.
+            return Tensor::from_le_bytes(&shape, dtype, &raw).map(Constant::Dense).map_err(|e| e.to_string());
         }
         let ty = TensorType { shape: shape.into(), dtype };
         let c = Constant::raw(ty, raw).map_err(|e| e.to_string())?;

@@ -1,0 +1,65 @@
+//! One module per `passel` command that has no library module of its own (`gen` and `bench`
+//! have theirs: `gen::cli`, `bench::cli`), and what they share: loading the input file and
+//! writing the result. `main.rs` holds only the command enum and the dispatch.
+
+pub mod bisect;
+pub mod check;
+pub mod conformance;
+pub mod eval;
+pub mod list;
+pub mod run;
+pub mod watch;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use passel_engine::ir::{parse_module, verify_module, Module};
+
+use crate::args::check_input_shapes;
+use crate::console::Console;
+use crate::{diag, onnx};
+
+pub fn read_source(path: &PathBuf) -> Result<String, String> {
+    let (name, bytes) = if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| format!("cannot read stdin: {e}"))?;
+        ("<stdin>".to_string(), bytes)
+    } else {
+        crate::files::source_file(path)?;
+        let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        (path.display().to_string(), bytes)
+    };
+    diag::utf8(&name, &bytes)?;
+    // Checked just above: the bytes are UTF-8, so this takes them without a copy.
+    String::from_utf8(bytes).map_err(|e| e.to_string())
+}
+
+/// Parses and verifies `path` (or imports it when it is a `.onnx` model), printing rendered
+/// errors to stderr; returns the module and its source text (empty for an imported model).
+pub fn load(console: &Console, path: &PathBuf, shapes: &onnx::InputShapeArgs) -> Result<(Module, String), ExitCode> {
+    check_input_shapes(shapes).map_err(|e| console.error(&e))?;
+    if onnx::is_onnx(path) {
+        return shapes
+            .options()
+            .and_then(|o| onnx::import_onnx(path, &o))
+            .map(|m| (m, String::new()))
+            .map_err(|e| console.error(&e.to_string()));
+    }
+    let src = read_source(path).map_err(|e| console.error(&e))?;
+    let name = path.display().to_string();
+    let module = parse_module(&src).map_err(|errors| {
+        let _ = console.err(&diag::render_parse_errors(&name, &src, &errors));
+        console.exit_code(ExitCode::FAILURE)
+    })?;
+    verify_module(&module).map_err(|errors| {
+        let _ = console.err(&diag::render(&name, &src, &diag::verify_errors(&errors)));
+        console.exit_code(ExitCode::FAILURE)
+    })?;
+    Ok((module, src))
+}
+
+/// Writes `text` to stdout; the exit code says whether that worked.
+pub fn write_stdout(console: &Console, text: &str) -> ExitCode {
+    let _ = console.out(text);
+    console.exit_code(ExitCode::SUCCESS)
+}
