@@ -164,7 +164,8 @@ pub(crate) fn grid_sample(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) 
                 }
                 // Far outside, every tap is outside (zeros padding): keep the index arithmetic
                 // in range.
-                let x = x.clamp(-(1u64 << 40) as f64, (1u64 << 40) as f64);
+                let far = (1u64 << 40) as f64;
+                let x = x.clamp(-far, far);
                 match mode {
                     "nearest" => t.push((source(x as i64, d), 1.0)),
                     "linear" => {
