@@ -72,7 +72,9 @@ STATIC_INPUTS = {
     "ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1},
     "ReduceL1": {1}, "ReduceL2": {1}, "ReduceLogSum": {1}, "ReduceLogSumExp": {1},
     "ReduceSumSquare": {1}, "TopK": {1}, "Trilu": {1}, "ConstantOfShape": {0}, "Range": {0, 1, 2},
-    "OneHot": {1}, "Clip": {1, 2}, "CenterCropPad": {1},
+    "OneHot": {1}, "Clip": {1, 2}, "CenterCropPad": {1}, "CumSum": {1}, "CumProd": {1},
+    # Window sizes and AffineGrid's output size fix their outputs' shapes.
+    "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "AffineGrid": {1},
     # A Loop's trip count and condition fix the length of its scan outputs.
     "Loop": {0, 1},
 }

@@ -65,6 +65,53 @@ const CASES: &[(&str, &str, &str, &[f64])] = &[
     ),
     ("matmul", "matmul(tensor<(2,), f32>[1.0, 2.0], tensor<(2,), f32>[3.0, 4.0])", "Tensor[(), f32]", &[11.0]),
     ("split", "split(tensor<(3,), f32>[1.0, 2.0, 3.0], indices=[1]).1", "Tensor[(2,), f32]", &[2.0, 3.0]),
+    (
+        "gather_elements",
+        "gather_elements(tensor<(2, 2), f32>[1.0, 2.0, 3.0, 4.0], tensor<(2, 1), i64>[1, 0], axis=1)",
+        "Tensor[(2, 1), f32]",
+        &[2.0, 3.0],
+    ),
+    (
+        "scatter_elements",
+        "scatter_elements(tensor<(3,), f32>[1.0, 2.0, 3.0], tensor<(2,), i64>[0, 0], tensor<(2,), f32>[5.0, 6.0], axis=0, reduction=\"add\")",
+        "Tensor[(3,), f32]",
+        &[12.0, 2.0, 3.0],
+    ),
+    (
+        "scatter_nd",
+        "scatter_nd(tensor<(2, 2), i32>[1, 2, 3, 4], tensor<(1, 1), i64>[1], tensor<(1, 2), i32>[7, 8], reduction=\"none\")",
+        "Tensor[(2, 2), i32]",
+        &[1.0, 2.0, 7.0, 8.0],
+    ),
+    (
+        "one_hot",
+        "one_hot(tensor<(2,), i64>[0, 2], tensor<(2,), f32>[0.0, 1.0], depth=3, axis=-1)",
+        "Tensor[(2, 3), f32]",
+        &[1.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+    ),
+    (
+        "argmax",
+        "argmax(tensor<(2, 2), f32>[1.0, 5.0, 7.0, 2.0], axis=1, keepdims=false, select_last_index=false)",
+        "Tensor[(2,), i64]",
+        &[1.0, 0.0],
+    ),
+    ("argmin", "argmin(tensor<(3,), i32>[3, -1, 2], axis=0, keepdims=true)", "Tensor[(1,), i64]", &[1.0]),
+    ("cumsum", "cumsum(tensor<(3,), f32>[1.0, 2.0, 3.0], axis=0, exclusive=true, reverse=false)", "Tensor[(3,), f32]", &[0.0, 1.0, 3.0]),
+    ("cumprod", "cumprod(tensor<(3,), i64>[2, 3, 4], axis=0, reverse=true)", "Tensor[(3,), i64]", &[24.0, 12.0, 4.0]),
+    ("prod", "prod(tensor<(2, 2), f32>[1.0, 2.0, 3.0, 4.0], axis=[1], keepdims=false)", "Tensor[(2,), f32]", &[2.0, 12.0]),
+    (
+        "einsum",
+        "einsum(tensor<(2, 2), f32>[1.0, 2.0, 3.0, 4.0], tensor<(2,), f32>[1.0, 1.0], equation=\"ij,j->i\")",
+        "Tensor[(2,), f32]",
+        &[3.0, 7.0],
+    ),
+    (
+        "grid_sample",
+        "grid_sample(tensor<(1, 1, 1, 2), f32>[1.0, 3.0], tensor<(1, 1, 1, 2), f32>[0.0, 0.0], mode=\"linear\", padding_mode=\"zeros\", align_corners=true)",
+        "Tensor[(1, 1, 1, 1), f32]",
+        &[2.0],
+    ),
+    ("bitcast", "bitcast(tensor<(1,), f32>[1.0], dtype=i32)", "Tensor[(1,), i32]", &[1065353216.0]),
 ];
 
 fn source() -> String {

@@ -174,18 +174,42 @@ pub fn import_onnx_bytes(bytes: Bytes, options: &ImportOptions) -> Result<Module
     import_model(model, options)
 }
 
+/// Operators whose schema at opset 9 is already the one of an older opset: `(op, since)`.
+/// A model of an opset below 9 imports when all its nodes are among these, at an opset no
+/// older than their `since` (onnx 1.23.2's `get_schema(op, 9).since_version`): it means
+/// then exactly what it would at opset 9.
+const UNCHANGED_BEFORE_9: &[(&str, i64)] = &[("And", 7), ("Not", 1), ("Or", 7), ("Xor", 7)];
+
 /// The default-domain opset of a model importing `opsets`.
 fn default_opset(opsets: &[pb::OperatorSetIdProto]) -> Result<i64, ImportError> {
-    let version = opsets
+    opsets
         .iter()
         .filter(|o| matches!(o.domain(), "" | "ai.onnx"))
         .map(|o| o.version())
         .max()
-        .ok_or_else(|| ImportError::Model("the model imports no default-domain (ai.onnx) opset".into()))?;
-    if version < 9 {
-        return Err(ImportError::Model(format!("opset {version} is not supported (opsets 9 and later are)")));
+        .ok_or_else(|| ImportError::Model("the model imports no default-domain (ai.onnx) opset".into()))
+}
+
+/// `opset` when it is 9 or later; an older one only for a graph of operators unchanged since
+/// (`UNCHANGED_BEFORE_9`), converted as at opset 9.
+fn supported_opset(opset: i64, body: &Body) -> Result<i64, ImportError> {
+    if opset >= 9 {
+        return Ok(opset);
     }
-    Ok(version)
+    let unchanged = body.subgraphs.is_empty()
+        && (0..body.nodes.len()).all(|i| {
+            let node = body.nodes.get(i);
+            matches!(node.domain(), "" | "ai.onnx")
+                && UNCHANGED_BEFORE_9.iter().any(|&(op, since)| op == node.op_type() && since <= opset)
+        });
+    if unchanged {
+        Ok(9)
+    } else {
+        Err(ImportError::Model(format!(
+            "opset {opset} is not supported (opsets 9 and later are, and older ones for graphs of {} only)",
+            UNCHANGED_BEFORE_9.iter().map(|(op, _)| *op).collect::<Vec<_>>().join(", ")
+        )))
+    }
 }
 
 /// The label of node `idx` in diagnostics: its name, or `Op #idx` when unnamed.
@@ -584,6 +608,7 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
     // Nodes stay encoded: only their headers are decoded for the checks and the order, and
     // each node in full when it is converted.
     let mut body = Body::decode(graph, 0)?;
+    let opset = supported_opset(opset, &body)?;
     check_supported(&body)?;
 
     let mut em = Emitter::new(options.fold_limit);

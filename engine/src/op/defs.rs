@@ -7,7 +7,7 @@
 
 use super::kernels::elementwise::{self, Arith, Bits2, Cmp, Param, Unary};
 use super::kernels::reduce::{self, Reduce as ReduceKind};
-use super::kernels::{create, index, linear, nn, pool, resize, shape};
+use super::kernels::{create, einsum, grid_sample, index, linear, nn, pool, resize, scatter, shape};
 use super::{Arity, AttrKind, AttrSpec, OpDef, OpPattern};
 
 // Macros rather than `const fn`s so that `&[attr!(…)]` is promoted to a `'static` slice.
@@ -41,6 +41,8 @@ const AVG_POOL_ATTRS: &[AttrSpec] = &[
     attr!("ceil_mode", Bool),
     attr!("count_include_pad", Bool),
 ];
+const ARG_ATTRS: &[AttrSpec] = &[attr!("axis", Int), attr!("keepdims", Bool), attr!("select_last_index", Bool)];
+const CUM_ATTRS: &[AttrSpec] = &[attr!("axis", Int), attr!("exclusive", Bool), attr!("reverse", Bool)];
 const FILL_ATTRS: &[AttrSpec] = &[required!("shape", Ints), attr!("dtype", DType)];
 
 macro_rules! unary {
@@ -391,6 +393,18 @@ pub(super) fn all() -> Vec<OpDef> {
             )
         },
         OpDef {
+            cost: einsum::einsum_cost,
+            ..simple(
+                "einsum",
+                AtLeast(1),
+                &[required!("equation", Str)],
+                OutEWiseFusable,
+                einsum::einsum_rel,
+                einsum::einsum,
+                "ONNX Einsum: sum of products over the labelled axes of `equation` (\"bij,bjk->bik\"; `...` broadcasts, implicit output without `->`, repeated labels take diagonals)",
+            )
+        },
+        OpDef {
             cost: nn::conv2d_cost,
             ..simple(
                 "conv2d",
@@ -568,6 +582,15 @@ pub(super) fn all() -> Vec<OpDef> {
             "broadcasts x to `shape` under numpy rules",
         ),
         simple(
+            "bitcast",
+            Exact(1),
+            &[required!("dtype", DType)],
+            Elementwise,
+            shape::bitcast_rel,
+            shape::bitcast,
+            "ONNX BitCast: the bytes of x reinterpreted as `dtype`, of the same width",
+        ),
+        simple(
             "take",
             Exact(2),
             &[AXIS],
@@ -616,6 +639,54 @@ pub(super) fn all() -> Vec<OpDef> {
             )
         },
         simple(
+            "one_hot",
+            Exact(2),
+            &[required!("depth", Int), AXIS],
+            Injective,
+            index::one_hot_rel,
+            index::one_hot,
+            "ONNX OneHot: one_hot(indices, [off, on]) inserts an axis of length `depth` at `axis` (default -1), `on` at each index (negative counts from depth), `off` elsewhere",
+        ),
+        simple(
+            "gather_elements",
+            Exact(2),
+            &[AXIS],
+            Injective,
+            scatter::gather_elements_rel,
+            scatter::gather_elements,
+            "ONNX GatherElements: out[i] = data[i with `axis` (default 0) replaced by indices[i]]; indices i32/i64, negative count from the end",
+        ),
+        simple(
+            "scatter_elements",
+            Exact(3),
+            &[AXIS, attr!("reduction", Str)],
+            Injective,
+            scatter::scatter_elements_rel,
+            scatter::scatter_elements,
+            "ONNX ScatterElements: data with updates[i] written (`reduction` none, add, mul, max, min) at i with `axis` replaced by indices[i], in index order",
+        ),
+        simple(
+            "scatter_nd",
+            Exact(3),
+            &[attr!("reduction", Str)],
+            Injective,
+            scatter::scatter_nd_rel,
+            scatter::scatter_nd,
+            "ONNX ScatterND: data with the slices updates[i…] written (`reduction` none, add, mul, max, min) at the index tuples indices[i…, :], in index order",
+        ),
+        OpDef {
+            cost: grid_sample::grid_sample_cost,
+            ..simple(
+                "grid_sample",
+                Exact(2),
+                &[attr!("mode", Str), attr!("padding_mode", Str), attr!("align_corners", Bool)],
+                Injective,
+                grid_sample::grid_sample_rel,
+                grid_sample::grid_sample,
+                "ONNX GridSample: x [N,C,D1..Dr] sampled at grid [N,O1..Or,r] (normalised, x first), `mode` linear/nearest/cubic, `padding_mode` zeros/border/reflection, `align_corners`",
+            )
+        },
+        simple(
             "trilu",
             Exact(1),
             &[attr!("upper", Bool), attr!("k", Int)],
@@ -628,6 +699,56 @@ pub(super) fn all() -> Vec<OpDef> {
         reduction!("mean", Mean, "mean over `axis` (default all axes), `keepdims` keeps them as 1"),
         reduction!("max", Max, "maximum over `axis` (default all axes), `keepdims` keeps them as 1"),
         reduction!("min", Min, "minimum over `axis` (default all axes), `keepdims` keeps them as 1"),
+        reduction!("prod", Prod, "product over `axis` (default all axes), `keepdims` keeps them as 1; integers wrap"),
+        simple(
+            "argmax",
+            Exact(1),
+            ARG_ATTRS,
+            Reduce,
+            |args, attrs| reduce::arg_rel("argmax", args, attrs),
+            |args, attrs, ctx| reduce::arg("argmax", true, args, attrs, ctx),
+            "ONNX ArgMax: i64 position of the largest element along `axis` (default 0), first or with `select_last_index` last; NaN is largest; `keepdims` keeps the axis as 1",
+        ),
+        simple(
+            "argmin",
+            Exact(1),
+            ARG_ATTRS,
+            Reduce,
+            |args, attrs| reduce::arg_rel("argmin", args, attrs),
+            |args, attrs, ctx| reduce::arg("argmin", false, args, attrs, ctx),
+            "ONNX ArgMin: i64 position of the smallest element along `axis` (default 0), first or with `select_last_index` last; `keepdims` keeps the axis as 1",
+        ),
+        OpDef {
+            name: "topk",
+            arity: Exact(1),
+            attrs: &[required!("k", Int), attr!("axis", Int), attr!("largest", Bool), attr!("sorted", Bool)],
+            pattern: Opaque,
+            stateful: false,
+            tuple_result: true,
+            type_rel: reduce::topk_rel,
+            kernel: reduce::topk,
+            scalar_f32: None,
+            cost: reduce::topk_cost,
+            doc: "ONNX TopK: (values, i64 positions) of the `k` largest (`largest`, default) or smallest elements along `axis` (default -1), sorted, equal values by position",
+        },
+        simple(
+            "cumsum",
+            Exact(1),
+            CUM_ATTRS,
+            Injective,
+            |args, attrs| reduce::cum_rel("cumsum", args, attrs),
+            |args, attrs, ctx| reduce::cum("cumsum", false, args, attrs, ctx),
+            "ONNX CumSum: running sums along `axis` (default 0), from the end with `reverse`, leaving each element out with `exclusive`",
+        ),
+        simple(
+            "cumprod",
+            Exact(1),
+            CUM_ATTRS,
+            Injective,
+            |args, attrs| reduce::cum_rel("cumprod", args, attrs),
+            |args, attrs, ctx| reduce::cum("cumprod", true, args, attrs, ctx),
+            "ONNX CumProd: running products along `axis` (default 0), from the end with `reverse`, leaving each element out with `exclusive`",
+        ),
         simple(
             "zeros",
             Exact(0),

@@ -10,13 +10,17 @@
 //! TVM's generated code, so overflow is never a panic.
 //!
 //! The kernels are split by family: `elementwise` (unary, binary, comparisons, `where`,
-//! `cast`), `nn` (matmul, dense, conv2d, normalisations, softmax, dropout), `shape` (reshape,
-//! transpose, concatenate, split, broadcast_to), `reduce` (sum, mean, max) and `create`
-//! (zeros, ones, random_uniform).
+//! `cast`), `nn` (matmul, dense, conv2d, normalisations, softmax, dropout, einsum), `shape`
+//! (reshape, transpose, concatenate, split, broadcast_to), `index` (take, strided_slice, pad,
+//! trilu, one_hot), `scatter` (gather_elements, scatter_elements, scatter_nd), `reduce`
+//! (sum, mean, max, min, prod, argmax, argmin, topk, cumsum), `pool`, `resize` (resize2d,
+//! grid_sample) and `create` (zeros, ones, random_uniform).
 
 pub(crate) mod call_tir;
 pub(crate) mod create;
+pub(crate) mod einsum;
 pub(crate) mod elementwise;
+pub(crate) mod grid_sample;
 pub(crate) mod index;
 
 pub(crate) mod nn;
@@ -24,6 +28,7 @@ pub(crate) mod pool;
 
 pub(crate) mod reduce;
 pub(crate) mod resize;
+pub(crate) mod scatter;
 
 pub(crate) mod shape;
 #[cfg(test)]

@@ -19,9 +19,15 @@ use super::tensor::{self, tensor_i64s};
 use super::ExternalData;
 use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 
+mod attention;
 mod gather;
+mod layout;
+mod loss;
+mod nn;
 mod quant;
 mod rnn;
+mod signal;
+mod sort;
 
 /// A converter: one ONNX node (its attributes, inputs and opset in [`Cx`]) to passel calls,
 /// returning the node's outputs in order (`None` for outputs passel does not compute).
@@ -64,22 +70,29 @@ onnx_ops! {
     "Acos": 1 => |cx| unary(cx, "acos");
     "Acosh": 1 => |cx| unary(cx, "acosh");
     "Add": 2 => |cx| binary(cx, "add");
+    "AffineGrid": 2 => nn::affine_grid;
     "And": 2 => |cx| binary(cx, "logical_and");
+    "ArgMax": 1 => |cx| sort::arg(cx, "argmax");
+    "ArgMin": 1 => |cx| sort::arg(cx, "argmin");
     "Asin": 1 => |cx| unary(cx, "asin");
     "Asinh": 1 => |cx| unary(cx, "asinh");
     "Atan": 1 => |cx| unary(cx, "atan");
     "Atanh": 1 => |cx| unary(cx, "atanh");
-    "AveragePool": 1 => |cx| pool(cx, false);
+    "Attention": 6, from 24: 7 => attention::attention;
+    "AveragePool": 1 => |cx| pool(cx, PoolKind::Avg);
     "BatchNormalization": 5 => batch_norm;
+    "BitCast": 1 => bitcast;
     "BitShift": 2 => bit_shift;
     "BitwiseAnd": 2 => |cx| binary(cx, "bitwise_and");
     "BitwiseNot": 1 => |cx| unary(cx, "bitwise_not");
     "BitwiseOr": 2 => |cx| binary(cx, "bitwise_or");
     "BitwiseXor": 2 => |cx| binary(cx, "bitwise_xor");
+    "BlackmanWindow": 1 => |cx| signal::window(cx, signal::SignalWindow::Blackman);
     "Cast": 1 => cast;
     "CastLike": 2 => cast_like;
     "Ceil": 1 => |cx| unary(cx, "ceil");
     "Celu": 1 => |cx| param_unary(cx, "celu", &[("alpha", 1.0)]);
+    "CenterCropPad": 2 => layout::center_crop_pad;
     "Clip": 1, from 11: 3 => clip;
     "Concat": VARIADIC => concat;
     "Constant": 0 => constant;
@@ -89,19 +102,25 @@ onnx_ops! {
     "ConvTranspose": 3 => conv_transpose;
     "Cos": 1 => |cx| unary(cx, "cos");
     "Cosh": 1 => |cx| unary(cx, "cosh");
+    "CumProd": 2 => |cx| sort::cum(cx, "cumprod");
+    "CumSum": 2 => |cx| sort::cum(cx, "cumsum");
+    "DepthToSpace": 1 => layout::depth_to_space;
     "DequantizeLinear": 3 => quant::dequantize_linear;
     "Div": 2 => |cx| binary(cx, "divide");
     "Dropout": 1, from 12: 3 => dropout;
     "DynamicQuantizeLinear": 1 => quant::dynamic_quantize_linear;
+    "Einsum": VARIADIC => nn::einsum;
     "Elu": 1 => |cx| param_unary(cx, "elu", &[("alpha", 1.0)]);
     "Equal": 2 => |cx| binary(cx, "equal");
     "Erf": 1 => |cx| unary(cx, "erf");
     "Exp": 1 => |cx| unary(cx, "exp");
     "Expand": 2 => expand;
+    "EyeLike": 1 => layout::eye_like;
     "Flatten": 1 => flatten;
     "Floor": 1 => |cx| unary(cx, "floor");
     "GRU": 6 => rnn::gru;
     "Gather": 2 => gather;
+    "GatherElements": 2 => gather::gather_elements;
     "GatherND": 2 => gather::gather_nd;
     "Gelu": 1 => gelu;
     "Gemm": 3 => gemm;
@@ -109,8 +128,13 @@ onnx_ops! {
     "GlobalMaxPool": 1 => |cx| global_pool(cx, "global_max_pool2d");
     "Greater": 2 => |cx| binary(cx, "greater");
     "GreaterOrEqual": 2 => |cx| binary(cx, "greater_equal");
+    "GridSample": 2 => nn::grid_sample;
+    "GroupNormalization": 3 => nn::group_normalization;
+    "HammingWindow": 1 => |cx| signal::window(cx, signal::SignalWindow::Hamming);
+    "HannWindow": 1 => |cx| signal::window(cx, signal::SignalWindow::Hann);
     "HardSigmoid": 1 => |cx| param_unary(cx, "hard_sigmoid", &[("alpha", 0.2), ("beta", 0.5)]);
     "HardSwish": 1 => |cx| unary(cx, "hard_swish");
+    "Hardmax": 1 => sort::hardmax;
     "Identity": 1 => |cx| one(cx.input(0)?);
     "If": 1 => control_flow;
     "InstanceNormalization": 3 => instance_norm;
@@ -125,17 +149,22 @@ onnx_ops! {
     "Log": 1 => |cx| unary(cx, "log");
     "LogSoftmax": 1 => log_softmax;
     "Loop": VARIADIC => control_flow;
+    "LpNormalization": 1 => nn::lp_normalization;
+    "LpPool": 1 => |cx| pool(cx, PoolKind::Lp);
     "MatMul": 2 => |cx| binary(cx, "matmul");
     "MatMulInteger": 4 => quant::matmul_integer;
     "Max": VARIADIC => |cx| variadic(cx, "maximum");
-    "MaxPool": 1 => |cx| pool(cx, true);
+    "MaxPool": 1 => |cx| pool(cx, PoolKind::Max);
     "Mean": VARIADIC => mean;
+    "MeanVarianceNormalization": 1 => nn::mean_variance_normalization;
     "Min": VARIADIC => |cx| variadic(cx, "minimum");
     "Mish": 1 => |cx| unary(cx, "mish");
     "Mod": 2 => modulo;
     "Mul": 2 => |cx| binary(cx, "multiply");
     "Neg": 1 => |cx| unary(cx, "negative");
+    "NegativeLogLikelihoodLoss": 3 => loss::nll_loss;
     "Not": 1 => |cx| unary(cx, "logical_not");
+    "OneHot": 3 => layout::one_hot;
     "Or": 2 => |cx| binary(cx, "logical_or");
     "PRelu": 2 => prelu;
     "Pad": 1, from 11: 3, from 18: 4 => pad;
@@ -153,13 +182,19 @@ onnx_ops! {
     "ReduceMax": 1, from 18: 2 => |cx| reduce(cx, "max", 18);
     "ReduceMean": 1, from 18: 2 => |cx| reduce(cx, "mean", 18);
     "ReduceMin": 1, from 18: 2 => |cx| reduce(cx, "min", 18);
+    "ReduceProd": 1, from 18: 2 => |cx| reduce(cx, "prod", 18);
     "ReduceSum": 1, from 13: 2 => |cx| reduce(cx, "sum", 13);
     "ReduceSumSquare": 1, from 18: 2 => |cx| reduce_composite(cx, Composite::SumSquare);
     "Relu": 1 => |cx| unary(cx, "relu");
     "Reshape": 2 => reshape;
     "Resize": 2, from 11: 4 => resize;
+    "ReverseSequence": 2 => layout::reverse_sequence;
+    "RotaryEmbedding": 4 => attention::rotary_embedding;
     "Round": 1 => |cx| unary(cx, "round");
     "Scan": VARIADIC => control_flow;
+    "Scatter": 3 => gather::scatter_elements;
+    "ScatterElements": 3 => gather::scatter_elements;
+    "ScatterND": 3 => gather::scatter_nd;
     "Selu": 1 => |cx| param_unary(cx, "selu", &[("alpha", 1.673_263_192_176_818_8), ("gamma", 1.050_701_022_148_132_3)]);
     "Shape": 1 => shape;
     "Shrink": 1 => |cx| param_unary(cx, "shrink", &[("bias", 0.0), ("lambd", 0.5)]);
@@ -171,16 +206,22 @@ onnx_ops! {
     "Size": 1 => size;
     "Slice": 1, from 10: 5 => slice;
     "Softmax": 1 => softmax;
+    "SoftmaxCrossEntropyLoss": 3 => loss::softmax_cross_entropy_loss;
     "Softplus": 1 => |cx| unary(cx, "softplus");
     "Softsign": 1 => |cx| unary(cx, "softsign");
+    "SpaceToDepth": 1 => layout::space_to_depth;
     "Split": 1, from 13: 2 => split;
     "Sqrt": 1 => |cx| unary(cx, "sqrt");
     "Squeeze": 1, from 13: 2 => squeeze;
     "Sub": 2 => |cx| binary(cx, "subtract");
     "Sum": VARIADIC => |cx| variadic(cx, "add");
+    "SwiGLU": 2 => nn::swiglu;
+    "Swish": 1 => nn::swish;
     "Tan": 1 => |cx| unary(cx, "tan");
     "Tanh": 1 => |cx| unary(cx, "tanh");
     "ThresholdedRelu": 1 => |cx| param_unary(cx, "thresholded_relu", &[("alpha", 1.0)]);
+    "Tile": 2 => layout::tile;
+    "TopK": 1, from 10: 2 => sort::topk;
     "Transpose": 1 => transpose;
     "Trilu": 2 => trilu;
     "Unsqueeze": 1, from 13: 2 => unsqueeze;
@@ -555,6 +596,17 @@ fn bit_shift(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         other => return Err(format!("attribute `direction` must be LEFT or RIGHT, got {other:?}")),
     };
     one(cx.call(op, &[&a, &b], Attrs::new())?)
+}
+
+/// BitCast: the bytes of the input read as the `to` type (of the same width).
+fn bitcast(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let to = cx.int_opt("to")?.ok_or("attribute `to` is required")?;
+    let dtype = tensor::dtype_of(to as i32).map_err(|e| format!("bitcast target: {e}"))?;
+    if x.ty().dtype == dtype {
+        return one(x);
+    }
+    one(cx.call("bitcast", &[&x], Attrs::new().with("dtype", AttrValue::DType(dtype)))?)
 }
 
 fn cast_like(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
@@ -1265,20 +1317,46 @@ fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     windowed(cx, "conv2d_transpose", &[&x, &w], attrs, b, one_d)
 }
 
-fn pool(cx: &mut Cx<'_>, max: bool) -> R<Vec<Option<Val>>> {
+/// The pools: MaxPool, AveragePool, and LpPool as `(avg_pool(|x|^p) · window)^(1/p)` with
+/// the padding counted (it adds zeros to the sum).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PoolKind {
+    Max,
+    Avg,
+    Lp,
+}
+
+fn pool(cx: &mut Cx<'_>, kind: PoolKind) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
-    let one_d = match x.rank() {
-        4 => false,
-        3 => true,
-        r => return Err(format!("only 1-D and 2-D pooling (rank-3 or rank-4 input) are supported, got rank {r}")),
-    };
-    let x = if one_d {
-        let xs = x.shape();
-        cx.reshape(&x, &[xs[0], xs[1], 1, xs[2]], true)?
+    let p = if kind == PoolKind::Lp { cx.int("p", 2)? } else { 1 };
+    if p < 1 {
+        return Err(format!("attribute `p` must be positive, got {p}"));
+    }
+    let (x, dtype) = (x.clone(), x.ty().dtype);
+    let xin = if kind == PoolKind::Lp {
+        let a = cx.call_tmp("abs", &[&x], Attrs::new())?;
+        if p == 1 {
+            a
+        } else {
+            cx.call_tmp("power", &[&a, &Cx::scalar(dtype, p as f64)], Attrs::new())?
+        }
     } else {
         x
     };
-    let win = window(cx, &x.shape()[2..], None, true, one_d)?;
+    let (y, kernel) = if xin.rank() == 5 { pool_3d(cx, &xin, kind)? } else { pool_2d(cx, &xin, kind)? };
+    if kind != PoolKind::Lp {
+        return one(y);
+    }
+    let window = product(&kernel)?;
+    let sum = cx.call_tmp("multiply", &[&y, &Cx::scalar(dtype, window as f64)], Attrs::new())?;
+    if p == 1 {
+        return one(sum);
+    }
+    one(cx.call("power", &[&sum, &Cx::scalar(dtype, 1.0 / p as f64)], Attrs::new())?)
+}
+
+/// The call attributes of a 2-D pool of `kind` and its check that no window is all padding.
+fn pool_attrs(win: &Window, kind: PoolKind, ceil_mode: bool) -> R<(&'static str, Attrs)> {
     // A window that covers only padding has no value (NaN for AveragePool, -inf for MaxPool);
     // onnxruntime refuses such explicit pads ("Pad should be smaller than kernel").
     let (k, p) = (&win.kernel, &win.pads);
@@ -1287,22 +1365,129 @@ fn pool(cx: &mut Cx<'_>, max: bool) -> R<Vec<Option<Val>>> {
             "pads {p:?} must each be smaller than the kernel {k:?} (a window of only padding has no value)"
         ));
     }
-    let ceil_mode = cx.int("ceil_mode", 0)? != 0;
     let mut attrs = Attrs::new()
         .with("pool_size", ints(&win.kernel))
         .with("strides", ints(&win.strides))
         .with("padding", ints(&win.pads))
         .with("dilation", ints(&win.dilations))
         .with("ceil_mode", AttrValue::Bool(ceil_mode));
-    if max {
-        // storage_order only changes the Indices output, which is not computed.
+    Ok(match kind {
+        PoolKind::Max => ("max_pool2d", attrs),
+        PoolKind::Avg | PoolKind::Lp => {
+            attrs.set("count_include_pad", AttrValue::Bool(kind == PoolKind::Lp));
+            ("avg_pool2d", attrs)
+        }
+    })
+}
+
+/// MaxPool's `storage_order`, which only changes its Indices output (not computed).
+fn pool_kind_attrs(cx: &mut Cx<'_>, kind: PoolKind) -> R<()> {
+    if kind == PoolKind::Max {
         cx.int_opt("storage_order")?;
-        windowed(cx, "max_pool2d", &[&x], attrs, None, one_d)
-    } else {
-        let include = cx.int("count_include_pad", 0)? != 0;
-        attrs.set("count_include_pad", AttrValue::Bool(include));
-        windowed(cx, "avg_pool2d", &[&x], attrs, None, one_d)
     }
+    Ok(())
+}
+
+/// A 1-D or 2-D pool; returns the result and the window.
+fn pool_2d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
+    let one_d = match x.rank() {
+        4 => false,
+        3 => true,
+        r => return Err(format!("only 1-D, 2-D and 3-D pooling (rank-3 to rank-5 input) are supported, got rank {r}")),
+    };
+    let x = if one_d {
+        let xs = x.shape();
+        cx.reshape(x, &[xs[0], xs[1], 1, xs[2]], true)?
+    } else {
+        x.clone()
+    };
+    let win = window(cx, &x.shape()[2..], None, true, one_d)?;
+    let ceil_mode = cx.int("ceil_mode", 0)? != 0;
+    pool_kind_attrs(cx, kind)?;
+    let (op, mut attrs) = pool_attrs(&win, kind, ceil_mode)?;
+    if kind == PoolKind::Avg {
+        attrs.set("count_include_pad", AttrValue::Bool(cx.int("count_include_pad", 0)? != 0));
+    }
+    let y = if kind == PoolKind::Lp {
+        let y = cx.call_tmp(op, &[&x], attrs)?;
+        if one_d {
+            let s = y.shape();
+            cx.reshape(&y, &[s[0], s[1], s[3]], true)?
+        } else {
+            y
+        }
+    } else {
+        windowed(cx, op, &[&x], attrs, None, one_d)?.into_iter().next().flatten().ok_or("the pool has no result")?
+    };
+    let kernel = if one_d { win.kernel[1..].to_vec() } else { win.kernel };
+    Ok((y, kernel))
+}
+
+/// A 3-D pool `[N, C, D, H, W]` as two 2-D pools: over (H, W) on `[N, C·D, H, W]`, then over
+/// D on `[N, C, D, H'·W']` with a `[kd, 1]` window. The maximum, and the mean over a box of
+/// elements (padding counted or not, since the counted region is a box), are separable, so
+/// this is exact up to the rounding of the intermediate means.
+fn pool_3d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
+    let xs = x.shape();
+    let (n, c, d, h, w) = (xs[0], xs[1], xs[2], xs[3], xs[4]);
+    let kernel = pos(cx.ints_opt("kernel_shape")?.ok_or("attribute `kernel_shape` is required")?, "kernel size")?;
+    let strides = pos(cx.ints_opt("strides")?.unwrap_or(vec![1; 3]), "stride")?;
+    let dilations = pos(cx.ints_opt("dilations")?.unwrap_or(vec![1; 3]), "dilation")?;
+    if kernel.len() != 3 || strides.len() != 3 || dilations.len() != 3 || strides.contains(&0) || dilations.contains(&0)
+    {
+        return Err(format!(
+            "a 3-D pool needs 3 kernel sizes, strides and dilations (positive), got {kernel:?}, {strides:?} and {dilations:?}"
+        ));
+    }
+    let auto_pad = cx.string("auto_pad", "NOTSET")?;
+    let pads = match auto_pad.as_str() {
+        "NOTSET" => pos(cx.ints_opt("pads")?.unwrap_or(vec![0; 6]), "pad")?,
+        "VALID" => vec![0; 6],
+        "SAME_UPPER" | "SAME_LOWER" => same_pads(&xs[2..], &kernel, &strides, &dilations, auto_pad == "SAME_UPPER")?,
+        other => return Err(format!("auto_pad {other:?} is not supported")),
+    };
+    if pads.len() != 6 {
+        return Err(format!("pads {pads:?} must have 6 values for a 3-D window"));
+    }
+    let ceil_mode = cx.int("ceil_mode", 0)? != 0;
+    pool_kind_attrs(cx, kind)?;
+    let include = if kind == PoolKind::Avg { Some(cx.int("count_include_pad", 0)? != 0) } else { None };
+    let plane = Window {
+        kernel: kernel[1..].to_vec(),
+        strides: strides[1..].to_vec(),
+        dilations: dilations[1..].to_vec(),
+        pads: vec![pads[1], pads[2], pads[4], pads[5]],
+        auto_pad: "NOTSET".into(),
+    };
+    let depth = Window {
+        kernel: vec![kernel[0], 1],
+        strides: vec![strides[0], 1],
+        dilations: vec![dilations[0], 1],
+        pads: vec![pads[0], 0, pads[3], 0],
+        auto_pad: "NOTSET".into(),
+    };
+    let cd = c.checked_mul(d).ok_or("the shape overflows")?;
+    let x4 = cx.reshape(x, &[n, cd, h, w], true)?;
+    let (op, mut attrs) = pool_attrs(&plane, kind, ceil_mode)?;
+    if let Some(i) = include {
+        attrs.set("count_include_pad", AttrValue::Bool(i));
+    }
+    let y = cx.call_tmp(op, &[&x4], attrs)?;
+    let (h2, w2) = (y.shape()[2], y.shape()[3]);
+    let hw = h2.checked_mul(w2).ok_or("the shape overflows")?;
+    let y4 = cx.reshape(&y, &[n, c, d, hw], true)?;
+    let (op, mut attrs) = pool_attrs(&depth, kind, ceil_mode)?;
+    if let Some(i) = include {
+        attrs.set("count_include_pad", AttrValue::Bool(i));
+    }
+    let z = cx.call_tmp(op, &[&y4], attrs)?;
+    let d2 = z.shape()[2];
+    let out = if kind == PoolKind::Lp {
+        cx.reshape(&z, &[n, c, d2, h2, w2], true)?
+    } else {
+        cx.reshape(&z, &[n, c, d2, h2, w2], false)?
+    };
+    Ok((out, kernel))
 }
 
 fn batch_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {

@@ -1,6 +1,6 @@
 //! Injective operators that select, pad or mask elements by position: `take` (ONNX Gather),
-//! `strided_slice` (ONNX Slice), `pad` (ONNX Pad) and `trilu` (ONNX Trilu). They work on every
-//! dtype.
+//! `strided_slice` (ONNX Slice), `pad` (ONNX Pad), `trilu` (ONNX Trilu) and `one_hot` (ONNX
+//! OneHot). They work on every dtype.
 
 use ndarray::{ArcArray, ArrayD, IxDyn};
 
@@ -319,6 +319,69 @@ pub(crate) fn trilu(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KRe
             }
         }
         T::wrap(a.into_shared())
+    });
+    Ok(vec![out])
+}
+
+// ---- one_hot ----
+
+/// Type relation of `one_hot(indices, values, depth, axis=-1)` (ONNX OneHot): `values` is
+/// `[off, on]`; the result has the indices' shape with an axis of length `depth` inserted at
+/// `axis` (of the result), and the values' dtype.
+pub(crate) fn one_hot_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
+    let op = "one_hot";
+    check_arity(op, args.len(), 2)?;
+    let ind = tensor_arg(op, args, 0)?;
+    let values = tensor_arg(op, args, 1)?;
+    if ind.dtype == DType::Bool {
+        return Err(type_err(op, "indices must be numeric, got dtype bool"));
+    }
+    if values.shape[..] != [2] {
+        return Err(type_err(
+            op,
+            format_args!("values must be [off, on] of shape (2,), got {}", shape_str(&values.shape)),
+        ));
+    }
+    let depth = attr_int(op, attrs, "depth", 0)?;
+    if depth < 1 {
+        return Err(type_err(op, format_args!("`depth` must be positive, got {depth}")));
+    }
+    let rank = ind.shape.len() + 1;
+    let axis = norm_axis(op, attr_int(op, attrs, "axis", -1)?, rank)?;
+    let mut shape = ind.shape.to_vec();
+    shape.insert(axis, depth as u64);
+    Ok(Type::tensor(shape, values.dtype))
+}
+
+/// Kernel of `one_hot`: `on` where the position along `axis` equals the index (truncated;
+/// a negative index counts from `depth`), `off` elsewhere, so an index out of range gives a
+/// line of `off`.
+pub(crate) fn one_hot(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    let op = "one_hot";
+    let ty = one_hot_rel(&types_of(args), attrs)?;
+    let (shape, dtype) = out_dims(&ty)?;
+    let depth = attr_int(op, attrs, "depth", 0)?;
+    let axis = norm_axis(op, attr_int(op, attrs, "axis", -1)?, shape.len())?;
+    let ind: Vec<i64> = match args[0].dtype() {
+        DType::I64 => arr::<i64>(op, &args[0])?.iter().copied().collect(),
+        _ => args[0].to_f64s().iter().map(|&v| v.trunc() as i64).collect(),
+    };
+    let outer: usize = shape[..axis].iter().product();
+    let inner: usize = shape[axis + 1..].iter().product();
+    let out = with_elem!(dtype, T => {
+        let v: Vec<T> = arr::<T>(op, &args[1])?.iter().copied().collect();
+        let (off, on) = (v[0], v[1]);
+        let mut out = vec![off; outer * depth as usize * inner];
+        for o in 0..outer {
+            for j in 0..inner {
+                let i = ind[o * inner + j];
+                let i = if i < 0 { i + depth } else { i };
+                if (0..depth).contains(&i) {
+                    out[(o * depth as usize + i as usize) * inner + j] = on;
+                }
+            }
+        }
+        T::wrap(ArrayD::from_shape_vec(IxDyn(&shape), out).map_err(|e| invalid(op, e))?.into_shared())
     });
     Ok(vec![out])
 }

@@ -1,5 +1,6 @@
 //! Injective operators that rearrange elements: `reshape`, `transpose`, `concatenate`,
-//! `split` and `broadcast_to`. They work on every dtype.
+//! `split` and `broadcast_to`, and `bitcast`, which reinterprets them. They work on every
+//! dtype.
 
 use ndarray::{ArrayView, Axis, IxDyn, Slice};
 
@@ -277,4 +278,36 @@ pub(crate) fn broadcast_to(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx)
         T::wrap(v.to_owned().into_shared())
     });
     Ok(vec![out])
+}
+
+// ---- bitcast ----
+
+/// Type relation of `bitcast(x, dtype)` (ONNX BitCast): the shape of `x` with elements of
+/// `dtype`, which must have the width of `x`'s.
+pub(crate) fn bitcast_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
+    let op = "bitcast";
+    super::check_arity(op, args.len(), 1)?;
+    let x = tensor_arg(op, args, 0)?;
+    let to = super::attr_dtype(op, attrs, "dtype", None)?;
+    if to.size_bytes() != x.dtype.size_bytes() {
+        return Err(type_err(
+            op,
+            format_args!(
+                "cannot reinterpret {} ({} bytes) as {to} ({} bytes)",
+                x.dtype,
+                x.dtype.size_bytes(),
+                to.size_bytes()
+            ),
+        ));
+    }
+    Ok(Type::tensor(x.shape.to_vec(), to))
+}
+
+/// Kernel of `bitcast`: the same bytes (little-endian) read as `dtype`; a byte other than 0
+/// or 1 read as bool is an error.
+pub(crate) fn bitcast(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+    let ty = bitcast_rel(&types_of(args), attrs)?;
+    let (shape, dtype) = out_dims(&ty)?;
+    let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    Ok(vec![Tensor::from_le_bytes(&dims, dtype, &args[0].to_le_bytes())?])
 }

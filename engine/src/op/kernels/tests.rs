@@ -8,7 +8,9 @@ use rand::SeedableRng;
 use crate::ir::{AttrValue, Attrs, DType, Tensor, TensorError, Type};
 use crate::op::{self, KernelCtx, OpError};
 
+mod axis;
 mod hostile;
+mod indexing;
 mod onnx;
 
 pub(super) fn ctx() -> KernelCtx {
