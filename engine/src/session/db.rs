@@ -291,16 +291,43 @@ pub(crate) fn view_with(
 /// Under `testing.verify_each`, each pass's output is verified against `view`. When a form's
 /// precondition fails, the output is marked `unfusable` (the whole stage must run unfused).
 /// The statistics of what ran count at once (the session reports what it computed).
+///
+/// With a persistent store (`store.rs`), a stored result for the same key is used instead of
+/// running the passes, and a computed one is stored; `computing` is called only when the
+/// passes really run.
 pub(crate) fn run_function_stage(
     stage: &Stage,
     name: &Arc<str>,
     input: Arc<Function>,
     view: &Module,
     cancel: &dyn Fn(),
+    computing: &dyn Fn(),
 ) -> Result<StageOut, StageErr> {
     let StageKind::Function(passes) = &stage.kind else {
         return Err((0, PassError::msg(format!("stage {} is not a function stage", stage.label))));
     };
+    let Some(persist) = &stage.persist else {
+        computing();
+        return compute_function_stage(stage, passes, name, input, view, cancel);
+    };
+    let key = persist.key(name, &input, view);
+    if let Some(out) = persist.lookup(&key, name, &input) {
+        return Ok(out);
+    }
+    computing();
+    let out = compute_function_stage(stage, passes, name, input.clone(), view, cancel)?;
+    persist.save(&key, name, &input, &out);
+    Ok(out)
+}
+
+fn compute_function_stage(
+    stage: &Stage,
+    passes: &[crate::transform::FunctionPass],
+    name: &Arc<str>,
+    input: Arc<Function>,
+    view: &Module,
+    cancel: &dyn Fn(),
+) -> Result<StageOut, StageErr> {
     let checks = StageChecks { verify_each: stage.ctx.get_config(VERIFY_EACH, false), cancel };
     let run = run_stage_checked(passes, name, &input, view, &stage.ctx, &checks);
     for stats in &run.statistics {
@@ -344,8 +371,10 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Arc<
         Err(e) => return Some(Err(Arc::new((0, e)))),
     };
     let view = module_view(db, &name, &func, k);
-    db.record(k, &name);
-    Some(run_function_stage(&stage, &name, func, &view, &|| db.unwind_if_revision_cancelled()).map_err(Arc::new))
+    Some(
+        run_function_stage(&stage, &name, func, &view, &|| db.unwind_if_revision_cancelled(), &|| db.record(k, &name))
+            .map_err(Arc::new),
+    )
 }
 
 #[salsa::tracked(returns(clone))]
