@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod cache;
 pub mod conformance;
 pub mod console;
 pub mod debug;

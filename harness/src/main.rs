@@ -71,6 +71,9 @@ enum Command {
     /// culprit's BISECT line. A pipeline that fails or panics even with every execution is an
     /// error naming the pass and function (exit 1).
     Bisect(Box<BisectArgs>),
+    /// Inspect or trim a stage cache directory (`passel run --cache DIR`).
+    #[command(subcommand)]
+    Cache(passel_harness::cache::CacheCommand),
     /// List the registered passes with kind, opt level and required passes.
     Passes,
     /// List the registered PassContext config keys with their types.
@@ -189,6 +192,8 @@ struct RunArgs {
     /// name different files.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
+    #[command(flatten)]
+    cache: passel_harness::cache::CacheArgs,
     #[command(flatten)]
     debug: DebugArgs,
 }
@@ -648,14 +653,23 @@ fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String> {
             }
         }
     }
-    let outcome = ctx
-        .scope(|| {
-            let res = pipeline.run(module, &ctx);
-            let report = if args.timing { timing.render().ok() } else { None };
-            (res, report)
-        })
-        .map_err(|e| e.to_string())?;
-    let (res, report) = outcome;
+    let cache_dir = args.cache.dir_for(&ctx, args.trace.is_some())?;
+    let (res, report, cached_diags) = if let Some(dir) = &cache_dir {
+        let run = passel_harness::cache::run_cached(&pipeline, &ctx, &module, dir, args.cache.max_size()?)?;
+        if console.err(&run.note).is_err() {
+            return Ok(console.exit_code(ExitCode::FAILURE));
+        }
+        (run.result, None, Some(run.diagnostics))
+    } else {
+        let (res, report) = ctx
+            .scope(|| {
+                let res = pipeline.run(module, &ctx);
+                let report = if args.timing { timing.render().ok() } else { None };
+                (res, report)
+            })
+            .map_err(|e| e.to_string())?;
+        (res, report, None)
+    };
     let mut reproducer_failed = false;
     if let (Some(path), Some(failure)) = (&args.debug.reproducer, reproducer.failure()) {
         if let Err(e) = write_reproducer(console, path, &failure, &res, &pipeline, &ctx, &args) {
@@ -676,7 +690,7 @@ fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String> {
             return Ok(console.exit_code(ExitCode::FAILURE));
         }
     }
-    let diags = ctx.diagnostics().take();
+    let diags = cached_diags.unwrap_or_else(|| ctx.diagnostics().take());
     if !diags.is_empty() {
         let rendered = diag::render(&args.file.display().to_string(), &src, &diag::pass_diagnostics(&diags));
         if console.err(&rendered).is_err() {
@@ -810,6 +824,10 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench(console, args),
         Command::Watch(args) => watch(console, args),
         Command::Bisect(args) => bisect(console, *args),
+        Command::Cache(cmd) => match passel_harness::cache::cache_command(&cmd) {
+            Ok(text) => write_stdout(console, &text),
+            Err(e) => console.error(&e),
+        },
         Command::Passes => write_stdout(console, &list_passes_text()),
         Command::Configs => write_stdout(console, &list_configs_text()),
     }

@@ -16,22 +16,22 @@
 //!   stage reuses its result;
 //! - `names_at(k)`: the function list entering stage `k` (module passes may add or remove).
 //!
-//! Invariant: queries fan out only from [`run_stages`], outside every tracked function, each
-//! worker with its own database handle; a tracked function never starts parallel work over the
+//! Invariant: queries fan out only from [`run_stages`], outside every tracked function, through
+//! the executor's one fan-out (`fanout::map_items_with`), each worker with its own database
+//! handle; a tracked function never starts parallel work over the
 //! database. (A module pass run inside `barrier` may still fan out over functions with
 //! `PassContext::map_functions`; those workers run pass bodies and never touch the database.)
 
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::plan::{Plan, Stage, StageKind};
 use super::same::{same_function, same_signature};
 use crate::ir::{ExprKind, Function, Module};
 use crate::transform::executor::{run_stage_checked, StageChecks};
-use crate::transform::fanout::pool;
+use crate::transform::fanout::map_items_with;
 use crate::transform::{call_pass, Diagnostic, PassError, VERIFY_EACH};
 
 /// One function as loaded.
@@ -466,7 +466,7 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
         let names = names_at(db, id);
         match &stage.kind {
             StageKind::Function(passes) => {
-                let outs = fan_out(db, &names.0, stage.threads(threads), |db, name| {
+                let outs = map_items_with(stage.threads(threads), &names.0, db.clone(), |db, name| {
                     fn_stage(db, Key::new(db, name.clone(), k))
                 });
                 let outs: Vec<_> = outs.into_iter().flatten().collect();
@@ -555,24 +555,4 @@ pub(crate) fn first_error(
     let mut ok = Vec::with_capacity(outs.len());
     ok.extend(outs.into_iter().filter_map(Result::ok));
     Ok(ok)
-}
-
-/// Calls `f` on every name, in order: inline with one thread, else on the executor's cached
-/// pool of `threads` workers with rayon work stealing over single functions (as a plain run
-/// fans out), each rayon job with its own database handle.
-fn fan_out<T: Send>(
-    db: &SessionDb,
-    names: &[Arc<str>],
-    threads: usize,
-    f: impl Fn(&SessionDb, &Arc<str>) -> T + Sync,
-) -> Vec<T> {
-    let pool = if threads <= 1 || names.len() <= 1 { None } else { pool(threads) };
-    match pool {
-        Some(pool) => {
-            let db = db.clone();
-            let f = &f;
-            pool.install(move || names.par_iter().map_with(db, |db, name| f(db, name)).collect())
-        }
-        None => names.iter().map(|name| f(db, name)).collect(),
-    }
 }

@@ -16,7 +16,8 @@
 //!
 //! # Entries
 //! An entry holds the output function as canonical text (or a marker when the stage returned
-//! its input unchanged), the span of every node relative to the input's first span, the
+//! its input unchanged), the span of every node relative to the input's first span and every
+//! node's type (the text holds only the annotated ones), the
 //! diagnostics of each pass and whether the stage's fusion check failed, behind a header with
 //! a magic number, the format version, the key and a checksum of the payload. An entry is
 //! used only when all of these check and the text parses back into a well-formed function;
@@ -32,12 +33,12 @@ use dashmap::DashMap;
 
 use super::db::{callees, FnVal, StageOut};
 use super::same::span_base;
-use crate::ir::{parse_module, print_function, ExprKind, Function, Module, NodeId, Span};
+use crate::ir::{parse_module, print_function, DType, ExprKind, Function, Module, NodeId, Span, Type, TypeKind};
 use crate::transform::{Diagnostic, Severity};
 
 /// The version of the entry format and of the key derivation; bumping it starts a new key
 /// space.
-pub const STORE_FORMAT: u32 = 1;
+pub const STORE_FORMAT: u32 = 2;
 
 const MAGIC: &[u8; 4] = b"PSLS";
 
@@ -391,7 +392,9 @@ fn encode(key: &StageKey, name: &str, input: &Arc<Function>, out: &StageOut) -> 
     } else {
         let text = print_function(name, func);
         let spans: Vec<Option<Span>> = func.node_ids().map(|id| func.span(id)).collect();
-        let back = read_back(&text, name, &spans, base).ok()?;
+        // The text holds only the annotated types; every node's type is stored beside it.
+        let types: Vec<Option<Type>> = func.node_ids().map(|id| func.ty(id).cloned()).collect();
+        let back = read_back(&text, name, &spans, types.clone()).ok()?;
         if !same_content(&back, func) {
             return None;
         }
@@ -400,6 +403,15 @@ fn encode(key: &StageKey, name: &str, input: &Arc<Function>, out: &StageOut) -> 
         p.u32(spans.len() as u32);
         for span in &spans {
             write_span(&mut p, *span, base);
+        }
+        for ty in &types {
+            match ty {
+                Some(ty) => {
+                    p.u8(1);
+                    write_type(&mut p, ty, 0)?;
+                }
+                None => p.u8(0),
+            }
         }
     }
     p.u32(out.diags.len() as u32);
@@ -455,20 +467,97 @@ fn read_span(r: &mut Reader<'_>, base: u32) -> Result<Option<Span>, &'static str
     }
 }
 
-/// Parses `text` as the one function `@name` and gives its nodes `spans`.
-fn read_back(text: &str, name: &str, spans: &[Option<Span>], _base: u32) -> Result<Function, &'static str> {
+/// Types nest at most this deep in an entry.
+const MAX_TYPE_DEPTH: u32 = 64;
+
+fn write_type(w: &mut Writer, ty: &Type, depth: u32) -> Option<()> {
+    if depth > MAX_TYPE_DEPTH {
+        return None;
+    }
+    match ty.kind() {
+        TypeKind::Tensor(t) => {
+            w.u8(0);
+            w.u32(t.shape.len() as u32);
+            for &d in t.shape.iter() {
+                w.u64(d);
+            }
+            w.bytes(t.dtype.name().as_bytes());
+        }
+        TypeKind::Tuple(fields) => {
+            w.u8(1);
+            w.u32(fields.len() as u32);
+            for f in fields.iter() {
+                write_type(w, f, depth + 1)?;
+            }
+        }
+        TypeKind::Func(f) => {
+            w.u8(2);
+            w.u32(f.params.len() as u32);
+            for p in f.params.iter() {
+                write_type(w, p, depth + 1)?;
+            }
+            write_type(w, &f.ret, depth + 1)?;
+        }
+    }
+    Some(())
+}
+
+fn read_type(r: &mut Reader<'_>, depth: u32) -> Result<Type, &'static str> {
+    if depth > MAX_TYPE_DEPTH {
+        return Err("type nested too deep");
+    }
+    let count = |r: &mut Reader<'_>| -> Result<usize, &'static str> {
+        let n = r.u32()? as usize;
+        // Every element takes at least a byte.
+        if n > r.0.len() {
+            return Err("count larger than the entry");
+        }
+        Ok(n)
+    };
+    match r.u8()? {
+        0 => {
+            let rank = count(r)?;
+            let mut shape = Vec::with_capacity(rank);
+            for _ in 0..rank {
+                shape.push(r.u64()?);
+            }
+            let dtype = DType::from_name(r.str()?).ok_or("unknown dtype")?;
+            Ok(Type::tensor(shape, dtype))
+        }
+        1 => {
+            let n = count(r)?;
+            let fields = (0..n).map(|_| read_type(r, depth + 1)).collect::<Result<Vec<_>, _>>()?;
+            Ok(Type::tuple(fields))
+        }
+        2 => {
+            let n = count(r)?;
+            let params = (0..n).map(|_| read_type(r, depth + 1)).collect::<Result<Vec<_>, _>>()?;
+            let ret = read_type(r, depth + 1)?;
+            Ok(Type::func(params, ret))
+        }
+        _ => Err("bad type tag"),
+    }
+}
+
+/// Parses `text` as the one function `@name` and gives its nodes `spans` and `types`.
+fn read_back(
+    text: &str,
+    name: &str,
+    spans: &[Option<Span>],
+    types: Vec<Option<Type>>,
+) -> Result<Function, &'static str> {
     let module = parse_module(text).map_err(|_| "text does not parse")?;
     let [(found, func)] = module.entries() else { return Err("text is not one function") };
     if &**found != name {
         return Err("entry is for another function");
     }
-    if func.num_nodes() != spans.len() {
-        return Err("span table does not match the function");
+    if func.num_nodes() != spans.len() || func.num_nodes() != types.len() {
+        return Err("span or type table does not match the function");
     }
     if !func.is_well_formed() {
         return Err("function is not well formed");
     }
-    Ok(func.with_spans(spans.iter().map(|s| s.unwrap_or_default()).collect()))
+    Ok(func.with_spans(spans.iter().map(|s| s.unwrap_or_default()).collect()).with_types(types))
 }
 
 /// The result in `entry` for `input` (the function `name`) under `key`, or why it is refused.
@@ -510,7 +599,15 @@ fn decode(entry: &[u8], key: &StageKey, name: &str, input: &Arc<Function>) -> Re
             for _ in 0..n {
                 spans.push(read_span(&mut p, base)?);
             }
-            Arc::new(read_back(text, name, &spans, base)?)
+            let mut types = Vec::with_capacity(n);
+            for _ in 0..n {
+                types.push(match p.u8()? {
+                    0 => None,
+                    1 => Some(read_type(&mut p, 0)?),
+                    _ => return Err("bad type presence tag"),
+                });
+            }
+            Arc::new(read_back(text, name, &spans, types)?)
         }
         _ => return Err("bad output tag"),
     };
