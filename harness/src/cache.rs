@@ -184,7 +184,7 @@ impl StageStore for DiskStore {
         self.hits.fetch_add(1, Ordering::Relaxed);
         let last_use = file.metadata().and_then(|m| m.modified()).unwrap_or(UNIX_EPOCH);
         let now = SystemTime::now();
-        if now.duration_since(last_use).map_or(false, |d| d.as_millis() > TOUCH_AFTER_MS) {
+        if now.duration_since(last_use).is_ok_and(|d| d.as_millis() > TOUCH_AFTER_MS) {
             // Records the use for the LRU order; failing only makes eviction less exact.
             if let Ok(f) = std::fs::File::options().append(true).open(&path) {
                 let _ = f.set_modified(now);
