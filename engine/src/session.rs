@@ -36,6 +36,7 @@ mod kept;
 mod lean;
 mod plan;
 mod same;
+mod store;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -51,6 +52,8 @@ use self::kept::{Event, Kept, Store};
 use self::lean::LeanEdit;
 use self::plan::{plan, PassIds, Plan, Split};
 use self::same::{same_function, span_base};
+use self::store::StoreConfig;
+pub use self::store::{MemoryStore, StageKey, StageStore, STORE_FORMAT};
 use crate::ir::{Function, Module, ModuleError};
 use crate::transform::{Diagnostic, Pass, PassContext, PassError, PassKind, Sequential, Statistics};
 pub use crate::transform::{FirewallCheck, ModuleFirewall};
@@ -226,6 +229,8 @@ pub struct Session {
     ids: PassIds,
     splits: Vec<(String, Split)>,
     firewalls: Vec<(String, ModuleFirewall)>,
+    /// The persistent store stage results also go to ([`Session::set_store`]).
+    store: Option<StoreConfig>,
     order: Vec<Arc<str>>,
     entries: FxHashMap<Arc<str>, Entry>,
     /// Functions whose `base` differs from their `stored_base`.
@@ -243,7 +248,7 @@ impl Session {
         // A cold run refuses such a pipeline; so does a session (its plan would not recurse).
         pipeline.check_depth()?;
         let mut ids = PassIds::default();
-        let plan = plan(&pipeline, ctx, &mut ids, &[], &[])?;
+        let plan = plan(&pipeline, ctx, &mut ids, &[], &[], None)?;
         Ok(Session {
             db: SessionDb::new(plan),
             pipeline,
@@ -251,6 +256,7 @@ impl Session {
             ids,
             splits: Vec::new(),
             firewalls: Vec::new(),
+            store: None,
             order: Vec::new(),
             entries: FxHashMap::default(),
             moved: FxHashSet::default(),
@@ -318,7 +324,7 @@ impl Session {
         }
         self.splits.retain(|(n, _)| n != name);
         self.splits.push((name.to_string(), Split { prelude: split.prelude, per_function: split.per_function }));
-        let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls)?;
+        let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls, self.store.as_ref())?;
         self.set_plan(plan);
         Ok(())
     }
@@ -329,7 +335,19 @@ impl Session {
     pub fn set_firewall(&mut self, name: &str, firewall: ModuleFirewall) -> Result<(), SessionError> {
         self.firewalls.retain(|(n, _)| n != name);
         self.firewalls.push((name.to_string(), firewall));
-        let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls)?;
+        let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls, self.store.as_ref())?;
+        self.set_plan(plan);
+        Ok(())
+    }
+
+    /// Keeps function-stage results in `store` too, and looks them up there before running a
+    /// stage (`session/store.rs`), so that another session or process given the same store
+    /// reuses them. `build` names the code of the passes (the CLI gives a hash of its own
+    /// executable): results of another build are never used. Only stages whose passes are
+    /// all registered are stored. `None` stops using a store.
+    pub fn set_store(&mut self, store: Option<(Arc<dyn StageStore>, String)>) -> Result<(), SessionError> {
+        self.store = store.map(|(store, build)| StoreConfig { store, build });
+        let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls, self.store.as_ref())?;
         self.set_plan(plan);
         Ok(())
     }
@@ -337,7 +355,7 @@ impl Session {
     /// Replaces the pipeline. Stages whose passes and settings are unchanged keep their
     /// results (passes are identified by object, registry dependencies by name).
     pub fn set_pipeline(&mut self, pipeline: Sequential) -> Result<(), SessionError> {
-        let plan = plan(&pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls)?;
+        let plan = plan(&pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls, self.store.as_ref())?;
         self.pipeline = pipeline;
         self.set_plan(plan);
         Ok(())
@@ -348,7 +366,7 @@ impl Session {
     /// thread count alone recomputes nothing.
     pub fn set_context(&mut self, ctx: &PassContext) -> Result<(), SessionError> {
         check_no_instruments(ctx)?;
-        let plan = plan(&self.pipeline, ctx, &mut self.ids, &self.splits, &self.firewalls)?;
+        let plan = plan(&self.pipeline, ctx, &mut self.ids, &self.splits, &self.firewalls, self.store.as_ref())?;
         let same_settings = ctx.opt_level() == self.ctx.opt_level()
             && ctx.required_pass() == self.ctx.required_pass()
             && ctx.disabled_pass() == self.ctx.disabled_pass()

@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod cache;
 pub mod cmd;
 pub mod conformance;
 pub mod console;

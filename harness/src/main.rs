@@ -65,6 +65,9 @@ enum Command {
     /// culprit's BISECT line. A pipeline that fails or panics even with every execution is an
     /// error naming the pass and function (exit 1).
     Bisect(Box<cmd::bisect::BisectArgs>),
+    /// Inspect or trim a stage cache directory (`passel run --cache DIR`).
+    #[command(subcommand)]
+    Cache(passel_harness::cache::CacheCommand),
     /// List the registered passes with kind, opt level and required passes.
     Passes,
     /// List the registered PassContext config keys with their types.
@@ -100,6 +103,10 @@ fn main() -> ExitCode {
         },
         Command::Watch(args) => cmd::watch::watch(console, args),
         Command::Bisect(args) => cmd::bisect::bisect(console, *args),
+        Command::Cache(c) => match passel_harness::cache::cache_command(&c) {
+            Ok(text) => write_stdout(console, &text),
+            Err(e) => console.error(&e),
+        },
         Command::Passes => write_stdout(console, &cmd::list::list_passes_text()),
         Command::Configs => write_stdout(console, &cmd::list::list_configs_text()),
     }

@@ -325,6 +325,13 @@ impl Function {
         Function { attrs, ..self.clone() }
     }
 
+    /// A copy in which node `i` has source span `spans[i]` (nodes past the end of `spans`, and
+    /// entries equal to `Span::default()`, have none). The session's persistent store uses it
+    /// to give a function read back from its text the spans it was computed with.
+    pub fn with_spans(&self, spans: Vec<Span>) -> Function {
+        Function { spans: spans.into(), ..self.clone() }
+    }
+
     /// A copy in which node `i` has type `types[i]` (nodes past the end of `types` keep
     /// theirs). This is how type inference writes its results. The copy has a type table of its
     /// own holding each distinct type once.

@@ -16,22 +16,22 @@
 //!   stage reuses its result;
 //! - `names_at(k)`: the function list entering stage `k` (module passes may add or remove).
 //!
-//! Invariant: queries fan out only from [`run_stages`], outside every tracked function, each
-//! worker with its own database handle; a tracked function never starts parallel work over the
+//! Invariant: queries fan out only from [`run_stages`], outside every tracked function, through
+//! the executor's one fan-out (`fanout::map_items_with`), each worker with its own database
+//! handle; a tracked function never starts parallel work over the
 //! database. (A module pass run inside `barrier` may still fan out over functions with
 //! `PassContext::map_functions`; those workers run pass bodies and never touch the database.)
 
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::plan::{Plan, Stage, StageKind};
 use super::same::{same_function, same_signature};
 use crate::ir::{ExprKind, Function, Module};
 use crate::transform::executor::{run_stage_checked, StageChecks};
-use crate::transform::fanout::pool;
+use crate::transform::fanout::map_items_with;
 use crate::transform::{call_pass, Diagnostic, PassError, VERIFY_EACH};
 
 /// One function as loaded.
@@ -291,16 +291,43 @@ pub(crate) fn view_with(
 /// Under `testing.verify_each`, each pass's output is verified against `view`. When a form's
 /// precondition fails, the output is marked `unfusable` (the whole stage must run unfused).
 /// The statistics of what ran count at once (the session reports what it computed).
+///
+/// With a persistent store (`store.rs`), a stored result for the same key is used instead of
+/// running the passes, and a computed one is stored; `computing` is called only when the
+/// passes really run.
 pub(crate) fn run_function_stage(
     stage: &Stage,
     name: &Arc<str>,
     input: Arc<Function>,
     view: &Module,
     cancel: &dyn Fn(),
+    computing: &dyn Fn(),
 ) -> Result<StageOut, StageErr> {
     let StageKind::Function(passes) = &stage.kind else {
         return Err((0, PassError::msg(format!("stage {} is not a function stage", stage.label))));
     };
+    let Some(persist) = &stage.persist else {
+        computing();
+        return compute_function_stage(stage, passes, name, input, view, cancel);
+    };
+    let key = persist.key(name, &input, view);
+    if let Some(out) = persist.lookup(&key, name, &input) {
+        return Ok(out);
+    }
+    computing();
+    let out = compute_function_stage(stage, passes, name, input.clone(), view, cancel)?;
+    persist.save(&key, name, &input, &out);
+    Ok(out)
+}
+
+fn compute_function_stage(
+    stage: &Stage,
+    passes: &[crate::transform::FunctionPass],
+    name: &Arc<str>,
+    input: Arc<Function>,
+    view: &Module,
+    cancel: &dyn Fn(),
+) -> Result<StageOut, StageErr> {
     let checks = StageChecks { verify_each: stage.ctx.get_config(VERIFY_EACH, false), cancel };
     let run = run_stage_checked(passes, name, &input, view, &stage.ctx, &checks);
     for stats in &run.statistics {
@@ -344,8 +371,10 @@ fn fn_stage<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<StageOut, Arc<
         Err(e) => return Some(Err(Arc::new((0, e)))),
     };
     let view = module_view(db, &name, &func, k);
-    db.record(k, &name);
-    Some(run_function_stage(&stage, &name, func, &view, &|| db.unwind_if_revision_cancelled()).map_err(Arc::new))
+    Some(
+        run_function_stage(&stage, &name, func, &view, &|| db.unwind_if_revision_cancelled(), &|| db.record(k, &name))
+            .map_err(Arc::new),
+    )
 }
 
 #[salsa::tracked(returns(clone))]
@@ -437,7 +466,7 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
         let names = names_at(db, id);
         match &stage.kind {
             StageKind::Function(passes) => {
-                let outs = fan_out(db, &names.0, stage.threads(threads), |db, name| {
+                let outs = map_items_with(stage.threads(threads), &names.0, db.clone(), |db, name| {
                     fn_stage(db, Key::new(db, name.clone(), k))
                 });
                 let outs: Vec<_> = outs.into_iter().flatten().collect();
@@ -526,24 +555,4 @@ pub(crate) fn first_error(
     let mut ok = Vec::with_capacity(outs.len());
     ok.extend(outs.into_iter().filter_map(Result::ok));
     Ok(ok)
-}
-
-/// Calls `f` on every name, in order: inline with one thread, else on the executor's cached
-/// pool of `threads` workers with rayon work stealing over single functions (as a plain run
-/// fans out), each rayon job with its own database handle.
-fn fan_out<T: Send>(
-    db: &SessionDb,
-    names: &[Arc<str>],
-    threads: usize,
-    f: impl Fn(&SessionDb, &Arc<str>) -> T + Sync,
-) -> Vec<T> {
-    let pool = if threads <= 1 || names.len() <= 1 { None } else { pool(threads) };
-    match pool {
-        Some(pool) => {
-            let db = db.clone();
-            let f = &f;
-            pool.install(move || names.par_iter().map_with(db, |db, name| f(db, name)).collect())
-        }
-        None => names.iter().map(|name| f(db, name)).collect(),
-    }
 }

@@ -270,7 +270,7 @@ fn function_stage(
             None => store.callee(k, c),
         });
         // A failing pass: the cold run reports the error a serial run reports.
-        let out = run_function_stage(stage, &name, new_in, &view, &|| {}).map_err(|_| GiveUp)?;
+        let out = run_function_stage(stage, &name, new_in, &view, &|| {}, &|| {}).map_err(|_| GiveUp)?;
         if out.unfusable {
             return Err(Stop::GiveUp);
         }

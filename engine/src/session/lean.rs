@@ -164,7 +164,7 @@ pub(crate) fn run_cold(
                 let entries = current.entries();
                 let results = map_items(stage.threads(threads), entries, |(name, input)| {
                     let view = view_with(name, input, |c| current.get(c).cloned());
-                    let out = run_function_stage(stage, name, input.clone(), &view, &|| {});
+                    let out = run_function_stage(stage, name, input.clone(), &view, &|| {}, &|| {});
                     let source = source_of(name);
                     let before = prev.as_ref().and_then(|(_, index, sigs)| index.get(name).map(|&i| &sigs[i]));
                     let sig = sig_for(input, before, source);
@@ -339,7 +339,7 @@ fn replayed(
         LeanStage::Function { index, .. } if index.contains_key(name) => replayed(lean, stages, k - 1, name, memo)
             .and_then(|input| {
                 let view = view_with(name, &input, |c| lean.sig(k - 1, c));
-                run_function_stage(&stages[k - 1], name, input, &view, &|| {}).ok().map(|o| o.func.0)
+                run_function_stage(&stages[k - 1], name, input, &view, &|| {}, &|| {}).ok().map(|o| o.func.0)
             }),
         LeanStage::Function { .. } => None,
         LeanStage::Module { dropped, modified, .. } => match modified.get(name) {
@@ -419,7 +419,7 @@ impl EditStore for LeanEdit<'_> {
             return Ok(None);
         }
         let old_view = view_with(name, &old_in, |c| self.lean.sig(k, c));
-        let old_out = run_function_stage(stage, name, old_in, &old_view, &|| {}).map_err(|_| GiveUp)?;
+        let old_out = run_function_stage(stage, name, old_in, &old_view, &|| {}, &|| {}).map_err(|_| GiveUp)?;
         Ok(Some(old_out.func))
     }
 

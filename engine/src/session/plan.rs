@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHasher;
 
+use super::store::{Persist, StoreConfig};
 use crate::session::ModuleFirewall;
 use crate::transform::plan::{joins_function_stage, walk_calls};
 use crate::transform::{
@@ -62,6 +63,10 @@ pub(crate) struct Stage {
     /// ([`crate::transform::FunctionPass::on_calling_thread`]): its functions run one after
     /// the other there, whatever the session's thread count.
     pub(crate) on_calling_thread: bool,
+    /// A function stage's persistent identity and store, when the session has a store and
+    /// every pass of the stage is registered (`session/store.rs`). Not part of the
+    /// fingerprint: it changes where results may come from, not what they are.
+    pub(crate) persist: Option<Persist>,
 }
 
 impl PartialEq for Stage {
@@ -163,6 +168,7 @@ pub(crate) fn plan(
     ids: &mut PassIds,
     splits: &[(String, Split)],
     firewalls: &[(String, ModuleFirewall)],
+    store: Option<&StoreConfig>,
 ) -> Result<Plan, PassError> {
     let mut leaves: Vec<Leaf> = Vec::new();
     // The executor's walk (rules 12–16), flattening nested sequentials: a sequential's own call
@@ -248,15 +254,22 @@ pub(crate) fn plan(
     ctx.disabled_pass().hash(&mut settings);
     format!("{:?}", ctx.config()).hash(&mut settings);
     let settings = settings.finish();
+    let store = store.map(|cfg| {
+        let text =
+            format!("{}|{:?}|{:?}|{:?}", ctx.opt_level(), ctx.required_pass(), ctx.disabled_pass(), ctx.config());
+        (cfg, text)
+    });
+    let store = store.as_ref().map(|(cfg, text)| (*cfg, text.as_str()));
 
-    let stages: Vec<Arc<Stage>> = group(&leaves, settings, ctx, firewalls, true).into_iter().map(Arc::new).collect();
+    let stages: Vec<Arc<Stage>> =
+        group(&leaves, settings, ctx, firewalls, true, store).into_iter().map(Arc::new).collect();
     // A form whose precondition is checked at run time: one after its stage's first pass.
     let has_checked = stages.iter().any(|s| match &s.kind {
         StageKind::Function(passes) => passes.iter().skip(1).any(FunctionPass::reads_signatures),
         StageKind::Module(_) => false,
     });
     let unfused =
-        has_checked.then(|| group(&leaves, settings, ctx, firewalls, false).into_iter().map(Arc::new).collect());
+        has_checked.then(|| group(&leaves, settings, ctx, firewalls, false, store).into_iter().map(Arc::new).collect());
     Ok(Plan { stages, unfused })
 }
 
@@ -292,19 +305,25 @@ fn group(
     ctx: &PassContext,
     firewalls: &[(String, ModuleFirewall)],
     fuse: bool,
+    store: Option<(&StoreConfig, &str)>,
 ) -> Vec<Stage> {
     let mut stages: Vec<Stage> = Vec::new();
     // The function passes of the stage being formed, each with its identity and whether it is
     // a module pass's per-function form.
-    let mut run: Vec<(FunctionPass, Ident, bool)> = Vec::new();
-    let flush = |run: &mut Vec<(FunctionPass, Ident, bool)>, stages: &mut Vec<Stage>| {
+    let mut run: Vec<(FunctionPass, Ident, bool, Option<String>)> = Vec::new();
+    let flush = |run: &mut Vec<(FunctionPass, Ident, bool, Option<String>)>, stages: &mut Vec<Stage>| {
         if run.is_empty() {
             return;
         }
-        let passes: Vec<FunctionPass> = run.iter().map(|(p, _, _)| p.clone()).collect();
+        let passes: Vec<FunctionPass> = run.iter().map(|(p, _, _, _)| p.clone()).collect();
         let on_calling_thread = passes.iter().any(FunctionPass::runs_on_calling_thread);
         let label = passes.iter().map(|p| p.info().name.as_str()).collect::<Vec<_>>().join(",");
-        let fingerprint = fingerprint(settings, 'f', run.iter().map(|(_, i, m)| (i, *m)));
+        let fingerprint = fingerprint(settings, 'f', run.iter().map(|(_, i, m, _)| (i, *m)));
+        let persist = store.and_then(|(cfg, settings)| {
+            let names: Option<Vec<(String, bool)>> =
+                run.iter().map(|(_, _, form, name)| Some((name.clone()?, *form))).collect();
+            names.map(|names| Persist::new(cfg, settings, &names))
+        });
         stages.push(Stage {
             kind: StageKind::Function(passes),
             fingerprint,
@@ -312,6 +331,7 @@ fn group(
             ctx: ctx.clone(),
             firewall: None,
             on_calling_thread,
+            persist,
         });
         run.clear();
     };
@@ -325,14 +345,19 @@ fn group(
             // makes the stage's input as good as the previous pass's output for it).
             // The executor's joining rule, then the session's own: a split's form, and in the
             // unfused variant a function-local form, starts a stage.
-            let joins = joins_function_stage(run.iter().map(|(p, _, _)| p), next);
+            let joins = joins_function_stage(run.iter().map(|(p, _, _, _)| p), next);
             if leaf.form == Some(Form::Split) || (leaf.form == Some(Form::Local) && !fuse) || !joins {
                 flush(&mut run, &mut stages);
             }
             // A `ModuleSplit`'s per-function part is a plain function pass: as a module pass's
             // form it visits functions marked `SkipOptimization` too.
             let pass = if leaf.form.is_some() { next.clone().visiting_marked() } else { next.clone() };
-            run.push((pass, leaf.ident.clone(), leaf.form.is_some()));
+            // A session's own `ModuleSplit` part has no registered identity of its own.
+            let name = match (&leaf.ident, leaf.form) {
+                (Ident::Object(_), Some(Form::Split)) => None,
+                (ident, _) => persistent_name(next, ident),
+            };
+            run.push((pass, leaf.ident.clone(), leaf.form.is_some(), name));
             continue;
         }
         flush(&mut run, &mut stages);
@@ -349,10 +374,22 @@ fn group(
             ctx: ctx.clone(),
             firewall,
             on_calling_thread: false,
+            persist: None,
         });
     }
     flush(&mut run, &mut stages);
     stages
+}
+
+/// The name that identifies `pass` (planned as `ident`) across processes: its registry name,
+/// with the part for a split pass's per-function form. `None` for a pass the registry does not
+/// know under its name.
+fn persistent_name(pass: &FunctionPass, ident: &Ident) -> Option<String> {
+    match ident {
+        Ident::Registered(name) => Some(name.clone()),
+        Ident::Object(_) => canonical_pass_name(&pass.info().name).map(str::to_string),
+        Ident::Part(_, part) => canonical_pass_name(&pass.info().name).map(|name| format!("{name}/{part}")),
+    }
 }
 
 /// Hashes the settings, the stage kind and each pass's identity with whether it runs as a

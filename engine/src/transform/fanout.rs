@@ -34,6 +34,23 @@ pub(crate) fn map_items<I: Sync, T: Send>(threads: usize, items: &[I], task: imp
     }
 }
 
+/// [`map_items`] with a per-worker state: each rayon job gets its own clone of `state` (the
+/// incremental session's database handle: salsa's handles are `Send`, not `Sync`), the calling
+/// thread the original when the items run inline.
+pub(crate) fn map_items_with<I: Sync, S: Clone + Send, T: Send>(
+    threads: usize,
+    items: &[I],
+    mut state: S,
+    task: impl Fn(&mut S, &I) -> T + Sync + Send,
+) -> Vec<T> {
+    let n_threads = threads.max(1);
+    let pool = if n_threads == 1 || items.len() <= 1 { None } else { pool(n_threads) };
+    match pool {
+        Some(pool) => pool.install(|| items.par_iter().map_with(state, |s, item| task(s, item)).collect()),
+        None => items.iter().map(|item| task(&mut state, item)).collect(),
+    }
+}
+
 /// Drops `funcs` on the pool of `threads` workers when there is one and the list is long
 /// enough to pay for it (see `PassContext::replace_functions`).
 pub(crate) fn release(threads: usize, funcs: Vec<Arc<Function>>) {

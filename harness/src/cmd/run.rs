@@ -54,6 +54,8 @@ pub struct RunArgs {
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
     #[command(flatten)]
+    pub cache: crate::cache::CacheArgs,
+    #[command(flatten)]
     pub debug: DebugArgs,
 }
 
@@ -234,14 +236,23 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
             }
         }
     }
-    let outcome = ctx
-        .scope(|| {
-            let res = pipeline.run(module, &ctx);
-            let report = if args.timing { timing.render().ok() } else { None };
-            (res, report)
-        })
-        .map_err(|e| e.to_string())?;
-    let (res, report) = outcome;
+    let cache_dir = args.cache.dir_for(&ctx, args.trace.is_some())?;
+    let (res, report, cached_diags) = if let Some(dir) = &cache_dir {
+        let run = crate::cache::run_cached(&pipeline, &ctx, &module, dir, args.cache.max_size()?)?;
+        if console.err(&run.note).is_err() {
+            return Ok(console.exit_code(ExitCode::FAILURE));
+        }
+        (run.result, None, Some(run.diagnostics))
+    } else {
+        let (res, report) = ctx
+            .scope(|| {
+                let res = pipeline.run(module, &ctx);
+                let report = if args.timing { timing.render().ok() } else { None };
+                (res, report)
+            })
+            .map_err(|e| e.to_string())?;
+        (res, report, None)
+    };
     let mut reproducer_failed = false;
     if let (Some(path), Some(failure)) = (&args.debug.reproducer, reproducer.failure()) {
         if let Err(e) = write_reproducer(console, path, &failure, &res, &pipeline, &ctx, &args) {
@@ -262,7 +273,7 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
             return Ok(console.exit_code(ExitCode::FAILURE));
         }
     }
-    let diags = ctx.diagnostics().take();
+    let diags = cached_diags.unwrap_or_else(|| ctx.diagnostics().take());
     if !diags.is_empty() {
         let rendered = diag::render(&args.file.display().to_string(), &src, &diag::pass_diagnostics(&diags));
         if console.err(&rendered).is_err() {

@@ -1,0 +1,648 @@
+//! The session's persistent tier: function-stage results kept outside the process, keyed by
+//! content, so that a new process (or another machine sharing the store) re-runs only the
+//! stages whose inputs it has not seen.
+//!
+//! A function stage's result is a pure function of the function's content, what its module
+//! view shows of its callees (their signatures), the stage's passes and the context settings,
+//! and the code of the passes. [`StageKey`] hashes all of it; the code is named by the engine
+//! version, the entry format and a *build* string the embedder gives
+//! ([`super::Session::set_store`]; the CLI passes a hash of its own executable, so any
+//! rebuild starts a new key space). A stage is stored only when every pass of it is a
+//! registered pass (identified by its registry name): a pass object the registry does not
+//! know has no identity that outlives the process.
+//!
+//! The engine does no IO: a [`StageStore`] is a byte store that the embedder implements
+//! (the CLI's is a directory and, behind it, Redis); [`MemoryStore`] is the in-process one.
+//!
+//! # Entries
+//! An entry holds the output function as canonical text (or a marker when the stage returned
+//! its input unchanged), the span of every node relative to the input's first span and every
+//! node's type (the text holds only the annotated ones), the
+//! diagnostics of each pass and whether the stage's fusion check failed, behind a header with
+//! a magic number, the format version, the key and a checksum of the payload. An entry is
+//! used only when all of these check and the text parses back into a well-formed function;
+//! anything else is reported ([`StageStore::rejected`]) and recomputed, never trusted and
+//! never fatal. An output is stored only when its text reads back into the same function (the
+//! same nodes, ids, names, types, constants, attributes and relative spans: what later stages
+//! and the printed output depend on), so a hit gives exactly what the computation gave.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+
+use super::db::{callees, FnVal, StageOut};
+use super::same::span_base;
+use crate::ir::{parse_module, print_function, DType, ExprKind, Function, Module, NodeId, Span, Type, TypeKind};
+use crate::transform::{Diagnostic, Severity};
+
+/// The version of the entry format and of the key derivation; bumping it starts a new key
+/// space.
+pub const STORE_FORMAT: u32 = 2;
+
+const MAGIC: &[u8; 4] = b"PSLS";
+
+/// A stage result's key: a 128-bit hash of everything the result depends on.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct StageKey(pub [u8; 16]);
+
+impl StageKey {
+    /// The key as 32 lowercase hex digits.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Display for StageKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// Where a session keeps stage results beyond its own memory: bytes by key. Implementations
+/// must be safe to call from the session's worker threads at once, and must never fail a run:
+/// a `get` that cannot answer returns `None`, a `put` that cannot write drops the entry.
+pub trait StageStore: Send + Sync {
+    /// The entry stored under `key`, if any.
+    fn get(&self, key: &StageKey) -> Option<Vec<u8>>;
+    /// Stores `entry` under `key` (replacing any entry there).
+    fn put(&self, key: &StageKey, entry: &[u8]);
+    /// The entry under `key` failed a check (`reason`) and was recomputed; a store may warn
+    /// and drop it.
+    fn rejected(&self, key: &StageKey, reason: &str) {
+        let _ = (key, reason);
+    }
+}
+
+/// An in-process store shared by the worker threads (and by sessions that are given the same
+/// one): a concurrent map, so workers that look up or store different functions never wait
+/// on one lock. Optionally in front of a slower store (`behind`): a miss is asked there and a
+/// hit kept here; a put goes to both.
+#[derive(Default)]
+pub struct MemoryStore {
+    map: DashMap<StageKey, Arc<[u8]>>,
+    behind: Option<Arc<dyn StageStore>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    /// An empty store in front of `behind`.
+    pub fn in_front_of(behind: Arc<dyn StageStore>) -> MemoryStore {
+        MemoryStore { map: DashMap::new(), behind: Some(behind) }
+    }
+
+    /// How many entries it holds.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether it holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Every key, in no particular order.
+    pub fn keys(&self) -> Vec<StageKey> {
+        self.map.iter().map(|e| *e.key()).collect()
+    }
+
+    /// Replaces the entry under `key` by `entry` without passing it on (for tests that damage
+    /// entries).
+    pub fn overwrite(&self, key: &StageKey, entry: Vec<u8>) {
+        self.map.insert(*key, entry.into());
+    }
+}
+
+impl StageStore for MemoryStore {
+    fn get(&self, key: &StageKey) -> Option<Vec<u8>> {
+        if let Some(entry) = self.map.get(key) {
+            return Some(entry.to_vec());
+        }
+        let entry = self.behind.as_ref()?.get(key)?;
+        self.map.insert(*key, entry.as_slice().into());
+        Some(entry)
+    }
+
+    fn put(&self, key: &StageKey, entry: &[u8]) {
+        self.map.insert(*key, entry.into());
+        if let Some(behind) = &self.behind {
+            behind.put(key, entry);
+        }
+    }
+
+    fn rejected(&self, key: &StageKey, reason: &str) {
+        self.map.remove(key);
+        if let Some(behind) = &self.behind {
+            behind.rejected(key, reason);
+        }
+    }
+}
+
+/// A stable 128-bit hasher: two SipHash-1-3 streams with fixed keys (`DefaultHasher::new`),
+/// the second one prefixed. Deterministic across processes of one build; the key space is
+/// per build anyway.
+struct StableHasher(DefaultHasher, DefaultHasher);
+
+impl StableHasher {
+    fn new() -> StableHasher {
+        let mut second = DefaultHasher::new();
+        second.write(b"passel-store-second-stream");
+        StableHasher(DefaultHasher::new(), second)
+    }
+
+    fn finish128(&self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&self.0.finish().to_le_bytes());
+        out[8..].copy_from_slice(&self.1.finish().to_le_bytes());
+        out
+    }
+}
+
+impl Hasher for StableHasher {
+    fn finish(&self) -> u64 {
+        self.0.finish()
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.write(bytes);
+        self.1.write(bytes);
+    }
+}
+
+/// A stage's persistent identity and the store its results go to.
+#[derive(Clone)]
+pub(crate) struct Persist {
+    fingerprint: [u8; 16],
+    pub(crate) store: Arc<dyn StageStore>,
+}
+
+/// What a session was given with [`super::Session::set_store`].
+#[derive(Clone)]
+pub(crate) struct StoreConfig {
+    pub(crate) store: Arc<dyn StageStore>,
+    pub(crate) build: String,
+}
+
+impl Persist {
+    /// The persistent identity of a function stage whose passes have the registered names
+    /// `passes` (each with whether it runs as a module pass's per-function form), under the
+    /// settings `settings` (opt level, required and disabled passes, config, as text).
+    pub(crate) fn new(cfg: &StoreConfig, settings: &str, passes: &[(String, bool)]) -> Persist {
+        let mut h = StableHasher::new();
+        (STORE_FORMAT, env!("CARGO_PKG_VERSION"), cfg.build.as_str(), settings).hash(&mut h);
+        passes.hash(&mut h);
+        Persist { fingerprint: h.finish128(), store: cfg.store.clone() }
+    }
+
+    /// The key of this stage's result for `input` (the function `name`) with module view
+    /// `view`.
+    pub(crate) fn key(&self, name: &str, input: &Function, view: &Module) -> StageKey {
+        let mut h = StableHasher::new();
+        self.fingerprint.hash(&mut h);
+        name.hash(&mut h);
+        hash_content(input, &mut h);
+        for callee in callees(name, input) {
+            callee.hash(&mut h);
+            match view.get(callee) {
+                Some(f) => {
+                    1u8.hash(&mut h);
+                    hash_signature(f, &mut h);
+                }
+                None => 0u8.hash(&mut h),
+            }
+        }
+        StageKey(h.finish128())
+    }
+
+    /// The stored result under `key` for `input` (the function `name`), when there is one and
+    /// it passes every check; a failing entry is reported to the store.
+    pub(crate) fn lookup(&self, key: &StageKey, name: &str, input: &Arc<Function>) -> Option<StageOut> {
+        let entry = self.store.get(key)?;
+        match decode(&entry, key, name, input) {
+            Ok(out) => Some(out),
+            Err(reason) => {
+                self.store.rejected(key, reason);
+                None
+            }
+        }
+    }
+
+    /// Stores `out`, the stage's result for `input` (the function `name`), under `key` when
+    /// its text reads back exactly.
+    pub(crate) fn save(&self, key: &StageKey, name: &str, input: &Arc<Function>, out: &StageOut) {
+        if let Some(entry) = encode(key, name, input, out) {
+            self.store.put(key, &entry);
+        }
+    }
+}
+
+/// Feeds everything of `f` that a stage's result depends on into `h`: what
+/// `same::same_function` compares (nodes, ids, types, relative spans, attributes), with names,
+/// constants and attributes by value rather than by table index.
+fn hash_content(f: &Function, h: &mut impl Hasher) {
+    f.num_nodes().hash(h);
+    f.body().hash(h);
+    f.ret_ty().hash(h);
+    f.attrs().hash(h);
+    f.try_params().hash(h);
+    let base = span_base(f);
+    for id in f.node_ids() {
+        let node = f.node(id);
+        f.ty(id).hash(h);
+        f.span(id).map(|s| (s.start.wrapping_sub(base), s.end.wrapping_sub(base))).hash(h);
+        std::mem::discriminant(&node.kind).hash(h);
+        match node.kind {
+            ExprKind::Var { name } | ExprKind::Global { name } => f.try_sym(name).hash(h),
+            ExprKind::Const { idx } => f.try_constant(idx).hash(h),
+            ExprKind::Call { op, attrs, args } => {
+                op.hash(h);
+                f.try_call_attrs(attrs).hash(h);
+                f.try_ids(args).hash(h);
+            }
+            ExprKind::Apply { callee, args } => {
+                callee.hash(h);
+                f.try_ids(args).hash(h);
+            }
+            ExprKind::Tuple { fields } => f.try_ids(fields).hash(h),
+            ExprKind::Proj { tuple, index } => (tuple, index).hash(h),
+            ExprKind::If { cond, then_, else_ } => (cond, then_, else_).hash(h),
+            ExprKind::Func { idx } => match f.try_closure(idx) {
+                Some(c) => {
+                    f.try_ids(c.params).hash(h);
+                    c.body.hash(h);
+                    c.ret_ty.hash(h);
+                    c.attrs.hash(h);
+                }
+                None => 0u8.hash(h),
+            },
+            ExprKind::Block { bindings, result } => {
+                f.try_ids(bindings).hash(h);
+                result.hash(h);
+            }
+        }
+    }
+}
+
+/// Feeds what a caller sees of `f` (as `same::same_signature` compares it) into `h`.
+fn hash_signature(f: &Function, h: &mut impl Hasher) {
+    f.attrs().hash(h);
+    f.ret_ty().hash(h);
+    f.try_ty(f.body()).hash(h);
+    for &p in f.try_params().unwrap_or(&[]) {
+        f.try_ty(p).hash(h);
+    }
+}
+
+/// Whether `a` and `b` agree on everything [`hash_content`] hashes.
+fn same_content(a: &Function, b: &Function) -> bool {
+    let (mut ha, mut hb) = (StableHasher::new(), StableHasher::new());
+    hash_content(a, &mut ha);
+    hash_content(b, &mut hb);
+    ha.finish128() == hb.finish128()
+}
+
+/// Appends little-endian integers and length-prefixed byte strings.
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, v: &[u8]) {
+        self.u64(v.len() as u64);
+        self.0.extend_from_slice(v);
+    }
+    fn opt_str(&mut self, v: Option<&str>) {
+        match v {
+            Some(s) => {
+                self.u8(1);
+                self.bytes(s.as_bytes());
+            }
+            None => self.u8(0),
+        }
+    }
+}
+
+/// Reads what [`Writer`] wrote; every read fails cleanly past the end.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
+        if self.0.len() < n {
+            return Err("truncated entry");
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, &'static str> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, &'static str> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().map_err(|_| "truncated entry")?))
+    }
+    fn u64(&mut self) -> Result<u64, &'static str> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().map_err(|_| "truncated entry")?))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], &'static str> {
+        let n = usize::try_from(self.u64()?).map_err(|_| "truncated entry")?;
+        self.take(n)
+    }
+    fn str(&mut self) -> Result<&'a str, &'static str> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| "text is not UTF-8")
+    }
+    fn opt_str(&mut self) -> Result<Option<&'a str>, &'static str> {
+        match self.u8()? {
+            0 => Ok(None),
+            1 => self.str().map(Some),
+            _ => Err("bad tag"),
+        }
+    }
+}
+
+fn checksum(payload: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    h.write(payload);
+    h.finish()
+}
+
+/// Output kinds in an entry.
+const SAME_AS_INPUT: u8 = 0;
+const TEXT: u8 = 1;
+
+/// The entry for `out` (the result for `input`, function `name`), or `None` when its text does
+/// not read back into the same function.
+fn encode(key: &StageKey, name: &str, input: &Arc<Function>, out: &StageOut) -> Option<Vec<u8>> {
+    let base = span_base(input);
+    let mut p = Writer(Vec::new());
+    p.u8(u8::from(out.unfusable));
+    let func = &out.func.0;
+    if Arc::ptr_eq(func, input) {
+        p.u8(SAME_AS_INPUT);
+    } else {
+        let text = print_function(name, func);
+        let spans: Vec<Option<Span>> = func.node_ids().map(|id| func.span(id)).collect();
+        // The text holds only the annotated types; every node's type is stored beside it.
+        let types: Vec<Option<Type>> = func.node_ids().map(|id| func.ty(id).cloned()).collect();
+        let back = read_back(&text, name, &spans, types.clone()).ok()?;
+        if !same_content(&back, func) {
+            return None;
+        }
+        p.u8(TEXT);
+        p.bytes(text.as_bytes());
+        p.u32(spans.len() as u32);
+        for span in &spans {
+            write_span(&mut p, *span, base);
+        }
+        for ty in &types {
+            match ty {
+                Some(ty) => {
+                    p.u8(1);
+                    write_type(&mut p, ty, 0)?;
+                }
+                None => p.u8(0),
+            }
+        }
+    }
+    p.u32(out.diags.len() as u32);
+    for diags in out.diags.iter() {
+        p.u32(diags.len() as u32);
+        for d in diags {
+            p.u8(match d.severity {
+                Severity::Warning => 0,
+                Severity::Error => 1,
+            });
+            p.bytes(d.pass.as_bytes());
+            p.opt_str(d.function.as_deref());
+            write_span(&mut p, d.span, base);
+            match d.node {
+                Some(node) => {
+                    p.u8(1);
+                    p.u32(node.0);
+                }
+                None => p.u8(0),
+            }
+            p.bytes(d.message.as_bytes());
+        }
+    }
+    let payload = p.0;
+    let mut e = Writer(Vec::with_capacity(payload.len() + 40));
+    e.0.extend_from_slice(MAGIC);
+    e.u32(STORE_FORMAT);
+    e.0.extend_from_slice(&key.0);
+    e.u64(checksum(&payload));
+    e.bytes(&payload);
+    Some(e.0)
+}
+
+fn write_span(w: &mut Writer, span: Option<Span>, base: u32) {
+    match span {
+        Some(s) => {
+            w.u8(1);
+            w.u32(s.start.wrapping_sub(base));
+            w.u32(s.end.wrapping_sub(base));
+        }
+        None => w.u8(0),
+    }
+}
+
+fn read_span(r: &mut Reader<'_>, base: u32) -> Result<Option<Span>, &'static str> {
+    match r.u8()? {
+        0 => Ok(None),
+        1 => {
+            let (start, end) = (r.u32()?, r.u32()?);
+            Ok(Some(Span { start: start.wrapping_add(base), end: end.wrapping_add(base) }))
+        }
+        _ => Err("bad span tag"),
+    }
+}
+
+/// Types nest at most this deep in an entry.
+const MAX_TYPE_DEPTH: u32 = 64;
+
+fn write_type(w: &mut Writer, ty: &Type, depth: u32) -> Option<()> {
+    if depth > MAX_TYPE_DEPTH {
+        return None;
+    }
+    match ty.kind() {
+        TypeKind::Tensor(t) => {
+            w.u8(0);
+            w.u32(t.shape.len() as u32);
+            for &d in t.shape.iter() {
+                w.u64(d);
+            }
+            w.bytes(t.dtype.name().as_bytes());
+        }
+        TypeKind::Tuple(fields) => {
+            w.u8(1);
+            w.u32(fields.len() as u32);
+            for f in fields.iter() {
+                write_type(w, f, depth + 1)?;
+            }
+        }
+        TypeKind::Func(f) => {
+            w.u8(2);
+            w.u32(f.params.len() as u32);
+            for p in f.params.iter() {
+                write_type(w, p, depth + 1)?;
+            }
+            write_type(w, &f.ret, depth + 1)?;
+        }
+    }
+    Some(())
+}
+
+fn read_type(r: &mut Reader<'_>, depth: u32) -> Result<Type, &'static str> {
+    if depth > MAX_TYPE_DEPTH {
+        return Err("type nested too deep");
+    }
+    let count = |r: &mut Reader<'_>| -> Result<usize, &'static str> {
+        let n = r.u32()? as usize;
+        // Every element takes at least a byte.
+        if n > r.0.len() {
+            return Err("count larger than the entry");
+        }
+        Ok(n)
+    };
+    match r.u8()? {
+        0 => {
+            let rank = count(r)?;
+            let mut shape = Vec::with_capacity(rank);
+            for _ in 0..rank {
+                shape.push(r.u64()?);
+            }
+            let dtype = DType::from_name(r.str()?).ok_or("unknown dtype")?;
+            Ok(Type::tensor(shape, dtype))
+        }
+        1 => {
+            let n = count(r)?;
+            let fields = (0..n).map(|_| read_type(r, depth + 1)).collect::<Result<Vec<_>, _>>()?;
+            Ok(Type::tuple(fields))
+        }
+        2 => {
+            let n = count(r)?;
+            let params = (0..n).map(|_| read_type(r, depth + 1)).collect::<Result<Vec<_>, _>>()?;
+            let ret = read_type(r, depth + 1)?;
+            Ok(Type::func(params, ret))
+        }
+        _ => Err("bad type tag"),
+    }
+}
+
+/// Parses `text` as the one function `@name` and gives its nodes `spans` and `types`.
+fn read_back(
+    text: &str,
+    name: &str,
+    spans: &[Option<Span>],
+    types: Vec<Option<Type>>,
+) -> Result<Function, &'static str> {
+    let module = parse_module(text).map_err(|_| "text does not parse")?;
+    let [(found, func)] = module.entries() else { return Err("text is not one function") };
+    if &**found != name {
+        return Err("entry is for another function");
+    }
+    if func.num_nodes() != spans.len() || func.num_nodes() != types.len() {
+        return Err("span or type table does not match the function");
+    }
+    if !func.is_well_formed() {
+        return Err("function is not well formed");
+    }
+    Ok(func.with_spans(spans.iter().map(|s| s.unwrap_or_default()).collect()).with_types(types))
+}
+
+/// The result in `entry` for `input` (the function `name`) under `key`, or why it is refused.
+fn decode(entry: &[u8], key: &StageKey, name: &str, input: &Arc<Function>) -> Result<StageOut, &'static str> {
+    let mut r = Reader(entry);
+    if r.take(4)? != MAGIC {
+        return Err("not a passel store entry");
+    }
+    if r.u32()? != STORE_FORMAT {
+        return Err("entry of another format version");
+    }
+    if r.take(16)? != key.0 {
+        return Err("entry is for another key");
+    }
+    let sum = r.u64()?;
+    let payload = r.bytes()?;
+    if !r.0.is_empty() {
+        return Err("trailing bytes after the entry");
+    }
+    if checksum(payload) != sum {
+        return Err("checksum mismatch");
+    }
+    let base = span_base(input);
+    let mut p = Reader(payload);
+    let unfusable = match p.u8()? {
+        0 => false,
+        1 => true,
+        _ => return Err("bad flag"),
+    };
+    let func = match p.u8()? {
+        SAME_AS_INPUT => input.clone(),
+        TEXT => {
+            let text = p.str()?;
+            let n = p.u32()? as usize;
+            if n > payload.len() {
+                return Err("span table larger than the entry");
+            }
+            let mut spans = Vec::with_capacity(n);
+            for _ in 0..n {
+                spans.push(read_span(&mut p, base)?);
+            }
+            let mut types = Vec::with_capacity(n);
+            for _ in 0..n {
+                types.push(match p.u8()? {
+                    0 => None,
+                    1 => Some(read_type(&mut p, 0)?),
+                    _ => return Err("bad type presence tag"),
+                });
+            }
+            Arc::new(read_back(text, name, &spans, types)?)
+        }
+        _ => return Err("bad output tag"),
+    };
+    let n_passes = p.u32()? as usize;
+    if n_passes > payload.len() {
+        return Err("pass count larger than the entry");
+    }
+    let mut diags = Vec::with_capacity(n_passes);
+    for _ in 0..n_passes {
+        let n = p.u32()? as usize;
+        if n > payload.len() {
+            return Err("diagnostic count larger than the entry");
+        }
+        let mut list = Vec::with_capacity(n);
+        for _ in 0..n {
+            let severity = match p.u8()? {
+                0 => Severity::Warning,
+                1 => Severity::Error,
+                _ => return Err("bad severity"),
+            };
+            let pass = p.str()?.to_string();
+            let function = p.opt_str()?.map(str::to_string);
+            let span = read_span(&mut p, base)?;
+            let node = match p.u8()? {
+                0 => None,
+                1 => Some(NodeId(p.u32()?)),
+                _ => return Err("bad node tag"),
+            };
+            let message = p.str()?.to_string();
+            list.push(Diagnostic { severity, pass, function, span, node, message });
+        }
+        diags.push(list);
+    }
+    if !p.0.is_empty() {
+        return Err("trailing bytes in the payload");
+    }
+    Ok(StageOut { func: FnVal(func), diags: Arc::new(diags), unfusable })
+}

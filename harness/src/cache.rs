@@ -1,0 +1,489 @@
+//! The persistent stage cache on disk (`passel run --cache DIR`, `PASSEL_CACHE_DIR`,
+//! `passel cache stats | clear | gc`): the engine's [`StageStore`] over a directory
+//! of entry files.
+//!
+//! Layout: `DIR/v1/entries/ab/cdef…` holds the entry of key `abcdef…` (32 hex digits), its
+//! modification time the time of its last use; `DIR/v1/tmp/` the writes in progress;
+//! `DIR/builds/` the memoised build ids ([`build_id`]). A write goes to a temporary file that is
+//! renamed over the entry, so a reader sees a whole old entry, a whole new one or none, and any
+//! number of processes may read and write one directory at once without a lock (two writers of
+//! one key write the same bytes). Entries are the engine's own, checksummed, versioned and
+//! keyed (`passel_engine::session`'s store module), so this layer needs no hashing of its own.
+//!
+//! Why no crate for it: `cacache` 13.1 (a content-addressed directory cache) does not compile
+//! without one of its async runtimes (`default-features = false` leaves `content::write::State`
+//! undefined), and with one it brings tokio or async-std into a synchronous CLI for what is a
+//! rename; `redb` 4 (an embedded database) holds an exclusive lock on its file while open, so a
+//! second `passel` process could not use the cache at the same time. `tempfile` (already a
+//! dependency) gives the atomic write.
+//!
+//! The size cap is least-recently-used: a hit on an entry last used more than
+//! [`TOUCH_AFTER_MS`] ago sets its modification time to now, and [`DiskStore::gc`] removes the
+//! entries used longest ago until the cache fits. Anything that goes wrong on disk is a miss or
+//! a dropped write with a warning, never an error of the run.
+
+use std::hash::{DefaultHasher, Hasher};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use std::sync::Arc;
+
+use passel_engine::ir::Module;
+use passel_engine::transform::{Diagnostic, PassContext, PassError, Sequential};
+use passel_engine::{SessionError, StageKey, StageStore};
+
+use passel_passes::standard_session;
+
+/// The environment variable naming the cache directory when `--cache` is not given.
+pub const CACHE_DIR_ENV: &str = "PASSEL_CACHE_DIR";
+
+/// The default size cap: 1 GiB.
+pub const DEFAULT_MAX_SIZE: u64 = 1 << 30;
+
+/// A hit on an entry whose last use is older than this (milliseconds) records the new use.
+pub const TOUCH_AFTER_MS: u128 = 60_000;
+
+/// A stage cache directory.
+pub struct DiskStore {
+    dir: PathBuf,
+    hits: AtomicUsize,
+    misses: AtomicUsize,
+    rejected: AtomicUsize,
+    written: AtomicU64,
+    /// Whether a warning about an unusable directory was printed already (once per run).
+    warned: AtomicBool,
+}
+
+/// What `passel cache stats` reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Entries in the index.
+    pub entries: usize,
+    /// Their total size in bytes.
+    pub bytes: u64,
+}
+
+impl DiskStore {
+    /// The cache in `dir` (created on first write).
+    pub fn new(dir: impl Into<PathBuf>) -> DiskStore {
+        DiskStore {
+            dir: dir.into(),
+            hits: AtomicUsize::new(0),
+            misses: AtomicUsize::new(0),
+            rejected: AtomicUsize::new(0),
+            written: AtomicU64::new(0),
+            warned: AtomicBool::new(false),
+        }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// (hits, misses, rejected entries, bytes written) since the store was made.
+    pub fn counts(&self) -> (usize, usize, usize, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+            self.rejected.load(Ordering::Relaxed),
+            self.written.load(Ordering::Relaxed),
+        )
+    }
+
+    fn warn(&self, what: &str) {
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            eprintln!("warning: cache {}: {what}; recomputing", self.dir.display());
+        }
+    }
+
+    fn entries_dir(&self) -> PathBuf {
+        self.dir.join("v1").join("entries")
+    }
+
+    fn path_of(&self, key: &StageKey) -> PathBuf {
+        let hex = key.to_hex();
+        self.entries_dir().join(&hex[..2]).join(&hex[2..])
+    }
+
+    /// The entries (path, size, last use), most recently used first.
+    fn entries(&self) -> Vec<(PathBuf, u64, SystemTime)> {
+        let mut out = Vec::new();
+        for shard in std::fs::read_dir(self.entries_dir()).into_iter().flatten().flatten() {
+            for entry in std::fs::read_dir(shard.path()).into_iter().flatten().flatten() {
+                if let Ok(meta) = entry.metadata() {
+                    if meta.is_file() {
+                        out.push((entry.path(), meta.len(), meta.modified().unwrap_or(UNIX_EPOCH)));
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+        out
+    }
+
+    /// How many entries the cache holds and their size.
+    pub fn stats(&self) -> CacheStats {
+        let entries = self.entries();
+        CacheStats { entries: entries.len(), bytes: entries.iter().map(|e| e.1).sum() }
+    }
+
+    /// Removes every entry.
+    pub fn clear(&self) -> Result<(), String> {
+        match std::fs::remove_dir_all(self.dir.join("v1")) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(format!("cannot clear cache {}: {e}", self.dir.display())),
+        }
+    }
+
+    /// Removes the least recently used entries until the cache holds at most `max_size`
+    /// bytes (and writes abandoned over an hour ago); returns how many entries it removed.
+    /// Another process may be using the cache meanwhile: an entry it reads as this removes it
+    /// is a miss there.
+    pub fn gc(&self, max_size: u64) -> usize {
+        let hour_ago = SystemTime::now() - std::time::Duration::from_secs(3600);
+        for tmp in std::fs::read_dir(self.dir.join("v1").join("tmp")).into_iter().flatten().flatten() {
+            if tmp.metadata().and_then(|m| m.modified()).is_ok_and(|t| t < hour_ago) {
+                let _ = std::fs::remove_file(tmp.path());
+            }
+        }
+        let mut total = 0u64;
+        let mut removed = 0;
+        for (path, size, _) in self.entries() {
+            total += size;
+            if total > max_size && std::fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+}
+
+impl StageStore for DiskStore {
+    fn get(&self, key: &StageKey) -> Option<Vec<u8>> {
+        let path = self.path_of(key);
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    self.warn(&format!("cannot read {} ({e})", path.display()));
+                }
+                return None;
+            }
+        };
+        let mut entry = Vec::new();
+        if let Err(e) = (&file).read_to_end(&mut entry) {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+            self.warn(&format!("cannot read {} ({e})", path.display()));
+            return None;
+        }
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        let last_use = file.metadata().and_then(|m| m.modified()).unwrap_or(UNIX_EPOCH);
+        let now = SystemTime::now();
+        if now.duration_since(last_use).is_ok_and(|d| d.as_millis() > TOUCH_AFTER_MS) {
+            // Records the use for the LRU order; failing only makes eviction less exact.
+            if let Ok(f) = std::fs::File::options().append(true).open(&path) {
+                let _ = f.set_modified(now);
+            }
+        }
+        Some(entry)
+    }
+
+    fn put(&self, key: &StageKey, entry: &[u8]) {
+        let path = self.path_of(key);
+        let tmp_dir = self.dir.join("v1").join("tmp");
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&tmp_dir)?;
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            let mut tmp = tempfile::NamedTempFile::new_in(&tmp_dir)?;
+            std::io::Write::write_all(&mut tmp, entry)?;
+            tmp.persist(&path).map_err(|e| e.error)?;
+            Ok(())
+        };
+        match write() {
+            Ok(()) => {
+                self.written.fetch_add(entry.len() as u64, Ordering::Relaxed);
+            }
+            Err(e) => self.warn(&format!("cannot write an entry ({e})")),
+        }
+    }
+
+    fn rejected(&self, key: &StageKey, reason: &str) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+        eprintln!("warning: cache {}: entry {key} ignored: {reason}; recomputing", self.dir.display());
+        let _ = std::fs::remove_file(self.path_of(key));
+    }
+}
+
+/// A name for the code of this executable (its passes included): a hash of its bytes, kept in
+/// `dir/builds/` under the file's size and modification time so it is computed once per
+/// build. Entries made by another build are never used.
+pub fn build_id(dir: &Path) -> String {
+    let Ok(exe) = std::env::current_exe() else { return "unknown-build".to_string() };
+    let Ok(meta) = std::fs::metadata(&exe) else { return "unknown-build".to_string() };
+    let mtime = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
+    let memo = dir.join("builds").join(format!("{}-{mtime}", meta.len()));
+    if let Ok(id) = std::fs::read_to_string(&memo) {
+        if id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return id;
+        }
+    }
+    let Ok(mut file) = std::fs::File::open(&exe) else { return "unknown-build".to_string() };
+    let mut h = DefaultHasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => h.write(&buf[..n]),
+            Err(_) => return "unknown-build".to_string(),
+        }
+    }
+    let id = format!("{:016x}", h.finish());
+    if let Some(parent) = memo.parent() {
+        if std::fs::create_dir_all(parent).is_ok() {
+            // Written whole to a temporary file and renamed, so a reader never sees half of it.
+            if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(parent) {
+                use std::io::Write;
+                if tmp.write_all(id.as_bytes()).is_ok() {
+                    let _ = tmp.persist(&memo);
+                }
+            }
+        }
+    }
+    id
+}
+
+/// The cache options of `passel run`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct CacheArgs {
+    /// Keep function-stage results in DIR and reuse them in later runs, in this process or any
+    /// other (default: the PASSEL_CACHE_DIR environment variable). Output is byte-identical
+    /// to a run without a cache. Not with instruments, --trace or --opt-bisect-limit.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Size cap of the cache; least recently used entries go first (default 1G).
+    #[arg(long = "cache-max-size", value_name = "SIZE")]
+    pub cache_max_size: Option<String>,
+}
+
+impl CacheArgs {
+    /// The cache directory a run with `ctx` uses: `--cache`, else `PASSEL_CACHE_DIR`. A
+    /// context the session cannot run (instruments, a tracer, opt-bisect: `uncachable`) is an
+    /// error with `--cache` and runs without the cache with the environment variable.
+    pub fn dir_for(&self, ctx: &PassContext, uncachable: bool) -> Result<Option<PathBuf>, String> {
+        let uncachable = uncachable || ctx.has_instruments() || ctx.tracer().is_some() || ctx.opt_bisect().is_some();
+        if let Some(dir) = &self.cache {
+            if uncachable {
+                return Err(
+                    "--cache cannot be combined with instruments (--timing, --print-ir-*, --dump-ir, --reproducer), --trace or --opt-bisect-limit"
+                        .to_string(),
+                );
+            }
+            return Ok(Some(dir.clone()));
+        }
+        let env = std::env::var_os(CACHE_DIR_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
+        Ok(env.filter(|_| !uncachable))
+    }
+
+    /// The size cap.
+    pub fn max_size(&self) -> Result<u64, String> {
+        self.cache_max_size.as_deref().map_or(Ok(DEFAULT_MAX_SIZE), parse_size)
+    }
+}
+
+/// What a cached run gives.
+pub struct CachedRun {
+    /// The pipeline's result.
+    pub result: Result<Module, PassError>,
+    /// Its diagnostics, in serial order.
+    pub diagnostics: Vec<Diagnostic>,
+    /// A line for stderr: what was recomputed and reused.
+    pub note: String,
+}
+
+/// Runs `pipeline` on `module` under `ctx` through a session backed by the cache in `dir`.
+pub fn run_cached(
+    pipeline: &Sequential,
+    ctx: &PassContext,
+    module: &Module,
+    dir: &Path,
+    max_size: u64,
+) -> Result<CachedRun, String> {
+    let mut session = standard_session(pipeline.clone(), ctx).map_err(|e| e.to_string())?;
+    let store = Arc::new(DiskStore::new(dir));
+    session.set_store(Some((store.clone(), build_id(dir)))).map_err(|e| e.to_string())?;
+    session.load(module);
+    let (result, diagnostics, recomputed) = match session.run() {
+        Ok(out) => (Ok(out.module.clone()), out.diagnostics.clone(), out.stats.recomputed_functions()),
+        Err(SessionError::Pass(e)) => (Err(e), Vec::new(), Vec::new()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let (hits, misses, rejected, written) = store.counts();
+    let evicted = if written > 0 { store.gc(max_size) } else { 0 };
+    let mut names: Vec<String> = recomputed.iter().take(8).map(|n| format!("@{n}")).collect();
+    if recomputed.len() > 8 {
+        names.push(format!("… {} more", recomputed.len() - 8));
+    }
+    let list = if names.is_empty() { String::new() } else { format!(" ({})", names.join(", ")) };
+    let note = format!(
+        "cache {}: {} of {} functions recomputed{list}; {hits} stage results reused, {misses} computed, {rejected} rejected, {written} bytes written, {evicted} evicted\n",
+        dir.display(),
+        recomputed.len(),
+        module.len(),
+    );
+    Ok(CachedRun { result, diagnostics, note })
+}
+
+/// `passel cache`: inspect or trim a cache directory.
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum CacheCommand {
+    /// Print the number of entries and their total size.
+    Stats(CacheDirArgs),
+    /// Remove every entry.
+    Clear(CacheDirArgs),
+    /// Remove least recently used entries until the cache fits its size cap.
+    Gc(CacheDirArgs),
+}
+
+/// The directory (and cap) `passel cache` works on.
+#[derive(clap::Args, Clone, Debug)]
+pub struct CacheDirArgs {
+    /// The cache directory (default: PASSEL_CACHE_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// The size cap for `gc` (default 1G).
+    #[arg(long = "max-size", value_name = "SIZE")]
+    pub max_size: Option<String>,
+}
+
+/// Runs a `passel cache` command; returns what to print.
+pub fn cache_command(cmd: &CacheCommand) -> Result<String, String> {
+    let args = match cmd {
+        CacheCommand::Stats(a) | CacheCommand::Clear(a) | CacheCommand::Gc(a) => a,
+    };
+    let dir = args
+        .cache
+        .clone()
+        .or_else(|| std::env::var_os(CACHE_DIR_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
+        .ok_or_else(|| format!("no cache directory: give --cache DIR or set {CACHE_DIR_ENV}"))?;
+    let store = DiskStore::new(&dir);
+    match cmd {
+        CacheCommand::Stats(_) => {
+            let stats = store.stats();
+            let per = if stats.entries == 0 { 0 } else { stats.bytes / stats.entries as u64 };
+            Ok(format!(
+                "cache {}: {} entries, {} bytes ({per} bytes per entry)\n",
+                dir.display(),
+                stats.entries,
+                stats.bytes
+            ))
+        }
+        CacheCommand::Clear(_) => {
+            store.clear()?;
+            Ok(format!("cache {}: cleared\n", dir.display()))
+        }
+        CacheCommand::Gc(_) => {
+            let max = args.max_size.as_deref().map_or(Ok(DEFAULT_MAX_SIZE), parse_size)?;
+            let removed = store.gc(max);
+            let stats = store.stats();
+            Ok(format!(
+                "cache {}: {removed} entries removed; {} entries, {} bytes left\n",
+                dir.display(),
+                stats.entries,
+                stats.bytes
+            ))
+        }
+    }
+}
+
+/// Parses a size such as `512M`, `2G`, `1048576`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => t.split_at(i),
+        None => (t, ""),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("invalid size `{text}` (expected e.g. 512M or 2G)"))?;
+    let mult: u64 = match unit.to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return Err(format!("invalid size `{text}` (expected e.g. 512M or 2G)")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("size `{text}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn gc_keeps_the_most_recently_used_entries_under_the_cap() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = DiskStore::new(dir.path());
+        for i in 0..4u8 {
+            let key = StageKey([i; 16]);
+            store.put(&key, &vec![i; 1000]);
+            // Distinct times, oldest first.
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(store.stats(), CacheStats { entries: 4, bytes: 4000 });
+        assert_eq!(store.gc(2500), 2);
+        assert_eq!(store.stats(), CacheStats { entries: 2, bytes: 2000 });
+        assert!(store.get(&StageKey([3; 16])).is_some());
+        assert!(store.get(&StageKey([2; 16])).is_some());
+        assert!(store.get(&StageKey([0; 16])).is_none());
+        store.clear().expect("clear");
+        assert_eq!(store.stats(), CacheStats::default());
+    }
+
+    #[test]
+    fn a_rejected_entry_is_dropped() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = DiskStore::new(dir.path());
+        let key = StageKey([7; 16]);
+        store.put(&key, b"entry bytes");
+        // Damage every content file.
+        for file in walk(&dir.path().join("v1")) {
+            std::fs::write(&file, b"damaged").expect("overwrite content");
+        }
+        // The store hands out the bytes; the engine's checks reject them and the store drops
+        // the entry.
+        assert_eq!(store.get(&key).as_deref(), Some(&b"damaged"[..]));
+        store.rejected(&key, "test");
+        assert_eq!(store.counts().2, 1);
+        assert!(store.get(&key).is_none());
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = entry.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,244 @@
+//! The persistent stage cache across real processes: each step runs the `passel` binary anew
+//! with `--cache DIR`; every output is byte-identical to a run without a cache, and the
+//! stderr note says which functions the process recomputed. Several processes share one
+//! directory at once; damaged entries are detected and recomputed.
+
+#[path = "support/cli.rs"]
+mod cli;
+
+use std::path::Path;
+use std::process::Output;
+
+use cli::{passel, stderr, temp_dir, write};
+use passel_engine::ir::print_module;
+use passel_harness::gen::{chain, ChainOptions};
+
+/// A pipeline every output of which the store keeps (the text plus types and spans reads back
+/// exactly), so the counts below are exact; `standard_pipeline_outputs_are_identical_with_a_cache`
+/// covers the standard pipeline, some of whose outputs are recomputed (see docs/incremental.md).
+const PIPELINE_ARGS: [&str; 4] = ["-j", "2", "--passes", "InferType"];
+
+fn module_text(functions: usize) -> String {
+    print_module(&chain(&ChainOptions { functions, ops: 12, seed: 7, ..Default::default() }))
+}
+
+/// `passel run FILE` with the cache in `cache` (or none), returning (stdout, stderr, output).
+fn run(file: &Path, cache: Option<&Path>) -> (String, String, Output) {
+    let mut args = vec!["run", file.to_str().expect("utf-8 path")];
+    args.extend(PIPELINE_ARGS);
+    if let Some(dir) = cache {
+        args.extend(["--cache", dir.to_str().expect("utf-8 path")]);
+    }
+    let out = passel(&args);
+    assert!(out.status.success(), "passel run failed: {}", stderr(&out));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr(&out), out)
+}
+
+/// The number of functions the note says were recomputed, and the named ones.
+fn recomputed(err: &str) -> (usize, String) {
+    let line = err.lines().find(|l| l.starts_with("cache ")).expect("cache note on stderr");
+    let after = line.split(": ").nth(1).expect("note text");
+    let n: usize = after.split(' ').next().and_then(|n| n.parse().ok()).expect("count");
+    (n, line.to_string())
+}
+
+fn non_note(err: &str) -> String {
+    err.lines().filter(|l| !l.starts_with("cache ")).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn a_new_process_recomputes_only_what_changed_since_any_earlier_run() {
+    let dir = temp_dir("cache-steps");
+    let cache = dir.join("cache");
+    let text = module_text(40);
+    let file = write(&dir, "m.pir", &text);
+    let (cold_out, cold_err, _) = run(&file, None);
+
+    let (out, err, _) = run(&file, Some(&cache));
+    assert_eq!(out, cold_out);
+    assert_eq!(non_note(&err), non_note(&cold_err));
+    assert_eq!(recomputed(&err).0, 40, "{err}");
+
+    // A new process, nothing changed: nothing recomputed.
+    let (out, err, _) = run(&file, Some(&cache));
+    assert_eq!(out, cold_out);
+    assert_eq!(recomputed(&err).0, 0, "{err}");
+
+    // A body edit of one function (same signature): only that one.
+    let edited = text.replacen("add(", "subtract(", 1);
+    assert_ne!(edited, text);
+    let file2 = write(&dir, "m2.pir", &edited);
+    let (cold2, _, _) = run(&file2, None);
+    let (out, err, _) = run(&file2, Some(&cache));
+    assert_eq!(out, cold2);
+    let (n, line) = recomputed(&err);
+    assert_eq!(n, 1, "{line}");
+
+    // Back to the original: every result is still in the cache.
+    let (out, err, _) = run(&file, Some(&cache));
+    assert_eq!(out, cold_out);
+    assert_eq!(recomputed(&err).0, 0, "{err}");
+
+    // Another opt level is another pipeline: recomputed, and correct.
+    let f = file.to_str().expect("utf-8 path");
+    let c = cache.to_str().expect("utf-8 path");
+    let cold_o3 = passel(&["run", f, "-O", "3", "--passes", "InferType"]);
+    let cached_o3 = passel(&["run", f, "-O", "3", "--passes", "InferType", "--cache", c]);
+    assert_eq!(cached_o3.stdout, cold_o3.stdout);
+    assert_eq!(recomputed(&stderr(&cached_o3)).0, 40);
+
+    // `passel cache stats | gc | clear`.
+    let stats = passel(&["cache", "stats", "--cache", c]);
+    assert!(String::from_utf8_lossy(&stats.stdout).contains(" entries, "), "{}", stderr(&stats));
+    let gc = passel(&["cache", "gc", "--cache", c, "--max-size", "0"]);
+    assert!(String::from_utf8_lossy(&gc.stdout).contains("0 entries, 0 bytes left"), "{:?}", gc);
+    let (out, err, _) = run(&file, Some(&cache));
+    assert_eq!(out, cold_out);
+    assert_eq!(recomputed(&err).0, 40);
+    let clear = passel(&["cache", "clear", "--cache", c]);
+    assert!(clear.status.success());
+    let stats = passel(&["cache", "stats", "--cache", c]);
+    assert!(String::from_utf8_lossy(&stats.stdout).contains(": 0 entries"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The number of stage results the note says were reused.
+fn reused(err: &str) -> usize {
+    let line = err.lines().find(|l| l.starts_with("cache ")).expect("cache note on stderr");
+    let at = line.find(" stage results reused").expect("reuse count");
+    line[..at].rsplit(' ').next().and_then(|n| n.parse().ok()).expect("a number")
+}
+
+#[test]
+fn standard_pipeline_outputs_are_identical_with_a_cache() {
+    let dir = temp_dir("cache-standard");
+    let cache = dir.join("cache");
+    let text = module_text(30);
+    let file = write(&dir, "m.pir", &text);
+    let f = file.to_str().expect("utf-8 path");
+    let c = cache.to_str().expect("utf-8 path");
+    for opt in ["1", "2", "3"] {
+        let cold = passel(&["run", f, "-O", opt, "-j", "2"]);
+        let first = passel(&["run", f, "-O", opt, "-j", "2", "--cache", c]);
+        let warm = passel(&["run", f, "-O", opt, "-j", "2", "--cache", c]);
+        for run in [&first, &warm] {
+            assert!(run.status.success(), "{}", stderr(run));
+            assert_eq!(run.stdout, cold.stdout, "-O {opt}");
+            assert_eq!(non_note(&stderr(run)), non_note(&stderr(&cold)), "-O {opt}");
+        }
+        let err = stderr(&warm);
+        assert!(reused(&err) > 0, "-O {opt}: {err}");
+        assert!(err.contains(" 0 rejected"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_environment_variable_names_the_cache() {
+    let dir = temp_dir("cache-env");
+    let cache = dir.join("cache");
+    let file = write(&dir, "m.pir", &module_text(5));
+    let f = file.to_str().expect("utf-8 path");
+    let first =
+        cli::bin().args(["run", f, "--passes", "InferType"]).env("PASSEL_CACHE_DIR", &cache).output().expect("runs");
+    assert!(first.status.success());
+    assert_eq!(recomputed(&stderr(&first)).0, 5);
+    let second =
+        cli::bin().args(["run", f, "--passes", "InferType"]).env("PASSEL_CACHE_DIR", &cache).output().expect("runs");
+    assert_eq!(second.stdout, first.stdout);
+    assert_eq!(recomputed(&stderr(&second)).0, 0);
+    // With a debugging instrument the variable is ignored, and --cache is an error.
+    let timed = cli::bin().args(["run", f, "--timing"]).env("PASSEL_CACHE_DIR", &cache).output().expect("runs");
+    assert!(timed.status.success());
+    assert!(!stderr(&timed).contains("cache "));
+    let refused = passel(&["run", f, "--timing", "--cache", cache.to_str().expect("utf-8 path")]);
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("--cache cannot be combined"), "{}", stderr(&refused));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn processes_sharing_a_cache_at_once_leave_only_valid_entries() {
+    let dir = temp_dir("cache-concurrent");
+    let cache = dir.join("cache");
+    let files: Vec<_> = (0..4).map(|i| write(&dir, &format!("m{i}.pir"), &module_text(20 + i))).collect();
+    let colds: Vec<String> = files.iter().map(|f| run(f, None).0).collect();
+    let children: Vec<_> = files
+        .iter()
+        .map(|f| {
+            cli::bin()
+                .args(["run", f.to_str().expect("utf-8"), "--cache", cache.to_str().expect("utf-8")])
+                .args(PIPELINE_ARGS)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawns")
+        })
+        .collect();
+    for (child, cold) in children.into_iter().zip(&colds) {
+        let out = child.wait_with_output().expect("waits");
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(&String::from_utf8_lossy(&out.stdout), cold);
+    }
+    // Every entry is valid: a second round reads them all without a rejection.
+    for (f, cold) in files.iter().zip(&colds) {
+        let (out, err, _) = run(f, Some(&cache));
+        assert_eq!(&out, cold);
+        assert_eq!(recomputed(&err).0, 0, "{err}");
+        assert!(err.contains(" 0 rejected"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn damaged_cache_files_are_detected_and_recomputed() {
+    let dir = temp_dir("cache-damage");
+    let cache = dir.join("cache");
+    let file = write(&dir, "m.pir", &module_text(10));
+    let (cold, _, _) = run(&file, None);
+    run(&file, Some(&cache));
+    // Truncate or flip bytes in every content file, and damage the index too.
+    let mut n = 0;
+    for (i, path) in walk(&cache).into_iter().enumerate() {
+        if path.to_string_lossy().contains("builds") {
+            continue;
+        }
+        let mut bytes = std::fs::read(&path).expect("read cache file");
+        match i % 3 {
+            0 => bytes.truncate(bytes.len() / 2),
+            1 => {
+                let mid = bytes.len() / 2;
+                bytes[mid] ^= 0x20;
+            }
+            _ => bytes.extend_from_slice(b"garbage"),
+        }
+        std::fs::write(&path, bytes).expect("write cache file");
+        n += 1;
+    }
+    assert!(n > 0);
+    let (out, err, _) = run(&file, Some(&cache));
+    assert_eq!(out, cold);
+    assert!(recomputed(&err).0 > 0, "{err}");
+    // And the cache heals: the next process reuses everything.
+    let (out, err, _) = run(&file, Some(&cache));
+    assert_eq!(out, cold);
+    assert_eq!(recomputed(&err).0, 0, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(&d).into_iter().flatten().flatten().map(|e| e.path()).collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
