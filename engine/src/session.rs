@@ -73,6 +73,9 @@ pub enum SessionError {
     /// The run was cancelled by an edit made while it was in flight.
     #[error("the run was cancelled by an edit")]
     Cancelled,
+    /// The module holds PrimFuncs, which the session's stores do not keep yet.
+    #[error("the module holds PrimFuncs (@{0}, …), which the incremental session does not carry yet (docs/tir.md); run the pipeline without a session (no watch, no --cache)")]
+    LoopLevel(String),
 }
 
 /// A module pass's per-function form: running `prelude` (a module pass, if any) and then
@@ -231,6 +234,8 @@ pub struct Session {
     firewalls: Vec<(String, ModuleFirewall)>,
     /// The persistent store stage results also go to ([`Session::set_store`]).
     store: Option<StoreConfig>,
+    /// The first PrimFunc of the module last loaded, if it had any (runs refuse it).
+    prim_loaded: Option<String>,
     order: Vec<Arc<str>>,
     entries: FxHashMap<Arc<str>, Entry>,
     /// Functions whose `base` differs from their `stored_base`.
@@ -257,6 +262,7 @@ impl Session {
             splits: Vec::new(),
             firewalls: Vec::new(),
             store: None,
+            prim_loaded: None,
             order: Vec::new(),
             entries: FxHashMap::default(),
             moved: FxHashSet::default(),
@@ -397,6 +403,7 @@ impl Session {
     /// changed as needed; functions equal to what the session holds are left alone. Returns
     /// the names of the functions that changed or were added.
     pub fn load(&mut self, module: &Module) -> Vec<Arc<str>> {
+        self.prim_loaded = module.prim_funcs().next().map(|(n, _)| n.to_string());
         let mut changed = Vec::new();
         for (name, func) in module.entries() {
             if self.put(name, func) {
@@ -531,6 +538,9 @@ impl Session {
 
     /// Runs the pipeline, recomputing only what changed since the last run.
     pub fn run(&mut self) -> Result<SessionOutput, SessionError> {
+        if let Some(name) = &self.prim_loaded {
+            return Err(SessionError::LoopLevel(name.clone()));
+        }
         if let Some(last) = self.kept.last() {
             return Ok(last.output(Instant::now()));
         }

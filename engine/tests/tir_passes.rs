@@ -123,3 +123,13 @@ fn a_panicking_prim_func_pass_is_an_error_naming_the_function() {
     let err = ctx.scope(|| pass.run(m, &ctx)).unwrap().unwrap_err().to_string();
     assert!(err.contains("Boom") && err.contains("@c"), "{err}");
 }
+
+#[test]
+fn the_incremental_session_refuses_prim_funcs_instead_of_dropping_them() {
+    let m = parse_module(SRC).unwrap();
+    let ctx = PassContext::builder().build().unwrap();
+    let mut session = passel_engine::Session::new(sequential("p", vec![]), &ctx).unwrap();
+    session.load(&m);
+    let err = session.run().map(|_| ()).unwrap_err().to_string();
+    assert!(err.contains("PrimFuncs (@a, …)") && err.contains("does not carry"), "{err}");
+}

@@ -240,7 +240,13 @@ impl<'a> Bytes<'a> {
 /// A pipeline of 1–6 registered passes, sometimes with a nested `[...]` group.
 pub fn shaped_pipeline(bytes: &mut Bytes<'_>) -> String {
     passel_passes::link();
-    let names = passel_passes::standard_pass_names();
+    // Graph-level passes only: the incremental session, which the parity targets compare
+    // against, does not carry PrimFuncs yet (it refuses them; docs/tir.md). The loop-level
+    // passes come last in the list, so the corpus picks the same passes as before they existed.
+    let names: Vec<&str> = passel_passes::standard_pass_names()
+        .into_iter()
+        .filter(|n| !passel_passes::tir::PASS_NAMES.contains(n) && *n != passel_passes::legalize_ops::NAME)
+        .collect();
     let n = 1 + bytes.below(6);
     let picks: Vec<&str> = (0..n).map(|_| names[bytes.below(names.len())]).collect();
     let group = bytes.below(4);

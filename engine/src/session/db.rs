@@ -355,7 +355,16 @@ pub(crate) fn run_module_stage(stage: &Stage, module: Module) -> Result<(Module,
         call_pass(&**pass, module, &worker)
     };
     stage.ctx.merge_statistics(&worker.take_statistics());
-    res.map(|m| (m, worker.diagnostics().take()))
+    match res {
+        // The session's stores keep graph functions only: refuse a module pass that makes
+        // PrimFuncs (LegalizeOps) rather than drop them from the output.
+        Ok(m) if m.num_prims() > 0 => Err(PassError::msg(format!(
+            "{} produced PrimFuncs, which the incremental session does not carry yet (docs/tir.md); \
+             run the pipeline without a session (no watch, no --cache)",
+            pass.info().name
+        ))),
+        res => res.map(|m| (m, worker.diagnostics().take())),
+    }
 }
 
 #[salsa::tracked(returns(clone))]
