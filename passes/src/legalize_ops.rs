@@ -1,5 +1,5 @@
-//! LegalizeOps (module pass, opt level 0, requires InferType; Relax's
-//! `relax.transform.LegalizeOps`): every graph operator call with a loop-level definition
+//! LegalizeOps (module pass, opt level 0, requires InferType): Relax's
+//! `relax.transform.LegalizeOps`. Every graph operator call with a loop-level definition
 //! becomes `call_tir(@prim, args…)` of a PrimFunc that computes it.
 //!
 //! What it does: for each call of an operator listed in `tir::lower::LOWERED_OPS` whose
