@@ -7,7 +7,7 @@ mod function;
 mod ids;
 mod module;
 mod parser;
-mod printer;
+pub(crate) mod printer;
 pub mod rewrite;
 mod structural;
 mod tables;

@@ -259,8 +259,8 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// Blob bytes hex-encoded per step of the resource section.
 const HEX_PIECE: usize = 16 * 1024;
 
-/// `#[Key, Key=value]`.
-fn write_attrs(out: &mut String, attrs: &Attrs) {
+/// `#[Key, Key=value]` (function attributes of both levels).
+pub(crate) fn write_attrs(out: &mut String, attrs: &Attrs) {
     out.push_str("#[");
     for (i, (key, value)) in attrs.iter().enumerate() {
         if i > 0 {

@@ -9,7 +9,8 @@ use std::fmt::Write;
 use rustc_hash::FxHashSet;
 
 use super::ir::{BufId, Buffer, PExprId, PExprKind, PType, Param, PrimFunc, StmtId, StmtKind, VarId};
-use crate::ir::{text_name, AttrValue, Attrs, DType, FloatLit};
+use crate::ir::printer::write_attrs;
+use crate::ir::{text_name, DType, FloatLit};
 
 /// The canonical text of `func` as the global `@name`.
 pub fn print_prim_func(name: &str, func: &PrimFunc) -> String {
@@ -495,21 +496,6 @@ pub(crate) fn write_buffer_type(out: &mut String, b: &Buffer) {
     }
     if &*b.scope != "global" {
         let _ = write!(out, ", scope={:?}", &*b.scope);
-    }
-    out.push(']');
-}
-
-/// `#[Key, Key=value]`.
-fn write_attrs(out: &mut String, attrs: &Attrs) {
-    out.push_str("#[");
-    for (i, (key, value)) in attrs.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        out.push_str(key);
-        if *value != AttrValue::Bool(true) {
-            let _ = write!(out, "={value}");
-        }
     }
     out.push(']');
 }
