@@ -153,7 +153,7 @@ fn node_case(case: &Case) -> Outcome {
     }
 }
 
-fn model_case(case: &Case) -> Result<ModelRow, String> {
+fn model_case(case: &Case, lower: bool) -> Result<ModelRow, String> {
     let (rtol, atol) = tol(case);
     let inputs = npys(&case.dir, "input")?;
     let want = npys(&case.dir, "output")?;
@@ -172,9 +172,14 @@ fn model_case(case: &Case) -> Result<ModelRow, String> {
         Ok(opt) => {
             let err = run(&opt, "main", &tensors(inputs.clone()), 0).and_then(|g| check_outputs(&g, &want, rtol, atol));
             let t = Instant::now();
-            let lowered = passel_passes::run_pipeline_text("InferType,LegalizeOps", opt.clone());
+            let lowered = if lower {
+                passel_passes::run_pipeline_text("InferType,LegalizeOps", opt.clone())
+            } else {
+                Err("not lowered (run with --lower)".to_string())
+            };
             let lower_ms = t.elapsed().as_secs_f64() * 1e3;
             let lowered = match lowered {
+                Err(e) if !lower => (0, 0.0, Err(e)),
                 Ok(low) => {
                     let err = run(&low, "main", &tensors(inputs), 0).and_then(|g| check_outputs(&g, &want, rtol, atol));
                     let rt = round_trip(&low);
@@ -233,7 +238,12 @@ pub fn read_out_of_scope(path: &Path) -> Result<BTreeMap<String, String>, String
 /// Runs every case under `dir` (`node/`, `light/`, `models/`, and model cases directly in
 /// `dir`, as in `engine/tests/data/real_models/`); returns the report and
 /// whether it passed (no failure of a supported case outside the out-of-scope list).
-pub fn run_all(dir: &Path, out_of_scope: &BTreeMap<String, String>, filter: Option<&str>) -> (String, bool) {
+pub fn run_all(
+    dir: &Path,
+    out_of_scope: &BTreeMap<String, String>,
+    filter: Option<&str>,
+    lower: bool,
+) -> (String, bool) {
     let mut report = String::new();
     let keep = |c: &Case| filter.is_none_or(|f| c.name.contains(f));
     // group -> [pass, fail, out of scope, unsupported]
@@ -325,7 +335,7 @@ pub fn run_all(dir: &Path, out_of_scope: &BTreeMap<String, String>, filter: Opti
             Err(_) => "FAIL".into(),
         };
         for case in &models {
-            match model_case(case) {
+            match model_case(case, lower) {
                 Ok(r) => {
                     let _ = writeln!(
                         report,
@@ -340,9 +350,9 @@ pub fn run_all(dir: &Path, out_of_scope: &BTreeMap<String, String>, filter: Opti
                         if r.round_trip.is_ok() { "ok" } else { "FAIL" },
                         r.prims,
                         r.lower_ms,
-                        fmt_err(&r.err_lowered),
+                        if lower { fmt_err(&r.err_lowered) } else { "-".into() },
                     );
-                    let lowered = r.err_lowered.err().map(|e| format!("lowered: {e}"));
+                    let lowered = r.err_lowered.err().filter(|_| lower).map(|e| format!("lowered: {e}"));
                     let problems = [r.err_before.err(), r.err_after.err(), r.round_trip.err(), lowered];
                     for p in problems.into_iter().flatten() {
                         if out_of_scope.contains_key(&r.name) {

@@ -19,6 +19,10 @@ pub struct ConformanceArgs {
     /// Only cases whose name contains this text.
     #[arg(long)]
     pub filter: Option<String>,
+    /// Also lower each model after -O3 (InferType, LegalizeOps) and check the lowered module's
+    /// outputs (the loop-level interpreter is slow: meant for small models).
+    #[arg(long)]
+    pub lower: bool,
 }
 
 pub fn conformance(console: &Console, args: ConformanceArgs) -> ExitCode {
@@ -29,7 +33,7 @@ pub fn conformance(console: &Console, args: ConformanceArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return console.error(&e.to_string()),
     };
-    let (report, ok) = crate::conformance::run_all(&args.dir, &oos, args.filter.as_deref());
+    let (report, ok) = crate::conformance::run_all(&args.dir, &oos, args.filter.as_deref(), args.lower);
     let code = write_stdout(console, &report);
     if ok {
         code
