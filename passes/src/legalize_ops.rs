@@ -42,8 +42,8 @@ pub fn pass() -> ModulePass {
 /// The table of PrimFuncs made so far.
 #[derive(Default)]
 struct Made {
-    /// (operator, attributes, argument types, result type) → PrimFunc name.
-    by_key: FxHashMap<String, Arc<str>>,
+    /// (operator, attributes, argument types, result type) → PrimFunc name and graph type.
+    by_key: FxHashMap<String, (Arc<str>, Type)>,
     /// New PrimFuncs in order of first use.
     new: Vec<(Arc<str>, Arc<PrimFunc>)>,
     /// Operators without a definition (or whose definition refused these types), with the
@@ -93,8 +93,8 @@ impl ExprMutator for Legalize<'_> {
         let arg_tys = arg_tys?;
         let call_attrs = cx.call_attrs(attrs).clone();
         let key = format!("{}|{:?}|{:?}|{:?}", def.name, call_attrs, arg_tys, out);
-        let name = match self.made.by_key.get(&key) {
-            Some(n) => n.clone(),
+        let (name, prim_ty) = match self.made.by_key.get(&key) {
+            Some(entry) => entry.clone(),
             None => match lower_call(def.name, &arg_tys, &call_attrs, &out) {
                 None => {
                     self.made
@@ -105,9 +105,10 @@ impl ExprMutator for Legalize<'_> {
                 }
                 Some(Ok(prim)) => {
                     let name = self.made.fresh_name(def.name);
-                    self.made.by_key.insert(key, name.clone());
+                    let ty = prim.graph_type();
+                    self.made.by_key.insert(key, (name.clone(), ty.clone()));
                     self.made.new.push((name.clone(), Arc::new(prim)));
-                    name
+                    (name, ty)
                 }
                 Some(Err(reason)) => {
                     self.made.skipped.entry(def.name.to_string()).or_insert(reason);
@@ -115,7 +116,6 @@ impl ExprMutator for Legalize<'_> {
                 }
             },
         };
-        let prim_ty = self.made.new.iter().find(|(n, _)| *n == name).map(|(_, p)| p.graph_type())?;
         let g = cx.global(&name);
         cx.set_ty(g, Some(prim_ty));
         let mut call_args = Vec::with_capacity(arg_ids.len() + 1);

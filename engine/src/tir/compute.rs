@@ -86,7 +86,7 @@ impl Kernel {
     }
 
     fn store_at(&mut self, out: BufId, vars: &[VarId], value: PExprId) -> Result<StmtId, String> {
-        let idx: Vec<PExprId> = vars.iter().map(|&v| self.b.var_ref(v)).collect();
+        let idx = ex::vars(&mut self.b, vars);
         self.b.store(out, &idx, value)
     }
 
@@ -121,7 +121,7 @@ impl Kernel {
         let init = init(&mut self.b)?;
         let first = self.store_at(out, &vars, init)?;
         let term = f(&mut self.b, &vars, &rvars)?;
-        let idx: Vec<PExprId> = vars.iter().map(|&v| self.b.var_ref(v)).collect();
+        let idx = ex::vars(&mut self.b, &vars);
         let acc = self.b.load(out, &idx)?;
         let combined = self.b.bin(op, acc, term)?;
         let update = self.store_at(out, &vars, combined)?;
@@ -149,6 +149,11 @@ pub mod ex {
     /// A use of loop variable `v`.
     pub fn v(b: &mut PrimFuncBuilder, v: VarId) -> PExprId {
         b.var_ref(v)
+    }
+
+    /// Uses of loop variables `vs`, as indices.
+    pub fn vars(b: &mut PrimFuncBuilder, vs: &[VarId]) -> Vec<PExprId> {
+        vs.iter().map(|&v| b.var_ref(v)).collect()
     }
 
     /// An i64 immediate.

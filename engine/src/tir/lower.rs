@@ -121,7 +121,7 @@ fn lower(op: &str, args: &[TensorType], attrs: &Attrs, out: &TensorType) -> Resu
             let params = UnaryParams::read(op, attrs).map_err(err)?;
             let a = &args[0];
             k.compute(o, |b, iv| {
-                let idx: Vec<PExprId> = iv.iter().map(|&v| b.var_ref(v)).collect();
+                let idx = ex::vars(b, iv);
                 let x = b.load(ins[0], &idx)?;
                 unary(b, op, &params, x, a.dtype, od)
             })?;
@@ -175,7 +175,7 @@ fn lower(op: &str, args: &[TensorType], attrs: &Attrs, out: &TensorType) -> Resu
             let rank = args[0].shape.len();
             let axis = norm_axis(op, attr_int(op, attrs, "axis", 1).map_err(err)?, rank).map_err(err)?;
             k.compute(o, |b, iv| {
-                let idx: Vec<PExprId> = iv.iter().map(|&v| b.var_ref(v)).collect();
+                let idx = ex::vars(b, iv);
                 let x = b.load(ins[0], &idx)?;
                 let bi = b.var_ref(iv[axis]);
                 let y = b.load(ins[1], &[bi])?;
@@ -231,7 +231,7 @@ fn lower(op: &str, args: &[TensorType], attrs: &Attrs, out: &TensorType) -> Resu
 fn scale_in_place(k: &mut Kernel, o: BufId, s: f64) -> Result<(), String> {
     let dtype = k.b.peek().buf(o).dtype;
     k.compute(o, |b, iv| {
-        let idx: Vec<PExprId> = iv.iter().map(|&v| b.var_ref(v)).collect();
+        let idx = ex::vars(b, iv);
         let x = b.load(o, &idx)?;
         if dtype.is_float() {
             let c = ex::c(b, s, dtype)?;
@@ -579,7 +579,7 @@ fn lower_softmax(k: &mut Kernel, attrs: &Attrs, x: &TensorType, a: BufId, o: Buf
         (0..rank).map(|dim| if dim == axis { b.i64(0) } else { b.var_ref(iv[dim]) }).collect()
     };
     k.compute(o, |b, iv| {
-        let idx: Vec<PExprId> = iv.iter().map(|&v| b.var_ref(v)).collect();
+        let idx = ex::vars(b, iv);
         let xv = b.load(a, &idx)?;
         let mi = at_axis0(b, iv);
         let m = b.load(mx, &mi)?;
@@ -597,7 +597,7 @@ fn lower_softmax(k: &mut Kernel, attrs: &Attrs, x: &TensorType, a: BufId, o: Buf
         },
     )?;
     k.compute(o, |b, iv| {
-        let idx: Vec<PExprId> = iv.iter().map(|&v| b.var_ref(v)).collect();
+        let idx = ex::vars(b, iv);
         let e = b.load(o, &idx)?;
         let si = at_axis0(b, iv);
         let s = b.load(sm, &si)?;
@@ -617,7 +617,7 @@ fn lower_layer_norm(k: &mut Kernel, attrs: &Attrs, args: &[TensorType], ins: &[B
     let len = x.shape[axis] as i64;
     if len == 0 {
         return k.compute(o, |b, iv| {
-            let idx: Vec<PExprId> = iv.iter().map(|&v| b.var_ref(v)).collect();
+            let idx = ex::vars(b, iv);
             b.load(ins[0], &idx)
         });
     }
@@ -661,7 +661,7 @@ fn lower_layer_norm(k: &mut Kernel, attrs: &Attrs, args: &[TensorType], ins: &[B
     let (gt, bt) = (args[1].clone(), args[2].clone());
     let xs = x.clone();
     k.compute(o, |b, iv| {
-        let idx: Vec<PExprId> = iv.iter().map(|&v| b.var_ref(v)).collect();
+        let idx = ex::vars(b, iv);
         let xv = b.load(ins[0], &idx)?;
         let mi = at0(b, iv);
         let mu = b.load(mean, &mi)?;
@@ -906,8 +906,8 @@ fn lower_pool2d(
         },
     )?;
     k.compute(o, |b, iv| {
-        let i1: Vec<PExprId> = iv.iter().map(|&v| b.var_ref(v)).collect();
-        let i2: Vec<PExprId> = iv.iter().map(|&v| b.var_ref(v)).collect();
+        let i1 = ex::vars(b, iv);
+        let i2 = ex::vars(b, iv);
         let s = b.load(o, &i1)?;
         let c = b.load(cnt, &i2)?;
         b.bin(BinOp::Div, s, c)

@@ -49,6 +49,8 @@ enum Work {
 enum EWork {
     Expr(PExprId),
     Str(&'static str),
+    /// `, <lanes>)`: the tail of a ramp or broadcast.
+    Lanes(u16),
 }
 
 impl Printer<'_> {
@@ -339,6 +341,10 @@ impl Printer<'_> {
                     self.out.push_str(s);
                     continue;
                 }
+                EWork::Lanes(l) => {
+                    let _ = write!(self.out, ", {l})");
+                    continue;
+                }
                 EWork::Expr(e) => e,
             };
             let Some(node) = f.exprs.get(e.index()) else {
@@ -375,14 +381,14 @@ impl Printer<'_> {
                 }
                 PExprKind::Ramp(base, stride) => {
                     self.out.push_str("ramp(");
-                    work.push(EWork::Str(lanes_tail(node.ty.lanes)));
+                    work.push(EWork::Lanes(node.ty.lanes));
                     work.push(EWork::Expr(stride));
                     work.push(EWork::Str(", "));
                     work.push(EWork::Expr(base));
                 }
                 PExprKind::Broadcast(v) => {
                     self.out.push_str("broadcast(");
-                    work.push(EWork::Str(lanes_tail(node.ty.lanes)));
+                    work.push(EWork::Lanes(node.ty.lanes));
                     work.push(EWork::Expr(v));
                 }
                 PExprKind::Let(v, value, body) => {
@@ -430,16 +436,6 @@ fn dtype_tail(d: DType) -> &'static str {
         DType::U64 => ", u64)",
         DType::Bool => ", bool)",
     }
-}
-
-/// `, <lanes>)`: the tail of a ramp or broadcast. Lane counts are at most `MAX_LANES`; the
-/// texts are interned once per count.
-fn lanes_tail(lanes: u16) -> &'static str {
-    use std::sync::OnceLock;
-    static TAILS: OnceLock<Vec<&'static str>> = OnceLock::new();
-    let tails = TAILS
-        .get_or_init(|| (0..=super::ir::MAX_LANES).map(|l| &*Box::leak(format!(", {l})").into_boxed_str())).collect());
-    tails.get(lanes as usize).copied().unwrap_or(", 0)")
 }
 
 /// An integer immediate: `i64` bare (`4`), others with their suffix (`4i32`), `bool` as
