@@ -35,6 +35,10 @@ pub struct PipelineArgs {
     /// Set a config key (`passel configs` lists them), e.g. `--config testing.immutable_module=true`.
     #[arg(long = "config", value_name = "KEY=VALUE")]
     pub config: Vec<String>,
+    /// After the pipeline, lower the module to the loop level: LegalizeOps, FuseTIR and the tir
+    /// passes (docs/tir.md), so each fused group becomes one PrimFunc.
+    #[arg(long)]
+    pub lower: bool,
 }
 
 /// A reproducer header's words, parsed as the command line parses them.
@@ -51,11 +55,20 @@ impl PipelineArgs {
         self.opt_level.unwrap_or(DEFAULT_OPT_LEVEL)
     }
 
-    /// The pipeline: `--passes`, or the standard pipeline of the opt level.
+    /// The pipeline: `--passes`, or the standard pipeline of the opt level; with `--lower`,
+    /// followed by the lowering pipeline.
     pub fn pipeline(&self) -> Result<Sequential, String> {
-        match &self.passes {
-            Some(text) => parse_pipeline(text).map_err(|e| e.to_string()),
-            None => Ok(passel_passes::default_pipeline(self.opt_level())),
+        match (&self.passes, self.lower) {
+            (Some(text), false) => parse_pipeline(text).map_err(|e| e.to_string()),
+            (Some(text), true) => {
+                let given = parse_pipeline(text).map_err(|e| e.to_string())?;
+                Ok(Sequential::new(
+                    "build",
+                    vec![std::sync::Arc::new(given), std::sync::Arc::new(passel_passes::lower_pipeline())],
+                ))
+            }
+            (None, false) => Ok(passel_passes::default_pipeline(self.opt_level())),
+            (None, true) => Ok(passel_passes::build_pipeline(self.opt_level())),
         }
     }
 
@@ -96,6 +109,7 @@ impl PipelineArgs {
             require: resolve(&self.require)?,
             disable: resolve(&self.disable)?,
             config: self.config.iter().map(|c| c.trim().to_string()).collect(),
+            lower: self.lower,
         })
     }
 
@@ -107,6 +121,9 @@ impl PipelineArgs {
         words.extend(self.require.iter().map(|n| format!("--require={n}")));
         words.extend(self.disable.iter().map(|n| format!("--disable={n}")));
         words.extend(self.config.iter().map(|c| format!("--config={c}")));
+        if self.lower {
+            words.push("--lower".into());
+        }
         words
     }
 
@@ -117,7 +134,7 @@ impl PipelineArgs {
             use clap::error::{ContextKind, ContextValue, ErrorKind};
             match (e.kind(), e.get(ContextKind::InvalidArg)) {
                 (ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) => format!(
-                    "unknown option `{arg}` in {what} (expected --passes=, -O, --require=, --disable=, --config=)"
+                    "unknown option `{arg}` in {what} (expected --passes=, -O, --require=, --disable=, --config=, --lower)"
                 ),
                 _ => {
                     let rendered = e.render().to_string();
@@ -139,6 +156,7 @@ impl PipelineArgs {
                 *mine = theirs;
             }
         }
+        self.lower |= other.lower;
     }
 }
 
@@ -203,6 +221,7 @@ mod tests {
             require: vec!["FoldConstant".into()],
             disable: vec![],
             config: vec!["a.b=two words".into(), "q=-x".into()],
+            lower: true,
         };
         assert_eq!(PipelineArgs::from_words(&args.to_words(), "the header"), Ok(args));
     }

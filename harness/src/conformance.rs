@@ -46,7 +46,7 @@ pub struct ModelRow {
     err_before: Result<f64, String>,
     err_after: Result<f64, String>,
     round_trip: Result<(), String>,
-    /// PrimFuncs after LegalizeOps on the `-O3` module, and how long lowering took.
+    /// PrimFuncs after lowering the `-O3` module (LOWER_PIPELINE), and how long lowering took.
     prims: usize,
     lower_ms: f64,
     /// Error of the lowered module (graph calls left unlowered still run as graph calls).
@@ -173,7 +173,7 @@ fn model_case(case: &Case, lower: bool) -> Result<ModelRow, String> {
             let err = run(&opt, "main", &tensors(inputs.clone()), 0).and_then(|g| check_outputs(&g, &want, rtol, atol));
             let t = Instant::now();
             let lowered = if lower {
-                passel_passes::run_pipeline_text("InferType,LegalizeOps", opt.clone())
+                passel_passes::run_pipeline_text(&passel_passes::LOWER_PIPELINE.join(","), opt.clone())
             } else {
                 Err("not lowered (run with --lower)".to_string())
             };
@@ -185,7 +185,7 @@ fn model_case(case: &Case, lower: bool) -> Result<ModelRow, String> {
                     let rt = round_trip(&low);
                     (low.num_prims(), lower_ms, err.and_then(|e| rt.map(|()| e)))
                 }
-                Err(e) => (0, lower_ms, Err(format!("LegalizeOps: {e}"))),
+                Err(e) => (0, lower_ms, Err(format!("lowering: {e}"))),
             };
             (count_ops(&opt), err, round_trip(&module).and_then(|_| round_trip(&opt)), lowered)
         }
@@ -324,7 +324,7 @@ pub fn run_all(
     if !models.is_empty() {
         report.push_str(
             "\nReal models: import, eval vs expected, -O3, eval again, check + fmt round trip, \
-             LegalizeOps (PrimFuncs) and eval of the lowered module\n\n",
+             lowering (LegalizeOps, FuseTIR, tir passes: PrimFuncs) and eval of the lowered module\n\n",
         );
         report.push_str(
             "| model | import ms | -O3 ms | ops before | ops after | max abs err | max abs err after -O3 | round trip | PrimFuncs | lower ms | max abs err lowered |\n\

@@ -16,7 +16,10 @@ mod pipelines;
 mod scratch;
 pub mod testing;
 
-pub use pipelines::{default_pipeline, run_pipeline_text, standard_session, STANDARD_PIPELINE};
+pub use pipelines::{
+    build_pipeline, default_pipeline, lower_pipeline, run_pipeline_text, standard_session, LOWER_PIPELINE,
+    STANDARD_PIPELINE,
+};
 
 /// Declares the standard passes, each once: `file { NAMES } => { ITEMS };` makes `pub mod file`
 /// (`file.rs`), re-exports its ITEMS, and lists its registry NAMES in
@@ -59,6 +62,7 @@ declare_passes! {
     lambda_lift { NAME } => { lambda_lift_module };
     to_graph_normal_form { NAME } => { to_graph_normal_form, to_graph_normal_form_module };
     legalize_ops { NAME } => { legalize_ops };
+    fuse_tir { NAME } => { fuse_tir };
 }
 
 /// The loop-level passes, declared once in `tir.rs` the same way.

@@ -20,6 +20,8 @@
 //! makes and dead or duplicated values do not end fusion groups early. ToANormalForm, ToGraphNormalForm and LambdaLift are not part of
 //! TVM's build pipeline (the VM uses them while lowering), so they are not here either.
 
+use std::sync::Arc;
+
 use passel_engine::transform::{get_pass, Pass, PassContext, Sequential};
 use passel_engine::{Session, SessionError};
 
@@ -41,11 +43,36 @@ pub const STANDARD_PIPELINE: &[&str] = &[
 /// The standard pipeline for `opt_level` (0–3): [`STANDARD_PIPELINE`] as one `Sequential`
 /// named `default-O<N>`. The context's opt level decides which passes run.
 pub fn default_pipeline(opt_level: u32) -> Sequential {
-    let passes = STANDARD_PIPELINE
+    named_sequential(&format!("default-O{opt_level}"), STANDARD_PIPELINE)
+}
+
+/// Names of the lowering pipeline, in order: the graph level's operators become PrimFuncs
+/// (LegalizeOps), each fused group one PrimFunc (FuseTIR), then the loop-level passes clean
+/// the PrimFuncs up. `passel run --lower` (and Python's `passel.transform.get_pipeline(…,
+/// lower=True)`) runs it after the standard pipeline: TVM's `relax.build` order, graph
+/// optimisation with fusion first, then legalisation, FuseTIR and the tir passes.
+pub const LOWER_PIPELINE: &[&str] = &["LegalizeOps", "FuseTIR", "Simplify", "RemoveNoOp", "UnrollLoop"];
+
+/// The lowering pipeline ([`LOWER_PIPELINE`]) as one `Sequential` named `lower`.
+pub fn lower_pipeline() -> Sequential {
+    named_sequential("lower", LOWER_PIPELINE)
+}
+
+/// The standard pipeline for `opt_level` followed by the lowering pipeline, named
+/// `build-O<N>`: what `passel run --lower` runs.
+pub fn build_pipeline(opt_level: u32) -> Sequential {
+    Sequential::new(
+        &format!("build-O{opt_level}"),
+        vec![Arc::new(default_pipeline(opt_level)) as Arc<dyn Pass>, Arc::new(lower_pipeline())],
+    )
+}
+
+fn named_sequential(name: &str, names: &[&str]) -> Sequential {
+    let passes = names
         .iter()
         .map(|name| get_pass(name).unwrap_or_else(|e| panic!("standard pass {name} is not registered: {e}")))
         .collect();
-    Sequential::new(&format!("default-O{opt_level}"), passes)
+    Sequential::new(name, passes)
 }
 
 /// Runs a textual pipeline (`FoldConstant,[SimplifyExpr,DeadCodeElimination]`) on `module`

@@ -1,7 +1,7 @@
 //! The loop-level pass library: PrimFunc passes with TVM's `tir.transform` names, configs and
 //! semantics, one pass per file (`tir/<pass>.rs`), each declared once below.
 
-mod copy;
+pub(crate) mod copy;
 
 /// Declares the loop-level passes, each once: `file { NAMES };` makes `pub mod file`
 /// (`tir/file.rs`) and lists its registry NAMES in [`PASS_NAMES`] (which the crate's

@@ -19,7 +19,7 @@ pub struct ConformanceArgs {
     /// Only cases whose name contains this text.
     #[arg(long)]
     pub filter: Option<String>,
-    /// Also lower each model after -O3 (InferType, LegalizeOps) and check the lowered module's
+    /// Also lower each model after -O3 (LegalizeOps, FuseTIR, the tir passes) and check the lowered module's
     /// outputs (the loop-level interpreter is slow: meant for small models).
     #[arg(long)]
     pub lower: bool,

@@ -223,6 +223,7 @@ mod tests {
             require: vec!["FoldConstant".into()],
             disable: vec![],
             config: vec!["a.b=two words".into(), "q=\"x\\y\"".into()],
+            lower: false,
         };
         let line = header(&options);
         assert_eq!(

@@ -1,0 +1,361 @@
+//! FuseTIR (module pass, opt level 0): Relax's `relax.transform.FuseTIR`. Each fused group
+//! that FuseOps made and LegalizeOps lowered — a `#[Primitive]` function applied in place
+//! whose body is a tree of `call_tir` calls — becomes one PrimFunc, called with one
+//! `call_tir`; the group's intermediate results become local buffers of that PrimFunc.
+//!
+//! What it does, per group `fn (%p0, …) { call_tir(@relu, call_tir(@add, %p0, C)) }(%x, …)`:
+//! - the new PrimFunc's parameters are one buffer per group parameter (`%p0`, …), one per
+//!   distinct constant the body uses (`%c0`, …; the call site passes the constants), and the
+//!   output buffer `%out`: destination passing, as every `call_tir` callee;
+//! - its body is each callee's body in evaluation order, copied with fresh loop variables
+//!   and with the callee's buffers replaced: inputs by the buffers of the values passed,
+//!   the output by `%out` for the group's result or by an `alloc`ated intermediate
+//!   (`%t0`, …) that lives around the whole body;
+//! - it is named after the operators of the group, as TVM names fused kernels
+//!   (`fused_conv2d_add_relu`, `_1`, … when taken), and structurally identical fused
+//!   PrimFuncs are made once (one kernel for a network's repeated blocks);
+//! - per-operator PrimFuncs that no graph function calls any more afterwards are removed.
+//!
+//! What it deliberately does not do: fuse a group whose body holds anything but `call_tir`
+//! calls of buffer-only PrimFuncs on the group's parameters and constants (an operator left
+//! unlowered, a tuple, an `if`): such a group stays as it is and still runs; nor simplify the
+//! fused body (the tir passes do, e.g. StorageRewrite for the intermediates).
+//!
+//! Deterministic: functions in module order, groups in arena order, new PrimFuncs appended in
+//! order of first use.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use passel_engine::ir::{
+    fn_attr, mutate, Constant, ExprKind, ExprMutator, Function, Module, NodeId, RewriteCx, Type, TypeKind,
+};
+use passel_engine::tir::{prim_structural_eq, prim_structural_hash, Buffer, Param, PrimFunc, PrimFuncBuilder};
+use passel_engine::transform::ModulePass;
+use rustc_hash::FxHashMap;
+
+use crate::tir::copy::Copier;
+
+/// The pass's registry name.
+pub const NAME: &str = "FuseTIR";
+
+passel_engine::register_pass!(NAME, || Box::new(pass()));
+
+/// The `FuseTIR` pass as registered: a module pass at opt level 0 (as in TVM).
+pub fn pass() -> ModulePass {
+    passel_engine::transform::module_pass(NAME, 0, |module, _ctx| Ok(fuse_tir(module)))
+}
+
+/// Where a value of the group lives in the fused PrimFunc.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Value {
+    /// Group parameter `i`.
+    Param(usize),
+    /// Distinct constant `i` of the group.
+    Const(usize),
+    /// The result of the `i`-th call in evaluation order.
+    Call(usize),
+}
+
+/// One group, read from the old function: what the fused PrimFunc is made of.
+struct Group {
+    /// Per call in evaluation order: the callee's name and its arguments.
+    calls: Vec<(Arc<str>, Vec<Value>)>,
+    /// The group's result (a call).
+    result: usize,
+    /// The constant nodes (old ids), in order of first use.
+    consts: Vec<NodeId>,
+    /// Types of the group's parameters.
+    param_tys: Vec<Type>,
+}
+
+/// Reads a group: `None` when it is not a fusable tree of `call_tir` calls (see the module doc).
+fn read_group(module: &Module, func: &Function, callee: NodeId, call_tir: passel_engine::ir::OpId) -> Option<Group> {
+    let ExprKind::Func { idx } = *func.kind(callee) else { return None };
+    let closure = func.closure(idx);
+    if !closure.attrs.flag(fn_attr::PRIMITIVE) {
+        return None;
+    }
+    let params = func.ids(closure.params).to_vec();
+    let param_tys: Vec<Type> = params.iter().map(|&p| func.ty(p).cloned()).collect::<Option<_>>()?;
+    // Nodes of the body, children first (the arena is in post-order).
+    let mut nodes = Vec::new();
+    let mut stack = vec![closure.body];
+    let mut seen = BTreeSet::new();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n) {
+            continue;
+        }
+        nodes.push(n);
+        match *func.kind(n) {
+            ExprKind::Call { args, .. } => stack.extend_from_slice(func.ids(args)),
+            ExprKind::Block { bindings, result } => {
+                stack.extend(func.ids(bindings).chunks(2).map(|b| b[1]));
+                stack.push(result);
+            }
+            ExprKind::Var { .. } | ExprKind::Const { .. } | ExprKind::Global { .. } => {}
+            _ => return None,
+        }
+    }
+    nodes.sort_unstable();
+    // A block's variables stand for their values.
+    let mut alias: FxHashMap<NodeId, NodeId> = FxHashMap::default();
+    for &n in &nodes {
+        if let ExprKind::Block { bindings, result } = *func.kind(n) {
+            for b in func.ids(bindings).chunks(2) {
+                alias.insert(b[0], b[1]);
+            }
+            alias.insert(n, result);
+        }
+    }
+    let resolve = |mut n: NodeId| {
+        // Aliases point to earlier nodes, so this ends.
+        while let Some(&to) = alias.get(&n) {
+            n = to;
+        }
+        n
+    };
+    let mut value: FxHashMap<NodeId, Value> = FxHashMap::default();
+    for (i, &p) in params.iter().enumerate() {
+        value.insert(p, Value::Param(i));
+    }
+    let mut group = Group { calls: Vec::new(), result: 0, consts: Vec::new(), param_tys };
+    for &n in &nodes {
+        match *func.kind(n) {
+            ExprKind::Const { .. } => {
+                let ty = func.ty(n)?;
+                if !matches!(ty.kind(), TypeKind::Tensor(_)) {
+                    return None;
+                }
+                value.insert(n, Value::Const(group.consts.len()));
+                group.consts.push(n);
+            }
+            ExprKind::Call { op, args, .. } if op == call_tir => {
+                let args = func.ids(args);
+                let ExprKind::Global { name } = *func.kind(*args.first()?) else { return None };
+                let callee: Arc<str> = func.sym(name).into();
+                let prim = module.get_prim(&callee)?;
+                if prim.params().len() != args.len() || prim.params().iter().any(|p| !matches!(p, Param::Buf(_))) {
+                    return None;
+                }
+                let inputs: Vec<Value> =
+                    args[1..].iter().map(|&a| value.get(&resolve(a)).copied()).collect::<Option<_>>()?;
+                value.insert(n, Value::Call(group.calls.len()));
+                group.calls.push((callee, inputs));
+            }
+            ExprKind::Call { .. } => return None,
+            // Parameters (mapped above), bound variables and blocks (aliases) and callees.
+            _ => {}
+        }
+    }
+    match value.get(&resolve(closure.body)) {
+        Some(&Value::Call(i)) => group.result = i,
+        _ => return None,
+    }
+    Some(group)
+}
+
+/// Builds the fused PrimFunc of `group`, or an error naming what refused.
+fn build_fused(module: &Module, func: &Function, group: &Group, out_ty: &Type) -> Result<PrimFunc, String> {
+    let mut b = PrimFuncBuilder::new();
+    let buffer_of = |name: &str, ty: &Type| -> Result<Buffer, String> {
+        match ty.kind() {
+            TypeKind::Tensor(t) => {
+                let shape: Vec<i64> = t
+                    .shape
+                    .iter()
+                    .map(|&d| i64::try_from(d).map_err(|_| format!("`{name}` has a dimension past i64")))
+                    .collect::<Result<_, _>>()?;
+                Ok(Buffer::new(name, t.dtype, &shape))
+            }
+            _ => Err(format!("`{name}` is not a tensor")),
+        }
+    };
+    let mut params = Vec::new();
+    for (i, ty) in group.param_tys.iter().enumerate() {
+        params.push(b.buffer(buffer_of(&format!("p{i}"), ty)?)?);
+    }
+    let mut consts = Vec::new();
+    for (i, &c) in group.consts.iter().enumerate() {
+        let ty = func.ty(c).ok_or("an untyped constant")?;
+        consts.push(b.buffer(buffer_of(&format!("c{i}"), ty)?)?);
+    }
+    let out = b.buffer(buffer_of("out", out_ty)?)?;
+    for &p in params.iter().chain(&consts).chain(std::iter::once(&out)) {
+        b.param(Param::Buf(p));
+    }
+    // One buffer per call result: `%out` for the group's result, a local one otherwise.
+    let mut results = Vec::with_capacity(group.calls.len());
+    let mut locals = Vec::new();
+    for (i, (callee, _)) in group.calls.iter().enumerate() {
+        if i == group.result {
+            results.push(out);
+            continue;
+        }
+        let prim = module.get_prim(callee).ok_or_else(|| format!("no PrimFunc `@{callee}`"))?;
+        let Some(&Param::Buf(o)) = prim.params().last() else { return Err(format!("`@{callee}` has no output buffer")) };
+        let mut buf = prim.buf(o).clone();
+        buf.name = format!("t{}", locals.len()).into();
+        buf.scope = "local".into();
+        let id = b.buffer(buf)?;
+        locals.push(id);
+        results.push(id);
+    }
+    let mut body = Vec::with_capacity(group.calls.len());
+    for (i, (callee, inputs)) in group.calls.iter().enumerate() {
+        let prim = module.get_prim(callee).ok_or_else(|| format!("no PrimFunc `@{callee}`"))?;
+        let mut copier = Copier::new(prim);
+        copier.fresh = true;
+        for (param, input) in prim.params().iter().zip(inputs.iter().map(Some).chain(std::iter::once(None))) {
+            let Param::Buf(pb) = *param else { return Err(format!("`@{callee}` has a scalar parameter")) };
+            let to = match input {
+                Some(Value::Param(k)) => params[*k],
+                Some(Value::Const(k)) => consts[*k],
+                Some(Value::Call(k)) => results[*k],
+                None => results[i],
+            };
+            if prim.buf(pb).shape != b.peek().buf(to).shape || prim.buf(pb).dtype != b.peek().buf(to).dtype {
+                return Err(format!("`@{callee}`'s buffer `{}` does not match the value passed", prim.buf(pb).name));
+            }
+            copier.bufs.insert(pb, to);
+        }
+        body.push(copier.stmt(&mut b, prim.body())?);
+    }
+    let mut root = b.seq(&body);
+    for &l in locals.iter().rev() {
+        root = b.alloc(l, root);
+    }
+    Ok(b.finish(root))
+}
+
+/// The fused PrimFunc's base name: `fused_` and its callees' operator names.
+fn fused_name(group: &Group) -> String {
+    let mut name = String::from("fused");
+    for (callee, _) in &group.calls {
+        let op = match callee.rsplit_once('_') {
+            Some((base, k)) if !k.is_empty() && k.bytes().all(|c| c.is_ascii_digit()) => base,
+            _ => callee,
+        };
+        name.push('_');
+        name.push_str(op);
+    }
+    name
+}
+
+/// The PrimFuncs made so far.
+#[derive(Default)]
+struct Made {
+    /// Structural hash → names of fused PrimFuncs with that hash.
+    by_hash: FxHashMap<u64, Vec<usize>>,
+    new: Vec<(Arc<str>, Arc<PrimFunc>)>,
+    taken: BTreeSet<String>,
+}
+
+impl Made {
+    fn intern(&mut self, base: &str, prim: PrimFunc) -> (Arc<str>, Type) {
+        let h = prim_structural_hash(&prim);
+        if let Some(same) = self.by_hash.get(&h) {
+            for &i in same {
+                if prim_structural_eq(&self.new[i].1, &prim) {
+                    return (self.new[i].0.clone(), self.new[i].1.graph_type());
+                }
+            }
+        }
+        let mut name = base.to_string();
+        let mut k = 1;
+        while self.taken.contains(&name) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        self.taken.insert(name.clone());
+        let ty = prim.graph_type();
+        self.by_hash.entry(h).or_default().push(self.new.len());
+        let name: Arc<str> = name.into();
+        self.new.push((name.clone(), Arc::new(prim)));
+        (name, ty)
+    }
+}
+
+struct Fuse<'m> {
+    module: &'m Module,
+    made: &'m mut Made,
+    call_tir: passel_engine::ir::OpId,
+}
+
+impl ExprMutator for Fuse<'_> {
+    fn rewrite(&mut self, cx: &mut RewriteCx<'_>, old: NodeId, kind: &ExprKind) -> Option<NodeId> {
+        let ExprKind::Apply { args, .. } = *kind else { return None };
+        let func = cx.old();
+        let ExprKind::Apply { callee: old_callee, .. } = *func.kind(old) else { return None };
+        let group = read_group(self.module, func, old_callee, self.call_tir)?;
+        let out_ty = func.ty(old)?.clone();
+        let prim = build_fused(self.module, func, &group, &out_ty).ok()?;
+        let (name, prim_ty) = self.made.intern(&fused_name(&group), prim);
+        let mut call_args: Vec<NodeId> = Vec::with_capacity(1 + group.param_tys.len() + group.consts.len());
+        let g = cx.global(&name);
+        cx.set_ty(g, Some(prim_ty));
+        call_args.push(g);
+        call_args.extend_from_slice(cx.ids(args));
+        for &c in &group.consts {
+            let ExprKind::Const { idx } = *func.kind(c) else { return None };
+            let constant: Arc<Constant> = func.constant(idx).clone();
+            let node = cx.constant_node(constant);
+            cx.set_ty(node, func.ty(c).cloned());
+            call_args.push(node);
+        }
+        let call = cx.call(self.call_tir, &call_args, passel_engine::ir::Attrs::new());
+        cx.set_ty(call, Some(out_ty));
+        Some(call)
+    }
+}
+
+/// The PrimFuncs the graph functions of `module` call.
+fn called_prims(module: &Module) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (_, func) in module.iter() {
+        for name in func.live_globals() {
+            if module.get_prim(name).is_some() {
+                out.insert(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Fuses every fusable group of `module` (see the module docs).
+pub fn fuse_tir(module: Module) -> Module {
+    let Some(call_tir) = passel_engine::op::lookup("call_tir") else { return module };
+    if module.num_prims() == 0 {
+        return module;
+    }
+    let mut made = Made::default();
+    made.taken.extend(module.iter().map(|(n, _)| n.to_string()));
+    made.taken.extend(module.prim_funcs().map(|(n, _)| n.to_string()));
+    let before = called_prims(&module);
+    let mut out = module.clone();
+    let mut changed = false;
+    for (name, func) in module.iter() {
+        if !func.is_well_formed() {
+            continue;
+        }
+        let mut m = Fuse { module: &module, made: &mut made, call_tir };
+        let new = mutate(func, &mut m);
+        if !Arc::ptr_eq(&new, func) {
+            changed = true;
+            // The name exists, so replacing cannot fail.
+            let _ = out.insert(name, new);
+        }
+    }
+    if !changed {
+        return module;
+    }
+    for (name, prim) in std::mem::take(&mut made.new) {
+        // Fresh names never collide.
+        let _ = out.add_prim(&name, prim);
+    }
+    let after = called_prims(&out);
+    for gone in before.difference(&after) {
+        let _ = out.remove_prim(gone);
+    }
+    out
+}
