@@ -46,7 +46,7 @@ proptest! {
         act in 0usize..3, seed in any::<u64>(),
     ) {
         let activation = [Activation::Relu, Activation::Gelu, Activation::Mixed][act];
-        assert_well_formed(&mlp(&MlpOptions { layers, batch, input, width, activation, seed }))?;
+        assert_well_formed(&mlp(&MlpOptions { layers, batch, input, width, activation, seed, varied_widths: seed % 2 == 0 }))?;
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! FuseTIR (module pass, opt level 0): Relax's `relax.transform.FuseTIR`. Each fused group
+//! FuseTIR (module pass, opt level 0, requires InferType): Relax's `relax.transform.FuseTIR`. Each fused group
 //! that FuseOps made and LegalizeOps lowered — a `#[Primitive]` function applied in place
 //! whose body is a tree of `call_tir` calls — becomes one PrimFunc, called with one
 //! `call_tir`; the group's intermediate results become local buffers of that PrimFunc.
@@ -41,9 +41,10 @@ pub const NAME: &str = "FuseTIR";
 
 passel_engine::register_pass!(NAME, || Box::new(pass()));
 
-/// The `FuseTIR` pass as registered: a module pass at opt level 0 (as in TVM).
+/// The `FuseTIR` pass as registered: a module pass at opt level 0 (as in TVM) that requires
+/// InferType (a group's buffers come from its values' types).
 pub fn pass() -> ModulePass {
-    passel_engine::transform::module_pass(NAME, 0, |module, _ctx| Ok(fuse_tir(module)))
+    passel_engine::transform::module_pass(NAME, 0, |module, _ctx| Ok(fuse_tir(module))).with_required(&["InferType"])
 }
 
 /// Where a value of the group lives in the fused PrimFunc.
@@ -245,10 +246,16 @@ fn fused_name(group: &Group) -> String {
 /// The PrimFuncs made so far.
 #[derive(Default)]
 struct Made {
+    /// A group's shape (callees, wiring, types) → its fused PrimFunc: groups of the same shape
+    /// make the same PrimFunc, so it is built once.
+    by_shape: FxHashMap<String, (Arc<str>, Type)>,
     /// Structural hash → names of fused PrimFuncs with that hash.
     by_hash: FxHashMap<u64, Vec<usize>>,
     new: Vec<(Arc<str>, Arc<PrimFunc>)>,
     taken: BTreeSet<String>,
+    /// Per base name: the next suffix to try (names are made in O(1) each, not by counting
+    /// up from 1 for every kernel of a base).
+    next: FxHashMap<String, usize>,
 }
 
 impl Made {
@@ -261,12 +268,13 @@ impl Made {
                 }
             }
         }
-        let mut name = base.to_string();
-        let mut k = 1;
+        let k = self.next.entry(base.to_string()).or_insert(0);
+        let mut name = if *k == 0 { base.to_string() } else { format!("{base}_{k}") };
         while self.taken.contains(&name) {
+            *k += 1;
             name = format!("{base}_{k}");
-            k += 1;
         }
+        *k += 1;
         self.taken.insert(name.clone());
         let ty = prim.graph_type();
         self.by_hash.entry(h).or_default().push(self.new.len());
@@ -289,8 +297,17 @@ impl ExprMutator for Fuse<'_> {
         let ExprKind::Apply { callee: old_callee, .. } = *func.kind(old) else { return None };
         let group = read_group(self.module, func, old_callee, self.call_tir)?;
         let out_ty = func.ty(old)?.clone();
-        let prim = build_fused(self.module, func, &group, &out_ty).ok()?;
-        let (name, prim_ty) = self.made.intern(&fused_name(&group), prim);
+        let const_tys: Vec<Option<&Type>> = group.consts.iter().map(|&c| func.ty(c)).collect();
+        let shape = format!("{:?}|{}|{:?}|{:?}|{:?}", group.calls, group.result, group.param_tys, const_tys, out_ty);
+        let (name, prim_ty) = match self.made.by_shape.get(&shape) {
+            Some(made) => made.clone(),
+            None => {
+                let prim = build_fused(self.module, func, &group, &out_ty).ok()?;
+                let made = self.made.intern(&fused_name(&group), prim);
+                self.made.by_shape.insert(shape, made.clone());
+                made
+            }
+        };
         let mut call_args: Vec<NodeId> = Vec::with_capacity(1 + group.param_tys.len() + group.consts.len());
         let g = cx.global(&name);
         cx.set_ty(g, Some(prim_ty));
@@ -354,8 +371,6 @@ pub fn fuse_tir(module: Module) -> Module {
         let _ = out.add_prim(&name, prim);
     }
     let after = called_prims(&out);
-    for gone in before.difference(&after) {
-        let _ = out.remove_prim(gone);
-    }
+    out.retain_prims(|name| !before.contains(name) || after.contains(name));
     out
 }

@@ -48,6 +48,8 @@ pub struct Module {
     funcs: Arc<Vec<(Arc<str>, Arc<Function>)>>,
     index: Arc<FxHashMap<Arc<str>, usize>>,
     prims: Arc<Vec<(Arc<str>, Arc<PrimFunc>)>>,
+    /// Name → position in `prims` (a lowered model holds PrimFuncs by the ten thousand).
+    prim_index: Arc<FxHashMap<Arc<str>, usize>>,
 }
 
 impl Module {
@@ -84,7 +86,12 @@ impl Module {
     pub fn with_capacity(n: usize) -> Module {
         let mut index = FxHashMap::default();
         index.reserve(n);
-        Module { funcs: Arc::new(Vec::with_capacity(n)), index: Arc::new(index), prims: Arc::default() }
+        Module {
+            funcs: Arc::new(Vec::with_capacity(n)),
+            index: Arc::new(index),
+            prims: Arc::default(),
+            prim_index: Arc::default(),
+        }
     }
 
     fn push_new(&mut self, name: Arc<str>, func: Arc<Function>) {
@@ -222,7 +229,7 @@ impl Module {
             }
         }
         let prims: Vec<_> = self.prims.iter().filter(|(n, _)| named.contains(&**n)).cloned().collect();
-        out.prims = Arc::new(prims);
+        out.set_prims(prims);
         out
     }
 
@@ -235,7 +242,9 @@ impl Module {
         if self.index.contains_key(name) || self.prim_position(name).is_some() {
             return Err(ModuleError::Duplicate(name.to_string()));
         }
-        Arc::make_mut(&mut self.prims).push((name.into(), func.into()));
+        let name: Arc<str> = name.into();
+        Arc::make_mut(&mut self.prim_index).insert(name.clone(), self.prims.len());
+        Arc::make_mut(&mut self.prims).push((name, func.into()));
         Ok(())
     }
 
@@ -248,10 +257,30 @@ impl Module {
         Ok(())
     }
 
-    /// Removes the PrimFunc `name`, keeping the order of the rest.
+    /// Removes the PrimFunc `name`, keeping the order of the rest (linear in the PrimFunc
+    /// count: to remove many, use [`Module::retain_prims`]).
     pub fn remove_prim(&mut self, name: &str) -> Result<Arc<PrimFunc>, ModuleError> {
         let i = self.prim_position(name).ok_or_else(|| ModuleError::Unknown(name.to_string()))?;
-        Ok(Arc::make_mut(&mut self.prims).remove(i).1)
+        let mut prims = std::mem::take(Arc::make_mut(&mut self.prims));
+        let (_, removed) = prims.remove(i);
+        self.set_prims(prims);
+        Ok(removed)
+    }
+
+    /// Keeps the PrimFuncs whose name `keep` accepts, in order.
+    pub fn retain_prims(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        if self.prims.iter().all(|(n, _)| keep(n)) {
+            return;
+        }
+        let prims = self.prims.iter().filter(|(n, _)| keep(n)).cloned().collect();
+        self.set_prims(prims);
+    }
+
+    /// Sets the PrimFunc list (names unique and distinct from graph functions' names) and its
+    /// index.
+    fn set_prims(&mut self, prims: Vec<(Arc<str>, Arc<PrimFunc>)>) {
+        self.prim_index = Arc::new(prims.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect());
+        self.prims = Arc::new(prims);
     }
 
     /// The PrimFunc `name`.
@@ -259,11 +288,9 @@ impl Module {
         self.prim_position(name).map(|i| &self.prims[i].1)
     }
 
-    /// Position of the PrimFunc `name` in the PrimFunc list. A linear scan: modules hold
-    /// PrimFuncs by the thousand at most, and lookups by name are rare (the runner goes by
-    /// position).
+    /// Position of the PrimFunc `name` in the PrimFunc list.
     pub fn prim_position(&self, name: &str) -> Option<usize> {
-        self.prims.iter().position(|(n, _)| &**n == name)
+        self.prim_index.get(name).copied()
     }
 
     /// `(name, PrimFunc)` pairs in order.
@@ -299,6 +326,7 @@ impl Module {
     /// module into a new one).
     pub fn set_prims_from(&mut self, other: &Module) {
         self.prims = other.prims.clone();
+        self.prim_index = other.prim_index.clone();
     }
 
     /// Whether both modules hold the same functions by pointer, in the same order.

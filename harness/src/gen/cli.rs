@@ -72,6 +72,11 @@ pub struct MlpArgs {
     /// Seed of the weights.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Give each layer but the last its own output width, drawn from the seed in
+    /// [width/2, 2*width] (every layer then lowers to its own kernels: `run --lower` makes
+    /// about one PrimFunc per layer).
+    #[arg(long)]
+    pub varied_widths: bool,
 }
 
 /// Options of `passel gen cnn`.
@@ -241,6 +246,7 @@ pub fn generate(cmd: &GenCommand) -> Module {
                 _ => Activation::Mixed,
             },
             seed: a.seed,
+            varied_widths: a.varied_widths,
         }),
         GenCommand::Cnn(a) => cnn(&CnnOptions {
             blocks: a.blocks as usize,

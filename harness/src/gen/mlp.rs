@@ -2,7 +2,9 @@
 //! `@layerI(%x: Tensor[(batch, in), f32]) -> Tensor[(batch, out), f32]` computing
 //! `act(bias_add(dense(x, W), b))` with seeded fill weights; `@main` calls the layers in turn
 //! and ends with a softmax. The first layer maps `input` features to `width`, the others keep
-//! `width`.
+//! `width` — or, with `varied_widths`, each layer but the last maps to its own width drawn
+//! from the seed in `[width / 2, 2 * width]`, so that every layer has its own shapes (lowering
+//! then makes about one kernel per layer: the loop level's many-PrimFunc workload).
 
 use passel_engine::ir::{Module, Type};
 use rand::{Rng, SeedableRng};
@@ -36,11 +38,22 @@ pub struct MlpOptions {
     pub activation: Activation,
     /// Seed of the weights (and of the activations when mixed).
     pub seed: u64,
+    /// Each layer but the last has its own output width, drawn from the seed in
+    /// `[width / 2, 2 * width]`.
+    pub varied_widths: bool,
 }
 
 impl Default for MlpOptions {
     fn default() -> Self {
-        MlpOptions { layers: 8, batch: 4, input: 32, width: 64, activation: Activation::Mixed, seed: 0 }
+        MlpOptions {
+            layers: 8,
+            batch: 4,
+            input: 32,
+            width: 64,
+            activation: Activation::Mixed,
+            seed: 0,
+            varied_widths: false,
+        }
     }
 }
 
@@ -49,7 +62,7 @@ pub fn mlp(opts: &MlpOptions) -> Module {
     let mut module = Module::new();
     let x_ty = f32_ty(&[opts.batch, opts.input]);
     let h_ty = f32_ty(&[opts.batch, opts.width]);
-    let out_ty = if opts.layers == 0 { x_ty.clone() } else { h_ty.clone() };
+    let out_ty = if opts.layers == 0 { x_ty.clone() } else { h_ty };
 
     let mut e = Emit::new(item_seed(opts.seed, u64::MAX));
     let x = e.param("x", x_ty.clone());
@@ -62,28 +75,41 @@ pub fn mlp(opts: &MlpOptions) -> Module {
     let out = e.call("softmax", &[cur], int("axis", -1));
     module.add("main", e.finish(&[x], out, out_ty)).expect("generated names are unique");
 
+    let mut in_features = opts.input;
     for i in 0..opts.layers {
-        let in_features = if i == 0 { opts.input } else { opts.width };
         let mut rng = ChaCha8Rng::seed_from_u64(item_seed(opts.seed, i as u64));
         let relu = match opts.activation {
             Activation::Relu => true,
             Activation::Gelu => false,
             Activation::Mixed => rng.gen_bool(0.5),
         };
-        let func = layer(item_seed(opts.seed, i as u64), f32_ty(&[opts.batch, in_features]), h_ty.clone(), opts, relu);
+        let out_features = if opts.varied_widths && i + 1 < opts.layers {
+            let lo = (opts.width / 2).max(1);
+            rng.gen_range(lo..=opts.width.saturating_mul(2).max(lo))
+        } else {
+            opts.width
+        };
+        let func = layer(
+            item_seed(opts.seed, i as u64),
+            f32_ty(&[opts.batch, in_features]),
+            f32_ty(&[opts.batch, out_features]),
+            relu,
+        );
         module.add(&format!("layer{i}"), func).expect("generated names are unique");
+        in_features = out_features;
     }
     module
 }
 
-fn layer(seed: u64, x_ty: Type, out_ty: Type, opts: &MlpOptions, relu: bool) -> passel_engine::ir::Function {
-    let in_features = x_ty.as_tensor().map(|t| t.shape[1]).unwrap_or(opts.input);
+fn layer(seed: u64, x_ty: Type, out_ty: Type, relu: bool) -> passel_engine::ir::Function {
+    let features = |t: &Type| t.as_tensor().map(|t| t.shape[1]).unwrap_or(1);
+    let (in_features, out_features) = (features(&x_ty), features(&out_ty));
     let mut e = Emit::new(seed);
     let x = e.param("x", x_ty);
     let scale = 1.0 / (in_features.max(1) as f64).sqrt();
-    let w = e.weight(&[opts.width, in_features], scale);
+    let w = e.weight(&[out_features, in_features], scale);
     let d = e.call0("dense", &[x, w]);
-    let bias = e.weight(&[opts.width], 0.1);
+    let bias = e.weight(&[out_features], 0.1);
     let biased = e.call("bias_add", &[d, bias], int("axis", -1));
     let act = e.call0(if relu { "relu" } else { "gelu" }, &[biased]);
     e.finish(&[x], act, out_ty)
