@@ -24,4 +24,5 @@ declare_tir_passes! {
     simplify { NAME };
     remove_no_op { NAME };
     unroll_loop { NAME };
+    vectorize_loop { NAME };
 }
