@@ -25,4 +25,5 @@ declare_tir_passes! {
     remove_no_op { NAME };
     unroll_loop { NAME };
     vectorize_loop { NAME };
+    loop_partition { NAME };
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use passel_engine::interp::{run_prim_func, PrimArg, PrimScalar};
 use passel_engine::ir::{parse_module, DType, Tensor};
 use passel_engine::tir::{print_prim_func, verify_prim_func, PrimFunc};
-use passel_passes::tir::{remove_no_op, simplify, unroll_loop, vectorize_loop};
+use passel_passes::tir::{loop_partition, remove_no_op, simplify, unroll_loop, vectorize_loop};
 use proptest::prelude::*;
 
 struct Gen<'a> {
@@ -169,6 +169,19 @@ fn passes() -> Vec<(&'static str, PassFn)> {
         ("VectorizeLoop", |f| vectorize_loop::vectorize_loop(f, true)),
         ("VectorizeLoop(disabled)", |f| vectorize_loop::vectorize_loop(f, false)),
         ("VectorizeLoop,Simplify", |f| simplify::simplify(&vectorize_loop::vectorize_loop(f, true))),
+        ("LoopPartition", |f| loop_partition::loop_partition(f, loop_partition::PartitionConfig::default())),
+        ("LoopPartition(const)", |f| {
+            let cfg = loop_partition::PartitionConfig { partition_const_loop: true, ..Default::default() };
+            loop_partition::loop_partition(f, cfg)
+        }),
+        ("LoopPartition(const, no_unroll_loop_with_extent_one),Simplify", |f| {
+            let cfg = loop_partition::PartitionConfig {
+                partition_const_loop: true,
+                no_unroll_loop_with_extent_one: true,
+                ..Default::default()
+            };
+            simplify::simplify(&loop_partition::loop_partition(f, cfg))
+        }),
     ]
 }
 

@@ -4,10 +4,14 @@
 //! each variable once (what TVM's `ConvertSSA` restores after unrolling).
 //!
 //! The one copier of the tir passes: RemoveNoOp copies the expressions it keeps, UnrollLoop
-//! copies loop bodies once per iteration. Walks are explicit stacks; the only recursion is
+//! copies loop bodies once per iteration, VectorizeLoop copies what it does not vectorize,
+//! LoopPartition copies a loop body per subrange (with decided conditions replaced by
+//! constants) and the function around the pieces. Walks are explicit stacks; the only recursion is
 //! [`Copier::stmt`] entering a loop it unrolls, bounded by the nesting of unrolled loops.
 
-use passel_engine::tir::{BufId, ForKind, PExprId, PExprKind, PrimFunc, PrimFuncBuilder, StmtId, StmtKind, VarId};
+use passel_engine::tir::{
+    BinOp, BufId, ForKind, PExprId, PExprKind, PrimFunc, PrimFuncBuilder, StmtId, StmtKind, VarId,
+};
 use rustc_hash::FxHashMap;
 
 use super::simplify::wrap_imm;
@@ -32,6 +36,10 @@ pub(crate) struct Copier<'a> {
     pub(crate) unroll: Vec<bool>,
     /// Loops whose kind changes in the copy.
     pub(crate) kinds: FxHashMap<StmtId, ForKind>,
+    /// Statements replaced by statements already built in the destination.
+    pub(crate) replace: FxHashMap<StmtId, StmtId>,
+    /// Expressions replaced by integer (or `bool`) immediates of their type.
+    pub(crate) consts: FxHashMap<PExprId, i64>,
 }
 
 type R<T> = Result<T, String>;
@@ -45,6 +53,8 @@ impl<'a> Copier<'a> {
             fresh: false,
             unroll: vec![false; src.stmts().len()],
             kinds: FxHashMap::default(),
+            replace: FxHashMap::default(),
+            consts: FxHashMap::default(),
         }
     }
 
@@ -78,6 +88,9 @@ impl<'a> Copier<'a> {
         let mut stack = vec![root];
         let mut ops = Vec::new();
         while let Some(e) = stack.pop() {
+            if self.consts.contains_key(&e) {
+                continue;
+            }
             ops.clear();
             src.expr_operands(e, &mut ops);
             nodes.extend_from_slice(&ops);
@@ -85,6 +98,9 @@ impl<'a> Copier<'a> {
         }
         nodes.sort_unstable();
         for &e in &nodes {
+            if self.consts.contains_key(&e) {
+                continue;
+            }
             if let PExprKind::Let(v, _, _) = src.expr(e).kind {
                 self.bind_var(dst, v)?;
             }
@@ -93,6 +109,10 @@ impl<'a> Copier<'a> {
         for &e in &nodes {
             let m = |x: PExprId| map[&x];
             let node = *src.expr(e);
+            if let Some(&k) = self.consts.get(&e) {
+                map.insert(e, dst.int(k, node.ty)?);
+                continue;
+            }
             let out = match node.kind {
                 PExprKind::Int(v) => dst.int(v, node.ty)?,
                 PExprKind::Float(v) => dst.float(v, node.ty)?,
@@ -128,6 +148,53 @@ impl<'a> Copier<'a> {
         Ok(map[&root])
     }
 
+    /// The value of condition `c` when [`consts`](Self::consts) decide it through `and`,
+    /// `or` and `not` (`None` without replacements, or when it stays open).
+    fn decided(&self, c: PExprId) -> Option<bool> {
+        if self.consts.is_empty() {
+            return None;
+        }
+        let src = self.src;
+        let mut nodes = Vec::new();
+        let mut stack = vec![c];
+        while let Some(e) = stack.pop() {
+            nodes.push(e);
+            if self.consts.contains_key(&e) {
+                continue;
+            }
+            match src.expr(e).kind {
+                PExprKind::Bin(BinOp::And | BinOp::Or, a, b) => stack.extend([a, b]),
+                PExprKind::Not(a) => stack.push(a),
+                _ => {}
+            }
+        }
+        nodes.sort_unstable();
+        let mut val: FxHashMap<PExprId, Option<bool>> = FxHashMap::default();
+        for e in nodes {
+            let v = if let Some(&k) = self.consts.get(&e) {
+                Some(k != 0)
+            } else {
+                match src.expr(e).kind {
+                    PExprKind::Int(k) => Some(k != 0),
+                    PExprKind::Not(a) => val[&a].map(|x| !x),
+                    PExprKind::Bin(BinOp::And, a, b) => match (val[&a], val[&b]) {
+                        (Some(false), _) | (_, Some(false)) => Some(false),
+                        (Some(true), Some(true)) => Some(true),
+                        _ => None,
+                    },
+                    PExprKind::Bin(BinOp::Or, a, b) => match (val[&a], val[&b]) {
+                        (Some(true), _) | (_, Some(true)) => Some(true),
+                        (Some(false), Some(false)) => Some(false),
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            };
+            val.insert(e, v);
+        }
+        val[&c]
+    }
+
     fn var_of(&self, v: VarId) -> VarId {
         match self.vars.get(&v) {
             Some(&VarMap::Var(w)) => w,
@@ -142,8 +209,17 @@ impl<'a> Copier<'a> {
         let mut nodes = vec![root];
         let mut stack = vec![root];
         while let Some(s) = stack.pop() {
-            if self.unroll[s.index()] {
+            if self.unroll[s.index()] || self.replace.contains_key(&s) {
                 continue;
+            }
+            if let StmtKind::If { cond, then_, else_ } = src.stmt(s).kind {
+                if let Some(taken) = self.decided(cond) {
+                    if let Some(c) = if taken { Some(then_) } else { else_ } {
+                        nodes.push(c);
+                        stack.push(c);
+                    }
+                    continue;
+                }
             }
             for &c in src.children(s).as_slice() {
                 nodes.push(c);
@@ -152,6 +228,9 @@ impl<'a> Copier<'a> {
         }
         nodes.sort_unstable();
         for &s in &nodes {
+            if self.replace.contains_key(&s) {
+                continue;
+            }
             match src.stmt(s).kind {
                 StmtKind::For { var, .. } | StmtKind::Let { var, .. } if !self.unroll[s.index()] => {
                     self.bind_var(dst, var)?;
@@ -164,6 +243,10 @@ impl<'a> Copier<'a> {
         }
         let mut map: FxHashMap<StmtId, StmtId> = FxHashMap::default();
         for &s in &nodes {
+            if let Some(&r) = self.replace.get(&s) {
+                map.insert(s, r);
+                continue;
+            }
             let out = match src.stmt(s).kind {
                 StmtKind::For { var, min, extent, body, .. } if self.unroll[s.index()] => {
                     let (m, n) = match (src.expr(min).kind, src.expr(extent).kind) {
@@ -199,10 +282,17 @@ impl<'a> Copier<'a> {
                     let value = self.expr(dst, value)?;
                     dst.let_stmt(self.var_of(var), value, map[&body])?
                 }
-                StmtKind::If { cond, then_, else_ } => {
-                    let cond = self.expr(dst, cond)?;
-                    dst.if_(cond, map[&then_], else_.map(|e| map[&e]))?
-                }
+                StmtKind::If { cond, then_, else_ } => match self.decided(cond) {
+                    Some(true) => map[&then_],
+                    Some(false) => match else_ {
+                        Some(e) => map[&e],
+                        None => dst.nop(),
+                    },
+                    None => {
+                        let cond = self.expr(dst, cond)?;
+                        dst.if_(cond, map[&then_], else_.map(|e| map[&e]))?
+                    }
+                },
                 StmtKind::Seq(r) => {
                     let items: Vec<StmtId> = src.stmt_list(r).iter().map(|c| map[c]).collect();
                     dst.seq(&items)
