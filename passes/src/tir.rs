@@ -26,4 +26,5 @@ declare_tir_passes! {
     unroll_loop { NAME };
     vectorize_loop { NAME };
     loop_partition { NAME };
+    flatten_buffer { NAME };
 }

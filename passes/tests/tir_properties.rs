@@ -7,7 +7,8 @@
 //! non-affine integer expressions over the loop and `let` variables (always in bounds, never
 //! a static division by zero). Inside a `vectorized` loop every access of `%A` is at
 //! `floormod(add(%v, c), 16)` for its variable `%v` and one constant `c`, so its iterations
-//! are independent, as the loop kind promises.
+//! are independent, as the loop kind promises. Two-dimensional buffers (the strided, offset
+//! output `%M` and `alloc`ated temporaries) are read and written outside vectorized loops.
 //!
 //! The semantics property: the interpreter ([`run_prim_func`]) gives the same `%A` before and
 //! after each pass, for random `%n` and `%I`, whenever the input runs without error.
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use passel_engine::interp::{run_prim_func, PrimArg, PrimScalar};
 use passel_engine::ir::{parse_module, DType, Tensor};
 use passel_engine::tir::{print_prim_func, verify_prim_func, PrimFunc};
-use passel_passes::tir::{loop_partition, remove_no_op, simplify, unroll_loop, vectorize_loop};
+use passel_passes::tir::{flatten_buffer, loop_partition, remove_no_op, simplify, unroll_loop, vectorize_loop};
 use proptest::prelude::*;
 
 struct Gen<'a> {
@@ -30,6 +31,8 @@ struct Gen<'a> {
     /// Inside a `vectorized` loop: its variable and the offset of the one `%A` element each
     /// iteration may touch (so iterations are independent, as the loop kind promises).
     vec: Option<(String, u32)>,
+    /// The two-dimensional buffers in scope: `%M` and the `alloc`s around.
+    grids: Vec<String>,
 }
 
 impl Gen<'_> {
@@ -56,9 +59,14 @@ impl Gen<'_> {
             8 => format!("floormod({}, {})", self.expr(depth - 1), self.next(4) + 1),
             9 => format!("min({}, {})", self.expr(depth - 1), self.expr(depth - 1)),
             10 => format!("select({}, {}, {})", self.cond(depth - 1), self.expr(depth - 1), self.expr(depth - 1)),
-            _ => match (self.next(2), self.vec.clone()) {
+            _ => match (self.next(3), self.vec.clone()) {
                 (0, Some((v, c))) => format!("%A[floormod(add({v}, {c}), 16)]"),
                 (0, None) => format!("%A[floormod({}, 16)]", self.expr(depth - 1)),
+                (1, None) => {
+                    let k = self.next(self.grids.len() as u32) as usize;
+                    let m = self.grids[k].clone();
+                    format!("{m}[floormod({}, 2), floormod({}, 3)]", self.expr(depth - 1), self.expr(depth - 1))
+                }
                 _ => format!("%I[floormod({}, 16)]", self.expr(depth - 1)),
             },
         }
@@ -89,6 +97,20 @@ impl Gen<'_> {
             let pad = "  ".repeat(indent);
             let kind = if depth == 0 { self.next(3) } else { self.next(8) };
             match kind {
+                1 if self.vec.is_none() && self.next(2) == 0 => {
+                    let k = self.next(self.grids.len() as u32) as usize;
+                    let m = self.grids[k].clone();
+                    let (i, j, value) = (self.expr(2), self.expr(2), self.expr(2));
+                    self.out.push_str(&format!("{pad}{m}[floormod({i}, 2), floormod({j}, 3)] = {value};\n"));
+                }
+                6 if self.next(3) == 0 => {
+                    let t = self.fresh("T");
+                    self.out.push_str(&format!("{pad}alloc {t}: Buffer[(2, 3), i64] {{\n"));
+                    self.grids.push(t);
+                    self.block(depth - 1, indent + 1);
+                    self.grids.pop();
+                    self.out.push_str(&format!("{pad}}}\n"));
+                }
                 0 | 1 => {
                     let idx = match self.vec.clone() {
                         Some((v, c)) => format!("add({v}, {c})"),
@@ -147,8 +169,19 @@ impl Gen<'_> {
 }
 
 fn generate(tape: &[u32]) -> String {
-    let mut g = Gen { tape, pos: 0, vars: Vec::new(), n_vars: 0, out: String::new(), stmts: 0, vec: None };
-    g.out.push_str("prim @f(%n: i64, %I: Buffer[(16,), i64], %A: Buffer[(16,), i64]) {\n");
+    let mut g = Gen {
+        tape,
+        pos: 0,
+        vars: Vec::new(),
+        n_vars: 0,
+        out: String::new(),
+        stmts: 0,
+        vec: None,
+        grids: vec!["%M".to_string()],
+    };
+    g.out.push_str(
+        "prim @f(%n: i64, %I: Buffer[(16,), i64], %A: Buffer[(16,), i64], %M: Buffer[(2, 3), i64, strides=[4, 1], offset=1]) {\n",
+    );
     g.block(3, 1);
     g.out.push_str("}\n");
     g.out
@@ -169,6 +202,8 @@ fn passes() -> Vec<(&'static str, PassFn)> {
         ("VectorizeLoop", |f| vectorize_loop::vectorize_loop(f, true)),
         ("VectorizeLoop(disabled)", |f| vectorize_loop::vectorize_loop(f, false)),
         ("VectorizeLoop,Simplify", |f| simplify::simplify(&vectorize_loop::vectorize_loop(f, true))),
+        ("FlattenBuffer", flatten_buffer::flatten_buffer),
+        ("FlattenBuffer,Simplify", |f| simplify::simplify(&flatten_buffer::flatten_buffer(f))),
         ("LoopPartition", |f| loop_partition::loop_partition(f, loop_partition::PartitionConfig::default())),
         ("LoopPartition(const)", |f| {
             let cfg = loop_partition::PartitionConfig { partition_const_loop: true, ..Default::default() };

@@ -6,11 +6,13 @@
 //! The one copier of the tir passes: RemoveNoOp copies the expressions it keeps, UnrollLoop
 //! copies loop bodies once per iteration, VectorizeLoop copies what it does not vectorize,
 //! LoopPartition copies a loop body per subrange (with decided conditions replaced by
-//! constants) and the function around the pieces. Walks are explicit stacks; the only recursion is
+//! constants) and the function around the pieces, FlattenBuffer copies the body with buffer
+//! accesses flattened. Walks are explicit stacks; the only recursion is
 //! [`Copier::stmt`] entering a loop it unrolls, bounded by the nesting of unrolled loops.
 
+use passel_engine::ir::DType;
 use passel_engine::tir::{
-    BinOp, BufId, ForKind, PExprId, PExprKind, PrimFunc, PrimFuncBuilder, StmtId, StmtKind, VarId,
+    BinOp, BufId, ForKind, PExprId, PExprKind, PType, PrimFunc, PrimFuncBuilder, StmtId, StmtKind, VarId,
 };
 use rustc_hash::FxHashMap;
 
@@ -40,9 +42,30 @@ pub(crate) struct Copier<'a> {
     pub(crate) replace: FxHashMap<StmtId, StmtId>,
     /// Expressions replaced by integer (or `bool`) immediates of their type.
     pub(crate) consts: FxHashMap<PExprId, i64>,
+    /// Buffers (of `src`) whose accesses become one flat index (FlattenBuffer).
+    pub(crate) flatten: FxHashMap<BufId, Flat>,
+}
+
+/// How the accesses of a flattened buffer are indexed: `offset + Σ index_k × strides_k`,
+/// computed in `dtype`.
+#[derive(Clone, Debug)]
+pub(crate) struct Flat {
+    pub(crate) strides: Vec<i64>,
+    pub(crate) offset: i64,
+    pub(crate) dtype: DType,
 }
 
 type R<T> = Result<T, String>;
+
+/// `a` and `b` with the scalar one broadcast to the other's lanes.
+fn widen_pair(dst: &mut PrimFuncBuilder, a: PExprId, b: PExprId) -> R<(PExprId, PExprId)> {
+    let (la, lb) = (dst.peek().expr(a).ty.lanes, dst.peek().expr(b).ty.lanes);
+    Ok(match (la, lb) {
+        (1, l) if l > 1 => (dst.broadcast(a, l)?, b),
+        (l, 1) if l > 1 => (a, dst.broadcast(b, l)?),
+        _ => (a, b),
+    })
+}
 
 impl<'a> Copier<'a> {
     pub(crate) fn new(src: &'a PrimFunc) -> Copier<'a> {
@@ -55,6 +78,7 @@ impl<'a> Copier<'a> {
             kinds: FxHashMap::default(),
             replace: FxHashMap::default(),
             consts: FxHashMap::default(),
+            flatten: FxHashMap::default(),
         }
     }
 
@@ -127,6 +151,7 @@ impl<'a> Copier<'a> {
                 PExprKind::Cast(a) => dst.cast(m(a), node.ty.dtype),
                 PExprKind::Load(b, r) => {
                     let idx: Vec<PExprId> = src.operands(r).iter().map(|&i| m(i)).collect();
+                    let idx = self.index(dst, b, idx)?;
                     dst.load(self.buf(b), &idx)?
                 }
                 PExprKind::Call(intr, r) => {
@@ -146,6 +171,48 @@ impl<'a> Copier<'a> {
             map.insert(e, out);
         }
         Ok(map[&root])
+    }
+
+    /// The indices (already copied) of an access of `b`: one flat index if `b` is flattened.
+    fn index(&self, dst: &mut PrimFuncBuilder, b: BufId, idx: Vec<PExprId>) -> R<Vec<PExprId>> {
+        let Some(flat) = self.flatten.get(&b) else { return Ok(idx) };
+        let scalar = PType::scalar(flat.dtype);
+        let lanes = idx.iter().map(|&i| dst.peek().expr(i).ty.lanes).max().unwrap_or(1);
+        let mut sum: Option<PExprId> = None;
+        for (&i, &stride) in idx.iter().zip(&flat.strides) {
+            if stride == 0 {
+                continue;
+            }
+            let t = dst.peek().expr(i).ty;
+            let i = if t.dtype == flat.dtype { i } else { dst.cast(i, flat.dtype) };
+            let term = if stride == 1 {
+                i
+            } else {
+                let s = dst.int(stride, scalar)?;
+                let s = if t.lanes > 1 { dst.broadcast(s, t.lanes)? } else { s };
+                dst.bin(BinOp::Mul, i, s)?
+            };
+            sum = Some(match sum {
+                None => term,
+                Some(acc) => {
+                    let (acc, term) = widen_pair(dst, acc, term)?;
+                    dst.bin(BinOp::Add, acc, term)?
+                }
+            });
+        }
+        let mut out = match sum {
+            Some(s) if flat.offset == 0 => s,
+            Some(s) => {
+                let k = dst.int(flat.offset, scalar)?;
+                let (s, k) = widen_pair(dst, s, k)?;
+                dst.bin(BinOp::Add, s, k)?
+            }
+            None => dst.int(flat.offset, scalar)?,
+        };
+        if lanes > 1 && dst.peek().expr(out).ty.lanes == 1 {
+            out = dst.broadcast(out, lanes)?;
+        }
+        Ok(vec![out])
     }
 
     /// The value of condition `c` when [`consts`](Self::consts) decide it through `and`,
@@ -276,6 +343,7 @@ impl<'a> Copier<'a> {
                     let idx: Vec<PExprId> =
                         src.operands(indices).iter().map(|&i| self.expr(dst, i)).collect::<R<_>>()?;
                     let value = self.expr(dst, value)?;
+                    let idx = self.index(dst, buf, idx)?;
                     dst.store(self.buf(buf), &idx, value)?
                 }
                 StmtKind::Let { var, value, body } => {
