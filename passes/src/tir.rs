@@ -27,4 +27,5 @@ declare_tir_passes! {
     vectorize_loop { NAME };
     loop_partition { NAME };
     flatten_buffer { NAME };
+    storage_rewrite { NAME };
 }

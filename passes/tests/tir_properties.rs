@@ -18,7 +18,9 @@ use std::sync::Arc;
 use passel_engine::interp::{run_prim_func, PrimArg, PrimScalar};
 use passel_engine::ir::{parse_module, DType, Tensor};
 use passel_engine::tir::{print_prim_func, verify_prim_func, PrimFunc};
-use passel_passes::tir::{flatten_buffer, loop_partition, remove_no_op, simplify, unroll_loop, vectorize_loop};
+use passel_passes::tir::{
+    flatten_buffer, loop_partition, remove_no_op, simplify, storage_rewrite, unroll_loop, vectorize_loop,
+};
 use proptest::prelude::*;
 
 struct Gen<'a> {
@@ -203,6 +205,7 @@ fn passes() -> Vec<(&'static str, PassFn)> {
         ("VectorizeLoop(disabled)", |f| vectorize_loop::vectorize_loop(f, false)),
         ("VectorizeLoop,Simplify", |f| simplify::simplify(&vectorize_loop::vectorize_loop(f, true))),
         ("FlattenBuffer", flatten_buffer::flatten_buffer),
+        ("StorageRewrite", storage_rewrite::storage_rewrite),
         ("FlattenBuffer,Simplify", |f| simplify::simplify(&flatten_buffer::flatten_buffer(f))),
         ("LoopPartition", |f| loop_partition::loop_partition(f, loop_partition::PartitionConfig::default())),
         ("LoopPartition(const)", |f| {
