@@ -28,4 +28,5 @@ declare_tir_passes! {
     loop_partition { NAME };
     flatten_buffer { NAME };
     storage_rewrite { NAME };
+    common_subexpr_elim { NAME };
 }

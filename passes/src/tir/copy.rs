@@ -42,6 +42,10 @@ pub(crate) struct Copier<'a> {
     pub(crate) replace: FxHashMap<StmtId, StmtId>,
     /// Expressions replaced by integer (or `bool`) immediates of their type.
     pub(crate) consts: FxHashMap<PExprId, i64>,
+    /// Expressions replaced by variables (CommonSubexprElimTIR).
+    pub(crate) subst: FxHashMap<PExprId, VarId>,
+    /// While copying a replaced expression's own value: the root is copied, not replaced.
+    value_root: bool,
     /// Buffers (of `src`) whose accesses become one flat index (FlattenBuffer).
     pub(crate) flatten: FxHashMap<BufId, Flat>,
 }
@@ -79,6 +83,8 @@ impl<'a> Copier<'a> {
             replace: FxHashMap::default(),
             consts: FxHashMap::default(),
             flatten: FxHashMap::default(),
+            subst: FxHashMap::default(),
+            value_root: false,
         }
     }
 
@@ -112,7 +118,7 @@ impl<'a> Copier<'a> {
         let mut stack = vec![root];
         let mut ops = Vec::new();
         while let Some(e) = stack.pop() {
-            if self.consts.contains_key(&e) {
+            if self.consts.contains_key(&e) || (self.subst.contains_key(&e) && !(e == root && self.value_root)) {
                 continue;
             }
             ops.clear();
@@ -122,7 +128,7 @@ impl<'a> Copier<'a> {
         }
         nodes.sort_unstable();
         for &e in &nodes {
-            if self.consts.contains_key(&e) {
+            if self.consts.contains_key(&e) || (self.subst.contains_key(&e) && !(e == root && self.value_root)) {
                 continue;
             }
             if let PExprKind::Let(v, _, _) = src.expr(e).kind {
@@ -135,6 +141,10 @@ impl<'a> Copier<'a> {
             let node = *src.expr(e);
             if let Some(&k) = self.consts.get(&e) {
                 map.insert(e, dst.int(k, node.ty)?);
+                continue;
+            }
+            if let Some(&v) = self.subst.get(&e).filter(|_| !(e == root && self.value_root)) {
+                map.insert(e, dst.var_ref(v));
                 continue;
             }
             let out = match node.kind {
@@ -171,6 +181,57 @@ impl<'a> Copier<'a> {
             map.insert(e, out);
         }
         Ok(map[&root])
+    }
+
+    /// Copies expression `root` itself even if it is replaced by a variable (the value of
+    /// that variable's `let`); replaced expressions inside it become their variables.
+    pub(crate) fn expr_value(&mut self, dst: &mut PrimFuncBuilder, root: PExprId) -> R<PExprId> {
+        self.value_root = true;
+        let out = self.expr(dst, root);
+        self.value_root = false;
+        out
+    }
+
+    /// Copies statement `s` alone over its already rebuilt children (`out`, indexed by
+    /// statement id); with `serial`, a `vectorized` loop becomes `serial`.
+    pub(crate) fn node(&mut self, b: &mut PrimFuncBuilder, s: StmtId, out: &[StmtId], serial: bool) -> R<StmtId> {
+        let f = self.src;
+        let m = |x: StmtId| out[x.index()];
+        Ok(match f.stmt(s).kind {
+            StmtKind::For { var, min, extent, kind, body } => {
+                let kind = if serial && kind == ForKind::Vectorized { ForKind::Serial } else { kind };
+                let (min, extent) = (self.expr(b, min)?, self.expr(b, extent)?);
+                b.for_(self.var_of(var), min, extent, kind, m(body))?
+            }
+            StmtKind::Store { buf, indices, value } => {
+                let idx: Vec<PExprId> = f.operands(indices).iter().map(|&i| self.expr(b, i)).collect::<R<_>>()?;
+                let value = self.expr(b, value)?;
+                let idx = self.index(b, buf, idx)?;
+                b.store(self.buf(buf), &idx, value)?
+            }
+            StmtKind::Let { var, value, body } => {
+                let value = self.expr(b, value)?;
+                b.let_stmt(self.var_of(var), value, m(body))?
+            }
+            StmtKind::If { cond, then_, else_ } => {
+                let cond = self.expr(b, cond)?;
+                b.if_(cond, m(then_), else_.map(m))?
+            }
+            StmtKind::Seq(r) => {
+                let items: Vec<StmtId> = f.stmt_list(r).iter().map(|&x| m(x)).collect();
+                b.seq(&items)
+            }
+            StmtKind::Alloc { buf, body } => b.alloc(self.buf(buf), m(body)),
+            StmtKind::Decl { buf, data, body } => b.decl(self.buf(buf), self.buf(data), m(body))?,
+            StmtKind::Evaluate(e) => {
+                let e = self.expr(b, e)?;
+                b.evaluate(e)
+            }
+            StmtKind::Attr { key, value, body } => {
+                let value = self.expr(b, value)?;
+                b.attr(f.string(key), value, m(body))
+            }
+        })
     }
 
     /// The indices (already copied) of an access of `b`: one flat index if `b` is flattened.

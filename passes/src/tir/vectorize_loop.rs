@@ -246,7 +246,7 @@ fn run(f: &PrimFunc, enable: bool) -> R<PrimFunc> {
                 let StmtKind::For { body, .. } = f.stmt(s).kind else { unreachable!("a vectorized loop") };
                 m(body)
             }
-            _ => copy_stmt(f, &mut b, &mut copier, s, &out)?,
+            _ => copier.node(&mut b, s, &out, true)?,
         };
         let new = match mode[i] {
             Mode::ScalarRoot(c) => {
@@ -272,46 +272,6 @@ fn scalar_ctx(m: Mode) -> StmtId {
         Mode::ScalarRoot(c) | Mode::Scalar(c) | Mode::Vector(c) => c,
         Mode::Plain => unreachable!("a scalarized statement has a loop"),
     }
-}
-
-/// Copies statement `s` over its already rebuilt children (`out`); `vectorized` loops that
-/// reach here (not vectorizable, nested, or vectorization disabled) become `serial`.
-fn copy_stmt(f: &PrimFunc, b: &mut PrimFuncBuilder, c: &mut Copier<'_>, s: StmtId, out: &[StmtId]) -> R<StmtId> {
-    let m = |x: StmtId| out[x.index()];
-    Ok(match f.stmt(s).kind {
-        StmtKind::For { var, min, extent, kind, body } => {
-            let kind = if kind == ForKind::Vectorized { ForKind::Serial } else { kind };
-            let (min, extent) = (c.expr(b, min)?, c.expr(b, extent)?);
-            b.for_(var, min, extent, kind, m(body))?
-        }
-        StmtKind::Store { buf, indices, value } => {
-            let idx: Vec<PExprId> = f.operands(indices).iter().map(|&i| c.expr(b, i)).collect::<R<_>>()?;
-            let value = c.expr(b, value)?;
-            b.store(buf, &idx, value)?
-        }
-        StmtKind::Let { var, value, body } => {
-            let value = c.expr(b, value)?;
-            b.let_stmt(var, value, m(body))?
-        }
-        StmtKind::If { cond, then_, else_ } => {
-            let cond = c.expr(b, cond)?;
-            b.if_(cond, m(then_), else_.map(m))?
-        }
-        StmtKind::Seq(r) => {
-            let items: Vec<StmtId> = f.stmt_list(r).iter().map(|&x| m(x)).collect();
-            b.seq(&items)
-        }
-        StmtKind::Alloc { buf, body } => b.alloc(buf, m(body)),
-        StmtKind::Decl { buf, data, body } => b.decl(buf, data, m(body))?,
-        StmtKind::Evaluate(e) => {
-            let e = c.expr(b, e)?;
-            b.evaluate(e)
-        }
-        StmtKind::Attr { key, value, body } => {
-            let value = c.expr(b, value)?;
-            b.attr(f.string(key), value, m(body))
-        }
-    })
 }
 
 /// Builds vector forms of expressions and statements inside a loop being vectorized.
@@ -419,7 +379,7 @@ impl Vectorizer<'_> {
                 let e = self.expr(b, c, ctx, e)?;
                 Ok(b.evaluate(e))
             }
-            _ => copy_stmt(f, b, c, s, out),
+            _ => c.node(b, s, out, true),
         }
     }
 }
