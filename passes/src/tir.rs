@@ -29,4 +29,5 @@ declare_tir_passes! {
     flatten_buffer { NAME };
     storage_rewrite { NAME };
     common_subexpr_elim { NAME };
+    narrow_datatype { NAME };
 }

@@ -19,8 +19,8 @@ use passel_engine::interp::{run_prim_func, PrimArg, PrimScalar};
 use passel_engine::ir::{parse_module, DType, Tensor};
 use passel_engine::tir::{print_prim_func, verify_prim_func, PrimFunc};
 use passel_passes::tir::{
-    common_subexpr_elim, flatten_buffer, loop_partition, remove_no_op, simplify, storage_rewrite, unroll_loop,
-    vectorize_loop,
+    common_subexpr_elim, flatten_buffer, loop_partition, narrow_datatype, remove_no_op, simplify, storage_rewrite,
+    unroll_loop, vectorize_loop,
 };
 use proptest::prelude::*;
 
@@ -207,6 +207,8 @@ fn passes() -> Vec<(&'static str, PassFn)> {
         ("VectorizeLoop,Simplify", |f| simplify::simplify(&vectorize_loop::vectorize_loop(f, true))),
         ("FlattenBuffer", flatten_buffer::flatten_buffer),
         ("StorageRewrite", storage_rewrite::storage_rewrite),
+        ("NarrowDataType(32)", |f| narrow_datatype::narrow_datatype(f, 32)),
+        ("NarrowDataType(8)", |f| narrow_datatype::narrow_datatype(f, 8)),
         ("CommonSubexprElimTIR", |f| common_subexpr_elim::common_subexpr_elim(f, true, false)),
         ("CommonSubexprElimTIR(identify_equiv_terms)", |f| common_subexpr_elim::common_subexpr_elim(f, true, true)),
         ("FlattenBuffer,Simplify", |f| simplify::simplify(&flatten_buffer::flatten_buffer(f))),
