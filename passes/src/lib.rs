@@ -16,7 +16,9 @@ mod pipelines;
 mod scratch;
 pub mod testing;
 
-pub use pipelines::{default_pipeline, run_pipeline_text, standard_session, STANDARD_PIPELINE};
+pub use pipelines::{
+    default_pipeline, run_pipeline_text, standard_session, tir_pipeline, STANDARD_PIPELINE, TIR_PIPELINE,
+};
 
 /// Declares the standard passes, each once: `file { NAMES } => { ITEMS };` makes `pub mod file`
 /// (`file.rs`), re-exports its ITEMS, and lists its registry NAMES in

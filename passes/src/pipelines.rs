@@ -48,6 +48,35 @@ pub fn default_pipeline(opt_level: u32) -> Sequential {
     Sequential::new(&format!("default-O{opt_level}"), passes)
 }
 
+/// The loop-level passes in the order TVM's default tir lowering applies them
+/// (`tvm.s_tir.pipeline`: StmtSimplify, FlattenBuffer, NarrowDataType(32), LoopPartition,
+/// VectorizeLoop, StorageRewrite, UnrollLoop, StmtSimplify, RemoveNoOp, CommonSubexprElim),
+/// leaving out the passes this library does not have. The configs decide as in TVM:
+/// `tir.disable_vectorize` makes VectorizeLoop serialize, `tir.disable_cse_tir` turns
+/// CommonSubexprElimTIR off, `tir.LoopPartition.*` and `tir.UnrollLoop.*` configure theirs.
+pub const TIR_PIPELINE: &[&str] = &[
+    "Simplify",
+    "FlattenBuffer",
+    "NarrowDataType",
+    "LoopPartition",
+    "VectorizeLoop",
+    "StorageRewrite",
+    "UnrollLoop",
+    "Simplify",
+    "RemoveNoOp",
+    "CommonSubexprElimTIR",
+];
+
+/// The default loop-level pipeline: [`TIR_PIPELINE`] as one `Sequential` named `tir-default`.
+/// Every pass in it is a PrimFunc pass; graph functions are left alone.
+pub fn tir_pipeline() -> Sequential {
+    let passes = TIR_PIPELINE
+        .iter()
+        .map(|name| get_pass(name).unwrap_or_else(|e| panic!("tir pass {name} is not registered: {e}")))
+        .collect();
+    Sequential::new("tir-default", passes)
+}
+
 /// Runs a textual pipeline (`FoldConstant,[SimplifyExpr,DeadCodeElimination]`) on `module`
 /// under a fresh context with opt level 3, one thread and `testing.verify_each`, so every named
 /// pass runs together with its required passes and a pass that breaks the IR is named. Errors

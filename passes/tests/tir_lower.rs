@@ -191,3 +191,51 @@ fn loop_partition_removes_padding_selects_from_lowered_windows() {
         assert_eq!(format!("{got:?}"), format!("{want:?}"), "{op}");
     }
 }
+
+/// The default tir pipeline on lowered operators: every pass's output verifies, the lowered
+/// module still evaluates as the graph kernels, and afterwards every buffer access has one
+/// index (FlattenBuffer).
+#[test]
+fn tir_pipeline_keeps_lowered_operators_correct() {
+    use passel_engine::tir::{PExprKind, StmtKind};
+    use passel_engine::transform::{Pass, PassContext, VERIFY_EACH};
+    use passel_passes::tir::loop_partition::PARTITION_CONST_LOOP_KEY;
+    let cases = [
+        "def @main(%x: Tensor[(1, 2, 6, 6), f32], %w: Tensor[(3, 2, 3, 3), f32]) { conv2d(%x, %w, padding=[1, 1, 1, 1]) }",
+        "def @main(%x: Tensor[(1, 2, 6, 6), f32]) { max_pool2d(%x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1]) }",
+        "def @main(%x: Tensor[(2, 5), f32]) { softmax(%x) }",
+        "def @main(%x: Tensor[(2, 1, 3, 4), f32], %y: Tensor[(5, 4, 2), f32]) { matmul(%x, %y) }",
+    ];
+    let ctx = PassContext::builder()
+        .opt_level(3)
+        .num_threads(1)
+        .config(VERIFY_EACH, true)
+        .config(PARTITION_CONST_LOOP_KEY, true)
+        .build()
+        .expect("context");
+    for text in cases {
+        let m = parse_module(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let lowered = passel_passes::run_pipeline_text("InferType,LegalizeOps", m.clone()).expect("lowers");
+        let out = ctx.scope(|| passel_passes::tir_pipeline().run(lowered.clone(), &ctx)).expect("scope").expect("runs");
+        let errors: Vec<String> = ctx.diagnostics().take().into_iter().map(|d| d.message).collect();
+        assert!(errors.is_empty(), "{text}: {errors:?}");
+        for (_, f) in out.prim_funcs() {
+            for e in f.exprs() {
+                if let PExprKind::Load(_, r) = e.kind {
+                    assert_eq!(f.operands(r).len(), 1, "{text}: a load with several indices");
+                }
+            }
+            for s in f.stmts() {
+                if let StmtKind::Store { indices, .. } = s.kind {
+                    assert_eq!(f.operands(indices).len(), 1, "{text}: a store with several indices");
+                }
+            }
+        }
+        for seed in 0..2 {
+            let args = random_args(m.get("main").unwrap(), seed).expect("args");
+            let want = eval_function(&m, "main", &args).expect("graph eval");
+            let got = eval_function(&out, "main", &args).unwrap_or_else(|e| panic!("{text}: {e}\n{out}"));
+            assert_values_close(&got, &want, 1e-5, 1e-6).unwrap_or_else(|e| panic!("{text}: {e}\n{out}"));
+        }
+    }
+}
