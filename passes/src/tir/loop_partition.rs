@@ -452,6 +452,11 @@ fn decide(
         return None;
     }
     let (rlo, rhi) = d.interval(ranges, Some(v))?;
+    // Far from i128's ends, so the negations and the ±1 below cannot overflow.
+    const LIMIT: i128 = 1 << 100;
+    if c.abs() > LIMIT || rlo.abs() > LIMIT || rhi.abs() > LIMIT {
+        return None;
+    }
     // d = c·v + r with r in [rlo, rhi].
     let (holds, fails) = if strict {
         // holds: c·v + rhi < 0; fails: c·v + rlo >= 0.
