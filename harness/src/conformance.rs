@@ -46,7 +46,7 @@ pub struct ModelRow {
     err_before: Result<f64, String>,
     err_after: Result<f64, String>,
     round_trip: Result<(), String>,
-    /// PrimFuncs after lowering the `-O3` module (LOWER_PIPELINE), and how long lowering took.
+    /// PrimFuncs after lowering the `-O3` module (lower_pass_names), and how long lowering took.
     prims: usize,
     lower_ms: f64,
     /// Error of the lowered module (graph calls left unlowered still run as graph calls).
@@ -173,7 +173,7 @@ fn model_case(case: &Case, lower: bool) -> Result<ModelRow, String> {
             let err = run(&opt, "main", &tensors(inputs.clone()), 0).and_then(|g| check_outputs(&g, &want, rtol, atol));
             let t = Instant::now();
             let lowered = if lower {
-                passel_passes::run_pipeline_text(&passel_passes::LOWER_PIPELINE.join(","), opt.clone())
+                passel_passes::run_pipeline_text(&passel_passes::lower_pass_names().join(","), opt.clone())
             } else {
                 Err("not lowered (run with --lower)".to_string())
             };

@@ -17,8 +17,8 @@ mod scratch;
 pub mod testing;
 
 pub use pipelines::{
-    build_pipeline, default_pipeline, lower_pipeline, run_pipeline_text, standard_session, LOWER_PIPELINE,
-    STANDARD_PIPELINE,
+    build_pipeline, default_pipeline, lower_pass_names, lower_pipeline, run_pipeline_text, standard_session,
+    tir_pipeline, STANDARD_PIPELINE, TIR_PIPELINE,
 };
 
 /// Declares the standard passes, each once: `file { NAMES } => { ITEMS };` makes `pub mod file`

@@ -46,16 +46,20 @@ pub fn default_pipeline(opt_level: u32) -> Sequential {
     named_sequential(&format!("default-O{opt_level}"), STANDARD_PIPELINE)
 }
 
-/// Names of the lowering pipeline, in order: the graph level's operators become PrimFuncs
-/// (LegalizeOps), each fused group one PrimFunc (FuseTIR), then the loop-level passes clean
-/// the PrimFuncs up. `passel run --lower` (and Python's `passel.transform.get_pipeline(…,
-/// lower=True)`) runs it after the standard pipeline: TVM's `relax.build` order, graph
-/// optimisation with fusion first, then legalisation, FuseTIR and the tir passes.
-pub const LOWER_PIPELINE: &[&str] = &["LegalizeOps", "FuseTIR", "Simplify", "RemoveNoOp", "UnrollLoop"];
+/// The lowering pipeline's pass names, in order: the graph level's operators become
+/// PrimFuncs (LegalizeOps), each fused group one PrimFunc (FuseTIR), then the default tir
+/// pipeline ([`TIR_PIPELINE`]). `passel run --lower` runs it after the standard pipeline:
+/// TVM's `relax.build` order, graph optimisation with fusion first, then legalisation,
+/// FuseTIR and the tir passes.
+pub fn lower_pass_names() -> Vec<&'static str> {
+    let mut names = vec![crate::legalize_ops::NAME, crate::fuse_tir::NAME];
+    names.extend_from_slice(TIR_PIPELINE);
+    names
+}
 
-/// The lowering pipeline ([`LOWER_PIPELINE`]) as one `Sequential` named `lower`.
+/// The lowering pipeline ([`lower_pass_names`]) as one `Sequential` named `lower`.
 pub fn lower_pipeline() -> Sequential {
-    named_sequential("lower", LOWER_PIPELINE)
+    named_sequential("lower", &lower_pass_names())
 }
 
 /// The standard pipeline for `opt_level` followed by the lowering pipeline, named
@@ -73,6 +77,31 @@ fn named_sequential(name: &str, names: &[&str]) -> Sequential {
         .map(|name| get_pass(name).unwrap_or_else(|e| panic!("standard pass {name} is not registered: {e}")))
         .collect();
     Sequential::new(name, passes)
+}
+
+/// The loop-level passes in the order TVM's default tir lowering applies them
+/// (`tvm.s_tir.pipeline`: StmtSimplify, FlattenBuffer, NarrowDataType(32), LoopPartition,
+/// VectorizeLoop, StorageRewrite, UnrollLoop, StmtSimplify, RemoveNoOp, CommonSubexprElim),
+/// leaving out the passes this library does not have. The configs decide as in TVM:
+/// `tir.disable_vectorize` makes VectorizeLoop serialize, `tir.disable_cse_tir` turns
+/// CommonSubexprElimTIR off, `tir.LoopPartition.*` and `tir.UnrollLoop.*` configure theirs.
+pub const TIR_PIPELINE: &[&str] = &[
+    "Simplify",
+    "FlattenBuffer",
+    "NarrowDataType",
+    "LoopPartition",
+    "VectorizeLoop",
+    "StorageRewrite",
+    "UnrollLoop",
+    "Simplify",
+    "RemoveNoOp",
+    "CommonSubexprElimTIR",
+];
+
+/// The default loop-level pipeline: [`TIR_PIPELINE`] as one `Sequential` named `tir-default`.
+/// Every pass in it is a PrimFunc pass; graph functions are left alone.
+pub fn tir_pipeline() -> Sequential {
+    named_sequential("tir-default", TIR_PIPELINE)
 }
 
 /// Runs a textual pipeline (`FoldConstant,[SimplifyExpr,DeadCodeElimination]`) on `module`

@@ -24,4 +24,10 @@ declare_tir_passes! {
     simplify { NAME };
     remove_no_op { NAME };
     unroll_loop { NAME };
+    vectorize_loop { NAME };
+    loop_partition { NAME };
+    flatten_buffer { NAME };
+    storage_rewrite { NAME };
+    common_subexpr_elim { NAME };
+    narrow_datatype { NAME };
 }

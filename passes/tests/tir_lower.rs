@@ -127,3 +127,115 @@ fn lowered_calls_evaluate_as_the_graph_kernels() {
         }
     }
 }
+
+/// How many `select`s a run of `f` evaluates: each `select` node times the iterations of the
+/// loops around it (every loop of a lowered operator has a constant range).
+fn selects_evaluated(f: &passel_engine::tir::PrimFunc) -> u64 {
+    use passel_engine::tir::{PExprKind, StmtId, StmtKind};
+    let mut total = 0u64;
+    let mut stack: Vec<(StmtId, u64)> = vec![(f.body(), 1)];
+    let (mut exprs, mut ops) = (Vec::new(), Vec::new());
+    while let Some((s, times)) = stack.pop() {
+        exprs.clear();
+        f.stmt_exprs(s, &mut exprs);
+        let mut todo = exprs.clone();
+        while let Some(e) = todo.pop() {
+            if matches!(f.expr(e).kind, PExprKind::Select(..)) {
+                total += times;
+            }
+            ops.clear();
+            f.expr_operands(e, &mut ops);
+            todo.extend_from_slice(&ops);
+        }
+        let inner = match f.stmt(s).kind {
+            StmtKind::For { extent, .. } => match f.expr(extent).kind {
+                PExprKind::Int(n) => times * n.max(0) as u64,
+                _ => panic!("a lowered loop with a non-constant extent"),
+            },
+            _ => times,
+        };
+        stack.extend(f.children(s).as_slice().iter().map(|&c| (c, inner)));
+    }
+    total
+}
+
+/// LoopPartition (with `partition_const_loop`, then Simplify and RemoveNoOp) on the padded
+/// conv2d and pool lowerings: the result is the same, and the selects that guard the padding
+/// run only at the borders.
+#[test]
+fn loop_partition_removes_padding_selects_from_lowered_windows() {
+    use passel_engine::interp::{run_prim_func, PrimArg};
+    use passel_passes::tir::{loop_partition, remove_no_op, simplify};
+    let cases = [
+        ("conv2d", "def @main(%x: Tensor[(1, 2, 8, 8), f32], %w: Tensor[(3, 2, 3, 3), f32]) { conv2d(%x, %w, padding=[1, 1, 1, 1]) }"),
+        ("max_pool2d", "def @main(%x: Tensor[(1, 2, 8, 8), f32]) { max_pool2d(%x, pool_size=[3, 3], strides=[1, 1], padding=[1, 1]) }"),
+        ("avg_pool2d", "def @main(%x: Tensor[(1, 2, 8, 8), f32]) { avg_pool2d(%x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1]) }"),
+    ];
+    let cfg = loop_partition::PartitionConfig { partition_const_loop: true, ..Default::default() };
+    for (op, text) in cases {
+        let m = parse_module(text).unwrap_or_else(|e| panic!("{op}: {e}"));
+        let lowered = passel_passes::run_pipeline_text("InferType,LegalizeOps", m.clone()).expect("lowers");
+        let (_, f) = lowered.prim_funcs().next().expect("one PrimFunc");
+        let f = f.clone();
+        let g = remove_no_op::remove_no_op(&simplify::simplify(&loop_partition::loop_partition(&f, cfg)));
+        let errors = passel_engine::tir::verify_prim_func("f", &g);
+        assert!(errors.is_empty(), "{op}: {errors:?}");
+        let (before, after) = (selects_evaluated(&f), selects_evaluated(&g));
+        eprintln!("{op}: selects evaluated {before} -> {after}");
+        assert!(after * 2 < before, "{op}: selects evaluated {before} -> {after}");
+        let args = random_args(m.get("main").unwrap(), 7).expect("args");
+        let inputs: Vec<PrimArg> =
+            args.iter().map(|a| PrimArg::Buffer(a.as_tensor().expect("tensor").clone())).collect();
+        let want = run_prim_func("f", &f, inputs.clone()).expect("runs");
+        let got = run_prim_func("f", &g, inputs).expect("partitioned runs");
+        assert_eq!(format!("{got:?}"), format!("{want:?}"), "{op}");
+    }
+}
+
+/// The default tir pipeline on lowered operators: every pass's output verifies, the lowered
+/// module still evaluates as the graph kernels, and afterwards every buffer access has one
+/// index (FlattenBuffer).
+#[test]
+fn tir_pipeline_keeps_lowered_operators_correct() {
+    use passel_engine::tir::{PExprKind, StmtKind};
+    use passel_engine::transform::{Pass, PassContext, VERIFY_EACH};
+    use passel_passes::tir::loop_partition::PARTITION_CONST_LOOP_KEY;
+    let cases = [
+        "def @main(%x: Tensor[(1, 2, 6, 6), f32], %w: Tensor[(3, 2, 3, 3), f32]) { conv2d(%x, %w, padding=[1, 1, 1, 1]) }",
+        "def @main(%x: Tensor[(1, 2, 6, 6), f32]) { max_pool2d(%x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1]) }",
+        "def @main(%x: Tensor[(2, 5), f32]) { softmax(%x) }",
+        "def @main(%x: Tensor[(2, 1, 3, 4), f32], %y: Tensor[(5, 4, 2), f32]) { matmul(%x, %y) }",
+    ];
+    let ctx = PassContext::builder()
+        .opt_level(3)
+        .num_threads(1)
+        .config(VERIFY_EACH, true)
+        .config(PARTITION_CONST_LOOP_KEY, true)
+        .build()
+        .expect("context");
+    for text in cases {
+        let m = parse_module(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let lowered = passel_passes::run_pipeline_text("InferType,LegalizeOps", m.clone()).expect("lowers");
+        let out = ctx.scope(|| passel_passes::tir_pipeline().run(lowered.clone(), &ctx)).expect("scope").expect("runs");
+        let errors: Vec<String> = ctx.diagnostics().take().into_iter().map(|d| d.message).collect();
+        assert!(errors.is_empty(), "{text}: {errors:?}");
+        for (_, f) in out.prim_funcs() {
+            for e in f.exprs() {
+                if let PExprKind::Load(_, r) = e.kind {
+                    assert_eq!(f.operands(r).len(), 1, "{text}: a load with several indices");
+                }
+            }
+            for s in f.stmts() {
+                if let StmtKind::Store { indices, .. } = s.kind {
+                    assert_eq!(f.operands(indices).len(), 1, "{text}: a store with several indices");
+                }
+            }
+        }
+        for seed in 0..2 {
+            let args = random_args(m.get("main").unwrap(), seed).expect("args");
+            let want = eval_function(&m, "main", &args).expect("graph eval");
+            let got = eval_function(&out, "main", &args).unwrap_or_else(|e| panic!("{text}: {e}\n{out}"));
+            assert_values_close(&got, &want, 1e-5, 1e-6).unwrap_or_else(|e| panic!("{text}: {e}\n{out}"));
+        }
+    }
+}

@@ -2,10 +2,13 @@
 //! output is deterministic, and a second run of the pass over its own output is stable.
 //!
 //! The generator draws a small function from a tape of random numbers (so proptest shrinks
-//! the tape): nested `serial` / `unroll` loops with static ranges, `if`s, `let`s, `eval`s and
-//! stores whose indices are `floormod(…, 16)` of random affine and non-affine integer
-//! expressions over the loop and `let` variables (always in bounds, never a static
-//! division by zero).
+//! the tape): nested `serial` / `unroll` / `vectorized` loops with static ranges, `if`s,
+//! `let`s, `eval`s and stores whose indices are `floormod(…, 16)` of random affine and
+//! non-affine integer expressions over the loop and `let` variables (always in bounds, never
+//! a static division by zero). Inside a `vectorized` loop every access of `%A` is at
+//! `floormod(add(%v, c), 16)` for its variable `%v` and one constant `c`, so its iterations
+//! are independent, as the loop kind promises. Two-dimensional buffers (the strided, offset
+//! output `%M` and `alloc`ated temporaries) are read and written outside vectorized loops.
 //!
 //! The semantics property: the interpreter ([`run_prim_func`]) gives the same `%A` before and
 //! after each pass, for random `%n` and `%I`, whenever the input runs without error.
@@ -15,7 +18,10 @@ use std::sync::Arc;
 use passel_engine::interp::{run_prim_func, PrimArg, PrimScalar};
 use passel_engine::ir::{parse_module, DType, Tensor};
 use passel_engine::tir::{print_prim_func, verify_prim_func, PrimFunc};
-use passel_passes::tir::{remove_no_op, simplify, unroll_loop};
+use passel_passes::tir::{
+    common_subexpr_elim, flatten_buffer, loop_partition, narrow_datatype, remove_no_op, simplify, storage_rewrite,
+    unroll_loop, vectorize_loop,
+};
 use proptest::prelude::*;
 
 struct Gen<'a> {
@@ -25,6 +31,11 @@ struct Gen<'a> {
     n_vars: usize,
     out: String,
     stmts: usize,
+    /// Inside a `vectorized` loop: its variable and the offset of the one `%A` element each
+    /// iteration may touch (so iterations are independent, as the loop kind promises).
+    vec: Option<(String, u32)>,
+    /// The two-dimensional buffers in scope: `%M` and the `alloc`s around.
+    grids: Vec<String>,
 }
 
 impl Gen<'_> {
@@ -51,10 +62,16 @@ impl Gen<'_> {
             8 => format!("floormod({}, {})", self.expr(depth - 1), self.next(4) + 1),
             9 => format!("min({}, {})", self.expr(depth - 1), self.expr(depth - 1)),
             10 => format!("select({}, {}, {})", self.cond(depth - 1), self.expr(depth - 1), self.expr(depth - 1)),
-            _ => {
-                let buf = if self.next(2) == 0 { "%A" } else { "%I" };
-                format!("{buf}[floormod({}, 16)]", self.expr(depth - 1))
-            }
+            _ => match (self.next(3), self.vec.clone()) {
+                (0, Some((v, c))) => format!("%A[floormod(add({v}, {c}), 16)]"),
+                (0, None) => format!("%A[floormod({}, 16)]", self.expr(depth - 1)),
+                (1, None) => {
+                    let k = self.next(self.grids.len() as u32) as usize;
+                    let m = self.grids[k].clone();
+                    format!("{m}[floormod({}, 2), floormod({}, 3)]", self.expr(depth - 1), self.expr(depth - 1))
+                }
+                _ => format!("%I[floormod({}, 16)]", self.expr(depth - 1)),
+            },
         }
     }
 
@@ -81,12 +98,40 @@ impl Gen<'_> {
             }
             self.stmts += 1;
             let pad = "  ".repeat(indent);
-            let kind = if depth == 0 { self.next(3) } else { self.next(7) };
+            let kind = if depth == 0 { self.next(3) } else { self.next(8) };
             match kind {
+                1 if self.vec.is_none() && self.next(2) == 0 => {
+                    let k = self.next(self.grids.len() as u32) as usize;
+                    let m = self.grids[k].clone();
+                    let (i, j, value) = (self.expr(2), self.expr(2), self.expr(2));
+                    self.out.push_str(&format!("{pad}{m}[floormod({i}, 2), floormod({j}, 3)] = {value};\n"));
+                }
+                6 if self.next(3) == 0 => {
+                    let t = self.fresh("T");
+                    self.out.push_str(&format!("{pad}alloc {t}: Buffer[(2, 3), i64] {{\n"));
+                    self.grids.push(t);
+                    self.block(depth - 1, indent + 1);
+                    self.grids.pop();
+                    self.out.push_str(&format!("{pad}}}\n"));
+                }
                 0 | 1 => {
-                    let idx = self.expr(2);
+                    let idx = match self.vec.clone() {
+                        Some((v, c)) => format!("add({v}, {c})"),
+                        None => self.expr(2),
+                    };
                     let value = self.expr(2);
                     self.out.push_str(&format!("{pad}%A[floormod({idx}, 16)] = {value};\n"));
+                }
+                7 if self.vec.is_none() => {
+                    let v = self.fresh("v");
+                    let (min, extent, c) = (self.next(3), self.next(7), self.next(16));
+                    self.out.push_str(&format!("{pad}for {v} in vectorized({min}, {extent}) {{\n"));
+                    self.vars.push(v.clone());
+                    self.vec = Some((v, c));
+                    self.block(depth - 1, indent + 1);
+                    self.vec = None;
+                    self.vars.pop();
+                    self.out.push_str(&format!("{pad}}}\n"));
                 }
                 2 => {
                     let e = self.expr(2);
@@ -127,8 +172,19 @@ impl Gen<'_> {
 }
 
 fn generate(tape: &[u32]) -> String {
-    let mut g = Gen { tape, pos: 0, vars: Vec::new(), n_vars: 0, out: String::new(), stmts: 0 };
-    g.out.push_str("prim @f(%n: i64, %I: Buffer[(16,), i64], %A: Buffer[(16,), i64]) {\n");
+    let mut g = Gen {
+        tape,
+        pos: 0,
+        vars: Vec::new(),
+        n_vars: 0,
+        out: String::new(),
+        stmts: 0,
+        vec: None,
+        grids: vec!["%M".to_string()],
+    };
+    g.out.push_str(
+        "prim @f(%n: i64, %I: Buffer[(16,), i64], %A: Buffer[(16,), i64], %M: Buffer[(2, 3), i64, strides=[4, 1], offset=1]) {\n",
+    );
     g.block(3, 1);
     g.out.push_str("}\n");
     g.out
@@ -145,6 +201,29 @@ fn passes() -> Vec<(&'static str, PassFn)> {
         ("UnrollLoop(auto)", |f| {
             let cfg = unroll_loop::UnrollConfig { auto_max_step: 16, auto_max_extent: 2, ..Default::default() };
             unroll_loop::unroll_loop(f, cfg)
+        }),
+        ("VectorizeLoop", |f| vectorize_loop::vectorize_loop(f, true)),
+        ("VectorizeLoop(disabled)", |f| vectorize_loop::vectorize_loop(f, false)),
+        ("VectorizeLoop,Simplify", |f| simplify::simplify(&vectorize_loop::vectorize_loop(f, true))),
+        ("FlattenBuffer", flatten_buffer::flatten_buffer),
+        ("StorageRewrite", storage_rewrite::storage_rewrite),
+        ("NarrowDataType(32)", |f| narrow_datatype::narrow_datatype(f, 32)),
+        ("NarrowDataType(8)", |f| narrow_datatype::narrow_datatype(f, 8)),
+        ("CommonSubexprElimTIR", |f| common_subexpr_elim::common_subexpr_elim(f, true, false)),
+        ("CommonSubexprElimTIR(identify_equiv_terms)", |f| common_subexpr_elim::common_subexpr_elim(f, true, true)),
+        ("FlattenBuffer,Simplify", |f| simplify::simplify(&flatten_buffer::flatten_buffer(f))),
+        ("LoopPartition", |f| loop_partition::loop_partition(f, loop_partition::PartitionConfig::default())),
+        ("LoopPartition(const)", |f| {
+            let cfg = loop_partition::PartitionConfig { partition_const_loop: true, ..Default::default() };
+            loop_partition::loop_partition(f, cfg)
+        }),
+        ("LoopPartition(const, no_unroll_loop_with_extent_one),Simplify", |f| {
+            let cfg = loop_partition::PartitionConfig {
+                partition_const_loop: true,
+                no_unroll_loop_with_extent_one: true,
+                ..Default::default()
+            };
+            simplify::simplify(&loop_partition::loop_partition(f, cfg))
         }),
     ]
 }
