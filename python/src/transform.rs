@@ -424,12 +424,12 @@ impl PassHandle {
     }
 }
 
-fn required_refs(required: &[String]) -> Vec<&str> {
+pub(crate) fn required_refs(required: &[String]) -> Vec<&str> {
     required.iter().map(String::as_str).collect()
 }
 
 /// Calls a Python pass body: attaches, checks for Ctrl-C, converts the exception.
-fn call_python<T>(what: &str, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> Result<T, RPassError> {
+pub(crate) fn call_python<T>(what: &str, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> Result<T, RPassError> {
     if errors::cancelled() {
         return Err(RPassError::msg(errors::cancelled_message()));
     }
@@ -499,7 +499,7 @@ fn pass_names(py: Python<'_>, what: &str, names: Option<&Bound<'_, PyAny>>) -> P
 /// the input, which a Python module object never shares (Rust modules are values), so the
 /// adapter asks the object it handed to the body (its mutating methods mark it, O(1)) and
 /// reports the engine's error.
-fn check_input_unchanged(changed_in_place: bool, ctx: &RContext, pass: &str) -> Result<(), RPassError> {
+pub(crate) fn check_input_unchanged(changed_in_place: bool, ctx: &RContext, pass: &str) -> Result<(), RPassError> {
     if changed_in_place && ctx.get_config(IMMUTABLE_MODULE, false) {
         return Err(RPassError::ImmutableModuleModified { pass: pass.to_string() });
     }
