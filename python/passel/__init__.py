@@ -64,7 +64,7 @@ def eval(mod: ir.Module, *args: Any, entry: str = "main") -> Union[Any, List[Any
     return ir._from_raw(_passel_eval(mod, entry, raw))
 
 
-def _passel_eval(mod: ir.Module, entry: str, raw: list) -> Any:
+def _passel_eval(mod: ir.Module, entry: str, raw: List[Any]) -> Any:
     from ._passel import eval_raw
 
     return eval_raw(mod, entry, raw)

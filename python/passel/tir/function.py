@@ -48,11 +48,11 @@ class PrimFunc:
         if name is None:
             if len(prims) != 1:
                 raise ValueError(f"the text holds {len(prims)} PrimFuncs; name the one to take")
-            return next(iter(prims.values()))  # type: ignore[no-any-return]
+            return next(iter(prims.values()))
         name = name.lstrip("@")
         if name not in prims:
             raise KeyError(f"no PrimFunc @{name} in the text")
-        return prims[name]  # type: ignore[no-any-return]
+        return prims[name]
 
     def _nodes(self) -> Tuple[List[Param], Stmt]:
         if self._tree is None:
