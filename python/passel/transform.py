@@ -450,6 +450,7 @@ def prim_func_pass(
     opt_level: Optional[int] = None,
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
 ) -> _PrimFuncPassDecorator: ...
 
 
@@ -459,6 +460,7 @@ def prim_func_pass(
     opt_level: Optional[int] = None,
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
 ) -> PrimFuncPass: ...
 
 
@@ -467,14 +469,15 @@ def prim_func_pass(
     opt_level: Optional[int] = None,
     name: Optional[str] = None,
     required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
 ) -> Any:
     """Makes a PrimFunc pass (TVM's ``tvm.tir.transform.prim_func_pass``) from
     ``f(func, mod, ctx) -> PrimFunc``, or from a class with
     ``transform_function(self, func, mod, ctx)``. ``func`` is a ``passel.tir.PrimFunc``; the
     body is called once per PrimFunc (not on those marked ``SkipOptimization``, never on graph
     functions), on the calling thread, and must return a ``PrimFunc``: the same object when it
-    changes nothing. Instruments, opt levels, ``required``, timing and printing treat it as any
-    pass::
+    changes nothing. ``traceable`` is accepted for compatibility, as for ``module_pass``.
+    Instruments, opt levels, ``required``, timing and printing treat it as any pass::
 
         @prim_func_pass(opt_level=0)
         def parallelize(func, mod, ctx):
@@ -482,4 +485,6 @@ def prim_func_pass(
                 return tir.For(op.loop_var, op.min, op.extent, tir.ForKind.PARALLEL, op.body)
             return func.with_body(tir.stmt_functor.ir_transform(func.body, None, make_parallel, ["tir.For"]))
     """
+    if not isinstance(traceable, bool):
+        raise TypeError(f"traceable must be a bool, got {type(traceable).__name__}")
     return _decorator("prim_func", pass_func, opt_level, name, required, None)

@@ -479,3 +479,12 @@ def @main(%a: Tensor[(8,), f32], %b: Tensor[(8,), f32]) -> Tensor[(8,), f32] {
     b = np.ones(8, dtype=np.float32)
     np.testing.assert_allclose(passel.eval(out, a, b), (a + b) ** 2)
     np.testing.assert_allclose(passel.eval(graph, a, b), (a + b) ** 2)
+
+
+def test_prim_func_pass_wants_an_opt_level_and_takes_traceable():
+    with pytest.raises(ValueError, match="Please provide opt_level"):
+        tir.transform.prim_func_pass(make_parallel)
+    p = tir.transform.prim_func_pass(make_parallel, opt_level=0, traceable=True)
+    assert p.info.name == "make_parallel"
+    with pytest.raises(TypeError, match="traceable must be a bool"):
+        tir.transform.prim_func_pass(make_parallel, opt_level=0, traceable="yes")  # type: ignore[call-overload]
