@@ -56,6 +56,35 @@ pub struct Module {
 }
 
 impl Module {
+    /// Sets `name` to `func` in place, replacing a function of either kind (no change when it
+    /// is already that very function).
+    fn set_any(&mut self, name: &str, func: AnyFunction) -> PyResult<()> {
+        let same = match &func {
+            AnyFunction::Graph(f) => self.inner.get(name).is_some_and(|g| Arc::ptr_eq(f, g)),
+            AnyFunction::Prim(f) => self.inner.get_prim(name).is_some_and(|g| Arc::ptr_eq(f, g)),
+        };
+        if same {
+            return Ok(());
+        }
+        self.source = None;
+        self.changed_in_place = true;
+        let res = match func {
+            AnyFunction::Graph(f) => {
+                if self.inner.get_prim(name).is_some() {
+                    let _ = self.inner.remove_prim(name);
+                }
+                self.inner.insert(name, f)
+            }
+            AnyFunction::Prim(f) => {
+                if self.inner.contains(name) {
+                    let _ = self.inner.remove(name);
+                }
+                self.inner.insert_prim(name, f)
+            }
+        };
+        res.map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
     pub(crate) fn of(inner: RModule) -> Module {
         Module { inner, source: None, changed_in_place: false }
     }
@@ -210,32 +239,7 @@ impl Module {
     /// ``IRModule.__setitem__``; a function of the other kind under that name is replaced. A
     /// name that would not print and parse back as itself raises ``ValueError``.
     fn __setitem__(&mut self, name: &str, func: &Bound<'_, PyAny>) -> PyResult<()> {
-        let name = name.trim_start_matches('@');
-        let func = any_function(func)?;
-        let same = match &func {
-            AnyFunction::Graph(f) => self.inner.get(name).is_some_and(|g| Arc::ptr_eq(f, g)),
-            AnyFunction::Prim(f) => self.inner.get_prim(name).is_some_and(|g| Arc::ptr_eq(f, g)),
-        };
-        if same {
-            return Ok(());
-        }
-        self.source = None;
-        self.changed_in_place = true;
-        let res = match func {
-            AnyFunction::Graph(f) => {
-                if self.inner.get_prim(name).is_some() {
-                    let _ = self.inner.remove_prim(name);
-                }
-                self.inner.insert(name, f)
-            }
-            AnyFunction::Prim(f) => {
-                if self.inner.contains(name) {
-                    let _ = self.inner.remove(name);
-                }
-                self.inner.insert_prim(name, f)
-            }
-        };
-        res.map_err(|e| PyValueError::new_err(e.to_string()))
+        self.set_any(name.trim_start_matches('@'), any_function(func)?)
     }
 
     /// ``del mod[name]``: removes ``name`` in place; ``KeyError`` when there is none.
@@ -264,11 +268,12 @@ impl Module {
     fn update(&mut self, other: PyRef<'_, Module>) -> PyResult<()> {
         self.source = None;
         self.changed_in_place = true;
-        for (name, f) in other.inner.iter() {
-            self.inner.insert(name, f.clone()).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let other = other.inner.clone();
+        for (name, f) in other.iter() {
+            self.set_any(name, AnyFunction::Graph(f.clone()))?;
         }
-        for (name, f) in other.inner.prim_funcs() {
-            self.inner.insert_prim(name, f.clone()).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        for (name, f) in other.prim_funcs() {
+            self.set_any(name, AnyFunction::Prim(f.clone()))?;
         }
         Ok(())
     }

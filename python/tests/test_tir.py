@@ -276,6 +276,12 @@ def test_a_module_gets_sets_iterates_and_removes_prim_funcs():
     assert mod.with_function("k", f).names() == ["main", "add_one", "k"]
     with pytest.raises(TypeError, match="passel.tir.PrimFunc"):
         mod["x"] = 3  # type: ignore[assignment]
+    # A name changes kind when set to the other kind, in place or by update.
+    mod["main"] = f
+    assert isinstance(mod["main"], tir.PrimFunc) and mod.names() == ["add_one", "main"]
+    graph = ir.Module.parse(LOWERED)
+    mod.update(graph)
+    assert isinstance(mod["main"], ir.Function) and mod.names() == ["main", "add_one", "skipped"]
     with pytest.raises(TypeError, match="passel.tir.eval"):
         passel.eval(mod, np.zeros(16, np.float32), entry="add_one")
 
