@@ -238,12 +238,8 @@ fn to_tables<'py>(py: Python<'py>, f: &PrimFunc) -> PyResult<Bound<'py, PyTuple>
         };
         stmts.append(item)?;
     }
-    PyTuple::new(py, [params.into_any(), vars.into_any(), bufs.into_any(), exprs.into_any(), stmts.into_any()])
-        .and_then(|t| {
-            let mut items: Vec<Bound<'py, PyAny>> = t.iter().collect();
-            items.push(f.body().0.into_pyobject(py)?.into_any());
-            PyTuple::new(py, items)
-        })
+    let body = f.body().0.into_pyobject(py)?.into_any();
+    PyTuple::new(py, [params.into_any(), vars.into_any(), bufs.into_any(), exprs.into_any(), stmts.into_any(), body])
 }
 
 /// An index into a table being built: it must name an entry before `limit`.
