@@ -32,6 +32,6 @@ fi
 
 echo "== python package: mypy on the typed examples"
 "$venv/bin/mypy" --strict --no-incremental python/examples/typed_tour.py python/examples/pass_infra_tutorial.py \
-  python/examples/pass_instrument_tutorial.py python/examples/rewrite_and_rename.py
+  python/examples/pass_instrument_tutorial.py python/examples/rewrite_and_rename.py python/examples/tir_custom_pass.py
 
 echo "python package: all checks passed"

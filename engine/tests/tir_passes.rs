@@ -133,3 +133,24 @@ fn the_incremental_session_refuses_prim_funcs_instead_of_dropping_them() {
     let err = session.run().map(|_| ()).unwrap_err().to_string();
     assert!(err.contains("PrimFuncs (@a, …)") && err.contains("does not carry"), "{err}");
 }
+
+#[test]
+fn a_prim_func_pass_on_the_calling_thread_runs_every_body_there_at_any_thread_count() {
+    let m = parse_module(SRC).unwrap();
+    let threads = Arc::new(Mutex::new(Vec::new()));
+    let seen = threads.clone();
+    let pass = prim_func_pass("Parallelize", 0, move |f, _, _| {
+        seen.lock().unwrap().push(std::thread::current().id());
+        Ok(parallelize(f))
+    })
+    .on_calling_thread();
+    assert!(pass.runs_on_calling_thread());
+    let ctx = PassContext::builder().num_threads(2).build().unwrap();
+    let out = ctx.scope(|| pass.run(m.clone(), &ctx)).unwrap().unwrap();
+    let here = std::thread::current().id();
+    assert_eq!(*threads.lock().unwrap(), vec![here, here]);
+    // The same output as the fanned-out pass.
+    let fanned = prim_func_pass("Parallelize", 0, |f, _, _| Ok(parallelize(f)));
+    let expected = ctx.scope(|| fanned.run(m.clone(), &ctx)).unwrap().unwrap();
+    assert_eq!(print_module(&out), print_module(&expected));
+}

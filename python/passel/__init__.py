@@ -8,6 +8,8 @@ The API follows TVM's Python names and semantics:
 - ``passel.transform`` (``tvm.ir.transform``): ``PassInfo``, ``PassContext``, ``Pass``,
   ``Sequential``, the ``module_pass`` / ``function_pass`` decorators, ``get_pass``,
   ``list_passes``, ``PrintIR``, textual pipelines and ``get_pipeline(opt_level)``.
+- ``passel.tir`` (``tvm.tir``): ``PrimFunc`` and TVM-style loop-level nodes, ``stmt_functor``,
+  ``tir.transform.prim_func_pass`` and the registered tir passes.
 - ``passel.instrument`` (``tvm.ir.instrument``): ``PassInstrument``, ``pass_instrument``, the printing
   instruments (``PrintBeforeAll``, ``PrintAfterAll``, ``PassPrintingInstrument``, ``DumpIR``),
   ``PassTimingInstrument``.
@@ -22,13 +24,14 @@ from __future__ import annotations
 
 from typing import Any, List, Union
 
-from . import instrument, ir, transform
+from . import instrument, ir, tir, transform
 from ._passel import DiagnosticError, OnnxError, ParseError, PassError, PassKeyError, PassTypeError, PassValueError, StageStats
 from .session import Session, SessionRun
 
 __all__ = [
     "ir",
     "transform",
+    "tir",
     "instrument",
     "Session",
     "SessionRun",
@@ -61,7 +64,7 @@ def eval(mod: ir.Module, *args: Any, entry: str = "main") -> Union[Any, List[Any
     return ir._from_raw(_passel_eval(mod, entry, raw))
 
 
-def _passel_eval(mod: ir.Module, entry: str, raw: list) -> Any:
+def _passel_eval(mod: ir.Module, entry: str, raw: List[Any]) -> Any:
     from ._passel import eval_raw
 
     return eval_raw(mod, entry, raw)

@@ -1,7 +1,8 @@
 """The IR: modules, functions, expressions, types, and tools to rebuild functions.
 
-A ``Module`` (TVM's ``IRModule``) is an ordered map from global names to ``Function``s; both
-wrap the Rust objects (no copy crosses the boundary; a module copy is O(1)). A Python pass
+A ``Module`` (TVM's ``IRModule``) is an ordered map from global names to ``Function``s and
+loop-level ``passel.tir.PrimFunc``s (one namespace, graph functions first); all wrap the Rust
+objects (no copy crosses the boundary; a module copy is O(1)). A Python pass
 reads a function with ``ExprVisitor`` (or ``Function.bindings`` and ``Expr``: ``kind``,
 ``op``, ``args``, ``attrs``, ``type``), rewrites it with ``ExprMutator`` (both run on the
 engine's walker and rewriting layer) and builds new functions with ``FunctionBuilder``. A pass that changes nothing must return the function it was given (the

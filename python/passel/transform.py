@@ -9,7 +9,10 @@
 - ``module_pass`` / ``function_pass``: decorators for a function or a class with
   ``transform_module(mod, ctx)`` / ``transform_function(func, mod, ctx)``.
 - ``get_pass(name)``, ``list_passes()``, ``PrintIR(header)``, ``pipeline(text)``,
-  ``get_pipeline(opt_level)`` (the default pipeline of ``passel run -O<N>``).
+  ``get_pipeline(opt_level)`` (the default pipeline of ``passel run -O<N>``),
+  ``LegalizeOps()`` (lowers graph operators to PrimFuncs called with ``call_tir``).
+- ``PrimFuncPass`` and ``prim_func_pass``: the loop-level kind and its decorator, also
+  exported as ``passel.tir.transform.prim_func_pass`` (TVM's name).
 
 How Python passes run: a Python function pass is called once per function with the GIL held
 for that call, on the thread that called the pipeline, one function after the other, whatever
@@ -51,6 +54,9 @@ __all__ = [
     "PrintIR",
     "pipeline",
     "get_pipeline",
+    "PrimFuncPass",
+    "prim_func_pass",
+    "LegalizeOps",
 ]
 
 
@@ -94,6 +100,12 @@ class FunctionPass(Pass):
     left alone); it cannot add or remove functions."""
 
 
+class PrimFuncPass(Pass):
+    """A pass run on each PrimFunc on its own (TVM's ``tir.transform.PrimFuncPass``); graph
+    functions and PrimFuncs marked ``SkipOptimization`` are left alone. It cannot add or
+    remove functions."""
+
+
 class _PythonPass(Pass):
     """A pass whose body is Python code."""
 
@@ -110,6 +122,10 @@ class _PythonModulePass(_PythonPass, ModulePass):
 
 
 class _PythonFunctionPass(_PythonPass, FunctionPass):
+    pass
+
+
+class _PythonPrimFuncPass(_PythonPass, PrimFuncPass):
     pass
 
 
@@ -156,6 +172,8 @@ def _wrap_handle(handle: _passel.PassHandle) -> Pass:
         return Sequential(children, info.opt_level, info.name, info.required)
     if handle.kind == "function":
         return FunctionPass(handle)
+    if handle.kind == "prim_func":
+        return PrimFuncPass(handle)
     return ModulePass(handle)
 
 
@@ -197,6 +215,13 @@ def get_pipeline(opt_level: int = 2) -> Sequential:
     return Sequential([p for p in passes if p.info.opt_level <= opt_level], name=f"default-O{opt_level}")
 
 
+def LegalizeOps() -> Pass:
+    """The registered ``LegalizeOps`` (Relax's ``relax.transform.LegalizeOps``): every call of
+    an operator with a loop-level definition becomes ``call_tir`` of a PrimFunc (calls with the
+    same operator, attributes and types share one). Requires ``InferType``."""
+    return get_pass("LegalizeOps")
+
+
 def PrintIR(header: str = "") -> Pass:
     """A module pass (opt level 0) that prints ``PrintIR(<header>):`` and the module to
     ``sys.stderr`` and returns the module unchanged."""
@@ -205,6 +230,7 @@ def PrintIR(header: str = "") -> Pass:
 
 ModuleBody = Callable[[Module, PassContext], Module]
 FunctionBody = Callable[[Function, Module, PassContext], Function]
+PrimFuncBody = Callable[["_TirPrimFunc", Module, PassContext], "_TirPrimFunc"]
 _T = TypeVar("_T")
 
 
@@ -225,14 +251,13 @@ def _class_pass(
     method = "transform_module" if kind == "module" else "transform_function"
     if not hasattr(pass_cls, method):
         raise TypeError(f"{pass_cls.__name__} must define {method}")
-    base = _PythonModulePass if kind == "module" else _PythonFunctionPass
-    make = _passel.py_module_pass if kind == "module" else _passel.py_function_pass
+    base, make = _KINDS[kind]
 
     class PyPass(base):  # type: ignore[valid-type, misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             inst = pass_cls(*args, **kwargs)
             self._inst = inst
-            body = getattr(inst, method)
+            body = _body(kind, getattr(inst, method))
             super().__init__(lambda: make(name, opt_level, required, body), getattr(inst, "version", version))
 
         def __getattr__(self, attr: str) -> Any:
@@ -247,6 +272,26 @@ def _class_pass(
     PyPass.__doc__ = pass_cls.__doc__
     PyPass.__module__ = pass_cls.__module__
     return PyPass
+
+
+_KINDS: Dict[str, Any] = {
+    "module": (_PythonModulePass, _passel.py_module_pass),
+    "function": (_PythonFunctionPass, _passel.py_function_pass),
+    "prim_func": (_PythonPrimFuncPass, _passel.py_prim_func_pass),
+}
+
+
+def _body(kind: str, f: Callable[..., Any]) -> Callable[..., Any]:
+    """The callable the engine calls: a PrimFunc pass body gets a ``passel.tir.PrimFunc``
+    made from the engine's handle."""
+    if kind != "prim_func":
+        return f
+    from .tir import PrimFunc
+
+    def body(native: Any, mod: Module, ctx: PassContext) -> Any:
+        return f(PrimFunc._wrap(native), mod, ctx)
+
+    return body
 
 
 def _decorator(
@@ -266,9 +311,9 @@ def _decorator(
             return _class_pass(arg, kind, pname, level, req, version)
         if not callable(arg):
             raise TypeError(f"{kind}_pass must decorate a function or a class")
-        if kind == "module":
-            return _PythonModulePass(lambda: _passel.py_module_pass(pname, level, req, arg), version)
-        return _PythonFunctionPass(lambda: _passel.py_function_pass(pname, level, req, arg), version)
+        cls, make = _KINDS[kind]
+        body = _body(kind, arg)
+        return cls(lambda: make(pname, level, req, body), version)
 
     if pass_func is not None:
         return create(pass_func)
@@ -277,6 +322,8 @@ def _decorator(
 
 if TYPE_CHECKING:
     from typing_extensions import ParamSpec, Protocol
+
+    from .tir import PrimFunc as _TirPrimFunc
 
     _P = ParamSpec("_P")
 
@@ -299,6 +346,15 @@ if TYPE_CHECKING:
 
         @overload
         def __call__(self, arg: Callable[_P, Any]) -> Callable[_P, FunctionPass]: ...
+
+    class _PrimFuncPassDecorator(Protocol):
+        """``prim_func_pass``'s decorator."""
+
+        @overload
+        def __call__(self, arg: PrimFuncBody) -> PrimFuncPass: ...
+
+        @overload
+        def __call__(self, arg: Callable[_P, Any]) -> Callable[_P, PrimFuncPass]: ...
 
 
 @overload
@@ -386,3 +442,49 @@ def function_pass(
             return func
     """
     return _decorator("function", pass_func, opt_level, name, required, version)
+
+
+@overload
+def prim_func_pass(
+    pass_func: None = None,
+    opt_level: Optional[int] = None,
+    name: Optional[str] = None,
+    required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
+) -> _PrimFuncPassDecorator: ...
+
+
+@overload
+def prim_func_pass(
+    pass_func: PrimFuncBody,
+    opt_level: Optional[int] = None,
+    name: Optional[str] = None,
+    required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
+) -> PrimFuncPass: ...
+
+
+def prim_func_pass(
+    pass_func: Optional[PrimFuncBody] = None,
+    opt_level: Optional[int] = None,
+    name: Optional[str] = None,
+    required: Optional[Sequence[str]] = None,
+    traceable: bool = False,
+) -> Any:
+    """Makes a PrimFunc pass (TVM's ``tvm.tir.transform.prim_func_pass``) from
+    ``f(func, mod, ctx) -> PrimFunc``, or from a class with
+    ``transform_function(self, func, mod, ctx)``. ``func`` is a ``passel.tir.PrimFunc``; the
+    body is called once per PrimFunc (not on those marked ``SkipOptimization``, never on graph
+    functions), on the calling thread, and must return a ``PrimFunc``: the same object when it
+    changes nothing. ``traceable`` is accepted for compatibility, as for ``module_pass``.
+    Instruments, opt levels, ``required``, timing and printing treat it as any pass::
+
+        @prim_func_pass(opt_level=0)
+        def parallelize(func, mod, ctx):
+            def make_parallel(op):
+                return tir.For(op.loop_var, op.min, op.extent, tir.ForKind.PARALLEL, op.body)
+            return func.with_body(tir.stmt_functor.ir_transform(func.body, None, make_parallel, ["tir.For"]))
+    """
+    if not isinstance(traceable, bool):
+        raise TypeError(f"traceable must be a bool, got {type(traceable).__name__}")
+    return _decorator("prim_func", pass_func, opt_level, name, required, None)

@@ -209,6 +209,17 @@ pub(crate) fn to_py<E: std::fmt::Display + 'static>(py: Python<'_>, err: E) -> P
         }
         return cause;
     }
+    // A pass that reported an error under `errors_fail_pass` (a session run, or a run whose
+    // caller did not locate it): TVM's `DiagnosticError`.
+    let any: &dyn std::any::Any = &err;
+    let reported = |e: &RustPassError| matches!(e, RustPassError::ErrorReported { .. });
+    let from_session = any.downcast_ref::<passel_engine::SessionError>().is_some_and(|e| match e {
+        passel_engine::SessionError::Pass(p) => reported(p),
+        _ => false,
+    });
+    if any.downcast_ref::<RustPassError>().is_some_and(reported) || from_session {
+        return diagnostic_error(err.to_string());
+    }
     passel_error(py, Kind::of(&err), err.to_string())
 }
 

@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 
 use crate::errors::{self, OnnxError, ParseError};
+use crate::tir::{prim_from_py, prim_to_py};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Module>()?;
@@ -30,7 +31,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// An IR module: an ordered map from global names to functions (TVM's ``IRModule``).
+/// An IR module: an ordered map from global names to functions (TVM's ``IRModule``): graph
+/// functions (``passel.ir.Function``) and loop-level ones (``passel.tir.PrimFunc``) in one
+/// namespace, graph functions first.
 ///
 /// Build one with ``Module.parse(text)`` or ``Module.from_file(path)``; print it with
 /// ``mod.script()`` or ``str(mod)``. ``mod["main"]`` is a function, ``mod.functions`` maps
@@ -53,6 +56,35 @@ pub struct Module {
 }
 
 impl Module {
+    /// Sets `name` to `func` in place, replacing a function of either kind (no change when it
+    /// is already that very function).
+    fn set_any(&mut self, name: &str, func: AnyFunction) -> PyResult<()> {
+        let same = match &func {
+            AnyFunction::Graph(f) => self.inner.get(name).is_some_and(|g| Arc::ptr_eq(f, g)),
+            AnyFunction::Prim(f) => self.inner.get_prim(name).is_some_and(|g| Arc::ptr_eq(f, g)),
+        };
+        if same {
+            return Ok(());
+        }
+        self.source = None;
+        self.changed_in_place = true;
+        let res = match func {
+            AnyFunction::Graph(f) => {
+                if self.inner.get_prim(name).is_some() {
+                    let _ = self.inner.remove_prim(name);
+                }
+                self.inner.insert(name, f)
+            }
+            AnyFunction::Prim(f) => {
+                if self.inner.contains(name) {
+                    let _ = self.inner.remove(name);
+                }
+                self.inner.insert_prim(name, f)
+            }
+        };
+        res.map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
     pub(crate) fn of(inner: RModule) -> Module {
         Module { inner, source: None, changed_in_place: false }
     }
@@ -69,7 +101,8 @@ impl Module {
 
 #[pymethods]
 impl Module {
-    /// An empty module, or one holding ``functions`` (a dict name -> Function, in order).
+    /// An empty module, or one holding ``functions`` (a dict name -> Function or PrimFunc,
+    /// in order).
     #[new]
     #[pyo3(signature = (functions=None))]
     fn new(functions: Option<&Bound<'_, PyDict>>) -> PyResult<Module> {
@@ -77,10 +110,12 @@ impl Module {
         if let Some(fs) = functions {
             for (k, v) in fs.iter() {
                 let name: String = k.extract()?;
-                let f = v.extract::<PyRef<'_, Function>>()?;
-                inner
-                    .add(name.trim_start_matches('@'), f.inner.clone())
-                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let name = name.trim_start_matches('@');
+                let res = match any_function(&v)? {
+                    AnyFunction::Graph(f) => inner.add(name, f),
+                    AnyFunction::Prim(f) => inner.add_prim(name, f),
+                };
+                res.map_err(|e| PyValueError::new_err(e.to_string()))?;
             }
         }
         Ok(Module::of(inner))
@@ -145,52 +180,66 @@ impl Module {
         format!("<passel.ir.Module with {} functions>", self.inner.len())
     }
 
-    /// Every function by name, in module order (a new dict each call).
+    /// Every function by name, in module order, graph functions then PrimFuncs (a new dict
+    /// each call).
     #[getter]
     fn functions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         for (name, f) in self.inner.iter() {
             d.set_item(name, Function { inner: f.clone() })?;
         }
+        for (name, f) in self.inner.prim_funcs() {
+            d.set_item(name, prim_to_py(py, f)?)?;
+        }
         Ok(d)
     }
 
-    /// The global names, in module order.
+    /// The PrimFuncs by name, in module order (a new dict each call).
+    #[getter]
+    fn prim_functions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (name, f) in self.inner.prim_funcs() {
+            d.set_item(name, prim_to_py(py, f)?)?;
+        }
+        Ok(d)
+    }
+
+    /// The global names, in module order: graph functions, then PrimFuncs.
     fn names(&self) -> Vec<String> {
-        self.inner.iter().map(|(n, _)| n.to_string()).collect()
+        self.inner.iter().map(|(n, _)| n).chain(self.inner.prim_funcs().map(|(n, _)| n)).map(str::to_string).collect()
     }
 
     fn __len__(&self) -> usize {
-        self.inner.len()
+        self.inner.len() + self.inner.num_prims()
     }
 
     fn __contains__(&self, name: &str) -> bool {
-        self.inner.contains(name.trim_start_matches('@'))
+        let name = name.trim_start_matches('@');
+        self.inner.contains(name) || self.inner.get_prim(name).is_some()
     }
 
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         PyList::new(py, self.names())?.try_iter().map(|it| it.into_any())
     }
 
-    fn __getitem__(&self, name: &str) -> PyResult<Function> {
-        self.inner
-            .get(name.trim_start_matches('@'))
-            .map(|f| Function { inner: f.clone() })
-            .ok_or_else(|| PyKeyError::new_err(format!("no function @{} in the module", name.trim_start_matches('@'))))
+    /// The function ``name``: a ``Function``, or a ``passel.tir.PrimFunc``.
+    fn __getitem__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let name = name.trim_start_matches('@');
+        if let Some(f) = self.inner.get(name) {
+            return Ok(Bound::new(py, Function { inner: f.clone() })?.into_any());
+        }
+        match self.inner.get_prim(name) {
+            Some(f) => prim_to_py(py, f),
+            None => Err(PyKeyError::new_err(format!("no function @{name} in the module"))),
+        }
     }
 
-    /// ``mod[name] = func``: sets ``name`` to ``func`` in place (replaced where it is, or
-    /// added at the end), as TVM's ``IRModule.__setitem__``. A name that would not print and
-    /// parse back as itself raises ``ValueError``.
-    fn __setitem__(&mut self, name: &str, func: PyRef<'_, Function>) -> PyResult<()> {
-        if self.inner.get(name.trim_start_matches('@')).is_some_and(|f| Arc::ptr_eq(f, &func.inner)) {
-            return Ok(());
-        }
-        self.source = None;
-        self.changed_in_place = true;
-        self.inner
-            .insert(name.trim_start_matches('@'), func.inner.clone())
-            .map_err(|e| PyValueError::new_err(e.to_string()))
+    /// ``mod[name] = func``: sets ``name`` to ``func`` (a ``Function`` or a
+    /// ``passel.tir.PrimFunc``) in place (replaced where it is, or added at the end), as TVM's
+    /// ``IRModule.__setitem__``; a function of the other kind under that name is replaced. A
+    /// name that would not print and parse back as itself raises ``ValueError``.
+    fn __setitem__(&mut self, name: &str, func: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.set_any(name.trim_start_matches('@'), any_function(func)?)
     }
 
     /// ``del mod[name]``: removes ``name`` in place; ``KeyError`` when there is none.
@@ -199,24 +248,32 @@ impl Module {
     }
 
     /// Replaces (or adds) function ``name`` in place (TVM's ``IRModule.update_func``).
-    fn update_func(&mut self, name: &str, func: PyRef<'_, Function>) -> PyResult<()> {
+    fn update_func(&mut self, name: &str, func: &Bound<'_, PyAny>) -> PyResult<()> {
         self.__setitem__(name, func)
     }
 
     /// Removes function ``name`` in place (TVM's ``IRModule.remove``); ``KeyError`` when
     /// there is none.
     fn remove(&mut self, name: &str) -> PyResult<()> {
+        let name = name.trim_start_matches('@');
         self.source = None;
         self.changed_in_place = true;
-        self.inner.remove(name.trim_start_matches('@')).map(|_| ()).map_err(|e| PyKeyError::new_err(e.to_string()))
+        if self.inner.get_prim(name).is_some() {
+            return self.inner.remove_prim(name).map(|_| ()).map_err(|e| PyKeyError::new_err(e.to_string()));
+        }
+        self.inner.remove(name).map(|_| ()).map_err(|e| PyKeyError::new_err(e.to_string()))
     }
 
     /// Sets every function of ``other`` in this module, in place (TVM's ``IRModule.update``).
     fn update(&mut self, other: PyRef<'_, Module>) -> PyResult<()> {
         self.source = None;
         self.changed_in_place = true;
-        for (name, f) in other.inner.iter() {
-            self.inner.insert(name, f.clone()).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let other = other.inner.clone();
+        for (name, f) in other.iter() {
+            self.set_any(name, AnyFunction::Graph(f.clone()))?;
+        }
+        for (name, f) in other.prim_funcs() {
+            self.set_any(name, AnyFunction::Prim(f.clone()))?;
         }
         Ok(())
     }
@@ -224,19 +281,17 @@ impl Module {
     /// A copy of the module with ``name`` set to ``func`` (replaced in place, or added at
     /// the end). Modules are immutable values, as in TVM's functional style. A name that
     /// would not print and parse back as itself raises ``ValueError``.
-    fn with_function(&self, name: &str, func: PyRef<'_, Function>) -> PyResult<Module> {
-        let mut inner = self.inner.clone();
-        inner
-            .insert(name.trim_start_matches('@'), func.inner.clone())
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Module::of(inner))
+    fn with_function(&self, name: &str, func: &Bound<'_, PyAny>) -> PyResult<Module> {
+        let mut copy = Module::of(self.inner.clone());
+        copy.__setitem__(name, func)?;
+        Ok(Module::of(copy.inner))
     }
 
     /// A copy of the module without ``name``.
     fn without_function(&self, name: &str) -> PyResult<Module> {
-        let mut inner = self.inner.clone();
-        inner.remove(name.trim_start_matches('@')).map_err(|e| PyKeyError::new_err(e.to_string()))?;
-        Ok(Module::of(inner))
+        let mut copy = Module::of(self.inner.clone());
+        copy.remove(name)?;
+        Ok(Module::of(copy.inner))
     }
 
     /// Structural equality: same names in the same order, structurally equal functions
@@ -288,9 +343,32 @@ fn shapes_wording(msg: &str) -> String {
     out
 }
 
-/// Whether two modules hold the very same functions under the same names, in order.
+/// Whether two modules hold the very same functions (graph and PrimFuncs) under the same
+/// names, in order.
 fn same_module(a: &RModule, b: &RModule) -> bool {
-    a.len() == b.len() && a.iter().zip(b.iter()).all(|((x, f), (y, g))| x == y && Arc::ptr_eq(f, g))
+    a.len() == b.len()
+        && a.iter().zip(b.iter()).all(|((x, f), (y, g))| x == y && Arc::ptr_eq(f, g))
+        && a.num_prims() == b.num_prims()
+        && a.prim_funcs().zip(b.prim_funcs()).all(|((x, f), (y, g))| x == y && Arc::ptr_eq(f, g))
+}
+
+/// A function of either kind, as `mod[name] = f` takes it.
+enum AnyFunction {
+    Graph(Arc<RFunction>),
+    Prim(Arc<passel_engine::tir::PrimFunc>),
+}
+
+fn any_function(obj: &Bound<'_, PyAny>) -> PyResult<AnyFunction> {
+    if let Ok(f) = obj.extract::<PyRef<'_, Function>>() {
+        return Ok(AnyFunction::Graph(f.inner.clone()));
+    }
+    match prim_from_py(obj) {
+        Some(f) => Ok(AnyFunction::Prim(f)),
+        None => Err(PyTypeError::new_err(format!(
+            "a module holds passel.ir.Function or passel.tir.PrimFunc, got {}",
+            obj.get_type().name()?
+        ))),
+    }
 }
 
 /// A function of a module: parameters, a body, a declared return type and attributes.
@@ -977,7 +1055,7 @@ pub(crate) fn check_call(op_name: &str, n_args: usize, attrs: Option<&Bound<'_, 
     Ok((op_id, attrs))
 }
 
-fn parse_dtype(name: &str) -> PyResult<DType> {
+pub(crate) fn parse_dtype(name: &str) -> PyResult<DType> {
     let short = match name {
         "float32" => "f32",
         "float16" => "f16",
@@ -997,7 +1075,7 @@ fn parse_dtype(name: &str) -> PyResult<DType> {
     })
 }
 
-fn numpy_dtype(d: DType) -> &'static str {
+pub(crate) fn numpy_dtype(d: DType) -> &'static str {
     match d {
         DType::F32 => "float32",
         DType::F16 => "float16",
@@ -1029,7 +1107,7 @@ pub(crate) fn attrs_to_dict<'py>(py: Python<'py>, attrs: &Attrs) -> PyResult<Bou
     Ok(d)
 }
 
-fn dict_to_attrs(d: &Bound<'_, PyDict>, def: Option<&op::OpDef>) -> PyResult<Attrs> {
+pub(crate) fn dict_to_attrs(d: &Bound<'_, PyDict>, def: Option<&op::OpDef>) -> PyResult<Attrs> {
     let mut attrs = Attrs::new();
     for (k, v) in d.iter() {
         let key: String = k.extract()?;
@@ -1061,7 +1139,7 @@ fn dict_to_attrs(d: &Bound<'_, PyDict>, def: Option<&op::OpDef>) -> PyResult<Att
     Ok(attrs)
 }
 
-fn tensor_to_raw(t: &Tensor) -> (String, Vec<usize>, Vec<u8>) {
+pub(crate) fn tensor_to_raw(t: &Tensor) -> (String, Vec<usize>, Vec<u8>) {
     let shape = t.shape().to_vec();
     let bytes: Vec<u8> = t.to_le_bytes();
     (numpy_dtype(t.dtype()).to_string(), shape, bytes)
@@ -1082,10 +1160,10 @@ pub(crate) fn tensor_from_raw(dtype: &str, shape: &[usize], data: &[u8]) -> PyRe
     Tensor::from_le_bytes(&dims, dt, data).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-type RawTensor = (String, Vec<usize>, Vec<u8>);
+pub(crate) type RawTensor = (String, Vec<usize>, Vec<u8>);
 
 /// A raw tensor handed to Python: dtype name, shape, little-endian bytes.
-type RawPy<'py> = (String, Vec<usize>, Bound<'py, PyBytes>);
+pub(crate) type RawPy<'py> = (String, Vec<usize>, Bound<'py, PyBytes>);
 
 fn value_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     match v {
@@ -1116,6 +1194,11 @@ fn eval_raw<'py>(
     let m = module.inner.clone();
     let name = name.trim_start_matches('@').to_string();
     if !m.contains(&name) {
+        if m.get_prim(&name).is_some() {
+            return Err(PyTypeError::new_err(format!(
+                "@{name} is a PrimFunc: run it with passel.tir.eval (destination passing), or call it from a graph function with call_tir"
+            )));
+        }
         return Err(PyKeyError::new_err(format!("no function @{name} in the module")));
     }
     let out = py.detach(move || eval_function(&m, &name, &args)).map_err(|e| errors::to_py(py, e))?;

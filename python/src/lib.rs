@@ -27,6 +27,7 @@ mod errors;
 mod instrument;
 mod ir;
 mod session;
+mod tir;
 mod transform;
 mod visitor;
 
@@ -43,5 +44,6 @@ fn _passel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     instrument::register(m)?;
     session::register(m)?;
     visitor::register(m)?;
+    tir::register(m)?;
     Ok(())
 }

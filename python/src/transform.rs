@@ -186,7 +186,9 @@ impl PassContext {
             opt_level.extract().map_err(|_| bad_level(format!("opt_level must be between 0 and {}", u32::MAX)))?;
         let level = u32::try_from(level)
             .map_err(|_| bad_level(format!("opt_level must be between 0 and {}, got {level}", u32::MAX)))?;
-        let mut b = RContext::builder().opt_level(level);
+        // TVM raises at the pass that finds a type error (its diagnostic context renders and
+        // throws); the engine does that under `errors_fail_pass`.
+        let mut b = RContext::builder().opt_level(level).errors_fail_pass(true);
         for name in pass_names(py, "required_pass", required_pass)? {
             b = b.require(&name);
         }
@@ -382,9 +384,16 @@ impl PassHandle {
         let ctx = ctx.map(|c| c.inner.clone()).unwrap_or_else(RContext::current);
         let reported_before = ctx.diagnostics().len();
         let run_ctx = ctx.clone();
-        let out = errors::run_detached(py, move || pass.run(m, &run_ctx))?;
-        // TVM raises at the pass that finds a type error; passel's passes report it as a
-        // diagnostic and go on, so the run raises it here, once, with where it is.
+        // Under a context made in Python (`errors_fail_pass`), the pass that reports an error
+        // fails and the run stops there, as in TVM; under the engine's default context (no
+        // `with PassContext(…)`) the run goes on and the error is raised when it returns.
+        // Either way it is raised here with the diagnostic's text and place, each distinct
+        // error the run reported once.
+        let out = errors::run_detached(py, move || match pass.run(m, &run_ctx) {
+            Ok(out) => Ok(Ok(out)),
+            Err(RPassError::ErrorReported { diagnostic, .. }) => Ok(Err(diagnostic)),
+            Err(e) => Err(e),
+        })?;
         if let Some(first) = ctx.diagnostics().first_error_from(reported_before) {
             let errors = ctx.diagnostics().snapshot().split_off(reported_before);
             let mut distinct: Vec<String> = Vec::new();
@@ -400,7 +409,7 @@ impl PassHandle {
             };
             return Err(errors::diagnostic_error(format!("{}{more}", located_text(&first, &module))));
         }
-        Ok(Module::of(out))
+        out.map(Module::of).map_err(|d| errors::diagnostic_error(located_text(&d, &module)))
     }
 
     /// The pipeline text of a ``Sequential`` (``print_pipeline``), else the pass name.
@@ -424,12 +433,12 @@ impl PassHandle {
     }
 }
 
-fn required_refs(required: &[String]) -> Vec<&str> {
+pub(crate) fn required_refs(required: &[String]) -> Vec<&str> {
     required.iter().map(String::as_str).collect()
 }
 
 /// Calls a Python pass body: attaches, checks for Ctrl-C, converts the exception.
-fn call_python<T>(what: &str, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> Result<T, RPassError> {
+pub(crate) fn call_python<T>(what: &str, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> Result<T, RPassError> {
     if errors::cancelled() {
         return Err(RPassError::msg(errors::cancelled_message()));
     }
@@ -499,7 +508,7 @@ fn pass_names(py: Python<'_>, what: &str, names: Option<&Bound<'_, PyAny>>) -> P
 /// the input, which a Python module object never shares (Rust modules are values), so the
 /// adapter asks the object it handed to the body (its mutating methods mark it, O(1)) and
 /// reports the engine's error.
-fn check_input_unchanged(changed_in_place: bool, ctx: &RContext, pass: &str) -> Result<(), RPassError> {
+pub(crate) fn check_input_unchanged(changed_in_place: bool, ctx: &RContext, pass: &str) -> Result<(), RPassError> {
     if changed_in_place && ctx.get_config(IMMUTABLE_MODULE, false) {
         return Err(RPassError::ImmutableModuleModified { pass: pass.to_string() });
     }

@@ -67,3 +67,11 @@ def test_rewrite_and_rename_example():
             passel.eval(before, np.array(c), *args, entry="main"),
             rtol=1e-6,
         )
+
+
+def test_tir_custom_pass_port(capsys):
+    out = load("tir_custom_pass").main()
+    text = out["add"].script("add")
+    assert "for %i0_outer in serial(0, 16) {\n    for %i0_inner in vectorized(0, 8) {" in text
+    assert "%out[add(mul(%i0_outer, 8), %i0_inner)]" in text
+    assert "prim @add(" in capsys.readouterr().out

@@ -31,6 +31,7 @@ struct Inner {
     trace: Option<Tracer>,
     statistics: bool,
     bisect: Option<Arc<OptBisect>>,
+    errors_fail: bool,
     // Mutable because a failing enter/exit clears the list and `override_instruments`
     // replaces it; callbacks run on a snapshot, never under the lock.
     instruments: Mutex<Vec<Arc<dyn Instrument>>>,
@@ -85,6 +86,7 @@ impl PassContext {
                 trace: b.trace,
                 statistics: b.statistics,
                 bisect: b.bisect,
+                errors_fail: b.errors_fail,
                 instruments: Mutex::new(b.instruments),
             }),
             diagnostics: DiagnosticSink::new(),
@@ -147,6 +149,12 @@ impl PassContext {
     /// Whether passes count their statistics ([`crate::transform::Statistic::add`]).
     pub fn collects_statistics(&self) -> bool {
         self.inner.statistics
+    }
+
+    /// Whether an error diagnostic fails the pass that reported it
+    /// ([`PassContextBuilder::errors_fail_pass`]).
+    pub fn errors_fail_pass(&self) -> bool {
+        self.inner.errors_fail
     }
 
     /// The statistic totals counted into this context so far (a worker copy's counts are
@@ -440,6 +448,7 @@ pub struct PassContextBuilder {
     trace: Option<Tracer>,
     statistics: bool,
     bisect: Option<Arc<OptBisect>>,
+    errors_fail: bool,
 }
 
 impl Default for PassContextBuilder {
@@ -454,6 +463,7 @@ impl Default for PassContextBuilder {
             trace: None,
             statistics: false,
             bisect: None,
+            errors_fail: false,
         }
     }
 }
@@ -519,6 +529,17 @@ impl PassContextBuilder {
     /// [`OptBisect`]). While set, function stages run pass by pass.
     pub fn opt_bisect(mut self, bisect: Arc<OptBisect>) -> Self {
         self.bisect = Some(bisect);
+        self
+    }
+
+    /// Makes a pass that reports an error diagnostic fail with
+    /// [`PassError::ErrorReported`] once its body returns, so the passes after it do not run
+    /// (TVM's behaviour: its passes render their diagnostic context and raise). Off by
+    /// default: the CLI reports every diagnostic of a run and goes on. Checked after each leaf
+    /// pass call and, in fused stages and sessions, after each pass on each function, so the
+    /// run fails at the same pass with the same diagnostics at any thread count.
+    pub fn errors_fail_pass(mut self, on: bool) -> Self {
+        self.errors_fail = on;
         self
     }
 

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::diagnostics::Diagnostic;
 use crate::util::shown_name;
 
 /// What an instrument callback returns when it fails. The caller adds the instrument's name and
@@ -146,6 +147,15 @@ pub enum PassError {
         message: String,
         /// Whether the body panicked (the message is the panic payload).
         panicked: bool,
+    },
+    /// The pass reported an error diagnostic under a context built with
+    /// [`errors_fail_pass`](super::PassContextBuilder::errors_fail_pass).
+    #[error("in pass {pass}{}: {}", in_function(&diagnostic.function), diagnostic.message)]
+    ErrorReported {
+        /// The pass.
+        pass: String,
+        /// The first error it reported (in module order).
+        diagnostic: Box<Diagnostic>,
     },
     /// `testing.immutable_module` caught a pass changing the module.
     #[error("Immutable module has been modified in pass: {pass}")]

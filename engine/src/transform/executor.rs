@@ -60,7 +60,7 @@ use std::time::Duration;
 
 use super::config::{IMMUTABLE_MODULE, VERIFY_EACH};
 use super::context::PassContext;
-use super::diagnostics::Diagnostic;
+use super::diagnostics::{Diagnostic, Severity};
 use super::error::PassError;
 use super::fanout::{map_entries, release};
 use super::pass::{call_pass, run_in_worker, FunctionPass, Pass, PreludeBody};
@@ -256,9 +256,15 @@ pub(crate) fn run_stage_checked(
         run.diagnostics.push(diags);
         run.statistics.push(stats);
         run.busy.push(elapsed);
+        let reported = run.diagnostics.last().into_iter().flatten();
+        let reported = reported.filter(|_| ctx.errors_fail_pass()).find(|d| d.severity == Severity::Error);
         let checked = res.and_then(|out| {
             if checks.verify_each {
                 check_function(&info.name, name, &run.func, &out, view)?;
+            }
+            // `errors_fail_pass`: as `call_pass` does after a leaf pass.
+            if let Some(d) = reported {
+                return Err(PassError::ErrorReported { pass: info.name.clone(), diagnostic: Box::new(d.clone()) });
             }
             Ok(out)
         });

@@ -134,6 +134,10 @@ pub fn call_pass<P: Pass + ?Sized>(pass: &P, module: Module, ctx: &PassContext) 
     // leaf pass's, verified already). The handle kept here is an O(1) shared copy.
     let verify_input =
         (pass.kind() != PassKind::Sequential && ctx.get_config(VERIFY_EACH, false)).then(|| module.clone());
+    // `errors_fail_pass`: the diagnostics a leaf pass reports start here (a Sequential's
+    // leaf passes check their own).
+    let reported_before =
+        (pass.kind() != PassKind::Sequential && ctx.errors_fail_pass()).then(|| ctx.diagnostics().len());
     let res = match catch_unwind(AssertUnwindSafe(|| pass.execute(module, ctx))) {
         Ok(res) => res,
         Err(payload) => Err(PassError::panicked(&info.name, None, &*payload)),
@@ -146,6 +150,10 @@ pub fn call_pass<P: Pass + ?Sized>(pass: &P, module: Module, ctx: &PassContext) 
     });
     let res = res.and_then(|out| match &verify_input {
         Some(input) => check_module(&info.name, input, &out).map(|()| out),
+        None => Ok(out),
+    });
+    let res = res.and_then(|out| match reported_before.and_then(|from| ctx.diagnostics().first_error_from(from)) {
+        Some(diagnostic) => Err(PassError::ErrorReported { pass: info.name.clone(), diagnostic: Box::new(diagnostic) }),
         None => Ok(out),
     });
     match res {

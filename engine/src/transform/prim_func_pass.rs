@@ -28,6 +28,7 @@ pub type PrimFuncBody = dyn Fn(Arc<PrimFunc>, &Module, &PassContext) -> Result<A
 pub struct PrimFuncPass {
     info: PassInfo,
     body: Arc<PrimFuncBody>,
+    on_calling_thread: bool,
 }
 
 impl PrimFuncPass {
@@ -37,7 +38,21 @@ impl PrimFuncPass {
         opt_level: u32,
         body: impl Fn(Arc<PrimFunc>, &Module, &PassContext) -> Result<Arc<PrimFunc>, PassError> + Send + Sync + 'static,
     ) -> PrimFuncPass {
-        PrimFuncPass { info: PassInfo::new(name, opt_level), body: Arc::new(body) }
+        PrimFuncPass { info: PassInfo::new(name, opt_level), body: Arc::new(body), on_calling_thread: false }
+    }
+
+    /// Builder form: the body runs on every PrimFunc one after the other on the thread that
+    /// called the pipeline, whatever `num_threads` says (as
+    /// [`FunctionPass::on_calling_thread`](super::FunctionPass::on_calling_thread)): for bodies
+    /// that hold a global lock, such as Python passes under the GIL.
+    pub fn on_calling_thread(mut self) -> PrimFuncPass {
+        self.on_calling_thread = true;
+        self
+    }
+
+    /// Whether the body runs on the calling thread only ([`PrimFuncPass::on_calling_thread`]).
+    pub fn runs_on_calling_thread(&self) -> bool {
+        self.on_calling_thread
     }
 
     /// Builder form: the passes a `Sequential` runs before this one.
@@ -70,7 +85,8 @@ impl Pass for PrimFuncPass {
         if module.num_prims() == 0 {
             return Ok(module);
         }
-        run_function_pass_over_module(&self.info, self.body(), ctx.num_threads().max(1), module, ctx)
+        let threads = if self.on_calling_thread { 1 } else { ctx.num_threads().max(1) };
+        run_function_pass_over_module(&self.info, self.body(), threads, module, ctx)
     }
 }
 
