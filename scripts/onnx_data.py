@@ -77,6 +77,12 @@ STATIC_INPUTS = {
     "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "AffineGrid": {1},
     # A Loop's trip count and condition fix the length of its scan outputs.
     "Loop": {0, 1},
+    # A transform's length and axis, a frame step and length, a mel matrix's sizes and
+    # frequencies, an unpooled or folded image's size fix their outputs' shapes.
+    "DFT": {1, 2}, "STFT": {1, 3}, "MelWeightMatrix": {0, 1, 2, 3, 4}, "Col2Im": {1, 2},
+    "MaxUnpool": {2},
+    # Dropout's ratio and training flag decide whether it is the identity.
+    "Dropout": {1, 2},
 }
 
 

@@ -28,6 +28,7 @@ mod quant;
 mod rnn;
 mod signal;
 mod sort;
+mod state;
 
 /// A converter: one ONNX node (its attributes, inputs and opset in [`Cx`]) to passel calls,
 /// returning the node's outputs in order (`None` for outputs passel does not compute).
@@ -90,6 +91,7 @@ onnx_ops! {
     "BlackmanWindow": 1 => |cx| signal::window(cx, signal::SignalWindow::Blackman);
     "Cast": 1 => cast;
     "CastLike": 2 => cast_like;
+    "CausalConvWithState": 4 => state::causal_conv_with_state;
     "Ceil": 1 => |cx| unary(cx, "ceil");
     "Celu": 1 => |cx| param_unary(cx, "celu", &[("alpha", 1.0)]);
     "CenterCropPad": 2 => layout::center_crop_pad;
@@ -104,6 +106,7 @@ onnx_ops! {
     "Cosh": 1 => |cx| unary(cx, "cosh");
     "CumProd": 2 => |cx| sort::cum(cx, "cumprod");
     "CumSum": 2 => |cx| sort::cum(cx, "cumsum");
+    "DFT": 2, from 20: 3 => signal::dft;
     "DepthToSpace": 1 => layout::depth_to_space;
     "DequantizeLinear": 3 => quant::dequantize_linear;
     "Div": 2 => |cx| binary(cx, "divide");
@@ -146,6 +149,7 @@ onnx_ops! {
     "LeakyRelu": 1 => |cx| param_unary(cx, "leaky_relu", &[("alpha", 0.01)]);
     "Less": 2 => |cx| binary(cx, "less");
     "LessOrEqual": 2 => |cx| binary(cx, "less_equal");
+    "LinearAttention": 6 => state::linear_attention;
     "Log": 1 => |cx| unary(cx, "log");
     "LogSoftmax": 1 => log_softmax;
     "Loop": VARIADIC => control_flow;
@@ -157,6 +161,7 @@ onnx_ops! {
     "MaxPool": 1 => |cx| pool(cx, PoolKind::Max);
     "Mean": VARIADIC => mean;
     "MeanVarianceNormalization": 1 => nn::mean_variance_normalization;
+    "MelWeightMatrix": 5 => signal::mel_weight_matrix;
     "Min": VARIADIC => |cx| variadic(cx, "minimum");
     "Mish": 1 => |cx| unary(cx, "mish");
     "Mod": 2 => modulo;
@@ -191,6 +196,7 @@ onnx_ops! {
     "ReverseSequence": 2 => layout::reverse_sequence;
     "RotaryEmbedding": 4 => attention::rotary_embedding;
     "Round": 1 => |cx| unary(cx, "round");
+    "STFT": 4 => signal::stft;
     "Scan": VARIADIC => control_flow;
     "Scatter": 3 => gather::scatter_elements;
     "ScatterElements": 3 => gather::scatter_elements;
@@ -693,17 +699,28 @@ fn variadic(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
     one(acc)
 }
 
+/// Dropout in inference (or with a ratio of 0): the identity, and a mask of all true. A
+/// training-mode dropout with a nonzero ratio draws its mask at random, which passel does not
+/// reproduce.
 fn dropout(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
-    cx.float_opt("ratio")?;
+    let attr_ratio = cx.float_opt("ratio")?;
     cx.int_opt("seed")?;
     if let Some(v) = cx.const_floats(2, "training_mode")? {
-        if v.iter().any(|&t| t != 0.0) {
-            return Err("training_mode = true is not supported (passel imports inference graphs)".into());
+        let ratio = match cx.opt(1) {
+            Some(_) => cx.const_floats(1, "ratio")?.unwrap_or_default(),
+            None => vec![attr_ratio.unwrap_or(0.5)],
+        };
+        if v.iter().any(|&t| t != 0.0) && ratio.iter().any(|&r| r != 0.0) {
+            return Err(
+                "training_mode = true with a nonzero ratio is not supported (its mask is random; passel imports \
+                 inference graphs)"
+                    .into(),
+            );
         }
     }
-    // The mask output is not computed; using it is an error at its use.
-    one(x)
+    let mask = filled(&x.shape(), DType::Bool, 1.0);
+    Ok(vec![Some(x), Some(mask)])
 }
 
 fn cast(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
@@ -1493,11 +1510,14 @@ fn pool_3d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
 fn batch_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let args: Vec<Val> = (0..5).map(|i| cx.input(i)).collect::<R<_>>()?;
     let eps = cx.float("epsilon", 1e-5)?;
-    cx.float_opt("momentum")?;
-    cx.int_must("training_mode", |v| v == 0, "passel imports inference graphs")?;
+    let momentum = cx.float("momentum", 0.9)?;
+    let training = cx.int("training_mode", 0)? != 0;
     if cx.node.outputs().skip(1).any(|o| !o.is_empty()) && cx.opset < 14 {
         // Before opset 14 the extra outputs exist only in training mode.
         return Err("training-mode outputs (mean, var, saved statistics) are not supported".into());
+    }
+    if training {
+        return batch_norm_training(cx, &args, eps, momentum);
     }
     let refs: Vec<&Val> = args.iter().collect();
     let attrs = Attrs::new().with("axis", AttrValue::Int(1)).with("epsilon", AttrValue::Float(eps));
@@ -1507,6 +1527,44 @@ fn batch_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         return Err("batch_norm returned nothing".into());
     }
     one(outs.swap_remove(0))
+}
+
+/// BatchNormalization with `training_mode = 1` (opset 14): normalised by the batch's own
+/// statistics (mean and biased variance over every axis but the channels), and the running
+/// statistics updated as `running · momentum + batch · (1 - momentum)`.
+fn batch_norm_training(cx: &mut Cx<'_>, args: &[Val], eps: f64, momentum: f64) -> R<Vec<Option<Val>>> {
+    let [x, scale, bias, mean, var] = args else {
+        return Err("needs the inputs X, scale, B, input_mean and input_var".into());
+    };
+    let rank = x.rank();
+    if rank < 2 {
+        return Err(format!("needs an input of rank 2 or more (N, C, …), got rank {rank}"));
+    }
+    let dtype = x.ty().dtype;
+    let c = x.shape()[1];
+    let axes: Vec<i64> = (0..rank as i64).filter(|&a| a != 1).collect();
+    let reduce = |keep: bool| Attrs::new().with("keepdims", AttrValue::Bool(keep)).with("axis", ints_i(&axes));
+    let batch_mean = cx.call_tmp("mean", &[x], reduce(true))?;
+    let d = cx.call_tmp("subtract", &[x, &batch_mean], Attrs::new())?;
+    let sq = cx.call_tmp("multiply", &[&d, &d], Attrs::new())?;
+    let batch_var = cx.call_tmp("mean", &[&sq], reduce(false))?;
+    let batch_mean = cx.reshape(&batch_mean, &[c], true)?;
+    let attrs = Attrs::new().with("axis", AttrValue::Int(1)).with("epsilon", AttrValue::Float(eps));
+    let name = cx.name.clone();
+    let mut outs = cx.em.call_multi("batch_norm", &[x, scale, bias, &batch_mean, &batch_var], attrs, &name)?;
+    if outs.is_empty() {
+        return Err("batch_norm returned nothing".into());
+    }
+    let y = outs.swap_remove(0);
+    let (m, rest) = (Cx::scalar(dtype, momentum), Cx::scalar(dtype, 1.0 - momentum));
+    let running = |cx: &mut Cx<'_>, old: &Val, batch: &Val| -> R<Val> {
+        let a = cx.call_tmp("multiply", &[old, &m], Attrs::new())?;
+        let b = cx.call_tmp("multiply", &[batch, &rest], Attrs::new())?;
+        cx.call_tmp("add", &[&a, &b], Attrs::new())
+    };
+    let running_mean = running(cx, mean, &batch_mean)?;
+    let running_var = running(cx, var, &batch_var)?;
+    Ok(vec![Some(y), Some(running_mean), Some(running_var)])
 }
 
 fn layer_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
@@ -1535,15 +1593,44 @@ fn layer_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let scale = cx.reshape(&scale, &[norm], true)?;
     let bias = cx.reshape(&bias, &[norm], true)?;
     let attrs = Attrs::new().with("axis", AttrValue::Int(-1)).with("epsilon", AttrValue::Float(eps));
-    if axis + 1 == shape.len() {
-        return one(cx.call("layer_norm", &[&x, &scale, &bias], attrs)?);
+    let y = if axis + 1 == shape.len() {
+        cx.call("layer_norm", &[&x, &scale, &bias], attrs)?
+    } else {
+        // Several trailing axes: normalize their flattening, then restore the shape.
+        let mut flat: Vec<u64> = shape[..axis].to_vec();
+        flat.push(norm);
+        let xf = cx.reshape(&x, &flat, true)?;
+        let y = cx.call_tmp("layer_norm", &[&xf, &scale, &bias], attrs)?;
+        cx.reshape(&y, &shape, false)?
+    };
+    let mut outs = vec![Some(y)];
+    if cx.node.outputs().skip(1).any(|o| !o.is_empty()) {
+        let (mean, inv_std_dev) = layer_norm_statistics(cx, &x, axis, eps)?;
+        outs.extend([Some(mean), Some(inv_std_dev)]);
     }
-    // Several trailing axes: normalize their flattening, then restore the shape.
-    let mut flat: Vec<u64> = shape[..axis].to_vec();
-    flat.push(norm);
-    let xf = cx.reshape(&x, &flat, true)?;
-    let y = cx.call_tmp("layer_norm", &[&xf, &scale, &bias], attrs)?;
-    one(cx.reshape(&y, &shape, false)?)
+    Ok(outs)
+}
+
+/// LayerNormalization's optional outputs `Mean` and `InvStdDev` (`1 / sqrt(var + epsilon)`),
+/// over axes `axis..` kept as 1, in float32 (the stash type), as ONNX's function body computes
+/// them.
+fn layer_norm_statistics(cx: &mut Cx<'_>, x: &Val, axis: usize, eps: f64) -> R<(Val, Val)> {
+    let x = if x.ty().dtype == DType::F32 {
+        x.clone()
+    } else {
+        cx.call_tmp("cast", &[x], Attrs::new().with("dtype", AttrValue::DType(DType::F32)))?
+    };
+    let axes: Vec<i64> = (axis as i64..x.rank() as i64).collect();
+    let attrs = Attrs::new().with("keepdims", AttrValue::Bool(true)).with("axis", ints_i(&axes));
+    let mean = cx.call_tmp("mean", &[&x], attrs.clone())?;
+    let d = cx.call_tmp("subtract", &[&x, &mean], Attrs::new())?;
+    let sq = cx.call_tmp("multiply", &[&d, &d], Attrs::new())?;
+    let var = cx.call_tmp("mean", &[&sq], attrs)?;
+    let e = Cx::scalar(DType::F32, eps);
+    let v = cx.call_tmp("add", &[&var, &e], Attrs::new())?;
+    let sd = cx.call_tmp("sqrt", &[&v], Attrs::new())?;
+    let inv = cx.call_tmp("reciprocal", &[&sd], Attrs::new())?;
+    Ok((mean, inv))
 }
 
 /// `x * rsqrt(mean(x * x over axes) + epsilon)`, each step a call; `axes` are kept as 1.
@@ -1706,7 +1793,8 @@ fn reduce_composite(cx: &mut Cx<'_>, kind: Composite) -> R<Vec<Option<Val>>> {
         }
         Composite::LogSumExp => {
             if x.shape().iter().enumerate().any(|(i, &d)| d == 0 && axes.contains(&(i as i64))) {
-                return Err("ReduceLogSumExp over an empty axis is not supported (its maximum has no value)".into());
+                // log(sum of no terms) = log(0).
+                return one(filled(&out_shape, x.ty().dtype, f64::NEG_INFINITY));
             }
             let m = cx.call_tmp("max", &[&x], attrs(true))?;
             // An infinite maximum would make `x - m` NaN; the sum then decides (ONNX's own
@@ -1747,6 +1835,35 @@ fn log_softmax(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     one(cx.reshape(&y, &shape, false)?)
 }
 
+/// A constant of shape `shape` and type `dtype` holding `v` everywhere.
+fn filled(shape: &[u64], dtype: DType, v: f64) -> Val {
+    Val::Const(Arc::new(Constant::Fill { ty: TensorType { shape: shape.to_vec().into(), dtype }, fill: Fill::Full(v) }))
+}
+
+/// The identity element of reduction `op` over `dtype`: what ONNX's reductions give over an
+/// empty set (`None` for `mean`, which has none).
+fn reduce_identity(op: &str, dtype: DType) -> Option<f64> {
+    let (lowest, highest) = match dtype {
+        DType::Bool => (0.0, 1.0),
+        DType::I8 => (i8::MIN as f64, i8::MAX as f64),
+        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::I64 => (i64::MIN as f64, i64::MAX as f64),
+        DType::U8 => (0.0, u8::MAX as f64),
+        DType::U16 => (0.0, u16::MAX as f64),
+        DType::U32 => (0.0, u32::MAX as f64),
+        DType::U64 => (0.0, u64::MAX as f64),
+        _ => (f64::NEG_INFINITY, f64::INFINITY),
+    };
+    match op {
+        "max" => Some(lowest),
+        "min" => Some(highest),
+        "sum" => Some(0.0),
+        "prod" => Some(1.0),
+        _ => None,
+    }
+}
+
 fn reduce(cx: &mut Cx<'_>, op: &str, axes_input_from: i64) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let rank = x.rank();
@@ -1754,13 +1871,32 @@ fn reduce(cx: &mut Cx<'_>, op: &str, axes_input_from: i64) -> R<Vec<Option<Val>>
     let keepdims = cx.int("keepdims", 1)? != 0;
     let noop = cx.int("noop_with_empty_axes", 0)? != 0;
     let mut attrs = Attrs::new().with("keepdims", AttrValue::Bool(keepdims));
-    match axes {
+    let axes: Vec<usize> = match axes {
         Some(a) if !a.is_empty() => {
-            let a: Vec<i64> = a.iter().map(|&a| norm_axis(a, rank).map(|a| a as i64)).collect::<R<_>>()?;
-            attrs.set("axis", ints_i(&a));
+            let a: Vec<usize> = a.iter().map(|&a| norm_axis(a, rank)).collect::<R<_>>()?;
+            attrs.set("axis", ints_i(&a.iter().map(|&a| a as i64).collect::<Vec<_>>()));
+            a
         }
         _ if noop => return one(x),
-        _ => {}
+        _ => (0..rank).collect(),
+    };
+    let shape = x.shape();
+    let dtype = x.ty().dtype;
+    if let Some(v) = reduce_identity(op, dtype).filter(|_| axes.iter().any(|&a| shape[a] == 0)) {
+        let out: Vec<u64> = (0..rank)
+            .filter_map(|i| match (axes.contains(&i), keepdims) {
+                (false, _) => Some(shape[i]),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect();
+        return one(filled(&out, dtype, v));
+    }
+    if dtype == DType::Bool && matches!(op, "max" | "min") {
+        // Over bool, max is `any` and min is `all`: the same reductions over 0 / 1.
+        let u = cx.call_tmp("cast", &[&x], Attrs::new().with("dtype", AttrValue::DType(DType::U8)))?;
+        let r = cx.call_tmp(op, &[&u], attrs)?;
+        return one(cx.call("cast", &[&r], Attrs::new().with("dtype", AttrValue::DType(DType::Bool)))?);
     }
     one(cx.call(op, &[&x], attrs)?)
 }
