@@ -96,6 +96,7 @@ onnx_ops! {
     "Celu": 1 => |cx| param_unary(cx, "celu", &[("alpha", 1.0)]);
     "CenterCropPad": 2 => layout::center_crop_pad;
     "Clip": 1, from 11: 3 => clip;
+    "Col2Im": 3 => nn::col2im;
     "Concat": VARIADIC => concat;
     "Constant": 0 => constant;
     "ConstantOfShape": 1 => constant_of_shape;
@@ -159,6 +160,7 @@ onnx_ops! {
     "MatMulInteger": 4 => quant::matmul_integer;
     "Max": VARIADIC => |cx| variadic(cx, "maximum");
     "MaxPool": 1 => |cx| pool(cx, PoolKind::Max);
+    "MaxUnpool": 3 => nn::max_unpool;
     "Mean": VARIADIC => mean;
     "MeanVarianceNormalization": 1 => nn::mean_variance_normalization;
     "MelWeightMatrix": 5 => signal::mel_weight_matrix;
@@ -174,6 +176,7 @@ onnx_ops! {
     "PRelu": 2 => prelu;
     "Pad": 1, from 11: 3, from 18: 4 => pad;
     "Pow": 2 => pow;
+    "QLinearConv": 9 => quant::qlinear_conv;
     "QLinearMatMul": 8 => quant::qlinear_matmul;
     "QuantizeLinear": 3 => quant::quantize_linear;
     "RMSNormalization": 2 => rms_norm;
@@ -225,12 +228,14 @@ onnx_ops! {
     "Swish": 1 => nn::swish;
     "Tan": 1 => |cx| unary(cx, "tan");
     "Tanh": 1 => |cx| unary(cx, "tanh");
+    "TensorScatter": 3 => gather::tensor_scatter;
     "ThresholdedRelu": 1 => |cx| param_unary(cx, "thresholded_relu", &[("alpha", 1.0)]);
     "Tile": 2 => layout::tile;
     "TopK": 1, from 10: 2 => sort::topk;
     "Transpose": 1 => transpose;
     "Trilu": 2 => trilu;
     "Unsqueeze": 1, from 13: 2 => unsqueeze;
+    "Upsample": 2 => resize;
     "Where": 3 => |cx| ternary(cx, "where");
     "Xor": 2 => |cx| binary(cx, "logical_xor");
 }
@@ -1973,42 +1978,61 @@ fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         (cx.const_floats(2, "scales")?, cx.const_ints(3, "sizes")?, coord, rounding)
     };
     cx.int_must("antialias", |v| v == 0, "antialiasing")?;
-    if cx.ints_opt("axes")?.is_some() {
-        return Err("attribute `axes` is not supported".into());
-    }
     let policy = cx.string("keep_aspect_ratio_policy", "stretch")?;
-    if policy != "stretch" {
-        return Err(format!("keep_aspect_ratio_policy {policy:?} is not supported"));
+    if !matches!(policy.as_str(), "stretch" | "not_larger" | "not_smaller") {
+        return Err(format!("keep_aspect_ratio_policy {policy:?} is not supported (stretch, not_larger, not_smaller)"));
     }
+    let axes: Vec<usize> = match cx.ints_opt("axes")? {
+        Some(a) => a.iter().map(|&a| norm_axis(a, 4)).collect::<R<_>>()?,
+        None => (0..4).collect(),
+    };
     let cubic_a = cx.float("cubic_coeff_a", -0.75)?;
     let exclude = cx.int("exclude_outside", 0)? != 0;
-    let out: Vec<u64> = match (sizes, scales) {
-        (Some(s), _) if !s.is_empty() => pos(s, "size")?,
-        (_, Some(sc)) if !sc.is_empty() => {
-            if sc.len() != 4 {
-                return Err(format!("{} scales for rank 4", sc.len()));
+    // The output size, and per axis the scale ONNX maps coordinates with when it is not the
+    // ratio out / in (given scales, or the common scale of a keep_aspect_ratio_policy).
+    let mut out = shape.clone();
+    let mut scale: Vec<Option<f64>> = vec![None; 4];
+    match (sizes, scales) {
+        (Some(s), _) if !s.is_empty() => {
+            let s = pos(s, "size")?;
+            if s.len() != axes.len() {
+                return Err(format!("{} sizes for {} axes", s.len(), axes.len()));
             }
-            let mut out = Vec::new();
-            for (i, &s) in sc.iter().enumerate() {
-                let o = (shape[i] as f64 * s as f32 as f64).floor();
-                if o.is_nan() || o < 0.0 || o >= u32::MAX as f64 {
+            let ratio = |i: usize| s[i] as f64 / shape[axes[i]] as f64;
+            let common = match policy.as_str() {
+                "stretch" => None,
+                "not_larger" => Some((0..axes.len()).map(ratio).fold(f64::INFINITY, f64::min)),
+                _ => Some((0..axes.len()).map(ratio).fold(0.0, f64::max)),
+            };
+            for (i, &a) in axes.iter().enumerate() {
+                match common {
+                    None => out[a] = s[i],
+                    Some(c) => {
+                        // onnx rounds half up.
+                        out[a] = (c * shape[a] as f64 + 0.5).floor() as u64;
+                        scale[a] = Some(c);
+                    }
+                }
+            }
+        }
+        (_, Some(sc)) if !sc.is_empty() => {
+            if sc.len() != axes.len() {
+                return Err(format!("{} scales for {} axes", sc.len(), axes.len()));
+            }
+            for (&a, &s) in axes.iter().zip(&sc) {
+                let o = (shape[a] as f64 * s as f32 as f64).floor();
+                if o.is_nan() || o < 0.0 || o >= u32::MAX as f64 || !(s > 0.0) {
                     return Err(format!("scale {s} gives an invalid size"));
                 }
-                // passel's resize2d maps coordinates with out/in; a scale that differs from
-                // that ratio would silently change the result.
-                if o > 0.0 && (o / shape[i] as f64) as f32 != s as f32 {
-                    return Err(format!(
-                        "scale {s} on dimension {i} (size {}) is not output/input ({o}/{}); only such scales are supported",
-                        shape[i], shape[i]
-                    ));
+                out[a] = o as u64;
+                if o > 0.0 && (o / shape[a] as f64) as f32 != s as f32 {
+                    scale[a] = Some(s as f32 as f64);
                 }
-                out.push(o as u64);
             }
-            out
         }
         _ => return Err("needs scales or sizes".into()),
-    };
-    if out.len() != 4 || out[0] != shape[0] || out[1] != shape[1] {
+    }
+    if out[0] != shape[0] || out[1] != shape[1] || scale[0].is_some() || scale[1].is_some() {
         return Err(format!("only the last two dimensions may be resized ({shape:?} to {out:?})"));
     }
     let attrs = Attrs::new()
@@ -2018,5 +2042,11 @@ fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         .with("rounding_method", AttrValue::Str(rounding.into()))
         .with("cubic_alpha", AttrValue::Float(cubic_a))
         .with("exclude_outside", AttrValue::Bool(exclude));
+    let attrs = match (scale[2], scale[3]) {
+        (None, None) => attrs,
+        (h, w) => attrs
+            .with("scale_h", AttrValue::Float(h.unwrap_or(out[2] as f64 / shape[2] as f64)))
+            .with("scale_w", AttrValue::Float(w.unwrap_or(out[3] as f64 / shape[3] as f64))),
+    };
     one(cx.call("resize2d", &[&x], attrs)?)
 }
