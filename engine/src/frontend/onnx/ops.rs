@@ -121,6 +121,7 @@ onnx_ops! {
     "Expand": 2 => expand;
     "EyeLike": 1 => layout::eye_like;
     "Flatten": 1 => flatten;
+    "FlexAttention": 3 => control_flow;
     "Floor": 1 => |cx| unary(cx, "floor");
     "GRU": 6 => rnn::gru;
     "Gather": 2 => gather;
@@ -240,7 +241,8 @@ onnx_ops! {
     "Xor": 2 => |cx| binary(cx, "logical_xor");
 }
 
-/// `If`, `Loop` and `Scan` are converted with their subgraphs by `control.rs`, never here.
+/// `If`, `Loop`, `Scan` and `FlexAttention` are converted with their subgraphs by
+/// `control.rs`, never here.
 fn control_flow(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     Err(format!("`{}` is converted with its subgraphs, not as a plain node", cx.node.op_type()))
 }
