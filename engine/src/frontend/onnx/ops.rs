@@ -22,6 +22,7 @@ use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 mod attention;
 mod gather;
 mod layout;
+mod linalg;
 mod loss;
 mod nn;
 mod quant;
@@ -110,6 +111,7 @@ onnx_ops! {
     "DFT": 2, from 20: 3 => signal::dft;
     "DepthToSpace": 1 => layout::depth_to_space;
     "DequantizeLinear": 3 => quant::dequantize_linear;
+    "Det": 1 => linalg::det;
     "Div": 2 => |cx| binary(cx, "divide");
     "Dropout": 1, from 12: 3 => dropout;
     "DynamicQuantizeLinear": 1 => quant::dynamic_quantize_linear;
