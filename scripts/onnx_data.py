@@ -86,14 +86,18 @@ STATIC_INPUTS = {
 }
 
 
-def make_static(model, inputs):
-    """Turns shape-determining graph inputs into initializers; returns the new model, the
-    remaining inputs' values and the names made static."""
-    static = set()
+def static_names(node):
+    """The names of `node`'s inputs that STATIC_INPUTS marks as shape-determining."""
+    return {node.input[i] for i in STATIC_INPUTS.get(node.op_type, ()) if i < len(node.input) and node.input[i]}
+
+
+def make_static(model, inputs, also=()):
+    """Turns shape-determining graph inputs (and the names in `also`: an expanded case's
+    inputs that are shape-determining inputs of its twin's node) into initializers; returns
+    the new model, the remaining inputs' values and the names made static."""
+    static = set(also)
     for node in model.graph.node:
-        for i in STATIC_INPUTS.get(node.op_type, ()):
-            if i < len(node.input) and node.input[i]:
-                static.add(node.input[i])
+        static |= static_names(node)
     names = [i.name for i in model.graph.input]
     static &= set(names)
     if not static:
@@ -123,9 +127,12 @@ def node_cases():
         cases = collect_testcases()
     # An expanded case (`…_expanded`, a function body) is grouped under its twin's op.
     single = {}
+    # The twin's shape-determining inputs: the expanded graph takes the same inputs, by name.
+    twin_static = {}
     for c in cases:
         if c.model is not None and len(c.model.graph.node) == 1:
             single[c.name] = c.model.graph.node[0].op_type
+            twin_static[c.name] = static_names(c.model.graph.node[0])
     n = 0
     for c in cases:
         if c.model is None or not c.data_sets:
@@ -153,7 +160,8 @@ def node_cases():
             meta["skip"] = "string tensors"
             inputs, outputs = [], []
         elif len(inputs) == len(c.model.graph.input):
-            model, inputs, static = make_static(c.model, inputs)
+            also = twin_static.get(base, set()) if c.name != base else set()
+            model, inputs, static = make_static(c.model, inputs, also)
             meta["static_inputs"] = static
             meta["inputs"] = [i.name for i in model.graph.input]
         write_case(os.path.join(OUT, "node", c.name), model, inputs, outputs, meta)

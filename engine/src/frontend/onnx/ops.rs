@@ -1272,6 +1272,101 @@ fn conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     windowed(cx, "conv2d", &[&x, &w], attrs, b, one_d)
 }
 
+/// A 3-D ConvTranspose `[N, C, D, H, W]` as 2-D ones: input depth slice `i` through kernel
+/// depth slice `k` lands on output depth `i·stride + k·dilation - pad_begin`, so each output
+/// depth is the sum of the 2-D transposed convolutions that land on it (zeros where none
+/// does), and the depths are stacked. Explicit pads only (no `auto_pad`, no `output_shape`).
+fn conv_transpose_3d(cx: &mut Cx<'_>, x: Val, w: Val, b: Option<Val>) -> R<Vec<Option<Val>>> {
+    let (xs, ws) = (x.shape(), w.shape());
+    if ws.len() != 5 {
+        return Err(format!("a 3-D transposed convolution needs a rank-5 weight, got {ws:?}"));
+    }
+    let three = |v: Option<Vec<i64>>, default: u64, what: &str| -> R<Vec<u64>> {
+        let v = match v {
+            Some(v) => pos(v, what)?,
+            None => vec![default; 3],
+        };
+        if v.len() != 3 {
+            return Err(format!("{what}s {v:?} must have 3 values for a 3-D window"));
+        }
+        Ok(v)
+    };
+    let kernel = three(
+        cx.ints_opt("kernel_shape")?.or_else(|| Some(ws[2..].iter().map(|&d| d as i64).collect())),
+        1,
+        "kernel size",
+    )?;
+    if kernel != ws[2..] {
+        return Err(format!("kernel_shape {kernel:?} does not match the weight shape {ws:?}"));
+    }
+    let strides = three(cx.ints_opt("strides")?, 1, "stride")?;
+    let dilations = three(cx.ints_opt("dilations")?, 1, "dilation")?;
+    let output_padding = three(cx.ints_opt("output_padding")?, 0, "output padding")?;
+    let pads = pos(cx.ints_opt("pads")?.unwrap_or(vec![0; 6]), "pad")?;
+    if strides.contains(&0) || dilations.contains(&0) || pads.len() != 6 {
+        return Err(format!(
+            "strides {strides:?} and dilations {dilations:?} must be positive, pads {pads:?} 6 values"
+        ));
+    }
+    let auto_pad = cx.string("auto_pad", "NOTSET")?;
+    if !matches!(auto_pad.as_str(), "NOTSET" | "VALID") || cx.ints_opt("output_shape")?.is_some() {
+        return Err(
+            "a 3-D transposed convolution takes explicit pads only (no auto_pad SAME_*, no output_shape)".into()
+        );
+    }
+    let pads = if auto_pad == "VALID" { vec![0; 6] } else { pads };
+    let groups = cx.int("group", 1)?;
+    let (d_in, kd) = (xs[2], ws[2]);
+    // Output depth before cropping the pads: stride·(D-1) + extent + output_padding.
+    let ext = extent(kd, dilations[0]).ok_or("the dilated kernel is too large")?;
+    let full = (d_in.saturating_sub(1)).checked_mul(strides[0]).and_then(|v| v.checked_add(ext + output_padding[0]));
+    let d_out = full
+        .and_then(|f| f.checked_sub(pads[0] + pads[3]))
+        .filter(|&d| d > 0)
+        .ok_or_else(|| format!("pads {pads:?} leave no output depth"))?;
+    let attrs = Attrs::new()
+        .with("strides", ints(&strides[1..]))
+        .with("padding", ints(&[pads[1], pads[2], pads[4], pads[5]]))
+        .with("dilation", ints(&dilations[1..]))
+        .with("groups", AttrValue::Int(groups))
+        .with("output_padding", ints(&output_padding[1..]));
+    let depth = |cx: &mut Cx<'_>, v: &Val, i: u64| -> R<Val> {
+        let s = v.shape();
+        let attrs = Attrs::new().with("begin", ints(&[i])).with("end", ints(&[i + 1])).with("axes", ints(&[2]));
+        let d = cx.call_tmp("strided_slice", &[v], attrs)?;
+        cx.reshape(&d, &[s[0], s[1], s[3], s[4]], true)
+    };
+    let mut sums: Vec<Option<Val>> = vec![None; d_out as usize];
+    for k in 0..kd {
+        let wk = depth(cx, &w, k)?;
+        for i in 0..d_in {
+            let at = (i * strides[0] + k * dilations[0]) as i64 - pads[0] as i64;
+            if at < 0 || at >= d_out as i64 {
+                continue;
+            }
+            let xi = depth(cx, &x, i)?;
+            let y = cx.call_tmp("conv2d_transpose", &[&xi, &wk], attrs.clone())?;
+            let slot = &mut sums[at as usize];
+            *slot = Some(match slot.take() {
+                None => y,
+                Some(acc) => cx.call_tmp("add", &[&acc, &y], Attrs::new())?,
+            });
+        }
+    }
+    let plane = sums.iter().flatten().next().map(Val::shape).ok_or("no input depth reaches the output")?;
+    let mut layers = Vec::with_capacity(sums.len());
+    for s in sums {
+        let s = s.unwrap_or_else(|| filled(&plane, x.ty().dtype, 0.0));
+        layers.push(cx.reshape(&s, &[plane[0], plane[1], 1, plane[2], plane[3]], true)?);
+    }
+    let refs: Vec<&Val> = layers.iter().collect();
+    let y = cx.call_tmp("concatenate", &refs, Attrs::new().with("axis", AttrValue::Int(2)))?;
+    match b {
+        None => one(y),
+        Some(b) => one(cx.call("bias_add", &[&y, &b], Attrs::new().with("axis", AttrValue::Int(1)))?),
+    }
+}
+
 /// Calls `op`, then adds `bias` along axis 1 when there is one.
 fn bias_after(cx: &mut Cx<'_>, op: &str, args: &[&Val], attrs: Attrs, bias: Option<Val>) -> R<Vec<Option<Val>>> {
     match bias {
@@ -1285,6 +1380,9 @@ fn bias_after(cx: &mut Cx<'_>, op: &str, args: &[&Val], attrs: Attrs, bias: Opti
 
 fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (x, w, b) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
+    if x.rank() == 5 {
+        return conv_transpose_3d(cx, x, w, b);
+    }
     let (x, w, one_d) = lift_data_weight(cx, x, w, "transposed convolutions")?;
     let ws = w.shape();
     let xs = x.shape();
@@ -1914,8 +2012,8 @@ fn pad(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let rank = x.rank();
     let mode = cx.string("mode", "constant")?;
-    if !matches!(mode.as_str(), "constant" | "reflect" | "edge") {
-        return Err(format!("mode {mode:?} is not supported (constant, reflect, edge)"));
+    if !matches!(mode.as_str(), "constant" | "reflect" | "edge" | "wrap") {
+        return Err(format!("mode {mode:?} is not supported (constant, reflect, edge, wrap)"));
     }
     let (pads, value, axes) = if cx.opset >= 11 {
         let pads = cx.const_ints(1, "pads")?.ok_or("input 1 (pads) is missing")?;
@@ -1949,11 +2047,59 @@ fn pad(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     if pads.iter().all(|&p| p == 0) {
         return one(x);
     }
+    if mode == "wrap" {
+        return one(wrap_pad(cx, x, &pads)?);
+    }
     let attrs = Attrs::new()
         .with("pad_width", ints_i(&pads))
         .with("pad_value", AttrValue::Float(value))
         .with("pad_mode", AttrValue::Str(mode.into()));
     one(cx.call("pad", &[&x], attrs)?)
+}
+
+/// Pad mode `wrap` (opset 19): per axis, the last `begin` elements before `x` and the first
+/// `end` after it, as `strided_slice`s and a `concatenate`; a negative pad crops. Pads up to
+/// the axis' length (one wrap-around), as onnx's reference (`numpy.pad`) takes them.
+fn wrap_pad(cx: &mut Cx<'_>, x: Val, pads: &[i64]) -> R<Val> {
+    let rank = x.rank();
+    let mut y = x;
+    for axis in 0..rank {
+        let (begin, end) = (pads[axis], pads[axis + rank]);
+        if begin == 0 && end == 0 {
+            continue;
+        }
+        let len = y.shape()[axis] as i64;
+        let kept = len - (-begin).max(0) - (-end).max(0);
+        if kept < 0 || begin > kept || end > kept {
+            return Err(format!(
+                "wrap pads ({begin}, {end}) on axis {axis} of length {len} crop past it or wrap around more than once"
+            ));
+        }
+        let slice = |cx: &mut Cx<'_>, v: &Val, b: i64, e: i64| {
+            let attrs =
+                Attrs::new().with("begin", ints_i(&[b])).with("end", ints_i(&[e])).with("axes", ints_i(&[axis as i64]));
+            cx.call_tmp("strided_slice", &[v], attrs)
+        };
+        // Crops first, then wrap-around copies of what is left.
+        let (b0, e0) = ((-begin).max(0), len - (-end).max(0));
+        let core = if (b0, e0) == (0, len) { y.clone() } else { slice(cx, &y, b0, e0)? };
+        let n = e0 - b0;
+        let mut parts = Vec::new();
+        if begin > 0 {
+            parts.push(slice(cx, &core, n - begin, n)?);
+        }
+        parts.push(core.clone());
+        if end > 0 {
+            parts.push(slice(cx, &core, 0, end)?);
+        }
+        let refs: Vec<&Val> = parts.iter().collect();
+        y = if refs.len() == 1 {
+            core
+        } else {
+            cx.call_tmp("concatenate", &refs, Attrs::new().with("axis", AttrValue::Int(axis as i64)))?
+        };
+    }
+    Ok(y)
 }
 
 fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
