@@ -685,7 +685,7 @@ fn convert_flex_attention(
     }
     let (b, hq, l, e) = (qs[0], qs[1], qs[2], qs[3]);
     let (hkv, s) = (ks[1], ks[2]);
-    if ks[0] != b || vs[0] != b || ks[3] != e || vs[1] != hkv || vs[2] != s || hkv == 0 || hq % hkv != 0 {
+    if ks[0] != b || vs[0] != b || ks[3] != e || vs[1] != hkv || vs[2] != s || hkv == 0 || !hq.is_multiple_of(hkv) {
         return Err(format!(
             "K {ks:?} must be [{b}, Hkv, S, {e}] and V {vs:?} [{b}, Hkv, S, Ev], with Hkv dividing Q's {hq} heads"
         )

@@ -2171,7 +2171,7 @@ fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             }
             for (&a, &s) in axes.iter().zip(&sc) {
                 let o = (shape[a] as f64 * s as f32 as f64).floor();
-                if o.is_nan() || o < 0.0 || o >= u32::MAX as f64 || !(s > 0.0) {
+                if o.is_nan() || o < 0.0 || o >= u32::MAX as f64 || s.is_nan() || s <= 0.0 {
                     return Err(format!("scale {s} gives an invalid size"));
                 }
                 out[a] = o as u64;

@@ -242,7 +242,7 @@ pub(super) fn col2im(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     }
     let shape = x.shape();
     let k = block[0].checked_mul(block[1]).filter(|&k| k > 0).ok_or("block_shape must be positive")?;
-    if shape.len() != 3 || shape[1] % k != 0 {
+    if shape.len() != 3 || !shape[1].is_multiple_of(k) {
         return Err(format!("input must be [N, C·{k}, L] (C·block elements per column), got {shape:?}"));
     }
     let (n, c) = (shape[0], shape[1] / k);

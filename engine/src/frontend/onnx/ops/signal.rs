@@ -57,7 +57,7 @@ pub(super) fn window(cx: &mut Cx<'_>, kind: SignalWindow) -> R<Vec<Option<Val>>>
 /// `(cos, sin)` of `2π · m / n`, exact at multiples of a quarter turn.
 fn unit_root(m: u64, n: u64) -> (f64, f64) {
     let m = m % n;
-    if (4 * m) % n == 0 {
+    if (4 * m).is_multiple_of(n) {
         return match 4 * m / n {
             0 => (1.0, 0.0),
             1 => (0.0, 1.0),
@@ -145,7 +145,7 @@ fn transform(cx: &mut Cx<'_>, x: &Val, axis: usize, tf: Transform) -> R<Val> {
     // An inverse one-sided transform weighs bins 1..N/2 twice (their conjugates are implied)
     // and keeps only the real part.
     let weight = |r: u64| -> f64 {
-        if !(onesided && inverse) || r == 0 || (n % 2 == 0 && r == n / 2) {
+        if !(onesided && inverse) || r == 0 || (n.is_multiple_of(2) && r == n / 2) {
             1.0
         } else {
             2.0

@@ -160,7 +160,11 @@ pub(super) fn linear_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     if t == 0 {
         return Err("the sequence length is 0".into());
     }
-    if qs[2] % hq != 0 || ks[2] % hkv != 0 || vs[2] % hkv != 0 || qs[2] / hq != ks[2] / hkv {
+    if !qs[2].is_multiple_of(hq)
+        || !ks[2].is_multiple_of(hkv)
+        || !vs[2].is_multiple_of(hkv)
+        || qs[2] / hq != ks[2] / hkv
+    {
         return Err(format!(
             "query hidden {} / {hq} heads and key hidden {} / {hkv} heads must give one head size, value hidden {} \
              must divide by {hkv}",
@@ -191,7 +195,7 @@ pub(super) fn linear_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     // Per-step inputs, each as float32 `[T, B, H, d]` so step `i` is a slice of axis 0.
     let heads = |cx: &mut Cx<'_>, x: &Val, h: u64, what: &str| -> R<Val> {
         let s = x.shape();
-        if s.len() != 3 || s[..2] != [b, t] || s[2] % h != 0 {
+        if s.len() != 3 || s[..2] != [b, t] || !s[2].is_multiple_of(h) {
             return Err(format!("{what} must be [{b}, {t}, multiple of {h}], got {s:?}"));
         }
         let xf = cast_to(cx, x, DType::F32)?;
