@@ -35,10 +35,11 @@ def write_case(folder, model, inputs, outputs, meta):
             f.write(model)
     else:
         onnx.save(model, os.path.join(folder, "model.onnx"))
+    # Row-major files: a case's transposed arrays would otherwise be saved in Fortran order.
     for k, a in enumerate(inputs):
-        np.save(os.path.join(folder, f"input_{k}.npy"), a)
+        np.save(os.path.join(folder, f"input_{k}.npy"), np.ascontiguousarray(a))
     for k, a in enumerate(outputs):
-        np.save(os.path.join(folder, f"output_{k}.npy"), a)
+        np.save(os.path.join(folder, f"output_{k}.npy"), np.ascontiguousarray(a))
     with open(os.path.join(folder, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)
 
