@@ -35,11 +35,11 @@ def write_case(folder, model, inputs, outputs, meta):
             f.write(model)
     else:
         onnx.save(model, os.path.join(folder, "model.onnx"))
-    # Row-major files: a case's transposed arrays would otherwise be saved in Fortran order.
+    # Row-major files (rank 0 stays rank 0): transposed arrays would be saved in Fortran order.
     for k, a in enumerate(inputs):
-        np.save(os.path.join(folder, f"input_{k}.npy"), np.ascontiguousarray(a))
+        np.save(os.path.join(folder, f"input_{k}.npy"), np.asarray(a, order="C"))
     for k, a in enumerate(outputs):
-        np.save(os.path.join(folder, f"output_{k}.npy"), np.ascontiguousarray(a))
+        np.save(os.path.join(folder, f"output_{k}.npy"), np.asarray(a, order="C"))
     with open(os.path.join(folder, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)
 
