@@ -35,10 +35,11 @@ def write_case(folder, model, inputs, outputs, meta):
             f.write(model)
     else:
         onnx.save(model, os.path.join(folder, "model.onnx"))
+    # Row-major files (rank 0 stays rank 0): transposed arrays would be saved in Fortran order.
     for k, a in enumerate(inputs):
-        np.save(os.path.join(folder, f"input_{k}.npy"), a)
+        np.save(os.path.join(folder, f"input_{k}.npy"), np.asarray(a, order="C"))
     for k, a in enumerate(outputs):
-        np.save(os.path.join(folder, f"output_{k}.npy"), a)
+        np.save(os.path.join(folder, f"output_{k}.npy"), np.asarray(a, order="C"))
     with open(os.path.join(folder, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)
 
@@ -77,17 +78,27 @@ STATIC_INPUTS = {
     "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "AffineGrid": {1},
     # A Loop's trip count and condition fix the length of its scan outputs.
     "Loop": {0, 1},
+    # A transform's length and axis, a frame step and length, a mel matrix's sizes and
+    # frequencies, an unpooled or folded image's size fix their outputs' shapes.
+    "DFT": {1, 2}, "STFT": {1, 3}, "MelWeightMatrix": {0, 1, 2, 3, 4}, "Col2Im": {1, 2},
+    "MaxUnpool": {2},
+    # Dropout's ratio and training flag decide whether it is the identity.
+    "Dropout": {1, 2},
 }
 
 
-def make_static(model, inputs):
-    """Turns shape-determining graph inputs into initializers; returns the new model, the
-    remaining inputs' values and the names made static."""
-    static = set()
+def static_names(node):
+    """The names of `node`'s inputs that STATIC_INPUTS marks as shape-determining."""
+    return {node.input[i] for i in STATIC_INPUTS.get(node.op_type, ()) if i < len(node.input) and node.input[i]}
+
+
+def make_static(model, inputs, also=()):
+    """Turns shape-determining graph inputs (and the names in `also`: an expanded case's
+    inputs that are shape-determining inputs of its twin's node) into initializers; returns
+    the new model, the remaining inputs' values and the names made static."""
+    static = set(also)
     for node in model.graph.node:
-        for i in STATIC_INPUTS.get(node.op_type, ()):
-            if i < len(node.input) and node.input[i]:
-                static.add(node.input[i])
+        static |= static_names(node)
     names = [i.name for i in model.graph.input]
     static &= set(names)
     if not static:
@@ -117,9 +128,12 @@ def node_cases():
         cases = collect_testcases()
     # An expanded case (`…_expanded`, a function body) is grouped under its twin's op.
     single = {}
+    # The twin's shape-determining inputs: the expanded graph takes the same inputs, by name.
+    twin_static = {}
     for c in cases:
         if c.model is not None and len(c.model.graph.node) == 1:
             single[c.name] = c.model.graph.node[0].op_type
+            twin_static[c.name] = static_names(c.model.graph.node[0])
     n = 0
     for c in cases:
         if c.model is None or not c.data_sets:
@@ -147,7 +161,8 @@ def node_cases():
             meta["skip"] = "string tensors"
             inputs, outputs = [], []
         elif len(inputs) == len(c.model.graph.input):
-            model, inputs, static = make_static(c.model, inputs)
+            also = twin_static.get(base, set()) if c.name != base else set()
+            model, inputs, static = make_static(c.model, inputs, also)
             meta["static_inputs"] = static
             meta["inputs"] = [i.name for i in model.graph.input]
         write_case(os.path.join(OUT, "node", c.name), model, inputs, outputs, meta)

@@ -250,6 +250,7 @@ fn collect_unsupported(body: &Body, unsupported: &mut Vec<UnsupportedOp>) {
         let supported = match node.domain() {
             "" | "ai.onnx" => SUPPORTED_OPS.contains(&node.op_type()),
             "com.microsoft" => MICROSOFT_OPS.contains(&node.op_type()),
+            "ai.onnx.preview" => control::PREVIEW_OPS.contains(&node.op_type()),
             _ => false,
         };
         if supported {

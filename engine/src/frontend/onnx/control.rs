@@ -29,8 +29,13 @@ use super::proto::shallow::{self, NodeHeader};
 use super::{add_initializers, Body, ImportError, Importer};
 use crate::ir::{AttrValue, Attrs, Constant, DType, Tensor, TensorType, Type};
 
-/// The control-flow operators, converted here rather than in `ops.rs`.
-pub(super) const CONTROL_OPS: &[&str] = &["If", "Loop", "Scan"];
+/// The operators with graph attributes, converted here rather than in `ops.rs`: control flow,
+/// and `FlexAttention` (domain `ai.onnx.preview`, also accepted in the default domain) whose
+/// optional `score_mod` / `prob_mod` graphs are inlined.
+pub(super) const CONTROL_OPS: &[&str] = &["If", "Loop", "Scan", "FlexAttention"];
+
+/// The operators of domain `ai.onnx.preview` the importer converts.
+pub const PREVIEW_OPS: &[&str] = &["FlexAttention"];
 
 /// The most nodes unrolling `Loop` and `Scan` bodies may convert in one model (body nodes,
 /// subgraphs included, × iterations, summed over every unrolled loop, nested ones included). A
@@ -49,9 +54,14 @@ fn charge(im: &mut Importer<'_>, body: &Body, iterations: u64) -> bool {
     }
 }
 
-/// Whether `node` is a control-flow node (default domain `If`, `Loop` or `Scan`).
+/// Whether `node` is converted here (default domain `If`, `Loop`, `Scan`, or a
+/// `FlexAttention`).
 pub(super) fn is_control(node: &NodeHeader<'_>) -> bool {
-    matches!(node.domain(), "" | "ai.onnx") && CONTROL_OPS.contains(&node.op_type())
+    match node.domain() {
+        "" | "ai.onnx" => CONTROL_OPS.contains(&node.op_type()),
+        "ai.onnx.preview" => PREVIEW_OPS.contains(&node.op_type()),
+        _ => false,
+    }
 }
 
 /// The attributes of a control-flow node, with graphs decoded shallowly.
@@ -65,6 +75,8 @@ struct ControlAttrs {
 struct ControlAttr {
     #[prost(string, optional, tag = "1")]
     name: Option<String>,
+    #[prost(float, optional, tag = "2")]
+    f: Option<f32>,
     #[prost(int64, optional, tag = "3")]
     i: Option<i64>,
     #[prost(message, optional, tag = "6")]
@@ -111,6 +123,7 @@ type R<T> = Result<T, Error>;
 struct Attributes {
     ints: HashMap<String, Vec<i64>>,
     int: HashMap<String, i64>,
+    float: HashMap<String, f64>,
 }
 
 impl Attributes {
@@ -119,13 +132,15 @@ impl Attributes {
         let (graphs, ints, int): (&[&str], &[&str], &[&str]) = match op {
             "If" => (&["then_branch", "else_branch"], &[], &[]),
             "Loop" => (&["body"], &[], &[]),
+            "FlexAttention" => (&["score_mod", "prob_mod"], &[], &["softmax_precision"]),
             _ => (
                 &["body"],
                 &["scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"],
                 &["num_scan_inputs"],
             ),
         };
-        let mut out = Attributes { ints: HashMap::new(), int: HashMap::new() };
+        let float: &[&str] = if op == "FlexAttention" { &["scale"] } else { &[] };
+        let mut out = Attributes { ints: HashMap::new(), int: HashMap::new(), float: HashMap::new() };
         for a in attrs.attribute {
             let name = a.name.unwrap_or_default();
             if graphs.contains(&name.as_str()) {
@@ -137,6 +152,9 @@ impl Attributes {
             } else if int.contains(&name.as_str()) {
                 let v = a.i.ok_or_else(|| format!("attribute `{name}` must be an int"))?;
                 out.int.insert(name, v);
+            } else if float.contains(&name.as_str()) {
+                let v = a.f.ok_or_else(|| format!("attribute `{name}` must be a float"))?;
+                out.float.insert(name, f64::from(v));
             } else {
                 return Err(format!("attribute `{name}` is not handled by the importer").into());
             }
@@ -165,6 +183,10 @@ pub(super) fn convert(
     let outs = match op {
         "If" => convert_if(im, em, (graph("then_branch")?, graph("else_branch")?), &inputs, outer, &name)?,
         "Loop" => convert_loop(im, em, graph("body")?, &inputs, outer, &name)?,
+        "FlexAttention" => {
+            let find = |key: &str| subs.iter().find(|(n, _)| n == key).map(|(_, b)| b);
+            convert_flex_attention(im, em, (find("score_mod"), find("prob_mod")), &attrs, &inputs, outer, &name)?
+        }
         _ => convert_scan(im, em, graph("body")?, &attrs, &inputs, outer, &name)?,
     };
     if outs.len() != node.n_outputs() {
@@ -628,4 +650,109 @@ fn convert_scan(
         vals.push(stack(em, elems, out_axes[j], out_dirs[j] == 1, &format!("{name}_scan{j}"))?);
     }
     Ok(vals)
+}
+
+/// FlexAttention (`ai.onnx.preview`), as its function body computes it: `Q [B, Hq, L, E]`,
+/// `K [B, Hkv, S, E]` and `V [B, Hkv, S, Ev]` (query head `h` uses key-value head
+/// `h / (Hq / Hkv)`); scores `(Q·√scale)(K·√scale)ᵀ` in the input dtype, then in the softmax
+/// precision (float32, or float64 for float64 inputs, or `softmax_precision`) through
+/// `score_mod`, softmax over the keys, `prob_mod`, and the product with `V`, cast back.
+fn convert_flex_attention(
+    im: &mut Importer<'_>,
+    em: &mut Emitter,
+    (score_mod, prob_mod): (Option<&Body>, Option<&Body>),
+    attrs: &Attributes,
+    inputs: &[Option<Val>],
+    outer: &dyn Fn(&str) -> Option<Val>,
+    name: &str,
+) -> R<Vec<Val>> {
+    let [Some(q), Some(k), Some(v)] = inputs else {
+        return Err(format!("takes the 3 inputs Q, K and V, got {}", inputs.len()).into());
+    };
+    let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+    let dtype = q.ty().dtype;
+    if qs.len() != 4 || ks.len() != 4 || vs.len() != 4 {
+        return Err(format!("Q {qs:?}, K {ks:?} and V {vs:?} must have rank 4").into());
+    }
+    if k.ty().dtype != dtype || v.ty().dtype != dtype || !dtype.is_float() {
+        return Err(format!(
+            "Q, K and V must be of one float dtype, got {}, {} and {}",
+            dtype,
+            k.ty().dtype,
+            v.ty().dtype
+        )
+        .into());
+    }
+    let (b, hq, l, e) = (qs[0], qs[1], qs[2], qs[3]);
+    let (hkv, s) = (ks[1], ks[2]);
+    if ks[0] != b || vs[0] != b || ks[3] != e || vs[1] != hkv || vs[2] != s || hkv == 0 || !hq.is_multiple_of(hkv) {
+        return Err(format!(
+            "K {ks:?} must be [{b}, Hkv, S, {e}] and V {vs:?} [{b}, Hkv, S, Ev], with Hkv dividing Q's {hq} heads"
+        )
+        .into());
+    }
+    let precision = match attrs.int.get("softmax_precision") {
+        Some(&p) => {
+            let d = super::tensor::dtype_of(p as i32).map_err(|e| format!("attribute `softmax_precision`: {e}"))?;
+            if !d.is_float() {
+                return Err(format!("softmax_precision must be a float type, got {d}").into());
+            }
+            d
+        }
+        None if dtype == DType::F64 => DType::F64,
+        None => DType::F32,
+    };
+    let scale = attrs.float.get("scale").copied().unwrap_or(1.0 / (e as f64).sqrt());
+    let call = |em: &mut Emitter, op: &str, args: &[&Val], attrs: Attrs, what: &str| {
+        em.call(op, args, attrs, &format!("{name}_{what}")).map_err(Error::Msg)
+    };
+    let cast = |em: &mut Emitter, x: &Val, to: DType, what: &str| -> R<Val> {
+        if x.ty().dtype == to {
+            return Ok(x.clone());
+        }
+        call(em, "cast", &[x], Attrs::new().with("dtype", AttrValue::DType(to)), what)
+    };
+    // Key-value heads repeated for their query-head groups.
+    let aligned = |em: &mut Emitter, x: &Val, what: &str| -> R<Val> {
+        if hkv == hq {
+            return Ok(x.clone());
+        }
+        let xs = x.shape();
+        let x5 = reshape(em, x, &[b, hkv, 1, xs[2], xs[3]], &format!("{name}_{what}"))?;
+        let to = AttrValue::Ints(vec![b as i64, hkv as i64, (hq / hkv) as i64, xs[2] as i64, xs[3] as i64].into());
+        let e = call(em, "broadcast_to", &[&x5], Attrs::new().with("shape", to), what)?;
+        Ok(reshape(em, &e, &[b, hq, xs[2], xs[3]], &format!("{name}_{what}"))?)
+    };
+    let k = aligned(em, k, "k")?;
+    let v = aligned(em, v, "v")?;
+    // √scale rounded to float32 first, then to the input dtype, as the function body does.
+    let root = Val::Const(Arc::new(Constant::Dense(Tensor::scalar(dtype, f64::from((scale as f32).sqrt())))));
+    let qs = call(em, "multiply", &[q, &root], Attrs::new(), "q_scaled")?;
+    let ks = call(em, "multiply", &[&k, &root], Attrs::new(), "k_scaled")?;
+    let kt = call(em, "transpose", &[&ks], Attrs::new().with("axes", AttrValue::Ints(vec![0, 1, 3, 2].into())), "kt")?;
+    let score = call(em, "matmul", &[&qs, &kt], Attrs::new(), "score")?;
+    let mut score = cast(em, &score, precision, "score")?;
+    let want = TensorType { shape: vec![b, hq, l, s].into(), dtype: precision };
+    let modify = |im: &mut Importer<'_>, em: &mut Emitter, (attr, body): (&str, &Body), x: Val| -> R<Val> {
+        let outs = inline_body(im, em, (attr, body), &[x], outer)?;
+        match &outs[..] {
+            [y] if y.ty() == want => Ok(y.clone()),
+            _ => Err(format!(
+                "its `{attr}` must produce one {}, got {}",
+                show(&want),
+                outs.iter().map(|o| show(&o.ty())).collect::<Vec<_>>().join(", ")
+            )
+            .into()),
+        }
+    };
+    if let Some(body) = score_mod {
+        score = modify(im, em, ("score_mod", body), score)?;
+    }
+    let mut prob = call(em, "softmax", &[&score], Attrs::new().with("axis", AttrValue::Int(3)), "prob")?;
+    if let Some(body) = prob_mod {
+        prob = modify(im, em, ("prob_mod", body), prob)?;
+    }
+    let v = cast(em, &v, precision, "v")?;
+    let y = call(em, "matmul", &[&prob, &v], Attrs::new(), "y")?;
+    Ok(vec![cast(em, &y, dtype, "out")?])
 }

@@ -22,12 +22,14 @@ use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 mod attention;
 mod gather;
 mod layout;
+mod linalg;
 mod loss;
 mod nn;
 mod quant;
 mod rnn;
 mod signal;
 mod sort;
+mod state;
 
 /// A converter: one ONNX node (its attributes, inputs and opset in [`Cx`]) to passel calls,
 /// returning the node's outputs in order (`None` for outputs passel does not compute).
@@ -90,10 +92,12 @@ onnx_ops! {
     "BlackmanWindow": 1 => |cx| signal::window(cx, signal::SignalWindow::Blackman);
     "Cast": 1 => cast;
     "CastLike": 2 => cast_like;
+    "CausalConvWithState": 4 => state::causal_conv_with_state;
     "Ceil": 1 => |cx| unary(cx, "ceil");
     "Celu": 1 => |cx| param_unary(cx, "celu", &[("alpha", 1.0)]);
     "CenterCropPad": 2 => layout::center_crop_pad;
     "Clip": 1, from 11: 3 => clip;
+    "Col2Im": 3 => nn::col2im;
     "Concat": VARIADIC => concat;
     "Constant": 0 => constant;
     "ConstantOfShape": 1 => constant_of_shape;
@@ -104,8 +108,10 @@ onnx_ops! {
     "Cosh": 1 => |cx| unary(cx, "cosh");
     "CumProd": 2 => |cx| sort::cum(cx, "cumprod");
     "CumSum": 2 => |cx| sort::cum(cx, "cumsum");
+    "DFT": 2, from 20: 3 => signal::dft;
     "DepthToSpace": 1 => layout::depth_to_space;
     "DequantizeLinear": 3 => quant::dequantize_linear;
+    "Det": 1 => linalg::det;
     "Div": 2 => |cx| binary(cx, "divide");
     "Dropout": 1, from 12: 3 => dropout;
     "DynamicQuantizeLinear": 1 => quant::dynamic_quantize_linear;
@@ -117,6 +123,7 @@ onnx_ops! {
     "Expand": 2 => expand;
     "EyeLike": 1 => layout::eye_like;
     "Flatten": 1 => flatten;
+    "FlexAttention": 3 => control_flow;
     "Floor": 1 => |cx| unary(cx, "floor");
     "GRU": 6 => rnn::gru;
     "Gather": 2 => gather;
@@ -146,6 +153,7 @@ onnx_ops! {
     "LeakyRelu": 1 => |cx| param_unary(cx, "leaky_relu", &[("alpha", 0.01)]);
     "Less": 2 => |cx| binary(cx, "less");
     "LessOrEqual": 2 => |cx| binary(cx, "less_equal");
+    "LinearAttention": 6 => state::linear_attention;
     "Log": 1 => |cx| unary(cx, "log");
     "LogSoftmax": 1 => log_softmax;
     "Loop": VARIADIC => control_flow;
@@ -155,8 +163,10 @@ onnx_ops! {
     "MatMulInteger": 4 => quant::matmul_integer;
     "Max": VARIADIC => |cx| variadic(cx, "maximum");
     "MaxPool": 1 => |cx| pool(cx, PoolKind::Max);
+    "MaxUnpool": 3 => nn::max_unpool;
     "Mean": VARIADIC => mean;
     "MeanVarianceNormalization": 1 => nn::mean_variance_normalization;
+    "MelWeightMatrix": 5 => signal::mel_weight_matrix;
     "Min": VARIADIC => |cx| variadic(cx, "minimum");
     "Mish": 1 => |cx| unary(cx, "mish");
     "Mod": 2 => modulo;
@@ -169,6 +179,7 @@ onnx_ops! {
     "PRelu": 2 => prelu;
     "Pad": 1, from 11: 3, from 18: 4 => pad;
     "Pow": 2 => pow;
+    "QLinearConv": 9 => quant::qlinear_conv;
     "QLinearMatMul": 8 => quant::qlinear_matmul;
     "QuantizeLinear": 3 => quant::quantize_linear;
     "RMSNormalization": 2 => rms_norm;
@@ -191,6 +202,7 @@ onnx_ops! {
     "ReverseSequence": 2 => layout::reverse_sequence;
     "RotaryEmbedding": 4 => attention::rotary_embedding;
     "Round": 1 => |cx| unary(cx, "round");
+    "STFT": 4 => signal::stft;
     "Scan": VARIADIC => control_flow;
     "Scatter": 3 => gather::scatter_elements;
     "ScatterElements": 3 => gather::scatter_elements;
@@ -219,17 +231,20 @@ onnx_ops! {
     "Swish": 1 => nn::swish;
     "Tan": 1 => |cx| unary(cx, "tan");
     "Tanh": 1 => |cx| unary(cx, "tanh");
+    "TensorScatter": 3 => gather::tensor_scatter;
     "ThresholdedRelu": 1 => |cx| param_unary(cx, "thresholded_relu", &[("alpha", 1.0)]);
     "Tile": 2 => layout::tile;
     "TopK": 1, from 10: 2 => sort::topk;
     "Transpose": 1 => transpose;
     "Trilu": 2 => trilu;
     "Unsqueeze": 1, from 13: 2 => unsqueeze;
+    "Upsample": 2 => resize;
     "Where": 3 => |cx| ternary(cx, "where");
     "Xor": 2 => |cx| binary(cx, "logical_xor");
 }
 
-/// `If`, `Loop` and `Scan` are converted with their subgraphs by `control.rs`, never here.
+/// `If`, `Loop`, `Scan` and `FlexAttention` are converted with their subgraphs by
+/// `control.rs`, never here.
 fn control_flow(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     Err(format!("`{}` is converted with its subgraphs, not as a plain node", cx.node.op_type()))
 }
@@ -693,17 +708,28 @@ fn variadic(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
     one(acc)
 }
 
+/// Dropout in inference (or with a ratio of 0): the identity, and a mask of all true. A
+/// training-mode dropout with a nonzero ratio draws its mask at random, which passel does not
+/// reproduce.
 fn dropout(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
-    cx.float_opt("ratio")?;
+    let attr_ratio = cx.float_opt("ratio")?;
     cx.int_opt("seed")?;
     if let Some(v) = cx.const_floats(2, "training_mode")? {
-        if v.iter().any(|&t| t != 0.0) {
-            return Err("training_mode = true is not supported (passel imports inference graphs)".into());
+        let ratio = match cx.opt(1) {
+            Some(_) => cx.const_floats(1, "ratio")?.unwrap_or_default(),
+            None => vec![attr_ratio.unwrap_or(0.5)],
+        };
+        if v.iter().any(|&t| t != 0.0) && ratio.iter().any(|&r| r != 0.0) {
+            return Err(
+                "training_mode = true with a nonzero ratio is not supported (its mask is random; passel imports \
+                 inference graphs)"
+                    .into(),
+            );
         }
     }
-    // The mask output is not computed; using it is an error at its use.
-    one(x)
+    let mask = filled(&x.shape(), DType::Bool, 1.0);
+    Ok(vec![Some(x), Some(mask)])
 }
 
 fn cast(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
@@ -1246,6 +1272,101 @@ fn conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     windowed(cx, "conv2d", &[&x, &w], attrs, b, one_d)
 }
 
+/// A 3-D ConvTranspose `[N, C, D, H, W]` as 2-D ones: input depth slice `i` through kernel
+/// depth slice `k` lands on output depth `i·stride + k·dilation - pad_begin`, so each output
+/// depth is the sum of the 2-D transposed convolutions that land on it (zeros where none
+/// does), and the depths are stacked. Explicit pads only (no `auto_pad`, no `output_shape`).
+fn conv_transpose_3d(cx: &mut Cx<'_>, x: Val, w: Val, b: Option<Val>) -> R<Vec<Option<Val>>> {
+    let (xs, ws) = (x.shape(), w.shape());
+    if ws.len() != 5 {
+        return Err(format!("a 3-D transposed convolution needs a rank-5 weight, got {ws:?}"));
+    }
+    let three = |v: Option<Vec<i64>>, default: u64, what: &str| -> R<Vec<u64>> {
+        let v = match v {
+            Some(v) => pos(v, what)?,
+            None => vec![default; 3],
+        };
+        if v.len() != 3 {
+            return Err(format!("{what}s {v:?} must have 3 values for a 3-D window"));
+        }
+        Ok(v)
+    };
+    let kernel = three(
+        cx.ints_opt("kernel_shape")?.or_else(|| Some(ws[2..].iter().map(|&d| d as i64).collect())),
+        1,
+        "kernel size",
+    )?;
+    if kernel != ws[2..] {
+        return Err(format!("kernel_shape {kernel:?} does not match the weight shape {ws:?}"));
+    }
+    let strides = three(cx.ints_opt("strides")?, 1, "stride")?;
+    let dilations = three(cx.ints_opt("dilations")?, 1, "dilation")?;
+    let output_padding = three(cx.ints_opt("output_padding")?, 0, "output padding")?;
+    let pads = pos(cx.ints_opt("pads")?.unwrap_or(vec![0; 6]), "pad")?;
+    if strides.contains(&0) || dilations.contains(&0) || pads.len() != 6 {
+        return Err(format!(
+            "strides {strides:?} and dilations {dilations:?} must be positive, pads {pads:?} 6 values"
+        ));
+    }
+    let auto_pad = cx.string("auto_pad", "NOTSET")?;
+    if !matches!(auto_pad.as_str(), "NOTSET" | "VALID") || cx.ints_opt("output_shape")?.is_some() {
+        return Err(
+            "a 3-D transposed convolution takes explicit pads only (no auto_pad SAME_*, no output_shape)".into()
+        );
+    }
+    let pads = if auto_pad == "VALID" { vec![0; 6] } else { pads };
+    let groups = cx.int("group", 1)?;
+    let (d_in, kd) = (xs[2], ws[2]);
+    // Output depth before cropping the pads: stride·(D-1) + extent + output_padding.
+    let ext = extent(kd, dilations[0]).ok_or("the dilated kernel is too large")?;
+    let full = (d_in.saturating_sub(1)).checked_mul(strides[0]).and_then(|v| v.checked_add(ext + output_padding[0]));
+    let d_out = full
+        .and_then(|f| f.checked_sub(pads[0] + pads[3]))
+        .filter(|&d| d > 0)
+        .ok_or_else(|| format!("pads {pads:?} leave no output depth"))?;
+    let attrs = Attrs::new()
+        .with("strides", ints(&strides[1..]))
+        .with("padding", ints(&[pads[1], pads[2], pads[4], pads[5]]))
+        .with("dilation", ints(&dilations[1..]))
+        .with("groups", AttrValue::Int(groups))
+        .with("output_padding", ints(&output_padding[1..]));
+    let depth = |cx: &mut Cx<'_>, v: &Val, i: u64| -> R<Val> {
+        let s = v.shape();
+        let attrs = Attrs::new().with("begin", ints(&[i])).with("end", ints(&[i + 1])).with("axes", ints(&[2]));
+        let d = cx.call_tmp("strided_slice", &[v], attrs)?;
+        cx.reshape(&d, &[s[0], s[1], s[3], s[4]], true)
+    };
+    let mut sums: Vec<Option<Val>> = vec![None; d_out as usize];
+    for k in 0..kd {
+        let wk = depth(cx, &w, k)?;
+        for i in 0..d_in {
+            let at = (i * strides[0] + k * dilations[0]) as i64 - pads[0] as i64;
+            if at < 0 || at >= d_out as i64 {
+                continue;
+            }
+            let xi = depth(cx, &x, i)?;
+            let y = cx.call_tmp("conv2d_transpose", &[&xi, &wk], attrs.clone())?;
+            let slot = &mut sums[at as usize];
+            *slot = Some(match slot.take() {
+                None => y,
+                Some(acc) => cx.call_tmp("add", &[&acc, &y], Attrs::new())?,
+            });
+        }
+    }
+    let plane = sums.iter().flatten().next().map(Val::shape).ok_or("no input depth reaches the output")?;
+    let mut layers = Vec::with_capacity(sums.len());
+    for s in sums {
+        let s = s.unwrap_or_else(|| filled(&plane, x.ty().dtype, 0.0));
+        layers.push(cx.reshape(&s, &[plane[0], plane[1], 1, plane[2], plane[3]], true)?);
+    }
+    let refs: Vec<&Val> = layers.iter().collect();
+    let y = cx.call_tmp("concatenate", &refs, Attrs::new().with("axis", AttrValue::Int(2)))?;
+    match b {
+        None => one(y),
+        Some(b) => one(cx.call("bias_add", &[&y, &b], Attrs::new().with("axis", AttrValue::Int(1)))?),
+    }
+}
+
 /// Calls `op`, then adds `bias` along axis 1 when there is one.
 fn bias_after(cx: &mut Cx<'_>, op: &str, args: &[&Val], attrs: Attrs, bias: Option<Val>) -> R<Vec<Option<Val>>> {
     match bias {
@@ -1259,6 +1380,9 @@ fn bias_after(cx: &mut Cx<'_>, op: &str, args: &[&Val], attrs: Attrs, bias: Opti
 
 fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (x, w, b) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
+    if x.rank() == 5 {
+        return conv_transpose_3d(cx, x, w, b);
+    }
     let (x, w, one_d) = lift_data_weight(cx, x, w, "transposed convolutions")?;
     let ws = w.shape();
     let xs = x.shape();
@@ -1493,11 +1617,14 @@ fn pool_3d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
 fn batch_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let args: Vec<Val> = (0..5).map(|i| cx.input(i)).collect::<R<_>>()?;
     let eps = cx.float("epsilon", 1e-5)?;
-    cx.float_opt("momentum")?;
-    cx.int_must("training_mode", |v| v == 0, "passel imports inference graphs")?;
+    let momentum = cx.float("momentum", 0.9)?;
+    let training = cx.int("training_mode", 0)? != 0;
     if cx.node.outputs().skip(1).any(|o| !o.is_empty()) && cx.opset < 14 {
         // Before opset 14 the extra outputs exist only in training mode.
         return Err("training-mode outputs (mean, var, saved statistics) are not supported".into());
+    }
+    if training {
+        return batch_norm_training(cx, &args, eps, momentum);
     }
     let refs: Vec<&Val> = args.iter().collect();
     let attrs = Attrs::new().with("axis", AttrValue::Int(1)).with("epsilon", AttrValue::Float(eps));
@@ -1507,6 +1634,44 @@ fn batch_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         return Err("batch_norm returned nothing".into());
     }
     one(outs.swap_remove(0))
+}
+
+/// BatchNormalization with `training_mode = 1` (opset 14): normalised by the batch's own
+/// statistics (mean and biased variance over every axis but the channels), and the running
+/// statistics updated as `running · momentum + batch · (1 - momentum)`.
+fn batch_norm_training(cx: &mut Cx<'_>, args: &[Val], eps: f64, momentum: f64) -> R<Vec<Option<Val>>> {
+    let [x, scale, bias, mean, var] = args else {
+        return Err("needs the inputs X, scale, B, input_mean and input_var".into());
+    };
+    let rank = x.rank();
+    if rank < 2 {
+        return Err(format!("needs an input of rank 2 or more (N, C, …), got rank {rank}"));
+    }
+    let dtype = x.ty().dtype;
+    let c = x.shape()[1];
+    let axes: Vec<i64> = (0..rank as i64).filter(|&a| a != 1).collect();
+    let reduce = |keep: bool| Attrs::new().with("keepdims", AttrValue::Bool(keep)).with("axis", ints_i(&axes));
+    let batch_mean = cx.call_tmp("mean", &[x], reduce(true))?;
+    let d = cx.call_tmp("subtract", &[x, &batch_mean], Attrs::new())?;
+    let sq = cx.call_tmp("multiply", &[&d, &d], Attrs::new())?;
+    let batch_var = cx.call_tmp("mean", &[&sq], reduce(false))?;
+    let batch_mean = cx.reshape(&batch_mean, &[c], true)?;
+    let attrs = Attrs::new().with("axis", AttrValue::Int(1)).with("epsilon", AttrValue::Float(eps));
+    let name = cx.name.clone();
+    let mut outs = cx.em.call_multi("batch_norm", &[x, scale, bias, &batch_mean, &batch_var], attrs, &name)?;
+    if outs.is_empty() {
+        return Err("batch_norm returned nothing".into());
+    }
+    let y = outs.swap_remove(0);
+    let (m, rest) = (Cx::scalar(dtype, momentum), Cx::scalar(dtype, 1.0 - momentum));
+    let running = |cx: &mut Cx<'_>, old: &Val, batch: &Val| -> R<Val> {
+        let a = cx.call_tmp("multiply", &[old, &m], Attrs::new())?;
+        let b = cx.call_tmp("multiply", &[batch, &rest], Attrs::new())?;
+        cx.call_tmp("add", &[&a, &b], Attrs::new())
+    };
+    let running_mean = running(cx, mean, &batch_mean)?;
+    let running_var = running(cx, var, &batch_var)?;
+    Ok(vec![Some(y), Some(running_mean), Some(running_var)])
 }
 
 fn layer_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
@@ -1535,15 +1700,44 @@ fn layer_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let scale = cx.reshape(&scale, &[norm], true)?;
     let bias = cx.reshape(&bias, &[norm], true)?;
     let attrs = Attrs::new().with("axis", AttrValue::Int(-1)).with("epsilon", AttrValue::Float(eps));
-    if axis + 1 == shape.len() {
-        return one(cx.call("layer_norm", &[&x, &scale, &bias], attrs)?);
+    let y = if axis + 1 == shape.len() {
+        cx.call("layer_norm", &[&x, &scale, &bias], attrs)?
+    } else {
+        // Several trailing axes: normalize their flattening, then restore the shape.
+        let mut flat: Vec<u64> = shape[..axis].to_vec();
+        flat.push(norm);
+        let xf = cx.reshape(&x, &flat, true)?;
+        let y = cx.call_tmp("layer_norm", &[&xf, &scale, &bias], attrs)?;
+        cx.reshape(&y, &shape, false)?
+    };
+    let mut outs = vec![Some(y)];
+    if cx.node.outputs().skip(1).any(|o| !o.is_empty()) {
+        let (mean, inv_std_dev) = layer_norm_statistics(cx, &x, axis, eps)?;
+        outs.extend([Some(mean), Some(inv_std_dev)]);
     }
-    // Several trailing axes: normalize their flattening, then restore the shape.
-    let mut flat: Vec<u64> = shape[..axis].to_vec();
-    flat.push(norm);
-    let xf = cx.reshape(&x, &flat, true)?;
-    let y = cx.call_tmp("layer_norm", &[&xf, &scale, &bias], attrs)?;
-    one(cx.reshape(&y, &shape, false)?)
+    Ok(outs)
+}
+
+/// LayerNormalization's optional outputs `Mean` and `InvStdDev` (`1 / sqrt(var + epsilon)`),
+/// over axes `axis..` kept as 1, in float32 (the stash type), as ONNX's function body computes
+/// them.
+fn layer_norm_statistics(cx: &mut Cx<'_>, x: &Val, axis: usize, eps: f64) -> R<(Val, Val)> {
+    let x = if x.ty().dtype == DType::F32 {
+        x.clone()
+    } else {
+        cx.call_tmp("cast", &[x], Attrs::new().with("dtype", AttrValue::DType(DType::F32)))?
+    };
+    let axes: Vec<i64> = (axis as i64..x.rank() as i64).collect();
+    let attrs = Attrs::new().with("keepdims", AttrValue::Bool(true)).with("axis", ints_i(&axes));
+    let mean = cx.call_tmp("mean", &[&x], attrs.clone())?;
+    let d = cx.call_tmp("subtract", &[&x, &mean], Attrs::new())?;
+    let sq = cx.call_tmp("multiply", &[&d, &d], Attrs::new())?;
+    let var = cx.call_tmp("mean", &[&sq], attrs)?;
+    let e = Cx::scalar(DType::F32, eps);
+    let v = cx.call_tmp("add", &[&var, &e], Attrs::new())?;
+    let sd = cx.call_tmp("sqrt", &[&v], Attrs::new())?;
+    let inv = cx.call_tmp("reciprocal", &[&sd], Attrs::new())?;
+    Ok((mean, inv))
 }
 
 /// `x * rsqrt(mean(x * x over axes) + epsilon)`, each step a call; `axes` are kept as 1.
@@ -1706,7 +1900,8 @@ fn reduce_composite(cx: &mut Cx<'_>, kind: Composite) -> R<Vec<Option<Val>>> {
         }
         Composite::LogSumExp => {
             if x.shape().iter().enumerate().any(|(i, &d)| d == 0 && axes.contains(&(i as i64))) {
-                return Err("ReduceLogSumExp over an empty axis is not supported (its maximum has no value)".into());
+                // log(sum of no terms) = log(0).
+                return one(filled(&out_shape, x.ty().dtype, f64::NEG_INFINITY));
             }
             let m = cx.call_tmp("max", &[&x], attrs(true))?;
             // An infinite maximum would make `x - m` NaN; the sum then decides (ONNX's own
@@ -1747,6 +1942,35 @@ fn log_softmax(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     one(cx.reshape(&y, &shape, false)?)
 }
 
+/// A constant of shape `shape` and type `dtype` holding `v` everywhere.
+fn filled(shape: &[u64], dtype: DType, v: f64) -> Val {
+    Val::Const(Arc::new(Constant::Fill { ty: TensorType { shape: shape.to_vec().into(), dtype }, fill: Fill::Full(v) }))
+}
+
+/// The identity element of reduction `op` over `dtype`: what ONNX's reductions give over an
+/// empty set (`None` for `mean`, which has none).
+fn reduce_identity(op: &str, dtype: DType) -> Option<f64> {
+    let (lowest, highest) = match dtype {
+        DType::Bool => (0.0, 1.0),
+        DType::I8 => (i8::MIN as f64, i8::MAX as f64),
+        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::I64 => (i64::MIN as f64, i64::MAX as f64),
+        DType::U8 => (0.0, u8::MAX as f64),
+        DType::U16 => (0.0, u16::MAX as f64),
+        DType::U32 => (0.0, u32::MAX as f64),
+        DType::U64 => (0.0, u64::MAX as f64),
+        _ => (f64::NEG_INFINITY, f64::INFINITY),
+    };
+    match op {
+        "max" => Some(lowest),
+        "min" => Some(highest),
+        "sum" => Some(0.0),
+        "prod" => Some(1.0),
+        _ => None,
+    }
+}
+
 fn reduce(cx: &mut Cx<'_>, op: &str, axes_input_from: i64) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let rank = x.rank();
@@ -1754,13 +1978,32 @@ fn reduce(cx: &mut Cx<'_>, op: &str, axes_input_from: i64) -> R<Vec<Option<Val>>
     let keepdims = cx.int("keepdims", 1)? != 0;
     let noop = cx.int("noop_with_empty_axes", 0)? != 0;
     let mut attrs = Attrs::new().with("keepdims", AttrValue::Bool(keepdims));
-    match axes {
+    let axes: Vec<usize> = match axes {
         Some(a) if !a.is_empty() => {
-            let a: Vec<i64> = a.iter().map(|&a| norm_axis(a, rank).map(|a| a as i64)).collect::<R<_>>()?;
-            attrs.set("axis", ints_i(&a));
+            let a: Vec<usize> = a.iter().map(|&a| norm_axis(a, rank)).collect::<R<_>>()?;
+            attrs.set("axis", ints_i(&a.iter().map(|&a| a as i64).collect::<Vec<_>>()));
+            a
         }
         _ if noop => return one(x),
-        _ => {}
+        _ => (0..rank).collect(),
+    };
+    let shape = x.shape();
+    let dtype = x.ty().dtype;
+    if let Some(v) = reduce_identity(op, dtype).filter(|_| axes.iter().any(|&a| shape[a] == 0)) {
+        let out: Vec<u64> = (0..rank)
+            .filter_map(|i| match (axes.contains(&i), keepdims) {
+                (false, _) => Some(shape[i]),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect();
+        return one(filled(&out, dtype, v));
+    }
+    if dtype == DType::Bool && matches!(op, "max" | "min") {
+        // Over bool, max is `any` and min is `all`: the same reductions over 0 / 1.
+        let u = cx.call_tmp("cast", &[&x], Attrs::new().with("dtype", AttrValue::DType(DType::U8)))?;
+        let r = cx.call_tmp(op, &[&u], attrs)?;
+        return one(cx.call("cast", &[&r], Attrs::new().with("dtype", AttrValue::DType(DType::Bool)))?);
     }
     one(cx.call(op, &[&x], attrs)?)
 }
@@ -1769,8 +2012,8 @@ fn pad(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let rank = x.rank();
     let mode = cx.string("mode", "constant")?;
-    if !matches!(mode.as_str(), "constant" | "reflect" | "edge") {
-        return Err(format!("mode {mode:?} is not supported (constant, reflect, edge)"));
+    if !matches!(mode.as_str(), "constant" | "reflect" | "edge" | "wrap") {
+        return Err(format!("mode {mode:?} is not supported (constant, reflect, edge, wrap)"));
     }
     let (pads, value, axes) = if cx.opset >= 11 {
         let pads = cx.const_ints(1, "pads")?.ok_or("input 1 (pads) is missing")?;
@@ -1804,11 +2047,59 @@ fn pad(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     if pads.iter().all(|&p| p == 0) {
         return one(x);
     }
+    if mode == "wrap" {
+        return one(wrap_pad(cx, x, &pads)?);
+    }
     let attrs = Attrs::new()
         .with("pad_width", ints_i(&pads))
         .with("pad_value", AttrValue::Float(value))
         .with("pad_mode", AttrValue::Str(mode.into()));
     one(cx.call("pad", &[&x], attrs)?)
+}
+
+/// Pad mode `wrap` (opset 19): per axis, the last `begin` elements before `x` and the first
+/// `end` after it, as `strided_slice`s and a `concatenate`; a negative pad crops. Pads up to
+/// the axis' length (one wrap-around), as onnx's reference (`numpy.pad`) takes them.
+fn wrap_pad(cx: &mut Cx<'_>, x: Val, pads: &[i64]) -> R<Val> {
+    let rank = x.rank();
+    let mut y = x;
+    for axis in 0..rank {
+        let (begin, end) = (pads[axis], pads[axis + rank]);
+        if begin == 0 && end == 0 {
+            continue;
+        }
+        let len = y.shape()[axis] as i64;
+        let kept = len - (-begin).max(0) - (-end).max(0);
+        if kept < 0 || begin > kept || end > kept {
+            return Err(format!(
+                "wrap pads ({begin}, {end}) on axis {axis} of length {len} crop past it or wrap around more than once"
+            ));
+        }
+        let slice = |cx: &mut Cx<'_>, v: &Val, b: i64, e: i64| {
+            let attrs =
+                Attrs::new().with("begin", ints_i(&[b])).with("end", ints_i(&[e])).with("axes", ints_i(&[axis as i64]));
+            cx.call_tmp("strided_slice", &[v], attrs)
+        };
+        // Crops first, then wrap-around copies of what is left.
+        let (b0, e0) = ((-begin).max(0), len - (-end).max(0));
+        let core = if (b0, e0) == (0, len) { y.clone() } else { slice(cx, &y, b0, e0)? };
+        let n = e0 - b0;
+        let mut parts = Vec::new();
+        if begin > 0 {
+            parts.push(slice(cx, &core, n - begin, n)?);
+        }
+        parts.push(core.clone());
+        if end > 0 {
+            parts.push(slice(cx, &core, 0, end)?);
+        }
+        let refs: Vec<&Val> = parts.iter().collect();
+        y = if refs.len() == 1 {
+            core
+        } else {
+            cx.call_tmp("concatenate", &refs, Attrs::new().with("axis", AttrValue::Int(axis as i64)))?
+        };
+    }
+    Ok(y)
 }
 
 fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
@@ -1837,42 +2128,61 @@ fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         (cx.const_floats(2, "scales")?, cx.const_ints(3, "sizes")?, coord, rounding)
     };
     cx.int_must("antialias", |v| v == 0, "antialiasing")?;
-    if cx.ints_opt("axes")?.is_some() {
-        return Err("attribute `axes` is not supported".into());
-    }
     let policy = cx.string("keep_aspect_ratio_policy", "stretch")?;
-    if policy != "stretch" {
-        return Err(format!("keep_aspect_ratio_policy {policy:?} is not supported"));
+    if !matches!(policy.as_str(), "stretch" | "not_larger" | "not_smaller") {
+        return Err(format!("keep_aspect_ratio_policy {policy:?} is not supported (stretch, not_larger, not_smaller)"));
     }
+    let axes: Vec<usize> = match cx.ints_opt("axes")? {
+        Some(a) => a.iter().map(|&a| norm_axis(a, 4)).collect::<R<_>>()?,
+        None => (0..4).collect(),
+    };
     let cubic_a = cx.float("cubic_coeff_a", -0.75)?;
     let exclude = cx.int("exclude_outside", 0)? != 0;
-    let out: Vec<u64> = match (sizes, scales) {
-        (Some(s), _) if !s.is_empty() => pos(s, "size")?,
-        (_, Some(sc)) if !sc.is_empty() => {
-            if sc.len() != 4 {
-                return Err(format!("{} scales for rank 4", sc.len()));
+    // The output size, and per axis the scale ONNX maps coordinates with when it is not the
+    // ratio out / in (given scales, or the common scale of a keep_aspect_ratio_policy).
+    let mut out = shape.clone();
+    let mut scale: Vec<Option<f64>> = vec![None; 4];
+    match (sizes, scales) {
+        (Some(s), _) if !s.is_empty() => {
+            let s = pos(s, "size")?;
+            if s.len() != axes.len() {
+                return Err(format!("{} sizes for {} axes", s.len(), axes.len()));
             }
-            let mut out = Vec::new();
-            for (i, &s) in sc.iter().enumerate() {
-                let o = (shape[i] as f64 * s as f32 as f64).floor();
-                if o.is_nan() || o < 0.0 || o >= u32::MAX as f64 {
+            let ratio = |i: usize| s[i] as f64 / shape[axes[i]] as f64;
+            let common = match policy.as_str() {
+                "stretch" => None,
+                "not_larger" => Some((0..axes.len()).map(ratio).fold(f64::INFINITY, f64::min)),
+                _ => Some((0..axes.len()).map(ratio).fold(0.0, f64::max)),
+            };
+            for (i, &a) in axes.iter().enumerate() {
+                match common {
+                    None => out[a] = s[i],
+                    Some(c) => {
+                        // onnx rounds half up.
+                        out[a] = (c * shape[a] as f64 + 0.5).floor() as u64;
+                        scale[a] = Some(c);
+                    }
+                }
+            }
+        }
+        (_, Some(sc)) if !sc.is_empty() => {
+            if sc.len() != axes.len() {
+                return Err(format!("{} scales for {} axes", sc.len(), axes.len()));
+            }
+            for (&a, &s) in axes.iter().zip(&sc) {
+                let o = (shape[a] as f64 * s as f32 as f64).floor();
+                if o.is_nan() || o < 0.0 || o >= u32::MAX as f64 || s.is_nan() || s <= 0.0 {
                     return Err(format!("scale {s} gives an invalid size"));
                 }
-                // passel's resize2d maps coordinates with out/in; a scale that differs from
-                // that ratio would silently change the result.
-                if o > 0.0 && (o / shape[i] as f64) as f32 != s as f32 {
-                    return Err(format!(
-                        "scale {s} on dimension {i} (size {}) is not output/input ({o}/{}); only such scales are supported",
-                        shape[i], shape[i]
-                    ));
+                out[a] = o as u64;
+                if o > 0.0 && (o / shape[a] as f64) as f32 != s as f32 {
+                    scale[a] = Some(s as f32 as f64);
                 }
-                out.push(o as u64);
             }
-            out
         }
         _ => return Err("needs scales or sizes".into()),
-    };
-    if out.len() != 4 || out[0] != shape[0] || out[1] != shape[1] {
+    }
+    if out[0] != shape[0] || out[1] != shape[1] || scale[0].is_some() || scale[1].is_some() {
         return Err(format!("only the last two dimensions may be resized ({shape:?} to {out:?})"));
     }
     let attrs = Attrs::new()
@@ -1882,5 +2192,11 @@ fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         .with("rounding_method", AttrValue::Str(rounding.into()))
         .with("cubic_alpha", AttrValue::Float(cubic_a))
         .with("exclude_outside", AttrValue::Bool(exclude));
+    let attrs = match (scale[2], scale[3]) {
+        (None, None) => attrs,
+        (h, w) => attrs
+            .with("scale_h", AttrValue::Float(h.unwrap_or(out[2] as f64 / shape[2] as f64)))
+            .with("scale_w", AttrValue::Float(w.unwrap_or(out[3] as f64 / shape[3] as f64))),
+    };
     one(cx.call("resize2d", &[&x], attrs)?)
 }

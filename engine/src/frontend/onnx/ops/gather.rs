@@ -1,6 +1,6 @@
 //! The gather and scatter family beyond `Gather`: `GatherElements`, `ScatterElements` and
 //! the older `Scatter` (graph operators `gather_elements`, `scatter_elements`), `ScatterND`
-//! (`scatter_nd`), and `GatherND`.
+//! (`scatter_nd`), `GatherND`, and `TensorScatter` (a `scatter_elements` at computed indices).
 //!
 //! `GatherND` is decomposed into `take` on the data flattened over its first `batch_dims + K`
 //! axes at the linear index `b · (rows per batch) + Σ indices[…, k] · stride_k` (negative
@@ -135,4 +135,67 @@ pub(super) fn gather_nd(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     };
     let flat_data = cx.reshape(&data, &data_shape, true)?;
     one(cx.call("take", &[&flat_data, &lin], Attrs::new().with("axis", AttrValue::Int(0)))?)
+}
+
+/// TensorScatter (opset 24, a KV-cache update): `past_cache` with, for each batch `b`, the
+/// `S` steps of `update` along `axis` written from position `write_indices[b]` (wrapping
+/// around in `circular` mode). Decomposed into a `scatter_elements` whose indices are
+/// `write_indices[b] + s` (mod the cache length), broadcast over the other axes.
+pub(super) fn tensor_scatter(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (past, update, write) = (cx.input(0)?, cx.input(1)?, cx.opt(2));
+    let circular = match cx.string("mode", "linear")?.as_str() {
+        "linear" => false,
+        "circular" => true,
+        other => return Err(format!("attribute `mode` = {other:?} is not supported (linear, circular)")),
+    };
+    let (ps, us) = (past.shape(), update.shape());
+    let rank = ps.len();
+    if rank < 2 {
+        return Err(format!("past_cache must have rank 2 or more (batch, …, sequence, …), got {ps:?}"));
+    }
+    let axis = norm_axis(cx.int("axis", -2)?, rank)?;
+    if axis == 0 {
+        return Err("axis must not be the batch axis 0".into());
+    }
+    let fits = us.len() == rank && (0..rank).all(|i| if i == axis { us[i] <= ps[i] } else { us[i] == ps[i] });
+    if !fits || update.ty().dtype != past.ty().dtype {
+        return Err(format!(
+            "update {} {us:?} must match past_cache {} {ps:?} except along axis {axis}, where it may be shorter",
+            update.ty().dtype,
+            past.ty().dtype
+        ));
+    }
+    let batch = ps[0];
+    let write = match write {
+        Some(w) => {
+            if w.shape() != [batch] || !matches!(w.ty().dtype, DType::I64 | DType::I32) {
+                return Err(format!(
+                    "write_indices must be int64 of shape [{batch}], got {} {:?}",
+                    w.ty().dtype,
+                    w.shape()
+                ));
+            }
+            if w.ty().dtype == DType::I64 {
+                w
+            } else {
+                cx.call_tmp("cast", &[&w], Attrs::new().with("dtype", AttrValue::DType(DType::I64)))?
+            }
+        }
+        None => filled(&[batch], DType::I64, 0.0),
+    };
+    let mut at_batch = vec![1; rank];
+    at_batch[0] = batch;
+    let write = cx.reshape(&write, &at_batch, true)?;
+    let mut at_axis = vec![1; rank];
+    at_axis[axis] = us[axis];
+    let steps: Vec<f64> = (0..us[axis]).map(|s| s as f64).collect();
+    let steps = Tensor::from_f64s(&at_axis, DType::I64, &steps).map_err(|e| e.to_string())?;
+    let mut idx = cx.call_tmp("add", &[&write, &Val::Const(Arc::new(Constant::Dense(steps)))], Attrs::new())?;
+    if circular {
+        let len = Cx::scalar(DType::I64, ps[axis] as f64);
+        idx = cx.call_tmp("mod", &[&idx, &len], Attrs::new().with("fmod", AttrValue::Bool(false)))?;
+    }
+    let idx = cx.call_tmp("broadcast_to", &[&idx], Attrs::new().with("shape", ints(&us)))?;
+    let attrs = Attrs::new().with("axis", AttrValue::Int(axis as i64)).with("reduction", AttrValue::Str("none".into()));
+    one(cx.call("scatter_elements", &[&past, &idx, &update], attrs)?)
 }

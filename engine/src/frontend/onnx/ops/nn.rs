@@ -1,7 +1,8 @@
 //! Neural-network operators without a recurrence: `Einsum` (`einsum`), `GridSample`
 //! (`grid_sample`), and the ones decomposed into elementwise operators and reductions:
 //! `Swish`, `SwiGLU`, `LpNormalization`, `GroupNormalization`, `MeanVarianceNormalization`,
-//! and `AffineGrid` (a `matmul` with constant coordinates).
+//! and `AffineGrid` (a `matmul` with constant coordinates); `Col2Im` (a `conv2d_transpose`
+//! with a constant 0/1 kernel) and `MaxUnpool` (a `scatter_elements` into zeros).
 
 use super::*;
 
@@ -217,4 +218,122 @@ pub(super) fn affine_grid(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     out.extend_from_slice(spatial);
     out.push(r as u64);
     one(cx.reshape(&t, &out, false)?)
+}
+
+/// Col2Im (2-D blocks): the sliding blocks `[N, C·kh·kw, L]` summed back into the image
+/// `[N, C, H, W]`. Summing overlapping blocks is exactly a transposed convolution of the
+/// blocks (as `[N, C·kh·kw, Lh, Lw]`) with a 0/1 kernel that puts block element `k` at its
+/// offset, one group per channel: a `conv2d_transpose` with a constant weight.
+pub(super) fn col2im(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let x = cx.input(0)?;
+    let image = cx.const_ints(1, "image_shape")?.ok_or("input 1 (image_shape) is required")?;
+    let block = cx.const_ints(2, "block_shape")?.ok_or("input 2 (block_shape) is required")?;
+    if image.len() != 2 || block.len() != 2 {
+        return Err(format!("only 2-D images are supported, got image_shape {image:?} and block_shape {block:?}"));
+    }
+    let (image, block) = (pos(image, "image size")?, pos(block, "block size")?);
+    let strides = pos(cx.ints_opt("strides")?.unwrap_or(vec![1, 1]), "stride")?;
+    let dilations = pos(cx.ints_opt("dilations")?.unwrap_or(vec![1, 1]), "dilation")?;
+    let pads = pos(cx.ints_opt("pads")?.unwrap_or(vec![0; 4]), "pad")?;
+    if strides.len() != 2 || dilations.len() != 2 || pads.len() != 4 || strides.contains(&0) || dilations.contains(&0) {
+        return Err(format!(
+            "strides {strides:?} and dilations {dilations:?} must be two positive values, pads {pads:?} four"
+        ));
+    }
+    let shape = x.shape();
+    let k = block[0].checked_mul(block[1]).filter(|&k| k > 0).ok_or("block_shape must be positive")?;
+    if shape.len() != 3 || !shape[1].is_multiple_of(k) {
+        return Err(format!("input must be [N, C·{k}, L] (C·block elements per column), got {shape:?}"));
+    }
+    let (n, c) = (shape[0], shape[1] / k);
+    // Blocks along each axis: (size + pads - extent) / stride + 1.
+    let mut grid = [0u64; 2];
+    let mut out_pad = [0u64; 2];
+    for i in 0..2 {
+        let ext = extent(block[i], dilations[i]).ok_or("the dilated block is too large")?;
+        let padded = image[i] + pads[i] + pads[i + 2];
+        if padded < ext {
+            return Err(format!("the block {block:?} (dilations {dilations:?}) does not fit the padded image"));
+        }
+        grid[i] = (padded - ext) / strides[i] + 1;
+        // What the transposed convolution leaves uncovered at the end.
+        out_pad[i] = (padded - ext) % strides[i];
+    }
+    if grid[0] * grid[1] != shape[2] {
+        return Err(format!(
+            "the input has {} blocks, but image_shape {image:?}, block_shape {block:?} and the window attributes \
+             give {} x {}",
+            shape[2], grid[0], grid[1]
+        ));
+    }
+    if (c * k).saturating_mul(k) > cx.em_fold_limit() {
+        return Err(format!("a {c}x{k} block kernel is too large to make at import"));
+    }
+    let xs = cx.reshape(&x, &[n, c * k, grid[0], grid[1]], true)?;
+    let weight: Vec<f64> = (0..c * k).flat_map(|ck| (0..k).map(move |e| f64::from(u8::from(ck % k == e)))).collect();
+    let weight =
+        Tensor::from_f64s(&[c * k, 1, block[0], block[1]], x.ty().dtype, &weight).map_err(|e| e.to_string())?;
+    let weight = Val::Const(Arc::new(Constant::Dense(weight)));
+    let attrs = Attrs::new()
+        .with("strides", ints(&strides))
+        .with("padding", ints(&pads))
+        .with("dilation", ints(&dilations))
+        .with("groups", AttrValue::Int(c as i64))
+        .with("output_padding", ints(&out_pad));
+    one(cx.call("conv2d_transpose", &[&xs, &weight], attrs)?)
+}
+
+/// MaxUnpool: zeros of the unpooled shape with `X`'s values written at `I`, the flat indices
+/// (over the whole output) that MaxPool's second output gives: a `scatter_elements` into the
+/// flattened zeros.
+pub(super) fn max_unpool(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, idx) = (cx.input(0)?, cx.input(1)?);
+    let shape = x.shape();
+    let rank = shape.len();
+    if rank < 3 {
+        return Err(format!("X must be [N, C, spatial…], got {shape:?}"));
+    }
+    let spatial = rank - 2;
+    let kernel = pos(cx.ints_opt("kernel_shape")?.ok_or("attribute `kernel_shape` is required")?, "kernel size")?;
+    let strides = pos(cx.ints_opt("strides")?.unwrap_or(vec![1; spatial]), "stride")?;
+    let pads = pos(cx.ints_opt("pads")?.unwrap_or(vec![0; 2 * spatial]), "pad")?;
+    if kernel.len() != spatial || strides.len() != spatial || pads.len() != 2 * spatial || strides.contains(&0) {
+        return Err(format!(
+            "kernel_shape {kernel:?} and strides {strides:?} need {spatial} values (strides positive), pads {pads:?} {}",
+            2 * spatial
+        ));
+    }
+    if idx.shape() != shape || !matches!(idx.ty().dtype, DType::I64 | DType::I32) {
+        return Err(format!("I must be integers of X's shape {shape:?}, got {} {:?}", idx.ty().dtype, idx.shape()));
+    }
+    let out: Vec<u64> = match cx.const_ints(2, "output_shape")? {
+        Some(s) => {
+            let s = pos(s, "output size")?;
+            if s.len() != rank || s[..2] != shape[..2] {
+                return Err(format!("output_shape {s:?} must be [N, C, spatial…] with X's N and C {:?}", &shape[..2]));
+            }
+            s
+        }
+        None => {
+            let mut s = shape[..2].to_vec();
+            for i in 0..spatial {
+                let full = (shape[2 + i] - 1) * strides[i] + kernel[i];
+                s.push(full.checked_sub(pads[i] + pads[i + spatial]).ok_or("the pads exceed the unpooled size")?);
+            }
+            s
+        }
+    };
+    let total = product(&out)?;
+    let count = product(&shape)?;
+    let zeros = filled(&[total], x.ty().dtype, 0.0);
+    let xf = cx.reshape(&x, &[count], true)?;
+    let idx = if idx.ty().dtype == DType::I64 {
+        idx
+    } else {
+        cx.call_tmp("cast", &[&idx], Attrs::new().with("dtype", AttrValue::DType(DType::I64)))?
+    };
+    let flat_idx = cx.reshape(&idx, &[count], true)?;
+    let attrs = Attrs::new().with("axis", AttrValue::Int(0)).with("reduction", AttrValue::Str("none".into()));
+    let y = cx.call_tmp("scatter_elements", &[&zeros, &flat_idx, &xf], attrs)?;
+    one(cx.reshape(&y, &out, false)?)
 }

@@ -9,8 +9,8 @@
 //! - `MatMulInteger`, `ConvInteger`: products of zero-point-shifted integers, accumulated in
 //!   f64 (exact: every partial sum of 8-bit products stays far below 2^53) and returned as
 //!   int32, so the integer paths are exact;
-//! - `QLinearMatMul`: the integer product requantized with the f32 multiplier
-//!   `a_scale · b_scale / y_scale`.
+//! - `QLinearMatMul`, `QLinearConv`: the integer product or convolution (plus the int32
+//!   bias) requantized with the f32 multiplier `a_scale · b_scale / y_scale`.
 
 use super::*;
 
@@ -270,6 +270,12 @@ pub(super) fn matmul_integer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 
 pub(super) fn conv_integer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (x, w, x_zp, w_zp) = (cx.input(0)?, cx.input(1)?, cx.opt(2), cx.opt(3));
+    let y = integer_conv(cx, x, w, x_zp, w_zp)?;
+    one(cx.call("cast", &[&y], Attrs::new().with("dtype", AttrValue::DType(DType::I32)))?)
+}
+
+/// The exact integer convolution `(x - x_zp) * (w - w_zp)` as f64, with Conv's attributes.
+fn integer_conv(cx: &mut Cx<'_>, x: Val, w: Val, x_zp: Option<Val>, w_zp: Option<Val>) -> R<Val> {
     if x_zp.as_ref().is_some_and(|z| z.shape().iter().product::<u64>() != 1) {
         return Err("x's zero point must be a scalar".into());
     }
@@ -292,8 +298,68 @@ pub(super) fn conv_integer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let wf = shifted_f64(cx, &w, w_zp, "w")?;
     // The float convolution on the shifted operands, with Conv's attributes.
     cx.inputs = vec![Some(xf), Some(wf)];
-    let y = conv(cx)?.into_iter().next().flatten().ok_or("the convolution returned nothing")?;
-    one(cx.call("cast", &[&y], Attrs::new().with("dtype", AttrValue::DType(DType::I32)))?)
+    Ok(conv(cx)?.into_iter().next().flatten().ok_or("the convolution returned nothing")?)
+}
+
+/// QLinearConv: the exact integer convolution plus the int32 bias, requantized with the f32
+/// multiplier `x_scale · w_scale / y_scale` (`w_scale` per tensor or per output channel).
+pub(super) fn qlinear_conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, x_s, x_zp, w, w_s, w_zp, y_s, y_zp, bias) = (
+        cx.input(0)?,
+        cx.input(1)?,
+        cx.input(2)?,
+        cx.input(3)?,
+        cx.input(4)?,
+        cx.input(5)?,
+        cx.input(6)?,
+        cx.opt(7),
+        cx.opt(8),
+    );
+    let channels = w.shape().first().copied().unwrap_or(0);
+    for (s, what, per_channel_ok) in [(&x_s, "x_scale", false), (&w_s, "w_scale", true), (&y_s, "y_scale", false)] {
+        let n = s.shape().iter().product::<u64>();
+        if n != 1 && !(per_channel_ok && s.shape() == [channels]) {
+            return Err(format!(
+                "{what} has shape {:?}; it must be a scalar{}",
+                s.shape(),
+                if per_channel_ok { format!(" or [{channels}] (one per output channel)") } else { String::new() }
+            ));
+        }
+        check_scale(s)?;
+    }
+    if let Some(b) = &bias {
+        if b.ty().dtype != DType::I32 || b.shape() != [channels] {
+            return Err(format!("B must be int32 of shape [{channels}], got {} {:?}", b.ty().dtype, b.shape()));
+        }
+    }
+    let to = y_zp.as_ref().map_or(x.ty().dtype, |z| z.ty().dtype);
+    let acc = integer_conv(cx, x, w, Some(x_zp), Some(w_zp))?;
+    let rank = acc.rank();
+    let mut per_channel = vec![1; rank];
+    if rank > 1 {
+        per_channel[1] = channels;
+    }
+    let acc = match bias {
+        Some(b) => {
+            let b = cast(cx, &b, DType::F64)?;
+            let b = cx.reshape(&b, &per_channel, true)?;
+            cx.call_tmp("add", &[&acc, &b], Attrs::new())?
+        }
+        None => acc,
+    };
+    let acc = cast(cx, &acc, DType::F32)?;
+    let mut scales = Vec::with_capacity(3);
+    for s in [&x_s, &w_s, &y_s] {
+        let shape = if s.shape().iter().product::<u64>() == 1 { vec![] } else { per_channel.clone() };
+        let s = cx.reshape(s, &shape, true)?;
+        scales.push(cast(cx, &s, DType::F32)?);
+    }
+    let [x_s, w_s, y_s]: [Val; 3] = scales.try_into().map_err(|_| "three scales".to_string())?;
+    let xw = cx.call_tmp("multiply", &[&x_s, &w_s], Attrs::new())?;
+    let mult = cx.call_tmp("divide", &[&xw, &y_s], Attrs::new())?;
+    let real = cx.call_tmp("multiply", &[&acc, &mult], Attrs::new())?;
+    let y_zp = y_zp.map(|z| cx.reshape(&z, &[], true)).transpose()?;
+    one(quantize(cx, &real, &Cx::scalar(DType::F32, 1.0), y_zp.as_ref(), to, true)?)
 }
 
 pub(super) fn qlinear_matmul(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {

@@ -46,7 +46,7 @@ use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 /// The most time steps (sequence length times directions, summed over every recurrent node
 /// of a model) the importer unrolls. Each step costs 10 to 30 bindings, so the bound keeps a
 /// model's unrolled recurrences below about half a million calls.
-const MAX_UNROLLED_STEPS: u64 = 16_384;
+pub(super) const MAX_UNROLLED_STEPS: u64 = 16_384;
 
 /// Which recurrent layer.
 #[derive(Clone, Copy, PartialEq, Eq)]
