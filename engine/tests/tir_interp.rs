@@ -1,6 +1,6 @@
 //! The PrimFunc interpreter: loop-level text in, tensors out.
 
-use passel_engine::interp::{run_prim_func, InterpError, PrimArg, PrimScalar, MAX_PRIM_DEPTH};
+use passel_engine::interp::{block_nest_count, run_prim_func, InterpError, PrimArg, PrimScalar, MAX_PRIM_DEPTH};
 use passel_engine::ir::{parse_module, DType, Tensor, TensorData};
 use passel_engine::tir::{BinOp, Buffer, Param, PrimFuncBuilder};
 use proptest::prelude::*;
@@ -606,6 +606,13 @@ prim @p(%O: Buffer[(4, 3), i64]) {{
 fn block_and_scalar_agree(src: &str, name: &str, args: Vec<PrimArg>) -> Result<Vec<Tensor>, String> {
     let scalar_src = src.replace("/*S*/", "attr \"scalar\" = 0 {").replace("/*E*/", "}");
     let block_src = src.replace("/*S*/", "").replace("/*E*/", "");
+    let count = |src: &str| {
+        let m = parse_module(src).unwrap_or_else(|e| panic!("parses:\n{e}\n{src}"));
+        block_nest_count(m.get_prim(name).expect("prim")).expect("compiles")
+    };
+    let marked = src.matches("/*S*/").count();
+    assert_eq!(count(&block_src), marked, "every marked nest takes the block path:\n{block_src}");
+    assert_eq!(count(&scalar_src), 0, "no nest of\n{scalar_src}\ntakes the block path");
     let a = run(&block_src, name, args.clone()).map_err(|e| e.to_string());
     let b = run(&scalar_src, name, args).map_err(|e| e.to_string());
     assert_eq!(a, b, "block path and scalar path differ on\n{block_src}");

@@ -133,6 +133,12 @@ pub fn run_prim_func(name: &str, func: &PrimFunc, args: Vec<PrimArg>) -> Result<
     Ok(out)
 }
 
+/// How many loop nests of `func` run on the block path (see `prim/block.rs`); the rest run on
+/// the scalar closures. For tests and benchmarks that must know which path they measure.
+pub fn block_nest_count(func: &PrimFunc) -> Result<usize, String> {
+    Ok(Compiler::new(func)?.compile()?.n_nests)
+}
+
 // ---- runtime state ----
 
 /// The frame: variable slots, buffer storage, and the first error.

@@ -18,8 +18,6 @@
 //! Nests with other shapes, vectors, `let` expressions, casts or intrinsics stay on the scalar
 //! path. `interp/tests.rs` pins the two paths equal on generated nests.
 
-use std::sync::Arc;
-
 use super::{float_bin, int_arith, wrap, Class, Compiler, Ctx, FloatSink, IntSink, SFn};
 use crate::ir::DType;
 use crate::tir::{BinOp, BufId, PExprId, PExprKind, PrimFunc, StmtId, StmtKind};
@@ -126,8 +124,10 @@ impl IntSink for IBlock {
 }
 
 /// A fold step `acc = op(acc, term)` for a reduction, from the same table.
-type FFold = Box<dyn Fn(f64, &[f64]) -> f64>;
-type IFold = Box<dyn Fn(i64, &[i64]) -> Option<i64>>;
+type FFoldFn = dyn Fn(f64, &[f64]) -> f64;
+type IFoldFn = dyn Fn(i64, &[i64]) -> Option<i64>;
+type FFold = Box<FFoldFn>;
+type IFold = Box<IFoldFn>;
 
 impl FloatSink for FFoldSink {
     type Out = Option<FFold>;
@@ -612,7 +612,7 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
     let dims = access_dims(f.buf(buf), &idx_regs);
     let base = f.buf(buf).elem_offset;
     let slot = c.slot[buf.index()];
-    let nest = Arc::new(Nest { vars, los, exts, total, instrs, nf, ni, nest_id, store_op });
+    let nest = Nest { vars, los, exts, total, instrs, nf, ni, nest_id, store_op };
     Some(match mode {
         Mode::Map => Box::new(move |cx: &mut Ctx| {
             nest.run(cx, |sc, cx, n| {
@@ -685,8 +685,8 @@ impl Nest {
         while j < n {
             // A run along the innermost loop.
             let run = ((self.exts[inner] - ctr[inner]) as usize).min(n - j);
-            for d in 0..inner {
-                sc.i[d][j..j + run].fill(self.los[d] + ctr[d]);
+            for (d, &c) in ctr.iter().enumerate().take(inner) {
+                sc.i[d][j..j + run].fill(self.los[d] + c);
             }
             let start = self.los[inner] + ctr[inner];
             for (t, o) in sc.i[inner][j..j + run].iter_mut().enumerate() {
@@ -717,8 +717,8 @@ impl Nest {
             p /= self.exts[d];
         }
         for _ in pos..self.total {
-            for d in 0..k {
-                c.ints[self.vars[d]] = self.los[d] + ctr[d];
+            for (d, &ct) in ctr.iter().enumerate().take(k) {
+                c.ints[self.vars[d]] = self.los[d] + ct;
             }
             (self.store_op)(c);
             if c.err.is_some() {
@@ -777,8 +777,8 @@ impl Nest {
         base: i64,
         slot: super::Slot,
         term: Reg,
-        ffold: Option<&dyn Fn(f64, &[f64]) -> f64>,
-        ifold: Option<&dyn Fn(i64, &[i64]) -> Option<i64>>,
+        ffold: Option<&FFoldFn>,
+        ifold: Option<&IFoldFn>,
     ) {
         if self.vars.len() > 8 {
             return self.fallback(c, 0);

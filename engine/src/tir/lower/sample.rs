@@ -95,8 +95,8 @@ pub(super) fn grid_sample(k: &mut Kernel, cx: &LowerCx) -> Result<(), String> {
     // Grid points: [N, O1..Or]; the output is [N, C, O1..Or].
     let pshape: Vec<u64> = cx.args[1].shape[..r + 1].to_vec();
     let mut coords = Vec::with_capacity(r);
-    for d in 0..r {
-        let len = dims[d] as f64;
+    for (d, &dim) in dims.iter().enumerate() {
+        let len = dim as f64;
         let co = k.temp(&format!("coord{d}"), F, &pshape)?;
         // Phase 1a: the unnormalised coordinate (rounded to even for nearest).
         k.compute(co, |b, iv| {
