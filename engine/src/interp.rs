@@ -34,7 +34,7 @@ mod prim;
 #[cfg(test)]
 mod tests;
 
-pub use prim::{run_prim_func, PrimArg, PrimScalar, MAX_PRIM_DEPTH};
+pub use prim::{block_nest_count, run_prim_func, PrimArg, PrimScalar, MAX_PRIM_DEPTH};
 
 /// Default bound on nested calls between functions.
 pub const DEFAULT_MAX_CALL_DEPTH: usize = 10_000;
@@ -579,7 +579,8 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
     }
 
     /// `call_tir(@prim, args…)`: runs the PrimFunc on the arguments (tensors for buffer
-    /// parameters, rank-0 tensors for scalar ones) and returns its output buffer.
+    /// parameters, rank-0 tensors for scalar ones) and returns its output buffer (a tuple of
+    /// them when it has several: the type relation checked their count).
     fn call_tir(&mut self, id: NodeId, vals: Vec<Value>) -> Result<Value, EvalError> {
         let mut vals = vals.into_iter();
         let name = match vals.next() {
@@ -613,9 +614,8 @@ impl<'i, 'm, 'f> Machine<'i, 'm, 'f> {
         let outs = prim::run_prim_func(&name, &prim, args).map_err(|e| self.error(Some(id), e.message))?;
         match <[Tensor; 1]>::try_from(outs) {
             Ok([t]) => Ok(Value::Tensor(t)),
-            Err(outs) => {
-                Err(self.error(Some(id), format!("@{name} returned {} outputs where `call_tir` takes one", outs.len())))
-            }
+            Err(outs) if outs.is_empty() => Err(self.error(Some(id), format!("@{name} has no output buffer"))),
+            Err(outs) => Ok(Value::Tuple(outs.into_iter().map(Value::Tensor).collect())),
         }
     }
 

@@ -1,6 +1,6 @@
 //! The PrimFunc interpreter: loop-level text in, tensors out.
 
-use passel_engine::interp::{run_prim_func, InterpError, PrimArg, PrimScalar, MAX_PRIM_DEPTH};
+use passel_engine::interp::{block_nest_count, run_prim_func, InterpError, PrimArg, PrimScalar, MAX_PRIM_DEPTH};
 use passel_engine::ir::{parse_module, DType, Tensor, TensorData};
 use passel_engine::tir::{BinOp, Buffer, Param, PrimFuncBuilder};
 use proptest::prelude::*;
@@ -598,4 +598,106 @@ prim @p(%O: Buffer[(4, 3), i64]) {{
         }
         prop_assert_eq!(got, want, "{}", e.text());
     }
+}
+
+/// Runs `src` as written (loop nests whose body is one store take the block path) and with
+/// every such store wrapped in an `attr` (which keeps them on the scalar path): the results,
+/// or the errors, are the same.
+fn block_and_scalar_agree(src: &str, name: &str, args: Vec<PrimArg>) -> Result<Vec<Tensor>, String> {
+    let scalar_src = src.replace("/*S*/", "attr \"scalar\" = 0 {").replace("/*E*/", "}");
+    let block_src = src.replace("/*S*/", "").replace("/*E*/", "");
+    let count = |src: &str| {
+        let m = parse_module(src).unwrap_or_else(|e| panic!("parses:\n{e}\n{src}"));
+        block_nest_count(m.get_prim(name).expect("prim")).expect("compiles")
+    };
+    let marked = src.matches("/*S*/").count();
+    assert_eq!(count(&block_src), marked, "every marked nest takes the block path:\n{block_src}");
+    assert_eq!(count(&scalar_src), 0, "no nest of\n{scalar_src}\ntakes the block path");
+    let a = run(&block_src, name, args.clone()).map_err(|e| e.to_string());
+    let b = run(&scalar_src, name, args).map_err(|e| e.to_string());
+    assert_eq!(a, b, "block path and scalar path differ on\n{block_src}");
+    a
+}
+
+#[test]
+fn block_nests_compute_what_the_scalar_loops_compute() {
+    // A map nest with broadcasting, a select, a comparison and a read of its own element.
+    let src = r#"
+prim @m(%A: Buffer[(3, 300), f32], %B: Buffer[(300,), f32], %C: Buffer[(3, 300), f32]) {
+  for %i in serial(0, 3) {
+    for %j in serial(0, 300) {
+      /*S*/ %C[%i, %j] = select(lt(%A[%i, %j], %B[%j]), mul(%A[%i, %j], 3.0f), sub(%B[%j], %C[%i, %j])); /*E*/
+    }
+  }
+  for %i in serial(0, 3) {
+    for %j in serial(0, 300) {
+      /*S*/ %C[%i, %j] = add(%C[%i, %j], 0.5f); /*E*/
+    }
+  }
+}
+"#;
+    let a: Vec<f64> = (0..900).map(|i| ((i * 37 % 101) as f64) * 0.013 - 0.6).collect();
+    let b: Vec<f64> = (0..300).map(|i| ((i * 11 % 53) as f64) * 0.02 - 0.5).collect();
+    let out = block_and_scalar_agree(src, "m", vec![tensor(&[3, 300], DType::F32, &a), tensor(&[300], DType::F32, &b)])
+        .expect("runs");
+    let want: Vec<f32> = (0..900)
+        .map(|k| {
+            let (x, y) = (a[k] as f32, b[k % 300] as f32);
+            (if x < y { x * 3.0 } else { y - 0.0 }) + 0.5
+        })
+        .collect();
+    assert_eq!(f32s(&out[0]), want);
+
+    // Reductions: f32 sums in loop order (rounded every step), integer products that wrap,
+    // a max over a window with clamped loads.
+    let src = r#"
+prim @r(%A: Buffer[(4, 700), f32], %I: Buffer[(4, 9), i32], %S: Buffer[(4,), f32], %P: Buffer[(4,), i32], %M: Buffer[(4, 700), f32]) {
+  for %i in serial(0, 4) {
+    %S[%i] = 0.0f;
+    for %k in serial(0, 700) {
+      /*S*/ %S[%i] = add(%S[%i], mul(%A[%i, %k], %A[%i, %k])); /*E*/
+    }
+    %P[%i] = 1i32;
+    for %k in serial(0, 9) {
+      /*S*/ %P[%i] = mul(%P[%i], %I[%i, %k]); /*E*/
+    }
+    for %j in serial(0, 700) {
+      %M[%i, %j] = f32(-inf);
+      for %r in serial(0, 3) {
+        /*S*/ %M[%i, %j] = max(%M[%i, %j], %A[%i, min(max(sub(add(%j, %r), 1), 0), 699)]); /*E*/
+      }
+    }
+  }
+}
+"#;
+    let a: Vec<f64> = (0..2800).map(|i| ((i * 29 % 97) as f64) * 0.01 - 0.5).collect();
+    let ints: Vec<f64> = (0..36).map(|i| ((i * 7 % 13) as f64) - 6.0).collect();
+    block_and_scalar_agree(src, "r", vec![tensor(&[4, 700], DType::F32, &a), tensor(&[4, 9], DType::I32, &ints)])
+        .expect("runs");
+}
+
+#[test]
+fn block_nests_report_errors_as_the_scalar_loops_do() {
+    // Out of bounds in the middle of the second block, after the first block was stored.
+    let src = r#"
+prim @oob(%A: Buffer[(400,), f32], %B: Buffer[(400,), f32]) {
+  for %i in serial(0, 400) {
+    /*S*/ %B[%i] = %A[select(lt(%i, 300), %i, add(%i, 100))]; /*E*/
+  }
+}
+"#;
+    let e = block_and_scalar_agree(src, "oob", vec![tensor(&[400], DType::F32, &[1.0; 400])]).unwrap_err();
+    assert!(e.contains("out-of-bounds load `%A[400]` (shape (400,))"), "{e}");
+    // A division by zero inside a reduction.
+    let src = r#"
+prim @z(%A: Buffer[(600,), i32], %S: Buffer[(1,), i32]) {
+  for %k in serial(0, 600) {
+    /*S*/ %S[0] = add(%S[0], div(600i32, %A[%k])); /*E*/
+  }
+}
+"#;
+    let mut vals = vec![1.0; 600];
+    vals[450] = 0.0;
+    let e = block_and_scalar_agree(src, "z", vec![tensor(&[600], DType::I32, &vals)]).unwrap_err();
+    assert!(e.contains("integer division by zero in `div`"), "{e}");
 }

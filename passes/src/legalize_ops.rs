@@ -4,7 +4,9 @@
 //!
 //! What it does: for each call of an operator listed in `tir::lower::LOWERED_OPS` whose
 //! arguments and result have known tensor types (run InferType first; it is required), it
-//! builds the PrimFunc with [`lower_call`] and replaces the call. Calls with the same operator,
+//! builds the PrimFunc with [`lower_call`] and replaces the call. A tuple result (`split`,
+//! `topk`, `batch_norm`) becomes a PrimFunc with one output buffer per field, called with
+//! `call_tir(…, outputs=n)`, whose value is the tuple. Calls with the same operator,
 //! attributes and types share one PrimFunc (one kernel for a network's repeated layers), as
 //! TVM's block builder deduplicates; PrimFuncs are named after their operator (`@add`,
 //! `@add_1`, … in order of first use), never colliding with existing globals.
@@ -87,15 +89,21 @@ impl ExprMutator for Legalize<'_> {
         }
         let def = passel_engine::op::try_get(op)?;
         let out_ty = cx.old().ty(old)?.clone();
-        let out = tensor(Some(&out_ty))?;
+        // A tuple result (split, topk, batch_norm) becomes one output buffer per field.
+        let outs: Vec<TensorType> = match out_ty.kind() {
+            TypeKind::Tuple(fields) if !fields.is_empty() => {
+                fields.iter().map(|f| tensor(Some(f))).collect::<Option<_>>()?
+            }
+            _ => vec![tensor(Some(&out_ty))?],
+        };
         let arg_ids: Vec<NodeId> = cx.ids(args).to_vec();
         let arg_tys: Option<Vec<TensorType>> = arg_ids.iter().map(|&a| tensor(cx.ty(a))).collect();
         let arg_tys = arg_tys?;
         let call_attrs = cx.call_attrs(attrs).clone();
-        let key = format!("{}|{:?}|{:?}|{:?}", def.name, call_attrs, arg_tys, out);
+        let key = format!("{}|{:?}|{:?}|{:?}", def.name, call_attrs, arg_tys, outs);
         let (name, prim_ty) = match self.made.by_key.get(&key) {
             Some(entry) => entry.clone(),
-            None => match lower_call(def.name, &arg_tys, &call_attrs, &out) {
+            None => match lower_call(def.name, &arg_tys, &call_attrs, &outs) {
                 None => {
                     self.made
                         .skipped
@@ -121,7 +129,11 @@ impl ExprMutator for Legalize<'_> {
         let mut call_args = Vec::with_capacity(arg_ids.len() + 1);
         call_args.push(g);
         call_args.extend_from_slice(&arg_ids);
-        let call = cx.call(self.call_tir, &call_args, passel_engine::ir::Attrs::new());
+        let mut tir_attrs = passel_engine::ir::Attrs::new();
+        if outs.len() > 1 {
+            tir_attrs.set("outputs", passel_engine::ir::AttrValue::Int(outs.len() as i64));
+        }
+        let call = cx.call(self.call_tir, &call_args, tir_attrs);
         cx.set_ty(call, Some(out_ty));
         Some(call)
     }

@@ -3,7 +3,7 @@
 
 use passel_engine::interp::{assert_values_close, eval_function, random_args};
 use passel_engine::ir::{parse_module, ExprKind};
-use passel_engine::tir::lower::LOWERED_OPS;
+use passel_engine::tir::lower::{LOWERED_OPS, NOT_LOWERED};
 
 /// One sample call per lowered operator: `(op, module text)`.
 const SAMPLES: &[(&str, &str)] = &[
@@ -40,6 +40,60 @@ const SAMPLES: &[(&str, &str)] = &[
     ("avg_pool2d", "def @main(%x: Tensor[(1, 2, 5, 5), f32]) { avg_pool2d(%x, pool_size=[2, 2], padding=[1, 1], count_include_pad=true) }"),
     ("global_avg_pool2d", "def @main(%x: Tensor[(1, 2, 3, 4), f32]) { global_avg_pool2d(%x) }"),
     ("global_max_pool2d", "def @main(%x: Tensor[(1, 2, 3, 4), f32]) { global_max_pool2d(%x) }"),
+    ("mish", "def @main(%x: Tensor[(2, 3), f32]) { mish(%x) }"),
+    ("selu", "def @main(%x: Tensor[(2, 3), f32]) { selu(%x, alpha=1.5, gamma=1.25) }"),
+    ("celu", "def @main(%x: Tensor[(2, 3), f32]) { celu(%x, alpha=0.5) }"),
+    ("thresholded_relu", "def @main(%x: Tensor[(2, 3), f32]) { thresholded_relu(%x, alpha=0.25) }"),
+    ("shrink", "def @main(%x: Tensor[(2, 3), f32]) { shrink(%x, bias=0.125, lambd=0.25) }"),
+    ("isinf", "def @main(%x: Tensor[(2, 3), f32]) { isinf(%x, detect_negative=false) }"),
+    ("bitwise_not", "def @main(%x: Tensor[(2, 3), i32]) { bitwise_not(%x) }"),
+    ("dropout", "def @main(%x: Tensor[(2, 3), f32]) { dropout(%x, rate=0.5) }"),
+    ("mod", "def @main(%x: Tensor[(2, 3), f32], %y: Tensor[(3,), f32]) { mod(%x, %y) }"),
+    ("mod", "def @main(%x: Tensor[(2, 3), f32], %y: Tensor[(2, 3), f32]) { mod(%x, %y, fmod=true) }"),
+    ("logical", "def @main(%x: Tensor[(2, 3), bool], %y: Tensor[(3,), bool]) { OP(%x, %y) }"),
+    ("bitwise", "def @main(%x: Tensor[(2, 3), i32], %y: Tensor[(2, 3), i32]) { OP(%x, %y) }"),
+    ("right_shift", "def @main(%x: Tensor[(2, 3), u8], %y: Tensor[(2, 3), u8]) { right_shift(%x, %y) }"),
+    ("zeros", "def @main() { zeros(shape=[2, 3], dtype=i32) }"),
+    ("ones", "def @main() { ones(shape=[2, 3]) }"),
+    ("concatenate", "def @main(%x: Tensor[(2, 3), f32], %y: Tensor[(2, 1), f32], %z: Tensor[(2, 2), f32]) { concatenate(%x, %y, %z, axis=-1) }"),
+    ("take", "def @main(%x: Tensor[(2, 6, 3), f32], %i: Tensor[(2, 2), i64]) { take(%x, %i, axis=1) }"),
+    ("take", "def @main(%x: Tensor[(6,), f32], %i: Tensor[(4,), i32]) { take(%x, %i) }"),
+    ("gather_elements", "def @main(%x: Tensor[(6, 2), f32], %i: Tensor[(3, 2), i64]) { gather_elements(%x, %i) }"),
+    ("scatter_elements", "def @main(%x: Tensor[(2, 6), f32], %i: Tensor[(2, 3), i64], %u: Tensor[(2, 3), f32]) { scatter_elements(%x, %i, %u, axis=1) }"),
+    ("scatter_elements", "def @main(%x: Tensor[(6, 2), f32], %i: Tensor[(4, 2), i32], %u: Tensor[(4, 2), f32]) { scatter_elements(%x, %i, %u, reduction=\"add\") }"),
+    ("scatter_nd", "def @main(%x: Tensor[(6, 6, 2), f32], %i: Tensor[(3, 2), i64], %u: Tensor[(3, 2), f32]) { scatter_nd(%x, %i, %u, reduction=\"max\") }"),
+    ("scatter_nd", "def @main(%x: Tensor[(6, 3), i32], %i: Tensor[(2, 1), i64], %u: Tensor[(2, 3), i32]) { scatter_nd(%x, %i, %u) }"),
+    ("strided_slice", "def @main(%x: Tensor[(5, 6), f32]) { strided_slice(%x, begin=[-1, 1], end=[-10, 100], strides=[-2, 2]) }"),
+    ("strided_slice", "def @main(%x: Tensor[(5, 6, 2), f32]) { strided_slice(%x, begin=[1], end=[3], axes=[1]) }"),
+    ("pad", "def @main(%x: Tensor[(2, 3), f32]) { pad(%x, pad_width=[1, 2, 0, 1], pad_value=0.5) }"),
+    ("pad", "def @main(%x: Tensor[(2, 3), f32]) { pad(%x, pad_width=[1, 4, 2, 3], pad_mode=\"reflect\") }"),
+    ("pad", "def @main(%x: Tensor[(2, 3), f32]) { pad(%x, pad_width=[1, -1, 0, 2], pad_mode=\"edge\") }"),
+    ("trilu", "def @main(%x: Tensor[(2, 3, 4), f32]) { trilu(%x, k=1) }"),
+    ("trilu", "def @main(%x: Tensor[(3, 4), i32]) { trilu(%x, upper=false, k=-1) }"),
+    ("one_hot", "def @main(%i: Tensor[(2, 3), i64], %v: Tensor[(2,), f32]) { one_hot(%i, %v, depth=4, axis=1) }"),
+    ("prod", "def @main(%x: Tensor[(2, 3, 4), f32]) { prod(%x, axis=[1]) }"),
+    ("argmax", "def @main(%x: Tensor[(2, 3, 4), f32]) { argmax(%x, axis=1) }"),
+    ("argmax", "def @main(%x: Tensor[(2, 3, 4), i32]) { argmax(%x, axis=-1, keepdims=true, select_last_index=true) }"),
+    ("argmin", "def @main(%x: Tensor[(2, 3, 4), f32]) { argmin(%x, axis=2, keepdims=true) }"),
+    ("argmin", "def @main(%x: Tensor[(5, 3), i64]) { argmin(%x, select_last_index=true) }"),
+    ("cumsum", "def @main(%x: Tensor[(2, 3, 4), f32]) { cumsum(%x, axis=1) }"),
+    ("cumsum", "def @main(%x: Tensor[(2, 5), i32]) { cumsum(%x, axis=-1, exclusive=true, reverse=true) }"),
+    ("cumprod", "def @main(%x: Tensor[(2, 5), f32]) { cumprod(%x, axis=1, reverse=true) }"),
+    ("conv2d_transpose", "def @main(%x: Tensor[(1, 4, 3, 3), f32], %w: Tensor[(4, 3, 3, 2), f32]) { conv2d_transpose(%x, %w, strides=[2, 1], padding=[1, 0, 0, 1], dilation=[1, 2], groups=2, output_padding=[1, 0]) }"),
+    ("einsum", "def @main(%x: Tensor[(2, 3, 4), f32], %y: Tensor[(2, 4, 5), f32]) { einsum(%x, %y, equation=\"bij,bjk->bik\") }"),
+    ("einsum", "def @main(%x: Tensor[(3, 3), f32]) { einsum(%x, equation=\"ii->i\") }"),
+    ("resize2d", "def @main(%x: Tensor[(1, 2, 3, 4), f32]) { resize2d(%x, size=[5, 7], method=\"linear\") }"),
+    ("resize2d", "def @main(%x: Tensor[(1, 1, 4, 4), f32]) { resize2d(%x, size=[3, 6], method=\"cubic\", coordinate_transformation_mode=\"align_corners\") }"),
+    ("resize2d", "def @main(%x: Tensor[(2, 3, 3), f32]) { resize2d(%x, size=[6, 2]) }"),
+    ("grid_sample", "def @main(%x: Tensor[(1, 2, 3, 4), f32], %g: Tensor[(1, 2, 3, 2), f32]) { grid_sample(%x, add(%g, %g)) }"),
+    ("grid_sample", "def @main(%x: Tensor[(1, 1, 3, 4), f32], %g: Tensor[(1, 3, 2, 2), f32]) { grid_sample(%x, add(%g, %g), mode=\"cubic\", padding_mode=\"reflection\") }"),
+    ("grid_sample", "def @main(%x: Tensor[(2, 1, 4, 3), f32], %g: Tensor[(2, 2, 2, 2), f32]) { grid_sample(%x, add(%g, %g), mode=\"nearest\", padding_mode=\"border\", align_corners=true) }"),
+    ("split", "def @main(%x: Tensor[(2, 6), f32]) { split(%x, indices_or_sections=3, axis=1) }"),
+    ("split", "def @main(%x: Tensor[(5, 2), f32]) { split(%x, indices=[1, 4]) }"),
+    ("batch_norm", "def @main(%x: Tensor[(2, 3, 4), f32], %g: Tensor[(3,), f32], %b: Tensor[(3,), f32], %m: Tensor[(3,), f32], %v: Tensor[(3,), f32]) { batch_norm(%x, %g, %b, %m, abs(%v), epsilon=0.01) }"),
+    ("topk", "def @main(%x: Tensor[(3, 5), f32]) { topk(%x, k=3) }"),
+    ("topk", "def @main(%x: Tensor[(4, 3), i32]) { topk(%x, k=2, axis=0, largest=false) }"),
+    ("lrn", "def @main(%x: Tensor[(1, 5, 2, 2), f32]) { lrn(%x, size=3, alpha=0.001, beta=0.75, bias=2.0) }"),
 ];
 
 const UNARY: &[&str] = &[
@@ -76,6 +130,8 @@ const UNARY: &[&str] = &[
 ];
 const BINARY: &[&str] = &["add", "subtract", "multiply", "divide", "maximum", "minimum", "power"];
 const COMPARE: &[&str] = &["equal", "not_equal", "less", "less_equal", "greater", "greater_equal"];
+const LOGICAL: &[&str] = &["logical_and", "logical_or", "logical_xor"];
+const BITWISE: &[&str] = &["bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"];
 
 /// Every (op, text) pair to check.
 fn cases() -> Vec<(String, String)> {
@@ -85,18 +141,33 @@ fn cases() -> Vec<(String, String)> {
             "unary" => out.extend(UNARY.iter().map(|u| (u.to_string(), text.replace("OP", u)))),
             "add" => out.extend(BINARY.iter().map(|u| (u.to_string(), text.replace("OP", u)))),
             "compare" => out.extend(COMPARE.iter().map(|u| (u.to_string(), text.replace("OP", u)))),
+            "logical" => out.extend(LOGICAL.iter().map(|u| (u.to_string(), text.replace("OP", u)))),
+            "bitwise" => out.extend(BITWISE.iter().map(|u| (u.to_string(), text.replace("OP", u)))),
             _ => out.push((op.to_string(), text.to_string())),
         }
     }
     out
 }
 
+/// Issue #31: every registered operator has a loop-level definition and a sample call here,
+/// except the few in `NOT_LOWERED`, which cannot have one (docs/tir.md argues each).
 #[test]
-fn every_lowered_operator_has_a_sample_and_exists() {
+fn every_registered_operator_is_lowered_or_excluded() {
     let sampled: std::collections::BTreeSet<String> = cases().into_iter().map(|(op, _)| op).collect();
-    for op in LOWERED_OPS {
+    let mut missing = Vec::new();
+    for (_, def) in passel_engine::op::all() {
+        let excluded = NOT_LOWERED.iter().any(|(n, _)| *n == def.name);
+        let lowered = LOWERED_OPS.contains(&def.name);
+        assert!(!(excluded && lowered), "`{}` is both lowered and listed as impossible to lower", def.name);
+        if !excluded && !lowered {
+            missing.push(def.name);
+        } else if lowered {
+            assert!(sampled.contains(def.name), "`{}` has a lowering but no sample call here", def.name);
+        }
+    }
+    assert!(missing.is_empty(), "operators without a loop-level definition: {missing:?}");
+    for op in LOWERED_OPS.iter().chain(NOT_LOWERED.iter().map(|(n, _)| n)) {
         assert!(passel_engine::op::lookup(op).is_some(), "`{op}` is not a registered operator");
-        assert!(sampled.contains(*op), "`{op}` has a lowering but no sample call here");
     }
 }
 
@@ -116,7 +187,7 @@ fn lowered_calls_evaluate_as_the_graph_kernels() {
             })
             .collect();
         assert!(calls.iter().all(|&c| c == "call_tir"), "{op}: not lowered: {calls:?}\n{lowered}");
-        assert_eq!(lowered.num_prims(), 1, "{op}");
+        assert!(lowered.num_prims() >= 1, "{op}");
         for seed in 0..3 {
             let args = random_args(m.get("main").unwrap(), seed).expect("args");
             let want = eval_function(&m, "main", &args).unwrap_or_else(|e| panic!("{op}: graph eval: {e}"));

@@ -74,6 +74,8 @@
 //! statements. That depth is computed bottom-up over the arenas before compiling, and a
 //! function nested deeper than [`MAX_PRIM_DEPTH`] is refused with a clear error.
 
+mod block;
+
 use std::sync::Arc;
 
 use half::f16;
@@ -131,6 +133,12 @@ pub fn run_prim_func(name: &str, func: &PrimFunc, args: Vec<PrimArg>) -> Result<
     Ok(out)
 }
 
+/// How many loop nests of `func` run on the block path (see `prim/block.rs`); the rest run on
+/// the scalar closures. For tests and benchmarks that must know which path they measure.
+pub fn block_nest_count(func: &PrimFunc) -> Result<usize, String> {
+    Ok(Compiler::new(func)?.compile()?.n_nests)
+}
+
 // ---- runtime state ----
 
 /// The frame: variable slots, buffer storage, and the first error.
@@ -141,6 +149,8 @@ struct Ctx {
     f64s: Vec<Vec<f64>>,
     i64s: Vec<Vec<i64>>,
     err: Option<String>,
+    /// Scratch registers of each block-compiled nest ([`block`]).
+    nests: Vec<block::Scratch>,
 }
 
 impl Ctx {
@@ -274,6 +284,8 @@ struct Program {
     slot: Vec<Slot>,
     /// Number of storage slots per class.
     counts: [usize; 3],
+    /// Number of block-compiled nests.
+    n_nests: usize,
 }
 
 // ---- wrapping and rounding, as types so that each width compiles to its own code ----
@@ -607,11 +619,44 @@ fn bits_of(d: DType) -> i64 {
     (d.size_bytes() * 8) as i64
 }
 
+/// Where a binary operator's element function goes: into a scalar closure ([`IArgs`],
+/// [`FArgs`]) or into a block instruction ([`block`]). One table of operator semantics
+/// ([`int_arith`], [`float_bin`]) serves both, so the block path computes what the scalar
+/// path computes.
+trait IntSink {
+    type Out;
+    /// `f` returns `None` for a division by zero.
+    fn ibin<F: Fn(i64, i64) -> Option<i64> + Copy + 'static>(self, f: F) -> Self::Out;
+}
+
+trait FloatSink {
+    type Out;
+    fn fbin<F: Fn(f64, f64) -> f64 + Copy + 'static>(self, f: F) -> Self::Out;
+    fn fcmp<F: Fn(f64, f64) -> bool + Copy + 'static>(self, f: F) -> Self::Out;
+}
+
+impl IntSink for (IArgs, Arc<str>) {
+    type Out = CE;
+    fn ibin<F: Fn(i64, i64) -> Option<i64> + Copy + 'static>(self, f: F) -> CE {
+        build_ibin(f, self.0, self.1)
+    }
+}
+
+impl FloatSink for FArgs {
+    type Out = CE;
+    fn fbin<F: Fn(f64, f64) -> f64 + Copy + 'static>(self, f: F) -> CE {
+        build_fbin(f, self)
+    }
+    fn fcmp<F: Fn(f64, f64) -> bool + Copy + 'static>(self, f: F) -> CE {
+        build_fcmp(f, self)
+    }
+}
+
 /// Arithmetic binary operator on integer dtype `d`.
-fn int_arith(op: BinOp, d: DType, args: IArgs, msg: Arc<str>) -> CE {
+fn int_arith<S: IntSink>(op: BinOp, d: DType, sink: S) -> S::Out {
     macro_rules! go {
         ($f:expr) => {
-            build_ibin($f, args, msg)
+            sink.ibin($f)
         };
     }
     if d == DType::U64 {
@@ -650,25 +695,25 @@ fn int_arith(op: BinOp, d: DType, args: IArgs, msg: Arc<str>) -> CE {
 }
 
 /// Binary operator on float dtype `d`.
-fn float_bin(op: BinOp, d: DType, args: FArgs) -> CE {
+fn float_bin<S: FloatSink>(op: BinOp, d: DType, sink: S) -> S::Out {
     with_round!(d, R => match op {
-        BinOp::Add => build_fbin(|x, y| R::r(x + y), args),
-        BinOp::Sub => build_fbin(|x, y| R::r(x - y), args),
-        BinOp::Mul => build_fbin(|x, y| R::r(x * y), args),
-        BinOp::Div => build_fbin(|x, y| R::r(x / y), args),
-        BinOp::Mod => build_fbin(|x, y| R::r(x % y), args),
-        BinOp::FloorDiv => build_fbin(|x, y| R::r(R::r(x / y).floor()), args),
-        BinOp::FloorMod => build_fbin(|x, y| R::r(x - R::r(R::r(x / y).floor() * y)), args),
-        BinOp::Min => build_fbin(|x: f64, y: f64| if x.is_nan() || y.is_nan() { f64::NAN } else { x.min(y) }, args),
-        BinOp::Max => build_fbin(|x: f64, y: f64| if x.is_nan() || y.is_nan() { f64::NAN } else { x.max(y) }, args),
-        BinOp::Eq => build_fcmp(|x, y| x == y, args),
-        BinOp::Ne => build_fcmp(|x, y| x != y, args),
-        BinOp::Lt => build_fcmp(|x, y| x < y, args),
-        BinOp::Le => build_fcmp(|x, y| x <= y, args),
-        BinOp::Gt => build_fcmp(|x, y| x > y, args),
-        BinOp::Ge => build_fcmp(|x, y| x >= y, args),
+        BinOp::Add => sink.fbin(|x, y| R::r(x + y)),
+        BinOp::Sub => sink.fbin(|x, y| R::r(x - y)),
+        BinOp::Mul => sink.fbin(|x, y| R::r(x * y)),
+        BinOp::Div => sink.fbin(|x, y| R::r(x / y)),
+        BinOp::Mod => sink.fbin(|x, y| R::r(x % y)),
+        BinOp::FloorDiv => sink.fbin(|x, y| R::r(R::r(x / y).floor())),
+        BinOp::FloorMod => sink.fbin(|x, y| R::r(x - R::r(R::r(x / y).floor() * y))),
+        BinOp::Min => sink.fbin(|x: f64, y: f64| if x.is_nan() || y.is_nan() { f64::NAN } else { x.min(y) }),
+        BinOp::Max => sink.fbin(|x: f64, y: f64| if x.is_nan() || y.is_nan() { f64::NAN } else { x.max(y) }),
+        BinOp::Eq => sink.fcmp(|x, y| x == y),
+        BinOp::Ne => sink.fcmp(|x, y| x != y),
+        BinOp::Lt => sink.fcmp(|x, y| x < y),
+        BinOp::Le => sink.fcmp(|x, y| x <= y),
+        BinOp::Gt => sink.fcmp(|x, y| x > y),
+        BinOp::Ge => sink.fcmp(|x, y| x >= y),
         // The builder allows `and` / `or` on bool only.
-        BinOp::And | BinOp::Or => build_fcmp(|_, _| false, args),
+        BinOp::And | BinOp::Or => sink.fcmp(|_, _| false),
     })
 }
 
@@ -1091,6 +1136,9 @@ struct Compiler<'f> {
     /// Message suffix per statement (`in store to `%B` (s3)`), made on demand.
     at: Vec<Option<Arc<str>>>,
     bufs: Vec<Arc<Buffer>>,
+    /// `for` statements that are the whole body of another `for` (compiled with it).
+    inner_of_nest: Vec<bool>,
+    n_nests: usize,
 }
 
 impl<'f> Compiler<'f> {
@@ -1117,8 +1165,18 @@ impl<'f> Compiler<'f> {
                 }
             }
         }
+        let mut inner_of_nest = vec![false; f.stmts().len()];
+        for st in f.stmts() {
+            if let StmtKind::For { body, .. } = st.kind {
+                if body.index() < inner_of_nest.len() && matches!(f.stmt(body).kind, StmtKind::For { .. }) {
+                    inner_of_nest[body.index()] = true;
+                }
+            }
+        }
         Ok(Compiler {
             f,
+            inner_of_nest,
+            n_nests: 0,
             exprs: Vec::with_capacity(f.exprs().len()),
             leaves: Vec::with_capacity(f.stmts().len()),
             slot,
@@ -1314,7 +1372,7 @@ impl<'f> Compiler<'f> {
                     };
                     let msg: Arc<str> =
                         format!("integer division by zero in `{}` {}", op.name(), self.at_expr(e)).into();
-                    int_arith(op, d, args, msg)
+                    int_arith(op, d, (args, msg))
                 }
             }
             PExprKind::Not(a) => build_iun(|x| 1 - (x & 1), self.iarg(a)?),
@@ -1536,6 +1594,46 @@ impl<'f> Compiler<'f> {
                 };
                 op
             }
+            StmtKind::For { .. } => {
+                if self.inner_of_nest[s.index()] {
+                    // Compiled with the `for` whose body it is.
+                    return Ok(None);
+                }
+                // The perfect nest rooted here, outermost first.
+                let mut chain = vec![s];
+                while let StmtKind::For { body, .. } = f.stmt(chain[chain.len() - 1]).kind {
+                    if !matches!(f.stmt(body).kind, StmtKind::For { .. }) {
+                        break;
+                    }
+                    chain.push(body);
+                }
+                if let Some(op) = block::try_compile(self, &chain, self.n_nests) {
+                    self.n_nests += 1;
+                    return Ok(Some(op));
+                }
+                for &c in chain[1..].iter().rev() {
+                    let op = self.compile_for(c)?;
+                    self.leaves[c.index()] = Some(op);
+                }
+                self.compile_for(s)?
+            }
+            StmtKind::If { cond, then_, else_ } => {
+                let k = self.iop(cond)?;
+                let t = block(self.flatten(then_)?);
+                let e = match else_ {
+                    Some(e) => block(self.flatten(e)?),
+                    None => block(Vec::new()),
+                };
+                Box::new(move |c: &mut Ctx| if k.get(c) != 0 { t(c) } else { e(c) })
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// A `for` statement on the scalar path.
+    fn compile_for(&mut self, s: StmtId) -> Result<SFn, String> {
+        let f = self.f;
+        Ok(match f.stmt(s).kind {
             StmtKind::For { var, min, extent, body, .. } => {
                 let (lo, n) = (self.iop(min)?, self.iop(extent)?);
                 let body = block(self.flatten(body)?);
@@ -1559,17 +1657,8 @@ impl<'f> Compiler<'f> {
                 }));
                 op
             }
-            StmtKind::If { cond, then_, else_ } => {
-                let k = self.iop(cond)?;
-                let t = block(self.flatten(then_)?);
-                let e = match else_ {
-                    Some(e) => block(self.flatten(e)?),
-                    None => block(Vec::new()),
-                };
-                Box::new(move |c: &mut Ctx| if k.get(c) != 0 { t(c) } else { e(c) })
-            }
-            _ => return Ok(None),
-        }))
+            _ => return Err(format!("internal error: {s} is not a loop")),
+        })
     }
 
     fn compile(mut self) -> Result<Program, String> {
@@ -1583,7 +1672,7 @@ impl<'f> Compiler<'f> {
             self.leaves.push(op);
         }
         let body = block(self.flatten(f.body())?);
-        Ok(Program { body, slot: self.slot, counts: self.counts })
+        Ok(Program { body, slot: self.slot, counts: self.counts, n_nests: self.n_nests })
     }
 }
 
@@ -1814,6 +1903,7 @@ fn bind_args(f: &PrimFunc, p: &Program, args: Vec<PrimArg>) -> Result<Ctx, Strin
         f64s: vec![Vec::new(); p.counts[1]],
         i64s: vec![Vec::new(); p.counts[2]],
         err: None,
+        nests: (0..p.n_nests).map(|_| block::Scratch::default()).collect(),
     };
     fn put(c: &mut Ctx, slot: Slot, st: Storage) {
         match (slot.class, st) {

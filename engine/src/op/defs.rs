@@ -783,7 +783,7 @@ pub(super) fn all() -> Vec<OpDef> {
         OpDef {
             name: "call_tir",
             arity: AtLeast(1),
-            attrs: &[],
+            attrs: &[attr!("outputs", Int)],
             pattern: Opaque,
             stateful: false,
             tuple_result: false,
@@ -791,7 +791,7 @@ pub(super) fn all() -> Vec<OpDef> {
             kernel: super::kernels::call_tir::call_tir,
             scalar_f32: None,
             cost: linear,
-            doc: "calls the PrimFunc `@f` on the inputs; its last parameter is the output buffer (destination passing)",
+            doc: "calls the PrimFunc `@f` on the inputs; its last `outputs` (default 1) parameters are the output buffers (destination passing), the result a tensor or, for several, a tuple",
         },
     ]
 }

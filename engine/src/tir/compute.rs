@@ -132,6 +132,35 @@ impl Kernel {
         Ok(())
     }
 
+    /// A stage of any statements: `f(i…)` builds the body of a loop nest over `shape` (for
+    /// scatters, scans and selections, whose stores are not one value per output element).
+    pub fn each(
+        &mut self,
+        shape: &[i64],
+        f: impl FnOnce(&mut PrimFuncBuilder, &[VarId]) -> Result<Vec<StmtId>, String>,
+    ) -> Result<(), String> {
+        let vars = self.loop_vars("i", shape.len())?;
+        let body = f(&mut self.b, &vars)?;
+        let body = self.b.seq(&body);
+        let stage = self.nest(&vars, shape, body)?;
+        self.stages.push(stage);
+        Ok(())
+    }
+
+    /// A scatter stage: `out[idx(i…)] = value(i…)` for every `i` in `domain`, in row-major
+    /// order (later positions win; `f` may load `out` to combine).
+    pub fn scatter(
+        &mut self,
+        out: BufId,
+        domain: &[i64],
+        mut f: impl FnMut(&mut PrimFuncBuilder, &[VarId]) -> Result<(Vec<PExprId>, PExprId), String>,
+    ) -> Result<(), String> {
+        self.each(domain, |b, iv| {
+            let (idx, value) = f(b, iv)?;
+            Ok(vec![b.store(out, &idx, value)?])
+        })
+    }
+
     /// The finished PrimFunc: the stages in order, inside the temporaries' allocations.
     pub fn finish(mut self) -> PrimFunc {
         let mut body = self.b.seq(&self.stages);
@@ -189,6 +218,72 @@ pub mod ex {
             .iter()
             .enumerate()
             .map(|(k, &d)| if d == 1 && out_shape[lead + k] != 1 { b.i64(0) } else { b.var_ref(vars[lead + k]) })
+            .collect()
+    }
+
+    /// `x` as an i64 index (a cast unless it already is one).
+    pub fn as_index(b: &mut PrimFuncBuilder, x: PExprId) -> PExprId {
+        if b.peek().expr(x).ty.dtype == DType::I64 {
+            x
+        } else {
+            b.cast(x, DType::I64)
+        }
+    }
+
+    /// `select(x < 0, x + dim, x)`: a possibly negative position along an axis of length
+    /// `dim` (ONNX's convention), counted from the start.
+    pub fn wrap_negative(b: &mut PrimFuncBuilder, x: PExprId, dim: i64) -> Value {
+        let (x2, x3) = (b.copy_expr(x)?, b.copy_expr(x)?);
+        let zero = b.i64(0);
+        let neg = b.bin(BinOp::Lt, x, zero)?;
+        let d = b.i64(dim);
+        let up = b.bin(BinOp::Add, x2, d)?;
+        b.select(neg, up, x3)
+    }
+
+    /// `min(max(x, lo), hi)`.
+    pub fn clamp(b: &mut PrimFuncBuilder, x: PExprId, lo: i64, hi: i64) -> Value {
+        let l = b.i64(lo);
+        let m = b.bin(BinOp::Max, x, l)?;
+        let h = b.i64(hi);
+        b.bin(BinOp::Min, m, h)
+    }
+
+    /// `lo <= x && x < hi`.
+    pub fn in_range(b: &mut PrimFuncBuilder, x: PExprId, lo: i64, hi: i64) -> Value {
+        let x2 = b.copy_expr(x)?;
+        let l = b.i64(lo);
+        let ge = b.bin(BinOp::Ge, x, l)?;
+        let h = b.i64(hi);
+        let lt = b.bin(BinOp::Lt, x2, h)?;
+        b.bin(BinOp::And, ge, lt)
+    }
+
+    /// `x + k` (k an i64 constant; `x` itself when k is 0).
+    pub fn plus(b: &mut PrimFuncBuilder, x: PExprId, k: i64) -> Value {
+        if k == 0 {
+            return Ok(x);
+        }
+        let c = b.i64(k);
+        b.bin(BinOp::Add, x, c)
+    }
+
+    /// `x * k + c` over i64.
+    pub fn affine(b: &mut PrimFuncBuilder, x: PExprId, k: i64, c: i64) -> Value {
+        let x = if k == 1 {
+            x
+        } else {
+            let kk = b.i64(k);
+            b.bin(BinOp::Mul, x, kk)?
+        };
+        plus(b, x, c)
+    }
+
+    /// The loop variables `iv` with position `axis` replaced by `at` (which is used once).
+    pub fn replace_at(b: &mut PrimFuncBuilder, iv: &[VarId], axis: usize, at: PExprId) -> Vec<PExprId> {
+        let mut at = Some(at);
+        (0..iv.len())
+            .map(|d| if d == axis { at.take().unwrap_or_else(|| b.i64(0)) } else { b.var_ref(iv[d]) })
             .collect()
     }
 

@@ -10,6 +10,12 @@
 //! [`LOWERED_OPS`] lists the operators that have a definition; the coverage test in
 //! `engine/tests/tir_lower.rs` pins it against the registry.
 
+mod index;
+mod multi;
+mod nn;
+mod sample;
+mod scan;
+
 use super::builder::PrimFuncBuilder;
 use super::compute::{ex, Kernel, Value};
 use super::ir::{BinOp, BufId, Intrinsic, PExprId, PType, PrimFunc, VarId};
@@ -47,16 +53,23 @@ pub const LOWERED_OPS: &[&str] = &[
     "atanh",
     "softplus",
     "softsign",
+    "mish",
     "isnan",
     "isinf",
     "logical_not",
+    "bitwise_not",
     // with attributes
     "clip",
     "leaky_relu",
     "elu",
+    "selu",
+    "celu",
+    "thresholded_relu",
+    "shrink",
     "hard_sigmoid",
     "gelu",
     "cast",
+    "dropout",
     // binary and friends
     "add",
     "subtract",
@@ -71,53 +84,115 @@ pub const LOWERED_OPS: &[&str] = &[
     "less_equal",
     "greater",
     "greater_equal",
+    "mod",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "left_shift",
+    "right_shift",
     "where",
+    // creation
+    "zeros",
+    "ones",
     // shape
     "reshape",
     "transpose",
     "broadcast_to",
+    "concatenate",
+    "split",
+    // indexing
+    "take",
+    "gather_elements",
+    "scatter_elements",
+    "scatter_nd",
+    "strided_slice",
+    "pad",
+    "trilu",
+    "one_hot",
     // reductions and normalisation
     "sum",
     "mean",
     "max",
     "min",
+    "prod",
+    "argmax",
+    "argmin",
+    "cumsum",
+    "cumprod",
     "softmax",
     "bias_add",
     "layer_norm",
+    "batch_norm",
+    "topk",
     // linear algebra and windows
     "matmul",
     "dense",
     "conv2d",
+    "conv2d_transpose",
+    "lrn",
+    "einsum",
+    "resize2d",
+    "grid_sample",
     "max_pool2d",
     "avg_pool2d",
     "global_avg_pool2d",
     "global_max_pool2d",
 ];
 
-/// The PrimFunc computing `op(args…)` with result type `out`: `None` when the operator has no
-/// loop-level definition, an error when it has one but not for these types or attributes.
-pub fn lower_call(op: &str, args: &[TensorType], attrs: &Attrs, out: &TensorType) -> Option<Result<PrimFunc, String>> {
+/// The operators that cannot have a loop-level definition, each with the reason (docs/tir.md).
+pub const NOT_LOWERED: &[(&str, &str)] = &[
+    ("call_tir", "it is the lowered form itself: a call of a PrimFunc"),
+    (
+        "random_uniform",
+        "it is stateful: its values come from the evaluator's random stream, which a pure PrimFunc cannot read",
+    ),
+    (
+        "bitcast",
+        "the loop level has no reinterpreting intrinsic (TVM's `reinterpret`): its casts convert values, not bits",
+    ),
+];
+
+/// The PrimFunc computing `op(args…)` with result types `outs` (one per field of a tuple
+/// result): `None` when the operator has no loop-level definition, an error when it has one
+/// but not for these types or attributes.
+pub fn lower_call(
+    op: &str,
+    args: &[TensorType],
+    attrs: &Attrs,
+    outs: &[TensorType],
+) -> Option<Result<PrimFunc, String>> {
     if !LOWERED_OPS.contains(&op) {
         return None;
     }
-    Some(lower(op, args, attrs, out))
+    if outs.is_empty() {
+        return Some(Err(format!("`{op}` has no result to lower")));
+    }
+    Some(lower(op, args, attrs, outs))
 }
 
-fn lower(op: &str, args: &[TensorType], attrs: &Attrs, out: &TensorType) -> Result<PrimFunc, String> {
+fn lower(op: &str, args: &[TensorType], attrs: &Attrs, outs: &[TensorType]) -> Result<PrimFunc, String> {
     let mut k = Kernel::new();
     let names = ["A", "B", "C", "D", "E", "F"];
     let mut ins = Vec::with_capacity(args.len());
     for (i, a) in args.iter().enumerate() {
         ins.push(k.input(names.get(i).copied().unwrap_or("X"), a)?);
     }
-    let o = k.output("out", out)?;
-    let err = |e: crate::op::OpError| e.to_string();
+    let mut obufs = Vec::with_capacity(outs.len());
+    for (i, t) in outs.iter().enumerate() {
+        obufs.push(k.output(&if i == 0 { "out".to_string() } else { format!("out{i}") }, t)?);
+    }
+    let (out, o) = (&outs[0], obufs[0]);
     let od = out.dtype;
+    let cx = LowerCx { op, args, attrs, out, outs, ins: &ins, out_bufs: &obufs, out_buf: o };
     match op {
         "negative" | "exp" | "log" | "sqrt" | "tanh" | "sigmoid" | "relu" | "erf" | "reciprocal" | "abs"
         | "hard_swish" | "floor" | "ceil" | "round" | "sign" | "sin" | "cos" | "tan" | "asin" | "acos" | "atan"
-        | "sinh" | "cosh" | "asinh" | "acosh" | "atanh" | "softplus" | "softsign" | "isnan" | "isinf"
-        | "logical_not" | "clip" | "leaky_relu" | "elu" | "hard_sigmoid" | "gelu" | "cast" => {
+        | "sinh" | "cosh" | "asinh" | "acosh" | "atanh" | "softplus" | "softsign" | "mish" | "isnan" | "isinf"
+        | "logical_not" | "bitwise_not" | "clip" | "leaky_relu" | "elu" | "selu" | "celu" | "thresholded_relu"
+        | "shrink" | "hard_sigmoid" | "gelu" | "cast" | "dropout" => {
             let params = UnaryParams::read(op, attrs).map_err(err)?;
             let a = &args[0];
             k.compute(o, |b, iv| {
@@ -127,13 +202,38 @@ fn lower(op: &str, args: &[TensorType], attrs: &Attrs, out: &TensorType) -> Resu
             })?;
         }
         "add" | "subtract" | "multiply" | "divide" | "maximum" | "minimum" | "power" | "equal" | "not_equal"
-        | "less" | "less_equal" | "greater" | "greater_equal" => {
+        | "less" | "less_equal" | "greater" | "greater_equal" | "mod" | "logical_and" | "logical_or"
+        | "logical_xor" | "bitwise_and" | "bitwise_or" | "bitwise_xor" | "left_shift" | "right_shift" => {
+            let fmod = attr_bool(op, attrs, "fmod", false).map_err(err)?;
             k.compute(o, |b, iv| {
                 let x = load_bcast(b, ins[0], &args[0], out, iv)?;
                 let y = load_bcast(b, ins[1], &args[1], out, iv)?;
-                binary(b, op, x, y, args[0].dtype)
+                binary(b, op, x, y, args[0].dtype, fmod)
             })?;
         }
+        "zeros" | "ones" => {
+            let v = if op == "ones" { 1.0 } else { 0.0 };
+            k.compute(o, |b, _| ex::c(b, v, od))?;
+        }
+        "concatenate" => index::concatenate(&mut k, &cx)?,
+        "take" => index::take(&mut k, &cx)?,
+        "gather_elements" => index::gather_elements(&mut k, &cx)?,
+        "scatter_elements" => index::scatter_elements(&mut k, &cx)?,
+        "scatter_nd" => index::scatter_nd(&mut k, &cx)?,
+        "strided_slice" => index::strided_slice(&mut k, &cx)?,
+        "pad" => index::pad(&mut k, &cx)?,
+        "trilu" => index::trilu(&mut k, &cx)?,
+        "one_hot" => index::one_hot(&mut k, &cx)?,
+        "argmax" | "argmin" => scan::arg(&mut k, &cx)?,
+        "cumsum" | "cumprod" => scan::cum(&mut k, &cx)?,
+        "conv2d_transpose" => nn::conv2d_transpose(&mut k, &cx)?,
+        "lrn" => nn::lrn(&mut k, &cx)?,
+        "einsum" => nn::einsum(&mut k, &cx)?,
+        "resize2d" => nn::resize2d(&mut k, &cx)?,
+        "grid_sample" => sample::grid_sample(&mut k, &cx)?,
+        "split" => multi::split(&mut k, &cx)?,
+        "batch_norm" => multi::batch_norm(&mut k, &cx)?,
+        "topk" => multi::topk(&mut k, &cx)?,
         "where" => {
             k.compute(o, |b, iv| {
                 let c = load_bcast(b, ins[0], &args[0], out, iv)?;
@@ -169,7 +269,7 @@ fn lower(op: &str, args: &[TensorType], attrs: &Attrs, out: &TensorType) -> Resu
                 b.load(ins[0], &idx)
             })?;
         }
-        "sum" | "mean" | "max" | "min" => lower_reduce(&mut k, op, attrs, &args[0], out, ins[0], o)?,
+        "sum" | "mean" | "max" | "min" | "prod" => lower_reduce(&mut k, op, attrs, &args[0], out, ins[0], o)?,
         "softmax" => lower_softmax(&mut k, attrs, &args[0], ins[0], o)?,
         "bias_add" => {
             let rank = args[0].shape.len();
@@ -227,6 +327,39 @@ fn lower(op: &str, args: &[TensorType], attrs: &Attrs, out: &TensorType) -> Resu
     Ok(k.finish())
 }
 
+/// What a family's lowering reads: the call and the kernel's parameter buffers.
+struct LowerCx<'a> {
+    op: &'a str,
+    args: &'a [TensorType],
+    attrs: &'a Attrs,
+    out: &'a TensorType,
+    /// Every result's type (several for a tuple result).
+    outs: &'a [TensorType],
+    /// The input buffers, in argument order.
+    ins: &'a [BufId],
+    /// The output buffers, one per result.
+    out_bufs: &'a [BufId],
+    /// The (first) output buffer.
+    out_buf: BufId,
+}
+
+impl LowerCx<'_> {
+    /// The shape of argument `i`, as loop extents.
+    fn shape_of(&self, i: usize) -> Vec<i64> {
+        self.args[i].shape.iter().map(|&d| d as i64).collect()
+    }
+
+    /// The shape of the result, as loop extents.
+    fn out_shape(&self) -> Vec<i64> {
+        self.out.shape.iter().map(|&d| d as i64).collect()
+    }
+}
+
+/// An operator error as a lowering error.
+fn err(e: crate::op::OpError) -> String {
+    e.to_string()
+}
+
 /// `out[i] = out[i] * s` (a stage after a sum, for means).
 fn scale_in_place(k: &mut Kernel, o: BufId, s: f64) -> Result<(), String> {
     let dtype = k.b.peek().buf(o).dtype;
@@ -266,6 +399,24 @@ impl UnaryParams {
             },
             "leaky_relu" => UnaryParams { a: attr_float(op, attrs, "alpha", 0.01)?, b: 0.0, tanh_gelu: false },
             "elu" => UnaryParams { a: attr_float(op, attrs, "alpha", 1.0)?, b: 0.0, tanh_gelu: false },
+            "selu" => UnaryParams {
+                a: attr_float(op, attrs, "alpha", 1.673_263_192_176_818_8)?,
+                b: attr_float(op, attrs, "gamma", 1.050_701_022_148_132_3)?,
+                tanh_gelu: false,
+            },
+            "celu" | "thresholded_relu" => {
+                UnaryParams { a: attr_float(op, attrs, "alpha", 1.0)?, b: 0.0, tanh_gelu: false }
+            }
+            "shrink" => UnaryParams {
+                a: attr_float(op, attrs, "bias", 0.0)?,
+                b: attr_float(op, attrs, "lambd", 0.5)?,
+                tanh_gelu: false,
+            },
+            "isinf" => UnaryParams {
+                a: attr_bool(op, attrs, "detect_positive", true)? as i64 as f64,
+                b: attr_bool(op, attrs, "detect_negative", true)? as i64 as f64,
+                tanh_gelu: false,
+            },
             "hard_sigmoid" => UnaryParams {
                 a: attr_float(op, attrs, "alpha", 0.2)?,
                 b: attr_float(op, attrs, "beta", 0.5)?,
@@ -320,8 +471,74 @@ fn unary(b: &mut PrimFuncBuilder, op: &str, p: &UnaryParams, x: PExprId, d: DTyp
         "acosh" => call1(b, I::Acosh, x)?,
         "atanh" => call1(b, I::Atanh, x)?,
         "isnan" => call1(b, I::IsNan, x)?,
-        "isinf" => call1(b, I::IsInf, x)?,
+        "isinf" if p.a != 0.0 && p.b != 0.0 => call1(b, I::IsInf, x)?,
+        "isinf" => {
+            // Infinite and of a detected sign.
+            let x2 = reuse(b, x)?;
+            let inf = call1(b, I::IsInf, x)?;
+            let zero = c(b, 0.0)?;
+            let sign = b.bin(if p.a != 0.0 { Gt } else { Lt }, x2, zero)?;
+            let both = b.bin(And, inf, sign)?;
+            if p.a == 0.0 && p.b == 0.0 {
+                let f = b.int(0, PType::scalar(DType::Bool))?;
+                b.bin(And, both, f)?
+            } else {
+                both
+            }
+        }
         "logical_not" => b.not(x)?,
+        "bitwise_not" => call1(b, I::BitNot, x)?,
+        "dropout" => x,
+        "mish" => {
+            let x2 = reuse(b, x)?;
+            let sp = unary(b, "softplus", p, x, d, od)?;
+            let t = call1(b, I::Tanh, sp)?;
+            b.bin(Mul, x2, t)?
+        }
+        "selu" => {
+            let e = elu(b, x, p.a, d)?;
+            let g = c(b, p.b)?;
+            b.bin(Mul, g, e)?
+        }
+        "celu" => {
+            // max(x, 0) + min(0, alpha (exp(x / alpha) - 1)); NaN propagates through max.
+            let (x2, x3) = (reuse(b, x)?, x);
+            let z = c(b, 0.0)?;
+            let pos = b.bin(Max, x2, z)?;
+            let al = c(b, p.a)?;
+            let xa = b.bin(Div, x3, al)?;
+            let e = call1(b, I::Exp, xa)?;
+            let one = c(b, 1.0)?;
+            let em1 = b.bin(Sub, e, one)?;
+            let al2 = c(b, p.a)?;
+            let neg = b.bin(Mul, al2, em1)?;
+            let z2 = c(b, 0.0)?;
+            let negm = b.bin(Min, neg, z2)?;
+            b.bin(Add, pos, negm)?
+        }
+        "thresholded_relu" => {
+            // select(x <= alpha, 0, x): NaN stays.
+            let x2 = reuse(b, x)?;
+            let al = c(b, p.a)?;
+            let le = b.bin(Le, x, al)?;
+            let z = c(b, 0.0)?;
+            b.select(le, z, x2)?
+        }
+        "shrink" if d.is_float() => {
+            // select(x < -lambd, x + bias, select(x > lambd, x - bias, 0)).
+            let (x2, x3, x4) = (reuse(b, x)?, reuse(b, x)?, reuse(b, x)?);
+            let nl = c(b, -p.b)?;
+            let below = b.bin(Lt, x, nl)?;
+            let bi = c(b, p.a)?;
+            let up = b.bin(Add, x2, bi)?;
+            let l = c(b, p.b)?;
+            let above = b.bin(Gt, x3, l)?;
+            let bi2 = c(b, p.a)?;
+            let down = b.bin(Sub, x4, bi2)?;
+            let z = c(b, 0.0)?;
+            let inner = b.select(above, down, z)?;
+            b.select(below, up, inner)?
+        }
         "reciprocal" => {
             let one = c(b, 1.0)?;
             b.bin(Div, one, x)?
@@ -434,6 +651,19 @@ fn reuse(b: &mut PrimFuncBuilder, x: PExprId) -> Value {
     b.copy_expr(x)
 }
 
+/// `select(x >= 0, x, alpha (exp(x) - 1))`.
+fn elu(b: &mut PrimFuncBuilder, x: PExprId, alpha: f64, d: DType) -> Value {
+    let (x2, x3) = (reuse(b, x)?, reuse(b, x)?);
+    let zero = ex::c(b, 0.0, d)?;
+    let ge = b.bin(BinOp::Ge, x, zero)?;
+    let e = b.call(Intrinsic::Exp, &[x3])?;
+    let one = ex::c(b, 1.0, d)?;
+    let em1 = b.bin(BinOp::Sub, e, one)?;
+    let al = ex::c(b, alpha, d)?;
+    let neg = b.bin(BinOp::Mul, al, em1)?;
+    b.select(ge, x2, neg)
+}
+
 /// `max(0, min(1, alpha * x + beta))`.
 fn hard_sigmoid(b: &mut PrimFuncBuilder, x: PExprId, alpha: f64, beta: f64, d: DType) -> Value {
     let x = reuse(b, x)?;
@@ -447,10 +677,22 @@ fn hard_sigmoid(b: &mut PrimFuncBuilder, x: PExprId, alpha: f64, beta: f64, d: D
     b.bin(BinOp::Max, m, zero)
 }
 
-/// `op(x, y)` for the binary family.
-fn binary(b: &mut PrimFuncBuilder, op: &str, x: PExprId, y: PExprId, d: DType) -> Value {
+/// `op(x, y)` for the binary family (`fmod`: `mod` truncates instead of flooring).
+fn binary(b: &mut PrimFuncBuilder, op: &str, x: PExprId, y: PExprId, d: DType, fmod: bool) -> Value {
     use BinOp::*;
+    let bits = |b: &mut PrimFuncBuilder, f: Intrinsic| b.call(f, &[x, y]);
     let bop = match op {
+        "mod" if d.is_float() => return float_mod(b, x, y, d, fmod),
+        "mod" if fmod => Mod,
+        "mod" => FloorMod,
+        "logical_and" => And,
+        "logical_or" => Or,
+        "logical_xor" => Ne,
+        "bitwise_and" => return bits(b, Intrinsic::BitAnd),
+        "bitwise_or" => return bits(b, Intrinsic::BitOr),
+        "bitwise_xor" => return bits(b, Intrinsic::BitXor),
+        "left_shift" => return bits(b, Intrinsic::ShiftLeft),
+        "right_shift" => return bits(b, Intrinsic::ShiftRight),
         "add" => Add,
         "subtract" => Sub,
         "multiply" => Mul,
@@ -467,6 +709,34 @@ fn binary(b: &mut PrimFuncBuilder, op: &str, x: PExprId, y: PExprId, d: DType) -
         _ => return Err(format!("no loop-level definition of `{op}` on {d}")),
     };
     b.bin(bop, x, y)
+}
+
+/// Float `mod`: C's `fmod`, or (floored, numpy's) the remainder moved to the divisor's sign,
+/// a zero remainder taking the divisor's sign.
+fn float_mod(b: &mut PrimFuncBuilder, x: PExprId, y: PExprId, d: DType, fmod: bool) -> Value {
+    use BinOp::*;
+    let y2 = b.copy_expr(y)?;
+    let r = b.call(Intrinsic::Fmod, &[x, y2])?;
+    if fmod {
+        return Ok(r);
+    }
+    // select(r == 0, select(y < 0, -0, 0), select((r < 0) != (y < 0), r + y, r))
+    let (r1, r2, r3) = (b.copy_expr(r)?, b.copy_expr(r)?, b.copy_expr(r)?);
+    let (ya, yb, yc) = (b.copy_expr(y)?, b.copy_expr(y)?, b.copy_expr(y)?);
+    let z = ex::c(b, 0.0, d)?;
+    let is_zero = b.bin(Eq, r, z)?;
+    let z2 = ex::c(b, 0.0, d)?;
+    let yneg = b.bin(Lt, ya, z2)?;
+    let (nz, pz) = (ex::c(b, -0.0, d)?, ex::c(b, 0.0, d)?);
+    let signed_zero = b.select(yneg, nz, pz)?;
+    let z3 = ex::c(b, 0.0, d)?;
+    let rneg = b.bin(Lt, r1, z3)?;
+    let z4 = ex::c(b, 0.0, d)?;
+    let yneg2 = b.bin(Lt, yb, z4)?;
+    let differ = b.bin(Ne, rneg, yneg2)?;
+    let moved = b.bin(Add, r2, yc)?;
+    let nonzero = b.select(differ, moved, r3)?;
+    b.select(is_zero, signed_zero, nonzero)
 }
 
 fn lower_reduce(
@@ -494,6 +764,7 @@ fn lower_reduce(
     let d = out.dtype;
     let (bop, init) = match op {
         "sum" | "mean" => (BinOp::Add, 0.0),
+        "prod" => (BinOp::Mul, 1.0),
         "max" => (BinOp::Max, if d.is_float() { f64::NEG_INFINITY } else { int_min(d) }),
         _ => (BinOp::Min, if d.is_float() { f64::INFINITY } else { int_max(d) }),
     };

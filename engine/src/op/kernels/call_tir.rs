@@ -1,6 +1,7 @@
-//! `call_tir(@prim, args…)`: the graph level's call of a PrimFunc, destination passing as in
-//! Relax. The arguments bind the PrimFunc's first parameters; its one remaining parameter is a
-//! buffer the call allocates, and the call's value is that buffer's contents.
+//! `call_tir(@prim, args…, outputs=n)`: the graph level's call of a PrimFunc, destination
+//! passing as in Relax. The arguments bind the PrimFunc's first parameters; its `n` (default 1)
+//! remaining parameters are buffers the call allocates, and the call's value is that buffer's
+//! contents, or a tuple of them when `n > 1` (Relax's `out_sinfo` list).
 //!
 //! The type relation reads the callee's type: a PrimFunc's graph type is
 //! `fn(Tensor[…] per parameter) -> ()` (`PrimFunc::graph_type`; a scalar parameter is a rank-0
@@ -12,7 +13,7 @@ use crate::op::{KernelCtx, OpError};
 
 /// The callee's parameter types, checked against the arguments; the result is the type of the
 /// last parameter, the output buffer.
-pub(crate) fn call_tir_rel(args: &[Type], _attrs: &Attrs) -> Result<Type, OpError> {
+pub(crate) fn call_tir_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let Some((callee, inputs)) = args.split_first() else {
         return Err(OpError::Type("`call_tir` takes the PrimFunc and its inputs".into()));
     };
@@ -27,11 +28,18 @@ pub(crate) fn call_tir_rel(args: &[Type], _attrs: &Attrs) -> Result<Type, OpErro
             ft.ret
         )));
     }
-    if ft.params.len() != inputs.len() + 1 {
+    let n_out = super::attr_int("call_tir", attrs, "outputs", 1)?;
+    if n_out < 1 {
+        return Err(OpError::Type(format!("`call_tir` needs `outputs` >= 1, got {n_out}")));
+    }
+    let n_out = n_out as usize;
+    if ft.params.len() != inputs.len() + n_out {
         return Err(OpError::Type(format!(
-            "`call_tir` passes {} inputs to a PrimFunc of {} parameters: it needs one parameter per input and one output buffer",
+            "`call_tir` passes {} inputs to a PrimFunc of {} parameters: it needs one parameter per input and {} output buffer{}",
             inputs.len(),
-            ft.params.len()
+            ft.params.len(),
+            n_out,
+            if n_out == 1 { "" } else { "s" }
         )));
     }
     for (i, (arg, param)) in inputs.iter().zip(ft.params.iter()).enumerate() {
@@ -43,11 +51,15 @@ pub(crate) fn call_tir_rel(args: &[Type], _attrs: &Attrs) -> Result<Type, OpErro
             )));
         }
     }
-    let out = &ft.params[inputs.len()];
-    match out.kind() {
-        TypeKind::Tensor(_) => Ok(out.clone()),
-        _ => Err(OpError::Type(format!("the output parameter of a `call_tir` callee must be a buffer, got {out}"))),
+    let outs = &ft.params[inputs.len()..];
+    for out in outs {
+        if !matches!(out.kind(), TypeKind::Tensor(_)) {
+            return Err(OpError::Type(format!(
+                "the output parameters of a `call_tir` callee must be buffers, got {out}"
+            )));
+        }
     }
+    Ok(if n_out == 1 { outs[0].clone() } else { Type::tuple(outs.to_vec()) })
 }
 
 /// Refuses: `call_tir` runs in the interpreter, which has the module.

@@ -18,13 +18,13 @@ use crate::op::{KernelCtx, OpError};
 const OP: &str = "einsum";
 
 /// A parsed equation against concrete shapes.
-struct Plan {
+pub(crate) struct Plan {
     /// Length of every label (letters first, then one label per broadcast axis).
-    sizes: Vec<u64>,
+    pub(crate) sizes: Vec<u64>,
     /// Per argument, the label of each of its axes.
-    inputs: Vec<Vec<usize>>,
+    pub(crate) inputs: Vec<Vec<usize>>,
     /// The labels of the output axes.
-    output: Vec<usize>,
+    pub(crate) output: Vec<usize>,
 }
 
 /// One term of an equation: its letters, and where among them `...` stands (if it does).
@@ -58,7 +58,7 @@ fn terms(side: &str) -> Result<Vec<Term>, OpError> {
         .collect()
 }
 
-fn plan(args: &[Type], attrs: &Attrs) -> Result<Plan, OpError> {
+pub(crate) fn plan(args: &[Type], attrs: &Attrs) -> Result<Plan, OpError> {
     let equation: &str = match attrs.get("equation") {
         Some(AttrValue::Str(s)) => s,
         Some(v) => return Err(type_err(OP, format_args!("attribute `equation` must be str, got {}", v.kind_name()))),

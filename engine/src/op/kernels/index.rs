@@ -95,7 +95,7 @@ pub(crate) fn take(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KRes
 type SlicePlan = Vec<(i128, i128, u64)>;
 
 /// The plan of `strided_slice` (ONNX Slice) and its result type.
-fn slice_plan(args: &[Type], attrs: &Attrs) -> Result<(SlicePlan, Type), OpError> {
+pub(crate) fn slice_plan(args: &[Type], attrs: &Attrs) -> Result<(SlicePlan, Type), OpError> {
     let op = "strided_slice";
     check_arity(op, args.len(), 1)?;
     let x = tensor_arg(op, args, 0)?;

@@ -185,6 +185,16 @@ fn axis_taps(p: &Params, axis: usize, in_len: usize, out_len: usize) -> Vec<Vec<
         .collect()
 }
 
+/// Per output coordinate along one axis, its taps: (input index, weight).
+pub(crate) type AxisTaps = Vec<Vec<(usize, f64)>>;
+
+/// The taps of every output row and column, `[rows, columns]`: per output coordinate, the
+/// (input index, weight) pairs the kernel sums (the loop level computes with these tables).
+pub(crate) fn taps(attrs: &Attrs, in_hw: [usize; 2], out_hw: [usize; 2]) -> Result<[AxisTaps; 2], OpError> {
+    let p = params(attrs)?;
+    Ok([axis_taps(&p, 0, in_hw[0], out_hw[0]), axis_taps(&p, 1, in_hw[1], out_hw[1])])
+}
+
 /// Estimated cost of a `resize2d` call: each output element reads at most 4 x 4 taps (cubic).
 pub(crate) fn resize2d_cost(args: &[Type], _attrs: &Attrs, out: &Type) -> u64 {
     super::linear_cost(args, out).saturating_add(super::elements(out).saturating_mul(16))
