@@ -464,6 +464,9 @@ pub fn run_cached(
         Err(e) => return Err(e.to_string()),
     };
     let (hits, misses, rejected, written) = cache.disk.counts();
+    // With a remote tier, a local miss that the server answered is a reuse, not a computation.
+    let remote_hits = cache.remote.as_ref().map_or(0, |r| r.counts().0);
+    let (hits, misses) = (hits + remote_hits, misses.saturating_sub(remote_hits));
     let evicted = cache.trim();
     let mut names: Vec<String> = recomputed.iter().take(8).map(|n| format!("@{n}")).collect();
     if recomputed.len() > 8 {
