@@ -29,6 +29,7 @@
 //! Invariant: a session run prints the same module and reports the same diagnostics as a
 //! cold serial run of the same pipeline on the same module.
 
+mod codec;
 mod db;
 mod edit;
 mod fast;
@@ -53,7 +54,7 @@ use self::lean::LeanEdit;
 use self::plan::{plan, PassIds, Plan, Split};
 use self::same::{same_function, span_base};
 use self::store::StoreConfig;
-pub use self::store::{MemoryStore, StageKey, StageStore, STORE_FORMAT};
+pub use self::store::{decode_source, encode_source, source_key, MemoryStore, StageKey, StageStore, STORE_FORMAT};
 use crate::ir::{Function, Module, ModuleError};
 use crate::transform::{Diagnostic, Pass, PassContext, PassError, PassKind, Sequential, Statistics};
 pub use crate::transform::{FirewallCheck, ModuleFirewall};

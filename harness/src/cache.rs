@@ -30,11 +30,21 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use std::sync::Arc;
 
-use passel_engine::ir::Module;
+use std::process::ExitCode;
+
+use passel_engine::ir::{verify_module, Module};
 use passel_engine::transform::{Diagnostic, PassContext, PassError, Sequential};
 use passel_engine::{SessionError, StageKey, StageStore};
 
 use passel_passes::standard_session;
+
+use crate::console::Console;
+
+mod remote;
+mod source;
+
+pub use remote::{RedisStore, Tiered, CONNECT_TIMEOUT, IO_TIMEOUT};
+pub use source::{function_texts, parse_cached, SourceCounts};
 
 /// The environment variable naming the cache directory when `--cache` is not given.
 pub const CACHE_DIR_ENV: &str = "PASSEL_CACHE_DIR";
@@ -259,42 +269,171 @@ pub fn build_id(dir: &Path) -> String {
     id
 }
 
-/// The cache options of `passel run`.
+/// The cache options of `passel run`, `passel watch` and `passel bench`.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct CacheArgs {
-    /// Keep function-stage results in DIR and reuse them in later runs, in this process or any
-    /// other (default: the PASSEL_CACHE_DIR environment variable). Output is byte-identical
-    /// to a run without a cache. Not with instruments, --trace or --opt-bisect-limit.
-    #[arg(long, value_name = "DIR")]
-    pub cache: Option<PathBuf>,
-    /// Size cap of the cache; least recently used entries go first (default 1G).
+    /// Keep function-stage results (and parsed functions) in DIR, or in the Redis server at
+    /// redis://host:port/db with a local directory in front (--cache-local), and reuse them in
+    /// later runs, in this process or any other (default: the PASSEL_CACHE_DIR environment
+    /// variable). Output is byte-identical to a run without a cache. Not with instruments,
+    /// --trace or --opt-bisect-limit.
+    #[arg(long, value_name = "DIR|URL")]
+    pub cache: Option<String>,
+    /// The local directory in front of a Redis cache (default: PASSEL_CACHE_DIR, else
+    /// $XDG_CACHE_HOME/passel or ~/.cache/passel).
+    #[arg(long = "cache-local", value_name = "DIR")]
+    pub cache_local: Option<PathBuf>,
+    /// Size cap of the local cache directory; least recently used entries go first (default 1G).
     #[arg(long = "cache-max-size", value_name = "SIZE")]
     pub cache_max_size: Option<String>,
 }
 
+/// Where a run keeps its cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CacheLocation {
+    /// A directory.
+    Dir(PathBuf),
+    /// A Redis server (`url`) with the directory `local` in front.
+    Redis {
+        /// `redis://…` or `rediss://…`.
+        url: String,
+        /// The local tier.
+        local: PathBuf,
+    },
+}
+
 impl CacheArgs {
-    /// The cache directory a run with `ctx` uses: `--cache`, else `PASSEL_CACHE_DIR`. A
-    /// context the session cannot run (instruments, a tracer, opt-bisect: `uncachable`) is an
-    /// error with `--cache` and runs without the cache with the environment variable.
-    pub fn dir_for(&self, ctx: &PassContext, uncachable: bool) -> Result<Option<PathBuf>, String> {
+    /// The cache a run with `ctx` uses: `--cache`, else `PASSEL_CACHE_DIR`. A context the
+    /// session cannot run (instruments, a tracer, opt-bisect: `uncachable`) is an error with
+    /// `--cache` and runs without the cache with the environment variable.
+    pub fn location_for(&self, ctx: &PassContext, uncachable: bool) -> Result<Option<CacheLocation>, String> {
         let uncachable = uncachable || ctx.has_instruments() || ctx.tracer().is_some() || ctx.opt_bisect().is_some();
-        if let Some(dir) = &self.cache {
-            if uncachable {
-                return Err(
-                    "--cache cannot be combined with instruments (--timing, --print-ir-*, --dump-ir, --reproducer), --trace or --opt-bisect-limit"
-                        .to_string(),
-                );
-            }
-            return Ok(Some(dir.clone()));
+        if self.cache.is_some() && uncachable {
+            return Err(
+                "--cache cannot be combined with instruments (--timing, --print-ir-*, --dump-ir, --reproducer), --trace or --opt-bisect-limit"
+                    .to_string(),
+            );
         }
-        let env = std::env::var_os(CACHE_DIR_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
-        Ok(env.filter(|_| !uncachable))
+        Ok(self.location().filter(|_| !uncachable))
+    }
+
+    /// The cache named by `--cache` or the environment, whatever the context.
+    pub fn location(&self) -> Option<CacheLocation> {
+        let env_dir = || std::env::var_os(CACHE_DIR_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
+        match &self.cache {
+            Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => {
+                let local = self.cache_local.clone().or_else(env_dir).unwrap_or_else(default_local_dir);
+                Some(CacheLocation::Redis { url: url.clone(), local })
+            }
+            Some(dir) => Some(CacheLocation::Dir(PathBuf::from(dir))),
+            None => env_dir().map(CacheLocation::Dir),
+        }
     }
 
     /// The size cap.
     pub fn max_size(&self) -> Result<u64, String> {
         self.cache_max_size.as_deref().map_or(Ok(DEFAULT_MAX_SIZE), parse_size)
     }
+}
+
+/// The local tier of a Redis cache when none is named: `$XDG_CACHE_HOME/passel`, else
+/// `~/.cache/passel`, else `.passel-cache`.
+fn default_local_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir).join("passel");
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".cache").join("passel"),
+        None => PathBuf::from(".passel-cache"),
+    }
+}
+
+/// An opened cache: the store a session uses, its tiers and the build id keying it.
+pub struct Cache {
+    /// What the session reads and writes.
+    pub store: Arc<dyn StageStore>,
+    /// The local directory (the whole cache, or the tier in front of the remote one).
+    pub disk: Arc<DiskStore>,
+    /// The remote tier, if any.
+    pub remote: Option<Arc<RedisStore>>,
+    /// The build id.
+    pub build: String,
+    /// The size cap of the directory.
+    pub max_size: u64,
+    /// What the notes call it.
+    pub label: String,
+}
+
+impl Cache {
+    /// Opens the cache at `location` (nothing is read or connected yet).
+    pub fn open(location: &CacheLocation, max_size: u64) -> Result<Cache, String> {
+        match location {
+            CacheLocation::Dir(dir) => {
+                let disk = Arc::new(DiskStore::new(dir));
+                Ok(Cache {
+                    store: disk.clone(),
+                    disk,
+                    remote: None,
+                    build: build_id(dir),
+                    max_size,
+                    label: dir.display().to_string(),
+                })
+            }
+            CacheLocation::Redis { url, local } => {
+                let far = Arc::new(RedisStore::open(url)?);
+                let tiered = Arc::new(Tiered::new(local, far.clone()));
+                Ok(Cache {
+                    disk: tiered.near.clone(),
+                    store: tiered,
+                    label: format!("{} (local {})", far.label(), local.display()),
+                    remote: Some(far),
+                    build: build_id(local),
+                    max_size,
+                })
+            }
+        }
+    }
+
+    /// Parses `text` reading unchanged functions from the cache (see `source.rs`); `None`
+    /// when the caller must parse it whole.
+    pub fn parse(&self, text: &str, threads: usize) -> Option<(Module, SourceCounts)> {
+        source::parse_cached(text, &*self.store, &self.build, threads)
+    }
+
+    /// Trims the directory to its cap when this process wrote to it; returns the entries
+    /// removed.
+    pub fn trim(&self) -> usize {
+        if self.disk.counts().3 > 0 {
+            self.disk.gc(self.max_size)
+        } else {
+            0
+        }
+    }
+}
+
+/// Loads `path` as `crate::cmd::load` does, parsing a `.pir` file through `cache` when there
+/// is one (only the functions whose text is new are parsed); the counts say what the cache
+/// gave. Any text the shortcut does not take, and any module that does not verify, goes
+/// through `crate::cmd::load`, which reports errors as usual.
+pub fn load(
+    console: &Console,
+    path: &PathBuf,
+    shapes: &crate::onnx::InputShapeArgs,
+    cache: Option<&Cache>,
+    threads: usize,
+) -> Result<(Module, String, Option<SourceCounts>), ExitCode> {
+    if let Some(cache) = cache {
+        if path.as_os_str() != "-" && !crate::onnx::is_onnx(path) && crate::args::check_input_shapes(shapes).is_ok() {
+            if let Ok(src) = crate::cmd::read_source(path) {
+                if let Some((module, counts)) = cache.parse(&src, threads) {
+                    if verify_module(&module).is_ok() {
+                        return Ok((module, src, Some(counts)));
+                    }
+                }
+            }
+        }
+    }
+    crate::cmd::load(console, path, shapes).map(|(m, src)| (m, src, None))
 }
 
 /// What a cached run gives.
@@ -307,33 +446,45 @@ pub struct CachedRun {
     pub note: String,
 }
 
-/// Runs `pipeline` on `module` under `ctx` through a session backed by the cache in `dir`.
+/// Runs `pipeline` on `module` under `ctx` through a session backed by `cache`; `parsed`
+/// says how the module was read (when it went through the cache).
 pub fn run_cached(
     pipeline: &Sequential,
     ctx: &PassContext,
     module: &Module,
-    dir: &Path,
-    max_size: u64,
+    cache: &Cache,
+    parsed: Option<SourceCounts>,
 ) -> Result<CachedRun, String> {
     let mut session = standard_session(pipeline.clone(), ctx).map_err(|e| e.to_string())?;
-    let store = Arc::new(DiskStore::new(dir));
-    session.set_store(Some((store.clone(), build_id(dir)))).map_err(|e| e.to_string())?;
+    session.set_store(Some((cache.store.clone(), cache.build.clone()))).map_err(|e| e.to_string())?;
     session.load(module);
     let (result, diagnostics, recomputed) = match session.run() {
         Ok(out) => (Ok(out.module.clone()), out.diagnostics.clone(), out.stats.recomputed_functions()),
         Err(SessionError::Pass(e)) => (Err(e), Vec::new(), Vec::new()),
         Err(e) => return Err(e.to_string()),
     };
-    let (hits, misses, rejected, written) = store.counts();
-    let evicted = if written > 0 { store.gc(max_size) } else { 0 };
+    let (hits, misses, rejected, written) = cache.disk.counts();
+    // With a remote tier, a local miss that the server answered is a reuse, not a computation.
+    let remote_hits = cache.remote.as_ref().map_or(0, |r| r.counts().0);
+    let (hits, misses) = (hits + remote_hits, misses.saturating_sub(remote_hits));
+    let evicted = cache.trim();
     let mut names: Vec<String> = recomputed.iter().take(8).map(|n| format!("@{n}")).collect();
     if recomputed.len() > 8 {
         names.push(format!("… {} more", recomputed.len() - 8));
     }
     let list = if names.is_empty() { String::new() } else { format!(" ({})", names.join(", ")) };
+    let parse = match parsed {
+        Some(c) => format!("; {} of {} functions parsed", c.parsed, c.parsed + c.reused),
+        None => String::new(),
+    };
+    let remote = match &cache.remote {
+        Some(r) if r.is_down() => "; remote cache unavailable".to_string(),
+        Some(r) => format!("; remote {} hits, {} misses", r.counts().0, r.counts().1),
+        None => String::new(),
+    };
     let note = format!(
-        "cache {}: {} of {} functions recomputed{list}; {hits} stage results reused, {misses} computed, {rejected} rejected, {written} bytes written, {evicted} evicted\n",
-        dir.display(),
+        "cache {}: {} of {} functions recomputed{list}{parse}; {hits} results reused, {misses} computed, {rejected} rejected, {written} bytes written, {evicted} evicted{remote}\n",
+        cache.label,
         recomputed.len(),
         module.len(),
     );

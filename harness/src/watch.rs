@@ -45,6 +45,9 @@ pub struct WatchOptions {
     pub memory: MemoryMode,
     /// How `.onnx` files are imported (input shapes).
     pub import: passel_engine::frontend::onnx::ImportOptions,
+    /// The persistent stage cache (`--cache`): a restarted watch recomputes only what no
+    /// earlier process computed.
+    pub cache: Option<std::sync::Arc<crate::cache::Cache>>,
 }
 
 /// Errors that end the watch.
@@ -84,6 +87,9 @@ pub fn watch(opts: &WatchOptions, out: &mut dyn Write) -> Result<(), WatchError>
     let watched = watched_paths(&opts.file)?;
     let mut session = standard_session(opts.pipeline.clone(), &opts.ctx)?;
     session.set_memory_mode(opts.memory);
+    if let Some(cache) = &opts.cache {
+        session.set_store(Some((cache.store.clone(), cache.build.clone())))?;
+    }
     let (tx, rx) = mpsc::channel();
     let notify_err = |source| WatchError::Notify { path: opts.file.display().to_string(), source };
     let mut watcher = notify::recommended_watcher(move |event| {

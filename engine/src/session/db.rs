@@ -311,12 +311,12 @@ pub(crate) fn run_function_stage(
         return compute_function_stage(stage, passes, name, input, view, cancel);
     };
     let key = persist.key(name, &input, view);
-    if let Some(out) = persist.lookup(&key, name, &input) {
+    if let Some(out) = persist.lookup(&key, &input) {
         return Ok(out);
     }
     computing();
     let out = compute_function_stage(stage, passes, name, input.clone(), view, cancel)?;
-    persist.save(&key, name, &input, &out);
+    persist.save(&key, &input, &out);
     Ok(out)
 }
 

@@ -15,30 +15,31 @@
 //! (the CLI's is a directory and, behind it, Redis); [`MemoryStore`] is the in-process one.
 //!
 //! # Entries
-//! An entry holds the output function as canonical text (or a marker when the stage returned
-//! its input unchanged), the span of every node relative to the input's first span and every
-//! node's type (the text holds only the annotated ones), the
+//! An entry holds the output function's arena in a binary encoding (`codec.rs`: every node
+//! with its type and its span relative to the input's first span, the side tables by value;
+//! or a marker when the stage returned its input unchanged), the
 //! diagnostics of each pass and whether the stage's fusion check failed, behind a header with
 //! a magic number, the format version, the key and a checksum of the payload. An entry is
-//! used only when all of these check and the text parses back into a well-formed function;
+//! used only when all of these check and the arena decodes into a well-formed function;
 //! anything else is reported ([`StageStore::rejected`]) and recomputed, never trusted and
-//! never fatal. An output is stored only when its text reads back into the same function (the
-//! same nodes, ids, names, types, constants, attributes and relative spans: what later stages
-//! and the printed output depend on), so a hit gives exactly what the computation gave.
+//! never fatal. The encoding is exact (the same nodes, ids, names, types, constants,
+//! attributes and relative spans: what later stages and the printed output depend on), so a
+//! hit gives exactly what the computation gave, and reading one costs no parse.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use dashmap::DashMap;
 
+use super::codec::{read_function, read_span, write_function, write_span, Reader, Writer};
 use super::db::{callees, FnVal, StageOut};
 use super::same::span_base;
-use crate::ir::{parse_module, print_function, DType, ExprKind, Function, Module, NodeId, Span, Type, TypeKind};
+use crate::ir::{ExprKind, Function, Module, NodeId};
 use crate::transform::{Diagnostic, Severity};
 
 /// The version of the entry format and of the key derivation; bumping it starts a new key
 /// space.
-pub const STORE_FORMAT: u32 = 2;
+pub const STORE_FORMAT: u32 = 3;
 
 const MAGIC: &[u8; 4] = b"PSLS";
 
@@ -218,11 +219,11 @@ impl Persist {
         StageKey(h.finish128())
     }
 
-    /// The stored result under `key` for `input` (the function `name`), when there is one and
+    /// The stored result under `key` for `input`, when there is one and
     /// it passes every check; a failing entry is reported to the store.
-    pub(crate) fn lookup(&self, key: &StageKey, name: &str, input: &Arc<Function>) -> Option<StageOut> {
+    pub(crate) fn lookup(&self, key: &StageKey, input: &Arc<Function>) -> Option<StageOut> {
         let entry = self.store.get(key)?;
-        match decode(&entry, key, name, input) {
+        match decode(&entry, key, input) {
             Ok(out) => Some(out),
             Err(reason) => {
                 self.store.rejected(key, reason);
@@ -231,10 +232,9 @@ impl Persist {
         }
     }
 
-    /// Stores `out`, the stage's result for `input` (the function `name`), under `key` when
-    /// its text reads back exactly.
-    pub(crate) fn save(&self, key: &StageKey, name: &str, input: &Arc<Function>, out: &StageOut) {
-        if let Some(entry) = encode(key, name, input, out) {
+    /// Stores `out`, the stage's result for `input`, under `key`.
+    pub(crate) fn save(&self, key: &StageKey, input: &Arc<Function>, out: &StageOut) {
+        if let Some(entry) = encode(key, input, out) {
             self.store.put(key, &entry);
         }
     }
@@ -297,77 +297,70 @@ fn hash_signature(f: &Function, h: &mut impl Hasher) {
     }
 }
 
-/// Whether `a` and `b` agree on everything [`hash_content`] hashes.
-fn same_content(a: &Function, b: &Function) -> bool {
-    let (mut ha, mut hb) = (StableHasher::new(), StableHasher::new());
-    hash_content(a, &mut ha);
-    hash_content(b, &mut hb);
-    ha.finish128() == hb.finish128()
+/// `payload` behind the entry header: magic number, format version, key, checksum.
+fn seal(key: &StageKey, payload: &[u8]) -> Vec<u8> {
+    let mut e = Writer(Vec::with_capacity(payload.len() + 40));
+    e.0.extend_from_slice(MAGIC);
+    e.u32(STORE_FORMAT);
+    e.0.extend_from_slice(&key.0);
+    e.u64(checksum(payload));
+    e.bytes(payload);
+    e.0
 }
 
-/// Appends little-endian integers and length-prefixed byte strings.
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
+/// The payload of `entry` when its header checks for `key`, or why it is refused.
+fn unseal<'e>(entry: &'e [u8], key: &StageKey) -> Result<&'e [u8], &'static str> {
+    let mut r = Reader(entry);
+    if r.take(4)? != MAGIC {
+        return Err("not a passel store entry");
     }
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
+    if r.u32()? != STORE_FORMAT {
+        return Err("entry of another format version");
     }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
+    if r.take(16)? != key.0 {
+        return Err("entry is for another key");
     }
-    fn bytes(&mut self, v: &[u8]) {
-        self.u64(v.len() as u64);
-        self.0.extend_from_slice(v);
+    let sum = r.u64()?;
+    let payload = r.bytes()?;
+    if !r.0.is_empty() {
+        return Err("trailing bytes after the entry");
     }
-    fn opt_str(&mut self, v: Option<&str>) {
-        match v {
-            Some(s) => {
-                self.u8(1);
-                self.bytes(s.as_bytes());
-            }
-            None => self.u8(0),
-        }
+    if checksum(payload) != sum {
+        return Err("checksum mismatch");
     }
+    Ok(payload)
 }
 
-/// Reads what [`Writer`] wrote; every read fails cleanly past the end.
-struct Reader<'a>(&'a [u8]);
+/// The key of the parsed form of one function's source text `text` (a whole `def`, attributes
+/// included) under the build `build`: what lets a new process skip parsing the functions whose
+/// text it has seen. The text's position in its file is not part of it (spans are stored
+/// relative to the text's start).
+pub fn source_key(build: &str, text: &str) -> StageKey {
+    let mut h = StableHasher::new();
+    (STORE_FORMAT, env!("CARGO_PKG_VERSION"), build, "source").hash(&mut h);
+    text.hash(&mut h);
+    StageKey(h.finish128())
+}
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
-        if self.0.len() < n {
-            return Err("truncated entry");
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
+/// The entry holding `func`, the function `name` parsed from the text of key `key`, its spans
+/// relative to the text's start; `None` when the function cannot be encoded.
+pub fn encode_source(key: &StageKey, name: &str, func: &Function) -> Option<Vec<u8>> {
+    let mut p = Writer(Vec::new());
+    p.str(name);
+    write_function(&mut p, func, 0)?;
+    Some(seal(key, &p.0))
+}
+
+/// The function (name and arena) in a source entry for `key`, its spans placed at `offset`
+/// (where the text starts in its file), or why the entry is refused.
+pub fn decode_source(entry: &[u8], key: &StageKey, offset: u32) -> Result<(String, Function), &'static str> {
+    let mut p = Reader(unseal(entry, key)?);
+    let name = p.str()?.to_string();
+    let func = read_function(&mut p, offset)?;
+    if !p.0.is_empty() {
+        return Err("trailing bytes in the payload");
     }
-    fn u8(&mut self) -> Result<u8, &'static str> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32, &'static str> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().map_err(|_| "truncated entry")?))
-    }
-    fn u64(&mut self) -> Result<u64, &'static str> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().map_err(|_| "truncated entry")?))
-    }
-    fn bytes(&mut self) -> Result<&'a [u8], &'static str> {
-        let n = usize::try_from(self.u64()?).map_err(|_| "truncated entry")?;
-        self.take(n)
-    }
-    fn str(&mut self) -> Result<&'a str, &'static str> {
-        std::str::from_utf8(self.bytes()?).map_err(|_| "text is not UTF-8")
-    }
-    fn opt_str(&mut self) -> Result<Option<&'a str>, &'static str> {
-        match self.u8()? {
-            0 => Ok(None),
-            1 => self.str().map(Some),
-            _ => Err("bad tag"),
-        }
-    }
+    Ok((name, func))
 }
 
 fn checksum(payload: &[u8]) -> u64 {
@@ -378,11 +371,11 @@ fn checksum(payload: &[u8]) -> u64 {
 
 /// Output kinds in an entry.
 const SAME_AS_INPUT: u8 = 0;
-const TEXT: u8 = 1;
+const ARENA: u8 = 1;
 
-/// The entry for `out` (the result for `input`, function `name`), or `None` when its text does
-/// not read back into the same function.
-fn encode(key: &StageKey, name: &str, input: &Arc<Function>, out: &StageOut) -> Option<Vec<u8>> {
+/// The entry for `out` (the result for `input`, function `name`), or `None` when the output
+/// cannot be encoded (a malformed arena, a type nested deeper than an entry allows).
+fn encode(key: &StageKey, input: &Arc<Function>, out: &StageOut) -> Option<Vec<u8>> {
     let base = span_base(input);
     let mut p = Writer(Vec::new());
     p.u8(u8::from(out.unfusable));
@@ -390,29 +383,8 @@ fn encode(key: &StageKey, name: &str, input: &Arc<Function>, out: &StageOut) -> 
     if Arc::ptr_eq(func, input) {
         p.u8(SAME_AS_INPUT);
     } else {
-        let text = print_function(name, func);
-        let spans: Vec<Option<Span>> = func.node_ids().map(|id| func.span(id)).collect();
-        // The text holds only the annotated types; every node's type is stored beside it.
-        let types: Vec<Option<Type>> = func.node_ids().map(|id| func.ty(id).cloned()).collect();
-        let back = read_back(&text, name, &spans, types.clone()).ok()?;
-        if !same_content(&back, func) {
-            return None;
-        }
-        p.u8(TEXT);
-        p.bytes(text.as_bytes());
-        p.u32(spans.len() as u32);
-        for span in &spans {
-            write_span(&mut p, *span, base);
-        }
-        for ty in &types {
-            match ty {
-                Some(ty) => {
-                    p.u8(1);
-                    write_type(&mut p, ty, 0)?;
-                }
-                None => p.u8(0),
-            }
-        }
+        p.u8(ARENA);
+        write_function(&mut p, func, base)?;
     }
     p.u32(out.diags.len() as u32);
     for diags in out.diags.iter() {
@@ -435,151 +407,12 @@ fn encode(key: &StageKey, name: &str, input: &Arc<Function>, out: &StageOut) -> 
             p.bytes(d.message.as_bytes());
         }
     }
-    let payload = p.0;
-    let mut e = Writer(Vec::with_capacity(payload.len() + 40));
-    e.0.extend_from_slice(MAGIC);
-    e.u32(STORE_FORMAT);
-    e.0.extend_from_slice(&key.0);
-    e.u64(checksum(&payload));
-    e.bytes(&payload);
-    Some(e.0)
-}
-
-fn write_span(w: &mut Writer, span: Option<Span>, base: u32) {
-    match span {
-        Some(s) => {
-            w.u8(1);
-            w.u32(s.start.wrapping_sub(base));
-            w.u32(s.end.wrapping_sub(base));
-        }
-        None => w.u8(0),
-    }
-}
-
-fn read_span(r: &mut Reader<'_>, base: u32) -> Result<Option<Span>, &'static str> {
-    match r.u8()? {
-        0 => Ok(None),
-        1 => {
-            let (start, end) = (r.u32()?, r.u32()?);
-            Ok(Some(Span { start: start.wrapping_add(base), end: end.wrapping_add(base) }))
-        }
-        _ => Err("bad span tag"),
-    }
-}
-
-/// Types nest at most this deep in an entry.
-const MAX_TYPE_DEPTH: u32 = 64;
-
-fn write_type(w: &mut Writer, ty: &Type, depth: u32) -> Option<()> {
-    if depth > MAX_TYPE_DEPTH {
-        return None;
-    }
-    match ty.kind() {
-        TypeKind::Tensor(t) => {
-            w.u8(0);
-            w.u32(t.shape.len() as u32);
-            for &d in t.shape.iter() {
-                w.u64(d);
-            }
-            w.bytes(t.dtype.name().as_bytes());
-        }
-        TypeKind::Tuple(fields) => {
-            w.u8(1);
-            w.u32(fields.len() as u32);
-            for f in fields.iter() {
-                write_type(w, f, depth + 1)?;
-            }
-        }
-        TypeKind::Func(f) => {
-            w.u8(2);
-            w.u32(f.params.len() as u32);
-            for p in f.params.iter() {
-                write_type(w, p, depth + 1)?;
-            }
-            write_type(w, &f.ret, depth + 1)?;
-        }
-    }
-    Some(())
-}
-
-fn read_type(r: &mut Reader<'_>, depth: u32) -> Result<Type, &'static str> {
-    if depth > MAX_TYPE_DEPTH {
-        return Err("type nested too deep");
-    }
-    let count = |r: &mut Reader<'_>| -> Result<usize, &'static str> {
-        let n = r.u32()? as usize;
-        // Every element takes at least a byte.
-        if n > r.0.len() {
-            return Err("count larger than the entry");
-        }
-        Ok(n)
-    };
-    match r.u8()? {
-        0 => {
-            let rank = count(r)?;
-            let mut shape = Vec::with_capacity(rank);
-            for _ in 0..rank {
-                shape.push(r.u64()?);
-            }
-            let dtype = DType::from_name(r.str()?).ok_or("unknown dtype")?;
-            Ok(Type::tensor(shape, dtype))
-        }
-        1 => {
-            let n = count(r)?;
-            let fields = (0..n).map(|_| read_type(r, depth + 1)).collect::<Result<Vec<_>, _>>()?;
-            Ok(Type::tuple(fields))
-        }
-        2 => {
-            let n = count(r)?;
-            let params = (0..n).map(|_| read_type(r, depth + 1)).collect::<Result<Vec<_>, _>>()?;
-            let ret = read_type(r, depth + 1)?;
-            Ok(Type::func(params, ret))
-        }
-        _ => Err("bad type tag"),
-    }
-}
-
-/// Parses `text` as the one function `@name` and gives its nodes `spans` and `types`.
-fn read_back(
-    text: &str,
-    name: &str,
-    spans: &[Option<Span>],
-    types: Vec<Option<Type>>,
-) -> Result<Function, &'static str> {
-    let module = parse_module(text).map_err(|_| "text does not parse")?;
-    let [(found, func)] = module.entries() else { return Err("text is not one function") };
-    if &**found != name {
-        return Err("entry is for another function");
-    }
-    if func.num_nodes() != spans.len() || func.num_nodes() != types.len() {
-        return Err("span or type table does not match the function");
-    }
-    if !func.is_well_formed() {
-        return Err("function is not well formed");
-    }
-    Ok(func.with_spans(spans.iter().map(|s| s.unwrap_or_default()).collect()).with_types(types))
+    Some(seal(key, &p.0))
 }
 
 /// The result in `entry` for `input` (the function `name`) under `key`, or why it is refused.
-fn decode(entry: &[u8], key: &StageKey, name: &str, input: &Arc<Function>) -> Result<StageOut, &'static str> {
-    let mut r = Reader(entry);
-    if r.take(4)? != MAGIC {
-        return Err("not a passel store entry");
-    }
-    if r.u32()? != STORE_FORMAT {
-        return Err("entry of another format version");
-    }
-    if r.take(16)? != key.0 {
-        return Err("entry is for another key");
-    }
-    let sum = r.u64()?;
-    let payload = r.bytes()?;
-    if !r.0.is_empty() {
-        return Err("trailing bytes after the entry");
-    }
-    if checksum(payload) != sum {
-        return Err("checksum mismatch");
-    }
+fn decode(entry: &[u8], key: &StageKey, input: &Arc<Function>) -> Result<StageOut, &'static str> {
+    let payload = unseal(entry, key)?;
     let base = span_base(input);
     let mut p = Reader(payload);
     let unfusable = match p.u8()? {
@@ -589,26 +422,7 @@ fn decode(entry: &[u8], key: &StageKey, name: &str, input: &Arc<Function>) -> Re
     };
     let func = match p.u8()? {
         SAME_AS_INPUT => input.clone(),
-        TEXT => {
-            let text = p.str()?;
-            let n = p.u32()? as usize;
-            if n > payload.len() {
-                return Err("span table larger than the entry");
-            }
-            let mut spans = Vec::with_capacity(n);
-            for _ in 0..n {
-                spans.push(read_span(&mut p, base)?);
-            }
-            let mut types = Vec::with_capacity(n);
-            for _ in 0..n {
-                types.push(match p.u8()? {
-                    0 => None,
-                    1 => Some(read_type(&mut p, 0)?),
-                    _ => return Err("bad type presence tag"),
-                });
-            }
-            Arc::new(read_back(text, name, &spans, types)?)
-        }
+        ARENA => Arc::new(read_function(&mut p, base)?),
         _ => return Err("bad output tag"),
     };
     let n_passes = p.u32()? as usize;

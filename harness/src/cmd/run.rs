@@ -13,7 +13,6 @@ use passel_engine::transform::{
     Severity, VERIFY_EACH,
 };
 
-use super::load;
 use crate::args::{check_distinct_outputs, resolve_pass_name, PipelineArgs, ThreadArgs};
 use crate::console::Console;
 use crate::{debug, diag, onnx};
@@ -128,7 +127,15 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         ("--stats-json", &args.debug.stats_json),
         ("--reproducer", &args.debug.reproducer),
     ])?;
-    let (module, src) = match load(console, &args.file, &args.shapes) {
+    let cache = match args.cache.location() {
+        Some(location) => Some(crate::cache::Cache::open(&location, args.cache.max_size()?)?),
+        None => None,
+    };
+    let threads = args
+        .threads
+        .threads
+        .map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n as usize);
+    let (module, src, parsed) = match crate::cache::load(console, &args.file, &args.shapes, cache.as_ref(), threads) {
         Ok(loaded) => loaded,
         Err(code) => return Ok(code),
     };
@@ -236,9 +243,9 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
             }
         }
     }
-    let cache_dir = args.cache.dir_for(&ctx, args.trace.is_some())?;
-    let (res, report, cached_diags) = if let Some(dir) = &cache_dir {
-        let run = crate::cache::run_cached(&pipeline, &ctx, &module, dir, args.cache.max_size()?)?;
+    let use_cache = args.cache.location_for(&ctx, args.trace.is_some())?.is_some();
+    let (res, report, cached_diags) = if let (true, Some(cache)) = (use_cache, &cache) {
+        let run = crate::cache::run_cached(&pipeline, &ctx, &module, cache, parsed)?;
         if console.err(&run.note).is_err() {
             return Ok(console.exit_code(ExitCode::FAILURE));
         }

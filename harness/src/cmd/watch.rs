@@ -32,6 +32,8 @@ pub struct WatchArgs {
     /// cost; adding, removing or renaming a function re-runs the whole pipeline.
     #[arg(long)]
     pub lean: bool,
+    #[command(flatten)]
+    pub cache: crate::cache::CacheArgs,
 }
 
 pub fn watch(console: &Console, args: WatchArgs) -> ExitCode {
@@ -45,6 +47,10 @@ pub fn watch(console: &Console, args: WatchArgs) -> ExitCode {
                 console.err(&format!("note: {note}\n")).map_err(|_| "cannot write to stderr".to_string())?;
             }
         }
+        let cache = match args.cache.location_for(&ctx, false)? {
+            Some(location) => Some(std::sync::Arc::new(crate::cache::Cache::open(&location, args.cache.max_size()?)?)),
+            None => None,
+        };
         let opts = crate::watch::WatchOptions {
             file: args.file.clone(),
             pipeline,
@@ -53,6 +59,7 @@ pub fn watch(console: &Console, args: WatchArgs) -> ExitCode {
             output: args.output.clone(),
             memory: if args.lean { MemoryMode::Lean } else { MemoryMode::Full },
             import: args.shapes.options().map_err(|e| e.to_string())?,
+            cache,
         };
         crate::watch::watch(&opts, &mut console.writer(Stream::Stdout)).map_err(|e| e.to_string())
     })();
