@@ -308,7 +308,15 @@ fn gen_refuses_sizes_that_cannot_fit_in_memory() {
     // Every kind is estimated: a million MLP layers need gigabytes, more than a 1 GiB limit.
     use passel_harness::gen::cli::{check_size, GenCommand, MlpArgs};
     let mlp = |layers| {
-        GenCommand::Mlp(MlpArgs { layers, batch: 4, input: 32, width: 64, activation: "mixed".into(), seed: 0 })
+        GenCommand::Mlp(MlpArgs {
+            layers,
+            batch: 4,
+            input: 32,
+            width: 64,
+            activation: "mixed".into(),
+            seed: 0,
+            varied_widths: false,
+        })
     };
     assert!(check_size(&mlp(1_000_000), 1 << 30).unwrap_err().contains("more than the limit of 1.0 GiB"));
     assert_eq!(check_size(&mlp(8), 1 << 30), Ok(()));
