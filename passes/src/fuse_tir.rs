@@ -34,6 +34,7 @@ use passel_engine::tir::{prim_structural_eq, prim_structural_hash, Buffer, Param
 use passel_engine::transform::ModulePass;
 use rustc_hash::FxHashMap;
 
+use crate::legalize_ops::FreshNames;
 use crate::tir::copy::Copier;
 
 /// The pass's registry name.
@@ -252,10 +253,7 @@ struct Made {
     /// Structural hash → names of fused PrimFuncs with that hash.
     by_hash: FxHashMap<u64, Vec<usize>>,
     new: Vec<(Arc<str>, Arc<PrimFunc>)>,
-    taken: BTreeSet<String>,
-    /// Per base name: the next suffix to try (names are made in O(1) each, not by counting
-    /// up from 1 for every kernel of a base).
-    next: FxHashMap<String, usize>,
+    names: FreshNames,
 }
 
 impl Made {
@@ -268,17 +266,9 @@ impl Made {
                 }
             }
         }
-        let k = self.next.entry(base.to_string()).or_insert(0);
-        let mut name = if *k == 0 { base.to_string() } else { format!("{base}_{k}") };
-        while self.taken.contains(&name) {
-            *k += 1;
-            name = format!("{base}_{k}");
-        }
-        *k += 1;
-        self.taken.insert(name.clone());
+        let name = self.names.fresh(base);
         let ty = prim.graph_type();
         self.by_hash.entry(h).or_default().push(self.new.len());
-        let name: Arc<str> = name.into();
         self.new.push((name.clone(), Arc::new(prim)));
         (name, ty)
     }
@@ -345,9 +335,7 @@ pub fn fuse_tir(module: Module) -> Module {
     if module.num_prims() == 0 {
         return module;
     }
-    let mut made = Made::default();
-    made.taken.extend(module.iter().map(|(n, _)| n.to_string()));
-    made.taken.extend(module.prim_funcs().map(|(n, _)| n.to_string()));
+    let mut made = Made { names: FreshNames::of(&module), ..Made::default() };
     let before = called_prims(&module);
     let mut out = module.clone();
     let mut changed = false;

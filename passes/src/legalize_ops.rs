@@ -52,18 +52,43 @@ struct Made {
     /// first reason.
     skipped: std::collections::BTreeMap<String, String>,
     /// Names taken in the module.
-    taken: BTreeSet<String>,
+    taken: FreshNames,
 }
 
 impl Made {
     fn fresh_name(&mut self, op: &str) -> Arc<str> {
         let base: String = op.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
-        let mut name = base.clone();
-        let mut k = 1;
+        self.taken.fresh(&base)
+    }
+}
+
+/// Names for new PrimFuncs: `base`, then `base_1`, `base_2`, … skipping names the module
+/// holds. Each base remembers its next suffix, so making n names of one base is O(n), not
+/// O(n²). LegalizeOps and FuseTIR name their PrimFuncs with it.
+#[derive(Default)]
+pub(crate) struct FreshNames {
+    taken: BTreeSet<String>,
+    next: FxHashMap<String, usize>,
+}
+
+impl FreshNames {
+    /// The names of `module`'s functions of both kinds, taken.
+    pub(crate) fn of(module: &Module) -> FreshNames {
+        let mut names = FreshNames::default();
+        names.taken.extend(module.iter().map(|(n, _)| n.to_string()));
+        names.taken.extend(module.prim_funcs().map(|(n, _)| n.to_string()));
+        names
+    }
+
+    /// A name not taken yet, from `base`; taken from now on.
+    pub(crate) fn fresh(&mut self, base: &str) -> Arc<str> {
+        let k = self.next.entry(base.to_string()).or_insert(0);
+        let mut name = if *k == 0 { base.to_string() } else { format!("{base}_{k}") };
         while self.taken.contains(&name) {
+            *k += 1;
             name = format!("{base}_{k}");
-            k += 1;
         }
+        *k += 1;
         self.taken.insert(name.clone());
         name.into()
     }
@@ -143,9 +168,7 @@ impl ExprMutator for Legalize<'_> {
 /// warning names the operators left as graph calls.
 pub fn legalize_ops(module: Module, ctx: Option<&PassContext>) -> Module {
     let Some(call_tir) = passel_engine::op::lookup("call_tir") else { return module };
-    let mut made = Made::default();
-    made.taken.extend(module.iter().map(|(n, _)| n.to_string()));
-    made.taken.extend(module.prim_funcs().map(|(n, _)| n.to_string()));
+    let mut made = Made { taken: FreshNames::of(&module), ..Made::default() };
     let mut out = module.clone();
     let mut changed = false;
     for (name, func) in module.iter() {

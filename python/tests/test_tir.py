@@ -462,11 +462,20 @@ def test_immutable_module_catches_a_prim_func_pass_changing_its_input():
 
 
 def test_registered_tir_passes_and_legalize_ops_from_python():
-    assert {p["name"]: p["kind"] for p in transform.list_passes() if p["kind"] == "prim_func"} == {
-        "Simplify": "prim_func",
-        "RemoveNoOp": "prim_func",
-        "UnrollLoop": "prim_func",
+    names = {p["name"] for p in transform.list_passes() if p["kind"] == "prim_func"}
+    assert names == {
+        "Simplify",
+        "RemoveNoOp",
+        "UnrollLoop",
+        "VectorizeLoop",
+        "LoopPartition",
+        "FlattenBuffer",
+        "StorageRewrite",
+        "CommonSubexprElimTIR",
+        "NarrowDataType",
     }
+    for name in sorted(names):
+        assert getattr(tir.transform, name)().info.name == name
     graph = ir.Module.parse("""
 def @main(%a: Tensor[(8,), f32], %b: Tensor[(8,), f32]) -> Tensor[(8,), f32] {
   let %c = add(%a, %b);
