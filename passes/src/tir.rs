@@ -3,6 +3,21 @@
 
 pub(crate) mod copy;
 
+use std::sync::Arc;
+
+use passel_engine::tir::PrimFunc;
+
+/// What a loop-level pass returns from its rebuild of `func`: the new PrimFunc, or `func`
+/// itself (the same `Arc`) when the rebuild changed nothing (`Ok(None)`) or was refused
+/// (`Err`: the builder refuses only what the input's own verifier would, and the pass then
+/// leaves the function as it was). The passes' one exit.
+pub(crate) fn rebuilt(func: &Arc<PrimFunc>, result: Result<Option<PrimFunc>, String>) -> Arc<PrimFunc> {
+    match result {
+        Ok(Some(f)) => Arc::new(f),
+        _ => func.clone(),
+    }
+}
+
 /// Declares the loop-level passes, each once: `file { NAMES };` makes `pub mod file`
 /// (`tir/file.rs`) and lists its registry NAMES in [`PASS_NAMES`] (which the crate's
 /// `standard_pass_names` appends) and, for the header test, with the file's source.

@@ -76,10 +76,7 @@ pub fn common_subexpr_elim(func: &Arc<PrimFunc>, enable_cse_tir: bool, identify_
     if !enable_cse_tir {
         return func.clone();
     }
-    match run(func, identify_equiv_terms) {
-        Ok(Some(f)) => Arc::new(f),
-        _ => func.clone(),
-    }
+    super::rebuilt(func, run(func, identify_equiv_terms))
 }
 
 /// A hash-consing key: the node with its operands' value numbers.

@@ -42,10 +42,7 @@ pub fn pass() -> PrimFuncPass {
 /// Runs FlattenBuffer on `func`; returns `func` itself when every buffer is already flat
 /// (or a buffer's storage size overflows, which the builder would have refused).
 pub fn flatten_buffer(func: &Arc<PrimFunc>) -> Arc<PrimFunc> {
-    match run(func) {
-        Ok(Some(f)) => Arc::new(f),
-        _ => func.clone(),
-    }
+    super::rebuilt(func, run(func))
 }
 
 fn is_flat(b: &Buffer) -> bool {

@@ -52,10 +52,7 @@ pub fn narrow_datatype(func: &Arc<PrimFunc>, target_bits: u32) -> Arc<PrimFunc> 
         32 => DType::I32,
         _ => return func.clone(),
     };
-    match run(func, target) {
-        Ok(Some(f)) => Arc::new(f),
-        _ => func.clone(),
-    }
+    super::rebuilt(func, run(func, target))
 }
 
 type R<T> = Result<T, String>;

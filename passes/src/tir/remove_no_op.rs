@@ -39,10 +39,7 @@ pub fn pass() -> PrimFuncPass {
 
 /// Runs RemoveNoOp on `func`; returns `func` itself when nothing is removed.
 pub fn remove_no_op(func: &Arc<PrimFunc>) -> Arc<PrimFunc> {
-    match run(func) {
-        Ok(Some(f)) => Arc::new(f),
-        _ => func.clone(),
-    }
+    super::rebuilt(func, run(func))
 }
 
 fn run(f: &PrimFunc) -> Result<Option<PrimFunc>, String> {

@@ -39,10 +39,7 @@ pub fn pass() -> PrimFuncPass {
 
 /// Runs StorageRewrite on `func`; returns `func` itself when no two allocations merge.
 pub fn storage_rewrite(func: &Arc<PrimFunc>) -> Arc<PrimFunc> {
-    match run(func) {
-        Ok(Some(f)) => Arc::new(f),
-        _ => func.clone(),
-    }
+    super::rebuilt(func, run(func))
 }
 
 type R<T> = Result<T, String>;
