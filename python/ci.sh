@@ -16,7 +16,10 @@ rm -rf "$venv"
 "$venv/bin/python" -m pip install --quiet maturin pytest numpy mypy
 
 echo "== python package: pip install ./python"
-"$venv/bin/python" -m pip install --quiet ./python
+# Built with cargo's dev profile (opt-level 1 for the workspace, 2 for dependencies: see the root
+# Cargo.toml), which shares every engine artifact with `cargo test`, instead of a second, release
+# build of the whole workspace. Users' `pip install ./python` builds the release profile.
+MATURIN_PEP517_ARGS="${MATURIN_PEP517_ARGS:---profile dev}" "$venv/bin/python" -m pip install --quiet ./python
 
 echo "== python package: pytest"
 # Run from the repository root with the venv's pytest (not `python -m pytest`, which would
@@ -30,8 +33,8 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 
-echo "== python package: mypy on the typed examples"
-"$venv/bin/mypy" --strict --no-incremental python/examples/typed_tour.py python/examples/pass_infra_tutorial.py \
+echo "== python package: mypy --strict on the package sources and the typed examples"
+"$venv/bin/mypy" --strict --no-incremental python/passel python/examples/typed_tour.py python/examples/pass_infra_tutorial.py \
   python/examples/pass_instrument_tutorial.py python/examples/rewrite_and_rename.py python/examples/tir_custom_pass.py
 
 echo "python package: all checks passed"

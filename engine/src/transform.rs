@@ -2,7 +2,7 @@
 //! ([`PassContext`]), the pass kinds (module, function, [`Sequential`]), the static pass and
 //! config registries, instruments and textual pipelines.
 //!
-//! Semantics follow `reference/tvm-pass-semantics.md`; rule numbers in comments refer to it.
+//! Semantics follow `docs/pass-semantics.md`; rule numbers in comments refer to it.
 //!
 //! Invariant: every pass call, including required dependencies and nested sequentials, goes
 //! through [`call_pass`], which applies the instrument hooks, the `testing.immutable_module`

@@ -1,5 +1,5 @@
 //! Conformance suite for the pass infrastructure: one or more tests per numbered rule of
-//! `reference/tvm-pass-semantics.md` (the rule is named in each section header), including
+//! `docs/pass-semantics.md` (the rule is named in each section header), including
 //! every failure example with the exact instrument callback sequence.
 
 use std::io::Write;

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Set, Union
 
 from . import _passel
 from ._passel import StageStats
@@ -57,7 +57,7 @@ class Session:
     def __init__(self, pipeline_: Union[Pass, str], ctx: Optional[PassContext] = None) -> None:
         self.pipeline: Pass = pipeline(pipeline_) if isinstance(pipeline_, str) else pipeline_
         self._versions: Dict[int, Any] = {}
-        self._warned: set = set()
+        self._warned: Set[int] = set()
         for p in self._python_passes():
             self._versions[id(p)] = p.version
         self._handle = _passel.SessionHandle(self.pipeline._handle, ctx)

@@ -1,6 +1,6 @@
 """The pass manager's rules (PassContext scope, config, which passes a Sequential runs,
 required passes, the registry, pipelines) through the Python API. Rule numbers refer to
-reference/tvm-pass-semantics.md."""
+docs/pass-semantics.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 //! The `Instrument` trait and the code that calls instruments with the reference's order and
-//! failure rules (rules 19–26 of `reference/tvm-pass-semantics.md`).
+//! failure rules (rules 19–26 of `docs/pass-semantics.md`).
 
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
