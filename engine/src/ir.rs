@@ -5,6 +5,7 @@ mod builder;
 mod expr;
 mod function;
 mod ids;
+mod lexer;
 mod module;
 mod parser;
 pub(crate) mod printer;

@@ -11,35 +11,84 @@ fn code_lines(text: &str) -> impl Iterator<Item = &str> {
     text.lines().filter(|l| !l.trim_start().starts_with("//"))
 }
 
-/// Every `super::NAME` a file of `transform/` mentions in code, NAME lowercase (a sibling file).
-fn siblings(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for line in code_lines(text) {
-        for (i, _) in line.match_indices("super::") {
-            let rest = &line[i + "super::".len()..];
-            let name: String = rest.chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
-            if !name.is_empty() {
-                out.insert(name);
+/// The non-test code of a source file: its text up to a trailing `#[cfg(test)] mod …` (the
+/// house layout puts unit tests last), then without comments.
+fn production_code(text: &str) -> String {
+    let end = text.find("#[cfg(test)]\nmod ").unwrap_or(text.len());
+    code_lines(&text[..end]).collect::<Vec<_>>().join("\n")
+}
+
+/// The `.rs` files under `dir`, recursively, as (module path relative to `dir`, text): `a.rs`
+/// is `a`, `a/b.rs` is `a::b`.
+fn module_files(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).expect("readable") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(dir).expect("under dir").with_extension("");
+                let name = rel.iter().map(|c| c.to_string_lossy().to_string()).collect::<Vec<_>>().join("::");
+                out.insert(name, std::fs::read_to_string(&path).expect("readable"));
             }
         }
     }
     out
 }
 
-#[test]
-fn transform_files_import_each_other_without_a_cycle() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/transform");
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for entry in std::fs::read_dir(&dir).expect("transform/ is readable") {
-        let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|e| e == "rs") {
-            let name = path.file_stem().expect("a file name").to_string_lossy().to_string();
-            let text = std::fs::read_to_string(&path).expect("readable");
-            graph.insert(name, siblings(&text));
+/// The lowercase path segments after each `prefix` in `code` (`super::a::b::Item` → `[a, b]`).
+fn paths_after<'t>(code: &'t str, prefix: &str) -> Vec<Vec<&'t str>> {
+    code.match_indices(prefix)
+        .filter(|(i, _)| *i == 0 || !code.as_bytes()[i - 1].is_ascii_alphanumeric() && code.as_bytes()[i - 1] != b'_')
+        .map(|(i, _)| {
+            let rest = &code[i + prefix.len()..];
+            rest.split("::")
+                .map(|seg| &seg[..seg.find(|c: char| !(c.is_ascii_lowercase() || c == '_')).unwrap_or(seg.len())])
+                .take_while(|seg| !seg.is_empty())
+                .collect()
+        })
+        .collect()
+}
+
+/// The file-level import graph of the module at `dir` (named `crate_path`, e.g.
+/// `crate::transform`): an edge from each file to each file of the same tree it names, through
+/// `super::`, `self::` or the absolute `crate_path::` (the longest path that is a file).
+fn import_graph(dir: &Path, crate_path: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let files = module_files(dir);
+    let mut graph = BTreeMap::new();
+    for (name, text) in &files {
+        let code = production_code(text);
+        let own: Vec<&str> = name.split("::").collect();
+        let parent = &own[..own.len() - 1];
+        let mut targets: Vec<Vec<&str>> = Vec::new();
+        for path in paths_after(&code, "super::") {
+            targets.push(parent.iter().copied().chain(path).collect());
         }
+        for path in paths_after(&code, "self::") {
+            targets.push(own.iter().copied().chain(path).collect());
+        }
+        for path in paths_after(&code, &format!("{crate_path}::")) {
+            targets.push(path);
+        }
+        // A module and its own submodules (`parser` and `parser::literals`) refer to each other
+        // by construction; the edges that matter are between files that do not contain each other.
+        let related = |t: &str| t == name || t.starts_with(&format!("{name}::")) || name.starts_with(&format!("{t}::"));
+        let mut deps = BTreeSet::new();
+        for target in targets {
+            let found = (1..=target.len()).rev().map(|n| target[..n].join("::")).find(|t| files.contains_key(t));
+            if let Some(t) = found.filter(|t| !related(t)) {
+                deps.insert(t);
+            }
+        }
+        graph.insert(name.clone(), deps);
     }
-    assert!(graph.len() > 10, "found only {:?}", graph.keys());
-    // Depth-first search for a back edge, reporting the cycle.
+    graph
+}
+
+/// Panics with the first cycle of `graph` (nodes outside the graph are leaves).
+fn assert_acyclic(what: &str, graph: &BTreeMap<String, BTreeSet<String>>) {
     fn visit(
         node: &str,
         graph: &BTreeMap<String, BTreeSet<String>>,
@@ -68,10 +117,88 @@ fn transform_files_import_each_other_without_a_cycle() {
     }
     let mut done = BTreeSet::new();
     for node in graph.keys() {
-        if let Some(cycle) = visit(node, &graph, &mut Vec::new(), &mut done) {
-            panic!("transform/ imports in a circle: {}", cycle.join(" -> "));
+        if let Some(cycle) = visit(node, graph, &mut Vec::new(), &mut done) {
+            panic!("{what} imports in a circle: {}", cycle.join(" -> "));
         }
     }
+}
+
+fn src() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn transform_files_import_each_other_without_a_cycle() {
+    let graph = import_graph(&src().join("transform"), "crate::transform");
+    assert!(graph.len() > 15 && graph.contains_key("instruments::print_ir"), "found only {:?}", graph.keys());
+    // The graph sees both spellings: `print_ir.rs` names `super::line_diff` and
+    // `crate::transform::instrument`.
+    assert!(graph["instruments::print_ir"].contains("instruments::line_diff"));
+    assert!(graph["instruments::print_ir"].contains("instrument"));
+    assert_acyclic("transform/", &graph);
+}
+
+#[test]
+fn ir_files_import_each_other_without_a_cycle() {
+    let graph = import_graph(&src().join("ir"), "crate::ir");
+    assert!(graph.contains_key("parser::prim") && graph.contains_key("lexer"), "found only {:?}", graph.keys());
+    assert!(!graph["module"].contains("parser"), "the module's name check is the lexer's, not the parser's");
+    assert_acyclic("ir/", &graph);
+}
+
+/// The operator registry sits between the IR's vocabulary and its structures, as MLIR's
+/// operation registry sits between its type system and its parser and verifier: `op/` uses only
+/// the vocabulary files of `ir/` (types, tensors, attributes, ids), and those never use `op`;
+/// the builder, parser, printer and verifier above them look operators up in the registry.
+#[test]
+fn the_operator_registry_uses_only_the_ir_vocabulary_and_the_vocabulary_not_it() {
+    const VOCABULARY: [&str; 4] = ["attrs", "ids", "tensor", "ty"];
+    // The items `ir.rs` re-exports, by the file that defines them.
+    let facade = std::fs::read_to_string(src().join("ir.rs")).expect("readable");
+    let mut defined_in: BTreeMap<String, String> = BTreeMap::new();
+    for line in code_lines(&facade) {
+        if let Some(rest) = line.trim().strip_prefix("pub use ") {
+            let (file, items) = rest.split_once("::").expect("pub use FILE::…");
+            for item in items.trim_end_matches(';').trim_matches(|c| c == '{' || c == '}').split(',') {
+                defined_in.insert(item.trim().to_string(), file.to_string());
+            }
+        }
+    }
+    assert!(defined_in.get("Function").is_some_and(|f| f == "function"), "{defined_in:?}");
+    let mut op_files = module_files(&src().join("op"));
+    op_files.insert(String::new(), std::fs::read_to_string(src().join("op.rs")).expect("readable"));
+    for (name, text) in &op_files {
+        let code = production_code(text);
+        for (i, _) in code.match_indices("ir::") {
+            let rest = &code[i + "ir::".len()..];
+            let group =
+                if let Some(inner) = rest.strip_prefix('{') { &inner[..inner.find('}').unwrap_or(0)] } else { rest };
+            for item in group.split(',').map(|s| s.trim()) {
+                let item: String = item.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                if let Some(file) = defined_in.get(&item) {
+                    assert!(
+                        VOCABULARY.contains(&file.as_str()),
+                        "op/{name}.rs uses ir::{item}, defined in ir/{file}.rs, above the registry"
+                    );
+                }
+            }
+        }
+    }
+    for file in VOCABULARY {
+        let code = production_code(&std::fs::read_to_string(src().join(format!("ir/{file}.rs"))).expect("readable"));
+        assert!(!code.contains("op::"), "ir/{file}.rs uses the operator registry");
+        for above in ["builder", "function", "parser", "printer", "verifier", "module"] {
+            assert!(!code.contains(&format!("super::{above}")), "ir/{file}.rs uses ir/{above}.rs");
+        }
+    }
+}
+
+#[test]
+fn python_extension_files_import_each_other_without_a_cycle() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../python/src");
+    let graph = import_graph(&dir, "crate");
+    assert!(graph.contains_key("instrument") && graph.contains_key("transform"), "found only {:?}", graph.keys());
+    assert_acyclic("python/src/", &graph);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 
 use crate::errors;
 use crate::ir::Module;
-use crate::transform::PassInfo;
+use crate::pass_info::PassInfo;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PassTimingInstrument>()?;

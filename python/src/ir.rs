@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 
 use crate::errors::{self, OnnxError, ParseError};
-use crate::tir::{prim_from_py, prim_to_py};
+use crate::prim_handle::{prim_from_py, prim_to_py};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Module>()?;

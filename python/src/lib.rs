@@ -26,6 +26,8 @@
 mod errors;
 mod instrument;
 mod ir;
+mod pass_info;
+mod prim_handle;
 mod session;
 mod tir;
 mod transform;

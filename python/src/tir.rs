@@ -40,6 +40,7 @@ use crate::errors;
 use crate::ir::{
     attrs_to_dict, dict_to_attrs, numpy_dtype, parse_dtype, tensor_from_raw, tensor_to_raw, Module, RawPy, RawTensor,
 };
+pub(crate) use crate::prim_handle::{prim_from_py, PrimFuncHandle};
 use crate::transform::{call_python, check_input_unchanged, required_refs, PassContext, PassHandle};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -47,29 +48,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_prim_func_pass, m)?)?;
     m.add_function(wrap_pyfunction!(eval_prim, m)?)?;
     Ok(())
-}
-
-/// An engine PrimFunc (``passel.tir.PrimFunc`` wraps it). Immutable; shares the Rust `Arc`.
-#[pyclass(module = "passel._passel", frozen)]
-#[derive(Clone)]
-pub struct PrimFuncHandle {
-    pub(crate) inner: Arc<PrimFunc>,
-}
-
-/// A PrimFunc as the Python object users see (`passel.tir.PrimFunc`).
-pub(crate) fn prim_to_py<'py>(py: Python<'py>, func: &Arc<PrimFunc>) -> PyResult<Bound<'py, PyAny>> {
-    let handle = PrimFuncHandle { inner: func.clone() };
-    py.import("passel.tir")?.getattr("PrimFunc")?.call_method1("_wrap", (handle,))
-}
-
-/// The engine PrimFunc behind a `passel.tir.PrimFunc` (or a bare handle), if `obj` is one.
-pub(crate) fn prim_from_py(obj: &Bound<'_, PyAny>) -> Option<Arc<PrimFunc>> {
-    if let Ok(h) = obj.extract::<PyRef<'_, PrimFuncHandle>>() {
-        return Some(h.inner.clone());
-    }
-    let native = obj.getattr("_native").ok()?;
-    let h = native.extract::<PyRef<'_, PrimFuncHandle>>().ok()?;
-    Some(h.inner.clone())
 }
 
 /// TVM's spelling of a loop-level type: `float32`, `int64x4`.

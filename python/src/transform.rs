@@ -24,6 +24,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 use crate::errors;
 use crate::instrument::to_instrument;
 use crate::ir::{Function, Module};
+use crate::pass_info::PassInfo;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PassInfo>()?;
@@ -39,41 +40,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(print_ir, m)?)?;
     m.add_function(wrap_pyfunction!(time_in_rust, m)?)?;
     Ok(())
-}
-
-/// The static description of a pass: ``name``, ``opt_level`` (the lowest context opt level
-/// at which a ``Sequential`` runs it) and ``required`` (registry names run right before it).
-#[pyclass(module = "passel.transform", frozen, eq)]
-#[derive(Clone, PartialEq)]
-pub struct PassInfo {
-    /// The pass name.
-    #[pyo3(get)]
-    name: String,
-    /// The pass's opt level.
-    #[pyo3(get)]
-    opt_level: u32,
-    /// Registry names of the passes a ``Sequential`` runs right before this one.
-    #[pyo3(get)]
-    required: Vec<String>,
-}
-
-impl PassInfo {
-    pub(crate) fn of(info: &passel_engine::PassInfo) -> PassInfo {
-        PassInfo { name: info.name.clone(), opt_level: info.opt_level, required: info.required.clone() }
-    }
-}
-
-#[pymethods]
-impl PassInfo {
-    #[new]
-    #[pyo3(signature = (opt_level, name, required=None))]
-    fn new(opt_level: u32, name: String, required: Option<Vec<String>>) -> PassInfo {
-        PassInfo { name, opt_level, required: required.unwrap_or_default() }
-    }
-
-    fn __repr__(&self) -> String {
-        format!("PassInfo(name={:?}, opt_level={}, required={:?})", self.name, self.opt_level, self.required)
-    }
 }
 
 /// Python objects of contexts that may be `current()`: entered ones (with their entry count)

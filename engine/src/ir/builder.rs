@@ -1,7 +1,7 @@
 //! The function builder: pushes nodes whose operands already exist (so the arena stays in
 //! post-order), interns names and types, records well-formedness as it goes, and finishes
-//! into an immutable [`Function`]. Also the ways to start a builder from a function (empty
-//! with its tables, sharing its names, or appending to its arena).
+//! into an immutable [`Function`]. Also the two ways to start a builder from a function (sharing
+//! its names, or appending to its arena).
 
 use std::sync::Arc;
 
@@ -14,28 +14,6 @@ use super::tensor::Constant;
 use super::ty::{DType, Type};
 
 impl Function {
-    /// A builder with this function's symbol, constant and attribute tables but an empty arena:
-    /// `Sym`, `ConstIdx` and `AttrsIdx` values of this function stay valid in it. (Public API
-    /// for code outside the workspace; the rewriting layer's fresh arenas share only the names,
-    /// [`Function::builder_sharing_names`].)
-    pub fn builder_with_tables(&self) -> FunctionBuilder {
-        let sym_index = self.syms.iter().enumerate().map(|(i, s)| (Box::from(s), Sym(i as u32))).collect();
-        FunctionBuilder {
-            nodes: Vec::new(),
-            types: TypeTable::default(),
-            spans: Table::default(),
-            extra: Vec::new(),
-            syms: self.syms.clone(),
-            sym_index,
-            scalar_consts: Default::default(),
-            consts: Table::Shared(self.consts.clone()),
-            call_attrs: Table::Shared(self.call_attrs.clone()),
-            closures: Table::default(),
-            span: Span::default(),
-            malformed: false,
-        }
-    }
-
     /// An empty builder that shares this function's symbol table (without an index of it):
     /// `Sym` values of this function stay valid in it, so a copy need not intern names again.
     /// Constants and attributes start empty. `nodes` and `extra` are capacity hints.

@@ -26,7 +26,7 @@ pub enum ModuleError {
 
 /// Refuses a global name that would not re-parse as itself (see [`ModuleError::InvalidName`]).
 fn check_name(name: &str) -> Result<(), ModuleError> {
-    if super::parser::is_valid_name(name) {
+    if super::lexer::is_valid_name(name) {
         Ok(())
     } else {
         Err(ModuleError::InvalidName(name.to_string()))

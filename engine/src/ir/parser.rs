@@ -1,6 +1,6 @@
 //! Parser of the `.pir` text format (grammar: `docs/text-format.md`).
 //!
-//! A recursive-descent parser over the on-demand `lexer` (literals are in `literals`),
+//! A recursive-descent parser over the on-demand lexer (`ir/lexer.rs`) (literals are in `literals`),
 //! building each function with a [`FunctionBuilder`] so that every node carries its source
 //! span. Besides syntax it checks
 //! what needs no types: operators exist and get the right number of arguments and valid
@@ -11,9 +11,6 @@
 //! never a stack overflow. Errors do not stop the parse: after an error the parser skips to
 //! the next `;`, `}` or `def` and goes on, reporting up to [`MAX_ERRORS`] errors.
 
-mod lexer;
-
-pub(crate) use lexer::is_valid_name;
 mod literals;
 mod names;
 mod prim;
@@ -22,7 +19,6 @@ mod resources;
 use std::fmt;
 use std::sync::Arc;
 
-use self::lexer::{Kw, Lexer, Tok, Token};
 use self::literals::scalar;
 use self::names::NameMap;
 use self::resources::{Blob, PendingRef};
@@ -30,6 +26,7 @@ use super::attrs::{fn_attr, AttrValue, Attrs};
 use super::builder::FunctionBuilder;
 use super::expr::Span;
 use super::ids::{NodeId, OpId};
+use super::lexer::{Kw, Lexer, Tok, Token};
 use super::module::Module;
 use super::tensor::{Constant, Tensor, TensorData};
 use super::ty::{DType, TensorType, Type};

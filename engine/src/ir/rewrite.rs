@@ -34,6 +34,19 @@
 //! recursion over the input, and all return `None` (the pass then returns its input `Arc`)
 //! when nothing changed.
 //!
+//! Every way to make a changed function, in one table (nothing else in `ir/` makes one):
+//!
+//! | entry point | changes | use it for |
+//! |---|---|---|
+//! | [`substitute`] / [`Function::substituted`] | operands redirected, bindings removed | merging, forwarding, deleting values (CSE, DCE, SimplifyExpr's forwarding identities) |
+//! | [`Function::with_constants_forwarded`] | values turned into constants in place | FoldConstant's fast path |
+//! | [`Rewriter`] | compound nodes replaced by new ones | folding, simplifying, fusing (FoldConstant, SimplifyExpr, FuseOps, …) |
+//! | [`Copier`] / [`copy_function`] | a subtree copied into another builder | moving code between functions (Inline, LambdaLift, ToANormalForm, ToGraphNormalForm) |
+//! | [`ExprMutator`] + [`mutate`] | any node, through hooks | rewrites written outside the workspace (TVM's `ExprMutator`; the Python `ExprMutator`) |
+//! | [`Function::with_types`], [`Function::with_type_table`] | node types only (the arena is shared) | InferType and passes that retype without restructuring |
+//! | [`Function::with_attrs`] | function attributes only | attribute passes (`Primitive`, `SkipOptimization`, …) |
+//! | [`Function::to_builder`] / [`Function::builder_sharing_names`] | — (a builder to push into) | the [`Rewriter`]'s append and compact modes; building a stub that keeps the input's names |
+//!
 //! The helpers below ([`bound_values`], [`for_each_use`], [`eval_order`]) are the facts about
 //! the input that these rewrites and the passes driving them share.
 

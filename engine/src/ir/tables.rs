@@ -35,10 +35,6 @@ impl SymTable {
         sym
     }
 
-    pub(super) fn iter(&self) -> impl Iterator<Item = &str> + '_ {
-        (0..self.len()).filter_map(|i| self.get(i))
-    }
-
     pub(super) fn shrink_to_fit(&mut self) {
         self.text.shrink_to_fit();
         self.ends.shrink_to_fit();
@@ -197,7 +193,7 @@ impl<T: Clone> Shared<T> {
 }
 
 /// A side table of a builder: the table of the function it started from, shared until the
-/// builder first adds to it (most builders from `to_builder` and `builder_with_tables` add no
+/// builder first adds to it (most builders from `to_builder` add no
 /// constant, attribute or closure), then a vector of its own.
 #[derive(Debug)]
 pub(super) enum Table<T> {

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use half::f16;
 use ndarray::{ArcArray, IxDyn};
 
-use super::lexer::{Kw, Tok, Token};
 use super::{PResult, Parser};
 use crate::ir::attrs::AttrValue;
 use crate::ir::expr::Span;
+use crate::ir::lexer::{Kw, Tok, Token};
 use crate::ir::tensor::{Constant, Fill, Tensor, TensorData};
 use crate::ir::ty::DType;
 

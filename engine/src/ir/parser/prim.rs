@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use super::lexer::{Kw, Tok, Token};
 use super::{FxMap, PResult, Parser, Reported};
+use crate::ir::lexer::{Kw, Tok, Token};
 use crate::ir::{Attrs, DType, Span};
 use crate::tir::{
     BinOp, BufId, Buffer, ForKind, Intrinsic, PExprId, PType, Param, PrimFunc, PrimFuncBuilder, StmtId, VarId,

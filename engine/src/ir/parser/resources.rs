@@ -10,10 +10,10 @@
 
 use std::sync::Arc;
 
-use super::lexer::{Kw, Tok};
 use super::{FxMap, PResult, Parser};
 use crate::ir::expr::{ExprKind, Span};
 use crate::ir::ids::{ConstIdx, NodeId};
+use crate::ir::lexer::{Kw, Tok};
 use crate::ir::module::Module;
 use crate::ir::tensor::{Constant, Fill, Tensor};
 use crate::ir::ty::TensorType;
