@@ -55,7 +55,7 @@ pub fn canonicalize_bindings(func: &Arc<Function>) -> Arc<Function> {
 
 #[cfg(test)]
 mod tests {
-    use passel_engine::ir::{structural_eq, Attrs, Constant, FunctionBuilder};
+    use passel_engine::ir::{Attrs, FunctionBuilder};
     use passel_engine::op;
 
     use super::*;
