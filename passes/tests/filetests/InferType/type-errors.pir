@@ -11,3 +11,21 @@ def @main(%x: Tensor[(2,), f32]) -> Tensor[(3,), f32] {
 }
 // CHECK:
 // error: InferType @main: body has type Tensor[(2,), f32], declared result is Tensor[(3,), f32]
+// -----
+/// Check that a broadcast error and an unannotated parameter are both reported, each with its function.
+def @f(%x: Tensor[(2,), f32], %y: Tensor[(3,), f32], %z) {
+  (add(%x, %y), relu(%z))
+}
+// CHECK:
+// error: InferType @f: cannot infer the type of %z: annotate it
+// error: InferType @f: add: shapes (2,) and (3,) do not broadcast
+// -----
+/// Check that calls of a global are checked against the callee's signature: the call with a wrong argument is the one error, the other call types.
+def @g(%x: Tensor[(4,), f32]) -> Tensor[(4,), f32] {
+  relu(%x)
+}
+def @main(%y: Tensor[(4,), f32]) {
+  (@g(%y), @g(1.0f))
+}
+// CHECK:
+// error: InferType @main: argument 0 has type Tensor[(), f32], expected Tensor[(4,), f32]
