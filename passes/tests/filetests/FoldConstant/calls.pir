@@ -69,3 +69,12 @@ def @main(%x: Tensor[(), f32]) -> Tensor[(), f32] {
 //   let %y = add(%x, 3.0f);
 //   %y
 // }
+// -----
+/// Check that an integer division by zero, a kernel error, stays a call.
+def @main() -> Tensor[(), i32] {
+  divide(1i32, 0i32)
+}
+// CHECK:
+// def @main() -> Tensor[(), i32] {
+//   divide(1i32, 0i32)
+// }

@@ -44,3 +44,12 @@ def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 // def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //   (%x, random_uniform(shape=[2])).0
 // }
+// -----
+/// Check that an if on a false constant folds to its else branch.
+def @main(%x: Tensor[(2,), f32], %y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  if (false) { %x } else { %y }
+}
+// CHECK:
+// def @main(%x: Tensor[(2,), f32], %y: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   %y
+// }
