@@ -469,19 +469,6 @@ mod tests {
     }
 
     #[test]
-    fn remove_unreachable_functions_keeps_entries_and_what_they_reach() {
-        let mut m = Module::new();
-        m.add("main", calling(Some("f"), Attrs::new())).unwrap();
-        m.add("f", calling(Some("g"), Attrs::new())).unwrap();
-        m.add("g", calling(None, Attrs::new())).unwrap();
-        m.add("dead", calling(Some("g"), Attrs::new())).unwrap();
-        m.add("api", calling(None, Attrs::new().with(fn_attr::EXPORTED, AttrValue::Bool(true)))).unwrap();
-        let out = remove_unreachable_functions(&m);
-        let names: Vec<&str> = out.iter().map(|(n, _)| n).collect();
-        assert_eq!(names, ["main", "f", "g", "api"]);
-    }
-
-    #[test]
     fn dead_code_elimination_module_keeps_unchanged_functions_pointer_equal() {
         let mut m = Module::new();
         m.add("main", calling(Some("f"), Attrs::new())).unwrap();

@@ -54,3 +54,42 @@ def @b(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 // def @b(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //   relu(%x)
 // }
+// -----
+/// Check that what the entry points reach through a chain of calls is kept, and an unreachable caller of a kept function is removed.
+def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  @f(%x)
+}
+
+def @f(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  @g(%x)
+}
+
+def @g(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  relu(%x)
+}
+
+def @dead(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  @g(%x)
+}
+
+#[Exported]
+def @api(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  exp(%x)
+}
+// CHECK:
+// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   @f(%x)
+// }
+//
+// def @f(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   @g(%x)
+// }
+//
+// def @g(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   relu(%x)
+// }
+//
+// #[Exported]
+// def @api(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   exp(%x)
+// }
