@@ -404,89 +404,6 @@ mod tests {
     }
 
     #[test]
-    fn dead_code_elimination_removes_unused_chain_in_one_run() {
-        // let a = relu(x); let b = relu(a); let c = relu(x); c
-        let mut b = FunctionBuilder::new();
-        let x = b.var("x", None);
-        let av = b.call(relu(), &[x], Attrs::new());
-        let a = b.var("a", None);
-        let bv = b.call(relu(), &[a], Attrs::new());
-        let bb = b.var("b", None);
-        let cv = b.call(relu(), &[x], Attrs::new());
-        let c = b.var("c", None);
-        let body = b.block(&[(a, av), (bb, bv), (c, cv)], c);
-        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
-        let out = dead_code_elimination(&func);
-
-        let mut e = FunctionBuilder::new();
-        let x = e.var("x", None);
-        let cv = e.call(relu(), &[x], Attrs::new());
-        let c = e.var("c", None);
-        let body = e.block(&[(c, cv)], c);
-        let expected = e.finish(&[x], body, None, Attrs::new());
-        assert!(structural_eq(&out, &expected));
-        assert!(Arc::ptr_eq(&dead_code_elimination(&out), &out));
-    }
-
-    #[test]
-    fn dead_code_elimination_frees_outer_binding_used_only_by_dead_inner_binding() {
-        // let a = relu(x); let r = { let d = relu(a); x }; r
-        let mut b = FunctionBuilder::new();
-        let x = b.var("x", None);
-        let av = b.call(relu(), &[x], Attrs::new());
-        let a = b.var("a", None);
-        let dv = b.call(relu(), &[a], Attrs::new());
-        let d = b.var("d", None);
-        let inner = b.block(&[(d, dv)], x);
-        let r = b.var("r", None);
-        let body = b.block(&[(a, av), (r, inner)], r);
-        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
-        let out = dead_code_elimination(&func);
-
-        let mut e = FunctionBuilder::new();
-        let x = e.var("x", None);
-        let r = e.var("r", None);
-        let body = e.block(&[(r, x)], r);
-        let expected = e.finish(&[x], body, None, Attrs::new());
-        assert!(structural_eq(&out, &expected));
-    }
-
-    #[test]
-    fn dead_code_elimination_cleans_closure_bodies_but_keeps_captured_values_they_use() {
-        // let a = relu(x); let f = fn(y) { let d = relu(y); let e = add(y, a); e }; f
-        let add = op::lookup("add").unwrap();
-        let mut b = FunctionBuilder::new();
-        let x = b.var("x", None);
-        let av = b.call(relu(), &[x], Attrs::new());
-        let a = b.var("a", None);
-        let y = b.var("y", None);
-        let dv = b.call(relu(), &[y], Attrs::new());
-        let d = b.var("d", None);
-        let ev = b.call(add, &[y, a], Attrs::new());
-        let e = b.var("e", None);
-        let inner = b.block(&[(d, dv), (e, ev)], e);
-        let fv = b.closure(&[y], inner, None, Attrs::new());
-        let f = b.var("f", None);
-        let body = b.block(&[(a, av), (f, fv)], f);
-        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
-        let out = dead_code_elimination(&func);
-
-        let mut e2 = FunctionBuilder::new();
-        let x = e2.var("x", None);
-        let av = e2.call(relu(), &[x], Attrs::new());
-        let a = e2.var("a", None);
-        let y = e2.var("y", None);
-        let ev = e2.call(add, &[y, a], Attrs::new());
-        let e = e2.var("e", None);
-        let inner = e2.block(&[(e, ev)], e);
-        let fv = e2.closure(&[y], inner, None, Attrs::new());
-        let f = e2.var("f", None);
-        let body = e2.block(&[(a, av), (f, fv)], f);
-        let expected = e2.finish(&[x], body, None, Attrs::new());
-        assert!(structural_eq(&out, &expected));
-    }
-
-    #[test]
     fn dead_code_elimination_keeps_unused_apply_and_stateful_calls() {
         let mut b = FunctionBuilder::new();
         let x = b.var("x", None);
@@ -549,19 +466,6 @@ mod tests {
             None => x,
         };
         b.finish(&[x], body, None, attrs)
-    }
-
-    #[test]
-    fn remove_unreachable_functions_keeps_entries_and_what_they_reach() {
-        let mut m = Module::new();
-        m.add("main", calling(Some("f"), Attrs::new())).unwrap();
-        m.add("f", calling(Some("g"), Attrs::new())).unwrap();
-        m.add("g", calling(None, Attrs::new())).unwrap();
-        m.add("dead", calling(Some("g"), Attrs::new())).unwrap();
-        m.add("api", calling(None, Attrs::new().with(fn_attr::EXPORTED, AttrValue::Bool(true)))).unwrap();
-        let out = remove_unreachable_functions(&m);
-        let names: Vec<&str> = out.iter().map(|(n, _)| n).collect();
-        assert_eq!(names, ["main", "f", "g", "api"]);
     }
 
     #[test]

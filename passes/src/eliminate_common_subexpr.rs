@@ -675,35 +675,6 @@ mod tests {
         assert!(Arc::ptr_eq(&eliminate_common_subexpr(&func), &func));
     }
 
-    #[test]
-    fn eliminate_common_subexpr_merges_into_nested_scope_but_never_stateful_calls() {
-        // let a = relu(x); let r = { let b = relu(x); b }; (a, r) plus two stateful calls.
-        let mut b = FunctionBuilder::new();
-        let x = b.var("x", None);
-        let av = b.call(relu(), &[x], Attrs::new());
-        let a = b.var("a", None);
-        let bv = b.call(relu(), &[x], Attrs::new());
-        let bb = b.var("b", None);
-        let inner = b.block(&[(bb, bv)], bb);
-        let r = b.var("r", None);
-        let mut pairs = vec![(a, av), (r, inner)];
-        let mut fields = vec![a, r];
-        if let Some(rand) = op::lookup("random_uniform") {
-            for name in ["s1", "s2"] {
-                let v = b.call(rand, &[], Attrs::new());
-                let s = b.var(name, None);
-                pairs.push((s, v));
-                fields.push(s);
-            }
-        }
-        let tup = b.tuple(&fields);
-        let body = b.block(&pairs, tup);
-        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
-        let out = eliminate_common_subexpr(&func);
-        assert_eq!(crate::test_util::live_bindings(&out), crate::test_util::live_bindings(&func) - 1);
-        assert!(Arc::ptr_eq(&eliminate_common_subexpr(&out), &out));
-    }
-
     /// `n` pairs of identical `relu` bindings on a chain starting at the parameter.
     fn pairs_chain(n: usize) -> Arc<Function> {
         let mut b = FunctionBuilder::new();

@@ -862,47 +862,6 @@ mod tests {
     }
 
     #[test]
-    fn infer_type_reports_broadcast_errors_and_unannotated_params_as_diagnostics() {
-        let mut b = FunctionBuilder::new();
-        let x = b.var("x", Some(t(&[2])));
-        let y = b.var("y", Some(t(&[3])));
-        let z = b.var("z", None);
-        let bad = b.call(op::lookup("add").unwrap(), &[x, y], Attrs::new());
-        let other = b.call(op::lookup("relu").unwrap(), &[z], Attrs::new());
-        let body = b.tuple(&[bad, other]);
-        let (m, f) = module_with("f", b.finish(&[x, y, z], body, None, Attrs::new()));
-        let diags = infer_function(&m, &f).unwrap_err();
-        assert_eq!(diags.len(), 2);
-        assert!(diags.iter().all(|d| &*d.func == "f"));
-        assert!(diags.iter().any(|d| d.node == bad && d.message.contains("broadcast")));
-        assert!(diags.iter().any(|d| d.node == z && d.message.contains("annotate")));
-    }
-
-    #[test]
-    fn infer_type_uses_callee_signatures_and_checks_arguments() {
-        let mut g = FunctionBuilder::new();
-        let x = g.var("x", Some(t(&[4])));
-        let body = g.call(op::lookup("relu").unwrap(), &[x], Attrs::new());
-        let callee = g.finish(&[x], body, Some(t(&[4])), Attrs::new());
-
-        let mut b = FunctionBuilder::new();
-        let y = b.var("y", Some(t(&[4])));
-        let gref = b.global("g");
-        let ok = b.apply(gref, &[y]);
-        let k = b.constant(Constant::scalar_f32(1.0));
-        let gref2 = b.global("g");
-        let bad = b.apply(gref2, &[k]);
-        let body = b.tuple(&[ok, bad]);
-        let mut m = Module::new();
-        m.add("g", callee).unwrap();
-        m.add("main", b.finish(&[y], body, None, Attrs::new())).unwrap();
-        let (out, diags) = infer_module(&m);
-        assert_eq!(diags.len(), 1, "{diags:?}");
-        assert_eq!(diags[0].node, bad);
-        assert!(out.get("g").unwrap().nodes().iter().all(|n| n.ty.is_some()));
-    }
-
-    #[test]
     fn infer_type_reports_out_of_range_operand_tables_as_malformed_without_panicking() {
         // A call whose argument range, and a closure whose index, lie outside the function's
         // tables: the walk reports the function as malformed.

@@ -1,3 +1,51 @@
+/// Check that nested empty loops and evals vanish (TVM's test_remove_no_op: a loop nest whose innermost body is a no-op).
+prim @f(%A: Buffer[(4,), f32], %n: i64) {
+  for %i in serial(0, 4) {
+    for %j in serial(0, %n) {
+      for %k in serial(0, 2) {
+        eval add(%A[%i], 1.0);
+      }
+    }
+  }
+  for %t in serial(0, 0) {
+    %A[0] = 1.0;
+  }
+  %A[1] = %A[1];
+  %A[2] = 2.0;
+}
+// CHECK:
+// prim @f(%A: Buffer[(4,), f32], %n: i64) {
+//   %A[2] = 2.0f;
+// }
+// -----
+/// Check that an if with empty branches goes, an empty then-branch flips the condition, and an unused let is dropped.
+prim @f(%A: Buffer[(4,), f32], %n: i64) {
+  if (lt(%n, 2)) {
+    eval 0;
+  } else {
+    eval 1;
+  }
+  if (lt(%n, 3)) {
+    eval 0;
+  } else {
+    %A[0] = 1.0;
+  }
+  let %x = mul(%n, 2) {
+    %A[1] = 2.0;
+  }
+  let %y = mul(%n, 3);
+  %A[cast(%y, i64)] = 3.0;
+}
+// CHECK:
+// prim @f(%A: Buffer[(4,), f32], %n: i64) {
+//   if (not(lt(%n, 3))) {
+//     %A[0] = 1.0f;
+//   }
+//   %A[1] = 2.0f;
+//   let %y = mul(%n, 3);
+//   %A[cast(%y, i64)] = 3.0f;
+// }
+// -----
 /// Check that a loop whose body is a no-op is removed (TVM's test_remove_empty_for_loop).
 prim @f() {
   for %i in serial(0, 16) {
@@ -64,28 +112,6 @@ prim @f(%A: Buffer[(16,), i32]) {
 //     if (lt(%j, 8)) {
 //       %A[%j] = 42i32;
 //     }
-//   }
-// }
-// -----
-/// Check that sequential writes to one location are both kept, and a self-store is removed (TVM's test_suppress_removal_of_unused_write, test_remove_read_write and test_keep_read_write_to_different_indices).
-prim @f(%A: Buffer[(16,), i32]) {
-  for %i in serial(0, 16) {
-    %A[%i] = 100i32;
-    %A[%i] = 42i32;
-    %A[%i] = %A[%i];
-  }
-  for %j in serial(0, 15) {
-    %A[%j] = %A[add(%j, 1)];
-  }
-}
-// CHECK:
-// prim @f(%A: Buffer[(16,), i32]) {
-//   for %i in serial(0, 16) {
-//     %A[%i] = 100i32;
-//     %A[%i] = 42i32;
-//   }
-//   for %j in serial(0, 15) {
-//     %A[%j] = %A[add(%j, 1)];
 //   }
 // }
 // -----

@@ -1,38 +1,3 @@
-/// Check that an unused binding is removed.
-def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-  let %dead = tanh(%x);
-  let %y = relu(%x);
-  %y
-}
-// CHECK:
-// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-//   let %y: Tensor[(2,), f32] = relu(%x);
-//   %y
-// }
-// -----
-/// Check that a chain of bindings that only feed dead bindings is removed in one run.
-def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-  let %a = exp(%x);
-  let %b = tanh(%a);
-  let %c = sigmoid(%b);
-  %x
-}
-// CHECK:
-// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-//   %x
-// }
-// -----
-/// Check that an unused stateful binding is kept.
-def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-  let %r = random_uniform(shape=[2]);
-  %x
-}
-// CHECK:
-// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-//   let %r: Tensor[(2,), f32] = random_uniform(shape=[2]);
-//   %x
-// }
-// -----
 /// Check that functions unreachable from @main are removed and reachable ones kept.
 def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
   @helper(%x)
@@ -88,4 +53,43 @@ def @b(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //
 // def @b(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //   relu(%x)
+// }
+// -----
+/// Check that what the entry points reach through a chain of calls is kept, and an unreachable caller of a kept function is removed.
+def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  @f(%x)
+}
+
+def @f(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  @g(%x)
+}
+
+def @g(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  relu(%x)
+}
+
+def @dead(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  @g(%x)
+}
+
+#[Exported]
+def @api(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  exp(%x)
+}
+// CHECK:
+// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   @f(%x)
+// }
+//
+// def @f(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   @g(%x)
+// }
+//
+// def @g(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   relu(%x)
+// }
+//
+// #[Exported]
+// def @api(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   exp(%x)
 // }

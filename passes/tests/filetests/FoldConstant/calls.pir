@@ -39,35 +39,6 @@ def @main() -> Tensor[(3,), f32] {
 //   zeros(shape=[3])
 // }
 // -----
-/// Check that projection of a literal tuple folds.
-def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-  (%x, 1.0f).0
-}
-// CHECK:
-// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-//   %x
-// }
-// -----
-/// Check that projection of a let-bound tuple with a non-constant field is left alone.
-def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-  let %t = (%x, 1.0f);
-  %t.0
-}
-// CHECK:
-// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-//   let %t = (%x, 1.0f);
-//   %t.0
-// }
-// -----
-/// Check that an if on a constant condition folds to the taken branch.
-def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-  if (true) { relu(%x) } else { %x }
-}
-// CHECK:
-// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
-//   relu(%x)
-// }
-// -----
 /// Check that a call with a non-constant argument is left alone.
 def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
   exp(%x)
@@ -75,4 +46,35 @@ def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 // CHECK:
 // def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //   exp(%x)
+// }
+// -----
+/// Check that a call of dense constants nested in a call with a variable folds to the kernel's values inside it.
+def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+  add(%x, add(tensor<(2,), f32>[1.0, 2.0], tensor<(2,), f32>[10.0, 20.0]))
+}
+// CHECK:
+// def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
+//   add(%x, tensor<(2,), f32>[11.0, 22.0])
+// }
+// -----
+/// Check that a let-bound constant used twice is propagated into its uses and its binding dropped.
+def @main(%x: Tensor[(), f32]) -> Tensor[(), f32] {
+  let %c = 1.5f;
+  let %d = add(%c, %c);
+  let %y = add(%x, %d);
+  %y
+}
+// CHECK:
+// def @main(%x: Tensor[(), f32]) -> Tensor[(), f32] {
+//   let %y = add(%x, 3.0f);
+//   %y
+// }
+// -----
+/// Check that an integer division by zero, a kernel error, stays a call.
+def @main() -> Tensor[(), i32] {
+  divide(1i32, 0i32)
+}
+// CHECK:
+// def @main() -> Tensor[(), i32] {
+//   divide(1i32, 0i32)
 // }

@@ -35,3 +35,23 @@ def @main(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 //   let %b: Tensor[(2,), f32] = relu(%x);
 //   exp(%b)
 // }
+// -----
+/// Check that rebindings of a variable, a global and a constant are replaced by what they name at every use, including a call through the global's variable.
+def @f(%y: Tensor[(), f32]) -> Tensor[(), f32] {
+  %y
+}
+def @main(%x: Tensor[(), f32]) -> Tensor[(), f32] {
+  let %a = %x;
+  let %b = %a;
+  let %g = @f;
+  let %k = 2.0f;
+  %g(add(%b, %k))
+}
+// CHECK:
+// def @f(%y: Tensor[(), f32]) -> Tensor[(), f32] {
+//   %y
+// }
+//
+// def @main(%x: Tensor[(), f32]) -> Tensor[(), f32] {
+//   @f(add(%x, 2.0f))
+// }

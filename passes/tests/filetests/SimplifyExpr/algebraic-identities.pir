@@ -63,3 +63,12 @@ def @main(%i: Tensor[(2,), i32], %x: Tensor[(2,), f32]) -> (Tensor[(2,), i32], T
 // def @main(%i: Tensor[(2,), i32], %x: Tensor[(2,), f32]) -> (Tensor[(2,), i32], Tensor[(2,), f32]) {
 //   (full<(2,), i32>(0.0), subtract(%x, %x))
 // }
+// -----
+/// Check that three transposes whose axes compose to the identity vanish.
+def @main(%x: Tensor[(2, 3, 4), f32]) -> Tensor[(2, 3, 4), f32] {
+  transpose(transpose(transpose(%x, axes=[1, 2, 0]), axes=[1, 2, 0]), axes=[1, 2, 0])
+}
+// CHECK:
+// def @main(%x: Tensor[(2, 3, 4), f32]) -> Tensor[(2, 3, 4), f32] {
+//   %x
+// }
