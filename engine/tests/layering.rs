@@ -203,24 +203,12 @@ fn python_extension_files_import_each_other_without_a_cycle() {
 
 #[test]
 fn ir_knows_nothing_of_passes_sessions_front_ends_or_the_interpreter() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = vec![root.join("ir.rs")];
-    let mut dirs = vec![root.join("ir")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).expect("readable") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("readable");
+    let mut files = module_files(&src().join("ir"));
+    files.insert("(ir.rs)".into(), std::fs::read_to_string(src().join("ir.rs")).expect("readable"));
+    for (file, text) in files {
         for line in code_lines(&text) {
             for layer in ["crate::transform", "crate::session", "crate::frontend", "crate::interp"] {
-                assert!(!line.contains(layer), "{} uses {layer}: {line}", file.display());
+                assert!(!line.contains(layer), "ir/{file} uses {layer}: {line}");
             }
         }
     }
