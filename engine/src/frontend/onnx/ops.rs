@@ -20,6 +20,7 @@ use super::ExternalData;
 use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 
 mod attention;
+mod dropout;
 mod gather;
 mod layout;
 mod linalg;
@@ -31,6 +32,7 @@ mod rnn;
 mod signal;
 mod sort;
 mod state;
+mod tfidf;
 
 /// A converter: one ONNX node (its attributes, inputs and opset in [`Cx`]) to passel calls,
 /// returning the node's outputs in order (`None` for outputs passel does not compute).
@@ -115,7 +117,7 @@ onnx_ops! {
     "DequantizeLinear": 3 => quant::dequantize_linear;
     "Det": 1 => linalg::det;
     "Div": 2 => |cx| binary(cx, "divide");
-    "Dropout": 1, from 12: 3 => dropout;
+    "Dropout": 1, from 12: 3 => dropout::dropout;
     "DynamicQuantizeLinear": 1 => quant::dynamic_quantize_linear;
     "Einsum": VARIADIC => nn::einsum;
     "Elu": 1 => |cx| param_unary(cx, "elu", &[("alpha", 1.0)]);
@@ -235,6 +237,7 @@ onnx_ops! {
     "Tan": 1 => |cx| unary(cx, "tan");
     "Tanh": 1 => |cx| unary(cx, "tanh");
     "TensorScatter": 3 => gather::tensor_scatter;
+    "TfIdfVectorizer": 1 => tfidf::tfidf_vectorizer;
     "ThresholdedRelu": 1 => |cx| param_unary(cx, "thresholded_relu", &[("alpha", 1.0)]);
     "Tile": 2 => layout::tile;
     "TopK": 1, from 10: 2 => sort::topk;
@@ -714,26 +717,6 @@ fn variadic(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
 /// Dropout in inference (or with a ratio of 0): the identity, and a mask of all true. A
 /// training-mode dropout with a nonzero ratio draws its mask at random, which passel does not
 /// reproduce.
-fn dropout(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
-    let x = cx.input(0)?;
-    let attr_ratio = cx.float_opt("ratio")?;
-    cx.int_opt("seed")?;
-    if let Some(v) = cx.const_floats(2, "training_mode")? {
-        let ratio = match cx.opt(1) {
-            Some(_) => cx.const_floats(1, "ratio")?.unwrap_or_default(),
-            None => vec![attr_ratio.unwrap_or(0.5)],
-        };
-        if v.iter().any(|&t| t != 0.0) && ratio.iter().any(|&r| r != 0.0) {
-            return Err(
-                "training_mode = true with a nonzero ratio is not supported (its mask is random; passel imports \
-                 inference graphs)"
-                    .into(),
-            );
-        }
-    }
-    let mask = filled(&x.shape(), DType::Bool, 1.0);
-    Ok(vec![Some(x), Some(mask)])
-}
 
 fn cast(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
