@@ -1,7 +1,7 @@
 //! The importer's errors for the operators decomposed at import (`Det`, `DFT`, `STFT`,
 //! `MelWeightMatrix`, `Col2Im`, `MaxUnpool`, `TensorScatter`, `CausalConvWithState`,
 //! `LinearAttention`, `FlexAttention`, `QLinearConv`, `Resize`, `Dropout`, `DeformConv`,
-//! `RoiAlign`, MaxPool's Indices) on the models of
+//! `RoiAlign`, MaxPool's Indices, `TfIdfVectorizer`, `com.microsoft::DynamicQuantizeLSTM`) on the models of
 //! `tests/data/onnx/ops/` (written by `scripts/onnx_ops_fixtures.py`): each bad attribute, input
 //! shape or input count is refused with an error naming the node and its operator. Their good
 //! inputs are ONNX's node cases, run by `passel conformance`.
@@ -167,12 +167,18 @@ fn a_training_dropout_without_a_seed_is_refused() {
 
 #[test]
 fn a_dropout_seed_outside_numpys_range_is_refused() {
-    check("dropout_negative_seed", expect!["node `dropout` (Dropout): attribute `seed` = -1 must be between 0 and 2^32 - 1"]);
+    check(
+        "dropout_negative_seed",
+        expect!["node `dropout` (Dropout): attribute `seed` = -1 must be between 0 and 2^32 - 1"],
+    );
 }
 
 #[test]
 fn a_deform_conv_offset_of_the_wrong_channel_count_is_refused() {
-    check("deform_conv_offset_shape", expect!["node `deform` (DeformConv): offset [1, 6, 2, 2] must be [1, 8, oH, oW] (offset_group·kH·kW·2)"]);
+    check(
+        "deform_conv_offset_shape",
+        expect!["node `deform` (DeformConv): offset [1, 6, 2, 2] must be [1, 8, oH, oW] (offset_group·kH·kW·2)"],
+    );
 }
 
 #[test]
@@ -197,10 +203,33 @@ fn a_maxunpool_output_shape_smaller_than_the_unpooled_size_is_refused() {
 
 #[test]
 fn a_crop_and_resize_roi_of_the_wrong_length_is_refused() {
-    check("resize_roi_length", expect!["node `resize` (Resize): input 1 (roi) has 3 values, expected 2 per resized axis (8)"]);
+    check(
+        "resize_roi_length",
+        expect!["node `resize` (Resize): input 1 (roi) has 3 values, expected 2 per resized axis (8)"],
+    );
 }
 
 #[test]
 fn the_indices_of_a_3d_maxpool_are_refused() {
     check("maxpool_indices_3d", expect!["node `pool` (MaxPool): the Indices output of a 3-D MaxPool is not supported"]);
+}
+
+#[test]
+fn a_tfidf_vectorizer_over_strings_is_refused() {
+    check("tfidf_string_pool", expect![""]);
+}
+
+#[test]
+fn an_unknown_tfidf_weighting_is_refused() {
+    check("tfidf_mode", expect![""]);
+}
+
+#[test]
+fn a_dynamic_quantize_lstm_scale_of_the_wrong_shape_is_refused() {
+    check("dq_lstm_scale_shape", expect![""]);
+}
+
+#[test]
+fn a_dynamic_quantize_lstm_with_float_weights_is_refused() {
+    check("dq_lstm_float_weights", expect![""]);
 }

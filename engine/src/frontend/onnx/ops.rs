@@ -1599,6 +1599,76 @@ fn max_pool_indices(cx: &mut Cx<'_>, x: &Val, win: &Window, (oh, ow): (u64, u64)
     cx.reshape(&idx, &[n, c, oh, ow], true)
 }
 
+/// AveragePool with `count_include_pad` = 1 and `ceil_mode` = 1, as onnx's reference computes
+/// it: the input padded with zeros (the pads, plus half of the extra padding the ceiling needs
+/// in front), windows cut at the end of the original padding, each window divided by the
+/// elements it keeps, and no window starting past the input and its leading padding. Returns
+/// the input padded (or cropped at the end) so that a pool without padding and without
+/// `count_include_pad` computes that, and the reference's output size per spatial axis.
+fn include_pad_ceil(
+    cx: &mut Cx<'_>,
+    x: &Val,
+    kernel: &[u64],
+    strides: &[u64],
+    dilations: &[u64],
+    pads: &[u64],
+) -> R<(Val, Vec<u64>)> {
+    let d = kernel.len();
+    let lead = x.rank() - d;
+    let mut y = x.clone();
+    let mut outs = Vec::with_capacity(d);
+    for i in 0..d {
+        let axis = lead + i;
+        let size = x.shape()[axis];
+        let (pb, pe) = (pads[i], pads[d + i]);
+        let ext = extent(kernel[i], dilations[i]).ok_or("the dilated kernel is too large")?;
+        let limit = size + pb + pe;
+        if limit < ext {
+            return Err(format!("the window {ext} is larger than the padded input {limit}"));
+        }
+        let mut out = (limit - ext).div_ceil(strides[i]) + 1;
+        if (out - 1) * strides[i] >= size + pb {
+            out -= 1;
+        }
+        let extra = ((out - 1) * strides[i] + ext).saturating_sub(limit);
+        let begin = pb + extra / 2;
+        let end = limit as i64 - (begin + size) as i64;
+        if end < 0 {
+            let keep = (size as i64 + end) as u64;
+            let attrs =
+                Attrs::new().with("begin", ints(&[0])).with("end", ints(&[keep])).with("axes", ints(&[axis as u64]));
+            y = cx.call_tmp("strided_slice", &[&y], attrs)?;
+        }
+        if begin > 0 || end > 0 {
+            let rank = y.rank();
+            let mut width = vec![0i64; 2 * rank];
+            width[axis] = begin as i64;
+            width[rank + axis] = end.max(0);
+            let attrs = Attrs::new()
+                .with("pad_width", ints_i(&width))
+                .with("pad_value", AttrValue::Float(0.0))
+                .with("pad_mode", AttrValue::Str("constant".into()));
+            y = cx.call_tmp("pad", &[&y], attrs)?;
+        }
+        outs.push(out);
+    }
+    Ok((y, outs))
+}
+
+/// `y` cut to `outs` along its last `outs.len()` axes.
+fn crop_trailing(cx: &mut Cx<'_>, y: Val, outs: &[u64]) -> R<Val> {
+    let lead = y.rank() - outs.len();
+    let shape = y.shape();
+    let axes: Vec<u64> = (0..outs.len()).filter(|&i| shape[lead + i] > outs[i]).map(|i| (lead + i) as u64).collect();
+    if axes.is_empty() {
+        return Ok(y);
+    }
+    let ends: Vec<u64> = axes.iter().map(|&a| outs[a as usize - lead]).collect();
+    let attrs =
+        Attrs::new().with("begin", ints(&vec![0; axes.len()])).with("end", ints(&ends)).with("axes", ints(&axes));
+    cx.call_tmp("strided_slice", &[&y], attrs)
+}
+
 /// A 1-D or 2-D pool; returns the result, the window, and MaxPool's Indices output when the
 /// node has one.
 fn pool_2d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>, Option<Val>)> {
@@ -1613,12 +1683,21 @@ fn pool_2d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>, Option
     } else {
         x.clone()
     };
-    let win = window(cx, &x.shape()[2..], None, true, one_d)?;
+    let mut win = window(cx, &x.shape()[2..], None, true, one_d)?;
     let ceil_mode = cx.int("ceil_mode", 0)? != 0;
     let column_major = pool_kind_attrs(cx, kind)?;
+    let mut include = kind == PoolKind::Avg && cx.int("count_include_pad", 0)? != 0;
+    let (x, crop) = if include && ceil_mode {
+        let (x, outs) = include_pad_ceil(cx, &x, &win.kernel, &win.strides, &win.dilations, &win.pads)?;
+        win.pads = vec![0; 4];
+        include = false;
+        (x, Some(outs))
+    } else {
+        (x, None)
+    };
     let (op, mut attrs) = pool_attrs(&win, kind, ceil_mode)?;
     if kind == PoolKind::Avg {
-        attrs.set("count_include_pad", AttrValue::Bool(cx.int("count_include_pad", 0)? != 0));
+        attrs.set("count_include_pad", AttrValue::Bool(include));
     }
     let y = if kind == PoolKind::Lp {
         let y = cx.call_tmp(op, &[&x], attrs)?;
@@ -1630,6 +1709,10 @@ fn pool_2d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>, Option
         }
     } else {
         windowed(cx, op, &[&x], attrs, None, one_d)?.into_iter().next().flatten().ok_or("the pool has no result")?
+    };
+    let y = match crop {
+        Some(outs) => crop_trailing(cx, y, if one_d { &outs[1..] } else { &outs })?,
+        None => y,
     };
     let indices = if kind == PoolKind::Max && cx.node.n_outputs() > 1 {
         let ys = y.shape();
@@ -1649,7 +1732,7 @@ fn pool_2d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>, Option
 /// this is exact up to the rounding of the intermediate means.
 fn pool_3d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
     let xs = x.shape();
-    let (n, c, d, h, w) = (xs[0], xs[1], xs[2], xs[3], xs[4]);
+    let (n, c) = (xs[0], xs[1]);
     let kernel = pos(cx.ints_opt("kernel_shape")?.ok_or("attribute `kernel_shape` is required")?, "kernel size")?;
     let strides = pos(cx.ints_opt("strides")?.unwrap_or(vec![1; 3]), "stride")?;
     let dilations = pos(cx.ints_opt("dilations")?.unwrap_or(vec![1; 3]), "dilation")?;
@@ -1671,7 +1754,17 @@ fn pool_3d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
     }
     let ceil_mode = cx.int("ceil_mode", 0)? != 0;
     pool_kind_attrs(cx, kind)?;
-    let include = if kind == PoolKind::Avg { Some(cx.int("count_include_pad", 0)? != 0) } else { None };
+    let mut include = if kind == PoolKind::Avg { Some(cx.int("count_include_pad", 0)? != 0) } else { None };
+    let (x, pads, crop) = if include == Some(true) && ceil_mode {
+        let (x, outs) = include_pad_ceil(cx, x, &kernel, &strides, &dilations, &pads)?;
+        include = Some(false);
+        (x, vec![0; 6], Some(outs))
+    } else {
+        (x.clone(), pads, None)
+    };
+    let x = &x;
+    let xs = x.shape();
+    let (d, h, w) = (xs[2], xs[3], xs[4]);
     let plane = Window {
         kernel: kernel[1..].to_vec(),
         strides: strides[1..].to_vec(),
@@ -1702,10 +1795,14 @@ fn pool_3d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
     }
     let z = cx.call_tmp(op, &[&y4], attrs)?;
     let d2 = z.shape()[2];
-    let out = if kind == PoolKind::Lp {
+    let out = if kind == PoolKind::Lp || crop.is_some() {
         cx.reshape(&z, &[n, c, d2, h2, w2], true)?
     } else {
         cx.reshape(&z, &[n, c, d2, h2, w2], false)?
+    };
+    let out = match crop {
+        Some(outs) => crop_trailing(cx, out, &outs)?,
+        None => out,
     };
     Ok((out, kernel))
 }

@@ -27,7 +27,9 @@ pub(super) fn dropout(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     }
     let dtype = x.ty().dtype;
     if !(0.0..1.0).contains(&ratio) || !dtype.is_float() {
-        return Err(format!("training-mode dropout needs a float input and a ratio in [0, 1), got {dtype} and {ratio}"));
+        return Err(format!(
+            "training-mode dropout needs a float input and a ratio in [0, 1), got {dtype} and {ratio}"
+        ));
     }
     let seed = seed.ok_or(
         "training_mode = true with a nonzero ratio and no `seed`: its mask is fresh randomness on every run, which \

@@ -348,9 +348,7 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind, quantized: bool) -> R<Layer> {
             return Err(format!("input 0 (X) must be float32, got {dtype}"));
         }
         let mut params = Vec::with_capacity(4);
-        for (i, what, v, want) in
-            [(1, "W", &w, [dirs, input_size, gh]), (2, "R", &r, [dirs, hidden, gh])]
-        {
+        for (i, what, v, want) in [(1, "W", &w, [dirs, input_size, gh]), (2, "R", &r, [dirs, hidden, gh])] {
             if !matches!(v.ty().dtype, DType::I8 | DType::U8) || v.shape() != want {
                 return Err(format!(
                     "input {i} ({what}) must be int8 or uint8 {want:?} ([num_directions, {}, {gates}*hidden_size]{with_hidden}), got {} {:?}",

@@ -93,12 +93,16 @@ pub(super) fn tfidf_vectorizer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             let starts = len - span;
             let mut hit: Option<Val> = None;
             for k in 0..n {
-                let attrs = Attrs::new().with("begin", ints(&[k * d])).with("end", ints(&[k * d + starts])).with("axes", ints(&[1]));
+                let attrs = Attrs::new()
+                    .with("begin", ints(&[k * d]))
+                    .with("end", ints(&[k * d + starts]))
+                    .with("axes", ints(&[1]));
                 let tokens = cx.call_tmp("strided_slice", &[&x2], attrs)?;
                 let tokens = cx.reshape(&tokens, &[rows, starts, 1], true)?;
                 let column: Vec<f64> = grams.iter().map(|(g, _)| g[k as usize] as f64).collect();
                 let column = Tensor::from_f64s(&[1, 1, p], dtype, &column).map_err(|e| e.to_string())?;
-                let eq = cx.call_tmp("equal", &[&tokens, &Val::Const(Arc::new(Constant::Dense(column)))], Attrs::new())?;
+                let eq =
+                    cx.call_tmp("equal", &[&tokens, &Val::Const(Arc::new(Constant::Dense(column)))], Attrs::new())?;
                 hit = Some(match hit {
                     None => eq,
                     Some(h) => cx.call_tmp("logical_and", &[&h, &eq], Attrs::new())?,
