@@ -216,20 +216,26 @@ fn the_indices_of_a_3d_maxpool_are_refused() {
 
 #[test]
 fn a_tfidf_vectorizer_over_strings_is_refused() {
-    check("tfidf_string_pool", expect![""]);
+    check("tfidf_string_pool", expect!["node `tfidf` (TfIdfVectorizer): attribute `pool_strings`: string pools are not supported (passel has no string tensors)"]);
 }
 
 #[test]
 fn an_unknown_tfidf_weighting_is_refused() {
-    check("tfidf_mode", expect![""]);
+    check(
+        "tfidf_mode",
+        expect![[r#"node `tfidf` (TfIdfVectorizer): attribute `mode` = "BM25" is not supported (TF, IDF, TFIDF)"#]],
+    );
 }
 
 #[test]
 fn a_dynamic_quantize_lstm_scale_of_the_wrong_shape_is_refused() {
-    check("dq_lstm_scale_shape", expect![""]);
+    check(
+        "dq_lstm_scale_shape",
+        expect!["node `lstm` (DynamicQuantizeLSTM): input 8 (W_scale) must be float32 [1] or [1, 8], got f32 [3]"],
+    );
 }
 
 #[test]
 fn a_dynamic_quantize_lstm_with_float_weights_is_refused() {
-    check("dq_lstm_float_weights", expect![""]);
+    check("dq_lstm_float_weights", expect!["node `lstm` (DynamicQuantizeLSTM): input 1 (W) must be int8 or uint8 [1, 4, 8] ([num_directions, input_size, 4*hidden_size] with hidden_size 2), got f32 [1, 4, 8]"]);
 }
