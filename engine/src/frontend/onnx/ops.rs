@@ -714,10 +714,6 @@ fn variadic(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
     one(acc)
 }
 
-/// Dropout in inference (or with a ratio of 0): the identity, and a mask of all true. A
-/// training-mode dropout with a nonzero ratio draws its mask at random, which passel does not
-/// reproduce.
-
 fn cast(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let to = cx.int_opt("to")?.ok_or("attribute `to` is required")?;
