@@ -329,7 +329,7 @@ fn bad_graphs_are_errors_naming_the_node_or_tensor() {
         ),
         (
             "bad_unhandled_attribute",
-            "node `upsample` (Resize): attribute `antialias` = 1 is not supported (antialiasing)",
+            "node `upsample` (Resize): attribute `antialias` = 1 needs mode linear or cubic, not nearest",
         ),
         ("bad_unknown_attribute", "node `relu` (Relu): attribute `flavour` is not handled by the importer"),
     ];

@@ -1,6 +1,7 @@
 //! The importer's errors for the operators decomposed at import (`Det`, `DFT`, `STFT`,
 //! `MelWeightMatrix`, `Col2Im`, `MaxUnpool`, `TensorScatter`, `CausalConvWithState`,
-//! `LinearAttention`, `FlexAttention`, `QLinearConv`, `Resize`, `Dropout`) on the models of
+//! `LinearAttention`, `FlexAttention`, `QLinearConv`, `Resize`, `Dropout`, `DeformConv`,
+//! `RoiAlign`, MaxPool's Indices, `TfIdfVectorizer`, `com.microsoft::DynamicQuantizeLSTM`) on the models of
 //! `tests/data/onnx/ops/` (written by `scripts/onnx_ops_fixtures.py`): each bad attribute, input
 //! shape or input count is refused with an error naming the node and its operator. Their good
 //! inputs are ONNX's node cases, run by `passel conformance`.
@@ -50,8 +51,8 @@ fn mel_bins_past_the_spectrum_are_refused() {
 }
 
 #[test]
-fn col2im_of_3d_blocks_is_refused() {
-    check("col2im_3d", expect!["node `col2im` (Col2Im): only 2-D images are supported, got image_shape [3, 3, 3] and block_shape [2, 2, 2]"]);
+fn col2im_of_3d_blocks_with_the_wrong_block_count_is_refused() {
+    check("col2im_3d_block_count", expect!["node `col2im` (Col2Im): the input has 5 blocks, but image_shape [3, 3, 3], block_shape [2, 2, 2] and the window attributes give [2, 2, 2]"]);
 }
 
 #[test]
@@ -160,6 +161,81 @@ fn an_unknown_resize_aspect_policy_is_refused() {
 }
 
 #[test]
-fn a_training_dropout_with_a_nonzero_ratio_is_refused() {
-    check("dropout_training", expect!["node `dropout` (Dropout): training_mode = true with a nonzero ratio is not supported (its mask is random; passel imports inference graphs)"]);
+fn a_training_dropout_without_a_seed_is_refused() {
+    check("dropout_training", expect!["node `dropout` (Dropout): training_mode = true with a nonzero ratio and no `seed`: its mask is fresh randomness on every run, which passel does not model"]);
+}
+
+#[test]
+fn a_dropout_seed_outside_numpys_range_is_refused() {
+    check(
+        "dropout_negative_seed",
+        expect!["node `dropout` (Dropout): attribute `seed` = -1 must be between 0 and 2^32 - 1"],
+    );
+}
+
+#[test]
+fn a_deform_conv_offset_of_the_wrong_channel_count_is_refused() {
+    check(
+        "deform_conv_offset_shape",
+        expect!["node `deform` (DeformConv): offset [1, 6, 2, 2] must be [1, 8, oH, oW] (offset_group·kH·kW·2)"],
+    );
+}
+
+#[test]
+fn a_deform_conv_whose_channels_do_not_split_into_groups_is_refused() {
+    check("deform_conv_groups", expect!["node `deform` (DeformConv): X's 3 channels must be W's 1 per group × group 2 and divide by offset_group 1; W's 2 output channels must divide by group"]);
+}
+
+#[test]
+fn roi_align_with_adaptive_sampling_is_refused() {
+    check("roi_align_adaptive", expect!["node `roi` (RoiAlign): sampling_ratio 0 (adaptive: samples per bin from each region's size at run time) is not supported; give a positive sampling_ratio"]);
+}
+
+#[test]
+fn an_unknown_roi_align_mode_is_refused() {
+    check("roi_align_mode", expect![[r#"node `roi` (RoiAlign): mode "median" is not supported (avg, max)"#]]);
+}
+
+#[test]
+fn a_maxunpool_output_shape_smaller_than_the_unpooled_size_is_refused() {
+    check("maxunpool_output_shape_smaller", expect!["node `unpool` (MaxUnpool): output_shape [1, 1, 3, 3] must be [N, C, spatial…] and at least the unpooled size [1, 1, 4, 4]"]);
+}
+
+#[test]
+fn a_crop_and_resize_roi_of_the_wrong_length_is_refused() {
+    check(
+        "resize_roi_length",
+        expect!["node `resize` (Resize): input 1 (roi) has 3 values, expected 2 per resized axis (8)"],
+    );
+}
+
+#[test]
+fn the_indices_of_a_3d_maxpool_are_refused() {
+    check("maxpool_indices_3d", expect!["node `pool` (MaxPool): the Indices output of a 3-D MaxPool is not supported"]);
+}
+
+#[test]
+fn a_tfidf_vectorizer_over_strings_is_refused() {
+    check("tfidf_string_pool", expect!["node `tfidf` (TfIdfVectorizer): attribute `pool_strings`: string pools are not supported (passel has no string tensors)"]);
+}
+
+#[test]
+fn an_unknown_tfidf_weighting_is_refused() {
+    check(
+        "tfidf_mode",
+        expect![[r#"node `tfidf` (TfIdfVectorizer): attribute `mode` = "BM25" is not supported (TF, IDF, TFIDF)"#]],
+    );
+}
+
+#[test]
+fn a_dynamic_quantize_lstm_scale_of_the_wrong_shape_is_refused() {
+    check(
+        "dq_lstm_scale_shape",
+        expect!["node `lstm` (DynamicQuantizeLSTM): input 8 (W_scale) must be float32 [1] or [1, 8], got f32 [3]"],
+    );
+}
+
+#[test]
+fn a_dynamic_quantize_lstm_with_float_weights_is_refused() {
+    check("dq_lstm_float_weights", expect!["node `lstm` (DynamicQuantizeLSTM): input 1 (W) must be int8 or uint8 [1, 4, 8] ([num_directions, input_size, 4*hidden_size] with hidden_size 2), got f32 [1, 4, 8]"]);
 }

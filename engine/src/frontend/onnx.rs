@@ -178,7 +178,8 @@ pub fn import_onnx_bytes(bytes: Bytes, options: &ImportOptions) -> Result<Module
 /// A model of an opset below 9 imports when all its nodes are among these, at an opset no
 /// older than their `since` (onnx 1.23.2's `get_schema(op, 9).since_version`): it means
 /// then exactly what it would at opset 9.
-const UNCHANGED_BEFORE_9: &[(&str, i64)] = &[("And", 7), ("Not", 1), ("Or", 7), ("Xor", 7)];
+const UNCHANGED_BEFORE_9: &[(&str, i64)] =
+    &[("Add", 7), ("And", 7), ("Div", 7), ("Identity", 1), ("Mul", 7), ("Not", 1), ("Or", 7), ("Sub", 7), ("Xor", 7)];
 
 /// The default-domain opset of a model importing `opsets`.
 fn default_opset(opsets: &[pb::OperatorSetIdProto]) -> Result<i64, ImportError> {
@@ -190,23 +191,27 @@ fn default_opset(opsets: &[pb::OperatorSetIdProto]) -> Result<i64, ImportError> 
         .ok_or_else(|| ImportError::Model("the model imports no default-domain (ai.onnx) opset".into()))
 }
 
-/// `opset` when it is 9 or later; an older one only for a graph of operators unchanged since
-/// (`UNCHANGED_BEFORE_9`), converted as at opset 9.
-fn supported_opset(opset: i64, body: &Body) -> Result<i64, ImportError> {
+/// `opset` when it is 9 or later; an older one only for a graph (subgraphs included) of
+/// operators unchanged since (`UNCHANGED_BEFORE_9`), converted as at opset 9, and of `Scan` at
+/// opset 8, whose batched Scan-8 form `control.rs` converts. Returns the opset to convert at
+/// and whether `Scan` nodes take the Scan-8 form.
+fn supported_opset(opset: i64, body: &Body) -> Result<(i64, bool), ImportError> {
     if opset >= 9 {
-        return Ok(opset);
+        return Ok((opset, false));
     }
-    let unchanged = body.subgraphs.is_empty()
-        && (0..body.nodes.len()).all(|i| {
+    fn unchanged(body: &Body, opset: i64) -> bool {
+        (0..body.nodes.len()).all(|i| {
             let node = body.nodes.get(i);
             matches!(node.domain(), "" | "ai.onnx")
-                && UNCHANGED_BEFORE_9.iter().any(|&(op, since)| op == node.op_type() && since <= opset)
-        });
-    if unchanged {
-        Ok(9)
+                && (UNCHANGED_BEFORE_9.iter().any(|&(op, since)| op == node.op_type() && since <= opset)
+                    || (node.op_type() == "Scan" && opset == 8))
+        }) && body.subgraphs.values().flatten().all(|(_, sub)| unchanged(sub, opset))
+    }
+    if unchanged(body, opset) {
+        Ok((9, opset == 8))
     } else {
         Err(ImportError::Model(format!(
-            "opset {opset} is not supported (opsets 9 and later are, and older ones for graphs of {} only)",
+            "opset {opset} is not supported (opsets 9 and later are, and older ones for graphs of {} only, and Scan at opset 8)",
             UNCHANGED_BEFORE_9.iter().map(|(op, _)| *op).collect::<Vec<_>>().join(", ")
         )))
     }
@@ -609,7 +614,7 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
     // Nodes stay encoded: only their headers are decoded for the checks and the order, and
     // each node in full when it is converted.
     let mut body = Body::decode(graph, 0)?;
-    let opset = supported_opset(opset, &body)?;
+    let (opset, scan_batched) = supported_opset(opset, &body)?;
     check_supported(&body)?;
 
     let mut em = Emitter::new(options.fold_limit);
@@ -646,7 +651,7 @@ fn import_model(model: shallow::Model, options: &ImportOptions) -> Result<Module
     if body.output.is_empty() {
         return Err(ImportError::Graph("the graph has no outputs".into()));
     }
-    let mut importer = Importer { opset, options, functions: Vec::new(), loops: 0, unrolled: 0 };
+    let mut importer = Importer { opset, scan_batched, options, functions: Vec::new(), loops: 0, unrolled: 0 };
     let results = importer.convert_body(&mut em, &body, env, &|_| None)?;
     let func = em.finish(&params, &results);
     let mut module = Module::new();
@@ -681,6 +686,8 @@ fn add_initializers(
 /// the function being built or, for loops that stay loops, into global functions of their own.
 pub(crate) struct Importer<'o> {
     opset: i64,
+    /// The model's opset is 8: `Scan` nodes take the Scan-8 form (`sequence_lens`, batch axis).
+    scan_batched: bool,
     options: &'o ImportOptions,
     /// Global functions made for loops (`@loop0`, …), added to the module after `@main`.
     functions: Vec<(String, Function)>,

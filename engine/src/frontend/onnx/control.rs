@@ -135,7 +135,13 @@ impl Attributes {
             "FlexAttention" => (&["score_mod", "prob_mod"], &[], &["softmax_precision"]),
             _ => (
                 &["body"],
-                &["scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"],
+                &[
+                    "scan_input_axes",
+                    "scan_input_directions",
+                    "scan_output_axes",
+                    "scan_output_directions",
+                    "directions",
+                ],
                 &["num_scan_inputs"],
             ),
         };
@@ -570,10 +576,14 @@ fn convert_scan(
         .int
         .get("num_scan_inputs")
         .ok_or_else(|| Error::Msg("attribute `num_scan_inputs` is required".into()))?;
+    // Scan-8 takes an optional `sequence_lens` first and a batch axis on every value.
+    let batched = im.scan_batched;
+    let (seq_lens, inputs) =
+        if batched { (inputs.first().cloned().flatten(), inputs.get(1..).unwrap_or(&[])) } else { (None, inputs) };
     let inputs: Vec<Val> = inputs
         .iter()
         .enumerate()
-        .map(|(i, v)| v.clone().ok_or_else(|| Error::Msg(format!("input {i} is missing"))))
+        .map(|(i, v)| v.clone().ok_or_else(|| Error::Msg(format!("input {} is missing", i + usize::from(batched)))))
         .collect::<R<_>>()?;
     if m < 1 || m as usize > inputs.len() {
         return Err(
@@ -593,15 +603,91 @@ fn convert_scan(
             Some(v) => Err(format!("attribute `{key}` has {} entries, expected {len}", v.len()).into()),
         }
     };
-    let (in_axes, in_dirs) = (list("scan_input_axes", m)?, list("scan_input_directions", m)?);
-    let (out_axes, out_dirs) = (list("scan_output_axes", k)?, list("scan_output_directions", k)?);
+    let v9_only = ["scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"];
+    let (in_axes, in_dirs, out_axes, out_dirs) = if batched {
+        if let Some(key) = v9_only.iter().find(|k| attrs.ints.contains_key(**k)) {
+            return Err(format!("attribute `{key}` is not part of Scan-8 (it has `directions`)").into());
+        }
+        (vec![0; m], list("directions", m)?, vec![0; k], vec![0; k])
+    } else {
+        if attrs.ints.contains_key("directions") {
+            return Err(Error::Msg(
+                "attribute `directions` is Scan-8's; opsets 9 and later name it `scan_input_directions`".into(),
+            ));
+        }
+        (list(v9_only[0], m)?, list(v9_only[1], m)?, list(v9_only[2], k)?, list(v9_only[3], k)?)
+    };
     if let Some(d) = in_dirs.iter().chain(&out_dirs).find(|&&d| d != 0 && d != 1) {
         return Err(format!("a scan direction is {d}; directions are 0 (forward) or 1 (reverse)").into());
     }
+    let step = Steps { body, k, in_axes: &in_axes, in_dirs: &in_dirs, out_axes: &out_axes, out_dirs: &out_dirs };
+    if !batched {
+        return scan_steps(im, em, &step, &inputs, outer, name);
+    }
+    // Scan-8: every state and scan input has the batch axis 0 (scan inputs are
+    // [batch, sequence, …]); each batch element is scanned on its own and the results stacked.
+    let batch = inputs.first().and_then(|v| v.shape().first().copied()).unwrap_or(0);
+    if let Some(bad) = inputs.iter().find(|v| v.shape().first() != Some(&batch)) {
+        return Err(format!("Scan-8 inputs need a common batch axis 0 of {batch}, got {}", show(&bad.ty())).into());
+    }
+    if let Some(lens) = &seq_lens {
+        let len = inputs[n].shape().get(1).copied().unwrap_or(0);
+        let full = lens
+            .as_const()
+            .and_then(|c| c.materialize().ok())
+            .and_then(|t| super::tensor::tensor_i64s(&t))
+            .is_some_and(|l| l.len() as u64 == batch && l.iter().all(|&x| x as u64 == len));
+        if !full {
+            return Err(format!(
+                "input 0 (sequence_lens) must be a constant of {batch} lengths equal to the sequence length {len}; shorter sequences are not supported"
+            )
+            .into());
+        }
+    }
+    let mut per_batch: Vec<Vec<Val>> = vec![Vec::new(); n + k];
+    for b in 0..batch {
+        let idx = const_i64(b as i64);
+        let attrs = Attrs::new().with("axis", AttrValue::Int(0));
+        let args = inputs
+            .iter()
+            .enumerate()
+            .map(|(j, x)| Ok(em.call("take", &[x, &idx], attrs.clone(), &format!("{name}_batch{j}"))?))
+            .collect::<R<Vec<Val>>>()?;
+        let outs = scan_steps(im, em, &step, &args, outer, name)?;
+        for (acc, v) in per_batch.iter_mut().zip(outs) {
+            acc.push(v);
+        }
+    }
+    per_batch.iter().enumerate().map(|(j, elems)| stack(em, elems, 0, false, &format!("{name}_out{j}"))).collect()
+}
+
+/// What one unrolled scan does: its body, scan output count and per-input / per-output axes
+/// and directions.
+struct Steps<'b> {
+    body: &'b Body,
+    k: usize,
+    in_axes: &'b [i64],
+    in_dirs: &'b [i64],
+    out_axes: &'b [i64],
+    out_dirs: &'b [i64],
+}
+
+/// Unrolls a scan over `inputs` (its states, then its scan inputs) and returns the final
+/// states, then the stacked scan outputs.
+fn scan_steps(
+    im: &mut Importer<'_>,
+    em: &mut Emitter,
+    step: &Steps<'_>,
+    inputs: &[Val],
+    outer: &dyn Fn(&str) -> Option<Val>,
+    name: &str,
+) -> R<Vec<Val>> {
+    let Steps { body, k, in_axes, in_dirs, out_axes, out_dirs } = *step;
+    let n = inputs.len() - in_axes.len();
     let (states, scanned) = inputs.split_at(n);
     let mut len = None;
-    let mut axes = Vec::with_capacity(m);
-    for (j, (x, &axis)) in scanned.iter().zip(&in_axes).enumerate() {
+    let mut axes = Vec::with_capacity(scanned.len());
+    for (j, (x, &axis)) in scanned.iter().zip(in_axes).enumerate() {
         let rank = x.rank() as i64;
         let a = if axis < 0 { axis + rank } else { axis };
         if !(0..rank).contains(&a) {

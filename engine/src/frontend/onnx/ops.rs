@@ -20,16 +20,19 @@ use super::ExternalData;
 use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 
 mod attention;
+mod dropout;
 mod gather;
 mod layout;
 mod linalg;
 mod loss;
 mod nn;
 mod quant;
+mod resize;
 mod rnn;
 mod signal;
 mod sort;
 mod state;
+mod tfidf;
 
 /// A converter: one ONNX node (its attributes, inputs and opset in [`Cx`]) to passel calls,
 /// returning the node's outputs in order (`None` for outputs passel does not compute).
@@ -109,11 +112,12 @@ onnx_ops! {
     "CumProd": 2 => |cx| sort::cum(cx, "cumprod");
     "CumSum": 2 => |cx| sort::cum(cx, "cumsum");
     "DFT": 2, from 20: 3 => signal::dft;
+    "DeformConv": 5 => nn::deform_conv;
     "DepthToSpace": 1 => layout::depth_to_space;
     "DequantizeLinear": 3 => quant::dequantize_linear;
     "Det": 1 => linalg::det;
     "Div": 2 => |cx| binary(cx, "divide");
-    "Dropout": 1, from 12: 3 => dropout;
+    "Dropout": 1, from 12: 3 => dropout::dropout;
     "DynamicQuantizeLinear": 1 => quant::dynamic_quantize_linear;
     "Einsum": VARIADIC => nn::einsum;
     "Elu": 1 => |cx| param_unary(cx, "elu", &[("alpha", 1.0)]);
@@ -198,8 +202,9 @@ onnx_ops! {
     "ReduceSumSquare": 1, from 18: 2 => |cx| reduce_composite(cx, Composite::SumSquare);
     "Relu": 1 => |cx| unary(cx, "relu");
     "Reshape": 2 => reshape;
-    "Resize": 2, from 11: 4 => resize;
+    "Resize": 2, from 11: 4 => resize::resize;
     "ReverseSequence": 2 => layout::reverse_sequence;
+    "RoiAlign": 3 => nn::roi_align;
     "RotaryEmbedding": 4 => attention::rotary_embedding;
     "Round": 1 => |cx| unary(cx, "round");
     "STFT": 4 => signal::stft;
@@ -232,13 +237,14 @@ onnx_ops! {
     "Tan": 1 => |cx| unary(cx, "tan");
     "Tanh": 1 => |cx| unary(cx, "tanh");
     "TensorScatter": 3 => gather::tensor_scatter;
+    "TfIdfVectorizer": 1 => tfidf::tfidf_vectorizer;
     "ThresholdedRelu": 1 => |cx| param_unary(cx, "thresholded_relu", &[("alpha", 1.0)]);
     "Tile": 2 => layout::tile;
     "TopK": 1, from 10: 2 => sort::topk;
     "Transpose": 1 => transpose;
     "Trilu": 2 => trilu;
     "Unsqueeze": 1, from 13: 2 => unsqueeze;
-    "Upsample": 2 => resize;
+    "Upsample": 2 => resize::resize;
     "Where": 3 => |cx| ternary(cx, "where");
     "Xor": 2 => |cx| binary(cx, "logical_xor");
 }
@@ -706,30 +712,6 @@ fn variadic(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
         };
     }
     one(acc)
-}
-
-/// Dropout in inference (or with a ratio of 0): the identity, and a mask of all true. A
-/// training-mode dropout with a nonzero ratio draws its mask at random, which passel does not
-/// reproduce.
-fn dropout(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
-    let x = cx.input(0)?;
-    let attr_ratio = cx.float_opt("ratio")?;
-    cx.int_opt("seed")?;
-    if let Some(v) = cx.const_floats(2, "training_mode")? {
-        let ratio = match cx.opt(1) {
-            Some(_) => cx.const_floats(1, "ratio")?.unwrap_or_default(),
-            None => vec![attr_ratio.unwrap_or(0.5)],
-        };
-        if v.iter().any(|&t| t != 0.0) && ratio.iter().any(|&r| r != 0.0) {
-            return Err(
-                "training_mode = true with a nonzero ratio is not supported (its mask is random; passel imports \
-                 inference graphs)"
-                    .into(),
-            );
-        }
-    }
-    let mask = filled(&x.shape(), DType::Bool, 1.0);
-    Ok(vec![Some(x), Some(mask)])
 }
 
 fn cast(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
@@ -1419,26 +1401,45 @@ fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
                 .and_then(|v| v.checked_add(output_padding[i]))
                 .and_then(|v| v.checked_add(extent(win.kernel[i], win.dilations[i])?))
                 .ok_or_else(|| "the output size overflows".to_string())?;
-            let total = full.checked_sub(out[i]).ok_or_else(|| format!("output_shape {out:?} is too large"))?;
-            let (bg, en) = if win.auto_pad == "SAME_UPPER" {
-                (total / 2, total - total / 2)
-            } else {
-                (total - total / 2, total / 2)
-            };
+            // Negative when output_shape is larger than the full output: onnx's reference
+            // splits it with floor division too, and a negative pad adds zeros there.
+            let total = i64::try_from(full).map_err(|_| "the output size overflows")?
+                - i64::try_from(out[i]).map_err(|_| "output_shape overflows")?;
+            let half = total.div_euclid(2);
+            let (bg, en) = if win.auto_pad == "SAME_UPPER" { (half, total - half) } else { (total - half, half) };
             begin.push(bg);
             end.push(en);
         }
-        begin.into_iter().chain(end).collect()
+        begin.into_iter().chain(end).collect::<Vec<i64>>()
     } else {
-        win.pads.clone()
+        win.pads.iter().map(|&p| p as i64).collect()
     };
+    let crop: Vec<u64> = pads.iter().map(|&p| p.max(0) as u64).collect();
     let attrs = Attrs::new()
         .with("strides", ints(&win.strides))
-        .with("padding", ints(&pads))
+        .with("padding", ints(&crop))
         .with("dilation", ints(&win.dilations))
         .with("groups", AttrValue::Int(groups))
         .with("output_padding", ints(&output_padding));
-    windowed(cx, "conv2d_transpose", &[&x, &w], attrs, b, one_d)
+    if pads.iter().all(|&p| p >= 0) {
+        return windowed(cx, "conv2d_transpose", &[&x, &w], attrs, b, one_d);
+    }
+    // Zeros where the output extends past the full transposed convolution, then the bias
+    // over all of it (the reference adds it to every output element).
+    let y = cx.call_tmp("conv2d_transpose", &[&x, &w], attrs)?;
+    let widen: Vec<i64> =
+        [0, 0, (-pads[0]).max(0), (-pads[1]).max(0), 0, 0, (-pads[2]).max(0), (-pads[3]).max(0)].to_vec();
+    let pad_attrs = Attrs::new()
+        .with("pad_width", ints_i(&widen))
+        .with("pad_value", AttrValue::Float(0.0))
+        .with("pad_mode", AttrValue::Str("constant".into()));
+    let mut y = cx.call_tmp("pad", &[&y], pad_attrs)?;
+    if let Some(b) = b {
+        y = cx.call_tmp("bias_add", &[&y, &b], Attrs::new().with("axis", AttrValue::Int(1)))?;
+    }
+    let s = y.shape();
+    let out_shape = if one_d { vec![s[0], s[1], s[3]] } else { s };
+    one(cx.reshape(&y, &out_shape, false)?)
 }
 
 /// The pools: MaxPool, AveragePool, and LpPool as `(avg_pool(|x|^p) · window)^(1/p)` with
@@ -1467,9 +1468,17 @@ fn pool(cx: &mut Cx<'_>, kind: PoolKind) -> R<Vec<Option<Val>>> {
     } else {
         x
     };
-    let (y, kernel) = if xin.rank() == 5 { pool_3d(cx, &xin, kind)? } else { pool_2d(cx, &xin, kind)? };
+    let (y, kernel, indices) = if xin.rank() == 5 {
+        if kind == PoolKind::Max && cx.node.n_outputs() > 1 {
+            return Err("the Indices output of a 3-D MaxPool is not supported".into());
+        }
+        let (y, kernel) = pool_3d(cx, &xin, kind)?;
+        (y, kernel, None)
+    } else {
+        pool_2d(cx, &xin, kind)?
+    };
     if kind != PoolKind::Lp {
-        return one(y);
+        return Ok(vec![Some(y), indices]);
     }
     let window = product(&kernel)?;
     let sum = cx.call_tmp("multiply", &[&y, &Cx::scalar(dtype, window as f64)], Attrs::new())?;
@@ -1504,16 +1513,161 @@ fn pool_attrs(win: &Window, kind: PoolKind, ceil_mode: bool) -> R<(&'static str,
     })
 }
 
-/// MaxPool's `storage_order`, which only changes its Indices output (not computed).
-fn pool_kind_attrs(cx: &mut Cx<'_>, kind: PoolKind) -> R<()> {
-    if kind == PoolKind::Max {
-        cx.int_opt("storage_order")?;
+/// MaxPool's `storage_order` (whether its Indices output is column-major), checked.
+fn pool_kind_attrs(cx: &mut Cx<'_>, kind: PoolKind) -> R<bool> {
+    if kind != PoolKind::Max {
+        return Ok(false);
     }
-    Ok(())
+    match cx.int("storage_order", 0)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        v => Err(format!("attribute `storage_order` must be 0 or 1, got {v}")),
+    }
 }
 
-/// A 1-D or 2-D pool; returns the result and the window.
-fn pool_2d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
+/// MaxPool's Indices output on `x` `[N, C, H, W]` pooled to `(oH, oW)`: per element the flat
+/// index (over the whole input, column-major within an image when `column_major`) of the
+/// first maximum of its window in window order, as onnx's reference picks it. The window
+/// taps are gathered (`take` at constant positions; taps in the padding read an extra
+/// lowest-value slot), `argmax` picks the tap, and a second `take` maps it to its index. A
+/// padding tap stands for its window's first in-image tap, so a window whose maximum is the
+/// lowest value still names that tap.
+fn max_pool_indices(cx: &mut Cx<'_>, x: &Val, win: &Window, (oh, ow): (u64, u64), column_major: bool) -> R<Val> {
+    let xs = x.shape();
+    let (n, c, h, w) = (xs[0], xs[1], xs[2], xs[3]);
+    let (kh, kw) = (win.kernel[0], win.kernel[1]);
+    let hw = h.checked_mul(w).ok_or("the shape overflows")?;
+    let taps = kh * kw;
+    let count = oh.checked_mul(ow).and_then(|v| v.checked_mul(taps)).ok_or("the window count overflows")?;
+    if count > cx.em_fold_limit() || n.saturating_mul(c).saturating_mul(hw) > cx.em_fold_limit() {
+        return Err(format!("{count} window taps are too many to index at import"));
+    }
+    let mut slot = Vec::with_capacity(count as usize);
+    let mut stored = Vec::with_capacity(count as usize);
+    for i in 0..oh {
+        for j in 0..ow {
+            let start = stored.len();
+            let mut first = None;
+            for a in 0..kh {
+                for b in 0..kw {
+                    let y = (i * win.strides[0] + a * win.dilations[0]) as i64 - win.pads[0] as i64;
+                    let x = (j * win.strides[1] + b * win.dilations[1]) as i64 - win.pads[1] as i64;
+                    if (0..h as i64).contains(&y) && (0..w as i64).contains(&x) {
+                        let at = if column_major { y + x * h as i64 } else { y * w as i64 + x };
+                        slot.push((y * w as i64 + x) as f64);
+                        stored.push(Some(at));
+                        first.get_or_insert(at);
+                    } else {
+                        slot.push(hw as f64);
+                        stored.push(None);
+                    }
+                }
+            }
+            let first = first.ok_or(format!("the window of output ({i}, {j}) covers only padding"))?;
+            for s in &mut stored[start..] {
+                s.get_or_insert(first);
+            }
+        }
+    }
+    let konst = |shape: &[u64], v: &[f64]| -> R<Val> {
+        let t = Tensor::from_f64s(shape, DType::I64, v).map_err(|e| e.to_string())?;
+        Ok(Val::Const(Arc::new(Constant::Dense(t))))
+    };
+    let dtype = x.ty().dtype;
+    let lowest = reduce_identity("max", dtype).ok_or("no lowest value")?;
+    let flat = cx.reshape(x, &[n, c, hw], true)?;
+    let pad = filled(&[n, c, 1], dtype, lowest);
+    let padded = cx.call_tmp("concatenate", &[&flat, &pad], Attrs::new().with("axis", AttrValue::Int(2)))?;
+    let slot = konst(&[count], &slot)?;
+    let g = cx.call_tmp("take", &[&padded, &slot], Attrs::new().with("axis", AttrValue::Int(2)))?;
+    let g = cx.reshape(&g, &[n, c, oh * ow, taps], true)?;
+    let attrs = Attrs::new()
+        .with("axis", AttrValue::Int(3))
+        .with("keepdims", AttrValue::Bool(false))
+        .with("select_last_index", AttrValue::Bool(false));
+    let tap = cx.call_tmp("argmax", &[&g], attrs)?;
+    let base: Vec<f64> = (0..oh * ow).map(|k| (k * taps) as f64).collect();
+    let tap = cx.call_tmp("add", &[&tap, &konst(&[oh * ow], &base)?], Attrs::new())?;
+    let stored: Vec<f64> = stored.iter().map(|s| s.unwrap_or(0) as f64).collect();
+    let idx = cx.call_tmp("take", &[&konst(&[count], &stored)?, &tap], Attrs::new().with("axis", AttrValue::Int(0)))?;
+    let images: Vec<f64> = (0..n * c).map(|k| (k * hw) as f64).collect();
+    let idx = cx.call_tmp("add", &[&idx, &konst(&[n, c, 1], &images)?], Attrs::new())?;
+    cx.reshape(&idx, &[n, c, oh, ow], true)
+}
+
+/// AveragePool with `count_include_pad` = 1 and `ceil_mode` = 1, as onnx's reference computes
+/// it: the input padded with zeros (the pads, plus half of the extra padding the ceiling needs
+/// in front), windows cut at the end of the original padding, each window divided by the
+/// elements it keeps, and no window starting past the input and its leading padding. Returns
+/// the input padded (or cropped at the end) so that a pool without padding and without
+/// `count_include_pad` computes that, and the reference's output size per spatial axis.
+fn include_pad_ceil(
+    cx: &mut Cx<'_>,
+    x: &Val,
+    kernel: &[u64],
+    strides: &[u64],
+    dilations: &[u64],
+    pads: &[u64],
+) -> R<(Val, Vec<u64>)> {
+    let d = kernel.len();
+    let lead = x.rank() - d;
+    let mut y = x.clone();
+    let mut outs = Vec::with_capacity(d);
+    for i in 0..d {
+        let axis = lead + i;
+        let size = x.shape()[axis];
+        let (pb, pe) = (pads[i], pads[d + i]);
+        let ext = extent(kernel[i], dilations[i]).ok_or("the dilated kernel is too large")?;
+        let limit = size + pb + pe;
+        if limit < ext {
+            return Err(format!("the window {ext} is larger than the padded input {limit}"));
+        }
+        let mut out = (limit - ext).div_ceil(strides[i]) + 1;
+        if (out - 1) * strides[i] >= size + pb {
+            out -= 1;
+        }
+        let extra = ((out - 1) * strides[i] + ext).saturating_sub(limit);
+        let begin = pb + extra / 2;
+        let end = limit as i64 - (begin + size) as i64;
+        if end < 0 {
+            let keep = (size as i64 + end) as u64;
+            let attrs =
+                Attrs::new().with("begin", ints(&[0])).with("end", ints(&[keep])).with("axes", ints(&[axis as u64]));
+            y = cx.call_tmp("strided_slice", &[&y], attrs)?;
+        }
+        if begin > 0 || end > 0 {
+            let rank = y.rank();
+            let mut width = vec![0i64; 2 * rank];
+            width[axis] = begin as i64;
+            width[rank + axis] = end.max(0);
+            let attrs = Attrs::new()
+                .with("pad_width", ints_i(&width))
+                .with("pad_value", AttrValue::Float(0.0))
+                .with("pad_mode", AttrValue::Str("constant".into()));
+            y = cx.call_tmp("pad", &[&y], attrs)?;
+        }
+        outs.push(out);
+    }
+    Ok((y, outs))
+}
+
+/// `y` cut to `outs` along its last `outs.len()` axes.
+fn crop_trailing(cx: &mut Cx<'_>, y: Val, outs: &[u64]) -> R<Val> {
+    let lead = y.rank() - outs.len();
+    let shape = y.shape();
+    let axes: Vec<u64> = (0..outs.len()).filter(|&i| shape[lead + i] > outs[i]).map(|i| (lead + i) as u64).collect();
+    if axes.is_empty() {
+        return Ok(y);
+    }
+    let ends: Vec<u64> = axes.iter().map(|&a| outs[a as usize - lead]).collect();
+    let attrs =
+        Attrs::new().with("begin", ints(&vec![0; axes.len()])).with("end", ints(&ends)).with("axes", ints(&axes));
+    cx.call_tmp("strided_slice", &[&y], attrs)
+}
+
+/// A 1-D or 2-D pool; returns the result, the window, and MaxPool's Indices output when the
+/// node has one.
+fn pool_2d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>, Option<Val>)> {
     let one_d = match x.rank() {
         4 => false,
         3 => true,
@@ -1525,12 +1679,21 @@ fn pool_2d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
     } else {
         x.clone()
     };
-    let win = window(cx, &x.shape()[2..], None, true, one_d)?;
+    let mut win = window(cx, &x.shape()[2..], None, true, one_d)?;
     let ceil_mode = cx.int("ceil_mode", 0)? != 0;
-    pool_kind_attrs(cx, kind)?;
+    let column_major = pool_kind_attrs(cx, kind)?;
+    let mut include = kind == PoolKind::Avg && cx.int("count_include_pad", 0)? != 0;
+    let (x, crop) = if include && ceil_mode {
+        let (x, outs) = include_pad_ceil(cx, &x, &win.kernel, &win.strides, &win.dilations, &win.pads)?;
+        win.pads = vec![0; 4];
+        include = false;
+        (x, Some(outs))
+    } else {
+        (x, None)
+    };
     let (op, mut attrs) = pool_attrs(&win, kind, ceil_mode)?;
     if kind == PoolKind::Avg {
-        attrs.set("count_include_pad", AttrValue::Bool(cx.int("count_include_pad", 0)? != 0));
+        attrs.set("count_include_pad", AttrValue::Bool(include));
     }
     let y = if kind == PoolKind::Lp {
         let y = cx.call_tmp(op, &[&x], attrs)?;
@@ -1543,8 +1706,20 @@ fn pool_2d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
     } else {
         windowed(cx, op, &[&x], attrs, None, one_d)?.into_iter().next().flatten().ok_or("the pool has no result")?
     };
+    let y = match crop {
+        Some(outs) => crop_trailing(cx, y, if one_d { &outs[1..] } else { &outs })?,
+        None => y,
+    };
+    let indices = if kind == PoolKind::Max && cx.node.n_outputs() > 1 {
+        let ys = y.shape();
+        let (oh, ow) = if one_d { (1, ys[2]) } else { (ys[2], ys[3]) };
+        let idx = max_pool_indices(cx, &x, &win, (oh, ow), column_major)?;
+        Some(if one_d { cx.reshape(&idx, &[ys[0], ys[1], ow], true)? } else { idx })
+    } else {
+        None
+    };
     let kernel = if one_d { win.kernel[1..].to_vec() } else { win.kernel };
-    Ok((y, kernel))
+    Ok((y, kernel, indices))
 }
 
 /// A 3-D pool `[N, C, D, H, W]` as two 2-D pools: over (H, W) on `[N, C·D, H, W]`, then over
@@ -1553,7 +1728,7 @@ fn pool_2d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
 /// this is exact up to the rounding of the intermediate means.
 fn pool_3d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
     let xs = x.shape();
-    let (n, c, d, h, w) = (xs[0], xs[1], xs[2], xs[3], xs[4]);
+    let (n, c) = (xs[0], xs[1]);
     let kernel = pos(cx.ints_opt("kernel_shape")?.ok_or("attribute `kernel_shape` is required")?, "kernel size")?;
     let strides = pos(cx.ints_opt("strides")?.unwrap_or(vec![1; 3]), "stride")?;
     let dilations = pos(cx.ints_opt("dilations")?.unwrap_or(vec![1; 3]), "dilation")?;
@@ -1575,7 +1750,17 @@ fn pool_3d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
     }
     let ceil_mode = cx.int("ceil_mode", 0)? != 0;
     pool_kind_attrs(cx, kind)?;
-    let include = if kind == PoolKind::Avg { Some(cx.int("count_include_pad", 0)? != 0) } else { None };
+    let mut include = if kind == PoolKind::Avg { Some(cx.int("count_include_pad", 0)? != 0) } else { None };
+    let (x, pads, crop) = if include == Some(true) && ceil_mode {
+        let (x, outs) = include_pad_ceil(cx, x, &kernel, &strides, &dilations, &pads)?;
+        include = Some(false);
+        (x, vec![0; 6], Some(outs))
+    } else {
+        (x.clone(), pads, None)
+    };
+    let x = &x;
+    let xs = x.shape();
+    let (d, h, w) = (xs[2], xs[3], xs[4]);
     let plane = Window {
         kernel: kernel[1..].to_vec(),
         strides: strides[1..].to_vec(),
@@ -1606,10 +1791,14 @@ fn pool_3d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
     }
     let z = cx.call_tmp(op, &[&y4], attrs)?;
     let d2 = z.shape()[2];
-    let out = if kind == PoolKind::Lp {
+    let out = if kind == PoolKind::Lp || crop.is_some() {
         cx.reshape(&z, &[n, c, d2, h2, w2], true)?
     } else {
         cx.reshape(&z, &[n, c, d2, h2, w2], false)?
+    };
+    let out = match crop {
+        Some(outs) => crop_trailing(cx, out, &outs)?,
+        None => out,
     };
     Ok((out, kernel))
 }
@@ -2100,103 +2289,4 @@ fn wrap_pad(cx: &mut Cx<'_>, x: Val, pads: &[i64]) -> R<Val> {
         };
     }
     Ok(y)
-}
-
-fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
-    let x = cx.input(0)?;
-    let shape = x.shape();
-    if shape.len() != 4 {
-        return Err(format!("only 2-D resize (rank-4 NCHW input) is supported, got rank {}", shape.len()));
-    }
-    let mode = cx.string("mode", "nearest")?;
-    let method = match mode.as_str() {
-        "nearest" => "nearest",
-        "linear" | "bilinear" => "linear",
-        "cubic" | "bicubic" => "cubic",
-        other => return Err(format!("mode {other:?} is not supported")),
-    };
-    let (scales, sizes, coord, rounding) = if cx.opset < 11 {
-        // Opset 10: (X, scales), asymmetric coordinates, nearest rounds down.
-        (cx.const_floats(1, "scales")?, None, "asymmetric".to_string(), "floor".to_string())
-    } else {
-        let coord = cx.string("coordinate_transformation_mode", "half_pixel")?;
-        if coord == "tf_crop_and_resize" {
-            return Err("coordinate_transformation_mode \"tf_crop_and_resize\" is not supported".into());
-        }
-        cx.float_opt("extrapolation_value")?;
-        let rounding = cx.string("nearest_mode", "round_prefer_floor")?;
-        (cx.const_floats(2, "scales")?, cx.const_ints(3, "sizes")?, coord, rounding)
-    };
-    cx.int_must("antialias", |v| v == 0, "antialiasing")?;
-    let policy = cx.string("keep_aspect_ratio_policy", "stretch")?;
-    if !matches!(policy.as_str(), "stretch" | "not_larger" | "not_smaller") {
-        return Err(format!("keep_aspect_ratio_policy {policy:?} is not supported (stretch, not_larger, not_smaller)"));
-    }
-    let axes: Vec<usize> = match cx.ints_opt("axes")? {
-        Some(a) => a.iter().map(|&a| norm_axis(a, 4)).collect::<R<_>>()?,
-        None => (0..4).collect(),
-    };
-    let cubic_a = cx.float("cubic_coeff_a", -0.75)?;
-    let exclude = cx.int("exclude_outside", 0)? != 0;
-    // The output size, and per axis the scale ONNX maps coordinates with when it is not the
-    // ratio out / in (given scales, or the common scale of a keep_aspect_ratio_policy).
-    let mut out = shape.clone();
-    let mut scale: Vec<Option<f64>> = vec![None; 4];
-    match (sizes, scales) {
-        (Some(s), _) if !s.is_empty() => {
-            let s = pos(s, "size")?;
-            if s.len() != axes.len() {
-                return Err(format!("{} sizes for {} axes", s.len(), axes.len()));
-            }
-            let ratio = |i: usize| s[i] as f64 / shape[axes[i]] as f64;
-            let common = match policy.as_str() {
-                "stretch" => None,
-                "not_larger" => Some((0..axes.len()).map(ratio).fold(f64::INFINITY, f64::min)),
-                _ => Some((0..axes.len()).map(ratio).fold(0.0, f64::max)),
-            };
-            for (i, &a) in axes.iter().enumerate() {
-                match common {
-                    None => out[a] = s[i],
-                    Some(c) => {
-                        // onnx rounds half up.
-                        out[a] = (c * shape[a] as f64 + 0.5).floor() as u64;
-                        scale[a] = Some(c);
-                    }
-                }
-            }
-        }
-        (_, Some(sc)) if !sc.is_empty() => {
-            if sc.len() != axes.len() {
-                return Err(format!("{} scales for {} axes", sc.len(), axes.len()));
-            }
-            for (&a, &s) in axes.iter().zip(&sc) {
-                let o = (shape[a] as f64 * s as f32 as f64).floor();
-                if o.is_nan() || o < 0.0 || o >= u32::MAX as f64 || s.is_nan() || s <= 0.0 {
-                    return Err(format!("scale {s} gives an invalid size"));
-                }
-                out[a] = o as u64;
-                if o > 0.0 && (o / shape[a] as f64) as f32 != s as f32 {
-                    scale[a] = Some(s as f32 as f64);
-                }
-            }
-        }
-        _ => return Err("needs scales or sizes".into()),
-    }
-    if out[0] != shape[0] || out[1] != shape[1] || scale[0].is_some() || scale[1].is_some() {
-        return Err(format!("only the last two dimensions may be resized ({shape:?} to {out:?})"));
-    }
-    let attrs = Attrs::new()
-        .with("size", ints(&out[2..]))
-        .with("method", AttrValue::Str(method.into()))
-        .with("coordinate_transformation_mode", AttrValue::Str(coord.into()))
-        .with("rounding_method", AttrValue::Str(rounding.into()))
-        .with("cubic_alpha", AttrValue::Float(cubic_a))
-        .with("exclude_outside", AttrValue::Bool(exclude));
-    let attrs = match (scale[2], scale[3]) {
-        (None, None) => attrs,
-        (h, w) => attrs
-            .with("scale_h", AttrValue::Float(h.unwrap_or(out[2] as f64 / shape[2] as f64)))
-            .with("scale_w", AttrValue::Float(w.unwrap_or(out[3] as f64 / shape[3] as f64))),
-    };
-    one(cx.call("resize2d", &[&x], attrs)?)
 }

@@ -13,7 +13,9 @@
 //! - `Attention` (BERT / GPT-2 self-attention from one packed QKV projection: no past state;
 //!   masks as 1-D valid lengths, 2-D or 3-D 0/1 masks, `unidirectional`, `attention_bias`) and
 //!   `MultiHeadAttention` (separate 3-D query / key / value, optional packed bias, key padding
-//!   mask, `attention_bias`, `unidirectional`; no past state).
+//!   mask, `attention_bias`, `unidirectional`; no past state);
+//! - `DynamicQuantizeLSTM` (an LSTM with int8 / uint8 weights whose GEMMs quantize their float
+//!   operand dynamically, as onnxruntime's kernel does; `rnn.rs`).
 //!
 //! Outputs that only training or cached decoding read (statistics, `present` states) are not
 //! computed: a model that uses them is refused, naming the output.
@@ -24,6 +26,7 @@ use super::*;
 pub const MICROSOFT_OPS: &[&str] = &[
     "Attention",
     "BiasGelu",
+    "DynamicQuantizeLSTM",
     "FastGelu",
     "FusedMatMul",
     "Gelu",
@@ -65,6 +68,7 @@ pub(super) fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         "SkipLayerNormalization" => skip_norm(cx, false),
         "SkipSimplifiedLayerNormalization" => skip_norm(cx, true),
         "FusedMatMul" => fused_matmul(cx),
+        "DynamicQuantizeLSTM" => super::rnn::dynamic_quantize_lstm(cx),
         "Attention" => attention(cx),
         "MultiHeadAttention" => multi_head_attention(cx),
         _ => Err(format!("passel has no converter for com.microsoft operator `{op}`")),

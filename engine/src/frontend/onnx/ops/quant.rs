@@ -5,7 +5,8 @@
 //! - `QuantizeLinear`: `saturate(round_half_even(x / scale) + zero_point)` to int8 / uint8 /
 //!   int16 / uint16 (the zero point's dtype, `output_dtype`, or uint8);
 //! - `DynamicQuantizeLinear`: uint8 quantization with the scale and zero point computed from
-//!   the data's range (which always includes 0), as ONNX specifies;
+//!   the data's range (which always includes 0), as ONNX specifies (also the quantized GEMM of
+//!   `com.microsoft::DynamicQuantizeLSTM`, `quantized_gemm`);
 //! - `MatMulInteger`, `ConvInteger`: products of zero-point-shifted integers, accumulated in
 //!   f64 (exact: every partial sum of 8-bit products stays far below 2^53) and returned as
 //!   int32, so the integer paths are exact;
@@ -175,13 +176,33 @@ pub(super) fn quantize_linear(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 
 pub(super) fn dynamic_quantize_linear(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
+    let q = dynamic_quantize(cx, &x)?;
+    Ok(vec![Some(q.y), Some(q.scale), Some(q.zero_point)])
+}
+
+/// `DynamicQuantizeLinear` of one value.
+pub(super) struct DynamicQuant {
+    /// The uint8 data.
+    pub y: Val,
+    /// The scale ONNX outputs (0 for an all-zero input).
+    pub scale: Val,
+    /// The scale the data was divided by (1 for an all-zero input, where any scale gives
+    /// zeros; onnxruntime's `GetQuantizationParameter` uses 1 there too).
+    pub safe_scale: Val,
+    /// The uint8 zero point.
+    pub zero_point: Val,
+}
+
+/// Quantizes float32 `x` to uint8 with the scale and zero point of its range (which always
+/// includes 0), as `DynamicQuantizeLinear` specifies.
+pub(super) fn dynamic_quantize(cx: &mut Cx<'_>, x: &Val) -> R<DynamicQuant> {
     if x.ty().dtype != DType::F32 {
         return Err(format!("input 0 is {}; DynamicQuantizeLinear takes float32", x.ty().dtype.name()));
     }
     let f = |v: f64| Cx::scalar(DType::F32, v);
     let all = Attrs::new().with("keepdims", AttrValue::Bool(false));
-    let mn = cx.call_tmp("min", &[&x], all.clone())?;
-    let mx = cx.call_tmp("max", &[&x], all)?;
+    let mn = cx.call_tmp("min", &[x], all.clone())?;
+    let mx = cx.call_tmp("max", &[x], all)?;
     // The range always includes 0.
     let mn = cx.call_tmp("minimum", &[&mn, &f(0.0)], Attrs::new())?;
     let mx = cx.call_tmp("maximum", &[&mx, &f(0.0)], Attrs::new())?;
@@ -199,10 +220,22 @@ pub(super) fn dynamic_quantize_linear(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         &[&zp],
         Attrs::new().with("a_min", AttrValue::Float(0.0)).with("a_max", AttrValue::Float(255.0)),
     )?;
-    let y = quantize(cx, &x, &safe, Some(&zp), DType::U8, false)?;
-    let zp8 = cast(cx, &zp, DType::U8)?;
-    let scale_out = cx.call_tmp("where", &[&zero, &f(0.0), &scale], Attrs::new())?;
-    Ok(vec![Some(y), Some(scale_out), Some(zp8)])
+    let y = quantize(cx, x, &safe, Some(&zp), DType::U8, false)?;
+    let zero_point = cast(cx, &zp, DType::U8)?;
+    let scale = cx.call_tmp("where", &[&zero, &f(0.0), &scale], Attrs::new())?;
+    Ok(DynamicQuant { y, scale, safe_scale: safe, zero_point })
+}
+
+/// onnxruntime's quantized GEMM of its dynamically quantized recurrent layers (and of
+/// `DynamicQuantizeMatMul`): float32 `a` `[M, K]` quantized as a whole to uint8
+/// (`dynamic_quantize`), its exact integer product with the quantized weights `b` `[K, N]`
+/// (zero point `b_zp`), scaled by `a_scale · b_scale` (`b_scale` a scalar or one per column).
+pub(super) fn quantized_gemm(cx: &mut Cx<'_>, a: &Val, (b, b_scale, b_zp): (&Val, &Val, &Val)) -> R<Val> {
+    let q = dynamic_quantize(cx, a)?;
+    let acc = integer_matmul(cx, (&q.y, Some(q.zero_point)), (b, Some(b_zp.clone())))?;
+    let acc = cast(cx, &acc, DType::F32)?;
+    let scale = cx.call_tmp("multiply", &[&q.safe_scale, b_scale], Attrs::new())?;
+    cx.call_tmp("multiply", &[&acc, &scale], Attrs::new())
 }
 
 /// `v - zp` in f64, with `zp` shaped by `shape_zp` (already broadcastable).

@@ -164,17 +164,27 @@ fn strings_opt(cx: &mut Cx<'_>, key: &str) -> R<Option<Vec<String>>> {
 
 /// Converts an `LSTM` node.
 pub(super) fn lstm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
-    convert(cx, Kind::Lstm)
+    convert(cx, Kind::Lstm, false)
+}
+
+/// Converts a `com.microsoft::DynamicQuantizeLSTM` node: an LSTM whose W `[num_directions,
+/// input_size, 4*hidden_size]` and R `[num_directions, hidden_size, 4*hidden_size]` are int8 /
+/// uint8 with per-direction (or per-column) scales and zero points (inputs 8 to 11). As
+/// onnxruntime computes it, each of the layer's GEMMs quantizes its float operand as a whole
+/// to uint8 (`DynamicQuantizeLinear`: all steps' X at once, each step's previous hidden state)
+/// and scales the exact integer product by `x_scale · w_scale` (`quant::quantized_gemm`).
+pub(super) fn dynamic_quantize_lstm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    convert(cx, Kind::Lstm, true)
 }
 
 /// Converts a `GRU` node.
 pub(super) fn gru(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
-    convert(cx, Kind::Gru)
+    convert(cx, Kind::Gru, false)
 }
 
 /// Converts an `RNN` node.
 pub(super) fn rnn(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
-    convert(cx, Kind::Rnn)
+    convert(cx, Kind::Rnn, false)
 }
 
 /// Everything a recurrent node says, checked.
@@ -190,6 +200,9 @@ struct Layer {
     initial_h: Option<Val>,
     initial_c: Option<Val>,
     p: Option<Val>,
+    /// DynamicQuantizeLSTM: W's scale and zero point, then R's (`[num_directions]` or
+    /// `[num_directions, 4*hidden_size]`); W and R are then `[num_directions, in, 4*hidden]`.
+    quant: Option<[Val; 4]>,
     dtype: DType,
     seq: u64,
     batch: u64,
@@ -204,8 +217,8 @@ struct Layer {
     layout: i64,
 }
 
-fn convert(cx: &mut Cx<'_>, kind: Kind) -> R<Vec<Option<Val>>> {
-    let layer = read_layer(cx, kind)?;
+fn convert(cx: &mut Cx<'_>, kind: Kind, quantized: bool) -> R<Vec<Option<Val>>> {
+    let layer = read_layer(cx, kind, quantized)?;
     let steps = layer.seq.saturating_mul(layer.reverse.len() as u64);
     cx.em.unroll(steps, MAX_UNROLLED_STEPS).map_err(|before| {
         format!(
@@ -223,7 +236,7 @@ fn convert(cx: &mut Cx<'_>, kind: Kind) -> R<Vec<Option<Val>>> {
     u.emit(&wanted)
 }
 
-fn read_layer(cx: &mut Cx<'_>, kind: Kind) -> R<Layer> {
+fn read_layer(cx: &mut Cx<'_>, kind: Kind, quantized: bool) -> R<Layer> {
     let direction = cx.string("direction", "forward")?;
     let reverse = match direction.as_str() {
         "forward" => vec![false],
@@ -300,6 +313,7 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind) -> R<Layer> {
         Some(h) if h <= 0 => return Err(format!("attribute `hidden_size` = {h} must be positive")),
         Some(h) => h as u64,
         None => match r.shape().as_slice() {
+            [_, h, _] if quantized => *h,
             [_, _, h] => *h,
             s => {
                 return Err(format!(
@@ -329,8 +343,50 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind) -> R<Layer> {
         }
         Ok(())
     };
-    check(&w, 1, "W", &[dirs, gh, input_size], &format!("[num_directions, {gates}*hidden_size, input_size]"))?;
-    check(&r, 2, "R", &[dirs, gh, hidden], &format!("[num_directions, {gates}*hidden_size, hidden_size]"))?;
+    let quant = if quantized {
+        if dtype != DType::F32 {
+            return Err(format!("input 0 (X) must be float32, got {dtype}"));
+        }
+        let mut params = Vec::with_capacity(4);
+        for (i, what, v, want) in [(1, "W", &w, [dirs, input_size, gh]), (2, "R", &r, [dirs, hidden, gh])] {
+            if !matches!(v.ty().dtype, DType::I8 | DType::U8) || v.shape() != want {
+                return Err(format!(
+                    "input {i} ({what}) must be int8 or uint8 {want:?} ([num_directions, {}, {gates}*hidden_size]{with_hidden}), got {} {:?}",
+                    if i == 1 { "input_size" } else { "hidden_size" },
+                    v.ty().dtype,
+                    v.shape()
+                ));
+            }
+            let at = if i == 1 { 8 } else { 10 };
+            let scale = cx.input(at).map_err(|_| format!("input {at} ({what}_scale) is required"))?;
+            let zp = cx.input(at + 1).map_err(|_| format!("input {} ({what}_zero_point) is required", at + 1))?;
+            let per_dir = scale.shape() == [dirs];
+            if scale.ty().dtype != DType::F32 || !(per_dir || scale.shape() == [dirs, gh]) {
+                return Err(format!(
+                    "input {at} ({what}_scale) must be float32 [{dirs}] or [{dirs}, {gh}], got {} {:?}",
+                    scale.ty().dtype,
+                    scale.shape()
+                ));
+            }
+            if zp.ty().dtype != v.ty().dtype || zp.shape() != scale.shape() {
+                return Err(format!(
+                    "input {} ({what}_zero_point) must be {} of the scale's shape {:?}, got {} {:?}",
+                    at + 1,
+                    v.ty().dtype,
+                    scale.shape(),
+                    zp.ty().dtype,
+                    zp.shape()
+                ));
+            }
+            params.push(scale);
+            params.push(zp);
+        }
+        Some(<[Val; 4]>::try_from(params).map_err(|_| "four quantization parameters")?)
+    } else {
+        check(&w, 1, "W", &[dirs, gh, input_size], &format!("[num_directions, {gates}*hidden_size, input_size]"))?;
+        check(&r, 2, "R", &[dirs, gh, hidden], &format!("[num_directions, {gates}*hidden_size, hidden_size]"))?;
+        None
+    };
     let b = cx.opt(3);
     if let Some(b) = &b {
         check(b, 3, "B", &[dirs, 2 * gh], &format!("[num_directions, {}*hidden_size]", 2 * gates))?;
@@ -383,6 +439,7 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind) -> R<Layer> {
         initial_h,
         initial_c,
         p,
+        quant,
         dtype,
         seq,
         batch,
@@ -410,6 +467,9 @@ struct DirWeights {
     rb_h: Option<Val>,
     /// LSTM peepholes p_i, p_o, p_f (`[hidden]` each).
     peep: Option<[Val; 3]>,
+    /// DynamicQuantizeLSTM: W's scale and zero point, then R's, of this direction (scalars or
+    /// `[gates*hidden]`); `w` and `r` are then `[in, gates*hidden]` integers.
+    quant: Option<[Val; 4]>,
 }
 
 /// One node being unrolled.
@@ -488,6 +548,19 @@ impl Unroll<'_, '_, '_> {
         }
         let refs: Vec<&Val> = xs.iter().collect();
         self.call("concatenate", &refs, Attrs::new().with("axis", AttrValue::Int(axis)), what)
+    }
+
+    /// `a @ Wᵀ` for the float layers (`dense`); DynamicQuantizeLSTM's quantized GEMM with the
+    /// integer W (`recurrent` false) or R (`recurrent` true) otherwise.
+    fn project(&mut self, a: &Val, wt: &DirWeights, recurrent: bool, what: &str) -> R<Val> {
+        let w = if recurrent { &wt.r } else { &wt.w };
+        match &wt.quant {
+            None => self.call2("dense", a, w, what),
+            Some([ws, wz, rs, rz]) => {
+                let (scale, zp) = if recurrent { (rs, rz) } else { (ws, wz) };
+                super::quant::quantized_gemm(self.cx, a, (w, scale, zp))
+            }
+        }
     }
 
     /// `a + b`, where `None` is a known zero.
@@ -602,7 +675,17 @@ impl Unroll<'_, '_, '_> {
                 ])
             }
         };
-        Ok(DirWeights { w, r, r_h, bias_x, rb_h, peep })
+        let quant = match &l.quant {
+            None => None,
+            Some(q) => {
+                let mut per_dir = Vec::with_capacity(4);
+                for (k, v) in q.iter().enumerate() {
+                    per_dir.push(self.direction(v, d, if k % 2 == 0 { "scale" } else { "zero_point" })?);
+                }
+                Some(<[Val; 4]>::try_from(per_dir).map_err(|_| "four quantization parameters")?)
+            }
+        };
+        Ok(DirWeights { w, r, r_h, bias_x, rb_h, peep, quant })
     }
 
     /// Initial state `d` of a `[num_directions, batch, hidden]` input; `None` is zero.
@@ -666,7 +749,7 @@ impl Unroll<'_, '_, '_> {
             let wt = self.weights(d)?;
             let acts = l.acts[d as usize].clone();
             // The input projection of every step at once.
-            let xw = if seq == 0 { None } else { Some(self.call2("dense", &x2, &wt.w, "xw")?) };
+            let xw = if seq == 0 { None } else { Some(self.project(&x2, &wt, false, "xw")?) };
             let xw = match (xw, wt.bias_x.clone()) {
                 (Some(xw), bias) => Some(self.add_opt(xw, bias, "xw")?),
                 (None, _) => None,
@@ -781,7 +864,7 @@ impl Unroll<'_, '_, '_> {
         cell: Option<&Val>,
     ) -> R<(Val, Val)> {
         let h = self.l.hidden;
-        let rec = hid.map(|hv| self.call2("dense", hv, &wt.r, "hr")).transpose()?;
+        let rec = hid.map(|hv| self.project(hv, wt, true, "hr")).transpose()?;
         let gates = self.add_opt(xw_t.clone(), rec, "gates")?;
         let g = self.split(&gates, 1, &[h, 2 * h, 3 * h], "gates")?;
         let [i, o, f, c] = <[Val; 4]>::try_from(g).map_err(|_| "split of the LSTM gates is not four tensors")?;
