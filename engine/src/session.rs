@@ -51,11 +51,12 @@ use self::edit::{run_edit, EditRun};
 use self::fast::Cache;
 use self::kept::{Event, Kept, Store};
 use self::lean::LeanEdit;
-use self::plan::{plan, PassIds, Plan, Split};
+use self::plan::{plan, PassIds, Plan};
 use self::same::{same_function, span_base};
 use self::store::StoreConfig;
 pub use self::store::{decode_source, encode_source, source_key, MemoryStore, StageKey, StageStore, STORE_FORMAT};
 use crate::ir::{Function, Module, ModuleError};
+use crate::transform::plan::GivenSplit;
 use crate::transform::{Diagnostic, Pass, PassContext, PassError, PassKind, Sequential, Statistics};
 pub use crate::transform::{FirewallCheck, ModuleFirewall};
 
@@ -231,7 +232,7 @@ pub struct Session {
     pipeline: Sequential,
     ctx: PassContext,
     ids: PassIds,
-    splits: Vec<(String, Split)>,
+    splits: Vec<GivenSplit>,
     firewalls: Vec<(String, ModuleFirewall)>,
     /// The persistent store stage results also go to ([`Session::set_store`]).
     store: Option<StoreConfig>,
@@ -281,6 +282,7 @@ impl Session {
         }
         self.mode = mode;
         self.kept.on(Event::ModeChanged);
+        self.roots().plan(&self.db).forget_edit_results();
         if mode == MemoryMode::Lean {
             self.reset_db();
         }
@@ -329,8 +331,12 @@ impl Session {
             ))
             .into());
         }
-        self.splits.retain(|(n, _)| n != name);
-        self.splits.push((name.to_string(), Split { prelude: split.prelude, per_function: split.per_function }));
+        self.splits.retain(|s| s.name != name);
+        self.splits.push(GivenSplit {
+            name: name.to_string(),
+            prelude: split.prelude,
+            per_function: split.per_function,
+        });
         let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls, self.store.as_ref())?;
         self.set_plan(plan);
         Ok(())
@@ -562,6 +568,8 @@ impl Session {
         let pending = self.start_run();
         let start = Instant::now();
         let mut ran = pending.ran()?;
+        // The memos now hold what the edit path computed before.
+        self.roots().plan(&self.db).forget_edit_results();
         let unfused = ran.unfused;
         let store = ran.outputs.take().map(|stages| {
             let sources = self.order.iter().map(|n| (n.clone(), self.entries[n].stored.clone())).collect();
@@ -584,7 +592,7 @@ impl Session {
         let plan = self.roots().plan(&self.db);
         let unfused = self.kept.unfused();
         let variant = plan.variant(unfused);
-        let Some(run) = run_edit(variant, &mut cache, self.kept.edited())? else { return Ok(None) };
+        let Some(run) = run_edit(variant, &mut cache, self.kept.edited(), true)? else { return Ok(None) };
         Ok(Some((self.output_of(run, variant, start), Some(Store::Full(cache)), unfused)))
     }
 
@@ -597,7 +605,9 @@ impl Session {
         let mut unfused = self.kept.unfused();
         if let Some(Store::Lean(mut lean)) = self.kept.take_store() {
             let variant = plan.variant(unfused);
-            if let Some(run) = run_edit(variant, &mut LeanEdit::new(&mut lean, variant, threads), self.kept.edited())? {
+            // Lean mode keeps no memos for results to serve (its cold runs do not use salsa).
+            let store = &mut LeanEdit::new(&mut lean, variant, threads);
+            if let Some(run) = run_edit(variant, store, self.kept.edited(), false)? {
                 return Ok((self.output_of(run, variant, start), Some(Store::Lean(lean)), unfused));
             }
         }

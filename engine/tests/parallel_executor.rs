@@ -127,9 +127,7 @@ fn stage_names(stages: &[Stage]) -> Vec<String> {
             Stage::Function(ps) => {
                 format!("F[{}]", ps.iter().map(|p| p.info().name.clone()).collect::<Vec<_>>().join(","))
             }
-            Stage::Split(_, ps) => {
-                format!("S[{}]", ps.iter().map(|p| p.info().name.clone()).collect::<Vec<_>>().join(","))
-            }
+            Stage::Prelude(p) => format!("P[{}]", p.pass.info().name),
             Stage::Module(p) => format!("M[{}]", p.info().name),
         })
         .collect()
@@ -567,7 +565,7 @@ fn check_split_against_serial(pruned: &'static [i64], veto: Option<&'static str>
 fn split_module_pass_runs_its_prelude_as_a_barrier_and_fuses_its_function_part() {
     let runs = Arc::new(AtomicUsize::new(0));
     let names = stage_names(&plan(&split_pipeline(&[2, 3], &runs), &PassContext::default()).expect("plan"));
-    assert_eq!(names, ["F[A]", "S[Split,B,C]", "M[Barrier]", "S[Alone]"]);
+    assert_eq!(names, ["F[A]", "P[Split]", "F[Split,B,C]", "M[Barrier]", "P[Alone]", "F[Alone]"]);
     let (out, bodies) = check_split_against_serial(&[2, 3], None);
     assert!(!out.contains("id=2,") && !out.contains("id=3,") && out.contains("trail=17238"), "{out}");
     // Functions marked SkipOptimization get the split passes' tags but not the function passes'.

@@ -22,12 +22,13 @@
 //! database. (A module pass run inside `barrier` may still fan out over functions with
 //! `PassContext::map_functions`; those workers run pass bodies and never touch the database.)
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use super::plan::{Plan, Stage, StageKind};
+use super::plan::{Plan, Stage};
 use super::same::{same_function, same_signature};
 use crate::ir::{ExprKind, Function, Module};
 use crate::transform::executor::{run_stage_checked, StageChecks};
@@ -285,6 +286,66 @@ pub(crate) fn view_with(
     view
 }
 
+/// A stage's results the edit path computed (`edit.rs`), for the runs through salsa after it.
+///
+/// The edit path does not update salsa's memos (salsa stays consistent with its inputs and
+/// recomputes what changed when next asked). So when a run after body edits goes through
+/// salsa (after a function is added, removed or renamed, say), the edited functions' queries
+/// run again; their results are here, and [`run_function_stage`] takes them instead of
+/// running the passes. A result serves the same function (by [`same_function`]) with the same
+/// callees' signatures in its module view, which is all a stage's result depends on. Emptied
+/// by every cold run (the memos then hold what it held), so it holds at most what was edited
+/// since.
+#[derive(Default)]
+pub(crate) struct EditResults {
+    /// Whether `map` may be non-empty: a cold run's lookups cost one atomic load.
+    any: AtomicBool,
+    map: Mutex<FxHashMap<Arc<str>, EditResult>>,
+}
+
+struct EditResult {
+    input: Arc<Function>,
+    /// What the module view showed of each callee, in `callees` order.
+    callees: Vec<Option<Arc<Function>>>,
+    out: StageOut,
+}
+
+impl EditResults {
+    /// Keeps `out`, computed for `input` (the function `name`) with module view `view`.
+    pub(crate) fn put(&self, name: &Arc<str>, input: &Arc<Function>, view: &Module, out: &StageOut) {
+        let callees = callees(name, input).into_iter().map(|c| view.get(c).cloned()).collect();
+        let entry = EditResult { input: input.clone(), callees, out: out.clone() };
+        self.map.lock().unwrap_or_else(PoisonError::into_inner).insert(name.clone(), entry);
+        self.any.store(true, Ordering::Release);
+    }
+
+    /// The result kept for `input` (the function `name`) with module view `view`, if any.
+    fn get(&self, name: &Arc<str>, input: &Arc<Function>, view: &Module) -> Option<StageOut> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = map.get(name)?;
+        let same_view = || {
+            let now = callees(name, input);
+            now.len() == kept.callees.len()
+                && now.iter().zip(&kept.callees).all(|(c, was)| match (view.get(c), was) {
+                    (Some(a), Some(b)) => same_signature(a, b),
+                    (None, None) => true,
+                    _ => false,
+                })
+        };
+        (same_function(&kept.input, input) && same_view()).then(|| kept.out.clone())
+    }
+
+    /// Forgets every result.
+    pub(crate) fn clear(&self) {
+        if self.any.swap(false, Ordering::AcqRel) {
+            self.map.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        }
+    }
+}
+
 /// Runs a function stage's passes on `func` (named `name`) with the module view `view`, by the
 /// executor's stage runner ([`run_stage_checked`]): the same passes, worker copies,
 /// `SkipOptimization` rule and per-function-form precondition as a fused stage of a plain run.
@@ -292,9 +353,10 @@ pub(crate) fn view_with(
 /// precondition fails, the output is marked `unfusable` (the whole stage must run unfused).
 /// The statistics of what ran count at once (the session reports what it computed).
 ///
-/// With a persistent store (`store.rs`), a stored result for the same key is used instead of
-/// running the passes, and a computed one is stored; `computing` is called only when the
-/// passes really run.
+/// A result the edit path computed for the same input ([`EditResults`]) is used instead of
+/// running the passes. With a persistent store (`store.rs`), a stored result for the same key
+/// is used likewise, and a computed one is stored; `computing` is called only when the passes
+/// really run.
 pub(crate) fn run_function_stage(
     stage: &Stage,
     name: &Arc<str>,
@@ -303,9 +365,12 @@ pub(crate) fn run_function_stage(
     cancel: &dyn Fn(),
     computing: &dyn Fn(),
 ) -> Result<StageOut, StageErr> {
-    let StageKind::Function(passes) = &stage.kind else {
+    let Some(passes) = stage.planned.function_passes() else {
         return Err((0, PassError::msg(format!("stage {} is not a function stage", stage.label))));
     };
+    if let Some(out) = stage.edited.get(name, &input, view) {
+        return Ok(out);
+    }
     let Some(persist) = &stage.persist else {
         computing();
         return compute_function_stage(stage, passes, name, input, view, cancel);
@@ -346,7 +411,7 @@ fn compute_function_stage(
 
 /// Runs a module stage's pass on `module`.
 pub(crate) fn run_module_stage(stage: &Stage, module: Module) -> Result<(Module, Vec<Diagnostic>), PassError> {
-    let StageKind::Module(pass) = &stage.kind else {
+    let Some(pass) = stage.planned.module_pass() else {
         return Err(PassError::msg(format!("stage {} is not a module stage", stage.label)));
     };
     let worker = stage.ctx.worker_copy();
@@ -473,8 +538,8 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
         let k = base | k as u32;
         let id = StageId::new(db, k);
         let names = names_at(db, id);
-        match &stage.kind {
-            StageKind::Function(passes) => {
+        match stage.planned.function_passes() {
+            Some(passes) => {
                 let outs = map_items_with(stage.threads(threads), &names.0, db.clone(), |db, name| {
                     fn_stage(db, Key::new(db, name.clone(), k))
                 });
@@ -495,7 +560,7 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
             // for the next query on the same handle and clears all of it each time, so after a
             // barrier (a dependency per function) every query run on `db` (a serial run's
             // function stages) would pay for clearing a table sized for the whole module.
-            StageKind::Module(_) => match &*{
+            None => match &*{
                 let handle = db.clone();
                 barrier(&handle, StageId::new(&handle, k)).0
             } {

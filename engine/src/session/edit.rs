@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::db::{callees, replace_outputs, run_function_stage, run_module_stage, view_with, FnVal, StageOut};
-use super::plan::{Stage, StageKind};
+use super::plan::Stage;
 use super::same::{same_function, same_signature};
 use super::FirewallCheck;
 use crate::ir::{Function, Module};
@@ -154,12 +154,16 @@ pub(crate) struct EditRun {
 /// run-time check, a function pass failed — the cold run picks the error a serial run reports
 /// — or the store gave up); on `Ok(None)` or an error, `store` is left partly updated and must
 /// be dropped.
+///
+/// With `remember`, every function-stage result computed is kept in its stage's
+/// `EditResults`, for the next run through salsa (whose memos this run does not update).
 pub(crate) fn run_edit(
     stages_in: &[Arc<Stage>],
     store: &mut impl EditStore,
     edited: &FxHashMap<Arc<str>, Arc<Function>>,
+    remember: bool,
 ) -> Result<Option<EditRun>, PassError> {
-    match propagate(stages_in, store, edited) {
+    match propagate(stages_in, store, edited, remember) {
         Ok(run) => Ok(Some(run)),
         Err(Stop::GiveUp) => Ok(None),
         Err(Stop::Failed(e)) => Err(e),
@@ -182,6 +186,7 @@ fn propagate(
     stages_in: &[Arc<Stage>],
     store: &mut impl EditStore,
     edited: &FxHashMap<Arc<str>, Arc<Function>>,
+    remember: bool,
 ) -> Result<EditRun, Stop> {
     if store.num_stages() != stages_in.len() {
         return Err(Stop::GiveUp);
@@ -201,12 +206,11 @@ fn propagate(
     let mut diags_changed = false;
     for (k, stage) in stages_in.iter().enumerate() {
         let start = Instant::now();
-        let (next, recomputed, entered) = match &stage.kind {
-            StageKind::Function(_) => {
-                let last = k + 1 == stages_in.len();
-                function_stage(stage, k, last, store, &changed, &mut diags_changed)?
-            }
-            StageKind::Module(_) => module_stage(stage, k, store, &changed, &mut diags_changed)?,
+        let (next, recomputed, entered) = if stage.is_function() {
+            let last = k + 1 == stages_in.len();
+            function_stage(stage, k, last, store, &changed, &mut diags_changed, remember)?
+        } else {
+            module_stage(stage, k, store, &changed, &mut diags_changed)?
         };
         changed = next;
         stages.push(EditStage { recomputed, entered, time: start.elapsed() });
@@ -239,6 +243,7 @@ fn function_stage(
     store: &mut impl EditStore,
     changed: &Changed,
     diags_changed: &mut bool,
+    remember: bool,
 ) -> Result<(Changed, Vec<Arc<str>>, usize), Stop> {
     let positions = store.positions(k).ok_or(GiveUp)?;
     let sig_changed: FxHashSet<&str> =
@@ -270,9 +275,12 @@ fn function_stage(
             None => store.callee(k, c),
         });
         // A failing pass: the cold run reports the error a serial run reports.
-        let out = run_function_stage(stage, &name, new_in, &view, &|| {}, &|| {}).map_err(|_| GiveUp)?;
+        let out = run_function_stage(stage, &name, new_in.clone(), &view, &|| {}, &|| {}).map_err(|_| GiveUp)?;
         if out.unfusable {
             return Err(Stop::GiveUp);
+        }
+        if remember {
+            stage.edited.put(&name, &new_in, &view, &out);
         }
         match store.previous_output(stage, k, i, &name, old_in, last)? {
             Some(old) if old == out.func => {}

@@ -10,7 +10,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::db::{callees, extend_pass_major, FnVal, StageCache, StageOut};
 use super::edit::{Changed, EditStore, GiveUp, Names, Positions, Referrers};
-use super::plan::{Stage, StageKind};
+use super::plan::Stage;
 use super::same::same_function;
 use crate::ir::{Function, Module};
 use crate::transform::Diagnostic;
@@ -278,11 +278,11 @@ impl EditStore for Cache {
     fn collect_diagnostics(&self, stages: &[Arc<Stage>]) -> Result<Vec<Diagnostic>, GiveUp> {
         let mut diagnostics = Vec::new();
         for (stage, out) in stages.iter().zip(&self.stages) {
-            match (&stage.kind, out) {
-                (StageKind::Function(passes), StageCache::Function { outs, .. }) => {
+            match (stage.planned.function_passes(), out) {
+                (Some(passes), StageCache::Function { outs, .. }) => {
                     extend_pass_major(&mut diagnostics, passes.len(), outs.iter().map(|out| &*out.diags));
                 }
-                (StageKind::Module(_), StageCache::Module { diags, .. }) => diagnostics.extend(diags.iter().cloned()),
+                (None, StageCache::Module { diags, .. }) => diagnostics.extend(diags.iter().cloned()),
                 _ => return Err(GiveUp),
             }
         }

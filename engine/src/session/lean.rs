@@ -33,7 +33,7 @@ use super::db::{
     callees, extend_pass_major, first_error, run_function_stage, run_module_stage, view_with, FnVal, StageOut,
 };
 use super::edit::{Changed, EditRun, EditStage, EditStore, GiveUp, Names, Positions, Referrers};
-use super::plan::{Stage, StageKind};
+use super::plan::Stage;
 use super::same::{same_function, same_signature};
 use crate::ir::{ExprKind, Function, IdRange, Module, NodeId};
 use crate::transform::fanout::map_items;
@@ -159,8 +159,8 @@ pub(crate) fn run_cold(
     for stage in stages {
         let start = Instant::now();
         let entered: Vec<Arc<str>> = current.entries().iter().map(|(n, _)| n.clone()).collect();
-        match &stage.kind {
-            StageKind::Function(passes) => {
+        match stage.planned.function_passes() {
+            Some(passes) => {
                 let entries = current.entries();
                 let results = map_items(stage.threads(threads), entries, |(name, input)| {
                     let view = view_with(name, input, |c| current.get(c).cloned());
@@ -208,7 +208,7 @@ pub(crate) fn run_cold(
                 kept.push(LeanStage::Function { names: list.clone(), index, sigs, diags });
                 current = next;
             }
-            StageKind::Module(_) => {
+            None => {
                 let (out, diags) = run_module_stage(stage, current.clone())?;
                 diagnostics.extend(diags.iter().cloned());
                 let dropped: FxHashSet<Arc<str>> = entered.iter().filter(|n| !out.contains(n)).cloned().collect();
@@ -536,13 +536,13 @@ impl EditStore for LeanEdit<'_> {
     fn collect_diagnostics(&self, stages: &[Arc<Stage>]) -> Result<Vec<Diagnostic>, GiveUp> {
         let mut diagnostics = Vec::new();
         for (stage, kept) in stages.iter().zip(&self.lean.stages) {
-            match (&stage.kind, kept) {
-                (StageKind::Function(passes), LeanStage::Function { diags, .. }) => {
+            match (stage.planned.function_passes(), kept) {
+                (Some(passes), LeanStage::Function { diags, .. }) => {
                     let mut reported: Vec<_> = diags.iter().collect();
                     reported.sort_unstable_by_key(|(i, _)| **i);
                     extend_pass_major(&mut diagnostics, passes.len(), reported.iter().map(|(_, d)| &***d));
                 }
-                (StageKind::Module(_), LeanStage::Module { diags, .. }) => diagnostics.extend(diags.iter().cloned()),
+                (None, LeanStage::Module { diags, .. }) => diagnostics.extend(diags.iter().cloned()),
                 _ => return Err(GiveUp),
             }
         }

@@ -18,7 +18,7 @@
 //! A module pass with a split form ([`Pass::split_form`], declared with
 //! `ModulePass::with_prelude_and_function_form`) is a short barrier: its module-wide prelude runs
 //! on the whole module, and its per-function part starts a function stage that the function
-//! passes after it join ([`Stage::Split`]). Where that stage cannot be fused (see below) the pass
+//! passes after it join ([`Stage::Prelude`] and the function stage after it). Where that stage cannot be fused (see below) the pass
 //! runs as its module pass instead, so it runs exactly as in the serial run.
 //!
 //! # Function stages
@@ -79,11 +79,16 @@ struct PreludeRun {
 
 /// Runs planned stages in order.
 pub fn run_plan(stages: &[Stage], mut module: Module, ctx: &PassContext) -> Result<Module, PassError> {
-    for stage in stages {
+    let mut stages = stages.iter();
+    while let Some(stage) = stages.next() {
         module = match stage {
             Stage::Module(pass) => pass.run(module, ctx)?,
             Stage::Function(passes) => run_function_stage(passes, module, ctx)?,
-            Stage::Split(prelude, passes) => run_split_stage(&*prelude.0, passes, module, ctx)?,
+            // The planner puts the split pass's function stage right after its prelude.
+            Stage::Prelude(prelude) => match stages.next() {
+                Some(Stage::Function(passes)) => run_split_stage(&*prelude.body, passes, module, ctx)?,
+                _ => return Err(PassError::msg("internal error: a prelude stage without its function stage")),
+            },
         };
     }
     Ok(module)
@@ -98,8 +103,8 @@ pub fn run_function_stage(passes: &[FunctionPass], module: Module, ctx: &PassCon
     run_fused(passes, module, ctx, None)
 }
 
-/// Runs a [`Stage::Split`]: the prelude on the whole module, then `passes` (the first being
-/// the split pass's per-function part) fused. Where the stage may not be fused or the prelude
+/// Runs a [`Stage::Prelude`] and the function stage after it: the prelude on the whole
+/// module, then `passes` (the first being the split pass's per-function part) fused. Where the stage may not be fused or the prelude
 /// panics, the split pass runs as its module pass (errors exactly as in a serial run) and the
 /// other passes pass by pass.
 pub fn run_split_stage(
@@ -288,7 +293,7 @@ fn run_fused(
     mut prelude: Option<PreludeRun>,
 ) -> Result<Module, PassError> {
     let view = &module;
-    let threads = passes.iter().map(|p| p.threads(ctx)).min().unwrap_or(1);
+    let threads = Stage::threads_of(passes, ctx);
     let runs = map_entries(threads, view, |name, func| run_stage_on_function(passes, name, func, view, ctx));
     if runs.iter().any(|r| r.signature_changed) {
         // A pass changed a declared signature before a module pass's per-function form: the
