@@ -23,6 +23,20 @@ TVM 0.27 (apache-tvm 0.27.0.post1), best of --tvm-repeats runs each:
 
 Ratios: (TVM import + matching) / (passel import + -O3 at -j1), and the same with TVM's
 no-fold list (a lower bound on what TVM's matching pipeline costs).
+
+With --lower, both sides go on to the loop level, without code generation, at one thread:
+passel: `passel bench --model FILE -O3 --lower --threads 2 …`: import, then -O3 and the
+  lowering pipeline (LegalizeOps, FuseTIR, the tir passes) at -j1 and -j2; the PrimFunc
+  count from `passel run FILE -O3 --lower -j1`.
+TVM: import, the matching list (it already ends in LegalizeOps … FuseTIR, so the module
+  holds one PrimFunc per fused kernel), then the module's PrimFuncs through what
+  `tvm.tirx.build` runs before code generation (each exported under its name, as relax.build's
+  AttachGlobalSymbol does): BindTarget(llvm), the default tir pipeline
+  (`tvm.tirx.get_tir_pipeline("default")`: s_tir's lowering, FlattenBuffer … VectorizeLoop,
+  StorageRewrite, UnrollLoop, Simplify, RemoveNoOp, CommonSubexprElim, …, SplitHostDevice,
+  MakePackedAPI), split_host_device_mods and the host finalisation passes (LowerTVMBuiltin,
+  LowerIntrin). TVM_NUM_THREADS=1. Ratio: (TVM import + matching + tir lowering) /
+  (passel import + -O3 + lowering at -j1).
 """
 
 import argparse
@@ -65,7 +79,27 @@ def best(n, f):
     return min(times), out
 
 
-def tvm_times(path, shapes, repeats):
+def tir_lowering(mod):
+    """What tvm.tirx.build runs on the PrimFuncs of `mod` before code generation."""
+    from tvm.tirx.build import split_host_device_mods
+
+    # Exported under their names, as relax.build's AttachGlobalSymbol does before tirx.build.
+    funcs = {gv: f.with_attr("global_symbol", gv.name_hint) for gv, f in mod.functions.items()
+             if isinstance(f, tvm.tirx.PrimFunc)}
+    tir_mod = tvm.IRModule(funcs)
+    target = tvm.target.Target("llvm")
+    target = target.with_host(target)
+    tir_mod = tvm.tirx.transform.BindTarget(target)(tir_mod)
+    pipeline, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("default")
+    tir_mod = pipeline(tir_mod)
+    host, devices = split_host_device_mods(tir_mod)
+    host = finalize_host()(host)
+    for dev in devices.values():
+        finalize_device()(dev)
+    return len(funcs), host
+
+
+def tvm_times(path, shapes, repeats, lower):
     model = onnx.load(path)
     names = {i.name for i in model.graph.input}
     shape_dict = {k: v for k, v in shapes.items() if k in names} or None
@@ -75,19 +109,32 @@ def tvm_times(path, shapes, repeats):
         def run(fold=fold):
             with tvm.transform.PassContext(opt_level=3):
                 return matching(fold)(mod)
-        out[key], _ = best(repeats, run)
+        out[key], lowered = best(repeats, run)
+        if lower and fold:
+            def tir():
+                with tvm.transform.PassContext(opt_level=3):
+                    return tir_lowering(lowered)
+            out["tir"], (out["prim_funcs"], _) = best(repeats, tir)
     return out
 
 
-def passel_times(binary, path, shapes, repeats):
+def passel_times(binary, path, shapes, repeats, lower):
     with tempfile.TemporaryDirectory() as tmp:
         js = os.path.join(tmp, "bench.json")
         cmd = [binary, "bench", "--model", path, "-O3", "--threads", "2", "--repeats", str(repeats), "--json", js]
+        shape_args = []
         names = {i.name for i in onnx.load(path, load_external_data=False).graph.input}
         for k, v in shapes.items():
             if k in names:
-                cmd += ["--input-shape", f"{k}={','.join(map(str, v))}"]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+                shape_args += ["--input-shape", f"{k}={','.join(map(str, v))}"]
+        if lower:
+            cmd.append("--lower")
+        subprocess.run(cmd + shape_args, check=True, stdout=subprocess.DEVNULL)
+        prim_funcs = None
+        if lower:
+            text = subprocess.run([binary, "run", path, "-O3", "--lower", "-j1"] + shape_args, check=True,
+                                  stdout=subprocess.PIPE, text=True).stdout
+            prim_funcs = sum(1 for line in text.splitlines() if line.startswith("prim @"))
         with open(js) as f:
             report = json.load(f)
     rows = {(r["mode"], r["threads"]): r["time_ms"] / 1e3 for r in report["rows"]}
@@ -97,6 +144,7 @@ def passel_times(binary, path, shapes, repeats):
         "o3_j2": rows[("parallel", 2)],
         "print": rows[("print", 1)],
         "peak_heap_per_weight_byte": report["model"]["peak_heap_per_weight_byte"],
+        "prim_funcs": prim_funcs,
     }
 
 
@@ -115,17 +163,38 @@ def main():
                     help="NAME=D0,D1,… for every model with an input NAME")
     ap.add_argument("--repeats", type=int, default=3, help="passel repetitions per row (best counts)")
     ap.add_argument("--tvm-repeats", type=int, default=1, help="TVM repetitions (best counts)")
+    ap.add_argument("--lower", action="store_true",
+                    help="go on to the loop level on both sides (see the module docs) and report that table")
     args = ap.parse_args()
     shapes = dict(args.input_shape)
     print(f"tvm {tvm.__version__}, onnx {onnx.__version__}, passel {args.passel}", file=sys.stderr)
     ms = lambda s: f"{s * 1e3:.1f}"
+    if args.lower:
+        print("| model | passel PrimFuncs | TVM PrimFuncs | passel import + -O3 + lower -j1 ms | -j2 ms "
+              "| TVM import ms | TVM graph → PrimFuncs ms | TVM tir lowering ms | TVM total ms | TVM / passel -j1 |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for path in args.models:
+            name = os.path.basename(os.path.dirname(path)) if os.path.basename(path) == "model.onnx" else path
+            p = passel_times(args.passel, path, shapes, args.repeats, True)
+            ours, ours2 = p["import"] + p["o3_j1"], p["import"] + p["o3_j2"]
+            try:
+                t = tvm_times(path, shapes, args.tvm_repeats, True)
+            except Exception as e:  # TVM's importer or a pass refuses the model: say so, go on
+                reason = (str(e).strip().splitlines() or [type(e).__name__])[-1][:80].replace("|", "/")
+                print(f"| {name} | {p['prim_funcs']} | - | {ms(ours)} | {ms(ours2)} | TVM fails: {reason} | | | | |",
+                      flush=True)
+                continue
+            theirs = t["import"] + t["matching"] + t["tir"]
+            print(f"| {name} | {p['prim_funcs']} | {t['prim_funcs']} | {ms(ours)} | {ms(ours2)} | {ms(t['import'])} "
+                  f"| {ms(t['matching'])} | {ms(t['tir'])} | {ms(theirs)} | {theirs / ours:.1f}x |", flush=True)
+        return
     print("| model | passel import ms | passel -O3 -j1 ms | -j2 ms | passel import + -O3 ms "
           "| TVM import ms | TVM matching passes ms | TVM no-fold passes ms | TVM import + matching ms "
           "| TVM / passel | TVM no-fold / passel |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for path in args.models:
-        p = passel_times(args.passel, path, shapes, args.repeats)
-        t = tvm_times(path, shapes, args.tvm_repeats)
+        p = passel_times(args.passel, path, shapes, args.repeats, False)
+        t = tvm_times(path, shapes, args.tvm_repeats, False)
         ours = p["import"] + p["o3_j1"]
         theirs = t["import"] + t["matching"]
         name = os.path.basename(os.path.dirname(path)) if os.path.basename(path) == "model.onnx" else path

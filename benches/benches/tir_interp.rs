@@ -1,7 +1,10 @@
 //! The PrimFunc interpreter against the graph-level interpreter's kernels (issue #31: a lowered
-//! model should evaluate within 5x of the graph level). Two workloads: an elementwise add of
+//! model should evaluate within 5x of the graph level). Two kernels: an elementwise add of
 //! 1,048,576 f32 elements, and a 256 x 256 x 256 f32 matmul with a local accumulator (the
-//! shape lowering produces). The graph-level side runs the same operator's kernel.
+//! shape lowering produces); the graph-level side runs the same operator's kernel. Then whole
+//! real models (`engine/tests/data/real_models`: a ViT, a ConvNeXt and a YOLO export): `main`
+//! after `-O3` on the graph interpreter against `main` after `-O3` and the lowering pipeline
+//! (what `passel run -O3 --lower` prints), on the same seeded inputs.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use passel_engine::interp::{eval_call, run_prim_func, PrimArg};
@@ -65,9 +68,31 @@ fn matmul(c: &mut Criterion) {
     g.finish();
 }
 
+fn lowered_models(c: &mut Criterion) {
+    use passel_engine::interp::{eval_function, random_args};
+    use passel_engine::transform::{Pass, PassContext};
+    passel_passes::link();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/data/real_models");
+    let ctx = PassContext::builder().opt_level(3).num_threads(1).build().expect("context");
+    let run = |module, pipeline: &dyn Pass| {
+        ctx.scope(|| pipeline.run(module, &ctx)).expect("context enters").expect("pipeline runs")
+    };
+    for name in ["vit_dynamo", "convnext_dynamo", "yolo_dynamo"] {
+        let path = dir.join(name).join("model.onnx");
+        let module = passel_harness::onnx::import_onnx(&path, &Default::default()).expect("imports");
+        let graph = run(module.clone(), &passel_passes::default_pipeline(3));
+        let lowered = run(module, &passel_passes::build_pipeline(3));
+        let args = random_args(graph.get("main").expect("main"), 0).expect("inputs");
+        let mut g = c.benchmark_group(format!("tir_interp/model-{name}"));
+        g.bench_function("graph", |b| b.iter(|| eval_function(&graph, "main", &args).expect("runs")));
+        g.bench_function("lowered", |b| b.iter(|| eval_function(&lowered, "main", &args).expect("runs")));
+        g.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(10);
-    targets = add, matmul
+    targets = add, matmul, lowered_models
 }
 criterion_main!(benches);

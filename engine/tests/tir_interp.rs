@@ -701,3 +701,94 @@ prim @z(%A: Buffer[(600,), i32], %S: Buffer[(1,), i32]) {
     let e = block_and_scalar_agree(src, "z", vec![tensor(&[600], DType::I32, &vals)]).unwrap_err();
     assert!(e.contains("integer division by zero in `div`"), "{e}");
 }
+
+#[test]
+fn block_nests_with_lets_and_i32_loops_compute_what_the_scalar_loops_compute() {
+    // What the lowering pipeline leaves: i32 loops (NarrowDataType), flat indices
+    // (FlattenBuffer) and `let`s before the store (CommonSubexprElimTIR). A padded 3-tap
+    // convolution as a reduction whose accumulator index is a `let`, then a map whose
+    // stored index and value share a `let`.
+    let src = r#"
+prim @c(%A: Buffer[(2, 300), f32], %W: Buffer[(3,), f32], %O: Buffer[(600,), f32], %P: Buffer[(600,), f32]) {
+  decl %A_1: Buffer[(600,), f32] = %A;
+  for %i in serial(0i32, 2i32) {
+    for %j in serial(0i32, 300i32) {
+      %O[add(%j, mul(%i, 300i32))] = 0.0f;
+      for %r in serial(0i32, 3i32) {
+        /*S*/ let %v1 = sub(add(%r, %j), 1i32);
+        let %v2 = add(%j, mul(%i, 300i32));
+        %O[%v2] = add(%O[%v2], mul(select(and(ge(%v1, 0i32), lt(%v1, 300i32)), %A_1[add(mul(%i, 300i32), min(max(%v1, 0i32), 299i32))], 0.0f), %W[%r])); /*E*/
+      }
+    }
+  }
+  for %i in serial(0i32, 2i32) {
+    for %j in serial(0i32, 300i32) {
+      /*S*/ let %v3 = add(%j, mul(%i, 300i32));
+      let %x = mul(%O[%v3], 0.5f);
+      %P[%v3] = select(lt(%x, 0.0f), 0.0f, %x); /*E*/
+    }
+  }
+}
+"#;
+    let a: Vec<f64> = (0..600).map(|i| ((i * 37 % 101) as f64) * 0.013 - 0.6).collect();
+    let w = [0.25, -0.5, 0.75];
+    let out = block_and_scalar_agree(src, "c", vec![tensor(&[2, 300], DType::F32, &a), tensor(&[3], DType::F32, &w)])
+        .expect("runs");
+    let at = |i: usize, j: i64| if (0..300).contains(&j) { a[i * 300 + j as usize] as f32 } else { 0.0 };
+    let want: Vec<f32> = (0..600)
+        .map(|k| {
+            let (i, j) = (k / 300, (k % 300) as i64);
+            let mut acc = 0.0f32;
+            for (r, &wr) in w.iter().enumerate() {
+                acc += at(i, j + r as i64 - 1) * wr as f32;
+            }
+            (acc * 0.5).max(0.0)
+        })
+        .collect();
+    assert_eq!(f32s(&out[1]), want);
+
+    // An error in a `let` value: the division by zero is reported as the scalar loops report it.
+    let src = r#"
+prim @z(%A: Buffer[(600,), i32], %S: Buffer[(600,), i32]) {
+  for %k in serial(0i32, 600i32) {
+    /*S*/ let %q = div(600i32, %A[%k]);
+    %S[%k] = add(%q, 1i32); /*E*/
+  }
+}
+"#;
+    let mut vals = vec![1.0; 600];
+    vals[450] = 0.0;
+    let e = block_and_scalar_agree(src, "z", vec![tensor(&[600], DType::I32, &vals)]).unwrap_err();
+    assert!(e.contains("integer division by zero in `div`"), "{e}");
+}
+
+#[test]
+fn block_nests_with_casts_and_intrinsics_compute_what_the_scalar_loops_compute() {
+    // Float intrinsics of one and two arguments, `isnan`, casts both ways (saturating float →
+    // integer), integer intrinsics; NaN and infinities among the inputs.
+    let src = r#"
+prim @u(%A: Buffer[(2, 300), f32], %F: Buffer[(2, 300), f32], %I: Buffer[(2, 300), i32], %H: Buffer[(2, 300), f16]) {
+  for %i in serial(0i32, 2i32) {
+    for %j in serial(0i32, 300i32) {
+      /*S*/ %F[%i, %j] = add(mul(%A[%i, %j], sigmoid(%A[%i, %j])), select(isnan(%A[%i, %j]), 7.0f, pow(abs(%A[%i, %j]), 0.5f))); /*E*/
+    }
+  }
+  for %i in serial(0, 2) {
+    for %j in serial(0, 300) {
+      /*S*/ %I[%i, %j] = bitwise_and(shift_left(abs(cast(mul(%A[%i, %j], 1000000000.0f), i32)), 3i32), cast(%j, i32)); /*E*/
+    }
+  }
+  for %i in serial(0, 2) {
+    for %j in serial(0, 300) {
+      /*S*/ %H[%i, %j] = cast(add(exp(cast(%A[%i, %j], f16)), cast(floordiv(%j, 7), f16)), f16); /*E*/
+    }
+  }
+}
+"#;
+    let mut a: Vec<f64> = (0..600).map(|i| ((i * 37 % 101) as f64) * 0.07 - 3.5).collect();
+    a[10] = f64::NAN;
+    a[20] = f64::INFINITY;
+    a[30] = f64::NEG_INFINITY;
+    a[40] = 1e30;
+    block_and_scalar_agree(src, "u", vec![tensor(&[2, 300], DType::F32, &a)]).expect("runs");
+}

@@ -2,7 +2,9 @@
 //! FuseTIR and the tir passes) on generated models of every kind: the lowered module verifies,
 //! evaluates to the graph-level result (the loop-level interpreter against the graph one),
 //! prints the same at 1 and 2 threads, and FuseTIR leaves no fused group as a graph function
-//! when all its operators lower. `PASSEL_LOWERING_CASES=N` runs more cases.
+//! when all its operators lower; and, on larger models with many distinct kernels (so that
+//! LegalizeOps and FuseTIR split their work over both workers), that the lowered text is the
+//! same at 1 and 2 threads. `PASSEL_LOWERING_CASES=N` runs more cases.
 
 use passel_engine::interp::{eval_function, random_args, Value};
 use passel_engine::ir::{print_module, verify_module, ExprKind, Module};
@@ -76,5 +78,45 @@ proptest! {
         let want = eval_function(&optimised, &entry, &args).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let got = eval_function(&lowered, &entry, &args).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         close(&got, &want).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+    }
+}
+
+/// Models with dozens of distinct kernels (varied widths, several blocks), too large to
+/// evaluate per case but enough that LegalizeOps and FuseTIR fan their per-call and per-group
+/// work out over both workers.
+fn larger_model(kind: usize, size: usize, seed: u64) -> Module {
+    match kind {
+        0 => cnn(&CnnOptions { blocks: size, batch: 1, channels: 4, image: 6, classes: 3, seed }),
+        1 => mlp(&MlpOptions {
+            layers: 4 * size,
+            batch: 2,
+            input: 5,
+            width: 6,
+            seed,
+            varied_widths: true,
+            ..Default::default()
+        }),
+        2 => transformer(&TransformerOptions { layers: size, seq: 3, hidden: 8, ffn: 12, per_block: true, seed }),
+        _ => random(&RandomOptions { functions: 4 * size, seed, ..Default::default() }),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn lowering_many_kernels_prints_the_same_at_1_and_2_threads(
+        kind in 0usize..4,
+        size in 4usize..12,
+        seed in any::<u64>(),
+    ) {
+        let module = larger_model(kind, size, seed);
+        let serial = run(module.clone(), &passel_passes::build_pipeline(3), 1);
+        prop_assert!(serial.num_prims() > 1, "fewer than two kernels:\n{}", print_module(&serial));
+        let text = print_module(&serial);
+        for _ in 0..2 {
+            let parallel = run(module.clone(), &passel_passes::build_pipeline(3), 2);
+            prop_assert_eq!(print_module(&parallel), text.clone(), "2 threads");
+        }
     }
 }

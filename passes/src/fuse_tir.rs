@@ -21,20 +21,27 @@
 //! unlowered, a tuple, an `if`): such a group stays as it is and still runs; nor simplify the
 //! fused body (the tir passes do, e.g. StorageRewrite for the intermediates).
 //!
-//! Deterministic: functions in module order, groups in arena order, new PrimFuncs appended in
-//! order of first use.
+//! Phases: (1) every group application of every function is read (its calls, wiring and
+//! types: its shape) on the context's workers, and the distinct shapes listed in order of
+//! first use (functions in module order, nodes in arena order); (2) each distinct shape's
+//! PrimFunc is built and its canonical key (`prim_structural_key`) made once, on the
+//! workers; (3) structurally equal PrimFuncs (equal keys) are merged and named in order of
+//! first use; (4) per function, a mutator replaces the planned applications, the PrimFuncs
+//! are appended in that order and the per-operator PrimFuncs no longer called are removed.
+//! Only (1) and (2) run in parallel and their results are taken in list order, so names,
+//! sharing and PrimFunc order do not depend on the thread count.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use passel_engine::ir::{
-    fn_attr, mutate, Constant, ExprKind, ExprMutator, Function, Module, NodeId, RewriteCx, Type, TypeKind,
+    fn_attr, mutate, Constant, ExprKind, ExprMutator, Function, Module, NodeId, OpId, RewriteCx, Type, TypeKind,
 };
-use passel_engine::tir::{prim_structural_eq, prim_structural_hash, Buffer, Param, PrimFunc, PrimFuncBuilder};
-use passel_engine::transform::ModulePass;
+use passel_engine::tir::{prim_structural_key, Buffer, Param, PrimFunc, PrimFuncBuilder};
+use passel_engine::transform::{ModulePass, PassContext, Statistic};
 use rustc_hash::FxHashMap;
 
-use crate::legalize_ops::FreshNames;
+use crate::legalize_ops::{fan_out, FreshNames};
 use crate::tir::copy::Copier;
 
 /// The pass's registry name.
@@ -42,14 +49,19 @@ pub const NAME: &str = "FuseTIR";
 
 passel_engine::register_pass!(NAME, || Box::new(pass()));
 
+static GROUPS_FUSED: Statistic =
+    Statistic::new(NAME, "groups fused", "fused groups replaced by one call_tir (before sharing)");
+static PRIMFUNCS_MADE: Statistic =
+    Statistic::new(NAME, "primfuncs made", "distinct fused PrimFuncs added (after sharing equal groups)");
+
 /// The `FuseTIR` pass as registered: a module pass at opt level 0 (as in TVM) that requires
 /// InferType (a group's buffers come from its values' types).
 pub fn pass() -> ModulePass {
-    passel_engine::transform::module_pass(NAME, 0, |module, _ctx| Ok(fuse_tir(module))).with_required(&["InferType"])
+    passel_engine::transform::module_pass(NAME, 0, |module, ctx| Ok(fuse_tir(module, Some(ctx)))).with_required(&["InferType"])
 }
 
 /// Where a value of the group lives in the fused PrimFunc.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Value {
     /// Group parameter `i`.
     Param(usize),
@@ -72,7 +84,7 @@ struct Group {
 }
 
 /// Reads a group: `None` when it is not a fusable tree of `call_tir` calls (see the module doc).
-fn read_group(module: &Module, func: &Function, callee: NodeId, call_tir: passel_engine::ir::OpId) -> Option<Group> {
+fn read_group(module: &Module, func: &Function, callee: NodeId, call_tir: OpId) -> Option<Group> {
     let ExprKind::Func { idx } = *func.kind(callee) else { return None };
     let closure = func.closure(idx);
     if !closure.attrs.flag(fn_attr::PRIMITIVE) {
@@ -244,66 +256,135 @@ fn fused_name(group: &Group) -> String {
     name
 }
 
-/// The PrimFuncs made so far.
+/// A group as read at its call site: the group, its shape and the type of its result.
+struct Site {
+    group: Group,
+    shape: Shape,
+    out_ty: Type,
+}
+
+/// What a group's fused PrimFunc depends on: callees, wiring and types. Groups of one shape
+/// make the same PrimFunc, so it is built once per shape.
+#[derive(PartialEq, Eq, Hash)]
+struct Shape {
+    calls: Vec<(Arc<str>, Vec<Value>)>,
+    result: usize,
+    param_tys: Vec<Type>,
+    const_tys: Vec<Option<Type>>,
+    out_ty: Type,
+}
+
+/// Reads the group applied at `id` of `func`, if it is fusable.
+fn read_site(module: &Module, func: &Function, id: NodeId, call_tir: OpId) -> Option<Site> {
+    let ExprKind::Apply { callee, .. } = *func.kind(id) else { return None };
+    let group = read_group(module, func, callee, call_tir)?;
+    let out_ty = func.ty(id)?.clone();
+    let shape = Shape {
+        calls: group.calls.clone(),
+        result: group.result,
+        param_tys: group.param_tys.clone(),
+        const_tys: group.consts.iter().map(|&c| func.ty(c).cloned()).collect(),
+        out_ty: out_ty.clone(),
+    };
+    Some(Site { group, shape, out_ty })
+}
+
+/// The plan for one module: which group applications become which fused PrimFunc.
 #[derive(Default)]
-struct Made {
-    /// A group's shape (callees, wiring, types) → its fused PrimFunc: groups of the same shape
-    /// make the same PrimFunc, so it is built once.
-    by_shape: FxHashMap<String, (Arc<str>, Type)>,
-    /// Structural hash → names of fused PrimFuncs with that hash.
-    by_hash: FxHashMap<u64, Vec<usize>>,
+struct Plan {
+    /// Per graph function (module order): fused application (old id) → (its site, its kernel).
+    applies: Vec<FxHashMap<NodeId, (usize, usize)>>,
+    /// The sites read, in module and arena order (`None`: not fusable).
+    sites: Vec<Option<Site>>,
+    /// Per kernel: name and graph type.
+    kernels: Vec<(Arc<str>, Type)>,
+    /// The new PrimFuncs, in order of first use.
     new: Vec<(Arc<str>, Arc<PrimFunc>)>,
-    names: FreshNames,
 }
 
-impl Made {
-    fn intern(&mut self, base: &str, prim: PrimFunc) -> (Arc<str>, Type) {
-        let h = prim_structural_hash(&prim);
-        if let Some(same) = self.by_hash.get(&h) {
-            for &i in same {
-                if prim_structural_eq(&self.new[i].1, &prim) {
-                    return (self.new[i].0.clone(), self.new[i].1.graph_type());
-                }
-            }
+/// Phases (1)–(3) of the module docs: reads every group application and builds every
+/// distinct shape on the context's workers, then merges structurally equal PrimFuncs and names
+/// them in order of first use.
+fn plan(module: &Module, call_tir: OpId, ctx: Option<&PassContext>) -> Plan {
+    let funcs: Vec<&Arc<Function>> = module.iter().map(|(_, f)| f).collect();
+    let mut at: Vec<(usize, NodeId)> = Vec::new();
+    for (fi, func) in funcs.iter().enumerate() {
+        if !func.is_well_formed() {
+            continue;
         }
-        let name = self.names.fresh(base);
-        let ty = prim.graph_type();
-        self.by_hash.entry(h).or_default().push(self.new.len());
-        self.new.push((name.clone(), Arc::new(prim)));
-        (name, ty)
+        let live = func.live_mask();
+        at.extend(
+            func.node_ids()
+                .filter(|id| live[id.index()] && matches!(func.kind(*id), ExprKind::Apply { .. }))
+                .map(|id| (fi, id)),
+        );
     }
+    // (1) The groups, and the distinct shapes in order of first use.
+    let sites = fan_out(ctx, &at, |&(fi, id)| read_site(module, funcs[fi], id, call_tir));
+    let mut by_shape: FxHashMap<&Shape, usize> = FxHashMap::default();
+    let mut distinct: Vec<(usize, &Site)> = Vec::new();
+    let mut shape_of: Vec<Option<usize>> = Vec::with_capacity(sites.len());
+    for (&(fi, _), site) in at.iter().zip(&sites) {
+        shape_of.push(site.as_ref().map(|site| {
+            *by_shape.entry(&site.shape).or_insert_with(|| {
+                distinct.push((fi, site));
+                distinct.len() - 1
+            })
+        }));
+    }
+    // (2) One PrimFunc per shape (a shape that does not build leaves its groups alone).
+    let built = fan_out(ctx, &distinct, |&(fi, site)| {
+        build_fused(module, funcs[fi], &site.group, &site.out_ty).ok().map(|prim| {
+            let key = prim_structural_key(&prim);
+            (prim, key)
+        })
+    });
+    // (3) Structurally equal PrimFuncs (equal canonical keys) merged, names in order of first use.
+    let mut names = FreshNames::of(module);
+    let mut by_key: FxHashMap<String, usize> = FxHashMap::default();
+    let mut out = Plan { applies: vec![FxHashMap::default(); funcs.len()], ..Plan::default() };
+    let mut kernel_of: Vec<Option<usize>> = Vec::with_capacity(distinct.len());
+    for ((_, site), built) in distinct.iter().zip(built) {
+        kernel_of.push(built.map(|(prim, key)| {
+            if let Some(&k) = by_key.get(&key) {
+                return k;
+            }
+            by_key.insert(key, out.new.len());
+            let name = names.fresh(&fused_name(&site.group));
+            out.kernels.push((name.clone(), prim.graph_type()));
+            out.new.push((name, Arc::new(prim)));
+            out.new.len() - 1
+        }));
+    }
+    for (i, (&(fi, id), shape)) in at.iter().zip(shape_of).enumerate() {
+        if let Some(k) = shape.and_then(|s| kernel_of[s]) {
+            out.applies[fi].insert(id, (i, k));
+        }
+    }
+    out.sites = sites;
+    out
 }
 
-struct Fuse<'m> {
-    module: &'m Module,
-    made: &'m mut Made,
-    call_tir: passel_engine::ir::OpId,
+/// Phase (4): replaces the planned group applications of one function.
+struct Fuse<'p> {
+    plan: &'p Plan,
+    applies: &'p FxHashMap<NodeId, (usize, usize)>,
+    call_tir: OpId,
 }
 
 impl ExprMutator for Fuse<'_> {
     fn rewrite(&mut self, cx: &mut RewriteCx<'_>, old: NodeId, kind: &ExprKind) -> Option<NodeId> {
         let ExprKind::Apply { args, .. } = *kind else { return None };
+        let &(site, kernel) = self.applies.get(&old)?;
+        let site = self.plan.sites[site].as_ref()?;
+        let (name, prim_ty) = &self.plan.kernels[kernel];
         let func = cx.old();
-        let ExprKind::Apply { callee: old_callee, .. } = *func.kind(old) else { return None };
-        let group = read_group(self.module, func, old_callee, self.call_tir)?;
-        let out_ty = func.ty(old)?.clone();
-        let const_tys: Vec<Option<&Type>> = group.consts.iter().map(|&c| func.ty(c)).collect();
-        let shape = format!("{:?}|{}|{:?}|{:?}|{:?}", group.calls, group.result, group.param_tys, const_tys, out_ty);
-        let (name, prim_ty) = match self.made.by_shape.get(&shape) {
-            Some(made) => made.clone(),
-            None => {
-                let prim = build_fused(self.module, func, &group, &out_ty).ok()?;
-                let made = self.made.intern(&fused_name(&group), prim);
-                self.made.by_shape.insert(shape, made.clone());
-                made
-            }
-        };
-        let mut call_args: Vec<NodeId> = Vec::with_capacity(1 + group.param_tys.len() + group.consts.len());
-        let g = cx.global(&name);
-        cx.set_ty(g, Some(prim_ty));
+        let mut call_args: Vec<NodeId> = Vec::with_capacity(1 + site.group.param_tys.len() + site.group.consts.len());
+        let g = cx.global(name);
+        cx.set_ty(g, Some(prim_ty.clone()));
         call_args.push(g);
         call_args.extend_from_slice(cx.ids(args));
-        for &c in &group.consts {
+        for &c in &site.group.consts {
             let ExprKind::Const { idx } = *func.kind(c) else { return None };
             let constant: Arc<Constant> = func.constant(idx).clone();
             let node = cx.constant_node(constant);
@@ -311,7 +392,7 @@ impl ExprMutator for Fuse<'_> {
             call_args.push(node);
         }
         let call = cx.call(self.call_tir, &call_args, passel_engine::ir::Attrs::new());
-        cx.set_ty(call, Some(out_ty));
+        cx.set_ty(call, Some(site.out_ty.clone()));
         Some(call)
     }
 }
@@ -329,32 +410,35 @@ fn called_prims(module: &Module) -> BTreeSet<String> {
     out
 }
 
-/// Fuses every fusable group of `module` (see the module docs).
-pub fn fuse_tir(module: Module) -> Module {
+/// Fuses every fusable group of `module` (see the module docs). With `ctx`, groups are read
+/// and built on its workers; the result is the same at any thread count.
+pub fn fuse_tir(module: Module, ctx: Option<&PassContext>) -> Module {
     let Some(call_tir) = passel_engine::op::lookup("call_tir") else { return module };
     if module.num_prims() == 0 {
         return module;
     }
-    let mut made = Made { names: FreshNames::of(&module), ..Made::default() };
+    let mut plan = plan(&module, call_tir, ctx);
+    if let Some(ctx) = ctx {
+        GROUPS_FUSED.add(ctx, plan.applies.iter().map(|a| a.len() as u64).sum());
+        PRIMFUNCS_MADE.add(ctx, plan.new.len() as u64);
+    }
+    if plan.new.is_empty() {
+        return module;
+    }
     let before = called_prims(&module);
     let mut out = module.clone();
-    let mut changed = false;
-    for (name, func) in module.iter() {
-        if !func.is_well_formed() {
+    for ((name, func), applies) in module.iter().zip(&plan.applies) {
+        if applies.is_empty() {
             continue;
         }
-        let mut m = Fuse { module: &module, made: &mut made, call_tir };
+        let mut m = Fuse { plan: &plan, applies, call_tir };
         let new = mutate(func, &mut m);
         if !Arc::ptr_eq(&new, func) {
-            changed = true;
             // The name exists, so replacing cannot fail.
             let _ = out.insert(name, new);
         }
     }
-    if !changed {
-        return module;
-    }
-    for (name, prim) in std::mem::take(&mut made.new) {
+    for (name, prim) in std::mem::take(&mut plan.new) {
         // Fresh names never collide.
         let _ = out.add_prim(&name, prim);
     }

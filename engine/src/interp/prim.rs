@@ -717,13 +717,62 @@ fn float_bin<S: FloatSink>(op: BinOp, d: DType, sink: S) -> S::Out {
     })
 }
 
-/// A float intrinsic of one argument: `f32` for f32 / f16 (the graph kernels' function), `f64`
-/// for f64.
-fn float_unary(d: DType, a: FArg, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64) -> CE {
-    match d {
-        DType::F32 => build_fun(move |x| R32::via_f32(x, f32f), a),
-        DType::F16 => build_fun(move |x| R16::via_f32(x, f32f), a),
-        _ => build_fun(f64f, a),
+/// Where a function of one operand goes: into a scalar closure ([`Operand`]) or into a block
+/// instruction ([`block`]). One table ([`cast_fn`], [`float_unary_intrinsic`],
+/// [`int_unary_intrinsic`]) picks the function for both, as [`IntSink`] / [`FloatSink`] do for
+/// binary operators. The method names say the operand's and the result's class.
+trait UnarySink {
+    type Out;
+    fn ii<F: Fn(i64) -> i64 + Copy + 'static>(self, f: F) -> Self::Out;
+    fn ff<F: Fn(f64) -> f64 + Copy + 'static>(self, f: F) -> Self::Out;
+    fn fi<F: Fn(f64) -> i64 + Copy + 'static>(self, f: F) -> Self::Out;
+    fn if_<F: Fn(i64) -> f64 + Copy + 'static>(self, f: F) -> Self::Out;
+}
+
+/// A compiled operand of a unary function on the scalar path.
+enum Operand {
+    I(IArg),
+    F(FArg),
+}
+
+impl Operand {
+    fn of(a: CE) -> Operand {
+        match a {
+            CE::I(a) => Operand::I(IArg::S(IOp::Fn(a))),
+            CE::VI(a) => Operand::I(IArg::V(a)),
+            CE::F(a) => Operand::F(FArg::S(FOp::Fn(a))),
+            CE::VF(a) => Operand::F(FArg::V(a)),
+        }
+    }
+}
+
+const MISTYPED: &str = "internal error: a unary function of a mistyped operand";
+
+impl UnarySink for Operand {
+    type Out = Result<CE, String>;
+    fn ii<F: Fn(i64) -> i64 + Copy + 'static>(self, f: F) -> Result<CE, String> {
+        match self {
+            Operand::I(a) => Ok(build_iun(f, a)),
+            Operand::F(_) => Err(MISTYPED.into()),
+        }
+    }
+    fn ff<F: Fn(f64) -> f64 + Copy + 'static>(self, f: F) -> Result<CE, String> {
+        match self {
+            Operand::F(a) => Ok(build_fun(f, a)),
+            Operand::I(_) => Err(MISTYPED.into()),
+        }
+    }
+    fn fi<F: Fn(f64) -> i64 + Copy + 'static>(self, f: F) -> Result<CE, String> {
+        match self {
+            Operand::F(a) => Ok(build_f2i(f, a)),
+            Operand::I(_) => Err(MISTYPED.into()),
+        }
+    }
+    fn if_<F: Fn(i64) -> f64 + Copy + 'static>(self, f: F) -> Result<CE, String> {
+        match self {
+            Operand::I(a) => Ok(build_i2f(f, a)),
+            Operand::F(_) => Err(MISTYPED.into()),
+        }
     }
 }
 
@@ -731,37 +780,30 @@ fn unary(u: Unary) -> impl Fn(f32) -> f32 + Copy {
     move |x| u.apply_f32(x)
 }
 
-fn float_intrinsic(intr: Intrinsic, d: DType, mut args: Vec<FArg>) -> Result<CE, String> {
+/// A float intrinsic of one argument of dtype `d` (`None`: not one): `f32` for f32 / f16 (the
+/// graph kernels' function), `f64` for f64.
+fn float_unary_intrinsic<S: UnarySink>(intr: Intrinsic, d: DType, sink: S) -> Option<S::Out> {
     macro_rules! un {
         ($u:expr, $f64:expr) => {{
-            let a = args.pop().ok_or("missing argument")?;
             let f: fn(f64) -> f64 = $f64;
             match d {
-                DType::F32 => build_fun(move |x| R32::via_f32(x, unary($u)), a),
-                DType::F16 => build_fun(move |x| R16::via_f32(x, unary($u)), a),
-                _ => build_fun(f, a),
+                DType::F32 => sink.ff(move |x| R32::via_f32(x, unary($u))),
+                DType::F16 => sink.ff(move |x| R16::via_f32(x, unary($u))),
+                _ => sink.ff(f),
             }
         }};
     }
     macro_rules! plain {
         ($f32:expr, $f64:expr) => {{
-            let a = args.pop().ok_or("missing argument")?;
-            float_unary(d, a, $f32, $f64)
+            let (f32f, f64f): (fn(f32) -> f32, fn(f64) -> f64) = ($f32, $f64);
+            match d {
+                DType::F32 => sink.ff(move |x| R32::via_f32(x, f32f)),
+                DType::F16 => sink.ff(move |x| R16::via_f32(x, f32f)),
+                _ => sink.ff(f64f),
+            }
         }};
     }
-    macro_rules! bin {
-        ($f:expr) => {{
-            let b = args.pop().ok_or("missing argument")?;
-            let a = args.pop().ok_or("missing argument")?;
-            let fa = match (a, b) {
-                (FArg::S(a), FArg::S(b)) => FArgs::S(a, b),
-                (FArg::V(a), FArg::V(b)) => FArgs::V(a, b),
-                _ => return Err("internal error: mixed scalar and vector arguments".into()),
-            };
-            with_round!(d, R => build_fbin(|x, y| R::r($f(x, y)), fa))
-        }};
-    }
-    Ok(match intr {
+    Some(match intr {
         Intrinsic::Exp => un!(Unary::Exp, f64::exp),
         Intrinsic::Exp2 => plain!(f32::exp2, f64::exp2),
         Intrinsic::Log => un!(Unary::Log, f64::ln),
@@ -789,21 +831,73 @@ fn float_intrinsic(intr: Intrinsic, d: DType, mut args: Vec<FArg>) -> Result<CE,
         Intrinsic::Trunc => plain!(f32::trunc, f64::trunc),
         Intrinsic::Abs => un!(Unary::Abs, f64::abs),
         Intrinsic::Neg => un!(Unary::Negative, |x: f64| -x),
+        Intrinsic::IsNan => sink.fi(|x| x.is_nan() as i64),
+        Intrinsic::IsInf => sink.fi(|x| x.is_infinite() as i64),
+        _ => return None,
+    })
+}
+
+/// A float intrinsic of two arguments of dtype `d` (`None`: not one).
+fn float_binary_intrinsic<S: FloatSink>(intr: Intrinsic, d: DType, sink: S) -> Option<S::Out> {
+    macro_rules! bin {
+        ($f:expr) => {{
+            with_round!(d, R => sink.fbin(|x, y| R::r($f(x, y))))
+        }};
+    }
+    Some(match intr {
         Intrinsic::Pow => match d {
             DType::F64 => bin!(f64::powf),
             _ => bin!(|x: f64, y: f64| Arith::Pow.apply_f32(x as f32, y as f32) as f64),
         },
         Intrinsic::Atan2 => bin!(f64::atan2),
         Intrinsic::Fmod => bin!(|x: f64, y: f64| x % y),
-        Intrinsic::IsNan => build_f2i(|x| x.is_nan() as i64, args.pop().ok_or("missing argument")?),
-        Intrinsic::IsInf => build_f2i(|x| x.is_infinite() as i64, args.pop().ok_or("missing argument")?),
-        other => return Err(format!("`{}` of a float", other.name())),
+        _ => return None,
     })
 }
 
-fn int_intrinsic(intr: Intrinsic, d: DType, mut args: Vec<IArg>, msg: Arc<str>) -> Result<CE, String> {
+/// An integer intrinsic of one argument of dtype `d` (`None`: not one).
+fn int_unary_intrinsic<S: UnarySink>(intr: Intrinsic, d: DType, sink: S) -> Option<S::Out> {
+    Some(with_wrap!(d, W => match intr {
+        Intrinsic::BitNot => sink.ii(|x| W::w(!x)),
+        Intrinsic::Neg => sink.ii(|x| W::w(x.wrapping_neg())),
+        Intrinsic::Abs if d.is_uint() => sink.ii(|x| x),
+        Intrinsic::Abs => sink.ii(|x| W::w(x.wrapping_abs())),
+        _ => return None,
+    }))
+}
+
+/// An integer intrinsic of two arguments of dtype `d` (`None`: not one).
+fn int_binary_intrinsic<S: IntSink>(intr: Intrinsic, d: DType, sink: S) -> Option<S::Out> {
     let bits = bits_of(d);
     let u64_ = d == DType::U64;
+    Some(with_wrap!(d, W => match intr {
+        Intrinsic::BitAnd => sink.ibin(|x, y| Some(x & y)),
+        Intrinsic::BitOr => sink.ibin(|x, y| Some(x | y)),
+        Intrinsic::BitXor => sink.ibin(|x, y| Some(x ^ y)),
+        Intrinsic::ShiftLeft => sink.ibin(move |x, y| Some(W::w(shl(x, y, bits)))),
+        Intrinsic::ShiftRight => sink.ibin(move |x, y| Some(W::w(shr(x, y, bits, u64_)))),
+        _ => return None,
+    }))
+}
+
+fn float_intrinsic(intr: Intrinsic, d: DType, mut args: Vec<FArg>) -> Result<CE, String> {
+    let unknown = || format!("`{}` of a float", intr.name());
+    if args.len() == 2 {
+        let b = args.pop().ok_or("missing argument")?;
+        let a = args.pop().ok_or("missing argument")?;
+        let fa = match (a, b) {
+            (FArg::S(a), FArg::S(b)) => FArgs::S(a, b),
+            (FArg::V(a), FArg::V(b)) => FArgs::V(a, b),
+            _ => return Err("internal error: mixed scalar and vector arguments".into()),
+        };
+        return float_binary_intrinsic(intr, d, fa).ok_or_else(unknown);
+    }
+    let a = args.pop().ok_or("missing argument")?;
+    float_unary_intrinsic(intr, d, Operand::F(a)).ok_or_else(unknown)?
+}
+
+fn int_intrinsic(intr: Intrinsic, d: DType, mut args: Vec<IArg>, msg: Arc<str>) -> Result<CE, String> {
+    let unknown = || format!("`{}` of an integer", intr.name());
     let one = |args: &mut Vec<IArg>| args.pop().ok_or_else(|| "missing argument".to_string());
     if intr.arity() == 2 {
         let b = one(&mut args)?;
@@ -813,78 +907,50 @@ fn int_intrinsic(intr: Intrinsic, d: DType, mut args: Vec<IArg>, msg: Arc<str>) 
             (IArg::V(a), IArg::V(b)) => IArgs::V(a, b),
             _ => return Err("internal error: mixed scalar and vector arguments".into()),
         };
-        return Ok(with_wrap!(d, W => match intr {
-            Intrinsic::BitAnd => build_ibin(|x, y| Some(x & y), ia, msg),
-            Intrinsic::BitOr => build_ibin(|x, y| Some(x | y), ia, msg),
-            Intrinsic::BitXor => build_ibin(|x, y| Some(x ^ y), ia, msg),
-            Intrinsic::ShiftLeft => build_ibin(move |x, y| Some(W::w(shl(x, y, bits))), ia, msg),
-            Intrinsic::ShiftRight => build_ibin(move |x, y| Some(W::w(shr(x, y, bits, u64_))), ia, msg),
-            other => return Err(format!("`{}` of an integer", other.name())),
-        }));
+        return int_binary_intrinsic(intr, d, (ia, msg)).ok_or_else(unknown);
     }
     let a = one(&mut args)?;
-    Ok(with_wrap!(d, W => match intr {
-        Intrinsic::BitNot => build_iun(|x| W::w(!x), a),
-        Intrinsic::Neg => build_iun(|x| W::w(x.wrapping_neg()), a),
-        Intrinsic::Abs if d.is_uint() => build_iun(|x| x, a),
-        Intrinsic::Abs => build_iun(|x| W::w(x.wrapping_abs()), a),
-        other => return Err(format!("`{}` of an integer", other.name())),
-    }))
+    int_unary_intrinsic(intr, d, Operand::I(a)).ok_or_else(unknown)?
 }
 
 /// A cast from `from` to `to` of a compiled operand.
 fn cast(from: DType, to: DType, a: CE) -> Result<CE, String> {
-    let fi = from.is_float();
-    let ti = to.is_float();
-    Ok(match (a, fi, ti) {
-        (CE::I(a), false, false) => build_iun_cast(from, to, IArg::S(IOp::Fn(a))),
-        (CE::VI(a), false, false) => build_iun_cast(from, to, IArg::V(a)),
-        (CE::F(a), true, true) => build_fun_cast(to, FArg::S(FOp::Fn(a))),
-        (CE::VF(a), true, true) => build_fun_cast(to, FArg::V(a)),
-        (CE::I(a), false, true) => build_i2f_cast(from, to, IArg::S(IOp::Fn(a))),
-        (CE::VI(a), false, true) => build_i2f_cast(from, to, IArg::V(a)),
-        (CE::F(a), true, false) => build_f2i_cast(to, FArg::S(FOp::Fn(a))),
-        (CE::VF(a), true, false) => build_f2i_cast(to, FArg::V(a)),
-        _ => return Err("internal error: cast of a mistyped operand".into()),
-    })
+    cast_fn(from, to, Operand::of(a))
 }
 
-fn build_iun_cast(from: DType, to: DType, a: IArg) -> CE {
-    if to == DType::Bool {
-        return build_iun(|x| (x != 0) as i64, a);
-    }
-    if from == DType::Bool {
-        return build_iun(|x| x, a);
-    }
-    with_wrap!(to, W => build_iun(W::w, a))
-}
-
-fn build_fun_cast(to: DType, a: FArg) -> CE {
-    with_round!(to, R => build_fun(R::r, a))
-}
-
-fn build_i2f_cast(from: DType, to: DType, a: IArg) -> CE {
-    match (from == DType::U64, to) {
-        (true, DType::F32) => build_i2f(|x| (x as u64) as f32 as f64, a),
-        (true, DType::F16) => build_i2f(|x| f16::from_f64((x as u64) as f64).to_f64(), a),
-        (true, _) => build_i2f(|x| (x as u64) as f64, a),
-        (false, DType::F32) => build_i2f(|x| x as f32 as f64, a),
-        (false, DType::F16) => build_i2f(|x| f16::from_f64(x as f64).to_f64(), a),
-        (false, _) => build_i2f(|x| x as f64, a),
-    }
-}
-
-fn build_f2i_cast(to: DType, a: FArg) -> CE {
-    match to {
-        DType::Bool => build_f2i(|x| (x != 0.0) as i64, a),
-        DType::I8 => build_f2i(|x| x as i8 as i64, a),
-        DType::I16 => build_f2i(|x| x as i16 as i64, a),
-        DType::I32 => build_f2i(|x| x as i32 as i64, a),
-        DType::U8 => build_f2i(|x| x as u8 as i64, a),
-        DType::U16 => build_f2i(|x| x as u16 as i64, a),
-        DType::U32 => build_f2i(|x| x as u32 as i64, a),
-        DType::U64 => build_f2i(|x| x as u64 as i64, a),
-        _ => build_f2i(|x| x as i64, a),
+/// The conversion from `from` to `to`: float → integer saturates like Rust's `as`, integer →
+/// float rounds to nearest, integer → integer wraps, anything → `bool` is `x != 0`.
+fn cast_fn<S: UnarySink>(from: DType, to: DType, sink: S) -> S::Out {
+    match (from.is_float(), to.is_float()) {
+        (false, false) => {
+            if to == DType::Bool {
+                return sink.ii(|x| (x != 0) as i64);
+            }
+            if from == DType::Bool {
+                return sink.ii(|x| x);
+            }
+            with_wrap!(to, W => sink.ii(W::w))
+        }
+        (true, true) => with_round!(to, R => sink.ff(R::r)),
+        (false, true) => match (from == DType::U64, to) {
+            (true, DType::F32) => sink.if_(|x| (x as u64) as f32 as f64),
+            (true, DType::F16) => sink.if_(|x| f16::from_f64((x as u64) as f64).to_f64()),
+            (true, _) => sink.if_(|x| (x as u64) as f64),
+            (false, DType::F32) => sink.if_(|x| x as f32 as f64),
+            (false, DType::F16) => sink.if_(|x| f16::from_f64(x as f64).to_f64()),
+            (false, _) => sink.if_(|x| x as f64),
+        },
+        (true, false) => match to {
+            DType::Bool => sink.fi(|x| (x != 0.0) as i64),
+            DType::I8 => sink.fi(|x| x as i8 as i64),
+            DType::I16 => sink.fi(|x| x as i16 as i64),
+            DType::I32 => sink.fi(|x| x as i32 as i64),
+            DType::U8 => sink.fi(|x| x as u8 as i64),
+            DType::U16 => sink.fi(|x| x as u16 as i64),
+            DType::U32 => sink.fi(|x| x as u32 as i64),
+            DType::U64 => sink.fi(|x| x as u64 as i64),
+            _ => sink.fi(|x| x as i64),
+        },
     }
 }
 

@@ -15,7 +15,7 @@ use super::bisect::OptBisect;
 use super::config::{validate_config, ConfigValue, FromConfigValue};
 use super::diagnostics::{Diagnostic, DiagnosticSink};
 use super::error::{ContextError, PassError};
-use super::fanout::{map_entries, release};
+use super::fanout::{map_entries, map_items, release};
 use super::info::PassInfo;
 use super::instrument::{enter_all, exit_all, Instrument};
 use super::statistics::{Statistic, Statistics};
@@ -331,6 +331,17 @@ impl PassContext {
             Some(e) => Err(e),
             None => Ok(out),
         }
+    }
+
+    /// Calls `f` on every item with the executor's fan-out (`num_threads` workers on the
+    /// cached pool; inline with 1) and returns the results in item order. For module passes
+    /// whose work splits into independent pieces below the function level (LegalizeOps lowers
+    /// each distinct operator call, FuseTIR builds each distinct group): the pass decides the
+    /// pieces and merges the results in order, so its output does not depend on the thread
+    /// count. `f` gets no worker context; a panic in it propagates to the caller, which the
+    /// pass runner reports with the pass's name.
+    pub fn map_items<I: Sync, T: Send>(&self, items: &[I], f: impl Fn(&I) -> T + Sync + Send) -> Vec<T> {
+        map_items(self.num_threads(), items, f)
     }
 
     /// `module` with every function replaced by `new[i]` (names and order kept), as a function

@@ -54,6 +54,10 @@ fn run(f: &PrimFunc) -> Result<Option<PrimFunc>, String> {
     let mut b = PrimFuncBuilder::with_signature_of(f);
     let mut copier = Copier::new(f);
     let mut out: Vec<Option<StmtId>> = Vec::with_capacity(n);
+    // Whether a rule removed or rewrote anything: otherwise the rebuilt function is the input
+    // (the same statements, expressions copied as they are), and the input is returned
+    // without comparing the two.
+    let mut changed = false;
     for i in 0..n {
         let s = StmtId(i as u32);
         let m = |x: StmtId| out[x.index()];
@@ -65,7 +69,10 @@ fn run(f: &PrimFunc) -> Result<Option<PrimFunc>, String> {
                         let (min, extent) = (copier.expr(&mut b, min)?, copier.expr(&mut b, extent)?);
                         Some(b.for_(var, min, extent, kind, body)?)
                     }
-                    _ => None,
+                    _ => {
+                        changed = true;
+                        None
+                    }
                 }
             }
             StmtKind::Store { buf, indices, value } => {
@@ -76,6 +83,7 @@ fn run(f: &PrimFunc) -> Result<Option<PrimFunc>, String> {
                     _ => false,
                 };
                 if self_store {
+                    changed = true;
                     None
                 } else {
                     let idx: Vec<PExprId> =
@@ -85,44 +93,74 @@ fn run(f: &PrimFunc) -> Result<Option<PrimFunc>, String> {
                 }
             }
             StmtKind::Let { var, value, body } => match m(body) {
-                None => None,
-                Some(body) if !used[var.index()] => Some(body),
+                None => {
+                    changed = true;
+                    None
+                }
+                Some(body) if !used[var.index()] => {
+                    changed = true;
+                    Some(body)
+                }
                 Some(body) => {
                     let value = copier.expr(&mut b, value)?;
                     Some(b.let_stmt(var, value, body)?)
                 }
             },
             StmtKind::If { cond, then_, else_ } => match (m(then_), else_.and_then(m)) {
-                (None, None) => None,
+                (None, None) => {
+                    changed = true;
+                    None
+                }
                 (Some(t), e) => {
+                    // An `else` that became empty is dropped.
+                    changed |= else_.is_some() && e.is_none();
                     let cond = copier.expr(&mut b, cond)?;
                     Some(b.if_(cond, t, e)?)
                 }
                 (None, Some(e)) => {
+                    changed = true;
                     let cond = copier.expr(&mut b, cond)?;
                     let cond = b.not(cond)?;
                     Some(b.if_(cond, e, None)?)
                 }
             },
             StmtKind::Seq(r) => {
-                let items: Vec<StmtId> = f.stmt_list(r).iter().filter_map(|&x| m(x)).collect();
+                let list = f.stmt_list(r);
+                let items: Vec<StmtId> = list.iter().filter_map(|&x| m(x)).collect();
+                changed |= items.len() != list.len();
                 (!items.is_empty()).then(|| b.seq(&items))
             }
-            StmtKind::Alloc { buf, body } => m(body).map(|body| b.alloc(buf, body)),
+            StmtKind::Alloc { buf, body } => {
+                let body = m(body);
+                changed |= body.is_none();
+                body.map(|body| b.alloc(buf, body))
+            }
             StmtKind::Decl { buf, data, body } => match m(body) {
                 Some(body) => Some(b.decl(buf, data, body)?),
-                None => None,
+                None => {
+                    changed = true;
+                    None
+                }
             },
-            StmtKind::Evaluate(_) => None,
+            StmtKind::Evaluate(_) => {
+                changed = true;
+                None
+            }
             StmtKind::Attr { key, value, body } => match m(body) {
                 Some(body) => {
                     let value = copier.expr(&mut b, value)?;
                     Some(b.attr(f.string(key), value, body))
                 }
-                None => None,
+                None => {
+                    changed = true;
+                    None
+                }
             },
         };
         out.push(new);
+    }
+    if !changed {
+        return Ok(None);
     }
     let body = match out[f.body().index()] {
         Some(body) => body,

@@ -4,7 +4,8 @@
 //! iteration. It shortcuts the scalar closures of [`super::Compiler`] and computes exactly what
 //! they compute:
 //!
-//! - operator semantics come from the one table ([`super::int_arith`], [`super::float_bin`]);
+//! - operator, cast and intrinsic semantics come from the one table ([`super::int_arith`],
+//!   [`super::float_bin`], [`super::cast_fn`], the `*_intrinsic` functions);
 //! - a *map* nest (the store's indices name every loop variable, so iterations write distinct
 //!   elements) reads the stored buffer only at the stored element itself, so computing a
 //!   block's values before storing them reads what the scalar order reads;
@@ -15,10 +16,15 @@
 //!   that block and hands the rest of the nest, from the block's first iteration, to the
 //!   scalar store closure, which reports the error exactly as the scalar path would.
 //!
-//! Nests with other shapes, vectors, `let` expressions, casts or intrinsics stay on the scalar
-//! path. `interp/tests.rs` pins the two paths equal on generated nests.
+//! The loop variables may be of any integer type whose range holds their values; the store
+//! may be preceded by scalar `let` statements (as CommonSubexprElimTIR writes them), whose
+//! values become registers. Nests with other shapes, vectors or `let` expressions stay on the
+//! scalar path. `interp/tests.rs` pins the two paths equal on generated nests.
 
-use super::{float_bin, int_arith, wrap, Class, Compiler, Ctx, FloatSink, IntSink, SFn};
+use super::{
+    cast_fn, float_bin, float_binary_intrinsic, float_unary_intrinsic, int_arith, int_binary_intrinsic,
+    int_unary_intrinsic, wrap, Class, Compiler, Ctx, FloatSink, IntSink, SFn, UnarySink,
+};
 use crate::ir::DType;
 use crate::tir::{BinOp, BufId, PExprId, PExprKind, PrimFunc, StmtId, StmtKind};
 
@@ -54,6 +60,8 @@ struct Builder<'a> {
     instrs: Vec<(Instr, bool)>,
     /// Per expression: its register and whether it varies.
     regs: Vec<Option<(Reg, bool)>>,
+    /// Variables bound by the body's `let`s: frame slot, and the register of the value.
+    lets: Vec<(usize, (Reg, bool))>,
 }
 
 /// Takes register `d` out of its list, so an instruction can write it while reading others.
@@ -120,6 +128,55 @@ impl IntSink for IBlock {
             })
         });
         (ins, Reg::I(d))
+    }
+}
+
+/// A unary function from register `.1` into register `.0` (their classes are the method's).
+struct UBlock(usize, usize);
+
+impl UnarySink for UBlock {
+    type Out = Instr;
+    fn ii<F: Fn(i64) -> i64 + Copy + 'static>(self, f: F) -> Instr {
+        let UBlock(d, a) = self;
+        Box::new(move |s, _, n| {
+            with_dst!(s.i, d, |dst| {
+                for (o, &p) in dst[..n].iter_mut().zip(&s.i[a][..n]) {
+                    *o = f(p);
+                }
+                true
+            })
+        })
+    }
+    fn ff<F: Fn(f64) -> f64 + Copy + 'static>(self, f: F) -> Instr {
+        let UBlock(d, a) = self;
+        Box::new(move |s, _, n| {
+            with_dst!(s.f, d, |dst| {
+                for (o, &p) in dst[..n].iter_mut().zip(&s.f[a][..n]) {
+                    *o = f(p);
+                }
+                true
+            })
+        })
+    }
+    fn fi<F: Fn(f64) -> i64 + Copy + 'static>(self, f: F) -> Instr {
+        let UBlock(d, a) = self;
+        Box::new(move |s, _, n| {
+            let (src, dst) = (&s.f[a][..n], &mut s.i[d]);
+            for (o, &p) in dst[..n].iter_mut().zip(src) {
+                *o = f(p);
+            }
+            true
+        })
+    }
+    fn if_<F: Fn(i64) -> f64 + Copy + 'static>(self, f: F) -> Instr {
+        let UBlock(d, a) = self;
+        Box::new(move |s, _, n| {
+            let (src, dst) = (&s.i[a][..n], &mut s.f[d]);
+            for (o, &p) in dst[..n].iter_mut().zip(src) {
+                *o = f(p);
+            }
+            true
+        })
     }
 }
 
@@ -229,6 +286,9 @@ impl Builder<'_> {
                 if let Some(k) = self.nest_vars.iter().position(|&x| x == v) {
                     // Filled by the driver: nest variable k lives in integer register k.
                     (Reg::I(k), true)
+                } else if let Some(&(_, r)) = self.lets.iter().rev().find(|&&(x, _)| x == v) {
+                    // Bound by a `let` of the body: its value's register.
+                    r
                 } else if d.is_float() {
                     let r = self.freg();
                     self.push(
@@ -336,6 +396,48 @@ impl Builder<'_> {
                     _ => return None,
                 }
             }
+            PExprKind::Cast(a) => {
+                let (ra, var) = self.get(a)?;
+                let from = f.expr(a).ty.dtype;
+                let (src, dst) = self.unary_regs(ra, from, d)?;
+                self.push(cast_fn(from, d, UBlock(dst.0, src)), var);
+                (dst.1, var)
+            }
+            PExprKind::Call(intr, r) => {
+                let ops = f.operands(r);
+                let ad = f.expr(*ops.first()?).ty.dtype;
+                match *ops {
+                    [a] => {
+                        let (ra, var) = self.get(a)?;
+                        let (src, dst) = self.unary_regs(ra, ad, d)?;
+                        let ins = if ad.is_float() {
+                            float_unary_intrinsic(intr, ad, UBlock(dst.0, src))?
+                        } else {
+                            int_unary_intrinsic(intr, ad, UBlock(dst.0, src))?
+                        };
+                        self.push(ins, var);
+                        (dst.1, var)
+                    }
+                    [a, b] => {
+                        let ((ra, va), (rb, vb)) = (self.get(a)?, self.get(b)?);
+                        let var = va || vb;
+                        let (ins, r) = match (ra, rb) {
+                            (Reg::F(x), Reg::F(y)) if ad.is_float() && d.is_float() => {
+                                let dst = self.freg();
+                                float_binary_intrinsic(intr, ad, FBlock(dst, x, y))?
+                            }
+                            (Reg::I(x), Reg::I(y)) if !ad.is_float() && !d.is_float() => {
+                                let dst = self.ireg();
+                                int_binary_intrinsic(intr, ad, IBlock(dst, x, y))?
+                            }
+                            _ => return None,
+                        };
+                        self.push(ins, var);
+                        (r, var)
+                    }
+                    _ => return None,
+                }
+            }
             PExprKind::Load(buf, r) => {
                 let idx: Vec<(usize, bool)> = f
                     .operands(r)
@@ -352,6 +454,24 @@ impl Builder<'_> {
             }
             _ => return None,
         })
+    }
+
+    /// For a unary function from dtype `from` (operand in `ra`) to dtype `to`: the operand's
+    /// register index, and a fresh result register (its index and its `Reg`). `None` when the
+    /// operand's class is not `from`'s.
+    fn unary_regs(&mut self, ra: Reg, from: DType, to: DType) -> Option<(usize, (usize, Reg))> {
+        let src = match (ra, from.is_float()) {
+            (Reg::F(x), true) | (Reg::I(x), false) => x,
+            _ => return None,
+        };
+        let dst = if to.is_float() {
+            let r = self.freg();
+            (r, Reg::F(r))
+        } else {
+            let r = self.ireg();
+            (r, Reg::I(r))
+        };
+        Some((src, dst))
     }
 
     fn push(&mut self, ins: Instr, var: bool) {
@@ -529,11 +649,17 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
     let mut body = None;
     for &s in chain {
         let StmtKind::For { var, min, extent, body: b, .. } = f.stmt(s).kind else { return None };
-        if f.var(var).ty.dtype != DType::I64 {
+        let vd = f.var(var).ty.dtype;
+        if vd.is_float() {
             return None;
         }
         let (PExprKind::Int(lo), PExprKind::Int(n)) = (f.expr(min).kind, f.expr(extent).kind) else { return None };
         if n <= 0 || lo.checked_add(n).is_none() {
+            return None;
+        }
+        // Every value the variable takes fits its type, so the scalar loop's wrap is the identity.
+        let last = lo + n - 1;
+        if wrap(lo, vd) != lo || wrap(last, vd) != last {
             return None;
         }
         vars.push(var.index());
@@ -541,8 +667,30 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
         exts.push(n);
         body = Some(b);
     }
-    let store_stmt = body?;
+    // The body: scalar `let`s, then the store.
+    let body_stmt = body?;
+    let mut lets: Vec<(usize, PExprId)> = Vec::new();
+    let mut store_stmt = body_stmt;
+    while let StmtKind::Let { var, value, body } = f.stmt(store_stmt).kind {
+        if f.expr(value).ty.lanes != 1 {
+            return None;
+        }
+        lets.push((var.index(), value));
+        store_stmt = body;
+    }
     let StmtKind::Store { buf, indices, value } = f.stmt(store_stmt).kind else { return None };
+    // A `let` value that reads the stored buffer's storage would see earlier iterations'
+    // stores in the scalar order; such nests stay scalar.
+    if lets.iter().any(|&(_, v)| reads_slot(c, v, buf, &[])) {
+        return None;
+    }
+    // Variables that vary within the nest: the loop variables and the `let`s computed from them.
+    let mut varying = vars.clone();
+    for &(v, value) in &lets {
+        if mentions(f, value, &varying) {
+            varying.push(v);
+        }
+    }
     let idx: Vec<PExprId> = f.operands(indices).to_vec();
     let total = exts.iter().try_fold(1i64, |acc, &e| acc.checked_mul(e))?;
     if f.expr(value).ty.lanes != 1 || idx.iter().any(|&i| f.expr(i).ty.lanes != 1) {
@@ -550,7 +698,7 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
     }
     let sd = f.buf(buf).dtype;
     // The mode.
-    let free_idx = idx.iter().all(|&i| !mentions(f, i, &vars));
+    let free_idx = idx.iter().all(|&i| !mentions(f, i, &varying));
     let mode = match f.expr(value).kind {
         PExprKind::Bin(op, acc, term)
             if free_idx
@@ -590,7 +738,12 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
         ni: vars.len(),
         instrs: Vec::new(),
         regs: vec![None; f.exprs().len()],
+        lets: Vec::with_capacity(lets.len()),
     };
+    for &(v, value) in &lets {
+        let r = bld.tree(value)?;
+        bld.lets.push((v, r));
+    }
     let value_reg = match &mode {
         Mode::Map => bld.tree(value)?.0,
         Mode::Reduce { term, .. } => bld.tree(*term)?.0,
@@ -606,9 +759,13 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
         (Reg::F(_), Class::F32 | Class::F64) | (Reg::I(_), Class::I64) => {}
         _ => return None,
     }
-    // Matched: the scalar store closure becomes the fallback.
-    let store_op = c.leaves.get_mut(store_stmt.index()).and_then(Option::take)?;
     let Builder { instrs, nf, ni, .. } = bld;
+    // Matched: the scalar body (its `let`s and the store closure) becomes the fallback.
+    let store_op = if lets.is_empty() {
+        c.leaves.get_mut(store_stmt.index()).and_then(Option::take)?
+    } else {
+        super::block(c.flatten(body_stmt).ok()?)
+    };
     let dims = access_dims(f.buf(buf), &idx_regs);
     let base = f.buf(buf).elem_offset;
     let slot = c.slot[buf.index()];
