@@ -41,7 +41,7 @@ use passel_engine::tir::{prim_structural_key, Buffer, Param, PrimFunc, PrimFuncB
 use passel_engine::transform::{ModulePass, PassContext, Statistic};
 use rustc_hash::FxHashMap;
 
-use crate::legalize_ops::{fan_out, FreshNames};
+use crate::legalize_ops::{fan_out, live_sites, FreshNames};
 use crate::tir::copy::Copier;
 
 /// The pass's registry name.
@@ -306,19 +306,7 @@ struct Plan {
 /// distinct shape on the context's workers, then merges structurally equal PrimFuncs and names
 /// them in order of first use.
 fn plan(module: &Module, call_tir: OpId, ctx: Option<&PassContext>) -> Plan {
-    let funcs: Vec<&Arc<Function>> = module.iter().map(|(_, f)| f).collect();
-    let mut at: Vec<(usize, NodeId)> = Vec::new();
-    for (fi, func) in funcs.iter().enumerate() {
-        if !func.is_well_formed() {
-            continue;
-        }
-        let live = func.live_mask();
-        at.extend(
-            func.node_ids()
-                .filter(|id| live[id.index()] && matches!(func.kind(*id), ExprKind::Apply { .. }))
-                .map(|id| (fi, id)),
-        );
-    }
+    let (funcs, at) = live_sites(module, |k| matches!(k, ExprKind::Apply { .. }));
     // (1) The groups, and the distinct shapes in order of first use.
     let sites = fan_out(ctx, &at, |&(fi, id)| read_site(module, funcs[fi], id, call_tir));
     let mut by_shape: FxHashMap<&Shape, usize> = FxHashMap::default();

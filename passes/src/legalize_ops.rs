@@ -65,6 +65,25 @@ pub(crate) fn fan_out<I: Sync, T: Send>(
     }
 }
 
+/// The live nodes of `module`'s well-formed functions that `keep` selects, as (function
+/// position, node), in module and arena order, with the functions by position. LegalizeOps
+/// finds its calls and FuseTIR its group applications with it.
+pub(crate) fn live_sites(
+    module: &Module,
+    keep: impl Fn(&ExprKind) -> bool,
+) -> (Vec<&Arc<Function>>, Vec<(usize, NodeId)>) {
+    let funcs: Vec<&Arc<Function>> = module.iter().map(|(_, f)| f).collect();
+    let mut sites = Vec::new();
+    for (fi, func) in funcs.iter().enumerate() {
+        if !func.is_well_formed() {
+            continue;
+        }
+        let live = func.live_mask();
+        sites.extend(func.node_ids().filter(|id| live[id.index()] && keep(func.kind(*id))).map(|id| (fi, id)));
+    }
+    (funcs, sites)
+}
+
 /// Names for new PrimFuncs: `base`, then `base_1`, `base_2`, … skipping names the module
 /// holds. Each base remembers its next suffix, so making n names of one base is O(n), not
 /// O(n²). LegalizeOps and FuseTIR name their PrimFuncs with it.
@@ -151,19 +170,7 @@ struct Plan {
 /// context's workers, and names the results in order of first use.
 fn plan(module: &Module, call_tir: OpId, ctx: Option<&PassContext>) -> Plan {
     // (1) Every live call of every well-formed function, in module and arena order.
-    let mut sites: Vec<(usize, NodeId)> = Vec::new();
-    let funcs: Vec<&Arc<Function>> = module.iter().map(|(_, f)| f).collect();
-    for (fi, func) in funcs.iter().enumerate() {
-        if !func.is_well_formed() {
-            continue;
-        }
-        let live = func.live_mask();
-        sites.extend(
-            func.node_ids()
-                .filter(|id| live[id.index()] && matches!(func.kind(*id), ExprKind::Call { .. }))
-                .map(|id| (fi, id)),
-        );
-    }
+    let (funcs, sites) = live_sites(module, |k| matches!(k, ExprKind::Call { .. }));
     let read = fan_out(ctx, &sites, |&(fi, id)| call_site(funcs[fi], id, call_tir));
     // Distinct keys in order of first use.
     let mut by_key: FxHashMap<&CallSite, usize> = FxHashMap::default();
