@@ -124,7 +124,53 @@ def fixtures():
         ),
         [r(B, S, H), r(B, L, H), r(B, L, H)],
     )
+    out["qlinear"] = qlinear_fixture(rng)
     return out
+
+
+def qlinear_fixture(rng):
+    """onnxruntime's QOperator contrib ops (what `quantize_static(QuantFormat.QOperator)` writes):
+    uint8 and int8, broadcasting, absent zero points, and a concat of inputs quantized with
+    different parameters."""
+    U8, I8 = TensorProto.UINT8, TensorProto.INT8
+    u8 = lambda *s: rng.integers(0, 256, s).astype(np.uint8)  # noqa: E731
+    i8 = lambda *s: rng.integers(-128, 128, s).astype(np.int8)  # noqa: E731
+    f = lambda v: np.array(v, np.float32)  # noqa: E731
+    inits = [
+        arr("sa", f(0.05)), arr("za", np.array(120, np.uint8)),
+        arr("sb", f(0.02)), arr("zb", np.array(7, np.uint8)),
+        arr("sc", f(0.06)), arr("zc", np.array(128, np.uint8)),
+        arr("sm", f(0.4)), arr("zm", np.array(3, np.uint8)),
+        arr("sy", f(1.0 / 256)), arr("zy", np.array(0, np.uint8)),
+        arr("si", f(0.03)), arr("si2", f(0.045)), arr("zi", np.array(-5, np.int8)),
+        arr("scat", f(0.07)), arr("zcat", np.array(100, np.uint8)),
+    ]
+    nodes = [
+        ms("QLinearAdd", ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["add"]),
+        ms("QLinearMul", ["a", "sa", "za", "b", "sb", "zb", "sm", "zm"], ["mul"]),
+        ms("QLinearSigmoid", ["a", "sa", "za", "sy", "zy"], ["sig"]),
+        ms("QLinearAdd", ["c", "si", "zi", "c", "si2", "zi", "si2", "zi"], ["add_i8"]),
+        ms("QLinearMul", ["c", "si", "zi", "c", "si", "zi", "si2", "zi"], ["mul_i8"]),
+        ms("QLinearSigmoid", ["c", "si", "zi", "sy", ""], ["sig_i8"]),
+        ms("QLinearConcat", ["scat", "zcat", "a", "sa", "za", "add", "sc", "zc", "d", "scat", "zcat"], ["cat"], axis=0),
+    ]
+    return (
+        model(
+            nodes,
+            [vi("a", U8, [2, 3, 4]), vi("b", U8, [3, 4]), vi("c", I8, [2, 3, 4]), vi("d", U8, [1, 3, 4])],
+            [
+                vi("add", U8, [2, 3, 4]),
+                vi("mul", U8, [2, 3, 4]),
+                vi("sig", U8, [2, 3, 4]),
+                vi("add_i8", I8, [2, 3, 4]),
+                vi("mul_i8", I8, [2, 3, 4]),
+                vi("sig_i8", I8, [2, 3, 4]),
+                vi("cat", U8, [5, 3, 4]),
+            ],
+            inits,
+        ),
+        [u8(2, 3, 4), u8(3, 4), i8(2, 3, 4), u8(1, 3, 4)],
+    )
 
 
 def window_fixtures():
@@ -186,6 +232,12 @@ def bad_fixtures():
             [vi("q", TensorProto.INT8, [2, 5, 8])],
             [vi("y", F, [2, 5, 8])],
             [arr("s", np.ones([4], np.float32))],
+        ),
+        "bad_qlinear_per_channel": model(
+            [ms("QLinearAdd", ["q", "s", "z", "q", "s", "z", "s1", "z"], ["y"], name="qadd")],
+            [vi("q", TensorProto.UINT8, [2, 3])],
+            [vi("y", TensorProto.UINT8, [2, 3])],
+            [arr("s", np.ones([3], np.float32)), arr("z", np.array(0, np.uint8)), arr("s1", np.array(1.0, np.float32))],
         ),
         "bad_skip_layer_norm_mean": model(
             [

@@ -106,6 +106,18 @@ fn microsoft_operators_and_1d_windows_match_onnxruntime_before_and_after_o3() {
     }
 }
 
+/// onnxruntime's QOperator contrib ops (`QLinearAdd`, `QLinearMul`, `QLinearSigmoid`,
+/// `QLinearConcat`), uint8 and int8: the quantized outputs equal onnxruntime's to the quantum
+/// before and after -O3.
+#[test]
+fn qlinear_contrib_operators_match_onnxruntime() {
+    let name = "microsoft/qlinear";
+    let m = import(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    verify_module(&m).unwrap_or_else(|e| panic!("{name}: imported module does not verify: {e:?}"));
+    assert_outputs_within(&m, name, "as imported", (0.0, 0.0));
+    assert_outputs_within(&optimize(m), name, "after -O3", (0.0, 0.0));
+}
+
 /// The shapes the importer gives each construct: a runtime `If` is the IR's `if`; a constant
 /// condition imports one branch; a counted loop and a scan unroll; a `while` loop is a
 /// recursive global function called from `@main`.
@@ -152,6 +164,7 @@ fn bad_control_flow_is_a_clear_error() {
         ("microsoft/bad_quant_zero_scale", "node `q` (QuantizeLinear): the scale has a zero or non-finite value"),
         ("microsoft/bad_quant_scale_shape", "node `dq` (DequantizeLinear): the scale has shape [4]; per-axis quantization along axis 1 of [2, 5, 8] needs [5]"),
         ("microsoft/bad_attention_past", "node `attn` (Attention): input 4 (past) is given; passel's Attention takes no past state"),
+        ("microsoft/bad_qlinear_per_channel", "node `qadd` (QLinearAdd): A's scale has shape [3]; this operator takes a per-tensor (one-element) value"),
         ("microsoft/bad_skip_layer_norm_mean", "node `sln` (SkipLayerNormalization): output `mean` (used by node Identity #1) is not computed by the importer"),
     ];
     for (name, want) in cases.into_iter().chain(microsoft) {

@@ -14,6 +14,8 @@
 //!   masks as 1-D valid lengths, 2-D or 3-D 0/1 masks, `unidirectional`, `attention_bias`) and
 //!   `MultiHeadAttention` (separate 3-D query / key / value, optional packed bias, key padding
 //!   mask, `attention_bias`, `unidirectional`; no past state);
+//! - `QLinearAdd`, `QLinearMul`, `QLinearSigmoid`, `QLinearConcat` (the QOperator format of
+//!   onnxruntime's static quantizer: dequantize, the float op, requantize; `quant.rs`);
 //! - `DynamicQuantizeLSTM` (an LSTM with int8 / uint8 weights whose GEMMs quantize their float
 //!   operand dynamically, as onnxruntime's kernel does; `rnn.rs`).
 //!
@@ -31,6 +33,10 @@ pub const MICROSOFT_OPS: &[&str] = &[
     "FusedMatMul",
     "Gelu",
     "MultiHeadAttention",
+    "QLinearAdd",
+    "QLinearConcat",
+    "QLinearMul",
+    "QLinearSigmoid",
     "QuickGelu",
     "SkipLayerNormalization",
     "SkipSimplifiedLayerNormalization",
@@ -71,6 +77,7 @@ pub(super) fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         "DynamicQuantizeLSTM" => super::rnn::dynamic_quantize_lstm(cx),
         "Attention" => attention(cx),
         "MultiHeadAttention" => multi_head_attention(cx),
+        "QLinearAdd" | "QLinearMul" | "QLinearSigmoid" | "QLinearConcat" => super::quant::qlinear_contrib(cx, &op),
         _ => Err(format!("passel has no converter for com.microsoft operator `{op}`")),
     }
 }

@@ -428,3 +428,130 @@ pub(super) fn qlinear_matmul(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let y_zp = cx.reshape(&y_zp, &[], true)?;
     one(quantize(cx, &real, &Cx::scalar(DType::F32, 1.0), Some(&y_zp), to, true)?)
 }
+
+/// `scale · (x - zero_point)` in float32 for a per-tensor quantized input of onnxruntime's
+/// QOperator contrib ops (the zero point defaults to 0; onnxruntime's kernels compute exactly
+/// this before requantizing).
+fn dequantize_scalar(cx: &mut Cx<'_>, x: &Val, scale: &Val, zp: Option<&Val>, what: &str) -> R<Val> {
+    qrange(x.ty().dtype).map_err(|e| format!("{what}: {e}"))?;
+    per_tensor(scale, &format!("{what}'s scale"))?;
+    check_scale(scale).map_err(|e| format!("{what}: {e}"))?;
+    let xf = cast(cx, x, DType::F32)?;
+    let shifted = match zp {
+        Some(z) => {
+            per_tensor(z, &format!("{what}'s zero point"))?;
+            if z.ty().dtype != x.ty().dtype {
+                return Err(format!(
+                    "{what}'s zero point is {} but {what} is {}",
+                    z.ty().dtype.name(),
+                    x.ty().dtype.name()
+                ));
+            }
+            let z = cx.reshape(z, &[], true)?;
+            let zf = cast(cx, &z, DType::F32)?;
+            cx.call_tmp("subtract", &[&xf, &zf], Attrs::new())?
+        }
+        None => xf,
+    };
+    let s = cx.reshape(scale, &[], true)?;
+    let s = cast(cx, &s, DType::F32)?;
+    cx.call_tmp("multiply", &[&shifted, &s], Attrs::new())
+}
+
+/// `saturate(round_half_even(v / scale) + zero_point)` as `to` (a per-tensor scale and zero
+/// point; the zero point's dtype must be `to`).
+fn requantize_scalar(cx: &mut Cx<'_>, v: &Val, scale: &Val, zp: Option<&Val>, to: DType, what: &str) -> R<Val> {
+    per_tensor(scale, &format!("{what}'s scale"))?;
+    check_scale(scale).map_err(|e| format!("{what}: {e}"))?;
+    let s = cx.reshape(scale, &[], true)?;
+    let s = cast(cx, &s, DType::F32)?;
+    let z = match zp {
+        Some(z) => {
+            per_tensor(z, &format!("{what}'s zero point"))?;
+            if z.ty().dtype != to {
+                return Err(format!("{what}'s zero point is {} but the output is {}", z.ty().dtype.name(), to.name()));
+            }
+            Some(cx.reshape(z, &[], true)?)
+        }
+        None => None,
+    };
+    quantize(cx, v, &s, z.as_ref(), to, true)
+}
+
+fn per_tensor(p: &Val, what: &str) -> R<()> {
+    if p.shape().iter().product::<u64>() != 1 {
+        return Err(format!("{what} has shape {:?}; this operator takes a per-tensor (one-element) value", p.shape()));
+    }
+    Ok(())
+}
+
+/// onnxruntime's QOperator contrib ops (`com.microsoft`, written by its static quantizer in
+/// the QOperator format), per onnxruntime's `ContribOperators.md` and CPU kernels: each input
+/// is dequantized with its per-tensor scale and zero point, the float operation applied, and
+/// the result quantized with the output's scale and zero point (the output dtype is the
+/// first input's, as the kernels require):
+///
+/// - `QLinearAdd` / `QLinearMul`: `A`, `A_scale`, `A_zero_point`, `B`, …, `C_scale`,
+///   `C_zero_point`, with broadcasting;
+/// - `QLinearSigmoid`: `X`, `X_scale`, `X_zero_point`, `Y_scale`, `Y_zero_point`;
+/// - `QLinearConcat`: `Y_scale`, `Y_zero_point`, then a (tensor, scale, zero point) triple per
+///   input, attribute `axis`; each input is requantized to the output's parameters.
+///
+/// onnxruntime's x86 kernels for Add compute in fixed point, which can differ from this float
+/// form by one quantum in rare ties; the real-model check's tolerance covers that.
+pub(super) fn qlinear_contrib(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
+    match op {
+        "QLinearAdd" | "QLinearMul" => {
+            let (a, b) = (cx.input(0)?, cx.input(3)?);
+            let to = a.ty().dtype;
+            if b.ty().dtype != to {
+                return Err(format!("A is {} but B is {}; they must have one dtype", to.name(), b.ty().dtype.name()));
+            }
+            let (a_s, a_zp, b_s, b_zp) = (cx.input(1)?, cx.opt(2), cx.input(4)?, cx.opt(5));
+            let (c_s, c_zp) = (cx.input(6)?, cx.opt(7));
+            let af = dequantize_scalar(cx, &a, &a_s, a_zp.as_ref(), "A")?;
+            let bf = dequantize_scalar(cx, &b, &b_s, b_zp.as_ref(), "B")?;
+            let float_op = if op == "QLinearAdd" { "add" } else { "multiply" };
+            let c = cx.call_tmp(float_op, &[&af, &bf], Attrs::new())?;
+            one(requantize_scalar(cx, &c, &c_s, c_zp.as_ref(), to, "C")?)
+        }
+        "QLinearSigmoid" => {
+            let x = cx.input(0)?;
+            let to = x.ty().dtype;
+            let (x_s, x_zp, y_s, y_zp) = (cx.input(1)?, cx.opt(2), cx.input(3)?, cx.opt(4));
+            let xf = dequantize_scalar(cx, &x, &x_s, x_zp.as_ref(), "X")?;
+            let y = cx.call_tmp("sigmoid", &[&xf], Attrs::new())?;
+            one(requantize_scalar(cx, &y, &y_s, y_zp.as_ref(), to, "Y")?)
+        }
+        "QLinearConcat" => {
+            let n = cx.n_inputs();
+            if n < 5 || (n - 2) % 3 != 0 {
+                return Err(format!(
+                    "has {n} inputs; it takes Y_scale, Y_zero_point and then a (tensor, scale, zero point) triple per input"
+                ));
+            }
+            let (y_s, y_zp) = (cx.input(0)?, cx.input(1)?);
+            let to = y_zp.ty().dtype;
+            let mut parts = Vec::with_capacity((n - 2) / 3);
+            for k in 0..(n - 2) / 3 {
+                let at = 2 + 3 * k;
+                let x = cx.input(at)?;
+                if x.ty().dtype != to {
+                    return Err(format!("input {at} is {} but Y_zero_point is {}", x.ty().dtype.name(), to.name()));
+                }
+                let what = format!("input {at}");
+                let (x_s, x_zp) = (cx.input(at + 1)?, cx.opt(at + 2));
+                let xf = dequantize_scalar(cx, &x, &x_s, x_zp.as_ref(), &what)?;
+                parts.push(requantize_scalar(cx, &xf, &y_s, Some(&y_zp), to, "Y")?);
+            }
+            let first = parts.first().ok_or("has no inputs")?;
+            let axis = norm_axis(cx.int_opt("axis")?.ok_or("attribute `axis` is required")?, first.rank())?;
+            if let [x] = parts.as_slice() {
+                return one(x.clone());
+            }
+            let refs: Vec<&Val> = parts.iter().collect();
+            one(cx.call("concatenate", &refs, Attrs::new().with("axis", AttrValue::Int(axis as i64)))?)
+        }
+        _ => Err(format!("passel has no converter for com.microsoft operator `{op}`")),
+    }
+}
