@@ -163,17 +163,20 @@ fn bench_writes_json_and_svg_with_a_row_per_configuration() {
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
-/// `bench` takes `run`'s pipeline options, with `run`'s default opt level: the bench pipeline's
-/// EliminateCommonSubexpr (opt level 3) is skipped at -O2 with a note, and `--require` runs it.
+/// `bench` takes `run`'s pipeline options, with `run`'s default opt level (2, where the whole
+/// bench pipeline runs): at -O1 its FoldConstant (opt level 2) is skipped with a note, and
+/// `--require` runs it.
 #[test]
 fn bench_shares_runs_pipeline_options_and_default_opt_level() {
     let small = ["bench", "--functions", "3", "--ops", "4", "--threads", "1", "--repeats", "1", "--no-incremental"];
-    let out = passel(&small);
+    let out = passel(&[&small[..], &["-O1"]].concat());
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("note: pass EliminateCommonSubexpr is skipped: its opt level is 3 and this run's is 2")
+        stderr(&out).contains("note: pass FoldConstant is skipped: its opt level is 2 and this run's is 1"),
+        "{}",
+        stderr(&out)
     );
-    for extra in [&["-O3"][..], &["--require", "eliminate-common-subexpr"][..]] {
+    for extra in [&[][..], &["-O1", "--require", "fold-constant"][..]] {
         let out = passel(&[&small[..], extra].concat());
         assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
         assert!(!stderr(&out).contains("is skipped"), "{extra:?}: {}", stderr(&out));

@@ -217,19 +217,19 @@ fn a_pass_the_opt_level_skips_and_an_overridden_disable_are_noted() {
     let dir = temp_dir("notes");
     let m = write(&dir, "m.pir", SMALL);
     let m = m.to_str().expect("utf-8");
-    let out = passel(&["run", "--passes", "EliminateCommonSubexpr", m]);
+    let out = passel(&["run", "-O0", "--passes", "EliminateCommonSubexpr", m]);
     assert!(out.status.success());
     assert!(
         stderr(&out).contains(
-            "note: pass EliminateCommonSubexpr is skipped: its opt level is 3 and this run's is 2; pass -O3 or \
+            "note: pass EliminateCommonSubexpr is skipped: its opt level is 1 and this run's is 0; pass -O1 or \
              --require EliminateCommonSubexpr to run it"
         ),
         "{}",
         stderr(&out)
     );
     for args in [
-        &["run", "-O3", "--passes", "EliminateCommonSubexpr", m][..],
-        &["run", "--require", "EliminateCommonSubexpr", "--passes", "EliminateCommonSubexpr", m],
+        &["run", "--passes", "EliminateCommonSubexpr", m][..],
+        &["run", "-O0", "--require", "EliminateCommonSubexpr", "--passes", "EliminateCommonSubexpr", m],
         &["run", m],
     ] {
         let out = passel(args);

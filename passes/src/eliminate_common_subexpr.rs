@@ -1,4 +1,4 @@
-//! EliminateCommonSubexpr (function pass, opt level 3, requires InferType): merges bindings
+//! EliminateCommonSubexpr (function pass, opt level 1, requires InferType): merges bindings
 //! that compute the same pure value.
 //!
 //! What it does: when `let %b = e;` computes a value structurally identical to an earlier
@@ -51,7 +51,7 @@ passel_engine::register_pass!(NAME, || Box::new(pass()));
 /// The `EliminateCommonSubexpr` pass as registered: name, opt level, required passes and, for a module pass,
 /// its per-function forms and session firewall.
 pub fn pass() -> passel_engine::transform::FunctionPass {
-    passel_engine::transform::function_pass(NAME, 3, |func, _module, ctx| {
+    passel_engine::transform::function_pass(NAME, 1, |func, _module, ctx| {
         Ok(crate::census::counted(ctx, &func, eliminate_common_subexpr(&func), STATISTICS))
     })
     .with_required(&["InferType"])
