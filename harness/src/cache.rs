@@ -231,12 +231,20 @@ impl StageStore for DiskStore {
     }
 }
 
-/// A name for the code of this executable (its passes included): a hash of its bytes, kept in
-/// `dir/builds/` under the file's size and modification time so it is computed once per
-/// build. Entries made by another build are never used.
+/// A name for the code of this executable (its passes included): [`build_id_of`] the
+/// executable. Entries made by another build are never used.
 pub fn build_id(dir: &Path) -> String {
-    let Ok(exe) = std::env::current_exe() else { return "unknown-build".to_string() };
-    let Ok(meta) = std::fs::metadata(&exe) else { return "unknown-build".to_string() };
+    match std::env::current_exe() {
+        Ok(exe) => build_id_of(&exe, dir),
+        Err(_) => "unknown-build".to_string(),
+    }
+}
+
+/// A name for the code in the file `code` (an executable, or the Python extension module): a
+/// hash of its bytes, kept in `dir/builds/` under the file's size and modification time so it
+/// is computed once per build.
+pub fn build_id_of(exe: &Path, dir: &Path) -> String {
+    let Ok(meta) = std::fs::metadata(exe) else { return "unknown-build".to_string() };
     let mtime = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
     let memo = dir.join("builds").join(format!("{}-{mtime}", meta.len()));
     if let Ok(id) = std::fs::read_to_string(&memo) {
@@ -244,7 +252,7 @@ pub fn build_id(dir: &Path) -> String {
             return id;
         }
     }
-    let Ok(mut file) = std::fs::File::open(&exe) else { return "unknown-build".to_string() };
+    let Ok(mut file) = std::fs::File::open(exe) else { return "unknown-build".to_string() };
     let mut h = DefaultHasher::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -286,6 +294,10 @@ pub struct CacheArgs {
     /// Size cap of the local cache directory; least recently used entries go first (default 1G).
     #[arg(long = "cache-max-size", value_name = "SIZE")]
     pub cache_max_size: Option<String>,
+    /// With a cache, write to FILE which functions each function stage recomputed (the others
+    /// came from the cache): one line per stage, `STAGE<TAB>@f @g …`, functions in module order.
+    #[arg(long = "cache-report", value_name = "FILE")]
+    pub cache_report: Option<PathBuf>,
 }
 
 /// Where a run keeps its cache.
@@ -365,8 +377,19 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// Opens the cache at `location` (nothing is read or connected yet).
+    /// Opens the cache at `location` for the code of this executable (nothing is read or
+    /// connected yet).
     pub fn open(location: &CacheLocation, max_size: u64) -> Result<Cache, String> {
+        Cache::open_with(location, max_size, build_id)
+    }
+
+    /// Opens the cache at `location` for the code in the file `code` (the Python extension
+    /// module: there the executable is the interpreter).
+    pub fn open_for_code(location: &CacheLocation, max_size: u64, code: &Path) -> Result<Cache, String> {
+        Cache::open_with(location, max_size, |dir| build_id_of(code, dir))
+    }
+
+    fn open_with(location: &CacheLocation, max_size: u64, build: impl Fn(&Path) -> String) -> Result<Cache, String> {
         match location {
             CacheLocation::Dir(dir) => {
                 let disk = Arc::new(DiskStore::new(dir));
@@ -374,7 +397,7 @@ impl Cache {
                     store: disk.clone(),
                     disk,
                     remote: None,
-                    build: build_id(dir),
+                    build: build(dir),
                     max_size,
                     label: dir.display().to_string(),
                 })
@@ -387,7 +410,7 @@ impl Cache {
                     store: tiered,
                     label: format!("{} (local {})", far.label(), local.display()),
                     remote: Some(far),
-                    build: build_id(local),
+                    build: build(local),
                     max_size,
                 })
             }
@@ -444,6 +467,20 @@ pub struct CachedRun {
     pub diagnostics: Vec<Diagnostic>,
     /// A line for stderr: what was recomputed and reused.
     pub note: String,
+    /// Per function stage, its label and the functions it recomputed (`--cache-report`).
+    pub recomputed: Vec<(String, Vec<Arc<str>>)>,
+}
+
+impl CachedRun {
+    /// The `--cache-report` text: one line per function stage, `STAGE<TAB>@f @g …`.
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        for (label, names) in &self.recomputed {
+            let names: Vec<String> = names.iter().map(|n| format!("@{n}")).collect();
+            out.push_str(&format!("{label}\t{}\n", names.join(" ")));
+        }
+        out
+    }
 }
 
 /// Runs `pipeline` on `module` under `ctx` through a session backed by `cache`; `parsed`
@@ -458,9 +495,18 @@ pub fn run_cached(
     let mut session = standard_session(pipeline.clone(), ctx).map_err(|e| e.to_string())?;
     session.set_store(Some((cache.store.clone(), cache.build.clone()))).map_err(|e| e.to_string())?;
     session.load(module);
-    let (result, diagnostics, recomputed) = match session.run() {
-        Ok(out) => (Ok(out.module.clone()), out.diagnostics.clone(), out.stats.recomputed_functions()),
-        Err(SessionError::Pass(e)) => (Err(e), Vec::new(), Vec::new()),
+    let (result, diagnostics, recomputed, per_stage) = match session.run() {
+        Ok(out) => {
+            let per_stage = out
+                .stats
+                .stages
+                .iter()
+                .filter(|s| !s.is_module_pass)
+                .map(|s| (s.label.clone(), s.recomputed.clone()))
+                .collect();
+            (Ok(out.module.clone()), out.diagnostics.clone(), out.stats.recomputed_functions(), per_stage)
+        }
+        Err(SessionError::Pass(e)) => (Err(e), Vec::new(), Vec::new(), Vec::new()),
         Err(e) => return Err(e.to_string()),
     };
     let (hits, misses, rejected, written) = cache.disk.counts();
@@ -488,7 +534,7 @@ pub fn run_cached(
         recomputed.len(),
         module.len(),
     );
-    Ok(CachedRun { result, diagnostics, note })
+    Ok(CachedRun { result, diagnostics, note, recomputed: per_stage })
 }
 
 /// `passel cache`: inspect or trim a cache directory.

@@ -126,6 +126,7 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         ("--trace", &args.trace),
         ("--stats-json", &args.debug.stats_json),
         ("--reproducer", &args.debug.reproducer),
+        ("--cache-report", &args.cache.cache_report),
     ])?;
     let cache = match args.cache.location() {
         Some(location) => Some(crate::cache::Cache::open(&location, args.cache.max_size()?)?),
@@ -248,6 +249,10 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         let run = crate::cache::run_cached(&pipeline, &ctx, &module, cache, parsed)?;
         if console.err(&run.note).is_err() {
             return Ok(console.exit_code(ExitCode::FAILURE));
+        }
+        if let Some(path) = &args.cache.cache_report {
+            std::fs::write(path, run.report())
+                .map_err(|e| format!("cannot write cache report {}: {e}", path.display()))?;
         }
         (run.result, None, Some(run.diagnostics))
     } else {
