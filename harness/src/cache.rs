@@ -34,7 +34,7 @@ use std::process::ExitCode;
 
 use passel_engine::ir::{verify_module, Module};
 use passel_engine::transform::{Diagnostic, PassContext, PassError, Sequential};
-use passel_engine::{SessionError, StageKey, StageStore};
+use passel_engine::{source_key, SessionError, StageKey, StageStore};
 
 use passel_passes::standard_session;
 
@@ -185,14 +185,16 @@ impl StageStore for DiskStore {
                 return None;
             }
         };
-        let mut entry = Vec::new();
+        // One fstat gives the size (one allocation, one read) and the last use.
+        let meta = file.metadata().ok();
+        let mut entry = Vec::with_capacity(meta.as_ref().map_or(0, |m| m.len() as usize));
         if let Err(e) = (&file).read_to_end(&mut entry) {
             self.misses.fetch_add(1, Ordering::Relaxed);
             self.warn(&format!("cannot read {} ({e})", path.display()));
             return None;
         }
         self.hits.fetch_add(1, Ordering::Relaxed);
-        let last_use = file.metadata().and_then(|m| m.modified()).unwrap_or(UNIX_EPOCH);
+        let last_use = meta.and_then(|m| m.modified().ok()).unwrap_or(UNIX_EPOCH);
         let now = SystemTime::now();
         if now.duration_since(last_use).is_ok_and(|d| d.as_millis() > TOUCH_AFTER_MS) {
             // Records the use for the LRU order; failing only makes eviction less exact.
@@ -423,6 +425,36 @@ impl Cache {
         source::parse_cached(text, &*self.store, &self.build, threads)
     }
 
+    /// The key of the run entry of `text` run under `settings` (the pipeline options as words).
+    pub fn run_key(&self, settings: &str, text: &str) -> StageKey {
+        // A source key under a build string no source key has: a separate key space.
+        source_key(&format!("{}\0run\0{settings}", self.build), text)
+    }
+
+    /// The printed output of an earlier run whose key is `key`, when the cache has it and it
+    /// checks (see [`RUN_MAGIC`]); a damaged entry is reported and dropped.
+    pub fn get_run(&self, key: &StageKey) -> Option<String> {
+        let entry = self.store.get(key)?;
+        match open_run_entry(&entry, key) {
+            Ok(text) => Some(text),
+            Err(reason) => {
+                self.store.rejected(key, reason);
+                None
+            }
+        }
+    }
+
+    /// Keeps `output`, the printed output of the run whose key is `key`.
+    pub fn put_run(&self, key: &StageKey, output: &str) {
+        let mut entry = Vec::with_capacity(output.len() + 36);
+        entry.extend_from_slice(RUN_MAGIC);
+        entry.extend_from_slice(&key.0);
+        entry.extend_from_slice(&run_checksum(output.as_bytes()).to_le_bytes());
+        entry.extend_from_slice(&(output.len() as u64).to_le_bytes());
+        entry.extend_from_slice(output.as_bytes());
+        self.store.put(key, &entry);
+    }
+
     /// Trims the directory to its cap when this process wrote to it; returns the entries
     /// removed.
     pub fn trim(&self) -> usize {
@@ -432,6 +464,40 @@ impl Cache {
             0
         }
     }
+}
+
+/// The first bytes of a run entry: what `passel run --cache` printed for a whole module text
+/// under given settings, kept only for runs that succeeded without a diagnostic. Layout: this
+/// magic, the key (16 bytes), a checksum of the output (8), its length (8), the output. The
+/// key is [`Cache::run_key`]: the build, the entry format and engine version, the pipeline
+/// options and the whole text, so any change to the text or the options misses it.
+pub const RUN_MAGIC: &[u8; 4] = b"PSLR";
+
+fn run_checksum(bytes: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    h.write(bytes);
+    h.finish()
+}
+
+/// The output in the run entry `entry` for `key`, or why it is refused.
+fn open_run_entry(entry: &[u8], key: &StageKey) -> Result<String, &'static str> {
+    let header = entry.get(..36).ok_or("truncated run entry")?;
+    if &header[..4] != RUN_MAGIC {
+        return Err("not a run entry");
+    }
+    if header[4..20] != key.0 {
+        return Err("run entry for another key");
+    }
+    let sum = u64::from_le_bytes(header[20..28].try_into().map_err(|_| "truncated run entry")?);
+    let len = u64::from_le_bytes(header[28..36].try_into().map_err(|_| "truncated run entry")?);
+    let body = &entry[36..];
+    if body.len() as u64 != len {
+        return Err("run entry of the wrong length");
+    }
+    if run_checksum(body) != sum {
+        return Err("checksum mismatch");
+    }
+    String::from_utf8(body.to_vec()).map_err(|_| "run entry is not UTF-8")
 }
 
 /// Loads `path` as `crate::cmd::load` does, parsing a `.pir` file through `cache` when there
@@ -445,18 +511,37 @@ pub fn load(
     cache: Option<&Cache>,
     threads: usize,
 ) -> Result<(Module, String, Option<SourceCounts>), ExitCode> {
-    if let Some(cache) = cache {
-        if path.as_os_str() != "-" && !crate::onnx::is_onnx(path) && crate::args::check_input_shapes(shapes).is_ok() {
-            if let Ok(src) = crate::cmd::read_source(path) {
-                if let Some((module, counts)) = cache.parse(&src, threads) {
-                    if verify_module(&module).is_ok() {
-                        return Ok((module, src, Some(counts)));
-                    }
-                }
-            }
+    match cache.and_then(|_| read_text(path, shapes)) {
+        Some(src) => parse_text(console, path, src, cache, threads),
+        None => crate::cmd::load(console, path, shapes).map(|(m, src)| (m, src, None)),
+    }
+}
+
+/// The text of `path` when it is a `.pir` file the cache can parse (not stdin, not a model);
+/// `None` when it is not, or cannot be read (the full load reports why).
+pub fn read_text(path: &PathBuf, shapes: &crate::onnx::InputShapeArgs) -> Option<String> {
+    if path.as_os_str() == "-" || crate::onnx::is_onnx(path) || crate::args::check_input_shapes(shapes).is_err() {
+        return None;
+    }
+    crate::cmd::read_source(path).ok()
+}
+
+/// Parses `src`, the text of `path`, through `cache` (only the functions whose text is new are
+/// parsed); text the shortcut does not take, and a module that does not verify, go through the
+/// full parse, which reports errors as usual.
+pub fn parse_text(
+    console: &Console,
+    path: &Path,
+    src: String,
+    cache: Option<&Cache>,
+    threads: usize,
+) -> Result<(Module, String, Option<SourceCounts>), ExitCode> {
+    if let Some((module, counts)) = cache.and_then(|c| c.parse(&src, threads)) {
+        if verify_module(&module).is_ok() {
+            return Ok((module, src, Some(counts)));
         }
     }
-    crate::cmd::load(console, path, shapes).map(|(m, src)| (m, src, None))
+    crate::cmd::parse_source(console, path, src).map(|(m, src)| (m, src, None))
 }
 
 /// What a cached run gives.
@@ -469,6 +554,8 @@ pub struct CachedRun {
     pub note: String,
     /// Per function stage, its label and the functions it recomputed (`--cache-report`).
     pub recomputed: Vec<(String, Vec<Arc<str>>)>,
+    /// The session that ran (a process about to exit may leave it unfreed).
+    pub session: passel_engine::Session,
 }
 
 impl CachedRun {
@@ -534,7 +621,7 @@ pub fn run_cached(
         recomputed.len(),
         module.len(),
     );
-    Ok(CachedRun { result, diagnostics, note, recomputed: per_stage })
+    Ok(CachedRun { result, diagnostics, note, recomputed: per_stage, session })
 }
 
 /// `passel cache`: inspect or trim a cache directory.

@@ -104,6 +104,9 @@ fn a_new_process_recomputes_only_what_changed_since_any_earlier_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// What the note says when a run entry (an earlier run of the same text and options) answered.
+const RUN_ENTRY_NOTE: &str = "the output of an earlier run of the same text and options reused";
+
 /// The number of stage results the note says were reused.
 fn reused(err: &str) -> usize {
     let line = err.lines().find(|l| l.starts_with("cache ")).expect("cache note on stderr");
@@ -128,11 +131,21 @@ fn standard_pipeline_outputs_are_identical_with_a_cache() {
             assert_eq!(run.stdout, cold.stdout, "-O {opt}");
             assert_eq!(non_note(&stderr(run)), non_note(&stderr(&cold)), "-O {opt}");
         }
-        // Every function-stage result and every parsed function comes from the cache.
-        let err = stderr(&warm);
+        // The warm run's output is the first one's run entry.
+        assert!(stderr(&warm).contains(RUN_ENTRY_NOTE), "{}", stderr(&warm));
+        // With a comment above the first function no run entry answers: every function-stage
+        // result and every function but the first comes from the cache.
+        let touched = write(&dir, "touched.pir", &format!("// touched at -O{opt}\n{text}"));
+        let t = touched.to_str().expect("utf-8 path");
+        let run = passel(&["run", t, "-O", opt, "-j", "2", "--cache", c]);
+        assert!(run.status.success(), "{}", stderr(&run));
+        assert_eq!(run.stdout, cold.stdout, "-O {opt}");
+        let err = stderr(&run);
         assert!(reused(&err) > 30, "-O {opt}: {err}");
-        assert!(err.contains(" 0 computed, 0 rejected"), "{err}");
-        assert!(err.contains("; 0 of 30 functions parsed"), "{err}");
+        assert_eq!(recomputed(&err).0, 0, "{err}");
+        // The two misses: the new text's source entry and the run entry.
+        assert!(err.contains(" 2 computed, 0 rejected"), "{err}");
+        assert!(err.contains("; 1 of 30 functions parsed"), "{err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -184,9 +197,16 @@ fn processes_sharing_a_cache_at_once_leave_only_valid_entries() {
         assert!(out.status.success(), "{}", stderr(&out));
         assert_eq!(&String::from_utf8_lossy(&out.stdout), cold);
     }
-    // Every entry is valid: a second round reads them all without a rejection.
+    // Every entry is valid: a second round reads each file's run entry, and a third one (a
+    // comment above the first function, so no run entry answers) every stage entry, without a
+    // rejection.
     for (f, cold) in files.iter().zip(&colds) {
         let (out, err, _) = run(f, Some(&cache));
+        assert_eq!(&out, cold);
+        assert!(err.contains(RUN_ENTRY_NOTE), "{err}");
+        assert!(!err.contains("warning"), "{err}");
+        let touched = write(&dir, "touched.pir", &format!("// touched\n{}", std::fs::read_to_string(f).expect("read")));
+        let (out, err, _) = run(&touched, Some(&cache));
         assert_eq!(&out, cold);
         assert_eq!(recomputed(&err).0, 0, "{err}");
         assert!(err.contains(" 0 rejected"), "{err}");

@@ -20,7 +20,8 @@ from passel.transform import PassContext
 from conftest import chain
 
 # Runs a Session with the cache given on the command line over the module text on stdin and
-# prints, as JSON, what each function stage recomputed, the cache's counts and the output.
+# prints, as JSON, what the function stages recomputed (a name per stage that recomputed it),
+# the cache's counts and the output.
 SCRIPT = """
 import json, sys
 import passel
@@ -55,7 +56,7 @@ def test_a_session_in_a_new_process_reuses_the_cache(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     text = chain(8).script()
     first = run_in_new_process(cache, text)
-    assert sorted(first["recomputed"]) == sorted(f"g{i}" for i in range(8))
+    assert set(first["recomputed"]) == {f"g{i}" for i in range(8)}
     assert first["output"] == cold_output(text)
     assert first["counts"][3] > 0  # bytes written
 
@@ -69,7 +70,7 @@ def test_a_session_in_a_new_process_reuses_the_cache(tmp_path: Path) -> None:
     edited = text.replace("multiply(3.0f, 0.5f)", "multiply(3.0f, 0.25f)", 1)
     assert edited != text
     third = run_in_new_process(cache, edited)
-    assert third["recomputed"] == ["g3"]
+    assert set(third["recomputed"]) == {"g3"}
     assert third["output"] == cold_output(edited)
 
 
