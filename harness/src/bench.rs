@@ -15,6 +15,9 @@
 //! again). The cold session's output is compared with the serial run's too. Then the same three
 //! for a session in [`MemoryMode::Lean`]: `lean-cold`, `lean-nochange`, `lean-edit`.
 //!
+//! `--cache` adds whole runs with a persistent cache (`cache.rs`: `cache-cold`, `cache-fill`,
+//! `cache-nochange`, `cache-edit`) and the cache's bytes per function.
+//!
 //! `--model FILE.onnx` benches a real model instead (`model.rs`): `import`, the same serial
 //! and parallel rows, and `print`, with peak memory against the model's weight bytes.
 

@@ -17,6 +17,11 @@
 //! second `passel` process could not use the cache at the same time. `tempfile` (already a
 //! dependency) gives the atomic write.
 //!
+//! Besides the engine's entries (function-stage results, parsed functions) the directory holds
+//! *run entries* ([`RUN_MAGIC`]): the printed output of a clean run of one whole text under one
+//! set of pipeline options, which answers a `passel run` that changed nothing without parsing
+//! or running anything (`cmd/run.rs`).
+//!
 //! The size cap is least-recently-used: a hit on an entry last used more than
 //! [`TOUCH_AFTER_MS`] ago sets its modification time to now, and [`DiskStore::gc`] removes the
 //! entries used longest ago until the cache fits. Anything that goes wrong on disk is a miss or

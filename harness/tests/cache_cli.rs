@@ -1,7 +1,9 @@
 //! The persistent stage cache across real processes: each step runs the `passel` binary anew
 //! with `--cache DIR`; every output is byte-identical to a run without a cache, and the
-//! stderr note says which functions the process recomputed. Several processes share one
-//! directory at once; damaged entries are detected and recomputed.
+//! stderr note says which functions the process recomputed. A run with the same text and
+//! options as an earlier one is answered by its run entry; the tests that read per-function
+//! entries add a comment above the first function so that no run entry answers. Several
+//! processes share one directory at once; damaged entries are detected and recomputed.
 
 #[path = "support/cli.rs"]
 mod cli;
