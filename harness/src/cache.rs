@@ -301,10 +301,6 @@ pub struct CacheArgs {
     /// Size cap of the local cache directory; least recently used entries go first (default 1G).
     #[arg(long = "cache-max-size", value_name = "SIZE")]
     pub cache_max_size: Option<String>,
-    /// With a cache, write to FILE which functions each function stage recomputed (the others
-    /// came from the cache): one line per stage, `STAGE<TAB>@f @g …`, functions in module order.
-    #[arg(long = "cache-report", value_name = "FILE")]
-    pub cache_report: Option<PathBuf>,
 }
 
 /// Where a run keeps its cache.

@@ -54,6 +54,11 @@ pub struct RunArgs {
     pub output: Option<PathBuf>,
     #[command(flatten)]
     pub cache: crate::cache::CacheArgs,
+    /// With a cache, write to FILE which functions each function stage recomputed (the others
+    /// came from the cache): one line per stage, `STAGE<TAB>@f @g …`, functions in module order
+    /// (empty when a run entry answered).
+    #[arg(long = "cache-report", value_name = "FILE")]
+    pub cache_report: Option<PathBuf>,
     #[command(flatten)]
     pub debug: DebugArgs,
 }
@@ -126,12 +131,15 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         ("--trace", &args.trace),
         ("--stats-json", &args.debug.stats_json),
         ("--reproducer", &args.debug.reproducer),
-        ("--cache-report", &args.cache.cache_report),
+        ("--cache-report", &args.cache_report),
     ])?;
     let cache = match args.cache.location() {
         Some(location) => Some(crate::cache::Cache::open(&location, args.cache.max_size()?)?),
         None => None,
     };
+    if args.cache_report.is_some() && cache.is_none() {
+        return Err("--cache-report needs a cache (--cache DIR|URL or PASSEL_CACHE_DIR)".to_string());
+    }
     let threads = args
         .threads
         .threads
@@ -283,7 +291,7 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         if console.err(&run.note).is_err() {
             return Ok(console.exit_code(ExitCode::FAILURE));
         }
-        if let Some(path) = &args.cache.cache_report {
+        if let Some(path) = &args.cache_report {
             std::fs::write(path, run.report())
                 .map_err(|e| format!("cannot write cache report {}: {e}", path.display()))?;
         }
@@ -373,7 +381,7 @@ fn write_run_entry_hit(
     if console.err(&note).is_err() {
         return Ok(console.exit_code(ExitCode::FAILURE));
     }
-    if let Some(path) = &args.cache.cache_report {
+    if let Some(path) = &args.cache_report {
         std::fs::write(path, "").map_err(|e| format!("cannot write cache report {}: {e}", path.display()))?;
     }
     match &args.output {
