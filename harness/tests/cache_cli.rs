@@ -268,3 +268,37 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_run_with_diagnostics_keeps_no_run_entry_and_reports_them_every_time() {
+    let dir = temp_dir("cache-diagnostics");
+    let cache = dir.join("cache");
+    let file = write(&dir, "bad.pir", "def @f(%x: Tensor[(2,), f32]) -> Tensor[(3,), f32] {\n  relu(%x)\n}\n");
+    let (f, c) = (file.to_str().expect("utf-8 path"), cache.to_str().expect("utf-8 path"));
+    let cold = passel(&["run", f]);
+    assert!(!cold.status.success());
+    assert!(stderr(&cold).contains("declared result is"), "{}", stderr(&cold));
+    for _ in 0..2 {
+        let cached = passel(&["run", f, "--cache", c]);
+        assert_eq!(cached.status.code(), cold.status.code());
+        assert_eq!(cached.stdout, cold.stdout);
+        assert_eq!(non_note(&stderr(&cached)), non_note(&stderr(&cold)));
+        assert!(!stderr(&cached).contains(RUN_ENTRY_NOTE), "{}", stderr(&cached));
+    }
+    // A clean file gets its run entry, and the `--cache-report` of that run is empty.
+    let good = write(&dir, "good.pir", &module_text(3));
+    let g = good.to_str().expect("utf-8 path");
+    let report = dir.join("report.txt");
+    let r = report.to_str().expect("utf-8 path");
+    let first = passel(&["run", g, "--cache", c, "--cache-report", r]);
+    assert!(std::fs::read_to_string(&report).expect("report").lines().count() > 0);
+    let second = passel(&["run", g, "--cache", c, "--cache-report", r]);
+    assert_eq!(second.stdout, first.stdout);
+    assert!(stderr(&second).contains(RUN_ENTRY_NOTE), "{}", stderr(&second));
+    assert_eq!(std::fs::read_to_string(&report).expect("report"), "");
+    // And a report needs a cache.
+    let refused = passel(&["run", g, "--cache-report", r]);
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("--cache-report needs a cache"), "{}", stderr(&refused));
+    let _ = std::fs::remove_dir_all(&dir);
+}
