@@ -296,6 +296,13 @@ fn a_run_with_diagnostics_keeps_no_run_entry_and_reports_them_every_time() {
     assert_eq!(second.stdout, first.stdout);
     assert!(stderr(&second).contains(RUN_ENTRY_NOTE), "{}", stderr(&second));
     assert_eq!(std::fs::read_to_string(&report).expect("report"), "");
+    // Statistics count the work a run does, so a run that reports them takes no run entry.
+    let stats = dir.join("stats.json");
+    let counted = passel(&["run", g, "--cache", c, "--stats-json", stats.to_str().expect("utf-8 path")]);
+    assert!(counted.status.success(), "{}", stderr(&counted));
+    assert_eq!(counted.stdout, first.stdout);
+    assert!(stats.exists());
+    assert!(!stderr(&counted).contains(RUN_ENTRY_NOTE), "{}", stderr(&counted));
     // And a report needs a cache.
     let refused = passel(&["run", g, "--cache-report", r]);
     assert!(!refused.status.success());

@@ -269,8 +269,10 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         }
     }
     let use_cache = args.cache.location_for(&ctx, args.trace.is_some())?.is_some();
-    // A run entry: the output of an earlier run of this very text under these options.
-    let run_key = match (&cache, use_cache, &loaded) {
+    // A run entry: the output of an earlier run of this very text under these options. Not
+    // when the run must report statistics (they count the work a run does).
+    let stats_wanted = args.debug.stats || args.debug.stats_json.is_some();
+    let run_key = match (&cache, use_cache && !stats_wanted, &loaded) {
         (Some(c), true, None) => Some(c.run_key(&args.pipeline.canonical()?.to_words().join("\n"), &src)),
         _ => None,
     };
