@@ -52,10 +52,18 @@ fn server() -> Result<&'static str, &'static str> {
 fn start_server() -> Option<String> {
     let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
     let dir = temp_dir("redis-server");
-    let child = Command::new("redis-server")
+    if Command::new("redis-server").arg("--version").output().is_err() {
+        return None;
+    }
+    // The server runs under a shell that stops it when its standard input closes, which
+    // happens when this test process exits however it exits (statics are never dropped, so a
+    // `Child` kept in one would outlive the tests).
+    let child = Command::new("sh")
+        .args(["-c", "redis-server \"$@\" & pid=$!; read _; kill $pid", "sh"])
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .arg("--dir")
         .arg(&dir)
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
