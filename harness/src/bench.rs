@@ -15,15 +15,20 @@
 //! again). The cold session's output is compared with the serial run's too. Then the same three
 //! for a session in [`MemoryMode::Lean`]: `lean-cold`, `lean-nochange`, `lean-edit`.
 //!
+//! `--cache` adds whole runs with a persistent cache (`cache.rs`: `cache-cold`, `cache-fill`,
+//! `cache-nochange`, `cache-edit`) and the cache's bytes per function.
+//!
 //! `--model FILE.onnx` benches a real model instead (`model.rs`): `import`, the same serial
 //! and parallel rows, and `print`, with peak memory against the model's weight bytes.
 
 mod alloc;
+pub mod cache;
 mod cli;
 pub mod model;
 pub(crate) mod report;
 
 pub use alloc::CountingAlloc;
+pub use cache::CacheSize;
 pub use cli::{parse_threads, run_cli, BenchArgs, DEFAULT_PIPELINE};
 pub use model::ModelInfo;
 pub use report::{BenchReport, Machine};
@@ -270,14 +275,7 @@ fn session_rows(
 /// `name`'s function from `module` with one more, dead, binding at the start of its body: a
 /// body edit that keeps the signature. Done on the text, so it works for any workload.
 fn with_dead_binding(module: &Module, name: &str) -> Result<Arc<Function>, String> {
-    let text = print_module(module);
-    let header = format!("def @{name}(");
-    let at = text
-        .match_indices(&header)
-        .find(|(i, _)| *i == 0 || text.as_bytes()[i - 1] == b'\n')
-        .and_then(|(i, _)| text[i..].find('\n').map(|nl| i + nl + 1))
-        .ok_or_else(|| format!("cannot find the definition of @{name} to edit"))?;
-    let edited = format!("{}  let %passel_bench_edit = 1.0f;\n{}", &text[..at], &text[at..]);
+    let edited = cache::edited_text(&print_module(module), name, 1)?;
     let module = parse_module(&edited).map_err(|e| format!("edited @{name} does not parse: {e}"))?;
     module.get(name).cloned().ok_or_else(|| format!("edited module lost @{name}"))
 }

@@ -17,6 +17,11 @@
 //! second `passel` process could not use the cache at the same time. `tempfile` (already a
 //! dependency) gives the atomic write.
 //!
+//! Besides the engine's entries (function-stage results, parsed functions) the directory holds
+//! *run entries* ([`RUN_MAGIC`]): the printed output of a clean run of one whole text under one
+//! set of pipeline options, which answers a `passel run` that changed nothing without parsing
+//! or running anything (`cmd/run.rs`).
+//!
 //! The size cap is least-recently-used: a hit on an entry last used more than
 //! [`TOUCH_AFTER_MS`] ago sets its modification time to now, and [`DiskStore::gc`] removes the
 //! entries used longest ago until the cache fits. Anything that goes wrong on disk is a miss or
@@ -34,7 +39,7 @@ use std::process::ExitCode;
 
 use passel_engine::ir::{verify_module, Module};
 use passel_engine::transform::{Diagnostic, PassContext, PassError, Sequential};
-use passel_engine::{SessionError, StageKey, StageStore};
+use passel_engine::{source_key, SessionError, StageKey, StageStore};
 
 use passel_passes::standard_session;
 
@@ -185,14 +190,16 @@ impl StageStore for DiskStore {
                 return None;
             }
         };
-        let mut entry = Vec::new();
+        // One fstat gives the size (one allocation, one read) and the last use.
+        let meta = file.metadata().ok();
+        let mut entry = Vec::with_capacity(meta.as_ref().map_or(0, |m| m.len() as usize));
         if let Err(e) = (&file).read_to_end(&mut entry) {
             self.misses.fetch_add(1, Ordering::Relaxed);
             self.warn(&format!("cannot read {} ({e})", path.display()));
             return None;
         }
         self.hits.fetch_add(1, Ordering::Relaxed);
-        let last_use = file.metadata().and_then(|m| m.modified()).unwrap_or(UNIX_EPOCH);
+        let last_use = meta.and_then(|m| m.modified().ok()).unwrap_or(UNIX_EPOCH);
         let now = SystemTime::now();
         if now.duration_since(last_use).is_ok_and(|d| d.as_millis() > TOUCH_AFTER_MS) {
             // Records the use for the LRU order; failing only makes eviction less exact.
@@ -206,14 +213,28 @@ impl StageStore for DiskStore {
     fn put(&self, key: &StageKey, entry: &[u8]) {
         let path = self.path_of(key);
         let tmp_dir = self.dir.join("v1").join("tmp");
+        // The directories usually exist: they are made only when a create or a rename says
+        // they do not (two syscalls fewer per entry written).
         let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(&tmp_dir)?;
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            let mut tmp = tempfile::NamedTempFile::new_in(&tmp_dir)?;
+            let mut tmp = match tempfile::NamedTempFile::new_in(&tmp_dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    std::fs::create_dir_all(&tmp_dir)?;
+                    tempfile::NamedTempFile::new_in(&tmp_dir)?
+                }
+                made => made?,
+            };
             std::io::Write::write_all(&mut tmp, entry)?;
-            tmp.persist(&path).map_err(|e| e.error)?;
+            match tmp.persist(&path) {
+                Err(e) if e.error.kind() == std::io::ErrorKind::NotFound => {
+                    if let Some(parent) = path.parent() {
+                        std::fs::create_dir_all(parent)?;
+                    }
+                    e.file.persist(&path).map_err(|e| e.error)?;
+                }
+                done => {
+                    done.map_err(|e| e.error)?;
+                }
+            }
             Ok(())
         };
         match write() {
@@ -231,12 +252,20 @@ impl StageStore for DiskStore {
     }
 }
 
-/// A name for the code of this executable (its passes included): a hash of its bytes, kept in
-/// `dir/builds/` under the file's size and modification time so it is computed once per
-/// build. Entries made by another build are never used.
+/// A name for the code of this executable (its passes included): [`build_id_of`] the
+/// executable. Entries made by another build are never used.
 pub fn build_id(dir: &Path) -> String {
-    let Ok(exe) = std::env::current_exe() else { return "unknown-build".to_string() };
-    let Ok(meta) = std::fs::metadata(&exe) else { return "unknown-build".to_string() };
+    match std::env::current_exe() {
+        Ok(exe) => build_id_of(&exe, dir),
+        Err(_) => "unknown-build".to_string(),
+    }
+}
+
+/// A name for the code in the file `code` (an executable, or the Python extension module): a
+/// hash of its bytes, kept in `dir/builds/` under the file's size and modification time so it
+/// is computed once per build.
+pub fn build_id_of(exe: &Path, dir: &Path) -> String {
+    let Ok(meta) = std::fs::metadata(exe) else { return "unknown-build".to_string() };
     let mtime = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
     let memo = dir.join("builds").join(format!("{}-{mtime}", meta.len()));
     if let Ok(id) = std::fs::read_to_string(&memo) {
@@ -244,7 +273,7 @@ pub fn build_id(dir: &Path) -> String {
             return id;
         }
     }
-    let Ok(mut file) = std::fs::File::open(&exe) else { return "unknown-build".to_string() };
+    let Ok(mut file) = std::fs::File::open(exe) else { return "unknown-build".to_string() };
     let mut h = DefaultHasher::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -365,8 +394,19 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// Opens the cache at `location` (nothing is read or connected yet).
+    /// Opens the cache at `location` for the code of this executable (nothing is read or
+    /// connected yet).
     pub fn open(location: &CacheLocation, max_size: u64) -> Result<Cache, String> {
+        Cache::open_with(location, max_size, build_id)
+    }
+
+    /// Opens the cache at `location` for the code in the file `code` (the Python extension
+    /// module: there the executable is the interpreter).
+    pub fn open_for_code(location: &CacheLocation, max_size: u64, code: &Path) -> Result<Cache, String> {
+        Cache::open_with(location, max_size, |dir| build_id_of(code, dir))
+    }
+
+    fn open_with(location: &CacheLocation, max_size: u64, build: impl Fn(&Path) -> String) -> Result<Cache, String> {
         match location {
             CacheLocation::Dir(dir) => {
                 let disk = Arc::new(DiskStore::new(dir));
@@ -374,7 +414,7 @@ impl Cache {
                     store: disk.clone(),
                     disk,
                     remote: None,
-                    build: build_id(dir),
+                    build: build(dir),
                     max_size,
                     label: dir.display().to_string(),
                 })
@@ -387,7 +427,7 @@ impl Cache {
                     store: tiered,
                     label: format!("{} (local {})", far.label(), local.display()),
                     remote: Some(far),
-                    build: build_id(local),
+                    build: build(local),
                     max_size,
                 })
             }
@@ -398,6 +438,36 @@ impl Cache {
     /// when the caller must parse it whole.
     pub fn parse(&self, text: &str, threads: usize) -> Option<(Module, SourceCounts)> {
         source::parse_cached(text, &*self.store, &self.build, threads)
+    }
+
+    /// The key of the run entry of `text` run under `settings` (the pipeline options as words).
+    pub fn run_key(&self, settings: &str, text: &str) -> StageKey {
+        // A source key under a build string no source key has: a separate key space.
+        source_key(&format!("{}\0run\0{settings}", self.build), text)
+    }
+
+    /// The printed output of an earlier run whose key is `key`, when the cache has it and it
+    /// checks (see [`RUN_MAGIC`]); a damaged entry is reported and dropped.
+    pub fn get_run(&self, key: &StageKey) -> Option<String> {
+        let entry = self.store.get(key)?;
+        match open_run_entry(&entry, key) {
+            Ok(text) => Some(text),
+            Err(reason) => {
+                self.store.rejected(key, reason);
+                None
+            }
+        }
+    }
+
+    /// Keeps `output`, the printed output of the run whose key is `key`.
+    pub fn put_run(&self, key: &StageKey, output: &str) {
+        let mut entry = Vec::with_capacity(output.len() + 36);
+        entry.extend_from_slice(RUN_MAGIC);
+        entry.extend_from_slice(&key.0);
+        entry.extend_from_slice(&run_checksum(output.as_bytes()).to_le_bytes());
+        entry.extend_from_slice(&(output.len() as u64).to_le_bytes());
+        entry.extend_from_slice(output.as_bytes());
+        self.store.put(key, &entry);
     }
 
     /// Trims the directory to its cap when this process wrote to it; returns the entries
@@ -411,6 +481,40 @@ impl Cache {
     }
 }
 
+/// The first bytes of a run entry: what `passel run --cache` printed for a whole module text
+/// under given settings, kept only for runs that succeeded without a diagnostic. Layout: this
+/// magic, the key (16 bytes), a checksum of the output (8), its length (8), the output. The
+/// key is [`Cache::run_key`]: the build, the entry format and engine version, the pipeline
+/// options and the whole text, so any change to the text or the options misses it.
+pub const RUN_MAGIC: &[u8; 4] = b"PSLR";
+
+fn run_checksum(bytes: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    h.write(bytes);
+    h.finish()
+}
+
+/// The output in the run entry `entry` for `key`, or why it is refused.
+fn open_run_entry(entry: &[u8], key: &StageKey) -> Result<String, &'static str> {
+    let header = entry.get(..36).ok_or("truncated run entry")?;
+    if &header[..4] != RUN_MAGIC {
+        return Err("not a run entry");
+    }
+    if header[4..20] != key.0 {
+        return Err("run entry for another key");
+    }
+    let sum = u64::from_le_bytes(header[20..28].try_into().map_err(|_| "truncated run entry")?);
+    let len = u64::from_le_bytes(header[28..36].try_into().map_err(|_| "truncated run entry")?);
+    let body = &entry[36..];
+    if body.len() as u64 != len {
+        return Err("run entry of the wrong length");
+    }
+    if run_checksum(body) != sum {
+        return Err("checksum mismatch");
+    }
+    String::from_utf8(body.to_vec()).map_err(|_| "run entry is not UTF-8")
+}
+
 /// Loads `path` as `crate::cmd::load` does, parsing a `.pir` file through `cache` when there
 /// is one (only the functions whose text is new are parsed); the counts say what the cache
 /// gave. Any text the shortcut does not take, and any module that does not verify, goes
@@ -422,18 +526,37 @@ pub fn load(
     cache: Option<&Cache>,
     threads: usize,
 ) -> Result<(Module, String, Option<SourceCounts>), ExitCode> {
-    if let Some(cache) = cache {
-        if path.as_os_str() != "-" && !crate::onnx::is_onnx(path) && crate::args::check_input_shapes(shapes).is_ok() {
-            if let Ok(src) = crate::cmd::read_source(path) {
-                if let Some((module, counts)) = cache.parse(&src, threads) {
-                    if verify_module(&module).is_ok() {
-                        return Ok((module, src, Some(counts)));
-                    }
-                }
-            }
+    match cache.and_then(|_| read_text(path, shapes)) {
+        Some(src) => parse_text(console, path, src, cache, threads),
+        None => crate::cmd::load(console, path, shapes).map(|(m, src)| (m, src, None)),
+    }
+}
+
+/// The text of `path` when it is a `.pir` file the cache can parse (not stdin, not a model);
+/// `None` when it is not, or cannot be read (the full load reports why).
+pub fn read_text(path: &PathBuf, shapes: &crate::onnx::InputShapeArgs) -> Option<String> {
+    if path.as_os_str() == "-" || crate::onnx::is_onnx(path) || crate::args::check_input_shapes(shapes).is_err() {
+        return None;
+    }
+    crate::cmd::read_source(path).ok()
+}
+
+/// Parses `src`, the text of `path`, through `cache` (only the functions whose text is new are
+/// parsed); text the shortcut does not take, and a module that does not verify, go through the
+/// full parse, which reports errors as usual.
+pub fn parse_text(
+    console: &Console,
+    path: &Path,
+    src: String,
+    cache: Option<&Cache>,
+    threads: usize,
+) -> Result<(Module, String, Option<SourceCounts>), ExitCode> {
+    if let Some((module, counts)) = cache.and_then(|c| c.parse(&src, threads)) {
+        if verify_module(&module).is_ok() {
+            return Ok((module, src, Some(counts)));
         }
     }
-    crate::cmd::load(console, path, shapes).map(|(m, src)| (m, src, None))
+    crate::cmd::parse_source(console, path, src).map(|(m, src)| (m, src, None))
 }
 
 /// What a cached run gives.
@@ -444,6 +567,22 @@ pub struct CachedRun {
     pub diagnostics: Vec<Diagnostic>,
     /// A line for stderr: what was recomputed and reused.
     pub note: String,
+    /// Per function stage, its label and the functions it recomputed (`--cache-report`).
+    pub recomputed: Vec<(String, Vec<Arc<str>>)>,
+    /// The session that ran (a process about to exit may leave it unfreed).
+    pub session: passel_engine::Session,
+}
+
+impl CachedRun {
+    /// The `--cache-report` text: one line per function stage, `STAGE<TAB>@f @g …`.
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        for (label, names) in &self.recomputed {
+            let names: Vec<String> = names.iter().map(|n| format!("@{n}")).collect();
+            out.push_str(&format!("{label}\t{}\n", names.join(" ")));
+        }
+        out
+    }
 }
 
 /// Runs `pipeline` on `module` under `ctx` through a session backed by `cache`; `parsed`
@@ -458,9 +597,18 @@ pub fn run_cached(
     let mut session = standard_session(pipeline.clone(), ctx).map_err(|e| e.to_string())?;
     session.set_store(Some((cache.store.clone(), cache.build.clone()))).map_err(|e| e.to_string())?;
     session.load(module);
-    let (result, diagnostics, recomputed) = match session.run() {
-        Ok(out) => (Ok(out.module.clone()), out.diagnostics.clone(), out.stats.recomputed_functions()),
-        Err(SessionError::Pass(e)) => (Err(e), Vec::new(), Vec::new()),
+    let (result, diagnostics, recomputed, per_stage) = match session.run() {
+        Ok(out) => {
+            let per_stage = out
+                .stats
+                .stages
+                .iter()
+                .filter(|s| !s.is_module_pass)
+                .map(|s| (s.label.clone(), s.recomputed.clone()))
+                .collect();
+            (Ok(out.module.clone()), out.diagnostics.clone(), out.stats.recomputed_functions(), per_stage)
+        }
+        Err(SessionError::Pass(e)) => (Err(e), Vec::new(), Vec::new(), Vec::new()),
         Err(e) => return Err(e.to_string()),
     };
     let (hits, misses, rejected, written) = cache.disk.counts();
@@ -488,7 +636,7 @@ pub fn run_cached(
         recomputed.len(),
         module.len(),
     );
-    Ok(CachedRun { result, diagnostics, note })
+    Ok(CachedRun { result, diagnostics, note, recomputed: per_stage, session })
 }
 
 /// `passel cache`: inspect or trim a cache directory.

@@ -10,7 +10,7 @@ pub mod list;
 pub mod run;
 pub mod watch;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use passel_engine::ir::{parse_module, verify_module, Module};
@@ -46,6 +46,11 @@ pub fn load(console: &Console, path: &PathBuf, shapes: &onnx::InputShapeArgs) ->
             .map_err(|e| console.error(&e.to_string()));
     }
     let src = read_source(path).map_err(|e| console.error(&e))?;
+    parse_source(console, path, src)
+}
+
+/// Parses and verifies `src`, the text of `path`, printing rendered errors to stderr.
+pub fn parse_source(console: &Console, path: &Path, src: String) -> Result<(Module, String), ExitCode> {
     let name = path.display().to_string();
     let module = parse_module(&src).map_err(|errors| {
         let _ = console.err(&diag::render_parse_errors(&name, &src, &errors));

@@ -1,7 +1,9 @@
 //! The persistent stage cache across real processes: each step runs the `passel` binary anew
 //! with `--cache DIR`; every output is byte-identical to a run without a cache, and the
-//! stderr note says which functions the process recomputed. Several processes share one
-//! directory at once; damaged entries are detected and recomputed.
+//! stderr note says which functions the process recomputed. A run with the same text and
+//! options as an earlier one is answered by its run entry; the tests that read per-function
+//! entries add a comment above the first function so that no run entry answers. Several
+//! processes share one directory at once; damaged entries are detected and recomputed.
 
 #[path = "support/cli.rs"]
 mod cli;
@@ -104,6 +106,9 @@ fn a_new_process_recomputes_only_what_changed_since_any_earlier_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// What the note says when a run entry (an earlier run of the same text and options) answered.
+const RUN_ENTRY_NOTE: &str = "the output of an earlier run of the same text and options reused";
+
 /// The number of stage results the note says were reused.
 fn reused(err: &str) -> usize {
     let line = err.lines().find(|l| l.starts_with("cache ")).expect("cache note on stderr");
@@ -128,11 +133,21 @@ fn standard_pipeline_outputs_are_identical_with_a_cache() {
             assert_eq!(run.stdout, cold.stdout, "-O {opt}");
             assert_eq!(non_note(&stderr(run)), non_note(&stderr(&cold)), "-O {opt}");
         }
-        // Every function-stage result and every parsed function comes from the cache.
-        let err = stderr(&warm);
+        // The warm run's output is the first one's run entry.
+        assert!(stderr(&warm).contains(RUN_ENTRY_NOTE), "{}", stderr(&warm));
+        // With a comment above the first function no run entry answers: every function-stage
+        // result and every function but the first comes from the cache.
+        let touched = write(&dir, "touched.pir", &format!("// touched at -O{opt}\n{text}"));
+        let t = touched.to_str().expect("utf-8 path");
+        let run = passel(&["run", t, "-O", opt, "-j", "2", "--cache", c]);
+        assert!(run.status.success(), "{}", stderr(&run));
+        assert_eq!(run.stdout, cold.stdout, "-O {opt}");
+        let err = stderr(&run);
         assert!(reused(&err) > 30, "-O {opt}: {err}");
-        assert!(err.contains(" 0 computed, 0 rejected"), "{err}");
-        assert!(err.contains("; 0 of 30 functions parsed"), "{err}");
+        assert_eq!(recomputed(&err).0, 0, "{err}");
+        // The two misses: the new text's source entry and the run entry.
+        assert!(err.contains(" 2 computed, 0 rejected"), "{err}");
+        assert!(err.contains("; 1 of 30 functions parsed"), "{err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -184,9 +199,16 @@ fn processes_sharing_a_cache_at_once_leave_only_valid_entries() {
         assert!(out.status.success(), "{}", stderr(&out));
         assert_eq!(&String::from_utf8_lossy(&out.stdout), cold);
     }
-    // Every entry is valid: a second round reads them all without a rejection.
+    // Every entry is valid: a second round reads each file's run entry, and a third one (a
+    // comment above the first function, so no run entry answers) every stage entry, without a
+    // rejection.
     for (f, cold) in files.iter().zip(&colds) {
         let (out, err, _) = run(f, Some(&cache));
+        assert_eq!(&out, cold);
+        assert!(err.contains(RUN_ENTRY_NOTE), "{err}");
+        assert!(!err.contains("warning"), "{err}");
+        let touched = write(&dir, "touched.pir", &format!("// touched\n{}", std::fs::read_to_string(f).expect("read")));
+        let (out, err, _) = run(&touched, Some(&cache));
         assert_eq!(&out, cold);
         assert_eq!(recomputed(&err).0, 0, "{err}");
         assert!(err.contains(" 0 rejected"), "{err}");
@@ -245,4 +267,45 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+#[test]
+fn a_run_with_diagnostics_keeps_no_run_entry_and_reports_them_every_time() {
+    let dir = temp_dir("cache-diagnostics");
+    let cache = dir.join("cache");
+    let file = write(&dir, "bad.pir", "def @f(%x: Tensor[(2,), f32]) -> Tensor[(3,), f32] {\n  relu(%x)\n}\n");
+    let (f, c) = (file.to_str().expect("utf-8 path"), cache.to_str().expect("utf-8 path"));
+    let cold = passel(&["run", f]);
+    assert!(!cold.status.success());
+    assert!(stderr(&cold).contains("declared result is"), "{}", stderr(&cold));
+    for _ in 0..2 {
+        let cached = passel(&["run", f, "--cache", c]);
+        assert_eq!(cached.status.code(), cold.status.code());
+        assert_eq!(cached.stdout, cold.stdout);
+        assert_eq!(non_note(&stderr(&cached)), non_note(&stderr(&cold)));
+        assert!(!stderr(&cached).contains(RUN_ENTRY_NOTE), "{}", stderr(&cached));
+    }
+    // A clean file gets its run entry, and the `--cache-report` of that run is empty.
+    let good = write(&dir, "good.pir", &module_text(3));
+    let g = good.to_str().expect("utf-8 path");
+    let report = dir.join("report.txt");
+    let r = report.to_str().expect("utf-8 path");
+    let first = passel(&["run", g, "--cache", c, "--cache-report", r]);
+    assert!(std::fs::read_to_string(&report).expect("report").lines().count() > 0);
+    let second = passel(&["run", g, "--cache", c, "--cache-report", r]);
+    assert_eq!(second.stdout, first.stdout);
+    assert!(stderr(&second).contains(RUN_ENTRY_NOTE), "{}", stderr(&second));
+    assert_eq!(std::fs::read_to_string(&report).expect("report"), "");
+    // Statistics count the work a run does, so a run that reports them takes no run entry.
+    let stats = dir.join("stats.json");
+    let counted = passel(&["run", g, "--cache", c, "--stats-json", stats.to_str().expect("utf-8 path")]);
+    assert!(counted.status.success(), "{}", stderr(&counted));
+    assert_eq!(counted.stdout, first.stdout);
+    assert!(stats.exists());
+    assert!(!stderr(&counted).contains(RUN_ENTRY_NOTE), "{}", stderr(&counted));
+    // And a report needs a cache.
+    let refused = passel(&["run", g, "--cache-report", r]);
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("--cache-report needs a cache"), "{}", stderr(&refused));
+    let _ = std::fs::remove_dir_all(&dir);
 }

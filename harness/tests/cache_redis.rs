@@ -52,10 +52,18 @@ fn server() -> Result<&'static str, &'static str> {
 fn start_server() -> Option<String> {
     let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
     let dir = temp_dir("redis-server");
-    let child = Command::new("redis-server")
+    if Command::new("redis-server").arg("--version").output().is_err() {
+        return None;
+    }
+    // The server runs under a shell that stops it when its standard input closes, which
+    // happens when this test process exits however it exits (statics are never dropped, so a
+    // `Child` kept in one would outlive the tests).
+    let child = Command::new("sh")
+        .args(["-c", "redis-server \"$@\" & pid=$!; read _; kill $pid", "sh"])
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .arg("--dir")
         .arg(&dir)
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -113,6 +121,18 @@ fn run(file: &Path, cache: Option<(&str, &Path)>) -> Output {
     out
 }
 
+/// A copy of `file` with a comment above its first function: the same functions, but a text
+/// no run entry answers, so a run reads the per-function entries.
+fn touched(file: &Path, tag: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(file).expect("read");
+    let path = file.with_file_name(format!("touched-{tag}.pir"));
+    std::fs::write(&path, format!("// {tag}\n{text}")).expect("write");
+    path
+}
+
+/// What the note says when a run entry (an earlier run of the same text and options) answered.
+const RUN_ENTRY_NOTE: &str = "the output of an earlier run of the same text and options reused";
+
 fn note(out: &Output) -> String {
     stderr(out).lines().find(|l| l.starts_with("cache ")).expect("cache note").to_string()
 }
@@ -128,17 +148,26 @@ fn a_second_machine_reuses_what_the_first_computed() {
     let first = run(&file, Some((&url, &dir.join("machine-a"))));
     assert_eq!(first.stdout, cold.stdout);
     assert!(note(&first).contains("30 of 30 functions recomputed"), "{}", note(&first));
-    // Another machine: its own empty directory, the same server.
+    // Another machine: its own empty directory, the same server, which has the first run's
+    // run entry.
     let second = run(&file, Some((&url, &dir.join("machine-b"))));
     assert_eq!(second.stdout, cold.stdout);
-    let line = note(&second);
-    assert!(line.contains(" 0 computed, 0 rejected"), "{line}");
-    assert!(line.contains("; 0 of 30 functions parsed"), "{line}");
-    assert!(!line.contains("remote 0 hits"), "{line}");
-    // The second machine kept what it fetched: a third run needs no server hit.
-    let third = run(&file, Some((&url, &dir.join("machine-b"))));
+    assert!(note(&second).contains(RUN_ENTRY_NOTE), "{}", note(&second));
+    // A third machine with a text no run entry answers: every function-stage result and all
+    // but one parsed function come from the server.
+    let edited = touched(&file, "third");
+    let third = run(&edited, Some((&url, &dir.join("machine-c"))));
     assert_eq!(third.stdout, cold.stdout);
-    assert!(note(&third).contains("remote 0 hits, 0 misses"), "{}", note(&third));
+    let line = note(&third);
+    assert!(line.contains("0 of 30 functions recomputed"), "{line}");
+    assert!(line.contains(" 0 rejected"), "{line}");
+    assert!(line.contains("; 1 of 30 functions parsed"), "{line}");
+    assert!(!line.contains("remote 0 hits"), "{line}");
+    // That machine kept what it fetched: a fourth run of another such text needs no server hit
+    // but for the new text's source and run entries.
+    let fourth = run(&touched(&file, "fourth"), Some((&url, &dir.join("machine-c"))));
+    assert_eq!(fourth.stdout, cold.stdout);
+    assert!(note(&fourth).contains("remote 0 hits, 2 misses"), "{}", note(&fourth));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -172,7 +201,11 @@ fn processes_writing_one_server_at_once_leave_only_valid_entries() {
     for (i, (f, cold)) in files.iter().zip(&colds).enumerate() {
         let out = run(f, Some((&url, &dir.join(format!("fresh{i}")))));
         assert_eq!(&out.stdout, cold);
-        assert!(note(&out).contains(" 0 computed, 0 rejected"), "{}", note(&out));
+        assert!(note(&out).contains(RUN_ENTRY_NOTE), "{}", note(&out));
+        let out = run(&touched(f, &format!("fresh{i}")), Some((&url, &dir.join(format!("fresh{i}")))));
+        assert_eq!(&out.stdout, cold);
+        assert!(note(&out).contains("0 of 15 functions recomputed"), "{}", note(&out));
+        assert!(note(&out).contains(" 0 rejected"), "{}", note(&out));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -255,7 +288,8 @@ fn a_server_that_goes_away_mid_run_degrades_to_recomputation() {
     // Fill the server, then go through a proxy that cuts each connection after a few replies.
     run(&file, Some((&format!("{base}/4"), &dir.join("filler"))));
     let port = proxy(base, Duration::ZERO, Some(5));
-    let out = run(&file, Some((&format!("redis://127.0.0.1:{port}/4"), &dir.join("local"))));
+    // A text no run entry answers, so the run asks the server for many entries.
+    let out = run(&touched(&file, "cut"), Some((&format!("redis://127.0.0.1:{port}/4"), &dir.join("local"))));
     assert_eq!(out.stdout, cold.stdout);
     assert!(stderr(&out).contains("going on without the remote cache"), "{}", stderr(&out));
     let _ = std::fs::remove_dir_all(&dir);

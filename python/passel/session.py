@@ -8,13 +8,22 @@ it last ran: when it changed, the pass gets a new engine identity and runs again
 function (and the stages after it recompute what its new output changed); otherwise only
 functions whose inputs changed are recomputed. A Python pass whose version is None cannot be
 judged, so it is treated as changed on every run, with a ``RuntimeWarning`` once per pass.
+
+Persistent cache: ``Session(pipeline, ctx, cache=DIR)`` (or ``cache="redis://host:port/db"``,
+with a local directory in front: ``cache_local=DIR``, default ``PASSEL_CACHE_DIR``, else
+``~/.cache/passel``) keeps the results of the registered (Rust) passes' function stages in the
+same cache as ``passel run --cache``, keyed by content, so a Session in another process (or on
+another machine sharing the Redis server) recomputes only what no earlier one computed.
+Results are keyed by the build of the extension module too, so a rebuilt package starts afresh.
+A stage with a Python pass in it is never stored (its code has no identity outside the process).
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Set, Union
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from . import _passel
 from ._passel import StageStats
@@ -54,13 +63,35 @@ class Session:
     one function, ``run()`` returns a ``SessionRun`` saying what each stage recomputed.
     """
 
-    def __init__(self, pipeline_: Union[Pass, str], ctx: Optional[PassContext] = None) -> None:
+    def __init__(
+        self,
+        pipeline_: Union[Pass, str],
+        ctx: Optional[PassContext] = None,
+        cache: Optional[Union[str, os.PathLike[str]]] = None,
+        cache_local: Optional[Union[str, os.PathLike[str]]] = None,
+    ) -> None:
         self.pipeline: Pass = pipeline(pipeline_) if isinstance(pipeline_, str) else pipeline_
         self._versions: Dict[int, Any] = {}
         self._warned: Set[int] = set()
         for p in self._python_passes():
             self._versions[id(p)] = p.version
-        self._handle = _passel.SessionHandle(self.pipeline._handle, ctx)
+        spec = None if cache is None else os.fspath(cache)
+        if spec is not None:
+            # A stage is stored under its passes' registry names, so a Python pass named like a
+            # registered pass would have its results taken for that pass's.
+            registered = {name for name, _, _, _ in _passel.registered_passes()}
+            for p in self._python_passes():
+                if p.info.name in registered:
+                    raise ValueError(
+                        f"Python pass {p.info.name!r} has the name of a registered pass: rename it to use a cache"
+                    )
+        local = None if cache_local is None else os.fspath(cache_local)
+        self._handle = _passel.SessionHandle(self.pipeline._handle, ctx, spec, local)
+
+    def cache_counts(self) -> Optional[Tuple[int, int, int, int]]:
+        """What the persistent cache did since the session was made: ``(hits, misses, rejected
+        entries, bytes written)``, or ``None`` without a cache."""
+        return self._handle.cache_counts()
 
     def _python_passes(self) -> Iterator[_PythonPass]:
         stack: List[Pass] = [self.pipeline]

@@ -1,11 +1,18 @@
 //! Incremental sessions for Python: the engine's `Session` behind a lock, run with the GIL
 //! released. `passel/session.py` adds the Python-pass version rule on top.
+//!
+//! `Session(cache=…)` keeps stage results in the CLI's persistent cache (a directory, or a
+//! Redis server with a directory in front), through `passel_harness::cache`: the package
+//! already depends on passel-harness (for the ONNX file loader), so the store is the CLI's
+//! one, not a second one written here; it moves below the CLI with the loader.
 
+use std::path::PathBuf;
 use std::sync::Mutex;
 
-use passel_engine::ir::parse_module;
+use passel_engine::ir::{parse_module, verify_module};
 use passel_engine::transform::Sequential;
 use passel_engine::{RunStats, Session as RSession};
+use passel_harness::cache::{Cache, CacheArgs, DEFAULT_MAX_SIZE};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -66,6 +73,18 @@ fn stats(s: &RunStats) -> Vec<StageStats> {
 #[pyclass(module = "passel._passel", frozen)]
 pub struct SessionHandle {
     inner: Mutex<RSession>,
+    /// The persistent cache, when the session was given one.
+    cache: Option<Cache>,
+}
+
+/// Opens the cache `spec` (a directory, or `redis://…` with the directory `local` in front)
+/// for the code of this extension module, so entries made by another build of it are never
+/// used (the executable is the Python interpreter, which says nothing about the passes).
+fn open_cache(py: Python<'_>, spec: &str, local: Option<PathBuf>) -> PyResult<Cache> {
+    let args = CacheArgs { cache: Some(spec.to_string()), cache_local: local, ..CacheArgs::default() };
+    let location = args.location().ok_or_else(|| PyValueError::new_err("empty cache location"))?;
+    let code: PathBuf = py.import("passel._passel")?.getattr("__file__")?.extract()?;
+    Cache::open_for_code(&location, DEFAULT_MAX_SIZE, &code).map_err(PyValueError::new_err)
 }
 
 impl SessionHandle {
@@ -81,16 +100,32 @@ impl SessionHandle {
 #[pymethods]
 impl SessionHandle {
     #[new]
-    #[pyo3(signature = (pipeline, ctx=None))]
+    #[pyo3(signature = (pipeline, ctx=None, cache=None, cache_local=None))]
     fn new(
         py: Python<'_>,
         pipeline: PyRef<'_, PassHandle>,
         ctx: Option<PyRef<'_, PassContext>>,
+        cache: Option<&str>,
+        cache_local: Option<PathBuf>,
     ) -> PyResult<SessionHandle> {
         let seq = as_sequential(&pipeline);
         let ctx = ctx.map(|c| c.inner.clone()).unwrap_or_else(passel_engine::PassContext::current);
-        let s = RSession::new(seq, &ctx).map_err(|e| errors::to_py(py, e))?;
-        Ok(SessionHandle { inner: Mutex::new(s) })
+        let mut s = RSession::new(seq, &ctx).map_err(|e| errors::to_py(py, e))?;
+        let cache = cache.map(|spec| open_cache(py, spec, cache_local)).transpose()?;
+        if let Some(c) = &cache {
+            s.set_store(Some((c.store.clone(), c.build.clone()))).map_err(|e| errors::to_py(py, e))?;
+        }
+        Ok(SessionHandle { inner: Mutex::new(s), cache })
+    }
+
+    /// What the cache did since the session was made: ``(hits, misses, rejected, bytes
+    /// written)`` of its directory (with a remote tier, a local miss the server answered is a
+    /// hit), or ``None`` without a cache.
+    fn cache_counts(&self) -> Option<(usize, usize, usize, u64)> {
+        let c = self.cache.as_ref()?;
+        let (hits, misses, rejected, written) = c.disk.counts();
+        let remote = c.remote.as_ref().map_or(0, |r| r.counts().0);
+        Some((hits + remote, misses.saturating_sub(remote), rejected, written))
     }
 
     /// Replaces the pipeline; stages whose passes did not change keep their results.
@@ -108,7 +143,17 @@ impl SessionHandle {
     /// Parses ``text`` and makes it the session's module (see ``load``).
     fn set_source(&self, py: Python<'_>, text: &str) -> PyResult<Vec<String>> {
         let text = text.to_string();
-        let m = py.detach(move || parse_module(&text)).map_err(|e| ParseError::new_err(e.to_string()))?;
+        let cache = self.cache.as_ref();
+        // With a cache, only the functions whose text it has not seen are parsed (the CLI's
+        // `--cache` path); text that shortcut does not take is parsed whole, with its errors.
+        let m = py
+            .detach(move || {
+                match cache.and_then(|c| c.parse(&text, std::thread::available_parallelism().map_or(1, |n| n.get()))) {
+                    Some((m, _)) if verify_module(&m).is_ok() => Ok(m),
+                    _ => parse_module(&text),
+                }
+            })
+            .map_err(|e| ParseError::new_err(e.to_string()))?;
         self.with(|s| s.load(&m).iter().map(|n| n.to_string()).collect())
     }
 

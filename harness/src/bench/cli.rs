@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::cache::cache_rows;
 use super::model::{run_model_bench, ModelBench};
-use super::{count_bindings, run_bench, BenchConfig, BenchReport, BenchRow, CountingAlloc, Machine, ModelInfo};
+use super::{
+    count_bindings, run_bench, BenchConfig, BenchReport, BenchRow, CacheSize, CountingAlloc, Machine, ModelInfo,
+};
 use crate::args::PipelineArgs;
 use crate::console::Console;
 use crate::{gen, onnx};
@@ -56,6 +59,13 @@ pub struct BenchArgs {
     /// default and the lean memory mode).
     #[arg(long)]
     pub no_incremental: bool,
+    /// Also measure whole runs (parse, pipeline, print) with a persistent stage cache in a fresh
+    /// temporary directory, as `passel run --cache DIR` does them: rows `cache-cold` (no cache),
+    /// `cache-fill` (an empty cache), `cache-nochange` (a new session over the filled cache,
+    /// same text) and `cache-edit` (after a body edit of one function), and the cache's size
+    /// per function.
+    #[arg(long, conflicts_with = "model")]
+    pub cache: bool,
     /// Also write the results as JSON (workload, pipeline, machine, rows) to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -150,64 +160,77 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>, console: &Console
         bar
     };
 
-    let (workload, functions, bindings, rows, model): (String, usize, usize, Vec<BenchRow>, Option<ModelInfo>) =
-        if let Some(path) = &args.model {
-            let bar = progress_bar(3 + threads.len());
-            let cfg = ModelBench {
-                path,
-                import: &import,
-                pipeline: &pipeline,
-                options: &options,
-                threads: &threads,
-                repeats: args.repeats as usize,
-                heap,
-            };
-            let result = run_model_bench(&cfg, &mut || bar.inc(1));
-            bar.finish_and_clear();
-            let (rows, info) = result?;
-            let (functions, bindings) = rows.first().map(|r| (r.functions, r.bindings)).unwrap_or_default();
-            (format!("model {}", path.display()), functions, bindings, rows, Some(info))
-        } else {
-            let spinner =
-                indicatif::ProgressBar::new_spinner().with_message(format!("generating {} workload", args.workload));
-            spinner.enable_steady_tick(std::time::Duration::from_millis(120));
-            let functions = args.functions as usize;
-            let module = match (args.workload.as_str(), args.ops) {
-                ("chain", Some(ops)) => gen::chain(&gen::ChainOptions {
-                    functions,
-                    ops: ops as usize,
-                    seed: args.seed,
-                    ..Default::default()
-                }),
-                (kind, _) => gen::workload(kind, functions, args.seed)?,
-            };
-            spinner.finish_and_clear();
-            let bindings = count_bindings(&module);
-            let workload = match args.workload.as_str() {
-                "chain" => format!("chain {}x{}", module.len(), args.ops.unwrap_or(50)),
-                kind => kind.to_string(),
-            };
-            console
-                .err(&format!(
-                    "workload: {workload}, {} functions, {bindings} bindings; pipeline: {passes}\n",
-                    module.len(),
-                ))
-                .map_err(|_| "cannot write to stderr".to_string())?;
-            let bar = progress_bar(1 + threads.len() + if args.no_incremental { 0 } else { 6 });
-            let cfg = BenchConfig {
-                module: &module,
-                pipeline: &pipeline,
-                options: &options,
-                threads: &threads,
-                repeats: args.repeats as usize,
-                incremental: !args.no_incremental,
-                heap,
-            };
-            let rows = run_bench(&cfg, &mut || bar.inc(1));
-            bar.finish_and_clear();
-            (workload, module.len(), bindings, rows?, None)
+    #[allow(clippy::type_complexity)]
+    let (workload, functions, bindings, rows, model, cache): (
+        String,
+        usize,
+        usize,
+        Vec<BenchRow>,
+        Option<ModelInfo>,
+        Option<CacheSize>,
+    ) = if let Some(path) = &args.model {
+        let bar = progress_bar(3 + threads.len());
+        let cfg = ModelBench {
+            path,
+            import: &import,
+            pipeline: &pipeline,
+            options: &options,
+            threads: &threads,
+            repeats: args.repeats as usize,
+            heap,
         };
-    let report = BenchReport { workload, functions, bindings, pipeline: passes, machine, rows, model };
+        let result = run_model_bench(&cfg, &mut || bar.inc(1));
+        bar.finish_and_clear();
+        let (rows, info) = result?;
+        let (functions, bindings) = rows.first().map(|r| (r.functions, r.bindings)).unwrap_or_default();
+        (format!("model {}", path.display()), functions, bindings, rows, Some(info), None)
+    } else {
+        let spinner =
+            indicatif::ProgressBar::new_spinner().with_message(format!("generating {} workload", args.workload));
+        spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+        let functions = args.functions as usize;
+        let module = match (args.workload.as_str(), args.ops) {
+            ("chain", Some(ops)) => {
+                gen::chain(&gen::ChainOptions { functions, ops: ops as usize, seed: args.seed, ..Default::default() })
+            }
+            (kind, _) => gen::workload(kind, functions, args.seed)?,
+        };
+        spinner.finish_and_clear();
+        let bindings = count_bindings(&module);
+        let workload = match args.workload.as_str() {
+            "chain" => format!("chain {}x{}", module.len(), args.ops.unwrap_or(50)),
+            kind => kind.to_string(),
+        };
+        console
+            .err(&format!(
+                "workload: {workload}, {} functions, {bindings} bindings; pipeline: {passes}\n",
+                module.len(),
+            ))
+            .map_err(|_| "cannot write to stderr".to_string())?;
+        let bar =
+            progress_bar(1 + threads.len() + if args.no_incremental { 0 } else { 6 } + if args.cache { 4 } else { 0 });
+        let cfg = BenchConfig {
+            module: &module,
+            pipeline: &pipeline,
+            options: &options,
+            threads: &threads,
+            repeats: args.repeats as usize,
+            incremental: !args.no_incremental,
+            heap,
+        };
+        let rows = run_bench(&cfg, &mut || bar.inc(1)).and_then(|rows| {
+            if !args.cache {
+                return Ok((rows, None));
+            }
+            let threads = threads.iter().copied().max().unwrap_or(1);
+            let (more, size) = cache_rows(&cfg, threads, &mut || bar.inc(1))?;
+            Ok((rows.into_iter().chain(more).collect(), Some(size)))
+        });
+        bar.finish_and_clear();
+        let (rows, cache) = rows?;
+        (workload, module.len(), bindings, rows, None, cache)
+    };
+    let report = BenchReport { workload, functions, bindings, pipeline: passes, machine, rows, model, cache };
     if let (Some(file), Some(path)) = (json_file, &args.json) {
         write_all(file, path, &report.to_json())?;
     }

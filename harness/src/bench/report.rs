@@ -15,7 +15,7 @@
 
 use std::fmt::Write as _;
 
-use super::{BenchRow, ModelInfo};
+use super::{BenchRow, CacheSize, ModelInfo};
 
 /// The machine the bench ran on.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,6 +63,8 @@ pub struct BenchReport {
     pub rows: Vec<BenchRow>,
     /// What a model bench measured besides the rows.
     pub model: Option<ModelInfo>,
+    /// The cache's size after the `cache-fill` row (`--cache`).
+    pub cache: Option<CacheSize>,
 }
 
 impl BenchReport {
@@ -80,7 +82,11 @@ impl BenchReport {
 
     /// The row's time divided by its session's cold row's (`session-edit` → `session-cold`).
     fn vs_cold(&self, row: &BenchRow) -> Option<f64> {
-        let prefix = row.mode.strip_suffix("-nochange").or_else(|| row.mode.strip_suffix("-edit"))?;
+        let prefix = row
+            .mode
+            .strip_suffix("-nochange")
+            .or_else(|| row.mode.strip_suffix("-edit"))
+            .or_else(|| row.mode.strip_suffix("-fill"))?;
         let cold = format!("{prefix}-cold");
         let cold = self.rows.iter().find(|r| r.mode == cold)?.time.as_secs_f64();
         (cold > 0.0).then(|| row.time.as_secs_f64() / cold)
@@ -113,6 +119,15 @@ impl BenchReport {
         }
         if let Some(m) = &self.model {
             out.push_str(&model_summary(m));
+        }
+        if let Some(c) = &self.cache {
+            let _ = writeln!(
+                out,
+                "cache: {} entries, {} ({} bytes per function)",
+                c.entries,
+                size(c.bytes),
+                c.per_function()
+            );
         }
         out
     }
@@ -158,6 +173,18 @@ impl BenchReport {
             );
         }
         out.push_str(if self.rows.is_empty() { "],\n" } else { "\n  ],\n" });
+        match &self.cache {
+            None => out.push_str("  \"cache\": null,\n"),
+            Some(c) => {
+                let _ = writeln!(
+                    out,
+                    "  \"cache\": {{\"entries\": {}, \"bytes\": {}, \"bytes_per_function\": {}}},",
+                    c.entries,
+                    c.bytes,
+                    c.per_function()
+                );
+            }
+        }
         match &self.model {
             None => out.push_str("  \"model\": null\n}\n"),
             Some(m) => {
@@ -404,6 +431,7 @@ mod tests {
             pipeline: "A,B".into(),
             machine: Machine { cores: 2, os: "linux".into(), arch: "x86_64".into(), load_average: None },
             model: None,
+            cache: None,
             rows: vec![
                 row("serial", 1, 200),
                 row("parallel", 2, 100),

@@ -54,6 +54,11 @@ pub struct RunArgs {
     pub output: Option<PathBuf>,
     #[command(flatten)]
     pub cache: crate::cache::CacheArgs,
+    /// With a cache, write to FILE which functions each function stage recomputed (the others
+    /// came from the cache): one line per stage, `STAGE<TAB>@f @g …`, functions in module order
+    /// (empty when a run entry answered).
+    #[arg(long = "cache-report", value_name = "FILE")]
+    pub cache_report: Option<PathBuf>,
     #[command(flatten)]
     pub debug: DebugArgs,
 }
@@ -126,20 +131,40 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         ("--trace", &args.trace),
         ("--stats-json", &args.debug.stats_json),
         ("--reproducer", &args.debug.reproducer),
+        ("--cache-report", &args.cache_report),
     ])?;
     let cache = match args.cache.location() {
         Some(location) => Some(crate::cache::Cache::open(&location, args.cache.max_size()?)?),
         None => None,
     };
+    if args.cache_report.is_some() && cache.is_none() {
+        return Err("--cache-report needs a cache (--cache DIR|URL or PASSEL_CACHE_DIR)".to_string());
+    }
     let threads = args
         .threads
         .threads
         .map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n as usize);
-    let (module, src, parsed) = match crate::cache::load(console, &args.file, &args.shapes, cache.as_ref(), threads) {
-        Ok(loaded) => loaded,
-        Err(code) => return Ok(code),
+    // With a cache, a .pir file's text is read first and parsed only when no run entry for it
+    // answers (below); anything else is loaded now.
+    let mut loaded = None;
+    let src = match cache.as_ref().and_then(|_| crate::cache::read_text(&args.file, &args.shapes)) {
+        Some(src) => src,
+        None => match crate::cache::load(console, &args.file, &args.shapes, cache.as_ref(), threads) {
+            Ok((module, src, parsed)) => {
+                loaded = Some((module, parsed));
+                src
+            }
+            Err(code) => return Ok(code),
+        },
     };
-    for name in &args.debug.print_ir_filter {
+    if !args.debug.print_ir_filter.is_empty() && loaded.is_none() {
+        match crate::cache::parse_text(console, &args.file, src.clone(), cache.as_ref(), threads) {
+            Ok((module, _, parsed)) => loaded = Some((module, parsed)),
+            Err(code) => return Ok(code),
+        }
+    }
+    let filter_module = loaded.as_ref().map(|(m, _)| m);
+    for (name, module) in args.debug.print_ir_filter.iter().zip(std::iter::repeat(filter_module).flatten()) {
         // A warning, not an error: a pass may create the function (LambdaLift, FuseOps).
         let name = name.trim_start_matches('@');
         if module.get(name).is_none() {
@@ -244,11 +269,38 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         }
     }
     let use_cache = args.cache.location_for(&ctx, args.trace.is_some())?.is_some();
+    // A run entry: the output of an earlier run of this very text under these options. Not
+    // when the run must report statistics (they count the work a run does).
+    let stats_wanted = args.debug.stats || args.debug.stats_json.is_some();
+    let run_key = match (&cache, use_cache && !stats_wanted, &loaded) {
+        (Some(c), true, None) => Some(c.run_key(&args.pipeline.canonical()?.to_words().join("\n"), &src)),
+        _ => None,
+    };
+    if let (Some(key), Some(c)) = (&run_key, &cache) {
+        if let Some(output) = c.get_run(key) {
+            return write_run_entry_hit(console, &args, c, &src, &output);
+        }
+    }
+    let (module, parsed) = match loaded {
+        Some(loaded) => loaded,
+        None => match crate::cache::parse_text(console, &args.file, src.clone(), cache.as_ref(), threads) {
+            Ok((module, _, parsed)) => (module, parsed),
+            Err(code) => return Ok(code),
+        },
+    };
     let (res, report, cached_diags) = if let (true, Some(cache)) = (use_cache, &cache) {
         let run = crate::cache::run_cached(&pipeline, &ctx, &module, cache, parsed)?;
         if console.err(&run.note).is_err() {
             return Ok(console.exit_code(ExitCode::FAILURE));
         }
+        if let Some(path) = &args.cache_report {
+            std::fs::write(path, run.report())
+                .map_err(|e| format!("cannot write cache report {}: {e}", path.display()))?;
+        }
+        // The process exits after the output is written: freeing the session's memos one by
+        // one would only delay that (a tenth of a warm run on 10k functions).
+        std::mem::forget(run.session);
+        std::mem::forget(module);
         (run.result, None, Some(run.diagnostics))
     } else {
         let (res, report) = ctx
@@ -297,6 +349,11 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     }
     let module = res.map_err(|e| e.to_string())?;
     let text = print_module(&module);
+    if let (Some(key), Some(c), true) = (&run_key, &cache, diags.is_empty()) {
+        c.put_run(key, &text);
+    }
+    // As with the session above: the process exits next, so the module is not freed node by node.
+    std::mem::forget(module);
     match &args.output {
         Some(path) => std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?,
         None => {
@@ -307,6 +364,37 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     }
     let failed = reproducer_failed || diags.iter().any(|d| d.severity == Severity::Error);
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Finishes a run that a run entry answered: the note, an empty `--cache-report` (no stage
+/// ran) and the output.
+fn write_run_entry_hit(
+    console: &Console,
+    args: &RunArgs,
+    cache: &crate::cache::Cache,
+    src: &str,
+    output: &str,
+) -> Result<ExitCode, String> {
+    let n = crate::cache::function_texts(src).map_or(0, |t| t.len());
+    let note = format!(
+        "cache {}: 0 of {n} functions recomputed; the output of an earlier run of the same text and options reused\n",
+        cache.label
+    );
+    if console.err(&note).is_err() {
+        return Ok(console.exit_code(ExitCode::FAILURE));
+    }
+    if let Some(path) = &args.cache_report {
+        std::fs::write(path, "").map_err(|e| format!("cannot write cache report {}: {e}", path.display()))?;
+    }
+    match &args.output {
+        Some(path) => std::fs::write(path, output).map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+        None => {
+            if console.out(output).is_err() {
+                return Ok(console.exit_code(ExitCode::FAILURE));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Builds the crash reproducer of `failure` and writes it to `path`, with a note on stderr.
