@@ -48,8 +48,8 @@ pub struct RunArgs {
     /// worker thread.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Write the result here instead of stdout. -o, --trace, --stats-json and --reproducer must
-    /// name different files.
+    /// Write the result here instead of stdout, in binary form when OUT ends in `.pirb`. -o,
+    /// --trace, --stats-json and --reproducer must name different files.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
     #[command(flatten)]
@@ -296,9 +296,11 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
             .map_err(|e| format!("cannot write statistics {}: {e}", path.display()))?;
     }
     let module = res.map_err(|e| e.to_string())?;
-    let text = print_module(&module);
+    // `-o OUT.pirb` writes the binary form, which needs no text.
+    let binary_output = args.output.as_deref().is_some_and(crate::files::wants_binary);
+    let text = if binary_output { String::new() } else { print_module(&module) };
     match &args.output {
-        Some(path) => std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+        Some(path) => crate::files::write_module(path, &module, Some(text.as_str()).filter(|_| !binary_output))?,
         None => {
             if console.out(&text).is_err() {
                 return Ok(console.exit_code(ExitCode::FAILURE));
