@@ -1,6 +1,7 @@
 //! The IR: types, tensors and constants, expression arenas, functions and modules.
 
 mod attrs;
+mod binary;
 mod builder;
 mod expr;
 mod function;
@@ -19,6 +20,7 @@ mod visit;
 mod walk;
 
 pub use attrs::{fn_attr, AttrValue, Attrs, FloatLit};
+pub use binary::{is_binary_module, read_module_binary, write_module_binary, BinaryError, PIRB_VERSION};
 pub use builder::FunctionBuilder;
 pub use expr::{ExprKind, Node, Span, TyIdx};
 pub use function::{Closure, Function};

@@ -17,9 +17,21 @@ use passel_engine::ir::{parse_module, verify_module, Module};
 
 use crate::args::check_input_shapes;
 use crate::console::Console;
+use crate::files::ModuleSource;
 use crate::{diag, onnx};
 
+/// Reads the text of `path` ("-" for stdin); a binary module is an error here (see
+/// [`read_module_source`] for the commands that take either).
 pub fn read_source(path: &PathBuf) -> Result<String, String> {
+    match read_module_source(path)? {
+        ModuleSource::Text(src) => Ok(src),
+        ModuleSource::Binary(_) => Err(format!("{}: a binary module, not text", path.display())),
+    }
+}
+
+/// Reads `path` ("-" for stdin): `.pir` text, or a `.pirb` binary module, told apart by the
+/// binary form's magic number.
+pub fn read_module_source(path: &PathBuf) -> Result<ModuleSource, String> {
     let (name, bytes) = if path.as_os_str() == "-" {
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| format!("cannot read stdin: {e}"))?;
@@ -29,13 +41,12 @@ pub fn read_source(path: &PathBuf) -> Result<String, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         (path.display().to_string(), bytes)
     };
-    diag::utf8(&name, &bytes)?;
-    // Checked just above: the bytes are UTF-8, so this takes them without a copy.
-    String::from_utf8(bytes).map_err(|e| e.to_string())
+    crate::files::module_from_bytes(&name, bytes)
 }
 
-/// Parses and verifies `path` (or imports it when it is a `.onnx` model), printing rendered
-/// errors to stderr; returns the module and its source text (empty for an imported model).
+/// Parses and verifies `path` (or imports it when it is a `.onnx` model, or reads it when it
+/// is a binary module), printing rendered errors to stderr; returns the module and its source
+/// text (empty for an imported or binary module).
 pub fn load(console: &Console, path: &PathBuf, shapes: &onnx::InputShapeArgs) -> Result<(Module, String), ExitCode> {
     check_input_shapes(shapes).map_err(|e| console.error(&e))?;
     if onnx::is_onnx(path) {
@@ -45,7 +56,17 @@ pub fn load(console: &Console, path: &PathBuf, shapes: &onnx::InputShapeArgs) ->
             .map(|m| (m, String::new()))
             .map_err(|e| console.error(&e.to_string()));
     }
-    let src = read_source(path).map_err(|e| console.error(&e))?;
+    let name = path.display().to_string();
+    let src = match read_module_source(path).map_err(|e| console.error(&e))? {
+        ModuleSource::Text(src) => src,
+        ModuleSource::Binary(module) => {
+            verify_module(&module).map_err(|errors| {
+                let _ = console.err(&diag::render(&name, "", &diag::verify_errors(&errors)));
+                console.exit_code(ExitCode::FAILURE)
+            })?;
+            return Ok((module, String::new()));
+        }
+    };
     parse_source(console, path, src)
 }
 

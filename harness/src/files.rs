@@ -9,10 +9,19 @@
 //!   hands passel a `/dev/fd/N` pipe, which is read to its end like stdin (`-`).
 //!
 //! Symlinks are followed: what counts is the file they lead to.
+//!
+//! A module source is text (`.pir`) or the binary form (`.pirb`), told apart by the binary
+//! form's magic number, not by the name ([`module_from_bytes`]). The binary form is read
+//! into memory like a model, not memory-mapped (the reason is in `onnx.rs`: a mapped file
+//! that another process truncates kills the reader with SIGBUS); its raw constants stay
+//! slices of that one buffer. An output is written in binary form when its name ends in
+//! `.pirb` ([`write_module`]).
 
 use std::fs::{FileType, Metadata};
 use std::io::Read;
 use std::path::Path;
+
+use passel_engine::ir::{is_binary_module, print_module, read_module_binary, write_module_binary, Module};
 
 /// What kind of file `ty` is, in words.
 #[cfg(unix)]
@@ -125,4 +134,43 @@ fn same_inode(a: &Path, b: &Path) -> Option<bool> {
 #[cfg(not(unix))]
 fn same_inode(_: &Path, _: &Path) -> Option<bool> {
     None
+}
+
+/// What a module source holds: text to parse, or a binary module already read.
+pub enum ModuleSource {
+    /// `.pir` text.
+    Text(String),
+    /// A `.pirb` binary module.
+    Binary(Module),
+}
+
+/// Reads a module source from its bytes: the binary form when they start with its magic
+/// number, else UTF-8 text. `name` names the file in errors.
+pub fn module_from_bytes(name: &str, bytes: Vec<u8>) -> Result<ModuleSource, String> {
+    if is_binary_module(&bytes) {
+        let module = read_module_binary(&bytes::Bytes::from(bytes)).map_err(|e| format!("{name}: {e}"))?;
+        return Ok(ModuleSource::Binary(module));
+    }
+    crate::diag::utf8(name, &bytes)?;
+    // Checked just above: the bytes are UTF-8, so this takes them without a copy.
+    String::from_utf8(bytes).map(ModuleSource::Text).map_err(|e| e.to_string())
+}
+
+/// Whether an output named `path` gets the binary form (its name ends in `.pirb`).
+pub fn wants_binary(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("pirb"))
+}
+
+/// Writes `module` to `path`: the binary form when [`wants_binary`], else `text` (the
+/// module's printed text, which the caller has printed already, or `None` to print it here).
+pub fn write_module(path: &Path, module: &Module, text: Option<&str>) -> Result<(), String> {
+    let cannot = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    if wants_binary(path) {
+        let bytes = write_module_binary(module).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        return std::fs::write(path, bytes).map_err(cannot);
+    }
+    match text {
+        Some(text) => std::fs::write(path, text).map_err(cannot),
+        None => std::fs::write(path, print_module(module)).map_err(cannot),
+    }
 }

@@ -40,6 +40,28 @@ pub fn onnx_import(data: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// `pirb`: arbitrary bytes never panic the binary module reader (damaged input is an
+/// error); a module that reads writes back, and the written bytes read to a module that
+/// prints the same text and writes the same bytes.
+pub fn pirb(data: &[u8]) -> Result<(), String> {
+    use passel_engine::ir::{read_module_binary, write_module_binary};
+    let Ok(m) = read_module_binary(&bytes::Bytes::copy_from_slice(data)) else { return Ok(()) };
+    let text = print_module(&m);
+    let bytes = write_module_binary(&m)
+        .map_err(|e| format!("a module that was read does not write: {e}\n--- text:\n{text}"))?;
+    let back = read_module_binary(&bytes::Bytes::from(bytes.clone()))
+        .map_err(|e| format!("written bytes do not read back: {e}\n--- text:\n{text}"))?;
+    let again = print_module(&back);
+    if again != text {
+        return Err(format!("read(write(m)) prints differently\n--- first:\n{text}\n--- second:\n{again}"));
+    }
+    let bytes2 = write_module_binary(&back).map_err(|e| format!("a module that was read does not write: {e}"))?;
+    if bytes2 != bytes {
+        return Err(format!("writing is not stable\n--- text:\n{text}"));
+    }
+    Ok(())
+}
+
 /// `roundtrip`: whenever text parses, printing it and parsing again gives a structurally
 /// equal module, and printing that gives the same bytes.
 pub fn roundtrip(data: &[u8]) -> Result<(), String> {

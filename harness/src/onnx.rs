@@ -164,7 +164,7 @@ impl InputShapeArgs {
 pub struct ImportArgs {
     /// The ONNX model.
     pub model: PathBuf,
-    /// Write the module here instead of stdout.
+    /// Write the module here instead of stdout (in binary form when OUT ends in `.pirb`).
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
     #[command(flatten)]
@@ -175,13 +175,12 @@ pub struct ImportArgs {
 pub fn run_import(args: &ImportArgs) -> Result<Option<String>, String> {
     let options = args.shapes.options().map_err(|e| e.to_string())?;
     let module = import_onnx(&args.model, &options).map_err(|e| e.to_string())?;
-    let text = print_module(&module);
     match &args.output {
         Some(path) => {
-            std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            crate::files::write_module(path, &module, None)?;
             Ok(None)
         }
-        None => Ok(Some(text)),
+        None => Ok(Some(print_module(&module))),
     }
 }
 

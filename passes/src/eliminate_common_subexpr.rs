@@ -271,7 +271,7 @@ fn mix(h: u64, x: u64) -> u64 {
 struct Numbering<'f, 's> {
     func: &'f Function,
     s: &'s mut Scratch,
-    consts: FxHashMap<&'f Constant, u32>,
+    consts: ConstNumbers<'f>,
     globals: FxHashMap<&'f str, u32>,
 }
 
@@ -312,7 +312,7 @@ impl Numbering<'_, '_> {
                 let c = &**func.constant(idx);
                 let v = match scalar_key(c) {
                     Some((tag, bits)) => self.s.table.get_or_insert(bits, 1 + tag as u32, next),
-                    None => *self.consts.entry(c).or_insert(next),
+                    None => self.consts.number(c, next),
                 };
                 if v == next {
                     self.s.reps.push(id);
@@ -492,6 +492,64 @@ fn attrs_hash(attrs: &Attrs) -> u64 {
     fx.finish()
 }
 
+/// Value numbers of a function's non-scalar constants, by value.
+///
+/// Hashing a constant reads every element, and a model's weights are megabytes that almost
+/// never repeat; so constants are bucketed by [`Constant::fingerprint`] (type and a few
+/// sampled elements) and compared element by element only with the constants of their own
+/// bucket, which are, for real weights, the equal ones. A bucket that collects more than
+/// [`MAX_BUCKET_CLASSES`] unequal constants (mostly-equal tensors: masks, sparse weights)
+/// moves to a table keyed by the full hash, so no input makes numbering quadratic.
+#[derive(Default)]
+struct ConstNumbers<'f> {
+    buckets: FxHashMap<u64, Bucket<'f>>,
+    /// The constants of the buckets that grew too big, by full value.
+    by_value: FxHashMap<&'f Constant, u32>,
+}
+
+/// Unequal constants whose fingerprints are equal.
+enum Bucket<'f> {
+    /// At most [`MAX_BUCKET_CLASSES`] constants with their value numbers.
+    Few(Vec<(&'f Constant, u32)>),
+    /// Moved to [`ConstNumbers::by_value`].
+    Many,
+}
+
+/// Unequal constants one fingerprint may stand for before its bucket is hashed in full.
+const MAX_BUCKET_CLASSES: usize = 4;
+
+impl<'f> ConstNumbers<'f> {
+    /// The value number of `c`: that of an equal constant numbered before, else `fresh`.
+    fn number(&mut self, c: &'f Constant, fresh: u32) -> u32 {
+        let bucket = self.buckets.entry(c.fingerprint()).or_insert_with(|| Bucket::Few(Vec::new()));
+        match bucket {
+            Bucket::Few(classes) => {
+                if let Some(&(_, v)) = classes.iter().find(|(k, _)| std::ptr::eq(*k, c) || *k == c) {
+                    return v;
+                }
+                if classes.len() < MAX_BUCKET_CLASSES {
+                    classes.push((c, fresh));
+                    return fresh;
+                }
+                for (k, v) in std::mem::replace(bucket, Bucket::Many).into_few() {
+                    self.by_value.insert(k, v);
+                }
+                *self.by_value.entry(c).or_insert(fresh)
+            }
+            Bucket::Many => *self.by_value.entry(c).or_insert(fresh),
+        }
+    }
+}
+
+impl<'f> Bucket<'f> {
+    fn into_few(self) -> Vec<(&'f Constant, u32)> {
+        match self {
+            Bucket::Few(classes) => classes,
+            Bucket::Many => Vec::new(),
+        }
+    }
+}
+
 /// Identity of a rank-0 dense constant: its dtype and element bits (so `-0.0` and `0.0`
 /// differ and NaN payloads are kept apart, as in constant equality).
 fn scalar_key(c: &Constant) -> Option<(u8, u64)> {
@@ -567,7 +625,7 @@ impl WalkHooks for Numbering<'_, '_> {
 fn find_merges(func: &Function, s: &mut Scratch) {
     s.reset(func.num_nodes());
     let mut walker = std::mem::take(&mut s.walker);
-    let mut num = Numbering { func, s, consts: FxHashMap::default(), globals: FxHashMap::default() };
+    let mut num = Numbering { func, s, consts: ConstNumbers::default(), globals: FxHashMap::default() };
     let ControlFlow::Continue(()) = walker.walk(func, func.body(), &mut num);
     num.s.walker = walker;
 }
@@ -673,6 +731,43 @@ mod tests {
         let body = b.block(&[(r, cond), (d1, v1), (d2, v2)], tup);
         let func = Arc::new(b.finish(&[x, c], body, None, Attrs::new()));
         assert!(Arc::ptr_eq(&eliminate_common_subexpr(&func), &func));
+    }
+
+    #[test]
+    fn eliminate_common_subexpr_numbers_large_constants_by_value_through_fingerprint_buckets() {
+        // Ten 1000-element weights that agree on every sampled element (all zero but one
+        // element between samples), each bound twice (two equal tensors, not one shared):
+        // one bucket, more classes than it keeps before it falls back to full hashing.
+        // Equal weights merge, unequal ones never do.
+        use passel_engine::ir::{DType, Tensor};
+        let n = 1000usize;
+        let weight = |i: usize| {
+            let mut v = vec![0.0f64; n];
+            v[1 + i] = 1.0 + i as f64;
+            Tensor::from_f64s(&[n as u64], DType::F32, &v).unwrap()
+        };
+        assert_eq!(Constant::Dense(weight(0)).fingerprint(), Constant::Dense(weight(9)).fingerprint());
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let mut bindings = Vec::new();
+        let mut firsts = Vec::new();
+        for i in 0..10 {
+            let t = weight(i);
+            for copy in [Constant::Dense(t.clone()), Constant::Dense(weight(i))] {
+                let k = b.constant(copy);
+                let v = b.call(add(), &[x, k], Attrs::new());
+                let var = b.var(&format!("v{i}_{}", bindings.len() % 2), None);
+                bindings.push((var, v));
+            }
+            firsts.push(bindings[bindings.len() - 2].0);
+        }
+        let tup = b.tuple(&bindings.iter().map(|&(v, _)| v).collect::<Vec<_>>());
+        let body = b.block(&bindings, tup);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let mut scratch = Scratch::default();
+        find_merges(&func, &mut scratch);
+        let expected: Vec<(NodeId, NodeId)> = (0..10).map(|i| (bindings[2 * i + 1].0, firsts[i])).collect();
+        assert_eq!(scratch.aliases, expected);
     }
 
     /// `n` pairs of identical `relu` bindings on a chain starting at the parameter.

@@ -501,6 +501,9 @@ enum Bits<'a> {
 /// Elements per chunk of [`Bits`]: 2 KiB of `u64`s on the stack.
 const BITS_CHUNK: usize = 256;
 
+/// Elements that [`Constant::fingerprint`] reads at most.
+pub const FINGERPRINT_SAMPLES: usize = 64;
+
 impl<'a> Bits<'a> {
     fn of_tensor(t: &'a Tensor) -> Bits<'a> {
         match &t.0 {
@@ -645,6 +648,47 @@ impl Constant {
             }
             Constant::Fill { ty, .. } | Constant::Raw { ty, .. } => ty == tt,
         }
+    }
+
+    /// A cheap 64-bit summary of the constant: its kind and type, and the bits of at most
+    /// [`FINGERPRINT_SAMPLES`] elements spread evenly over it (all of them when it has no
+    /// more; a fill by its parameters). Equal constants have equal fingerprints, and a dense
+    /// constant has the fingerprint of the raw one it equals; unequal constants of one type
+    /// usually differ, so a table keyed by fingerprints compares elements only for the few
+    /// constants whose fingerprints meet (EliminateCommonSubexpr numbers a model's weights
+    /// this way without reading them whole). It reads `O(FINGERPRINT_SAMPLES)` elements, not
+    /// the whole buffer, and allocates nothing for a dense tensor in row-major layout.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = rustc_hash::FxHasher::default();
+        match self {
+            Constant::Fill { ty, fill } => {
+                h.write_u8(1);
+                ty.hash(&mut h);
+                fill.hash(&mut h);
+            }
+            _ => {
+                h.write_u8(0);
+                if let Some((dtype, shape, bits)) = self.explicit_key() {
+                    dtype.hash(&mut h);
+                    shape.hash(&mut h);
+                    let n = bits.len();
+                    h.write_usize(n);
+                    let mut one = [0u64; 1];
+                    if n <= FINGERPRINT_SAMPLES {
+                        bits.for_each_chunk(|chunk| chunk.iter().for_each(|&v| h.write_u64(v)));
+                    } else {
+                        // Evenly spread, always including the first and the last element.
+                        for k in 0..FINGERPRINT_SAMPLES {
+                            let at = k * (n - 1) / (FINGERPRINT_SAMPLES - 1);
+                            if bits.read(at, &mut one) == 1 {
+                                h.write_u64(one[0]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h.finish()
     }
 
     /// Dtype, shape and element bits of a dense or raw constant (`None` for fills).
@@ -794,6 +838,41 @@ impl fmt::Display for Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fingerprints_agree_for_equal_constants_and_sample_large_ones() {
+        let vals: Vec<f64> = (0..1000).map(|i| i as f64 * 0.25).collect();
+        let dense = Constant::Dense(Tensor::from_f64s(&[10, 100], DType::F32, &vals).unwrap());
+        let Constant::Dense(t) = &dense else { unreachable!() };
+        let ty = TensorType { shape: vec![10, 100].into(), dtype: DType::F32 };
+        let raw = Constant::raw(ty.clone(), bytes::Bytes::from(t.to_le_bytes())).unwrap();
+        assert_eq!(dense, raw);
+        assert_eq!(dense.fingerprint(), raw.fingerprint());
+        // Another shape or dtype of the same bytes differs.
+        let flat = Constant::raw(
+            TensorType { shape: vec![1000].into(), dtype: DType::F32 },
+            bytes::Bytes::from(t.to_le_bytes()),
+        );
+        assert_ne!(flat.unwrap().fingerprint(), raw.fingerprint());
+        // An element between the samples does not change the fingerprint; a sampled one does.
+        let mut between = vals.clone();
+        between[1] = -1.0;
+        let between = Constant::Dense(Tensor::from_f64s(&[10, 100], DType::F32, &between).unwrap());
+        assert_ne!(between, dense);
+        assert_eq!(between.fingerprint(), dense.fingerprint());
+        let mut last = vals;
+        last[999] = -1.0;
+        assert_ne!(
+            Constant::Dense(Tensor::from_f64s(&[10, 100], DType::F32, &last).unwrap()).fingerprint(),
+            dense.fingerprint()
+        );
+        // Small constants are fingerprinted whole.
+        let a = Constant::Dense(Tensor::from_f64s(&[3], DType::F32, &[1.0, 2.0, 3.0]).unwrap());
+        let b = Constant::Dense(Tensor::from_f64s(&[3], DType::F32, &[1.0, 2.5, 3.0]).unwrap());
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        let fill = Constant::Fill { ty, fill: Fill::Full(0.5) };
+        assert_eq!(fill.fingerprint(), fill.clone().fingerprint());
+    }
 
     #[test]
     fn huge_fill_is_an_error_not_an_allocation() {

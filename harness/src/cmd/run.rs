@@ -48,8 +48,8 @@ pub struct RunArgs {
     /// worker thread.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Write the result here instead of stdout. -o, --trace, --stats-json and --reproducer must
-    /// name different files.
+    /// Write the result here instead of stdout, in binary form when OUT ends in `.pirb`. -o,
+    /// --trace, --stats-json and --reproducer must name different files.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
     #[command(flatten)]
@@ -272,7 +272,9 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     // A run entry: the output of an earlier run of this very text under these options. Not
     // when the run must report statistics (they count the work a run does).
     let stats_wanted = args.debug.stats || args.debug.stats_json.is_some();
-    let run_key = match (&cache, use_cache && !stats_wanted, &loaded) {
+    // Nor when the output is a binary module: an entry holds the printed text.
+    let binary_output = args.output.as_deref().is_some_and(crate::files::wants_binary);
+    let run_key = match (&cache, use_cache && !stats_wanted && !binary_output, &loaded) {
         (Some(c), true, None) => Some(c.run_key(&args.pipeline.canonical()?.to_words().join("\n"), &src)),
         _ => None,
     };
@@ -348,20 +350,21 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
             .map_err(|e| format!("cannot write statistics {}: {e}", path.display()))?;
     }
     let module = res.map_err(|e| e.to_string())?;
-    let text = print_module(&module);
+    // `-o OUT.pirb` writes the binary form, which needs no text.
+    let text = if binary_output { String::new() } else { print_module(&module) };
     if let (Some(key), Some(c), true) = (&run_key, &cache, diags.is_empty()) {
         c.put_run(key, &text);
     }
-    // As with the session above: the process exits next, so the module is not freed node by node.
-    std::mem::forget(module);
     match &args.output {
-        Some(path) => std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+        Some(path) => crate::files::write_module(path, &module, Some(text.as_str()).filter(|_| !binary_output))?,
         None => {
             if console.out(&text).is_err() {
                 return Ok(console.exit_code(ExitCode::FAILURE));
             }
         }
     }
+    // As with the session above: the process exits next, so the module is not freed node by node.
+    std::mem::forget(module);
     let failed = reproducer_failed || diags.iter().any(|d| d.severity == Severity::Error);
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
