@@ -38,3 +38,8 @@ fn pipeline_parity_corpus_is_equal_to_serial() {
 fn onnx_import_corpus_never_panics() {
     replay("onnx_import", passel_harness::fuzz::onnx_import);
 }
+
+#[test]
+fn tir_pipeline_parity_corpus_is_equal_to_serial() {
+    replay("tir_pipeline_parity", passel_harness::fuzz::tir::tir_pipeline_parity);
+}
