@@ -1011,30 +1011,42 @@ impl Nest {
         sc
     }
 
-    /// Fills the loop-variable registers for iterations `pos..pos + n`.
+    /// Fills the loop-variable registers for iterations `pos..pos + n`: loop `d` holds
+    /// `lo + (p / stride) % extent` at iteration `p`, where `stride` is the product of the inner
+    /// extents, so each register is runs of one value (a ramp for the innermost loop that
+    /// is longer than 1), filled a run at a time. Loops of extent 1 (a 1×1 convolution's
+    /// kernel loops) are one fill.
     fn fill_vars(&self, sc: &mut Scratch, pos: i64, n: usize) {
-        let k = self.vars.len();
-        let mut ctr = odometer(&self.exts, pos);
-        let inner = k - 1;
-        let mut j = 0;
-        while j < n {
-            // A run along the innermost loop.
-            let run = ((self.exts[inner] - ctr[inner]) as usize).min(n - j);
-            for (d, &c) in ctr.iter().enumerate().take(inner) {
-                sc.i[d][j..j + run].fill(self.los[d] + c);
+        let mut stride = 1i64;
+        for d in (0..self.vars.len()).rev() {
+            let (lo, ext) = (self.los[d], self.exts[d]);
+            let reg = &mut sc.i[d][..n];
+            if ext == 1 {
+                reg.fill(lo);
+            } else if stride == 1 {
+                let mut c = pos % ext;
+                for o in reg.iter_mut() {
+                    *o = lo + c;
+                    c += 1;
+                    if c == ext {
+                        c = 0;
+                    }
+                }
+            } else {
+                let mut c = (pos / stride) % ext;
+                let mut run = ((stride - pos % stride) as usize).min(n);
+                let mut j = 0;
+                while j < n {
+                    reg[j..j + run].fill(lo + c);
+                    j += run;
+                    c += 1;
+                    if c == ext {
+                        c = 0;
+                    }
+                    run = (stride as usize).min(n - j);
+                }
             }
-            let start = self.los[inner] + ctr[inner];
-            for (t, o) in sc.i[inner][j..j + run].iter_mut().enumerate() {
-                *o = start + t as i64;
-            }
-            j += run;
-            ctr[inner] += run as i64;
-            let mut d = inner;
-            while d > 0 && ctr[d] == self.exts[d] {
-                ctr[d] = 0;
-                ctr[d - 1] += 1;
-                d -= 1;
-            }
+            stride = stride.saturating_mul(ext);
         }
     }
 
