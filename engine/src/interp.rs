@@ -34,7 +34,7 @@ mod prim;
 #[cfg(test)]
 mod tests;
 
-pub use prim::{block_nest_count, run_prim_func, PrimArg, PrimScalar, MAX_PRIM_DEPTH};
+pub use prim::{block_nest_count, reduce_nest_count, run_prim_func, PrimArg, PrimScalar, MAX_PRIM_DEPTH};
 
 /// Default bound on nested calls between functions.
 pub const DEFAULT_MAX_CALL_DEPTH: usize = 10_000;

@@ -42,5 +42,5 @@ pub use ir::{
     StmtKind, Var, VarId, MAX_LANES,
 };
 pub use printer::{print_prim_func, write_prim_func};
-pub use structural::{prim_structural_eq, prim_structural_hash, prim_structural_key};
+pub use structural::{prim_structural_eq, prim_structural_hash, prim_structural_key, tree_verdict};
 pub use verifier::{verify_prim_func, TirVerifyError, MAX_STMT_DEPTH};

@@ -1,6 +1,8 @@
 //! The PrimFunc interpreter: loop-level text in, tensors out.
 
-use passel_engine::interp::{block_nest_count, run_prim_func, InterpError, PrimArg, PrimScalar, MAX_PRIM_DEPTH};
+use passel_engine::interp::{
+    block_nest_count, reduce_nest_count, run_prim_func, InterpError, PrimArg, PrimScalar, MAX_PRIM_DEPTH,
+};
 use passel_engine::ir::{parse_module, DType, Tensor, TensorData};
 use passel_engine::tir::{BinOp, Buffer, Param, PrimFuncBuilder};
 use proptest::prelude::*;
@@ -734,6 +736,7 @@ prim @c(%A: Buffer[(2, 300), f32], %W: Buffer[(3,), f32], %O: Buffer[(600,), f32
     let w = [0.25, -0.5, 0.75];
     let out = block_and_scalar_agree(src, "c", vec![tensor(&[2, 300], DType::F32, &a), tensor(&[3], DType::F32, &w)])
         .expect("runs");
+    assert_eq!(reduces(src, "c"), 1, "the convolution runs with its output loops");
     let at = |i: usize, j: i64| if (0..300).contains(&j) { a[i * 300 + j as usize] as f32 } else { 0.0 };
     let want: Vec<f32> = (0..600)
         .map(|k| {
@@ -791,4 +794,165 @@ prim @u(%A: Buffer[(2, 300), f32], %F: Buffer[(2, 300), f32], %I: Buffer[(2, 300
     a[30] = f64::NEG_INFINITY;
     a[40] = 1e30;
     block_and_scalar_agree(src, "u", vec![tensor(&[2, 300], DType::F32, &a)]).expect("runs");
+}
+
+/// How many initialised reductions of `src` (markers removed) run with their outer loops.
+fn reduces(src: &str, name: &str) -> usize {
+    let src = src.replace("/*S*/", "").replace("/*E*/", "");
+    let m = parse_module(&src).unwrap_or_else(|e| panic!("parses:\n{e}\n{src}"));
+    reduce_nest_count(m.get_prim(name).expect("prim")).expect("compiles")
+}
+
+#[test]
+fn initialised_reductions_run_as_one_block_nest_over_their_outer_loops() {
+    // What LegalizeOps + FuseTIR + the tir pipeline make of a padded convolution: an init
+    // store, then a 3×3-tap reduction with `let`s (18 iterations: 14 outer iterations share a
+    // block), and an integer product initialised in another buffer's element.
+    let src = r#"
+prim @conv(%A: Buffer[(2, 40, 40), f32], %W: Buffer[(3, 2, 3, 3), f32], %I: Buffer[(7, 5), i32], %O: Buffer[(3, 40, 40), f32], %P: Buffer[(7,), i32], %Q: Buffer[(7,), i32]) {
+  decl %A_1: Buffer[(3200,), f32] = %A;
+  decl %W_1: Buffer[(54,), f32] = %W;
+  decl %O_1: Buffer[(4800,), f32] = %O;
+  for %c in serial(0i32, 3i32) {
+    for %y in serial(0i32, 40i32) {
+      for %x in serial(0i32, 40i32) {
+        %O_1[add(add(%x, mul(%y, 40i32)), mul(%c, 1600i32))] = 0.5f;
+        for %k in serial(0i32, 2i32) {
+          for %ry in serial(0i32, 3i32) {
+            for %rx in serial(0i32, 3i32) {
+              /*S*/ let %v3 = sub(add(%rx, %x), 1i32);
+              let %v2 = sub(add(%ry, %y), 1i32);
+              let %v1 = add(add(%x, mul(%y, 40i32)), mul(%c, 1600i32));
+              %O_1[%v1] = add(%O_1[%v1], mul(select(and(and(ge(%v2, 0i32), lt(%v2, 40i32)), and(ge(%v3, 0i32), lt(%v3, 40i32))), %A_1[add(add(mul(%k, 1600i32), mul(min(max(%v2, 0i32), 39i32), 40i32)), min(max(%v3, 0i32), 39i32))], 0.0f), %W_1[add(add(add(%rx, mul(%ry, 3i32)), mul(%k, 9i32)), mul(%c, 18i32))])); /*E*/
+            }
+          }
+        }
+      }
+    }
+  }
+  for %i in serial(0, 7) {
+    %Q[%i] = 1i32;
+    for %k in serial(0, 5) {
+      /*S*/ %P[%i] = mul(%P[%i], %I[%i, %k]); /*E*/
+    }
+  }
+}
+"#;
+    let a: Vec<f64> = (0..3200).map(|i| ((i * 37 % 101) as f64) * 0.013 - 0.6).collect();
+    let w: Vec<f64> = (0..54).map(|i| ((i * 11 % 23) as f64) * 0.05 - 0.5).collect();
+    let ints: Vec<f64> = (0..35).map(|i| ((i * 7 % 13) as f64) - 6.0).collect();
+    let args = vec![
+        tensor(&[2, 40, 40], DType::F32, &a),
+        tensor(&[3, 2, 3, 3], DType::F32, &w),
+        tensor(&[7, 5], DType::I32, &ints),
+    ];
+    let out = block_and_scalar_agree(src, "conv", args).expect("runs");
+    assert_eq!(reduces(src, "conv"), 2, "both run with their outer loops");
+    // The convolution, computed here in the same order (f32, rounded every step).
+    let at = |k: usize, y: i64, x: i64| {
+        if (0..40).contains(&y) && (0..40).contains(&x) {
+            a[k * 1600 + y as usize * 40 + x as usize] as f32
+        } else {
+            0.0
+        }
+    };
+    let want: Vec<f32> = (0..4800)
+        .map(|o| {
+            let (c, y, x) = (o / 1600, (o / 40 % 40) as i64, (o % 40) as i64);
+            let mut acc = 0.5f32;
+            for k in 0..2 {
+                for ry in 0..3 {
+                    for rx in 0..3 {
+                        acc += at(k, y + ry - 1, x + rx - 1) * w[c * 18 + k * 9 + ry as usize * 3 + rx as usize] as f32;
+                    }
+                }
+            }
+            acc
+        })
+        .collect();
+    assert_eq!(f32s(&out[0]), want);
+    // `%P` is never initialised (the init stores into `%Q`): products of zero; `%Q` is all ones.
+    assert_eq!(i64s(&out[1]), vec![0; 7]);
+    assert_eq!(i64s(&out[2]), vec![1; 7]);
+}
+
+#[test]
+fn initialised_reductions_report_errors_and_keep_partial_results_as_the_scalar_loops_do() {
+    // An out-of-bounds load in outer iteration 23 (the third block: 10 outer iterations of 24
+    // reduction steps per block): the first 23 outputs are stored, then the error.
+    let src = r#"
+prim @oob(%A: Buffer[(40, 24), f32], %S: Buffer[(40,), f32]) {
+  for %i in serial(0, 40) {
+    %S[%i] = 0.0f;
+    for %k in serial(0, 24) {
+      /*S*/ %S[%i] = add(%S[%i], %A[select(lt(%i, 23), %i, add(%i, 100)), %k]); /*E*/
+    }
+  }
+}
+"#;
+    let e = block_and_scalar_agree(src, "oob", vec![tensor(&[40, 24], DType::F32, &[1.0; 960])]).unwrap_err();
+    assert!(e.contains("out-of-bounds load `%A[123, 0]` (shape (40, 24))"), "{e}");
+    assert_eq!(reduces(src, "oob"), 1);
+    // A division by zero in an integer fold (`div` as the reduction's operator) in outer
+    // iteration 4, and in a term in outer iteration 6.
+    for (op, zero_at) in [("div(%S[%i], %A[%i, %k])", 4 * 6 + 2), ("add(%S[%i], div(60i32, %A[%i, %k]))", 6 * 6 + 5)] {
+        let src = format!(
+            r#"
+prim @z(%A: Buffer[(10, 6), i32], %S: Buffer[(10,), i32]) {{
+  for %i in serial(0, 10) {{
+    %S[%i] = 1000i32;
+    for %k in serial(0, 6) {{
+      /*S*/ %S[%i] = {op}; /*E*/
+    }}
+  }}
+}}
+"#
+        );
+        let mut vals = vec![2.0; 60];
+        vals[zero_at] = 0.0;
+        let e = block_and_scalar_agree(&src, "z", vec![tensor(&[10, 6], DType::I32, &vals)]).unwrap_err();
+        assert!(e.contains("integer division by zero in `div`"), "{e}");
+        assert_eq!(reduces(&src, "z"), 1);
+    }
+}
+
+#[test]
+fn reductions_that_read_what_they_store_stay_on_the_scalar_loops() {
+    // The first term reads the accumulator's buffer at another element, and the second init
+    // value reads the buffer the reduction stores: neither may be computed ahead of the stores.
+    // Only the second reduction nest, alone, takes the block path (marked).
+    let src = r#"
+prim @r(%A: Buffer[(8, 4), f32], %S: Buffer[(8,), f32], %T: Buffer[(8,), f32]) {
+  for %i in serial(0, 8) {
+    %S[%i] = 1.0f;
+    for %k in serial(0, 4) {
+      %S[%i] = add(%S[%i], mul(%A[%i, %k], %S[0]));
+    }
+  }
+  for %i in serial(0, 8) {
+    %T[%i] = %S[%i];
+    for %k in serial(0, 4) {
+      /*S*/ %S[%i] = add(%S[%i], %A[%i, %k]); /*E*/
+    }
+  }
+}
+"#;
+    let a: Vec<f64> = (0..32).map(|i| i as f64 * 0.25).collect();
+    let out = block_and_scalar_agree(src, "r", vec![tensor(&[8, 4], DType::F32, &a)]).expect("runs");
+    assert_eq!(reduces(src, "r"), 0);
+    let mut s = [0f32; 8];
+    for i in 0..8 {
+        s[i] = 1.0;
+        for k in 0..4 {
+            s[i] += a[i * 4 + k] as f32 * s[0];
+        }
+    }
+    let t = s;
+    for i in 0..8 {
+        for k in 0..4 {
+            s[i] += a[i * 4 + k] as f32;
+        }
+    }
+    assert_eq!(f32s(&out[0]), s.to_vec());
+    assert_eq!(f32s(&out[1]), t.to_vec());
 }

@@ -11,6 +11,8 @@ use passel_engine::{MemoryMode, SessionError, SessionOutput};
 
 use passel_passes::standard_session;
 
+pub mod tir;
+
 /// `parse`: arbitrary bytes never panic the parser; when they parse, the module prints.
 pub fn parse(data: &[u8]) -> Result<(), String> {
     let Ok(src) = std::str::from_utf8(data) else { return Ok(()) };

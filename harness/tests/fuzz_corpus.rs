@@ -43,3 +43,8 @@ fn onnx_import_corpus_never_panics() {
 fn pirb_corpus_never_panics() {
     replay("pirb", passel_harness::fuzz::pirb);
 }
+
+#[test]
+fn tir_pipeline_parity_corpus_is_equal_to_serial() {
+    replay("tir_pipeline_parity", passel_harness::fuzz::tir::tir_pipeline_parity);
+}

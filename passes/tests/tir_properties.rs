@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use passel_engine::interp::{run_prim_func, PrimArg, PrimScalar};
 use passel_engine::ir::{parse_module, DType, Tensor};
-use passel_engine::tir::{print_prim_func, verify_prim_func, PrimFunc};
+use passel_engine::tir::{print_prim_func, tree_verdict, verify_prim_func, PrimFunc};
 use passel_passes::tir::{
     common_subexpr_elim, flatten_buffer, loop_partition, narrow_datatype, remove_no_op, simplify, storage_rewrite,
     unroll_loop, vectorize_loop,
@@ -243,6 +243,11 @@ proptest! {
             let errors = verify_prim_func("f", &out);
             prop_assert!(errors.is_empty(), "{name} broke the IR: {errors:?}\ninput:\n{src}\noutput:\n{text}");
             prop_assert_eq!(&print_prim_func("f", &run(&f)), &text, "{} is deterministic", name);
+            // The tree walk that decides structural equality without printing agrees with the
+            // texts whenever it decides.
+            if let Some(same) = tree_verdict(&f, &out) {
+                prop_assert_eq!(same, text == print_prim_func("f", &f), "tree_verdict on {}\n{}", name, text);
+            }
             // The printed output parses back to the same function.
             let again = parse_module(&text).unwrap_or_else(|e| panic!("{name} output parses: {e}\n{text}"));
             prop_assert_eq!(&print_prim_func("f", again.get_prim("f").expect("@f")), &text);

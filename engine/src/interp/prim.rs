@@ -136,7 +136,13 @@ pub fn run_prim_func(name: &str, func: &PrimFunc, args: Vec<PrimArg>) -> Result<
 /// How many loop nests of `func` run on the block path (see `prim/block.rs`); the rest run on
 /// the scalar closures. For tests and benchmarks that must know which path they measure.
 pub fn block_nest_count(func: &PrimFunc) -> Result<usize, String> {
-    Ok(Compiler::new(func)?.compile()?.n_nests)
+    Ok(Compiler::new(func)?.compile()?.n_block_nests)
+}
+
+/// How many of those are initialised reductions run as one nest with their outer loops (see
+/// `prim/block.rs`, `try_compile_reduce_nest`). For tests that must know which shape ran.
+pub fn reduce_nest_count(func: &PrimFunc) -> Result<usize, String> {
+    Ok(Compiler::new(func)?.compile()?.n_reduce_nests)
 }
 
 // ---- runtime state ----
@@ -284,8 +290,12 @@ struct Program {
     slot: Vec<Slot>,
     /// Number of storage slots per class.
     counts: [usize; 3],
-    /// Number of block-compiled nests.
+    /// Number of block-compiled nests (scratch slots).
     n_nests: usize,
+    /// Number of them that run as such (the rest are the fallback of an enclosing nest).
+    n_block_nests: usize,
+    /// Number of initialised reductions among them.
+    n_reduce_nests: usize,
 }
 
 // ---- wrapping and rounding, as types so that each width compiles to its own code ----
@@ -1204,7 +1214,13 @@ struct Compiler<'f> {
     bufs: Vec<Arc<Buffer>>,
     /// `for` statements that are the whole body of another `for` (compiled with it).
     inner_of_nest: Vec<bool>,
+    /// Statements compiled to a block nest.
+    block_leaf: Vec<bool>,
+    /// Block nests (scratch slots) made, and how many of them became the fallback of an
+    /// enclosing block nest.
     n_nests: usize,
+    n_subsumed: usize,
+    n_reduce_nests: usize,
 }
 
 impl<'f> Compiler<'f> {
@@ -1242,7 +1258,10 @@ impl<'f> Compiler<'f> {
         Ok(Compiler {
             f,
             inner_of_nest,
+            block_leaf: vec![false; f.stmts().len()],
             n_nests: 0,
+            n_subsumed: 0,
+            n_reduce_nests: 0,
             exprs: Vec::with_capacity(f.exprs().len()),
             leaves: Vec::with_capacity(f.stmts().len()),
             slot,
@@ -1673,8 +1692,11 @@ impl<'f> Compiler<'f> {
                     }
                     chain.push(body);
                 }
-                if let Some(op) = block::try_compile(self, &chain, self.n_nests) {
+                let op = block::try_compile(self, &chain, self.n_nests)
+                    .or_else(|| block::try_compile_reduce_nest(self, &chain, self.n_nests));
+                if let Some(op) = op {
                     self.n_nests += 1;
+                    self.block_leaf[s.index()] = true;
                     return Ok(Some(op));
                 }
                 for &c in chain[1..].iter().rev() {
@@ -1738,7 +1760,14 @@ impl<'f> Compiler<'f> {
             self.leaves.push(op);
         }
         let body = block(self.flatten(f.body())?);
-        Ok(Program { body, slot: self.slot, counts: self.counts, n_nests: self.n_nests })
+        Ok(Program {
+            body,
+            slot: self.slot,
+            counts: self.counts,
+            n_nests: self.n_nests,
+            n_block_nests: self.n_nests - self.n_subsumed,
+            n_reduce_nests: self.n_reduce_nests,
+        })
     }
 }
 

@@ -38,6 +38,8 @@ pub(super) struct Scratch {
     i: Vec<Vec<i64>>,
     /// Flat storage offsets of the block's loads or stores.
     off: Vec<usize>,
+    /// The init store's offsets in an initialised reduction ([`ReduceNest`]).
+    off0: Vec<usize>,
 }
 
 /// A register: float or integer class, and its index.
@@ -639,16 +641,31 @@ enum Mode {
     Reduce { term: PExprId, ffold: Option<FFold>, ifold: Option<IFold> },
 }
 
-/// The block form of the perfect nest `chain` (outermost first), or `None` when it does not
-/// have the shape the block path handles (see the module docs).
-pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize) -> Option<SFn> {
-    let f = c.f;
-    let mut vars = Vec::with_capacity(chain.len());
-    let mut los = Vec::with_capacity(chain.len());
-    let mut exts = Vec::with_capacity(chain.len());
-    let mut body = None;
+/// The most loops a block nest may have (the odometers are arrays of this size).
+const MAX_VARS: usize = 16;
+
+/// The loops of a perfect nest, outermost first.
+struct Loops {
+    /// Frame slots of the loop variables, with their constant ranges.
+    vars: Vec<usize>,
+    los: Vec<i64>,
+    exts: Vec<i64>,
+    /// The innermost loop's body.
+    body: StmtId,
+}
+
+/// The loops of `chain`, or `None` when a bound is not constant, an extent is not positive,
+/// or a variable's type cannot hold every value it takes (the block path does not wrap loop
+/// variables, so the scalar loop's wrap must be the identity).
+fn loops(f: &PrimFunc, chain: &[StmtId]) -> Option<Loops> {
+    let mut l = Loops {
+        vars: Vec::with_capacity(chain.len()),
+        los: Vec::with_capacity(chain.len()),
+        exts: Vec::with_capacity(chain.len()),
+        body: *chain.first()?,
+    };
     for &s in chain {
-        let StmtKind::For { var, min, extent, body: b, .. } = f.stmt(s).kind else { return None };
+        let StmtKind::For { var, min, extent, body, .. } = f.stmt(s).kind else { return None };
         let vd = f.var(var).ty.dtype;
         if vd.is_float() {
             return None;
@@ -657,27 +674,101 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
         if n <= 0 || lo.checked_add(n).is_none() {
             return None;
         }
-        // Every value the variable takes fits its type, so the scalar loop's wrap is the identity.
         let last = lo + n - 1;
         if wrap(lo, vd) != lo || wrap(last, vd) != last {
             return None;
         }
-        vars.push(var.index());
-        los.push(lo);
-        exts.push(n);
-        body = Some(b);
+        l.vars.push(var.index());
+        l.los.push(lo);
+        l.exts.push(n);
+        l.body = body;
     }
-    // The body: scalar `let`s, then the store.
-    let body_stmt = body?;
-    let mut lets: Vec<(usize, PExprId)> = Vec::new();
-    let mut store_stmt = body_stmt;
-    while let StmtKind::Let { var, value, body } = f.stmt(store_stmt).kind {
+    (l.vars.len() <= MAX_VARS).then_some(l)
+}
+
+/// A nest body: scalar `let`s (frame slot and value), then one store.
+fn lets_then_store(f: &PrimFunc, body: StmtId) -> Option<(Vec<(usize, PExprId)>, StmtId)> {
+    let mut lets = Vec::new();
+    let mut s = body;
+    while let StmtKind::Let { var, value, body } = f.stmt(s).kind {
         if f.expr(value).ty.lanes != 1 {
             return None;
         }
         lets.push((var.index(), value));
-        store_stmt = body;
+        s = body;
     }
+    matches!(f.stmt(s).kind, StmtKind::Store { .. }).then_some((lets, s))
+}
+
+/// The variables that vary with `vars`: those, and the `lets` computed from them.
+fn varying_with(f: &PrimFunc, vars: &[usize], lets: &[(usize, PExprId)]) -> Vec<usize> {
+    let mut varying = vars.to_vec();
+    for &(v, value) in lets {
+        if mentions(f, value, &varying) {
+            varying.push(v);
+        }
+    }
+    varying
+}
+
+/// The reduction mode of a store `X[idx] = value` when `value` is `op(X[idx], term)` with
+/// `idx` free of the `varying` variables and neither the term nor `idx` reading `X`'s
+/// storage; `None` otherwise (also when the operator has no fold, a float comparison).
+fn reduction(c: &Compiler<'_>, buf: BufId, idx: &[PExprId], value: PExprId, varying: &[usize]) -> Option<Mode> {
+    let f = c.f;
+    let PExprKind::Bin(op, acc, term) = f.expr(value).kind else { return None };
+    let same_acc = matches!(f.expr(acc).kind, PExprKind::Load(b, r) if b == buf
+        && f.operands(r).len() == idx.len()
+        && f.operands(r).iter().zip(idx).all(|(&p, &q)| same_tree(f, p, q)));
+    let free_idx = idx.iter().all(|&i| !mentions(f, i, varying));
+    if !same_acc || !free_idx || reads_slot(c, term, buf, &[]) || idx.iter().any(|&i| reads_slot(c, i, buf, &[])) {
+        return None;
+    }
+    let sd = f.buf(buf).dtype;
+    let (ffold, ifold) = if sd.is_float() {
+        (Some(float_bin(op, sd, FFoldSink)?), None)
+    } else {
+        (None, Some(int_arith(op, sd, IFoldSink)))
+    };
+    Some(Mode::Reduce { term, ffold, ifold })
+}
+
+impl<'a> Builder<'a> {
+    fn new(c: &'a Compiler<'_>, nest_vars: &'a [usize]) -> Builder<'a> {
+        Builder {
+            f: c.f,
+            slot: &c.slot,
+            nest_vars,
+            nf: 0,
+            ni: nest_vars.len(),
+            instrs: Vec::new(),
+            regs: vec![None; c.f.exprs().len()],
+            lets: Vec::new(),
+        }
+    }
+
+    /// The integer registers of index expressions, or `None`.
+    fn indices(&mut self, idx: &[PExprId]) -> Option<Vec<usize>> {
+        idx.iter()
+            .map(|&i| match self.tree(i) {
+                Some((Reg::I(r), _)) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Whether a value in register `r` can be stored into storage of class `class`.
+fn fits(r: Reg, class: Class) -> bool {
+    matches!((r, class), (Reg::F(_), Class::F32 | Class::F64) | (Reg::I(_), Class::I64))
+}
+
+/// The block form of the perfect nest `chain` (outermost first), or `None` when it does not
+/// have the shape the block path handles (see the module docs).
+pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize) -> Option<SFn> {
+    let f = c.f;
+    let Loops { vars, los, exts, body: body_stmt } = loops(f, chain)?;
+    let (lets, store_stmt) = lets_then_store(f, body_stmt)?;
     let StmtKind::Store { buf, indices, value } = f.stmt(store_stmt).kind else { return None };
     // A `let` value that reads the stored buffer's storage would see earlier iterations'
     // stores in the scalar order; such nests stay scalar.
@@ -685,37 +776,15 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
         return None;
     }
     // Variables that vary within the nest: the loop variables and the `let`s computed from them.
-    let mut varying = vars.clone();
-    for &(v, value) in &lets {
-        if mentions(f, value, &varying) {
-            varying.push(v);
-        }
-    }
+    let varying = varying_with(f, &vars, &lets);
     let idx: Vec<PExprId> = f.operands(indices).to_vec();
     let total = exts.iter().try_fold(1i64, |acc, &e| acc.checked_mul(e))?;
     if f.expr(value).ty.lanes != 1 || idx.iter().any(|&i| f.expr(i).ty.lanes != 1) {
         return None;
     }
-    let sd = f.buf(buf).dtype;
-    // The mode.
-    let free_idx = idx.iter().all(|&i| !mentions(f, i, &varying));
-    let mode = match f.expr(value).kind {
-        PExprKind::Bin(op, acc, term)
-            if free_idx
-                && matches!(f.expr(acc).kind, PExprKind::Load(b, r) if b == buf
-                    && f.operands(r).len() == idx.len()
-                    && f.operands(r).iter().zip(&idx).all(|(&p, &q)| same_tree(f, p, q)))
-                && !reads_slot(c, term, buf, &[])
-                && !idx.iter().any(|&i| reads_slot(c, i, buf, &[])) =>
-        {
-            let (ffold, ifold) = if sd.is_float() {
-                (Some(float_bin(op, sd, FFoldSink)?), None)
-            } else {
-                (None, Some(int_arith(op, sd, IFoldSink)))
-            };
-            Mode::Reduce { term, ffold, ifold }
-        }
-        _ => {
+    let mode = match reduction(c, buf, &idx, value, &varying) {
+        Some(m) => m,
+        None => {
             let covers = vars
                 .iter()
                 .all(|&v| idx.iter().any(|&i| matches!(f.expr(i).kind, PExprKind::Var(x) if x.index() == v)));
@@ -730,16 +799,7 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
             Mode::Map
         }
     };
-    let mut bld = Builder {
-        f,
-        slot: &c.slot,
-        nest_vars: &vars,
-        nf: 0,
-        ni: vars.len(),
-        instrs: Vec::new(),
-        regs: vec![None; f.exprs().len()],
-        lets: Vec::with_capacity(lets.len()),
-    };
+    let mut bld = Builder::new(c, &vars);
     for &(v, value) in &lets {
         let r = bld.tree(value)?;
         bld.lets.push((v, r));
@@ -748,16 +808,9 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
         Mode::Map => bld.tree(value)?.0,
         Mode::Reduce { term, .. } => bld.tree(*term)?.0,
     };
-    let idx_regs: Vec<usize> = idx
-        .iter()
-        .map(|&i| match bld.tree(i) {
-            Some((Reg::I(r), _)) => Some(r),
-            _ => None,
-        })
-        .collect::<Option<_>>()?;
-    match (value_reg, c.slot[buf.index()].class) {
-        (Reg::F(_), Class::F32 | Class::F64) | (Reg::I(_), Class::I64) => {}
-        _ => return None,
+    let idx_regs = bld.indices(&idx)?;
+    if !fits(value_reg, c.slot[buf.index()].class) {
+        return None;
     }
     let Builder { instrs, nf, ni, .. } = bld;
     // Matched: the scalar body (its `let`s and the store closure) becomes the fallback.
@@ -769,10 +822,10 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
     let dims = access_dims(f.buf(buf), &idx_regs);
     let base = f.buf(buf).elem_offset;
     let slot = c.slot[buf.index()];
-    let nest = Nest { vars, los, exts, total, instrs, nf, ni, nest_id, store_op };
+    let nest = Nest { vars, los, exts, total, instrs, nf, ni, nest_id };
     Some(match mode {
         Mode::Map => Box::new(move |cx: &mut Ctx| {
-            nest.run(cx, |sc, cx, n| {
+            nest.run(cx, &store_op, |sc, cx, n| {
                 if !offsets(sc, &dims, base, n) {
                     return false;
                 }
@@ -785,9 +838,119 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
             })
         }),
         Mode::Reduce { ffold, ifold, .. } => Box::new(move |cx: &mut Ctx| {
-            nest.run_reduce(cx, &dims, base, slot, value_reg, ffold.as_deref(), ifold.as_deref())
+            nest.run_reduce(cx, &store_op, &dims, base, slot, value_reg, ffold.as_deref(), ifold.as_deref())
         }),
     })
+}
+
+/// The block form of an *initialised reduction*: loops `outer` (outermost first) whose body is
+/// one store followed by a perfect reduction nest,
+///
+/// ```text
+/// for %i … { X[j] = init; for %r … { let …; X[i] = op(X[i], term) } }
+/// ```
+///
+/// which is what the compute layer's `reduce` lowers to (convolutions, matmuls, pools, sums).
+/// The reduction nest alone is short (a 3×3 convolution over 3 channels: 27 iterations), so
+/// it would pay the block dispatch once per output element; here one block spans whole
+/// outer iterations (`BLOCK / inner` of them), every register is computed for the block, and
+/// then each outer iteration, in order, stores its `init` and folds its terms into its
+/// accumulator, as the scalar loops do. What the block computes before storing (the init
+/// value and index, the `let`s, the term and the accumulator's index) must read neither
+/// stored buffer's storage, and the accumulator's index is free of the reduction's variables.
+/// A failing block stores nothing and hands the rest, from its first outer iteration, to the
+/// scalar init store and the reduction nest as compiled on their own.
+///
+/// `None` when the shape does not match or the reduction nest is longer than a block (its
+/// own block form already amortises the dispatch).
+pub(super) fn try_compile_reduce_nest(c: &mut Compiler<'_>, outer: &[StmtId], nest_id: usize) -> Option<SFn> {
+    let f = c.f;
+    let StmtKind::For { body, .. } = f.stmt(*outer.last()?).kind else { return None };
+    let StmtKind::Seq(list) = f.stmt(body).kind else { return None };
+    let &[init_stmt, inner_root] = f.stmt_list(list) else { return None };
+    let StmtKind::Store { buf: ibuf, indices: iidx, value: ival } = f.stmt(init_stmt).kind else { return None };
+    let n_outer = outer.len();
+    let mut chain = outer.to_vec();
+    chain.push(inner_root);
+    while let StmtKind::For { body, .. } = f.stmt(chain[chain.len() - 1]).kind {
+        if !matches!(f.stmt(body).kind, StmtKind::For { .. }) {
+            break;
+        }
+        chain.push(body);
+    }
+    let Loops { vars, los, exts, body } = loops(f, &chain)?;
+    let (lets, store_stmt) = lets_then_store(f, body)?;
+    let StmtKind::Store { buf, indices, value } = f.stmt(store_stmt).kind else { return None };
+    let idx: Vec<PExprId> = f.operands(indices).to_vec();
+    let init_idx: Vec<PExprId> = f.operands(iidx).to_vec();
+    if f.expr(value).ty.lanes != 1
+        || f.expr(ival).ty.lanes != 1
+        || idx.iter().chain(&init_idx).any(|&i| f.expr(i).ty.lanes != 1)
+    {
+        return None;
+    }
+    let inner = exts[n_outer..].iter().try_fold(1i64, |acc, &e| acc.checked_mul(e))?;
+    let outer_total = exts[..n_outer].iter().try_fold(1i64, |acc, &e| acc.checked_mul(e))?;
+    let total = outer_total.checked_mul(inner)?;
+    if inner > BLOCK as i64 {
+        return None;
+    }
+    // The reduction's own variables: its loops and the `let`s computed from them.
+    let varying = varying_with(f, &vars[n_outer..], &lets);
+    let Mode::Reduce { term, ffold, ifold } = reduction(c, buf, &idx, value, &varying)? else { return None };
+    // The init store runs outside the reduction's scope: it cannot name its variables or `let`s
+    // (the verifier's scoping; checked here since the block computes it on every lane).
+    let inner_names: Vec<usize> = vars[n_outer..].iter().copied().chain(lets.iter().map(|&(v, _)| v)).collect();
+    if mentions(f, ival, &inner_names) || init_idx.iter().any(|&i| mentions(f, i, &inner_names)) {
+        return None;
+    }
+    // Nothing computed ahead of the stores reads what they write.
+    for w in [buf, ibuf] {
+        let mut computed =
+            lets.iter().map(|&(_, v)| v).chain([ival, term]).chain(init_idx.iter().copied()).chain(idx.iter().copied());
+        if computed.any(|e| reads_slot(c, e, w, &[])) {
+            return None;
+        }
+    }
+    let mut bld = Builder::new(c, &vars);
+    let init_reg = bld.tree(ival)?.0;
+    let init_regs = bld.indices(&init_idx)?;
+    for &(v, value) in &lets {
+        let r = bld.tree(value)?;
+        bld.lets.push((v, r));
+    }
+    let term_reg = bld.tree(term)?.0;
+    let idx_regs = bld.indices(&idx)?;
+    let (islot, slot) = (c.slot[ibuf.index()], c.slot[buf.index()]);
+    if !fits(init_reg, islot.class) || !fits(term_reg, slot.class) {
+        return None;
+    }
+    let Builder { instrs, nf, ni, .. } = bld;
+    // Matched: the scalar init store and the reduction nest as compiled on its own become the
+    // fallback.
+    let has = |c: &Compiler<'_>, s: StmtId| c.leaves.get(s.index()).is_some_and(Option::is_some);
+    if !has(c, init_stmt) || !has(c, inner_root) {
+        return None;
+    }
+    let init_op = c.leaves[init_stmt.index()].take()?;
+    let inner_op = c.leaves[inner_root.index()].take()?;
+    if c.block_leaf[inner_root.index()] {
+        c.n_subsumed += 1;
+    }
+    c.n_reduce_nests += 1;
+    let seg = ReduceNest {
+        nest: Nest { vars, los, exts, total, instrs, nf, ni, nest_id },
+        n_outer,
+        inner: inner as usize,
+        outer_total,
+        init_op,
+        inner_op,
+        init: (access_dims(f.buf(ibuf), &init_regs), f.buf(ibuf).elem_offset, islot, init_reg),
+        acc: (access_dims(f.buf(buf), &idx_regs), f.buf(buf).elem_offset, slot, term_reg),
+        ffold,
+        ifold,
+    };
+    Some(Box::new(move |cx: &mut Ctx| seg.run(cx)))
 }
 
 #[inline]
@@ -801,7 +964,7 @@ fn scatter<T: Copy, U>(off: &[usize], vals: &[T], st: &mut [U], conv: impl Fn(T)
     true
 }
 
-/// A compiled nest.
+/// A compiled nest: its loops and the block instructions of its body.
 struct Nest {
     /// Frame slots of the loop variables, outermost first, with their ranges.
     vars: Vec<usize>,
@@ -812,8 +975,28 @@ struct Nest {
     nf: usize,
     ni: usize,
     nest_id: usize,
-    /// The scalar store: the fallback.
-    store_op: SFn,
+}
+
+/// The odometer of loops with extents `exts` at flat iteration `pos`.
+fn odometer(exts: &[i64], pos: i64) -> [i64; MAX_VARS] {
+    let mut ctr = [0i64; MAX_VARS];
+    let mut p = pos;
+    for d in (0..exts.len()).rev() {
+        ctr[d] = p % exts[d];
+        p /= exts[d];
+    }
+    ctr
+}
+
+/// Advances the odometer `ctr` of loops with extents `exts` by one iteration.
+fn advance(ctr: &mut [i64; MAX_VARS], exts: &[i64]) {
+    let Some(mut d) = exts.len().checked_sub(1) else { return };
+    ctr[d] += 1;
+    while d > 0 && ctr[d] == exts[d] {
+        ctr[d] = 0;
+        ctr[d - 1] += 1;
+        d -= 1;
+    }
 }
 
 impl Nest {
@@ -823,40 +1006,47 @@ impl Nest {
             sc.f = vec![vec![0.0; width]; self.nf];
             sc.i = vec![vec![0; width]; self.ni];
             sc.off = vec![0; width];
+            sc.off0 = vec![0; width];
         }
         sc
     }
 
-    /// Fills the loop-variable registers for iterations `pos..pos + n`.
+    /// Fills the loop-variable registers for iterations `pos..pos + n`: loop `d` holds
+    /// `lo + (p / stride) % extent` at iteration `p`, where `stride` is the product of the inner
+    /// extents, so each register is runs of one value (a ramp for the innermost loop that
+    /// is longer than 1), filled a run at a time. Loops of extent 1 (a 1×1 convolution's
+    /// kernel loops) are one fill.
     fn fill_vars(&self, sc: &mut Scratch, pos: i64, n: usize) {
-        let k = self.vars.len();
-        // The odometer at `pos`.
-        let mut ctr = [0i64; 8];
-        let mut p = pos;
-        for d in (0..k).rev() {
-            ctr[d] = p % self.exts[d];
-            p /= self.exts[d];
-        }
-        let inner = k - 1;
-        let mut j = 0;
-        while j < n {
-            // A run along the innermost loop.
-            let run = ((self.exts[inner] - ctr[inner]) as usize).min(n - j);
-            for (d, &c) in ctr.iter().enumerate().take(inner) {
-                sc.i[d][j..j + run].fill(self.los[d] + c);
+        let mut stride = 1i64;
+        for d in (0..self.vars.len()).rev() {
+            let (lo, ext) = (self.los[d], self.exts[d]);
+            let reg = &mut sc.i[d][..n];
+            if ext == 1 {
+                reg.fill(lo);
+            } else if stride == 1 {
+                let mut c = pos % ext;
+                for o in reg.iter_mut() {
+                    *o = lo + c;
+                    c += 1;
+                    if c == ext {
+                        c = 0;
+                    }
+                }
+            } else {
+                let mut c = (pos / stride) % ext;
+                let mut run = ((stride - pos % stride) as usize).min(n);
+                let mut j = 0;
+                while j < n {
+                    reg[j..j + run].fill(lo + c);
+                    j += run;
+                    c += 1;
+                    if c == ext {
+                        c = 0;
+                    }
+                    run = (stride as usize).min(n - j);
+                }
             }
-            let start = self.los[inner] + ctr[inner];
-            for (t, o) in sc.i[inner][j..j + run].iter_mut().enumerate() {
-                *o = start + t as i64;
-            }
-            j += run;
-            ctr[inner] += run as i64;
-            let mut d = inner;
-            while d > 0 && ctr[d] == self.exts[d] {
-                ctr[d] = 0;
-                ctr[d - 1] += 1;
-                d -= 1;
-            }
+            stride = stride.saturating_mul(ext);
         }
     }
 
@@ -864,30 +1054,19 @@ impl Nest {
         self.instrs.iter().all(|(ins, var)| (!first && !*var) || ins(sc, c, n))
     }
 
-    /// The scalar path from iteration `pos` to the end.
-    fn fallback(&self, c: &mut Ctx, pos: i64) {
+    /// The scalar path (`store_op` per iteration) from iteration `pos` to the end.
+    fn fallback(&self, c: &mut Ctx, store_op: &SFn, pos: i64) {
         let k = self.vars.len();
-        let mut ctr = [0i64; 8];
-        let mut p = pos;
-        for d in (0..k).rev() {
-            ctr[d] = p % self.exts[d];
-            p /= self.exts[d];
-        }
+        let mut ctr = odometer(&self.exts, pos);
         for _ in pos..self.total {
             for (d, &ct) in ctr.iter().enumerate().take(k) {
                 c.ints[self.vars[d]] = self.los[d] + ct;
             }
-            (self.store_op)(c);
+            store_op(c);
             if c.err.is_some() {
                 return;
             }
-            let mut d = k - 1;
-            ctr[d] += 1;
-            while d > 0 && ctr[d] == self.exts[d] {
-                ctr[d] = 0;
-                ctr[d - 1] += 1;
-                d -= 1;
-            }
+            advance(&mut ctr, &self.exts);
         }
     }
 
@@ -903,10 +1082,7 @@ impl Nest {
     }
 
     /// A map nest: per block, the values, then `store` (false: fall back from the block).
-    fn run(&self, c: &mut Ctx, store: impl Fn(&mut Scratch, &mut Ctx, usize) -> bool) {
-        if self.vars.len() > 8 {
-            return self.fallback(c, 0);
-        }
+    fn run(&self, c: &mut Ctx, store_op: &SFn, store: impl Fn(&mut Scratch, &mut Ctx, usize) -> bool) {
         let w = self.width();
         let mut sc = self.scratch(c, w);
         let mut pos = 0i64;
@@ -916,7 +1092,7 @@ impl Nest {
             self.fill_vars(&mut sc, pos, n);
             if !(self.run_instrs(&mut sc, c, n, first) && store(&mut sc, c, n)) {
                 c.nests[self.nest_id] = sc;
-                return self.fallback(c, pos);
+                return self.fallback(c, store_op, pos);
             }
             first = false;
             pos += n as i64;
@@ -930,6 +1106,7 @@ impl Nest {
     fn run_reduce(
         &self,
         c: &mut Ctx,
+        store_op: &SFn,
         dims: &[(usize, i64, i64)],
         base: i64,
         slot: super::Slot,
@@ -937,9 +1114,6 @@ impl Nest {
         ffold: Option<&FFoldFn>,
         ifold: Option<&IFoldFn>,
     ) {
-        if self.vars.len() > 8 {
-            return self.fallback(c, 0);
-        }
         let w = self.width();
         let mut sc = self.scratch(c, w);
         // The first block computes the invariant index registers; the accumulator's offset
@@ -951,7 +1125,7 @@ impl Nest {
         let len = c.storage_len(slot);
         if !ok || at >= len {
             c.nests[self.nest_id] = sc;
-            return self.fallback(c, 0);
+            return self.fallback(c, store_op, 0);
         }
         let mut pos = 0i64;
         let mut first = true;
@@ -959,11 +1133,6 @@ impl Nest {
             Class::F32 => (c.f32s[slot.index][at] as f64, 0),
             Class::F64 => (c.f64s[slot.index][at], 0),
             Class::I64 => (0.0, c.i64s[slot.index][at]),
-        };
-        let write = |c: &mut Ctx, facc: f64, iacc: i64| match slot.class {
-            Class::F32 => c.f32s[slot.index][at] = facc as f32,
-            Class::F64 => c.f64s[slot.index][at] = facc,
-            Class::I64 => c.i64s[slot.index][at] = iacc,
         };
         while pos < self.total {
             let n = ((self.total - pos) as usize).min(w);
@@ -987,14 +1156,136 @@ impl Nest {
                 };
             if !ok {
                 c.nests[self.nest_id] = sc;
-                write(c, facc, iacc);
-                return self.fallback(c, pos);
+                put(c, slot, at, facc, iacc);
+                return self.fallback(c, store_op, pos);
             }
             first = false;
             pos += n as i64;
         }
         c.nests[self.nest_id] = sc;
-        write(c, facc, iacc);
+        put(c, slot, at, facc, iacc);
         self.finish_vars(c);
+    }
+}
+
+/// Stores a value at offset `at` of `slot` (in bounds): the float `f` into float storage, the
+/// integer `i` into integer storage.
+#[inline]
+fn put(c: &mut Ctx, slot: super::Slot, at: usize, f: f64, i: i64) {
+    match slot.class {
+        Class::F32 => c.f32s[slot.index][at] = f as f32,
+        Class::F64 => c.f64s[slot.index][at] = f,
+        Class::I64 => c.i64s[slot.index][at] = i,
+    }
+}
+
+/// The element at offset `at` of `slot` (in bounds), as a float or an integer by class.
+#[inline]
+fn get(c: &Ctx, slot: super::Slot, at: usize) -> (f64, i64) {
+    match slot.class {
+        Class::F32 => (c.f32s[slot.index][at] as f64, 0),
+        Class::F64 => (c.f64s[slot.index][at], 0),
+        Class::I64 => (0.0, c.i64s[slot.index][at]),
+    }
+}
+
+/// A store's access in a block: index dimensions, element offset, storage slot, and the
+/// register of the stored value (or term).
+type BlockAccess = (Dims, i64, super::Slot, Reg);
+
+/// A compiled initialised reduction ([`try_compile_reduce_nest`]).
+struct ReduceNest {
+    /// Every loop: the outer ones, then the reduction's.
+    nest: Nest,
+    n_outer: usize,
+    /// Iterations of the reduction per outer iteration (at most [`BLOCK`]).
+    inner: usize,
+    outer_total: i64,
+    /// The scalar init store and the reduction nest as compiled alone: the fallback.
+    init_op: SFn,
+    inner_op: SFn,
+    init: BlockAccess,
+    acc: BlockAccess,
+    ffold: Option<FFold>,
+    ifold: Option<IFold>,
+}
+
+impl ReduceNest {
+    fn run(&self, c: &mut Ctx) {
+        let nest = &self.nest;
+        let m = self.inner;
+        let per_block = (BLOCK / m).max(1) as i64;
+        let mut sc = nest.scratch(c, (per_block as usize * m).min(nest.total as usize));
+        let (init_dims, init_base, islot, init_reg) = &self.init;
+        let (dims, base, slot, term) = &self.acc;
+        let (ilen, len) = (c.storage_len(*islot), c.storage_len(*slot));
+        let mut o = 0i64;
+        let mut first = true;
+        while o < self.outer_total {
+            let nb = per_block.min(self.outer_total - o);
+            let n = nb as usize * m;
+            nest.fill_vars(&mut sc, o * m as i64, n);
+            let ok = nest.run_instrs(&mut sc, c, n, first)
+                && offsets(&mut sc, init_dims, *init_base, n)
+                && {
+                    std::mem::swap(&mut sc.off, &mut sc.off0);
+                    offsets(&mut sc, dims, *base, n)
+                }
+                && (0..n).step_by(m).all(|j| sc.off0[j] < ilen && sc.off[j] < len);
+            if !ok {
+                c.nests[nest.nest_id] = sc;
+                return self.fallback(c, o);
+            }
+            for t in 0..nb as usize {
+                let j = t * m;
+                let (fv, iv) = match *init_reg {
+                    Reg::F(r) => (sc.f[r][j], 0),
+                    Reg::I(r) => (0.0, sc.i[r][j]),
+                };
+                put(c, *islot, sc.off0[j], fv, iv);
+                let at = sc.off[j];
+                let (facc, iacc) = get(c, *slot, at);
+                match (*term, self.ffold.as_deref(), self.ifold.as_deref()) {
+                    (Reg::F(r), Some(fold), _) => put(c, *slot, at, fold(facc, &sc.f[r][j..j + m]), 0),
+                    (Reg::I(r), _, Some(fold)) => match fold(iacc, &sc.i[r][j..j + m]) {
+                        Some(v) => put(c, *slot, at, 0.0, v),
+                        None => {
+                            c.nests[nest.nest_id] = sc;
+                            return self.fallback(c, o + t as i64);
+                        }
+                    },
+                    _ => {
+                        c.nests[nest.nest_id] = sc;
+                        return self.fallback(c, o + t as i64);
+                    }
+                }
+            }
+            first = false;
+            o += nb;
+        }
+        c.nests[nest.nest_id] = sc;
+        nest.finish_vars(c);
+    }
+
+    /// The scalar path from outer iteration `from` to the end: the init store, then the
+    /// reduction nest, per outer iteration.
+    fn fallback(&self, c: &mut Ctx, from: i64) {
+        let k = self.n_outer;
+        let exts = &self.nest.exts[..k];
+        let mut ctr = odometer(exts, from);
+        for _ in from..self.outer_total {
+            for (d, &ct) in ctr.iter().enumerate().take(k) {
+                c.ints[self.nest.vars[d]] = self.nest.los[d] + ct;
+            }
+            (self.init_op)(c);
+            if c.err.is_some() {
+                return;
+            }
+            (self.inner_op)(c);
+            if c.err.is_some() {
+                return;
+            }
+            advance(&mut ctr, exts);
+        }
     }
 }
