@@ -78,6 +78,12 @@ pub trait Pass: Send + Sync {
         None
     }
 
+    /// The pass as a `PrimFuncPass`, if it is one (the executor fuses consecutive ones into a
+    /// stage that fans out over PrimFuncs).
+    fn as_prim_func(&self) -> Option<&super::PrimFuncPass> {
+        None
+    }
+
     /// A module pass's per-function form, if it declared one with
     /// [`ModulePass::with_function_form`]: the executor may then run it inside a stage of
     /// function passes instead of as a barrier (see `executor`'s module docs).
