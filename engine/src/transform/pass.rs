@@ -78,9 +78,10 @@ pub trait Pass: Send + Sync {
         None
     }
 
-    /// The pass as a `PrimFuncPass`, if it is one (the executor fuses consecutive ones into a
-    /// stage that fans out over PrimFuncs).
-    fn as_prim_func(&self) -> Option<&super::PrimFuncPass> {
+    /// The pass as `Any`, for a pass kind defined above this file that the planner recognises
+    /// by its concrete type (a `PrimFuncPass`, whose consecutive calls the planner fuses into one
+    /// stage); `None` for the rest.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }
 

@@ -268,7 +268,7 @@ pub(crate) fn plan_with(
             continue;
         }
         let origin = |part| Origin { call: pass.clone(), registered, part };
-        if let Some(prim_pass) = pass.as_prim_func() {
+        if let Some(prim_pass) = pass.as_any().and_then(|p| p.downcast_ref::<PrimFuncPass>()) {
             // Consecutive PrimFunc passes share a stage, as function passes do; one that runs
             // on the calling thread is a stage of its own.
             let joins = |run: &[PrimFuncPass]| {

@@ -91,7 +91,7 @@ impl Pass for PrimFuncPass {
         PassKind::PrimFunc
     }
 
-    fn as_prim_func(&self) -> Option<&PrimFuncPass> {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
     }
 
