@@ -365,7 +365,7 @@ fn module_stage(
     for (name, (_, new)) in &next {
         store.note(name, new);
     }
-    Ok((next, recomputed, names.len()))
+    Ok((next, recomputed, entered))
 }
 
 /// Whether module stage `k` has a firewall that holds for every change in `changed`: each
