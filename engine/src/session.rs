@@ -36,6 +36,7 @@ mod fast;
 mod kept;
 mod lean;
 mod plan;
+mod prims;
 mod same;
 mod store;
 
@@ -46,13 +47,14 @@ use std::time::{Duration, Instant};
 use rustc_hash::{FxHashMap, FxHashSet};
 use salsa::Setter;
 
-use self::db::{run_stages, FnVal, FuncList, Ran, SessionDb, Source, UNFUSED};
+use self::db::{run_stages, FnVal, FuncList, Prims, Ran, SessionDb, Source, UNFUSED};
 use self::edit::{run_edit, EditRun};
 use self::fast::Cache;
 use self::kept::{Event, Kept, Store};
 use self::lean::LeanEdit;
 use self::plan::{plan, PassIds, Plan};
-use self::same::{same_function, span_base};
+use self::prims::prims_of;
+use self::same::{same_function, same_prim, same_prims, span_base};
 use self::store::StoreConfig;
 pub use self::store::{decode_source, encode_source, source_key, MemoryStore, StageKey, StageStore, STORE_FORMAT};
 use crate::ir::{Function, Module, ModuleError};
@@ -75,9 +77,6 @@ pub enum SessionError {
     /// The run was cancelled by an edit made while it was in flight.
     #[error("the run was cancelled by an edit")]
     Cancelled,
-    /// The module holds PrimFuncs, which the session's stores do not keep yet.
-    #[error("the module holds PrimFuncs (@{0}, …), which the incremental session does not carry yet (docs/tir.md); run the pipeline without a session (no watch, no --cache)")]
-    LoopLevel(String),
 }
 
 /// A module pass's per-function form: running `prelude` (a module pass, if any) and then
@@ -236,8 +235,8 @@ pub struct Session {
     firewalls: Vec<(String, ModuleFirewall)>,
     /// The persistent store stage results also go to ([`Session::set_store`]).
     store: Option<StoreConfig>,
-    /// The first PrimFunc of the module last loaded, if it had any (runs refuse it).
-    prim_loaded: Option<String>,
+    /// The PrimFuncs of the module last loaded (in a module without graph functions).
+    prims: Module,
     order: Vec<Arc<str>>,
     entries: FxHashMap<Arc<str>, Entry>,
     /// Functions whose `base` differs from their `stored_base`.
@@ -264,7 +263,7 @@ impl Session {
             splits: Vec::new(),
             firewalls: Vec::new(),
             store: None,
-            prim_loaded: None,
+            prims: Module::new(),
             order: Vec::new(),
             entries: FxHashMap::default(),
             moved: FxHashSet::default(),
@@ -303,6 +302,8 @@ impl Session {
             }
         }
         self.sync_list();
+        let roots = self.roots();
+        roots.set_prims(&mut self.db).to(Prims(self.prims.clone()));
     }
 
     /// The current (unoptimised) module.
@@ -311,6 +312,7 @@ impl Session {
         for name in &self.order {
             let _ = m.add_shared(name, self.entries[name].stored.clone());
         }
+        m.set_prims_from(&self.prims);
         m
     }
 
@@ -408,9 +410,24 @@ impl Session {
 
     /// Makes the session's module `module`: functions are added, removed, reordered and
     /// changed as needed; functions equal to what the session holds are left alone. Returns
-    /// the names of the functions that changed or were added.
+    /// the names of the functions that changed or were added, then those of the PrimFuncs.
     pub fn load(&mut self, module: &Module) -> Vec<Arc<str>> {
-        self.prim_loaded = module.prim_funcs().next().map(|(n, _)| n.to_string());
+        let mut prims_changed = Vec::new();
+        if !same_prims(&self.prims, module) {
+            // The loaded PrimFuncs are one input: a change goes through salsa, like a change of
+            // the function list, and its PrimFunc stages re-run only the PrimFuncs that changed.
+            prims_changed.extend(
+                module
+                    .prim_entries()
+                    .iter()
+                    .filter(|(n, f)| self.prims.get_prim(n).is_none_or(|old| !same_prim(old, f)))
+                    .map(|(n, _)| n.clone()),
+            );
+            self.prims = prims_of(module);
+            let roots = self.roots();
+            roots.set_prims(&mut self.db).to(Prims(self.prims.clone()));
+            self.kept.on(Event::ListChanged);
+        }
         let mut changed = Vec::new();
         for (name, func) in module.entries() {
             if self.put(name, func) {
@@ -428,6 +445,7 @@ impl Session {
             self.order = new_order;
             self.sync_list();
         }
+        changed.extend(prims_changed);
         changed
     }
 
@@ -545,9 +563,6 @@ impl Session {
 
     /// Runs the pipeline, recomputing only what changed since the last run.
     pub fn run(&mut self) -> Result<SessionOutput, SessionError> {
-        if let Some(name) = &self.prim_loaded {
-            return Err(SessionError::LoopLevel(name.clone()));
-        }
         if let Some(last) = self.kept.last() {
             return Ok(last.output(Instant::now()));
         }
@@ -576,6 +591,7 @@ impl Session {
             Store::Full(Cache::new(
                 Arc::new(self.order.clone()),
                 sources,
+                prims_of(&self.prims),
                 stages,
                 ran.module.clone(),
                 ran.diagnostics.clone(),
@@ -616,12 +632,12 @@ impl Session {
         let sources: Vec<Arc<Function>> = names.iter().map(|n| self.entries[n].stored.clone()).collect();
         let mut ran = None;
         if !unfused {
-            ran = lean::run_cold(plan.variant(false), names.clone(), sources.clone(), threads)?;
+            ran = lean::run_cold(plan.variant(false), names.clone(), sources.clone(), self.prims.clone(), threads)?;
         }
         if ran.is_none() {
             // The unfused variant has no run-time check, so it always gives a result.
             unfused = plan.unfused.is_some();
-            ran = lean::run_cold(plan.variant(true), names, sources, threads)?;
+            ran = lean::run_cold(plan.variant(true), names, sources, self.prims.clone(), threads)?;
         }
         let (lean, run) = ran.ok_or_else(|| PassError::msg("internal error: unfused stage plan not runnable"))?;
         Ok((self.output_of(run, plan.variant(unfused), start), Some(Store::Lean(lean)), unfused))

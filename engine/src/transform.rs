@@ -37,7 +37,9 @@ pub use config::{
 pub use context::{ContextGuard, PassContext, PassContextBuilder, DEFAULT_OPT_LEVEL, MAX_THREADS};
 pub use diagnostics::{Diagnostic, DiagnosticSink, Severity};
 pub use error::{ConfigError, ContextError, Hook, InstrumentError, PassError, PipelineError};
-pub use executor::{run_function_stage, run_plan, run_stage_on_function, FunctionRun};
+pub use executor::{
+    run_function_stage, run_plan, run_prim_stage, run_prim_stage_on, run_stage_on_function, FunctionRun, PrimRun,
+};
 pub use firewall::{FirewallCheck, ModuleFirewall};
 pub use info::PassInfo;
 pub use instrument::{stderr_sink, Instrument, Sink};

@@ -128,6 +128,7 @@ fn stage_names(stages: &[Stage]) -> Vec<String> {
                 format!("F[{}]", ps.iter().map(|p| p.info().name.clone()).collect::<Vec<_>>().join(","))
             }
             Stage::Prelude(p) => format!("P[{}]", p.pass.info().name),
+            Stage::Prim(_) => format!("T[{}]", s.label()),
             Stage::Module(p) => format!("M[{}]", p.info().name),
         })
         .collect()

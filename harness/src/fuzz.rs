@@ -264,9 +264,8 @@ impl<'a> Bytes<'a> {
 /// A pipeline of 1–6 registered passes, sometimes with a nested `[...]` group.
 pub fn shaped_pipeline(bytes: &mut Bytes<'_>) -> String {
     passel_passes::link();
-    // Graph-level passes only: the incremental session, which the parity targets compare
-    // against, does not carry PrimFuncs yet (it refuses them; docs/tir.md). The loop-level
-    // passes come last in the list, so the corpus picks the same passes as before they existed.
+    // Graph-level passes only (the loop-level passes come last in the list, so the corpus
+    // picks the same passes as before they existed).
     let names: Vec<&str> = passel_passes::standard_pass_names()
         .into_iter()
         .filter(|n| !passel_passes::tir::PASS_NAMES.contains(n) && *n != passel_passes::legalize_ops::NAME)

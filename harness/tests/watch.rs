@@ -94,3 +94,46 @@ fn assert_waited_at_least_session(log: &str) {
     };
     assert!(waited >= session, "{line}");
 }
+
+/// `--lower`: the session carries the PrimFuncs LegalizeOps and FuseTIR make; after a body edit
+/// the tir passes (one stage) re-run only on the PrimFunc the edit changed, and the output is
+/// what `passel run --lower` prints for the edited file.
+#[test]
+fn watch_lower_reruns_the_tir_passes_only_on_the_changed_prim_func() {
+    let dir = std::env::temp_dir().join(format!("passel-watch-lower-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("m.pir");
+    let log = dir.join("log.txt");
+    let out = dir.join("out.pir");
+    std::fs::write(&file, V1).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_passel"))
+        .args(["watch", "--lower", "-O3", "--max-runs", "2", "-j", "2", "-o"])
+        .arg(&out)
+        .arg(&file)
+        .stdout(Stdio::from(std::fs::File::create(&log).expect("log")))
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("passel runs");
+    let first = wait_for(&log, "run 1:");
+    assert!(first.contains("run 1: 2 functions, 2 edited"), "{first}");
+    let edited = V1.replace("relu(%x)", "negative(%x)");
+    save(&file, &edited);
+    let status = child.wait().expect("watch exits after --max-runs");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&log).expect("log");
+    let run2 = &text[text.find("run 2:").unwrap_or_else(|| panic!("no second run:\n{text}"))..];
+    assert!(run2.starts_with("run 2: 2 functions, 1 edited, 1 recomputed (@b)"), "{text}");
+    let tir = passel_passes::TIR_PIPELINE.join(",");
+    let tir_line = run2.lines().find(|l| l.trim_start().starts_with(&tir)).unwrap_or_else(|| panic!("{text}"));
+    let counts: Vec<&str> = tir_line[tir_line.find(&tir).map_or(0, |i| i + tir.len())..].split_whitespace().collect();
+    assert_eq!(counts[..4], ["1", "recomputed", "1", "reused"], "{tir_line}");
+    // The same as a cold run of the edited file.
+    let cold = Command::new(env!("CARGO_BIN_EXE_passel"))
+        .args(["run", "--lower", "-O3", "-j", "1"])
+        .arg(&file)
+        .output()
+        .expect("passel run");
+    assert!(cold.status.success(), "{}", String::from_utf8_lossy(&cold.stderr));
+    assert_eq!(std::fs::read_to_string(&out).expect("watch output"), String::from_utf8_lossy(&cold.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 
 use super::plan::{Plan, Stage};
-use super::same::{same_function, same_signature};
+use super::prims::{prims_of, run_prim_stage, ModuleRun};
+use super::same::{same_function, same_prims, same_signature};
 use crate::ir::{ExprKind, Function, Module};
 use crate::transform::executor::{run_stage_checked, StageChecks};
 use crate::transform::fanout::map_items_with;
@@ -42,13 +43,26 @@ pub(crate) struct Source {
     pub(crate) func: FnVal,
 }
 
-/// The function list and the stage plan.
+/// The function list, the loaded PrimFuncs and the stage plan.
 #[salsa::input]
 pub(crate) struct Roots {
     #[returns(clone)]
     pub(crate) funcs: Arc<FuncList>,
     #[returns(clone)]
+    pub(crate) prims: Prims,
+    #[returns(clone)]
     pub(crate) plan: Arc<Plan>,
+}
+
+/// The PrimFuncs of a module (held in a module without graph functions, so that lists are
+/// shared, not copied), compared with [`same_prims`].
+#[derive(Clone)]
+pub(crate) struct Prims(pub(crate) Module);
+
+impl PartialEq for Prims {
+    fn eq(&self, other: &Prims) -> bool {
+        same_prims(&self.0, &other.0)
+    }
 }
 
 /// The loaded functions: names in module order, and each one's input.
@@ -185,7 +199,7 @@ impl SessionDb {
     pub(crate) fn new(plan: Plan) -> SessionDb {
         let mut db =
             SessionDb { storage: salsa::Storage::default(), roots: None, log: Arc::new(Mutex::new(Vec::new())) };
-        let roots = Roots::new(&db, Arc::new(FuncList::default()), Arc::new(plan));
+        let roots = Roots::new(&db, Arc::new(FuncList::default()), Prims(Module::new()), Arc::new(plan));
         db.roots = Some(roots);
         db
     }
@@ -221,6 +235,24 @@ fn names_at<'db>(db: &'db dyn Db, id: StageId<'db>) -> Names {
             Err(_) => names_at(db, prev),
         },
         _ => names_at(db, prev),
+    }
+}
+
+/// The PrimFuncs entering stage `k`: those leaving the last barrier before it, else the loaded
+/// ones (graph function stages leave PrimFuncs alone).
+#[salsa::tracked(returns(clone))]
+fn prims_at<'db>(db: &'db dyn Db, id: StageId<'db>) -> Prims {
+    let k = id.stage(db);
+    if index(k) == 0 {
+        return db.roots().prims(db);
+    }
+    let prev = StageId::new(db, k - 1);
+    match stage_desc(db, prev) {
+        Some(stage) if !stage.is_function() => match &*barrier(db, prev).0 {
+            Ok((module, _)) => Prims(prims_of(module)),
+            Err(_) => prims_at(db, prev),
+        },
+        _ => prims_at(db, prev),
     }
 }
 
@@ -409,8 +441,12 @@ fn compute_function_stage(
     Ok(StageOut { func: FnVal(run.func), diags, unfusable: run.signature_changed })
 }
 
-/// Runs a module stage's pass on `module`.
-pub(crate) fn run_module_stage(stage: &Stage, module: Module) -> Result<(Module, Vec<Diagnostic>), PassError> {
+/// Runs a barrier on `module`: a module stage's pass, or a PrimFunc stage per PrimFunc
+/// (`prims.rs`).
+pub(crate) fn run_module_stage(stage: &Stage, module: Module) -> Result<ModuleRun, PassError> {
+    if let Some(passes) = stage.planned.prim_passes() {
+        return run_prim_stage(stage, passes, module);
+    }
     let Some(pass) = stage.planned.module_pass() else {
         return Err(PassError::msg(format!("stage {} is not a module stage", stage.label)));
     };
@@ -420,16 +456,7 @@ pub(crate) fn run_module_stage(stage: &Stage, module: Module) -> Result<(Module,
         call_pass(&**pass, module, &worker)
     };
     stage.ctx.merge_statistics(&worker.take_statistics());
-    match res {
-        // The session's stores keep graph functions only: refuse a module pass that makes
-        // PrimFuncs (LegalizeOps) rather than drop them from the output.
-        Ok(m) if m.num_prims() > 0 => Err(PassError::msg(format!(
-            "{} produced PrimFuncs, which the incremental session does not carry yet (docs/tir.md); \
-             run the pipeline without a session (no watch, no --cache)",
-            pass.info().name
-        ))),
-        res => res.map(|m| (m, worker.diagnostics().take())),
-    }
+    res.map(|module| ModuleRun { module, diags: worker.diagnostics().take(), prims_run: None })
 }
 
 #[salsa::tracked(returns(clone))]
@@ -468,11 +495,15 @@ fn barrier<'db>(db: &'db dyn Db, id: StageId<'db>) -> BarrierOut {
             None => {}
         }
     }
-    for name in names.0.iter() {
-        db.record(k, name);
-    }
+    module.set_prims_from(&prims_at(db, id).0);
     db.unwind_if_revision_cancelled();
-    BarrierOut(Arc::new(run_module_stage(&stage, module)))
+    let run = run_module_stage(&stage, module);
+    // A PrimFunc stage reports the PrimFuncs it ran on; a module pass ran on everything.
+    match run.as_ref().ok().and_then(|r| r.prims_run.as_ref()) {
+        Some(prims) => prims.iter().for_each(|name| db.record(k, name)),
+        None => names.0.iter().for_each(|name| db.record(k, name)),
+    }
+    BarrierOut(Arc::new(run.map(|r| (r.module, r.diags))))
 }
 
 #[salsa::tracked(returns(clone))]
@@ -537,7 +568,7 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
         let start = Instant::now();
         let k = base | k as u32;
         let id = StageId::new(db, k);
-        let names = names_at(db, id);
+        let mut names = names_at(db, id);
         match stage.planned.function_passes() {
             Some(passes) => {
                 let outs = map_items_with(stage.threads(threads), &names.0, db.clone(), |db, name| {
@@ -565,6 +596,11 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
                 barrier(&handle, StageId::new(&handle, k)).0
             } {
                 Ok((out, diags)) => {
+                    if stage.planned.prim_passes().is_some() {
+                        // A PrimFunc stage's statistics count PrimFuncs.
+                        names =
+                            Names(Arc::new(prims_at(db, id).0.prim_entries().iter().map(|(n, _)| n.clone()).collect()));
+                    }
                     diagnostics.extend(diags.iter().cloned());
                     if let Some(outputs) = &mut outputs {
                         outputs.push(StageCache::Module { out: out.clone(), diags: diags.clone() });
@@ -583,6 +619,7 @@ fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<R
             let _ = module.add_shared(name, res?);
         }
     }
+    module.set_prims_from(&prims_at(db, StageId::new(db, n)).0);
     Ok(Some(Ran { module, diagnostics, stages, outputs, unfused }))
 }
 

@@ -32,7 +32,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::db::{callees, replace_outputs, run_function_stage, run_module_stage, view_with, FnVal, StageOut};
 use super::plan::Stage;
-use super::same::{same_function, same_signature};
+use super::same::{same_function, same_prims, same_signature};
 use super::FirewallCheck;
 use crate::ir::{Function, Module};
 use crate::transform::{Diagnostic, PassError};
@@ -104,6 +104,9 @@ pub(crate) trait EditStore {
     /// The module entering stage `k` now (`names`), the changed functions' new inputs
     /// included.
     fn module_input(&self, k: usize, names: &Names, changed: &Changed) -> Result<Module, GiveUp>;
+    /// The PrimFuncs entering stage `k` now (in a module without graph functions): those
+    /// leaving the last module stage before it, else the loaded ones.
+    fn prims_at(&self, k: usize) -> &Module;
     /// The functions leaving module stage `k` last time, in order.
     fn out_names(&self, k: usize) -> Vec<&Arc<str>>;
     /// Module stage `k`'s previous output for `name`; `input` is its input now.
@@ -204,13 +207,16 @@ fn propagate(
     }
     let mut stages = Vec::with_capacity(stages_in.len());
     let mut diags_changed = false;
+    // Whether the PrimFuncs entering the stage differ from last time (a barrier before it
+    // made other ones); the loaded PrimFuncs did not change (that is a list change).
+    let mut prims_changed = false;
     for (k, stage) in stages_in.iter().enumerate() {
         let start = Instant::now();
         let (next, recomputed, entered) = if stage.is_function() {
             let last = k + 1 == stages_in.len();
             function_stage(stage, k, last, store, &changed, &mut diags_changed, remember)?
         } else {
-            module_stage(stage, k, store, &changed, &mut diags_changed)?
+            module_stage(stage, k, store, &changed, &mut prims_changed, &mut diags_changed)?
         };
         changed = next;
         stages.push(EditStage { recomputed, entered, time: start.elapsed() });
@@ -218,6 +224,10 @@ fn propagate(
     // The functions whose final output changed are replaced in the previous output; the
     // function list is the same (a changed list gave up above).
     replace_outputs(store.output_mut(), &changed);
+    if prims_changed {
+        let prims = store.prims_at(stages_in.len()).clone();
+        store.output_mut().set_prims_from(&prims);
+    }
     let module = store.output_mut().clone();
     if diags_changed {
         let diagnostics = store.collect_diagnostics(stages_in)?;
@@ -302,22 +312,30 @@ fn function_stage(
     Ok((next, recomputed, positions.len()))
 }
 
-/// Module stage `k`: nothing when no input changed; the changes passed through when the
-/// stage's firewall holds for each; else the pass re-run on the whole module.
+/// Module stage `k` (a module pass, a prelude or a PrimFunc stage): nothing when no input
+/// changed; the changes passed through when the stage's firewall holds for each; else the
+/// stage re-run on the whole module (a PrimFunc stage re-runs only the PrimFuncs that changed,
+/// `prims.rs`). `prims_changed` says whether the PrimFuncs entering it changed, and then
+/// whether those leaving it did.
 fn module_stage(
     stage: &Stage,
     k: usize,
     store: &mut impl EditStore,
     changed: &Changed,
+    prims_changed: &mut bool,
     diags_changed: &mut bool,
 ) -> Result<(Changed, Vec<Arc<str>>, usize), Stop> {
     let names = store.names_at(k);
+    let entered = match stage.planned.prim_passes() {
+        Some(_) => store.prims_at(k).num_prims(),
+        None => names.len(),
+    };
     let mut next: Changed = FxHashMap::default();
-    if changed.is_empty() {
-        return Ok((next, Vec::new(), names.len()));
+    if changed.is_empty() && !*prims_changed {
+        return Ok((next, Vec::new(), entered));
     }
     let mut recomputed = Vec::new();
-    if firewall_holds(stage, k, store, changed) {
+    if !*prims_changed && firewall_holds(stage, k, store, changed) {
         // The pass would leave the changed functions as they come and the rest as they were.
         for (name, (old, new)) in changed {
             if store.pass_through(k, name, new) {
@@ -325,8 +343,11 @@ fn module_stage(
             }
         }
     } else {
-        let input = store.module_input(k, &names, changed)?;
-        let (out, diags) = run_module_stage(stage, input.clone()).map_err(Stop::Failed)?;
+        let mut input = store.module_input(k, &names, changed)?;
+        input.set_prims_from(store.prims_at(k));
+        let run = run_module_stage(stage, input.clone()).map_err(Stop::Failed)?;
+        let (out, diags) = (run.module, run.diags);
+        *prims_changed = !same_prims(store.prims_at(k + 1), &out);
         let out_names = store.out_names(k);
         let same_names = out_names.len() == out.len() && out_names.iter().zip(out.entries()).all(|(a, (b, _))| *a == b);
         if !same_names {
@@ -339,12 +360,12 @@ fn module_stage(
             }
         }
         *diags_changed |= store.record_module_output(k, &names, &input, out, diags)?;
-        recomputed = names.to_vec();
+        recomputed = run.prims_run.unwrap_or_else(|| names.to_vec());
     }
     for (name, (_, new)) in &next {
         store.note(name, new);
     }
-    Ok((next, recomputed, names.len()))
+    Ok((next, recomputed, entered))
 }
 
 /// Whether module stage `k` has a firewall that holds for every change in `changed`: each

@@ -20,6 +20,8 @@ pub(crate) struct Cache {
     /// The functions as loaded, in module order.
     pub(crate) names: Arc<Vec<Arc<str>>>,
     pub(crate) sources: FxHashMap<Arc<str>, Arc<Function>>,
+    /// The PrimFuncs as loaded (in a module without graph functions).
+    prims: Module,
     pub(crate) stages: Vec<StageCache>,
     /// For each function stage, where each name is in its outputs.
     /// Stages entered by the same list share one map.
@@ -48,6 +50,7 @@ impl Cache {
     pub(crate) fn new(
         names: Arc<Vec<Arc<str>>>,
         sources: FxHashMap<Arc<str>, Arc<Function>>,
+        prims: Module,
         stages: Vec<StageCache>,
         output: Module,
         diagnostics: Vec<Diagnostic>,
@@ -77,7 +80,7 @@ impl Cache {
             };
             index.push(map);
         }
-        Cache { names, sources, stages, index, output, diagnostics, referrers: None }
+        Cache { names, sources, prims, stages, index, output, diagnostics, referrers: None }
     }
 
     /// Builds the referrer index from every stage's input (once; later updates go through
@@ -119,9 +122,10 @@ impl Cache {
     }
 }
 
-/// A copy of `module` sharing its functions but not its list.
+/// A copy of `module` sharing its functions but not its list of graph functions.
 fn unshared(module: &Module) -> Module {
     let mut copy = Module::with_capacity(module.len());
+    copy.set_prims_from(module);
     for (name, func) in module.entries() {
         // The names of a module are distinct, so adding cannot fail.
         let _ = copy.add_shared(name, func.clone());
@@ -229,6 +233,15 @@ impl EditStore for Cache {
             }
         }
         Ok(module)
+    }
+
+    /// The stored output of the last module stage before `k` holds them.
+    fn prims_at(&self, k: usize) -> &Module {
+        let last = self.stages[..k].iter().rev().find_map(|stage| match stage {
+            StageCache::Module { out, .. } => Some(out),
+            StageCache::Function { .. } => None,
+        });
+        last.unwrap_or(&self.prims)
     }
 
     fn out_names(&self, k: usize) -> Vec<&Arc<str>> {

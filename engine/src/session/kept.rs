@@ -114,7 +114,14 @@ mod tests {
     }
 
     fn store() -> Store {
-        Store::Full(Cache::new(Arc::default(), FxHashMap::default(), Vec::new(), Module::new(), Vec::new()))
+        Store::Full(Cache::new(
+            Arc::default(),
+            FxHashMap::default(),
+            Module::new(),
+            Vec::new(),
+            Module::new(),
+            Vec::new(),
+        ))
     }
 
     fn ran(kept: &mut Kept, unfused: bool) {

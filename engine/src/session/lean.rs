@@ -34,6 +34,7 @@ use super::db::{
 };
 use super::edit::{Changed, EditRun, EditStage, EditStore, GiveUp, Names, Positions, Referrers};
 use super::plan::Stage;
+use super::prims::prims_of;
 use super::same::{same_function, same_signature};
 use crate::ir::{ExprKind, Function, IdRange, Module, NodeId};
 use crate::transform::fanout::map_items;
@@ -61,6 +62,8 @@ enum LeanStage {
         dropped: FxHashSet<Arc<str>>,
         /// Functions the pass did not leave as they came (or added), with its output.
         modified: FxHashMap<Arc<str>, Arc<Function>>,
+        /// The PrimFuncs leaving the stage (a module without graph functions: a shared list).
+        prims: Module,
         diags: Vec<Diagnostic>,
     },
 }
@@ -72,6 +75,8 @@ pub(crate) struct Lean {
     index: Positions,
     /// The sources, in `names` order.
     sources: Vec<Arc<Function>>,
+    /// The PrimFuncs as loaded (a module without graph functions).
+    prims: Module,
     stages: Vec<LeanStage>,
     output: Module,
     diagnostics: Vec<Diagnostic>,
@@ -139,9 +144,11 @@ pub(crate) fn run_cold(
     stages: &[Arc<Stage>],
     names: Names,
     sources: Vec<Arc<Function>>,
+    prims: Module,
     threads: usize,
 ) -> Result<Option<(Lean, EditRun)>, PassError> {
     let mut current = Module::with_capacity(names.len());
+    current.set_prims_from(&prims);
     for (name, f) in names.iter().zip(&sources) {
         // The names are distinct, so adding cannot fail.
         let _ = current.add_shared(name, f.clone());
@@ -195,6 +202,7 @@ pub(crate) fn run_cold(
                     _ => Arc::new(list.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect()),
                 };
                 let mut next = Module::with_capacity(list.len());
+                next.set_prims_from(&current);
                 for (name, out) in list.iter().zip(&outs) {
                     let _ = next.add_shared(name, out.func.0.clone());
                 }
@@ -209,7 +217,9 @@ pub(crate) fn run_cold(
                 current = next;
             }
             None => {
-                let (out, diags) = run_module_stage(stage, current.clone())?;
+                let prims_entered = current.num_prims();
+                let run = run_module_stage(stage, current.clone())?;
+                let (out, diags) = (run.module, run.diags);
                 diagnostics.extend(diags.iter().cloned());
                 let dropped: FxHashSet<Arc<str>> = entered.iter().filter(|n| !out.contains(n)).cloned().collect();
                 let mut modified = FxHashMap::default();
@@ -223,8 +233,19 @@ pub(crate) fn run_cold(
                 if *list != out_names {
                     list = Arc::new(out_names);
                 }
-                kept.push(LeanStage::Module { out_names: list.clone(), dropped, modified, diags });
+                kept.push(LeanStage::Module {
+                    out_names: list.clone(),
+                    dropped,
+                    modified,
+                    prims: prims_of(&out),
+                    diags,
+                });
                 current = out;
+                if let Some(prims_run) = run.prims_run {
+                    // A PrimFunc stage's statistics count PrimFuncs.
+                    runs.push(EditStage { recomputed: prims_run, entered: prims_entered, time: start.elapsed() });
+                    continue;
+                }
             }
         }
         runs.push(EditStage { recomputed: entered.clone(), entered: entered.len(), time: start.elapsed() });
@@ -233,6 +254,7 @@ pub(crate) fn run_cold(
         names,
         index: names_index,
         sources,
+        prims,
         stages: kept,
         output: current.clone(),
         diagnostics: diagnostics.clone(),
@@ -240,6 +262,15 @@ pub(crate) fn run_cold(
         referrers: None,
     };
     Ok(Some((lean, EditRun { module: current, diagnostics, stages: runs })))
+}
+
+/// The PrimFuncs leaving `stages` (a prefix of a lean run's stages) when `loaded` entered them.
+fn lean_prims_before<'a>(stages: &'a [LeanStage], loaded: &'a Module) -> &'a Module {
+    let last = stages.iter().rev().find_map(|stage| match stage {
+        LeanStage::Module { prims, .. } => Some(prims),
+        LeanStage::Function { .. } => None,
+    });
+    last.unwrap_or(loaded)
 }
 
 impl Lean {
@@ -475,6 +506,10 @@ impl EditStore for LeanEdit<'_> {
         Ok(module)
     }
 
+    fn prims_at(&self, k: usize) -> &Module {
+        lean_prims_before(&self.lean.stages[..k], &self.lean.prims)
+    }
+
     fn out_names(&self, k: usize) -> Vec<&Arc<str>> {
         match &self.lean.stages[k] {
             LeanStage::Module { out_names, .. } => out_names.iter().collect(),
@@ -506,9 +541,10 @@ impl EditStore for LeanEdit<'_> {
         out: Module,
         new_diags: Vec<Diagnostic>,
     ) -> Result<bool, GiveUp> {
-        let LeanStage::Module { dropped, modified, diags, .. } = &mut self.lean.stages[k] else {
+        let LeanStage::Module { dropped, modified, prims, diags, .. } = &mut self.lean.stages[k] else {
             return Err(GiveUp);
         };
+        *prims = prims_of(&out);
         *modified = out
             .entries()
             .iter()

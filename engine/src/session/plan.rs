@@ -28,6 +28,7 @@ use std::sync::Arc;
 use rustc_hash::FxHasher;
 
 use super::db::EditResults;
+use super::prims::PrimResults;
 use super::store::{Persist, StoreConfig};
 use crate::session::ModuleFirewall;
 use crate::transform::plan::{plan_with, GivenSplit, Origin, Part, Planning, Stage as Planned};
@@ -53,6 +54,8 @@ pub(crate) struct Stage {
     pub(crate) persist: Option<Persist>,
     /// The results the edit path computed since the last cold run (`db.rs`).
     pub(crate) edited: Arc<EditResults>,
+    /// A PrimFunc stage's last result per PrimFunc (`prims.rs`).
+    pub(crate) prims: Arc<PrimResults>,
 }
 
 impl PartialEq for Stage {
@@ -62,7 +65,8 @@ impl PartialEq for Stage {
 }
 
 impl Stage {
-    /// Whether this is a function stage.
+    /// Whether this is a (graph) function stage. Every other stage, a PrimFunc stage
+    /// included, is a barrier to the session's stage loops (`prims.rs`).
     pub(crate) fn is_function(&self) -> bool {
         self.planned.function_passes().is_some()
     }
@@ -209,6 +213,7 @@ pub(crate) fn plan(
                     firewall,
                     persist,
                     edited: Arc::default(),
+                    prims: Arc::default(),
                 })
             })
             .collect()

@@ -10,15 +10,32 @@
 //! the session uses to move cached diagnostics along.
 //!
 //! [`same_signature`] is the firewall: what a caller can see of a callee.
+//!
+//! [`same_prims`] compares the PrimFuncs of two modules: the same names in the same order,
+//! each the same `Arc` or equal arena for arena (spans included, so a PrimFunc that moved in
+//! its file counts as changed and its diagnostics are recomputed where it now is).
 
 use std::sync::Arc;
 
-use crate::ir::{ExprKind, Function, NodeId};
+use crate::ir::{ExprKind, Function, Module, NodeId};
+use crate::tir::PrimFunc;
 
 /// The start of the first span of `func` (0 when it was not parsed). Spans of a function are
 /// compared relative to it.
 pub(crate) fn span_base(func: &Function) -> u32 {
     func.node_ids().find_map(|id| func.span(id)).map_or(0, |s| s.start)
+}
+
+/// Whether the PrimFuncs of `a` and `b` are the same (see the module docs); graph functions
+/// are not looked at.
+pub(crate) fn same_prims(a: &Module, b: &Module) -> bool {
+    a.num_prims() == b.num_prims()
+        && a.prim_entries().iter().zip(b.prim_entries()).all(|((n, f), (m, g))| n == m && same_prim(f, g))
+}
+
+/// Whether `a` and `b` are the same PrimFunc (the same `Arc`, or equal arenas and spans).
+pub(crate) fn same_prim(a: &Arc<PrimFunc>, b: &Arc<PrimFunc>) -> bool {
+    Arc::ptr_eq(a, b) || **a == **b
 }
 
 /// Whether `a` and `b` are the same function up to a uniform shift of their source spans.

@@ -35,6 +35,13 @@
 //! function, and the diagnostics and statistics are merged pass by pass in the serial order.
 //! No hook exists to be called, so nothing can observe that the bodies ran together.
 //!
+//! # PrimFunc stages
+//! Consecutive PrimFunc passes form a stage of their own ([`Stage::Prim`]), run like a function
+//! stage over the module's PrimFuncs ([`run_prim_stage`]): fused under the same conditions, one
+//! task per PrimFunc running every pass of the stage, diagnostics merged pass by pass in module
+//! order; else pass by pass with each pass's hooks. So a lowering pipeline's tir passes are one
+//! stage and one fan-out, not one per pass.
+//!
 //! A function pass reads other functions only through its read-only module view. In a fused
 //! stage the view is the stage's input module for every pass of the stage; a function pass must
 //! not depend on what an earlier function pass of the same stage did to *other* functions
@@ -62,12 +69,14 @@ use super::config::{IMMUTABLE_MODULE, VERIFY_EACH};
 use super::context::PassContext;
 use super::diagnostics::{Diagnostic, Severity};
 use super::error::PassError;
-use super::fanout::{map_entries, release};
+use super::fanout::{map_entries, map_items, release};
 use super::pass::{call_pass, run_in_worker, FunctionPass, Pass, PreludeBody};
 use super::plan::Stage;
+use super::prim_func_pass::PrimFuncPass;
 use super::statistics::Statistics;
 use super::verify_each::check_function;
 use crate::ir::{Function, Module};
+use crate::tir::PrimFunc;
 
 /// A prelude that ran ahead of its fused stage.
 struct PreludeRun {
@@ -84,6 +93,7 @@ pub fn run_plan(stages: &[Stage], mut module: Module, ctx: &PassContext) -> Resu
         module = match stage {
             Stage::Module(pass) => pass.run(module, ctx)?,
             Stage::Function(passes) => run_function_stage(passes, module, ctx)?,
+            Stage::Prim(passes) => run_prim_stage(passes, module, ctx)?,
             // The planner puts the split pass's function stage right after its prelude.
             Stage::Prelude(prelude) => match stages.next() {
                 Some(Stage::Function(passes)) => run_split_stage(&*prelude.body, passes, module, ctx)?,
@@ -134,11 +144,104 @@ pub fn run_split_stage(
     run_unfused(passes, module, ctx)
 }
 
+/// Runs one PrimFunc stage over `module`: fused when allowed (as a function stage: one task
+/// per PrimFunc runs every pass of the stage on it, see [`run_prim_stage_on`]), else pass by
+/// pass with each pass's hooks.
+pub fn run_prim_stage(passes: &[PrimFuncPass], mut module: Module, ctx: &PassContext) -> Result<Module, PassError> {
+    if !may_fuse_n(passes.len(), ctx) {
+        for pass in passes {
+            module = call_pass(pass, module, ctx)?;
+        }
+        return Ok(module);
+    }
+    let view = &module;
+    let threads = passes.iter().map(|p| p.threads(ctx)).min().unwrap_or(1);
+    let runs =
+        map_items(threads, module.prim_entries(), |(name, func)| run_prim_stage_on(passes, name, func, view, ctx));
+    let failed_at = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min();
+    for i in 0..passes.len() {
+        for run in &runs {
+            for d in run.diagnostics.get(i).into_iter().flatten() {
+                ctx.emit(d.clone());
+            }
+            if let Some(stats) = run.statistics.get(i) {
+                ctx.merge_statistics(stats);
+            }
+        }
+        if failed_at == Some(i) {
+            let first = runs.into_iter().filter_map(|r| r.error).find(|(j, _)| *j == i).map(|(_, e)| e);
+            return Err(first.unwrap_or_else(|| PassError::msg("internal error: failing PrimFunc not found")));
+        }
+    }
+    let out: Vec<Arc<PrimFunc>> = runs.into_iter().map(|r| r.func).collect();
+    module.replace_all_prims(out);
+    Ok(module)
+}
+
+/// What running a PrimFunc stage's passes on one PrimFunc produced (as [`FunctionRun`]).
+#[derive(Debug)]
+pub struct PrimRun {
+    /// The PrimFunc after the last pass that ran (after all of them when none failed).
+    pub func: Arc<PrimFunc>,
+    /// The diagnostics of each pass that ran, indexed by pass; their function is filled in.
+    pub diagnostics: Vec<Vec<Diagnostic>>,
+    /// The statistic counts of each pass that ran, indexed by pass.
+    pub statistics: Vec<Statistics>,
+    /// The first failure: the index of the pass and its error (naming pass and PrimFunc).
+    pub error: Option<(usize, PassError)>,
+}
+
+/// The one routine that runs a PrimFunc stage's passes on one PrimFunc named `name`, for the
+/// executor's fused PrimFunc stages and the incremental session: each pass in order under its
+/// own worker copy of `ctx` ([`run_in_worker`]: panics caught, `SkipOptimization` honoured),
+/// stopping at the first failure. `view` is the stage's input module; a PrimFunc pass reads no
+/// other function from it (a PrimFunc calls nothing), which is what lets a session cache its
+/// results per PrimFunc.
+pub fn run_prim_stage_on(
+    passes: &[PrimFuncPass],
+    name: &str,
+    func: &Arc<PrimFunc>,
+    view: &Module,
+    ctx: &PassContext,
+) -> PrimRun {
+    let mut run = PrimRun {
+        func: func.clone(),
+        diagnostics: Vec::with_capacity(passes.len()),
+        statistics: Vec::with_capacity(passes.len()),
+        error: None,
+    };
+    for (i, pass) in passes.iter().enumerate() {
+        let info = pass.info();
+        let (res, _elapsed, diags, stats) = run_in_worker(info, pass.body(), false, name, &run.func, view, ctx);
+        let reported = diags.iter().filter(|_| ctx.errors_fail_pass()).find(|d| d.severity == Severity::Error).cloned();
+        run.diagnostics.push(diags);
+        run.statistics.push(stats);
+        // `errors_fail_pass`: as `call_pass` does after a leaf pass.
+        let checked = res.and_then(|out| match reported {
+            Some(d) => Err(PassError::ErrorReported { pass: info.name.clone(), diagnostic: Box::new(d) }),
+            None => Ok(out),
+        });
+        match checked {
+            Ok(f) => run.func = f,
+            Err(e) => {
+                run.error = Some((i, e));
+                break;
+            }
+        }
+    }
+    run
+}
+
 /// Whether a stage of `passes` may run fused under the context's instruments and config (the
 /// module is checked by [`signatures_allow_fusing`]): only with no instrument attached, so
 /// every hook is called in TVM's order around its own pass's body.
 fn may_fuse(passes: &[FunctionPass], ctx: &PassContext) -> bool {
-    passes.len() > 1
+    may_fuse_n(passes.len(), ctx)
+}
+
+/// Whether a stage of `n` passes may run fused under the context (see [`may_fuse`]).
+fn may_fuse_n(n: usize, ctx: &PassContext) -> bool {
+    n > 1
         && !ctx.has_instruments()
         && !ctx.get_config(IMMUTABLE_MODULE, false)
         && !ctx.get_config(VERIFY_EACH, false)

@@ -78,6 +78,13 @@ pub trait Pass: Send + Sync {
         None
     }
 
+    /// The pass as `Any`, for a pass kind defined above this file that the planner recognises
+    /// by its concrete type (a `PrimFuncPass`, whose consecutive calls the planner fuses into one
+    /// stage); `None` for the rest.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// A module pass's per-function form, if it declared one with
     /// [`ModulePass::with_function_form`]: the executor may then run it inside a stage of
     /// function passes instead of as a barrier (see `executor`'s module docs).

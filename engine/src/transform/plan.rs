@@ -15,8 +15,9 @@
 //! has no instruments whose hooks a nested call would need).
 //!
 //! # Stages
-//! [`plan`] groups the calls into [`Stage`]s: maximal runs of function passes, and barriers. A
-//! barrier is a module pass, a nested `Sequential` or any pass that is not a [`FunctionPass`].
+//! [`plan`] groups the calls into [`Stage`]s: maximal runs of function passes, maximal runs of
+//! PrimFunc passes ([`Stage::Prim`], the loop level's function stages), and barriers. A
+//! barrier is a module pass, a nested `Sequential` or any other pass.
 //! A module pass with a per-function form ([`Pass::function_form`]) joins the function stage
 //! as that form; one with a split form ([`Pass::split_form`]) is a short barrier, its prelude
 //! ([`Stage::Prelude`]), and its per-function part starts the function stage right after it.
@@ -34,6 +35,7 @@ use std::sync::Arc;
 use super::context::PassContext;
 use super::error::PassError;
 use super::pass::{module_pass, FunctionPass, Pass, PassKind, PreludeBody, Sequential};
+use super::prim_func_pass::PrimFuncPass;
 use super::registry::get_pass;
 
 /// One step of a planned `Sequential`.
@@ -44,6 +46,9 @@ pub enum Stage {
     /// The module-wide part of a split module pass ([`Pass::split_form`]). The next stage is
     /// a function stage whose first pass is that pass's per-function part.
     Prelude(Prelude),
+    /// A maximal run of PrimFunc passes, in call order: the loop level's function stage. It
+    /// fans out over the module's PrimFuncs (graph functions pass through).
+    Prim(Vec<PrimFuncPass>),
     /// A barrier: a module pass, a nested `Sequential`, or any other non-function pass. It is
     /// called through [`call_pass`](super::call_pass) with the whole module.
     Module(Arc<dyn Pass>),
@@ -54,7 +59,15 @@ impl Stage {
     pub fn function_passes(&self) -> Option<&[FunctionPass]> {
         match self {
             Stage::Function(passes) => Some(passes),
-            Stage::Prelude(_) | Stage::Module(_) => None,
+            Stage::Prelude(_) | Stage::Prim(_) | Stage::Module(_) => None,
+        }
+    }
+
+    /// The stage's PrimFunc passes, for a PrimFunc stage.
+    pub fn prim_passes(&self) -> Option<&[PrimFuncPass]> {
+        match self {
+            Stage::Prim(passes) => Some(passes),
+            Stage::Function(_) | Stage::Prelude(_) | Stage::Module(_) => None,
         }
     }
 
@@ -64,7 +77,7 @@ impl Stage {
         match self {
             Stage::Module(pass) => Some(pass),
             Stage::Prelude(prelude) => Some(&prelude.pass),
-            Stage::Function(_) => None,
+            Stage::Function(_) | Stage::Prim(_) => None,
         }
     }
 
@@ -72,6 +85,7 @@ impl Stage {
     pub fn label(&self) -> String {
         match self {
             Stage::Function(passes) => passes.iter().map(|p| p.info().name.as_str()).collect::<Vec<_>>().join(","),
+            Stage::Prim(passes) => passes.iter().map(|p| p.info().name.as_str()).collect::<Vec<_>>().join(","),
             Stage::Prelude(prelude) => prelude.pass.info().name.clone(),
             Stage::Module(pass) => pass.info().name.clone(),
         }
@@ -82,6 +96,7 @@ impl Stage {
     pub fn threads(&self, ctx: &PassContext) -> usize {
         match self {
             Stage::Function(passes) => Stage::threads_of(passes, ctx),
+            Stage::Prim(passes) => passes.iter().map(|p| p.threads(ctx)).min().unwrap_or(1),
             Stage::Prelude(_) | Stage::Module(_) => ctx.num_threads().max(1),
         }
     }
@@ -244,7 +259,7 @@ pub(crate) fn plan_with(
 ) -> Result<Vec<(Stage, Vec<Origin>)>, PassError> {
     let mut calls = Vec::new();
     walk_calls(seq, ctx, how.flatten, &mut calls)?;
-    let mut stages = Vec::new();
+    let mut stages: Vec<(Stage, Vec<Origin>)> = Vec::new();
     for call in calls {
         let registered = call.required_by.is_some();
         let pass = call.pass;
@@ -253,6 +268,21 @@ pub(crate) fn plan_with(
             continue;
         }
         let origin = |part| Origin { call: pass.clone(), registered, part };
+        if let Some(prim_pass) = pass.as_any().and_then(|p| p.downcast_ref::<PrimFuncPass>()) {
+            // Consecutive PrimFunc passes share a stage, as function passes do; one that runs
+            // on the calling thread is a stage of its own.
+            let joins = |run: &[PrimFuncPass]| {
+                !prim_pass.runs_on_calling_thread() && !run.iter().any(PrimFuncPass::runs_on_calling_thread)
+            };
+            match stages.last_mut() {
+                Some((Stage::Prim(run), origins)) if joins(run) => {
+                    run.push(prim_pass.clone());
+                    origins.push(origin(Part::Whole));
+                }
+                _ => stages.push((Stage::Prim(vec![prim_pass.clone()]), vec![origin(Part::Whole)])),
+            }
+            continue;
+        }
         if pass.kind() != PassKind::Function {
             if let Some(given) = how.splits.iter().find(|s| s.name == pass.info().name) {
                 if let Some(prelude) = &given.prelude {

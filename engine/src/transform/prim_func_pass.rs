@@ -61,6 +61,16 @@ impl PrimFuncPass {
         self
     }
 
+    /// The worker threads the pass fans out over under `ctx`: 1 when it runs on the calling
+    /// thread, else the context's `num_threads`.
+    pub fn threads(&self, ctx: &PassContext) -> usize {
+        if self.on_calling_thread {
+            1
+        } else {
+            ctx.num_threads().max(1)
+        }
+    }
+
     /// The per-PrimFunc body.
     pub fn body(&self) -> &PrimFuncBody {
         &*self.body
@@ -81,12 +91,15 @@ impl Pass for PrimFuncPass {
         PassKind::PrimFunc
     }
 
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn execute(&self, module: Module, ctx: &PassContext) -> Result<Module, PassError> {
         if module.num_prims() == 0 {
             return Ok(module);
         }
-        let threads = if self.on_calling_thread { 1 } else { ctx.num_threads().max(1) };
-        run_function_pass_over_module(&self.info, self.body(), threads, module, ctx)
+        run_function_pass_over_module(&self.info, self.body(), self.threads(ctx), module, ctx)
     }
 }
 

@@ -1,0 +1,127 @@
+//! PrimFunc stages in a session: the loop level's function stages (`transform::plan::Stage::Prim`,
+//! consecutive PrimFunc passes) and the PrimFuncs every stage carries.
+//!
+//! PrimFuncs enter a session with the module it loads, and module passes make and change them
+//! (LegalizeOps, FuseTIR). A graph function stage leaves them as they are, so the PrimFuncs
+//! entering a stage are those leaving the last barrier before it (or the loaded ones). A
+//! PrimFunc stage is one of those barriers to the session's stage loops: it sees the module
+//! entering it and leaves the graph functions as they are (the same `Arc`s, so every function
+//! after it is reused). Inside, it runs per PrimFunc with the executor's routine
+//! ([`run_prim_stage_on`], fanned out as the executor fans out), and keeps each PrimFunc's
+//! result with its input ([`PrimResults`]): when the stage runs again, a PrimFunc equal to
+//! the one it computed last time ([`same_prim`]) takes that result, so an edit re-runs the tir
+//! passes only on the PrimFuncs it changed. That is sound because a PrimFunc pass reads
+//! nothing but its PrimFunc and its context (a PrimFunc calls no other function); the
+//! context is the stage's, which its fingerprint covers (another plan has other stages, with
+//! results of their own).
+//!
+//! What it deliberately does not do: keep PrimFunc results in the persistent store (only
+//! graph function stages are stored; a new process recomputes its PrimFunc stages), or
+//! reuse results under `testing.verify_each`, which checks whole modules pass by pass.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rustc_hash::FxHashMap;
+
+use super::plan::Stage;
+use super::same::same_prim;
+use crate::ir::Module;
+use crate::tir::PrimFunc;
+use crate::transform::executor::run_prim_stage_on;
+use crate::transform::fanout::map_items;
+use crate::transform::{call_pass, Diagnostic, PassError, PrimFuncPass, VERIFY_EACH};
+
+/// What a barrier (a module pass, a prelude or a PrimFunc stage) produced in a session.
+pub(crate) struct ModuleRun {
+    pub(crate) module: Module,
+    pub(crate) diags: Vec<Diagnostic>,
+    /// For a PrimFunc stage, the PrimFuncs it ran its passes on (module order); `None` for a
+    /// module pass, which ran on everything.
+    pub(crate) prims_run: Option<Vec<Arc<str>>>,
+}
+
+/// A module holding the PrimFuncs of `module` and no graph function (shares its list).
+pub(crate) fn prims_of(module: &Module) -> Module {
+    let mut prims = Module::new();
+    prims.set_prims_from(module);
+    prims
+}
+
+/// A PrimFunc stage's last result per PrimFunc, by name (see the module docs).
+#[derive(Default)]
+pub(crate) struct PrimResults {
+    map: Mutex<FxHashMap<Arc<str>, PrimResult>>,
+}
+
+struct PrimResult {
+    input: Arc<PrimFunc>,
+    output: Arc<PrimFunc>,
+    /// Per pass of the stage.
+    diags: Arc<Vec<Vec<Diagnostic>>>,
+}
+
+/// One PrimFunc's result in a run: its output, diagnostics per pass and whether it was computed.
+type PrimOut = Result<(Arc<PrimFunc>, Arc<Vec<Vec<Diagnostic>>>, bool), (usize, PassError)>;
+
+/// Runs PrimFunc stage `stage` (its passes `passes`) on `module`, reusing each PrimFunc's last
+/// result when the PrimFunc did not change. Diagnostics in the order a serial run reports them
+/// (pass-major, module order within a pass); the error a serial run reports (the first
+/// failing pass's first failing PrimFunc).
+pub(crate) fn run_prim_stage(stage: &Stage, passes: &[PrimFuncPass], module: Module) -> Result<ModuleRun, PassError> {
+    let ctx = &stage.ctx;
+    if ctx.get_config(VERIFY_EACH, false) {
+        let all = module.prim_entries().iter().map(|(n, _)| n.clone()).collect();
+        let worker = ctx.worker_copy();
+        let res = {
+            let _scope = worker.push_silently();
+            passes.iter().try_fold(module, |m, pass| call_pass(pass, m, &worker))
+        };
+        ctx.merge_statistics(&worker.take_statistics());
+        return res.map(|module| ModuleRun { module, diags: worker.diagnostics().take(), prims_run: Some(all) });
+    }
+    let results = &stage.prims;
+    let kept = std::mem::take(&mut *results.map.lock().unwrap_or_else(PoisonError::into_inner));
+    let view = &module;
+    let outs: Vec<PrimOut> = map_items(stage.planned.threads(ctx), module.prim_entries(), |(name, func)| {
+        if let Some(r) = kept.get(name).filter(|r| same_prim(&r.input, func)) {
+            return Ok((r.output.clone(), r.diags.clone(), false));
+        }
+        let run = run_prim_stage_on(passes, name, func, view, ctx);
+        // A session counts what it computes.
+        for stats in &run.statistics {
+            ctx.merge_statistics(stats);
+        }
+        match run.error {
+            Some(e) => Err(e),
+            None => Ok((run.func, Arc::new(run.diagnostics), true)),
+        }
+    });
+    if let Some(i) = outs.iter().filter_map(|o| o.as_ref().err().map(|e| e.0)).min() {
+        // What was kept is still right for its inputs.
+        *results.map.lock().unwrap_or_else(PoisonError::into_inner) = kept;
+        let first = outs.into_iter().find_map(|o| o.err().filter(|e| e.0 == i)).map(|e| e.1);
+        return Err(first.unwrap_or_else(|| PassError::msg("internal error: failing PrimFunc not found")));
+    }
+    drop(kept);
+    let outs: Vec<_> = outs.into_iter().filter_map(Result::ok).collect();
+    let mut diags = Vec::new();
+    for i in 0..passes.len() {
+        for (_, d, _) in &outs {
+            diags.extend(d.get(i).into_iter().flatten().cloned());
+        }
+    }
+    let mut map = FxHashMap::with_capacity_and_hasher(outs.len(), Default::default());
+    let mut prims_run = Vec::new();
+    let mut new = Vec::with_capacity(outs.len());
+    for ((name, input), (output, d, ran)) in module.prim_entries().iter().zip(outs) {
+        if ran {
+            prims_run.push(name.clone());
+        }
+        new.push(output.clone());
+        map.insert(name.clone(), PrimResult { input: input.clone(), output, diags: d });
+    }
+    *results.map.lock().unwrap_or_else(PoisonError::into_inner) = map;
+    let mut module = module;
+    module.replace_all_prims(new);
+    Ok(ModuleRun { module, diags, prims_run: Some(prims_run) })
+}
