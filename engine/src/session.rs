@@ -573,7 +573,7 @@ impl Session {
                 None => self.run_salsa()?,
             },
         };
-        self.kept.on(Event::Ran { out: &out, store, unfused });
+        self.kept.on(Event::Ran { out: &out, store: store.map(Box::new), unfused });
         Ok(out)
     }
 

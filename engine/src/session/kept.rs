@@ -41,7 +41,7 @@ pub(crate) enum Event<'a> {
     ModeChanged,
     /// A run succeeded: its output, the store it left (if the mode keeps one) and whether it
     /// ran the plan's unfused variant.
-    Ran { out: &'a SessionOutput, store: Option<Store>, unfused: bool },
+    Ran { out: &'a SessionOutput, store: Option<Box<Store>>, unfused: bool },
 }
 
 /// See the module docs.
@@ -74,7 +74,7 @@ impl Kept {
             }
             Event::Ran { out, store, unfused } => {
                 self.last = Some(Last::of(out));
-                self.store = store;
+                self.store = store.map(|s| *s);
                 self.edited.clear();
                 self.unfused = unfused;
             }
@@ -125,7 +125,7 @@ mod tests {
     }
 
     fn ran(kept: &mut Kept, unfused: bool) {
-        kept.on(Event::Ran { out: &output(), store: Some(store()), unfused });
+        kept.on(Event::Ran { out: &output(), store: Some(Box::new(store())), unfused });
     }
 
     fn func() -> Arc<Function> {

@@ -525,7 +525,7 @@ pub(super) fn qlinear_contrib(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> 
         }
         "QLinearConcat" => {
             let n = cx.n_inputs();
-            if n < 5 || (n - 2) % 3 != 0 {
+            if n < 5 || !(n - 2).is_multiple_of(3) {
                 return Err(format!(
                     "has {n} inputs; it takes Y_scale, Y_zero_point and then a (tensor, scale, zero point) triple per input"
                 ));
