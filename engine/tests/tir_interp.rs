@@ -604,7 +604,9 @@ prim @p(%O: Buffer[(4, 3), i64]) {{
 
 /// Runs `src` as written (loop nests whose body is one store take the block path) and with
 /// every such store wrapped in an `attr` (which keeps them on the scalar path): the results,
-/// or the errors, are the same.
+/// or the errors, are the same (the same error text; tensors by [`first_difference`]: the same
+/// bits, except that any two NaNs agree). On a difference it names the first differing
+/// element of every output that differs.
 fn block_and_scalar_agree(src: &str, name: &str, args: Vec<PrimArg>) -> Result<Vec<Tensor>, String> {
     let scalar_src = src.replace("/*S*/", "attr \"scalar\" = 0 {").replace("/*E*/", "}");
     let block_src = src.replace("/*S*/", "").replace("/*E*/", "");
@@ -617,8 +619,62 @@ fn block_and_scalar_agree(src: &str, name: &str, args: Vec<PrimArg>) -> Result<V
     assert_eq!(count(&scalar_src), 0, "no nest of\n{scalar_src}\ntakes the block path");
     let a = run(&block_src, name, args.clone()).map_err(|e| e.to_string());
     let b = run(&scalar_src, name, args).map_err(|e| e.to_string());
-    assert_eq!(a, b, "block path and scalar path differ on\n{block_src}");
+    match (&a, &b) {
+        (Ok(x), Ok(y)) => {
+            assert_eq!(x.len(), y.len(), "block path and scalar path return different numbers of tensors");
+            let diffs: Vec<String> = x
+                .iter()
+                .zip(y)
+                .enumerate()
+                .filter_map(|(k, (x, y))| first_difference(x, y).map(|d| format!("output {k}: {d}")))
+                .collect();
+            assert!(diffs.is_empty(), "block path and scalar path differ in\n{}\non\n{block_src}", diffs.join("\n"));
+        }
+        _ => assert_eq!(a, b, "block path and scalar path differ on\n{block_src}"),
+    }
     a
+}
+
+/// The first element (row-major) where `block` and `scalar` differ, with both values and
+/// their bits, or their dtype or shape mismatch; `None` when they agree. Elements agree when
+/// their bits are equal or both are NaN: the sign and payload of a NaN that arithmetic
+/// produces are not fixed (Rust lets the compiler commute `x * y` and `x + y`, and x86 takes
+/// a result NaN from the first operand, so `mul(NaN, -NaN)` is either NaN at opt-level 3), and
+/// no operation of the loop level can tell two NaNs apart (the interpreter's semantics, in
+/// the header of `engine/src/interp/prim.rs`).
+fn first_difference(block: &Tensor, scalar: &Tensor) -> Option<String> {
+    if block.dtype() != scalar.dtype() || block.shape() != scalar.shape() {
+        return Some(format!(
+            "block {:?}{:?}, scalar {:?}{:?}",
+            block.dtype(),
+            block.shape(),
+            scalar.dtype(),
+            scalar.shape()
+        ));
+    }
+    let (xb, yb) = (block.to_le_bytes(), scalar.to_le_bytes());
+    let width = xb.len() / block.len().max(1);
+    let (xv, yv) = (block.to_f64s(), scalar.to_f64s());
+    let k = (0..block.len()).find(|&k| {
+        let same_bits = xb[k * width..(k + 1) * width] == yb[k * width..(k + 1) * width];
+        let both_nan = xv[k].is_nan() && yv[k].is_nan();
+        !(same_bits || both_nan)
+    })?;
+    let hex = |b: &[u8]| b.iter().rev().map(|v| format!("{v:02x}")).collect::<String>();
+    let mut at = Vec::new();
+    let mut rest = k;
+    for &d in block.shape().iter().rev() {
+        at.push(rest % d);
+        rest /= d;
+    }
+    at.reverse();
+    Some(format!(
+        "element {at:?} (flat {k}): block {} (0x{}), scalar {} (0x{})",
+        xv[k],
+        hex(&xb[k * width..(k + 1) * width]),
+        yv[k],
+        hex(&yb[k * width..(k + 1) * width])
+    ))
 }
 
 #[test]
@@ -794,6 +850,78 @@ prim @u(%A: Buffer[(2, 300), f32], %F: Buffer[(2, 300), f32], %I: Buffer[(2, 300
     a[30] = f64::NEG_INFINITY;
     a[40] = 1e30;
     block_and_scalar_agree(src, "u", vec![tensor(&[2, 300], DType::F32, &a)]).expect("runs");
+}
+
+#[test]
+fn nan_results_of_both_paths_agree_as_nans_and_nothing_computed_from_them_differs() {
+    // With %A NaN, `sigmoid` gives a NaN of the other sign, so `mul` and `add` see two NaNs of
+    // opposite signs: which one is the result is not fixed (at opt-level 3 the block path's
+    // loop computes `y * x` and gets the other sign than the scalar closure). Every operation
+    // on the result gives the same value either way: isnan, comparisons, casts to integers
+    // (NaN → 0), abs, select.
+    let src = r#"
+prim @n(%A: Buffer[(300,), f32], %F: Buffer[(300,), f32], %G: Buffer[(300,), f32], %I: Buffer[(300,), i32], %J: Buffer[(300,), f32]) {
+  for %i in serial(0, 300) {
+    /*S*/ %F[%i] = mul(%A[%i], sigmoid(%A[%i])); /*E*/
+  }
+  for %i in serial(0, 300) {
+    /*S*/ %G[%i] = add(neg(%A[%i]), %A[%i]); /*E*/
+  }
+  for %i in serial(0, 300) {
+    /*S*/ %I[%i] = add(add(mul(cast(isnan(mul(%A[%i], sigmoid(%A[%i]))), i32), 100i32), mul(cast(gt(add(neg(%A[%i]), %A[%i]), 0.0f), i32), 10i32)), cast(mul(%A[%i], sigmoid(%A[%i])), i32)); /*E*/
+  }
+  for %i in serial(0, 300) {
+    /*S*/ %J[%i] = select(isnan(%F[%i]), abs(%F[%i]), 2.0f); /*E*/
+  }
+}
+"#;
+    let a: Vec<f64> = (0..300)
+        .map(|i| match i % 4 {
+            0 => f64::NAN,
+            1 => -f64::NAN,
+            2 => 3.0,
+            _ => -2.0,
+        })
+        .collect();
+    let out = block_and_scalar_agree(src, "n", vec![tensor(&[300], DType::F32, &a)]).expect("runs");
+    let (f, g, j) = (f32s(&out[0]), f32s(&out[1]), f32s(&out[3]));
+    let ints = i64s(&out[2]);
+    for k in 0..300 {
+        let nan = k % 4 < 2;
+        assert_eq!(f[k].is_nan(), nan, "F[{k}] = {}", f[k]);
+        assert_eq!(g[k].is_nan(), nan, "G[{k}] = {}", g[k]);
+        // isnan → 100, NaN > 0 is false, cast(NaN, i32) = 0; else x·sigmoid(x) truncated.
+        let want = match k % 4 {
+            0 | 1 => 100,
+            2 => 2, // 3 · 0.9526 = 2.86
+            _ => 0, // -2 · 0.1192 = -0.24
+        };
+        assert_eq!(ints[k], want, "I[{k}]");
+        if nan {
+            assert!(j[k].is_nan() && j[k].is_sign_positive(), "J[{k}] = {:#x}", j[k].to_bits());
+        } else {
+            assert_eq!(j[k], 2.0);
+        }
+    }
+}
+
+#[test]
+fn block_and_scalar_results_agree_by_bits_except_between_nans() {
+    let t = |v: f32| Tensor::from_f64s(&[2, 2], DType::F32, &[1.0, 2.0, 3.0, v as f64]).expect("tensor");
+    assert_eq!(first_difference(&t(f32::NAN), &t(-f32::NAN)), None);
+    assert_eq!(first_difference(&t(f32::from_bits(0x7fc0_0001)), &t(f32::NAN)), None);
+    assert_eq!(first_difference(&t(5.0), &t(5.0)), None);
+    let d = first_difference(&t(f32::NAN), &t(4.0)).expect("NaN and a number differ");
+    assert!(d.starts_with("element [1, 1] (flat 3): block NaN (0x7fc00000), scalar 4 (0x40800000)"), "{d}");
+    // -0.0 and 0.0 compare equal but are told apart (1 / x), so their bits must match.
+    assert!(first_difference(&t(0.0), &t(-0.0)).is_some());
+    let i = Tensor::from_f64s(&[3], DType::I32, &[1.0, 2.0, 3.0]).expect("tensor");
+    let k = Tensor::from_f64s(&[3], DType::I32, &[1.0, 2.0, -3.0]).expect("tensor");
+    assert_eq!(
+        first_difference(&i, &k).as_deref(),
+        Some("element [2] (flat 2): block 3 (0x00000003), scalar -3 (0xfffffffd)")
+    );
+    assert!(first_difference(&t(0.0), &i).is_some());
 }
 
 /// How many initialised reductions of `src` (markers removed) run with their outer loops.

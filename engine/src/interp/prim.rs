@@ -25,6 +25,12 @@
 //!   Rust's `%` (C's `fmod`), `floordiv` is `floor(a / b)` and `floormod` is
 //!   `a - floor(a / b) * b`, each step rounded to the dtype as TVM's lowering computes them.
 //!   `min` / `max` propagate NaN (as the graph kernels and numpy do).
+//! - Which NaN an operation produces (its sign and payload) is not specified: Rust lets the
+//!   compiler commute `x + y` and `x * y`, and x86 returns the first operand's NaN, so an
+//!   operation on two NaNs of opposite signs gives either (the block path's loops and the
+//!   scalar closures differ so at opt-level 3). Nothing in the loop level tells NaNs apart
+//!   (`isnan`, comparisons, casts and `select` treat every NaN alike; `abs` clears the sign),
+//!   so it shows only in the bits of a NaN in an output; the tests compare NaNs as equal.
 //! - Intrinsics on f32 and f16 use the graph kernels' f32 functions where the graph level has
 //!   the operator (`exp`, `log`, `sqrt`, `tanh`, `sigmoid`, `erf`, `floor`, `ceil`, `round`,
 //!   trigonometry, `abs`, `neg`, `pow`), so a lowered model matches the graph interpreter bit

@@ -2,7 +2,8 @@
 //! one store runs a block of iterations at a time, each expression node computing a register
 //! of up to [`BLOCK`] values per dispatch, instead of one closure call per node per
 //! iteration. It shortcuts the scalar closures of [`super::Compiler`] and computes exactly what
-//! they compute:
+//! they compute (up to which NaN a NaN result is, which the semantics in [`super`] leave
+//! open):
 //!
 //! - operator, cast and intrinsic semantics come from the one table ([`super::int_arith`],
 //!   [`super::float_bin`], [`super::cast_fn`], the `*_intrinsic` functions);
