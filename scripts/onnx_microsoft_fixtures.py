@@ -125,6 +125,27 @@ def fixtures():
         [r(B, S, H), r(B, L, H), r(B, L, H)],
     )
     out["qlinear"] = qlinear_fixture(rng)
+    # Weights within [-63, 63]: onnxruntime's u8 x s8 kernel saturates int16 pair sums on CPUs
+    # without VNNI (255 * 127 * 2 > 32767), which ONNX's exact product does not.
+    wq = rng.integers(-63, 64, (8, 5)).astype(np.int8)
+    out["dynamic_quantize_matmul"] = (
+        model(
+            [
+                ms("DynamicQuantizeMatMul", ["a", "wq", "ws", "wz", "bias"], ["y"]),
+                ms("DynamicQuantizeMatMul", ["a", "wq", "ws1"], ["y_scalar"]),
+            ],
+            [vi("a", F, [2, 3, 8])],
+            [vi("y", F, [2, 3, 5]), vi("y_scalar", F, [2, 3, 5])],
+            [
+                arr("wq", wq),
+                arr("ws", (rng.random(5) * 0.02 + 0.01).astype(np.float32)),
+                arr("wz", np.array([0, 1, -2, 0, 3], np.int8)),
+                arr("bias", r(5)),
+                arr("ws1", np.array(0.015, np.float32)),
+            ],
+        ),
+        [r(2, 3, 8)],
+    )
     return out
 
 

@@ -91,7 +91,8 @@ fn control_flow_models_match_onnxruntime_before_and_after_o3() {
 /// kernels (which use approximations of erf / tanh / exp: 1e-4 relative).
 #[test]
 fn microsoft_operators_and_1d_windows_match_onnxruntime_before_and_after_o3() {
-    let microsoft = ["gelus", "skip_layer_norm", "fused_matmul", "attention", "multi_head_attention"];
+    let microsoft =
+        ["gelus", "skip_layer_norm", "fused_matmul", "attention", "multi_head_attention", "dynamic_quantize_matmul"];
     // 1-D Conv, pools and global pools on rank-3 input, run as 2-D over a height of 1.
     let windows = ["windows_1d/conv_pool_1d".to_string()];
     for name in microsoft.iter().map(|n| format!("microsoft/{n}")).chain(windows) {

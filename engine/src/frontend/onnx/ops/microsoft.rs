@@ -16,6 +16,7 @@
 //!   mask, `attention_bias`, `unidirectional`; no past state);
 //! - `QLinearAdd`, `QLinearMul`, `QLinearSigmoid`, `QLinearConcat` (the QOperator format of
 //!   onnxruntime's static quantizer: dequantize, the float op, requantize; `quant.rs`);
+//! - `DynamicQuantizeMatMul` (the matmul of onnxruntime's dynamic quantizer: `quant.rs`);
 //! - `DynamicQuantizeLSTM` (an LSTM with int8 / uint8 weights whose GEMMs quantize their float
 //!   operand dynamically, as onnxruntime's kernel does; `rnn.rs`).
 //!
@@ -29,6 +30,7 @@ pub const MICROSOFT_OPS: &[&str] = &[
     "Attention",
     "BiasGelu",
     "DynamicQuantizeLSTM",
+    "DynamicQuantizeMatMul",
     "FastGelu",
     "FusedMatMul",
     "Gelu",
@@ -75,6 +77,7 @@ pub(super) fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         "SkipSimplifiedLayerNormalization" => skip_norm(cx, true),
         "FusedMatMul" => fused_matmul(cx),
         "DynamicQuantizeLSTM" => super::rnn::dynamic_quantize_lstm(cx),
+        "DynamicQuantizeMatMul" => super::quant::dynamic_quantize_matmul(cx),
         "Attention" => attention(cx),
         "MultiHeadAttention" => multi_head_attention(cx),
         "QLinearAdd" | "QLinearMul" | "QLinearSigmoid" | "QLinearConcat" => super::quant::qlinear_contrib(cx, &op),

@@ -555,3 +555,40 @@ pub(super) fn qlinear_contrib(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> 
         _ => Err(format!("passel has no converter for com.microsoft operator `{op}`")),
     }
 }
+
+/// onnxruntime's `DynamicQuantizeMatMul` (`com.microsoft`): float32 `A` `[.., M, K]` quantized
+/// as a whole to uint8 (`DynamicQuantizeLinear`), its exact integer product with the quantized
+/// weights `B` `[K, N]` (zero point a scalar or one per column, default 0), scaled by
+/// `a_scale · b_scale` (`b_scale` a scalar or one per column), plus the optional float `bias` `[N]`.
+pub(super) fn dynamic_quantize_matmul(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (a, b, b_scale, b_zp, bias) = (cx.input(0)?, cx.input(1)?, cx.input(2)?, cx.opt(3), cx.opt(4));
+    if a.ty().dtype != DType::F32 {
+        return Err(format!("A is {}; DynamicQuantizeMatMul takes float32", a.ty().dtype.name()));
+    }
+    if b.rank() != 2 {
+        return Err(format!("B has shape {:?}; it must be [K, N]", b.shape()));
+    }
+    let n = b.shape()[1];
+    let per_column = |v: &Val| v.shape().iter().product::<u64>() == 1 || v.shape() == [n];
+    if !per_column(&b_scale) {
+        return Err(format!("b_scale has shape {:?}; it must be a scalar or [{n}] (one per column)", b_scale.shape()));
+    }
+    check_scale(&b_scale).map_err(|e| format!("b_scale: {e}"))?;
+    let scale_shape: &[u64] = if b_scale.shape().iter().product::<u64>() == 1 { &[] } else { &[n] };
+    let b_scale = cx.reshape(&b_scale, scale_shape, true)?;
+    let b_scale = cast(cx, &b_scale, DType::F32)?;
+    let b_zp = match b_zp {
+        Some(z) => z,
+        None => Cx::scalar(b.ty().dtype, 0.0),
+    };
+    let y = quantized_gemm(cx, &a, (&b, &b_scale, &b_zp))?;
+    match bias {
+        Some(bias) => {
+            if bias.ty().dtype != DType::F32 || bias.shape() != [n] {
+                return Err(format!("bias must be float32 of shape [{n}], got {} {:?}", bias.ty().dtype, bias.shape()));
+            }
+            one(cx.call("add", &[&y, &bias], Attrs::new())?)
+        }
+        None => one(y),
+    }
+}
