@@ -218,9 +218,23 @@ struct Outcome {
 }
 
 fn run_pipeline(module: &Module, pipeline: &str, threads: usize) -> Result<Outcome, String> {
+    run_pipeline_with(module, pipeline, &[], threads)
+}
+
+/// Runs `pipeline` over `module` at -O3 on `threads` threads under `configs`.
+fn run_pipeline_with(
+    module: &Module,
+    pipeline: &str,
+    configs: &[(&str, passel_engine::transform::ConfigValue)],
+    threads: usize,
+) -> Result<Outcome, String> {
     passel_passes::link();
     let seq = parse_pipeline(pipeline).map_err(|e| format!("pipeline {pipeline} does not parse: {e}"))?;
-    let ctx = PassContext::builder().opt_level(3).num_threads(threads).build().map_err(|e| e.to_string())?;
+    let mut builder = PassContext::builder().opt_level(3).num_threads(threads);
+    for (key, value) in configs {
+        builder = builder.config(key, value.clone());
+    }
+    let ctx = builder.build().map_err(|e| e.to_string())?;
     let res = ctx.scope(|| seq.run(module.clone(), &ctx)).map_err(|e| e.to_string())?;
     let taken = ctx.diagnostics().take();
     let errors = taken.iter().any(|d| d.severity == Severity::Error);

@@ -11,10 +11,11 @@
 
 use passel_engine::interp::{eval_function, random_args};
 use passel_engine::ir::{parse_module, print_module, verify_module, Module};
-use passel_engine::transform::{parse_pipeline, ConfigValue, Pass, PassContext, Severity};
+use passel_engine::transform::{ConfigValue, Pass, PassContext};
 use passel_passes::tir::{common_subexpr_elim, loop_partition, unroll_loop, vectorize_loop};
 
 use super::Bytes;
+use super::Outcome;
 use crate::gen::{cnn, mlp, random, transformer, CnnOptions, MlpOptions, RandomOptions, TransformerOptions};
 
 /// `tir_pipeline_parity`: see the module docs.
@@ -159,26 +160,6 @@ fn tir_configs(bytes: &mut Bytes<'_>) -> Vec<(&'static str, ConfigValue)> {
 }
 
 /// A run's printed module (or error), diagnostics, and whether any is an error.
-struct Outcome {
-    module: Option<Module>,
-    text: String,
-    diagnostics: Vec<String>,
-    errors: bool,
-}
-
 fn run(module: &Module, pipeline: &str, configs: &[(&str, ConfigValue)], threads: usize) -> Result<Outcome, String> {
-    let seq = parse_pipeline(pipeline).map_err(|e| format!("pipeline {pipeline} does not parse: {e}"))?;
-    let mut builder = PassContext::builder().opt_level(3).num_threads(threads);
-    for (key, value) in configs {
-        builder = builder.config(key, value.clone());
-    }
-    let ctx = builder.build().map_err(|e| e.to_string())?;
-    let res = ctx.scope(|| seq.run(module.clone(), &ctx)).map_err(|e| e.to_string())?;
-    let taken = ctx.diagnostics().take();
-    let errors = taken.iter().any(|d| d.severity == Severity::Error);
-    let diagnostics = taken.iter().map(|d| format!("{d:?}")).collect();
-    Ok(match res {
-        Ok(m) => Outcome { text: print_module(&m), module: Some(m), diagnostics, errors },
-        Err(e) => Outcome { module: None, text: format!("error: {e}"), diagnostics, errors: true },
-    })
+    super::run_pipeline_with(module, pipeline, configs, threads)
 }
