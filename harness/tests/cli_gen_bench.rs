@@ -155,6 +155,12 @@ fn bench_writes_json_and_svg_with_a_row_per_configuration() {
     }
     assert!(rows.iter().any(|r| r["peak_heap_bytes"].as_u64().is_some_and(|p| p > 0)), "no heap measured");
     assert_eq!(rows[0]["speedup"], 1.0);
+    // An edit row counts what its run recomputed (at least the edited function), and has no
+    // speedup over serial: it did not redo the whole module.
+    for r in rows.iter().filter(|r| r["mode"].as_str().is_some_and(|m| m.ends_with("-edit"))) {
+        assert!(r["speedup"].is_null(), "{r}");
+        assert!(r["functions"].as_u64().is_some_and(|f| (1..=12).contains(&f)), "{r}");
+    }
 
     let svg = std::fs::read_to_string(&svg).expect("svg written");
     assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));

@@ -1,12 +1,15 @@
-//! A bench report and its three renderings: a text table, JSON (hand-written: the harness has
-//! no serde dependency) and a self-contained SVG bar chart of the time per row.
+//! A bench report and its three renderings: a text table, JSON (written field by field,
+//! strings escaped by serde_json) and a self-contained SVG bar chart of the time per row.
 //!
 //! Times print with three significant digits in the unit that fits (`ns`, `µs`, `ms`, `s`), so a
 //! 0.23 µs no-change re-run and a 216 ms cold run are both readable. A `…-nochange` row does no
 //! work (the session hands back its previous result), so throughput and speedup over serial are
 //! meaningless there and print as `—` (`null` in JSON); instead, every `PREFIX-nochange` and
 //! `PREFIX-edit` row shows its time as a fraction of its `PREFIX-cold` row (`vs cold`, e.g.
-//! `1/740k`: the re-run takes 1/740,000 of the cold run's time).
+//! `1/740k`: the re-run takes 1/740,000 of the cold run's time). An edit row redoes only part
+//! of the work, so it has no speedup over the serial row (that would be the speedup of a whole
+//! recompilation it did not do); a session's edit row counts the functions and bindings the
+//! edit run recomputed, so its rates are what was actually done.
 //!
 //! A model bench (`--model`) adds `import` and `print` rows, which are not pipeline runs (no
 //! speedup), and a summary of the model: file and weight bytes, ops before and after the
@@ -73,11 +76,12 @@ impl BenchReport {
         self.rows.iter().find(|r| r.mode == "serial").map(|r| r.time.as_secs_f64())
     }
 
-    /// Speedup over the serial row; none for rows that do no work.
+    /// Speedup over the serial row; none for rows that do no work or only part of it (edits).
     fn speedup(&self, row: &BenchRow) -> Option<f64> {
         let t = row.time.as_secs_f64();
         let pipeline_run = !matches!(row.mode.as_str(), "import" | "print");
-        self.serial_secs().filter(|_| t > 0.0 && !does_no_work(row) && pipeline_run).map(|s| s / t)
+        let whole = !row.mode.ends_with("-edit");
+        self.serial_secs().filter(|_| t > 0.0 && !does_no_work(row) && pipeline_run && whole).map(|s| s / t)
     }
 
     /// The row's time divided by its session's cold row's (`session-edit` → `session-cold`).
@@ -460,7 +464,9 @@ mod tests {
         assert!(nochange.contains("231ns") && nochange.matches('—').count() == 3, "{t}");
         assert!(nochange.contains("1/650k"), "{t}");
         let edit = line("session-edit");
-        assert!(edit.contains("14.2ms") && edit.contains("1/11") && edit.contains("14.05x"), "{t}");
+        // An edit redoes part of the work: no speedup over a whole serial run.
+        assert!(edit.contains("14.2ms") && edit.contains("1/11") && !edit.contains("14.05x"), "{t}");
+        assert!(edit.contains("    —"), "{t}");
         assert!(line("serial").contains("200ms") && line("serial").ends_with("3.0 MiB"), "{t}");
     }
 
