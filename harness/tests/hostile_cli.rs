@@ -478,3 +478,24 @@ fn config_values_out_of_range_are_errors_and_booleans_ignore_case() {
         assert!(!stderr(&out).contains("expects"), "{value}: {}", stderr(&out));
     }
 }
+
+/// `check` type-checks as `run`'s InferType does: a shape error the verifier cannot see (the
+/// binding is unannotated) is reported with its function and line, every one of them, in module
+/// order; well-typed functions around them do not matter.
+#[test]
+fn check_reports_each_type_error_with_its_function_and_line() {
+    let dir = temp_dir("check-types");
+    let text = "def @ok(%a: Tensor[(4), f32]) -> Tensor[(4), f32] {\n  relu(%a)\n}\n\n\
+                def @f(%a: Tensor[(4), f32], %z: Tensor[(3), f32]) -> Tensor[(4), f32] {\n  \
+                let %v = relu(%a);\n  let %w = add(%v, %z);\n  %w\n}\n\n\
+                def @g(%a: Tensor[(2), f32], %z: Tensor[(5), f32]) -> Tensor[(2), f32] {\n  \
+                let %v = relu(%a);\n  let %w = multiply(%v, %z);\n  %w\n}\n";
+    let path = write(&dir, "types.pir", text);
+    let out = passel(&["check", path.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    let (f, g) = (err.find("type error in @f: add"), err.find("type error in @g: multiply"));
+    assert!(f.is_some_and(|f| g.is_some_and(|g| f < g)), "{err}");
+    assert!(err.contains("types.pir:7:12") && err.contains("types.pir:13:12"), "{err}");
+    assert!(!err.contains("@ok"), "{err}");
+}

@@ -137,6 +137,13 @@ pub fn infer_type_function(func: Arc<Function>, view: &Module, ctx: &PassContext
     })
 }
 
+/// The type errors of every function of `m`, in module order: [`infer_module`]'s diagnostics
+/// without its typed module. Each function's typed copy is dropped as soon as it is made, so
+/// checking a module costs no second module's memory (`passel check`).
+pub fn type_errors(m: &Module) -> Vec<TypeDiagnostic> {
+    m.iter().filter_map(|(name, func)| infer_named(m, name, func).err()).flatten().collect()
+}
+
 /// Infers the types of every function of `m`. Functions with errors are kept unchanged, and
 /// all diagnostics are returned in module order.
 pub fn infer_module(m: &Module) -> (Module, Vec<TypeDiagnostic>) {

@@ -46,7 +46,7 @@ macro_rules! declare_passes {
 }
 
 declare_passes! {
-    infer_type { NAME } => { infer_function, infer_module, infer_type_function, infer_type_pass, TypeDiagnostic };
+    infer_type { NAME } => { infer_function, infer_module, infer_type_function, infer_type_pass, type_errors, TypeDiagnostic };
     fold_constant { NAME } => { fold_constant };
     dead_code_elimination { NAME } => {
         dead_code_elimination, dead_code_elimination_module, dead_code_elimination_pass, remove_unreachable_functions

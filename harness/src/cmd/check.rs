@@ -17,7 +17,7 @@ pub fn check(console: &Console, path: &PathBuf, shapes: &onnx::InputShapeArgs) -
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
-    let (typed, type_errors) = passel_passes::infer_module(&module);
+    let type_errors = passel_passes::type_errors(&module);
     if !type_errors.is_empty() {
         let _ = console.err(&diag::render(&path.display().to_string(), &src, &diag::type_errors(&type_errors)));
         return console.exit_code(ExitCode::FAILURE);
@@ -27,7 +27,6 @@ pub fn check(console: &Console, path: &PathBuf, shapes: &onnx::InputShapeArgs) -
     // flush): freeing their million nodes one allocation at a time would only add time (1.5%
     // of `check` on a 700k-binding file). The OS reclaims it.
     std::mem::forget(module);
-    std::mem::forget(typed);
     console.exit_code(ExitCode::SUCCESS)
 }
 
