@@ -81,7 +81,7 @@ pub(super) fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         "Attention" => attention(cx),
         "MultiHeadAttention" => multi_head_attention(cx),
         "QLinearAdd" | "QLinearMul" | "QLinearSigmoid" | "QLinearConcat" => super::quant::qlinear_contrib(cx, &op),
-        _ => Err(format!("passel has no converter for com.microsoft operator `{op}`")),
+        _ => Err(format!("passel has no converter for com.microsoft operator `{op}`").into()),
     }
 }
 
@@ -93,7 +93,7 @@ pub(super) fn simplified_layer_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     cx.int_must("stash_type", |v| v == 1, "only float32 statistics")?;
     let axis = norm_axis(cx.int("axis", -1)?, x.rank())?;
     if axis + 1 != x.rank() {
-        return Err(format!("normalizes from axis {axis}; passel normalizes the last axis only"));
+        return Err(format!("normalizes from axis {axis}; passel normalizes the last axis only").into());
     }
     one(rms_norm(cx, &x, &scale, eps, false)?)
 }
@@ -105,7 +105,7 @@ fn gelu(cx: &mut Cx<'_>, x: &Val, approximate: &str) -> R<Val> {
 /// Checks that `v` is a vector covering the last dimension `n` of the normalized input.
 fn check_vector(v: &Val, n: u64, what: &str) -> R<()> {
     if v.shape() != [n] {
-        return Err(format!("{what} has shape {:?}, expected [{n}] (the last dimension)", v.shape()));
+        return Err(format!("{what} has shape {:?}, expected [{n}] (the last dimension)", v.shape()).into());
     }
     Ok(())
 }
@@ -137,12 +137,14 @@ fn skip_norm(cx: &mut Cx<'_>, simplified: bool) -> R<Vec<Option<Val>>> {
     let shape = x.shape();
     let n = *shape.last().ok_or_else(|| "input 0 is a scalar".to_string())?;
     if x.rank() < 2 {
-        return Err(format!("input 0 has shape {shape:?}; it must have rank 2 or 3"));
+        return Err(format!("input 0 has shape {shape:?}; it must have rank 2 or 3").into());
     }
     check_vector(&gamma, n, "gamma")?;
     let mut sum = cx.call_tmp("add", &[&x, &skip], Attrs::new())?;
     if sum.shape() != shape {
-        return Err(format!("skip has shape {:?}, which does not broadcast to the input {shape:?}", skip.shape()));
+        return Err(
+            format!("skip has shape {:?}, which does not broadcast to the input {shape:?}", skip.shape()).into()
+        );
     }
     if let Some(b) = &bias {
         check_vector(b, n, "bias")?;
@@ -183,7 +185,7 @@ fn fused_matmul(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     cx.int_must("transBatchB", |v| v == 0, "batch transposes are not supported")?;
     for (v, what, t) in [(&a, "A", ta), (&b, "B", tb)] {
         if t && v.rank() < 2 {
-            return Err(format!("trans{what} needs {what} of rank 2 or more, got rank {}", v.rank()));
+            return Err(format!("trans{what} needs {what} of rank 2 or more, got rank {}", v.rank()).into());
         }
     }
     let a = if ta { swap_last(cx, &a)? } else { a };
@@ -207,7 +209,7 @@ struct AttnOptions {
 fn attn_options(cx: &mut Cx<'_>) -> R<AttnOptions> {
     let heads = cx.int_opt("num_heads")?.ok_or_else(|| "attribute `num_heads` is required".to_string())?;
     if heads < 1 {
-        return Err(format!("attribute `num_heads` = {heads} must be positive"));
+        return Err(format!("attribute `num_heads` = {heads} must be positive").into());
     }
     let unidirectional = cx.int("unidirectional", 0)? != 0;
     let mask_filter_value = cx.float("mask_filter_value", -10000.0)?;
@@ -221,7 +223,8 @@ fn split_heads(cx: &mut Cx<'_>, t: &Val, heads: u64, keys: bool, what: &str) -> 
     if s.len() != 3 || !s[2].is_multiple_of(heads) {
         return Err(format!(
             "{what} has shape {s:?}: expected [batch, sequence, hidden] with hidden divisible by num_heads = {heads}"
-        ));
+        )
+        .into());
     }
     let r = cx.reshape(t, &[s[0], s[1], heads, s[2] / heads], true)?;
     let axes: &[i64] = if keys { &[0, 2, 3, 1] } else { &[0, 2, 1, 3] };
@@ -264,7 +267,8 @@ fn padding_mask(cx: &mut Cx<'_>, mask: &Val, (b, s, t): (u64, u64, u64), filter:
         _ => {
             return Err(format!(
             "the mask has shape {ms:?}; passel takes valid lengths [{b}], or 0/1 masks [{b}, {t}] or [{b}, {s}, {t}]"
-        ))
+        )
+            .into())
         }
     };
     cx.call_tmp("where", &[&keep, &Cx::scalar(dtype, 0.0), &Cx::scalar(dtype, filter)], Attrs::new())
@@ -298,7 +302,7 @@ fn attend(cx: &mut Cx<'_>, (q, kt, v): (&Val, &Val, &Val), masks: &[Val], o: &At
 
 fn check_f32(v: &Val, what: &str) -> R<()> {
     if v.ty().dtype != DType::F32 {
-        return Err(format!("{what} is {}; passel's attention takes float32", v.ty().dtype.name()));
+        return Err(format!("{what} is {}; passel's attention takes float32", v.ty().dtype.name()).into());
     }
     Ok(())
 }
@@ -307,7 +311,7 @@ fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (x, w, bias, mask) = (cx.input(0)?, cx.input(1)?, cx.opt(2), cx.opt(3));
     for (i, what) in [(4, "past"), (6, "past_sequence_length")] {
         if cx.opt(i).is_some() {
-            return Err(format!("input {i} ({what}) is given; passel's Attention takes no past state"));
+            return Err(format!("input {i} ({what}) is given; passel's Attention takes no past state").into());
         }
     }
     let attn_bias = cx.opt(5);
@@ -320,19 +324,21 @@ fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     if xs.len() != 3 || ws.len() != 2 || ws[0] != xs[2] {
         return Err(format!(
             "input {xs:?} and weights {ws:?}: expected [batch, sequence, hidden] and [hidden, 3 · hidden]"
-        ));
+        )
+        .into());
     }
     let sizes: Vec<u64> = match cx.ints_opt("qkv_hidden_sizes")? {
         Some(v) if v.len() == 3 && v.iter().all(|&d| d > 0) => v.iter().map(|&d| d as u64).collect(),
-        Some(v) => return Err(format!("attribute `qkv_hidden_sizes` = {v:?} must be three positive sizes")),
+        Some(v) => return Err(format!("attribute `qkv_hidden_sizes` = {v:?} must be three positive sizes").into()),
         None if ws[1].is_multiple_of(3) => vec![ws[1] / 3; 3],
-        None => return Err(format!("weights {ws:?}: the packed width is not divisible by 3")),
+        None => return Err(format!("weights {ws:?}: the packed width is not divisible by 3").into()),
     };
     if sizes.iter().sum::<u64>() != ws[1] || sizes[0] != sizes[1] {
         return Err(format!(
             "qkv hidden sizes {sizes:?} must add up to the weights' width {} with Q and K equal",
             ws[1]
-        ));
+        )
+        .into());
     }
     let mut proj = cx.call_tmp("matmul", &[&x, &w], Attrs::new())?;
     if let Some(b) = &bias {
@@ -366,7 +372,7 @@ fn multi_head_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (bias, kpm, attn_bias) = (cx.opt(3), cx.opt(4), cx.opt(5));
     for (i, what) in [(6, "past_key"), (7, "past_value"), (8, "past_sequence_length"), (9, "cache_indirection")] {
         if cx.opt(i).is_some() {
-            return Err(format!("input {i} ({what}) is given; passel's MultiHeadAttention takes no past state"));
+            return Err(format!("input {i} ({what}) is given; passel's MultiHeadAttention takes no past state").into());
         }
     }
     let o = attn_options(cx)?;
@@ -376,12 +382,13 @@ fn multi_head_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             return Err(format!(
                 "{what} has shape {:?}; passel takes 3-D [batch, sequence, hidden] query, key and value",
                 t.shape()
-            ));
+            )
+            .into());
         }
     }
     let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
     if qs[0] != ks[0] || ks[0] != vs[0] || ks[1] != vs[1] || qs[2] != ks[2] {
-        return Err(format!("query {qs:?}, key {ks:?} and value {vs:?} do not agree"));
+        return Err(format!("query {qs:?}, key {ks:?} and value {vs:?} do not agree").into());
     }
     let (q, k, v) = match &bias {
         None => (q, k, v),
