@@ -98,6 +98,7 @@ fn microsoft_operators_and_1d_windows_match_onnxruntime_before_and_after_o3() {
         "attention",
         "multi_head_attention",
         "dynamic_quantize_matmul",
+        "rotary_embedding",
     ];
     // 1-D Conv, pools and global pools on rank-3 input, run as 2-D over a height of 1.
     let windows = ["windows_1d/conv_pool_1d".to_string()];
@@ -172,6 +173,7 @@ fn bad_control_flow_is_a_clear_error() {
         ("microsoft/bad_quant_scale_shape", "node `dq` (DequantizeLinear): the scale has shape [4]; per-axis quantization along axis 1 of [2, 5, 8] needs [5]"),
         ("microsoft/bad_attention_past", "node `attn` (Attention): input 4 (past) is given; passel's Attention takes no past state"),
         ("microsoft/bad_qlinear_per_channel", "node `qadd` (QLinearAdd): A's scale has shape [3]; this operator takes a per-tensor (one-element) value"),
+        ("microsoft/bad_rotary_no_heads", "node `rope` (RotaryEmbedding): attribute `num_heads` must be given when `rotary_embedding_dim` is"),
         ("microsoft/bad_skip_layer_norm_mean", "node `sln` (SkipLayerNormalization): output `mean` (used by node Identity #1) is not computed by the importer"),
     ];
     for (name, want) in cases.into_iter().chain(microsoft) {

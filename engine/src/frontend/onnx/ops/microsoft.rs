@@ -16,6 +16,9 @@
 //!   mask, `attention_bias`, `unidirectional`; no past state);
 //! - `QLinearAdd`, `QLinearMul`, `QLinearSigmoid`, `QLinearConcat` (the QOperator format of
 //!   onnxruntime's static quantizer: dequantize, the float op, requantize; `quant.rs`);
+//! - `RotaryEmbedding` (rotary position embedding with `[max_sequence, rotary_dim / 2]` cos /
+//!   sin caches, looked up at `position_ids` or at a start position plus the sequence index;
+//!   the rotation is ONNX's `RotaryEmbedding`'s, `attention.rs`);
 //! - `DynamicQuantizeMatMul` (the matmul of onnxruntime's dynamic quantizer: `quant.rs`);
 //! - `DynamicQuantizeLSTM` (an LSTM with int8 / uint8 weights whose GEMMs quantize their float
 //!   operand dynamically, as onnxruntime's kernel does; `rnn.rs`).
@@ -40,6 +43,7 @@ pub const MICROSOFT_OPS: &[&str] = &[
     "QLinearMul",
     "QLinearSigmoid",
     "QuickGelu",
+    "RotaryEmbedding",
     "SkipLayerNormalization",
     "SkipSimplifiedLayerNormalization",
 ];
@@ -80,9 +84,123 @@ pub(super) fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         "DynamicQuantizeMatMul" => super::quant::dynamic_quantize_matmul(cx),
         "Attention" => attention(cx),
         "MultiHeadAttention" => multi_head_attention(cx),
+        "RotaryEmbedding" => rotary_embedding(cx),
         "QLinearAdd" | "QLinearMul" | "QLinearSigmoid" | "QLinearConcat" => super::quant::qlinear_contrib(cx, &op),
         _ => Err(format!("passel has no converter for com.microsoft operator `{op}`").into()),
     }
+}
+
+/// `com.microsoft::RotaryEmbedding` as onnxruntime's contrib-op documentation and CPU kernel
+/// define it. Inputs: `input` (3-D `[B, S, hidden]` or 4-D `[B, N, S, H]`), `position_ids`
+/// (int64; one element: the position of the first token, the others following, or `[B, S]`),
+/// `cos_cache` and `sin_cache` (`[max_sequence, rotary_dim / 2]`). Attributes: `interleaved`
+/// (0 or 1), `rotary_embedding_dim` (0: the whole head; otherwise `num_heads` must be given),
+/// `num_heads` (0: derived from the caches for a 3-D input), `scale` and `is_packed_batching`.
+///
+/// `scale` only scales the caches onnxruntime would rebuild for a sequence longer than
+/// `max_sequence`, which its kernel refuses, so it changes no output: it is read and checked to
+/// be a float, nothing more. Packed batching (`is_packed_batching` = 1) is refused.
+fn rotary_embedding(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, pos, cos, sin) = (cx.input(0)?, cx.input(1)?, cx.input(2)?, cx.input(3)?);
+    let interleaved = match cx.int("interleaved", 0)? {
+        0 => false,
+        1 => true,
+        v => {
+            return Err(NodeError::UnsupportedValue {
+                attr: "interleaved".into(),
+                value: v.to_string(),
+                why: "it is 0 or 1".into(),
+            })
+        }
+    };
+    let non_negative = |cx: &mut Cx<'_>, key: &str| -> R<u64> {
+        let v = cx.int(key, 0)?;
+        u64::try_from(v).map_err(|_| NodeError::from(format!("attribute `{key}` = {v} must not be negative")))
+    };
+    let rd = non_negative(cx, "rotary_embedding_dim")?;
+    let heads = non_negative(cx, "num_heads")?;
+    cx.float("scale", 1.0)?;
+    cx.int_must("is_packed_batching", |v| v == 0, "packed batching is not supported")?;
+    if rd > 0 && heads == 0 {
+        return Err("attribute `num_heads` must be given when `rotary_embedding_dim` is".into());
+    }
+    let (shape, dtype) = (x.shape(), x.ty().dtype);
+    if !dtype.is_float() {
+        return Err(format!("the input must be a float tensor, got {dtype}").into());
+    }
+    let (cs, ss) = (cos.shape(), sin.shape());
+    if cs.len() != 2 || cs != ss || cos.ty().dtype != dtype || sin.ty().dtype != dtype {
+        return Err(format!(
+            "cos_cache {:?} and sin_cache {:?} must be [max_sequence, rotary_dim / 2] tensors of the input's {dtype}",
+            cos.ty(),
+            sin.ty()
+        )
+        .into());
+    }
+    let (b, s, hidden) = match shape[..] {
+        [b, s, hidden] => (b, s, hidden),
+        [b, n, s, h] => (b, s, n * h),
+        _ => return Err(format!("the input must be 3-D or 4-D, got shape {shape:?}").into()),
+    };
+    // onnxruntime's head size: twice the cache width when the whole head rotates, else the
+    // hidden size over `num_heads`.
+    let head = if rd == 0 { 2 * cs[1] } else { hidden / heads };
+    let heads = match shape[..] {
+        [_, n, _, h] if h == head => n,
+        [_, _, _, h] => {
+            return Err(format!("the input's head size is {h}, but the caches and attributes give {head}").into())
+        }
+        _ if head > 0 && hidden.is_multiple_of(head) && (heads == 0 || heads * head == hidden) => hidden / head,
+        _ => {
+            return Err(format!(
+                "the hidden size {hidden} is not num_heads = {heads} heads of size {head} (twice the caches' {} \
+                 columns when rotary_embedding_dim is 0)",
+                cs[1]
+            )
+            .into())
+        }
+    };
+    let rd = if rd == 0 { head } else { rd };
+    if rd == 0 || rd > head || !rd.is_multiple_of(2) || cs[1] != rd / 2 {
+        return Err(format!(
+            "rotary_embedding_dim {rd} must be even, at most the head size {head}, and twice the caches' {} columns",
+            cs[1]
+        )
+        .into());
+    }
+    if s > cs[0] {
+        // onnxruntime would have to extend the caches (with `scale`), which it does not do.
+        return Err(format!("the sequence of {s} is longer than the caches' {} rows", cs[0]).into());
+    }
+    if pos.ty().dtype != DType::I64 {
+        return Err(format!("position_ids must be int64, got {}", pos.ty().dtype).into());
+    }
+    // The positions as indices into the caches' rows: `[S]` (one start position plus the
+    // sequence index, the same for every batch) or `[B, S]`.
+    let positions = match pos.shape()[..] {
+        [] | [1] => {
+            let start = cx.reshape(&pos, &[1], true)?;
+            let steps = i64_const((0..s as i64).collect())?;
+            cx.call_tmp("add", &[&start, &steps], Attrs::new())?
+        }
+        [pb, ps] if pb == b && ps == s => pos,
+        _ => return Err(format!("position_ids has shape {:?}; expected one element or [{b}, {s}]", pos.shape()).into()),
+    };
+    if let Some(c) = positions.as_const() {
+        let rows = cs[0] as i64;
+        if let Some(p) = tensor_i64s(&c.materialize()?).and_then(|v| v.into_iter().find(|&p| p < 0 || p >= rows)) {
+            return Err(format!("position {p} is outside the caches' {rows} rows").into());
+        }
+    }
+    let lookup = |cx: &mut Cx<'_>, c: &Val| -> R<Val> {
+        let rows = cx.call_tmp("take", &[c, &positions], Attrs::new().with("axis", AttrValue::Int(0)))?;
+        let lead = if positions.rank() == 1 { 1 } else { b };
+        cx.reshape(&rows, &[lead, s, rd / 2], true)
+    };
+    let (cos, sin) = (lookup(cx, &cos)?, lookup(cx, &sin)?);
+    let x4 = super::attention::to_bsnh(cx, &x, heads)?;
+    let y = super::attention::rotate(cx, &x4, (cos, sin), rd, interleaved)?;
+    one(super::attention::from_bsnh(cx, &y, &shape)?)
 }
 
 /// onnxruntime's `SimplifiedLayerNormalization` (RMSNorm over the last axis; output 1, the
