@@ -146,7 +146,44 @@ def fixtures():
         ),
         [r(2, 3, 8)],
     )
+    out["rotary_embedding"] = rotary_fixture(rng)
     return out
+
+
+def rotary_fixture(rng):
+    """RotaryEmbedding: 3-D and 4-D input, halves and interleaved pairs, the whole head and a
+    partial rotary_embedding_dim, a one-element start position (a graph input and a constant)
+    and per-token [B, S] position ids; `scale` set where it changes nothing."""
+    B, S, N, D, M = 2, 5, 2, 8, 12
+    r = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    I64 = TensorProto.INT64
+    angles = np.arange(M)[:, None] / (10000.0 ** (np.arange(0, D, 2)[None, :] / D))
+    part = np.arange(M)[:, None] / (10000.0 ** (np.arange(0, 4, 2)[None, :] / 4))
+    inits = [
+        arr("cos", np.cos(angles).astype(np.float32)),
+        arr("sin", np.sin(angles).astype(np.float32)),
+        arr("cos2", np.cos(part).astype(np.float32)),
+        arr("sin2", np.sin(part).astype(np.float32)),
+        arr("p_const", np.array([3], np.int64)),
+    ]
+    nodes = [
+        ms("RotaryEmbedding", ["x3", "p0", "cos", "sin"], ["y_halves"]),
+        ms("RotaryEmbedding", ["x3", "pids", "cos", "sin"], ["y_pairs"], interleaved=1, num_heads=N),
+        ms("RotaryEmbedding", ["x3", "p0", "cos2", "sin2"], ["y_partial"], interleaved=1, rotary_embedding_dim=4, num_heads=N),
+        ms("RotaryEmbedding", ["x4", "pids", "cos", "sin"], ["y_4d"], scale=0.5),
+        ms("RotaryEmbedding", ["x4", "p_const", "cos2", "sin2"], ["y_4d_partial"], rotary_embedding_dim=4, num_heads=N),
+    ]
+    pids = rng.integers(0, M, (B, S)).astype(np.int64)
+    return (
+        model(
+            nodes,
+            [vi("x3", F, [B, S, N * D]), vi("x4", F, [B, N, S, D]), vi("p0", I64, []), vi("pids", I64, [B, S])],
+            [vi(n, F, [B, S, N * D]) for n in ["y_halves", "y_pairs", "y_partial"]]
+            + [vi(n, F, [B, N, S, D]) for n in ["y_4d", "y_4d_partial"]],
+            inits,
+        ),
+        [r(B, S, N * D), r(B, N, S, D), np.array(4, np.int64), pids],
+    )
 
 
 def qlinear_fixture(rng):
@@ -259,6 +296,12 @@ def bad_fixtures():
             [vi("q", TensorProto.UINT8, [2, 3])],
             [vi("y", TensorProto.UINT8, [2, 3])],
             [arr("s", np.ones([3], np.float32)), arr("z", np.array(0, np.uint8)), arr("s1", np.array(1.0, np.float32))],
+        ),
+        "bad_rotary_no_heads": model(
+            [ms("RotaryEmbedding", ["x", "p", "c", "s"], ["y"], name="rope", rotary_embedding_dim=4)],
+            [x],
+            [vi("y", F, [2, 5, 8])],
+            [arr("p", np.array(0, np.int64)), arr("c", np.ones([6, 2], np.float32)), arr("s", np.zeros([6, 2], np.float32))],
         ),
         "bad_skip_layer_norm_mean": model(
             [

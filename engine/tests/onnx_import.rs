@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use expect_test::{expect, Expect};
-use passel_engine::frontend::onnx::{import_onnx_bytes, ExternalData, ImportError, ImportOptions, UnsupportedOp};
+use passel_engine::frontend::onnx::{
+    import_onnx_bytes, ExternalData, ExternalDataError, ImportError, ImportOptions, UnsupportedOp,
+};
 use passel_engine::ir::{print_module, verify_module, Constant, ExprKind, Module};
 use passel_engine::op;
 
@@ -365,8 +367,8 @@ fn double_and_int8_models_import_in_their_own_dtypes() {
 struct MemoryExternal(HashMap<String, Bytes>);
 
 impl ExternalData for MemoryExternal {
-    fn load(&self, location: &str) -> Result<Bytes, String> {
-        self.0.get(location).cloned().ok_or_else(|| "no such file".to_string())
+    fn load(&self, location: &str) -> Result<Bytes, ExternalDataError> {
+        self.0.get(location).cloned().ok_or_else(|| ExternalDataError::Other("no such file".to_string()))
     }
 }
 

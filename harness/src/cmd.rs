@@ -41,7 +41,7 @@ pub fn read_module_source(path: &PathBuf) -> Result<ModuleSource, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         (path.display().to_string(), bytes)
     };
-    crate::files::module_from_bytes(&name, bytes)
+    Ok(crate::files::module_from_bytes(&name, bytes)?)
 }
 
 /// Parses and verifies `path` (or imports it when it is a `.onnx` model, or reads it when it

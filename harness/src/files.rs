@@ -12,44 +12,18 @@
 //!
 //! A module source is text (`.pir`) or the binary form (`.pirb`), told apart by the binary
 //! form's magic number, not by the name ([`module_from_bytes`]). The binary form is read
-//! into memory like a model, not memory-mapped (the reason is in `onnx.rs`: a mapped file
+//! into memory like a model, not memory-mapped (the reason is in the engine's `frontend/onnx/load.rs`: a mapped file
 //! that another process truncates kills the reader with SIGBUS); its raw constants stay
 //! slices of that one buffer. An output is written in binary form when its name ends in
 //! `.pirb` ([`write_module`]).
 
 use std::fs::{FileType, Metadata};
-use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use passel_engine::frontend::onnx::file_kind as kind;
+/// The model loader's file checks (`frontend/onnx/load.rs`), shared by every file the CLI reads.
+pub use passel_engine::frontend::onnx::{not_regular, read_regular_file};
 use passel_engine::ir::{is_binary_module, print_module, read_module_binary, write_module_binary, Module};
-
-/// What kind of file `ty` is, in words.
-#[cfg(unix)]
-fn kind(ty: FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if ty.is_dir() {
-        "a directory"
-    } else if ty.is_fifo() {
-        "a fifo"
-    } else if ty.is_char_device() {
-        "a character device"
-    } else if ty.is_block_device() {
-        "a block device"
-    } else if ty.is_socket() {
-        "a socket"
-    } else {
-        "a special file"
-    }
-}
-
-#[cfg(not(unix))]
-fn kind(ty: FileType) -> &'static str {
-    if ty.is_dir() {
-        "a directory"
-    } else {
-        "a special file"
-    }
-}
 
 /// Whether `ty` is a named or anonymous pipe.
 #[cfg(unix)]
@@ -62,52 +36,74 @@ fn is_pipe(_: FileType) -> bool {
     false
 }
 
-/// Why a file with metadata `meta` is not a regular file (`it is a fifo, …`), or `None`.
-pub fn not_regular(meta: &Metadata) -> Option<String> {
-    (!meta.is_file()).then(|| format!("it is {}, not a regular file", kind(meta.file_type())))
+/// Why a file the CLI reads or writes cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The file cannot be opened, inspected or read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is not of a kind the command reads (`it is a fifo, not a regular file`).
+    #[error("cannot read {}: {reason}", path.display())]
+    Kind {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        reason: String,
+    },
+    /// The file cannot be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The module cannot be written in binary form.
+    #[error("cannot write {}: {msg}", path.display())]
+    Encode {
+        /// The file.
+        path: PathBuf,
+        /// The encoder's error.
+        msg: String,
+    },
+    /// A source that is neither a binary module nor UTF-8 text (`name:line:col: …`), or a
+    /// binary module that does not decode.
+    #[error("{0}")]
+    Source(String),
+}
+
+/// The CLI's commands still report errors as text; a file error becomes its message there.
+impl From<FileError> for String {
+    fn from(e: FileError) -> String {
+        e.to_string()
+    }
 }
 
 /// The metadata of `path`, which must be a regular file (after following symlinks).
-pub fn regular_file(path: &Path) -> Result<Metadata, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+pub fn regular_file(path: &Path) -> Result<Metadata, FileError> {
+    let meta = std::fs::metadata(path).map_err(|source| FileError::Read { path: path.to_path_buf(), source })?;
     match not_regular(&meta) {
-        Some(reason) => Err(format!("cannot read {}: {reason}", path.display())),
+        Some(reason) => Err(FileError::Kind { path: path.to_path_buf(), reason }),
         None => Ok(meta),
     }
 }
 
-/// Reads the regular file at `path` whole. Anything else (a FIFO, socket, device or
-/// directory) is refused without reading from it: opening is non-blocking, so a FIFO without
-/// a writer does not hang the open either.
-pub fn read_regular_file(path: &Path) -> Result<Vec<u8>, std::io::Error> {
-    let mut open = std::fs::OpenOptions::new();
-    open.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK);
-    let mut file = open.open(path)?;
-    let meta = file.metadata()?;
-    if let Some(reason) = not_regular(&meta) {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, reason));
-    }
-    // The size is a hint: the file may change while it is read, and `read_to_end` reads
-    // whatever is there.
-    let mut bytes = Vec::new();
-    let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
-    bytes.try_reserve_exact(len).map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::OutOfMemory, format!("its {len} bytes do not fit in memory"))
-    })?;
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
 /// Checks that `path` is a regular file or a pipe (a FIFO or a shell's `<(…)`).
-pub fn source_file(path: &Path) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+pub fn source_file(path: &Path) -> Result<(), FileError> {
+    let meta = std::fs::metadata(path).map_err(|source| FileError::Read { path: path.to_path_buf(), source })?;
     let ty = meta.file_type();
     if ty.is_file() || is_pipe(ty) {
         return Ok(());
     }
-    Err(format!("cannot read {}: it is {}, not a regular file or a pipe", path.display(), kind(ty)))
+    Err(FileError::Kind {
+        path: path.to_path_buf(),
+        reason: format!("it is {}, not a regular file or a pipe", kind(ty)),
+    })
 }
 
 /// Whether `a` and `b` name the same file: the same inode when both exist, else the same
@@ -146,14 +142,15 @@ pub enum ModuleSource {
 
 /// Reads a module source from its bytes: the binary form when they start with its magic
 /// number, else UTF-8 text. `name` names the file in errors.
-pub fn module_from_bytes(name: &str, bytes: Vec<u8>) -> Result<ModuleSource, String> {
+pub fn module_from_bytes(name: &str, bytes: Vec<u8>) -> Result<ModuleSource, FileError> {
     if is_binary_module(&bytes) {
-        let module = read_module_binary(&bytes::Bytes::from(bytes)).map_err(|e| format!("{name}: {e}"))?;
+        let module =
+            read_module_binary(&bytes::Bytes::from(bytes)).map_err(|e| FileError::Source(format!("{name}: {e}")))?;
         return Ok(ModuleSource::Binary(module));
     }
-    crate::diag::utf8(name, &bytes)?;
+    crate::diag::utf8(name, &bytes).map_err(FileError::Source)?;
     // Checked just above: the bytes are UTF-8, so this takes them without a copy.
-    String::from_utf8(bytes).map(ModuleSource::Text).map_err(|e| e.to_string())
+    String::from_utf8(bytes).map(ModuleSource::Text).map_err(|e| FileError::Source(e.to_string()))
 }
 
 /// Whether an output named `path` gets the binary form (its name ends in `.pirb`).
@@ -163,10 +160,11 @@ pub fn wants_binary(path: &Path) -> bool {
 
 /// Writes `module` to `path`: the binary form when [`wants_binary`], else `text` (the
 /// module's printed text, which the caller has printed already, or `None` to print it here).
-pub fn write_module(path: &Path, module: &Module, text: Option<&str>) -> Result<(), String> {
-    let cannot = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+pub fn write_module(path: &Path, module: &Module, text: Option<&str>) -> Result<(), FileError> {
+    let cannot = |source: std::io::Error| FileError::Write { path: path.to_path_buf(), source };
     if wants_binary(path) {
-        let bytes = write_module_binary(module).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let bytes = write_module_binary(module)
+            .map_err(|e| FileError::Encode { path: path.to_path_buf(), msg: e.to_string() })?;
         return std::fs::write(path, bytes).map_err(cannot);
     }
     match text {

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use passel_engine::frontend::onnx::{import_onnx_bytes, ImportError, ImportOptions};
+use passel_engine::frontend::onnx::{import_onnx_bytes, ImportError, ImportOptions, NodeError};
 use passel_engine::interp::Value;
 use passel_engine::ir::{parse_module, print_module, verify_module, Module, Tensor};
 use passel_engine::transform::{Pass, PassContext, Severity, VERIFY_EACH};
@@ -91,8 +91,15 @@ fn control_flow_models_match_onnxruntime_before_and_after_o3() {
 /// kernels (which use approximations of erf / tanh / exp: 1e-4 relative).
 #[test]
 fn microsoft_operators_and_1d_windows_match_onnxruntime_before_and_after_o3() {
-    let microsoft =
-        ["gelus", "skip_layer_norm", "fused_matmul", "attention", "multi_head_attention", "dynamic_quantize_matmul"];
+    let microsoft = [
+        "gelus",
+        "skip_layer_norm",
+        "fused_matmul",
+        "attention",
+        "multi_head_attention",
+        "dynamic_quantize_matmul",
+        "rotary_embedding",
+    ];
     // 1-D Conv, pools and global pools on rank-3 input, run as 2-D over a height of 1.
     let windows = ["windows_1d/conv_pool_1d".to_string()];
     for name in microsoft.iter().map(|n| format!("microsoft/{n}")).chain(windows) {
@@ -166,11 +173,35 @@ fn bad_control_flow_is_a_clear_error() {
         ("microsoft/bad_quant_scale_shape", "node `dq` (DequantizeLinear): the scale has shape [4]; per-axis quantization along axis 1 of [2, 5, 8] needs [5]"),
         ("microsoft/bad_attention_past", "node `attn` (Attention): input 4 (past) is given; passel's Attention takes no past state"),
         ("microsoft/bad_qlinear_per_channel", "node `qadd` (QLinearAdd): A's scale has shape [3]; this operator takes a per-tensor (one-element) value"),
+        ("microsoft/bad_rotary_no_heads", "node `rope` (RotaryEmbedding): attribute `num_heads` must be given when `rotary_embedding_dim` is"),
         ("microsoft/bad_skip_layer_norm_mean", "node `sln` (SkipLayerNormalization): output `mean` (used by node Identity #1) is not computed by the importer"),
     ];
     for (name, want) in cases.into_iter().chain(microsoft) {
         let bytes = std::fs::read(case(&format!("{name}.onnx"))).expect("fixture");
         let err = import_onnx_bytes(Bytes::from(bytes), &ImportOptions::default()).expect_err(name).to_string();
         assert!(err.starts_with(want), "{name}: {err}");
+    }
+}
+
+/// The importer's errors are typed: a caller can tell which node failed and how without
+/// reading the message.
+#[test]
+fn bad_models_give_typed_errors_naming_the_node() {
+    let err = |name: &str| {
+        let bytes = std::fs::read(case(&format!("{name}.onnx"))).expect("fixture");
+        import_onnx_bytes(Bytes::from(bytes), &ImportOptions::default()).expect_err(name)
+    };
+    match err("microsoft/bad_skip_layer_norm_mean") {
+        ImportError::Node { node, error: NodeError::NotComputed { output, user } } => {
+            assert_eq!(
+                (node.as_str(), output.as_str(), user.as_deref()),
+                ("`sln` (SkipLayerNormalization)", "mean", Some("Identity #1"))
+            );
+        }
+        e => panic!("bad_skip_layer_norm_mean: {e:?}"),
+    }
+    match err("bad_undefined_outer") {
+        ImportError::Node { node, error: NodeError::Structure(_) } => assert_eq!(node, "`branch` (If)"),
+        e => panic!("bad_undefined_outer: {e:?}"),
     }
 }

@@ -155,12 +155,10 @@ impl Module {
         path: std::path::PathBuf,
         shapes: Option<std::collections::BTreeMap<String, Vec<u64>>>,
     ) -> PyResult<Module> {
-        use passel_harness::onnx::{import_onnx, OnnxError as LoadError};
-        let options = passel_engine::frontend::onnx::ImportOptions {
-            input_shapes: shapes.unwrap_or_default().into_iter().collect(),
-            ..Default::default()
-        };
-        py.detach(move || import_onnx(&path, &options)).map(Module::of).map_err(|e| match e {
+        use passel_engine::frontend::onnx::{load_onnx, ImportOptions, LoadError};
+        let options =
+            ImportOptions { input_shapes: shapes.unwrap_or_default().into_iter().collect(), ..Default::default() };
+        py.detach(move || load_onnx(&path, &options)).map(Module::of).map_err(|e| match e {
             LoadError::Io { .. } => pyo3::exceptions::PyOSError::new_err(e.to_string()),
             _ => OnnxError::new_err(shapes_wording(&e.to_string())),
         })

@@ -31,8 +31,9 @@
 //!
 //! What it deliberately does not do: training-mode outputs, sequences, sparse tensors, dtypes passel has no type for (strings, bfloat16, float8, int4, …): each is a
 //! clear error naming the node or tensor, never a different model. External-data tensors are
-//! resolved through [`ExternalData`], which the caller implements (the harness maps files and
-//! refuses locations outside the model's folder).
+//! resolved through [`ExternalData`], which the caller gives; [`load_onnx`] (`onnx/load.rs`,
+//! the loader the CLI and the Python package share) reads the model file and resolves external
+//! data from the model's folder with [`FolderExternalData`], refusing locations outside it.
 //!
 //! Opsets 9–21 of the default domain are handled with their per-version differences
 //! (attributes that became inputs, Softmax's pre-13 2-D coercion, Reshape `allowzero`, …).
@@ -41,6 +42,8 @@
 
 mod control;
 mod emit;
+mod error;
+mod load;
 mod ops;
 mod proto;
 mod tensor;
@@ -53,21 +56,24 @@ use bytes::Bytes;
 use prost::Message;
 
 use crate::ir::{Constant, Function, Module, TensorType, MAX_RANK};
-use crate::util::{shown_message, shown_name};
 use tensor::DENSE_BELOW;
 
+pub use error::{
+    EmitError, ExternalDataError, ImportError, NodeError, TensorProtoError, Unrepresentable, UnsupportedOp,
+};
+pub use load::{file_kind, load_onnx, load_onnx_bytes, not_regular, read_regular_file, FolderExternalData, LoadError};
 pub use ops::{MICROSOFT_OPS, SUPPORTED_OPS};
 
 use emit::{Emitter, Val};
 use proto::onnx as pb;
 use proto::shallow::{self, NodeBody, NodeHeader, NodeTensors, Nodes, PackedFloats};
 
-/// Resolves the `location` of an external-data tensor to its bytes. The harness implements it
-/// by mapping files relative to the model's folder and refusing locations that leave it.
+/// Resolves the `location` of an external-data tensor to its bytes. [`FolderExternalData`]
+/// reads files relative to the model's folder and refuses locations that leave it.
 pub trait ExternalData: Send + Sync {
-    /// The whole content of the file at `location` (relative to the model's folder), or a
-    /// message saying why it cannot be read.
-    fn load(&self, location: &str) -> Result<Bytes, String>;
+    /// The whole content of the file at `location` (relative to the model's folder), or why
+    /// it cannot be read.
+    fn load(&self, location: &str) -> Result<Bytes, ExternalDataError>;
 }
 
 /// Options of [`import_onnx_bytes`].
@@ -98,73 +104,6 @@ impl fmt::Debug for ImportOptions {
             .field("fold_limit", &self.fold_limit)
             .finish()
     }
-}
-
-/// One unsupported operator type of a model.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnsupportedOp {
-    /// `Op` for the default domain, `domain::Op` otherwise.
-    pub op_type: String,
-    /// How many nodes use it.
-    pub count: usize,
-    /// The first node using it (name, or `Op #index` when unnamed).
-    pub first_node: String,
-}
-
-/// Why a model cannot be imported.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ImportError {
-    /// The bytes are not a ModelProto.
-    #[error("not a valid ONNX model: {}", shown_message(.0))]
-    Decode(String),
-    /// A model-level problem: no graph, no or unsupported default-domain opset.
-    #[error("{}", shown_message(.0))]
-    Model(String),
-    /// Every operator type the importer does not support, in order of first use.
-    #[error("unsupported ONNX operators: {}", list_unsupported(.0))]
-    Unsupported(Vec<UnsupportedOp>),
-    /// A problem with one node.
-    #[error("node {}: {}", shown_name(node), shown_message(msg))]
-    Node {
-        /// The node (name, or `Op #index` when unnamed).
-        node: String,
-        /// What is wrong.
-        msg: String,
-    },
-    /// A problem with a graph input.
-    #[error("graph input `{}`: {}", shown_name(input), shown_message(msg))]
-    Input {
-        /// The input's name.
-        input: String,
-        /// What is wrong.
-        msg: String,
-    },
-    /// A problem with an initializer or constant tensor.
-    #[error("tensor `{}`: {}", shown_name(name), shown_message(msg))]
-    Tensor {
-        /// The tensor's name.
-        name: String,
-        /// What is wrong.
-        msg: String,
-    },
-    /// A problem with the graph's structure (names, cycles, outputs).
-    #[error("graph: {}", shown_message(.0))]
-    Graph(String),
-}
-
-fn list_unsupported(ops: &[UnsupportedOp]) -> String {
-    ops.iter()
-        .map(|u| {
-            format!(
-                "{} ({} node{}, first `{}`)",
-                shown_name(&u.op_type),
-                u.count,
-                if u.count == 1 { "" } else { "s" },
-                shown_name(&u.first_node)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Imports an ONNX model from its bytes. `bytes` is shared, not copied: initializers in
@@ -321,11 +260,10 @@ impl Body {
             if depth >= MAX_GRAPH_NESTING {
                 return Err(ImportError::Node {
                     node: node_label(&header, idx),
-                    msg: format!("subgraphs nest more than {MAX_GRAPH_NESTING} levels deep"),
+                    error: NodeError::Structure(format!("subgraphs nest more than {MAX_GRAPH_NESTING} levels deep")),
                 });
             }
-            let graphs = control::graph_attributes(nodes.encoded(idx))
-                .map_err(|e| ImportError::Decode(format!("node {}: {e}", node_label(&header, idx))))?;
+            let graphs = control::graph_attributes(nodes.encoded(idx), &node_label(&header, idx))?;
             let mut subs = Vec::with_capacity(graphs.len());
             let mut reads: Vec<String> = Vec::new();
             for (name, g) in graphs {
@@ -395,7 +333,10 @@ fn in_subgraph(header: &NodeHeader<'_>, idx: usize, attr: &str, e: ImportError) 
     match e {
         ImportError::Decode(m) => ImportError::Decode(format!("node {}, `{attr}`: {m}", node_label(header, idx))),
         ImportError::Unsupported(u) => ImportError::Unsupported(u),
-        e => ImportError::Node { node: node_label(header, idx), msg: format!("in its `{attr}`: {e}") },
+        e => ImportError::Node {
+            node: node_label(header, idx),
+            error: NodeError::Subgraph { attr: attr.to_string(), error: Box::new(e) },
+        },
     }
 }
 
@@ -420,16 +361,16 @@ fn topological_order(body: &Body, known: impl Fn(&str) -> bool) -> Result<(Vec<u
             if known(out) {
                 return Err(ImportError::Node {
                     node: node_label(&node, idx),
-                    msg: format!("output `{out}` is also a graph input or initializer"),
+                    error: NodeError::Structure(format!("output `{out}` is also a graph input or initializer")),
                 });
             }
             if let Some(&(prev, _)) = producer.get(out) {
                 return Err(ImportError::Node {
                     node: node_label(&node, idx),
-                    msg: format!(
+                    error: NodeError::Structure(format!(
                         "output `{out}` is already produced by node {}",
                         node_label(&nodes.get(prev as usize), prev as usize)
-                    ),
+                    )),
                 });
             }
             producer.insert(out, (idx as u32, slot as u32));
@@ -455,7 +396,7 @@ fn topological_order(body: &Body, known: impl Fn(&str) -> bool) -> Result<(Vec<u
                     } else {
                         format!("its subgraphs read `{input}`, which no enclosing graph defines")
                     };
-                    return Err(ImportError::Node { node: node_label(&node, idx), msg });
+                    return Err(ImportError::Node { node: node_label(&node, idx), error: NodeError::Structure(msg) });
                 }
             }
         }
@@ -496,7 +437,7 @@ fn topological_order(body: &Body, known: impl Fn(&str) -> bool) -> Result<(Vec<u
         let stuck = (0..n).find(|&i| indegree[i] > 0).unwrap_or(0);
         return Err(ImportError::Node {
             node: node_label(&nodes.get(stuck), stuck),
-            msg: "is part of a cycle (its inputs depend on its own outputs)".into(),
+            error: NodeError::Structure("is part of a cycle (its inputs depend on its own outputs)".into()),
         });
     }
     Ok((order, uses))
@@ -511,7 +452,7 @@ fn input_type(vi: &pb::ValueInfoProto, options: &ImportOptions) -> Result<Tensor
         Some(_) => return Err(err("only tensor inputs are supported (not sequences, maps or optionals)".into())),
         None => return Err(err("has no type".into())),
     };
-    let dtype = tensor::dtype_of(tensor.elem_type()).map_err(err)?;
+    let dtype = tensor::dtype_of(tensor.elem_type()).map_err(|e| err(e.to_string()))?;
     let given = options.input_shapes.iter().find(|(n, _)| n == name).map(|(_, s)| s);
     let dims = tensor.shape.as_ref().map(|s| &s.dim[..]);
     let shape: Vec<u64> = match (dims, given) {
@@ -562,19 +503,19 @@ fn input_type(vi: &pb::ValueInfoProto, options: &ImportOptions) -> Result<Tensor
         }
     };
     let ty = TensorType { shape: shape.into(), dtype };
-    representable(&ty).map_err(err)?;
+    representable(&ty).map_err(|e| err(e.to_string()))?;
     Ok(ty)
 }
 
 /// Errors unless `ty` is a type passel's text format holds: rank at most [`MAX_RANK`] (the
 /// parser's limit) and an element count that fits `u64`, so every imported module prints to
 /// text that `check` accepts and every size computed from a type is exact.
-fn representable(ty: &TensorType) -> Result<(), String> {
+fn representable(ty: &TensorType) -> Result<(), Unrepresentable> {
     if ty.shape.len() > MAX_RANK {
-        return Err(format!("has rank {}, more than passel's limit of {MAX_RANK}", ty.shape.len()));
+        return Err(Unrepresentable::Rank(ty.shape.len()));
     }
     if ty.num_elements().is_none() {
-        return Err(format!("shape {:?} has more elements than fit in 64 bits", ty.shape));
+        return Err(Unrepresentable::Elements(ty.shape.to_vec()));
     }
     Ok(())
 }
@@ -589,7 +530,7 @@ fn initializer(bytes: Bytes, options: &ImportOptions) -> Result<(String, Constan
     }
     let packed = if (init.float_data.len() as u64) < DENSE_BELOW { None } else { PackedFloats::decode(bytes).ok() };
     let c = tensor::constant(init, packed, options.external_data.as_deref())
-        .map_err(|msg| ImportError::Tensor { name: name.clone(), msg })?;
+        .map_err(|error| ImportError::Tensor { name: name.clone(), error })?;
     Ok((name, c))
 }
 
@@ -675,7 +616,7 @@ fn add_initializers(
     for bytes in initializers {
         let (name, c) = initializer(bytes, options)?;
         if env.contains_key(&name) {
-            return Err(ImportError::Tensor { name, msg: "is defined twice".into() });
+            return Err(ImportError::Tensor { name, error: TensorProtoError::Duplicate });
         }
         env.insert(name, Val::Const(Arc::new(c)));
     }
@@ -729,14 +670,14 @@ impl Importer<'_> {
             let outputs = match body.subgraphs.get(&(idx as u32)) {
                 Some(subs) => control::convert(self, em, &header, nodes.encoded(idx), subs, inputs, &lookup).map_err(
                     |e| match e {
-                        control::Error::Msg(msg) => ImportError::Node { node: label(), msg },
+                        control::Error::Node(error) => ImportError::Node { node: label(), error },
                         control::Error::In(attr, e) => in_subgraph(&header, idx, &attr, *e),
                     },
                 )?,
                 None => {
                     let attrs = node_body(nodes.encoded(idx), &header, idx)?;
                     ops::convert(em, &header, attrs, self.opset, inputs, self.options.external_data.as_deref())
-                        .map_err(|msg| ImportError::Node { node: label(), msg })?
+                        .map_err(|error| ImportError::Node { node: label(), error })?
                 }
             };
             let implicit = body.implicit.get(&(idx as u32)).map(|v| &v[..]).unwrap_or(no_names);
@@ -752,8 +693,10 @@ impl Importer<'_> {
             for (slot, name) in header.output_slots() {
                 let val = outputs.next().flatten();
                 if let Some(val) = &val {
-                    representable(&val.ty())
-                        .map_err(|msg| ImportError::Node { node: label(), msg: format!("output `{name}` {msg}") })?;
+                    representable(&val.ty()).map_err(|error| ImportError::Node {
+                        node: label(),
+                        error: NodeError::Output { output: name.to_string(), error },
+                    })?;
                 }
                 let left = std::mem::take(&mut uses[slot]);
                 match val {
@@ -765,14 +708,9 @@ impl Importer<'_> {
                     // a training-mode statistic); using it is an error.
                     None => {
                         let user = (0..nodes.len()).find(|&u| nodes.get(u).inputs().any(|i| i == name));
-                        let msg = match user {
-                            Some(u) => format!(
-                                "output `{name}` (used by node {}) is not computed by the importer",
-                                node_label(&nodes.get(u), u)
-                            ),
-                            None => format!("output `{name}` (a graph output) is not computed by the importer"),
-                        };
-                        return Err(ImportError::Node { node: label(), msg });
+                        let user = user.map(|u| node_label(&nodes.get(u), u));
+                        let error = NodeError::NotComputed { output: name.to_string(), user };
+                        return Err(ImportError::Node { node: label(), error });
                     }
                 }
             }

@@ -26,7 +26,7 @@ use prost::Message;
 
 use super::emit::{Emitter, Val};
 use super::proto::shallow::{self, NodeHeader};
-use super::{add_initializers, Body, ImportError, Importer};
+use super::{add_initializers, Body, EmitError, ImportError, Importer, NodeError};
 use crate::ir::{AttrValue, Attrs, Constant, DType, Tensor, TensorType, Type};
 
 /// The operators with graph attributes, converted here rather than in `ops.rs`: control flow,
@@ -88,13 +88,19 @@ struct ControlAttr {
 }
 
 /// The graph-valued attributes of the node encoded in `bytes`, by attribute name.
-pub(super) fn graph_attributes(bytes: &Bytes) -> Result<Vec<(String, shallow::Graph)>, String> {
-    let attrs = ControlAttrs::decode(bytes.clone()).map_err(|e| e.to_string())?;
+/// `label` names the node in errors.
+pub(super) fn graph_attributes(bytes: &Bytes, label: &str) -> Result<Vec<(String, shallow::Graph)>, ImportError> {
+    let attrs = ControlAttrs::decode(bytes.clone()).map_err(|e| ImportError::Decode(format!("node {label}: {e}")))?;
     let mut out = Vec::new();
     for a in attrs.attribute {
         let name = a.name.unwrap_or_default();
         if !a.graphs.is_empty() {
-            return Err(format!("attribute `{name}` is a list of graphs, which no supported operator takes"));
+            return Err(ImportError::Node {
+                node: label.to_string(),
+                error: NodeError::Invalid(format!(
+                    "attribute `{name}` is a list of graphs, which no supported operator takes"
+                )),
+            });
         }
         if let Some(g) = a.g {
             out.push((name, g));
@@ -106,14 +112,32 @@ pub(super) fn graph_attributes(bytes: &Bytes) -> Result<Vec<(String, shallow::Gr
 /// Why a control-flow node cannot be converted.
 pub(super) enum Error {
     /// A problem with the node itself.
-    Msg(String),
+    Node(NodeError),
     /// A problem inside its graph attribute (named).
     In(String, Box<ImportError>),
 }
 
+impl From<NodeError> for Error {
+    fn from(e: NodeError) -> Self {
+        Error::Node(e)
+    }
+}
+
+impl From<EmitError> for Error {
+    fn from(e: EmitError) -> Self {
+        Error::Node(e.into())
+    }
+}
+
 impl From<String> for Error {
     fn from(msg: String) -> Self {
-        Error::Msg(msg)
+        Error::Node(NodeError::Invalid(msg))
+    }
+}
+
+impl From<&str> for Error {
+    fn from(msg: &str) -> Self {
+        Error::Node(NodeError::Invalid(msg.to_string()))
     }
 }
 
@@ -128,7 +152,7 @@ struct Attributes {
 
 impl Attributes {
     fn decode(bytes: &Bytes, op: &str) -> R<Attributes> {
-        let attrs = ControlAttrs::decode(bytes.clone()).map_err(|e| e.to_string())?;
+        let attrs = ControlAttrs::decode(bytes.clone()).map_err(|e| NodeError::Invalid(e.to_string()))?;
         let (graphs, ints, int): (&[&str], &[&str], &[&str]) = match op {
             "If" => (&["then_branch", "else_branch"], &[], &[]),
             "Loop" => (&["body"], &[], &[]),
@@ -183,7 +207,10 @@ pub(super) fn convert(
     let op = node.op_type();
     let attrs = Attributes::decode(bytes, op)?;
     let graph = |name: &str| {
-        subs.iter().find(|(n, _)| n == name).map(|(_, b)| b).ok_or_else(|| Error::Msg(format!("has no `{name}` graph")))
+        subs.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b)
+            .ok_or_else(|| Error::from(format!("has no `{name}` graph")))
     };
     let name = node.outputs().next().unwrap_or_default().to_string();
     let outs = match op {
@@ -243,7 +270,7 @@ fn scalar_i64(em: &mut Emitter, v: &Val, what: &str, name: &str) -> R<Val> {
     Ok(reshape(em, v, &[], name)?)
 }
 
-fn reshape(em: &mut Emitter, v: &Val, shape: &[u64], name: &str) -> Result<Val, String> {
+fn reshape(em: &mut Emitter, v: &Val, shape: &[u64], name: &str) -> Result<Val, EmitError> {
     if v.shape() == shape {
         return Ok(v.clone());
     }
@@ -283,7 +310,7 @@ fn convert_if(
     outer: &dyn Fn(&str) -> Option<Val>,
     name: &str,
 ) -> R<Vec<Val>> {
-    let cond = inputs.first().cloned().flatten().ok_or_else(|| Error::Msg("input 0 (cond) is missing".into()))?;
+    let cond = inputs.first().cloned().flatten().ok_or_else(|| Error::from("input 0 (cond) is missing"))?;
     let cond = scalar_bool(em, &cond, "input 0 (cond)", &format!("{name}_cond"))?;
     if let Some(c) = const_scalar(&cond)? {
         let (attr, body) = if c != 0.0 { ("then_branch", then_b) } else { ("else_branch", else_b) };
@@ -314,7 +341,7 @@ fn convert_if(
 /// Stacks the per-iteration values `elems` along a new axis `axis` (negative counts from the
 /// end of the result's rank), in reverse order when `reverse`.
 fn stack(em: &mut Emitter, elems: &[Val], axis: i64, reverse: bool, name: &str) -> R<Val> {
-    let first = elems.first().ok_or_else(|| Error::Msg("a scan output has no iterations to stack".into()))?;
+    let first = elems.first().ok_or_else(|| Error::from("a scan output has no iterations to stack"))?;
     let ty = first.ty();
     let rank = ty.shape.len() as i64 + 1;
     let a = if axis < 0 { axis + rank } else { axis };
@@ -376,7 +403,9 @@ fn convert_loop(
         .iter()
         .skip(2)
         .enumerate()
-        .map(|(i, v)| v.clone().ok_or_else(|| Error::Msg(format!("input {} (a loop-carried value) is missing", i + 2))))
+        .map(|(i, v)| {
+            v.clone().ok_or_else(|| Error::from(format!("input {} (a loop-carried value) is missing", i + 2)))
+        })
         .collect::<R<_>>()?;
     let n = carried.len();
     if body.input.len() != n + 2 {
@@ -397,7 +426,7 @@ fn convert_loop(
     }
     let scans = body.output.len() - n - 1;
     if max.is_none() && cond.is_none() {
-        return Err(Error::Msg("has neither a trip count (M) nor a condition: it would never end".into()));
+        return Err(Error::from("has neither a trip count (M) nor a condition: it would never end"));
     }
     let trip = match &max {
         Some(m) => const_scalar(m)?.map(|m| m as i64),
@@ -424,7 +453,7 @@ fn convert_loop(
                     // The condition became a runtime value: the remaining iterations run as a loop.
                     None => {
                         if scans > 0 {
-                            return Err(Error::Msg(format!(
+                            return Err(Error::from(format!(
                                 "its condition depends on run-time data after {k} iterations and it has {scans} scan outputs, whose length would then be known only at run time; passel's types are static"
                             )));
                         }
@@ -460,7 +489,7 @@ fn convert_loop(
         return Ok(vals);
     }
     if scans > 0 {
-        return Err(Error::Msg(format!(
+        return Err(Error::from(format!(
             "has {scans} scan outputs but its trip count is not known at import (or unrolling it would pass the model's {MAX_UNROLLED_NODES} unrolled nodes) or its condition is a run-time value: the outputs' length would be known only at run time; passel's types are static"
         )));
     }
@@ -502,7 +531,7 @@ fn loop_call(
     let mut captured_args = Vec::new();
     for free in &body.free {
         let v = outer(free)
-            .ok_or_else(|| Error::Msg(format!("its `body` reads `{free}`, which no enclosing graph defines")))?;
+            .ok_or_else(|| Error::from(format!("its `body` reads `{free}`, which no enclosing graph defines")))?;
         match v {
             Val::Const(_) => {
                 captured.insert(free.clone(), v);
@@ -572,10 +601,7 @@ fn convert_scan(
     outer: &dyn Fn(&str) -> Option<Val>,
     name: &str,
 ) -> R<Vec<Val>> {
-    let m = *attrs
-        .int
-        .get("num_scan_inputs")
-        .ok_or_else(|| Error::Msg("attribute `num_scan_inputs` is required".into()))?;
+    let m = *attrs.int.get("num_scan_inputs").ok_or_else(|| Error::from("attribute `num_scan_inputs` is required"))?;
     // Scan-8 takes an optional `sequence_lens` first and a batch axis on every value.
     let batched = im.scan_batched;
     let (seq_lens, inputs) =
@@ -583,7 +609,7 @@ fn convert_scan(
     let inputs: Vec<Val> = inputs
         .iter()
         .enumerate()
-        .map(|(i, v)| v.clone().ok_or_else(|| Error::Msg(format!("input {} is missing", i + usize::from(batched)))))
+        .map(|(i, v)| v.clone().ok_or_else(|| Error::from(format!("input {} is missing", i + usize::from(batched)))))
         .collect::<R<_>>()?;
     if m < 1 || m as usize > inputs.len() {
         return Err(
@@ -611,8 +637,8 @@ fn convert_scan(
         (vec![0; m], list("directions", m)?, vec![0; k], vec![0; k])
     } else {
         if attrs.ints.contains_key("directions") {
-            return Err(Error::Msg(
-                "attribute `directions` is Scan-8's; opsets 9 and later name it `scan_input_directions`".into(),
+            return Err(Error::from(
+                "attribute `directions` is Scan-8's; opsets 9 and later name it `scan_input_directions`",
             ));
         }
         (list(v9_only[0], m)?, list(v9_only[1], m)?, list(v9_only[2], k)?, list(v9_only[3], k)?)
@@ -790,7 +816,7 @@ fn convert_flex_attention(
     };
     let scale = attrs.float.get("scale").copied().unwrap_or(1.0 / (e as f64).sqrt());
     let call = |em: &mut Emitter, op: &str, args: &[&Val], attrs: Attrs, what: &str| {
-        em.call(op, args, attrs, &format!("{name}_{what}")).map_err(Error::Msg)
+        em.call(op, args, attrs, &format!("{name}_{what}")).map_err(Error::from)
     };
     let cast = |em: &mut Emitter, x: &Val, to: DType, what: &str| -> R<Val> {
         if x.ty().dtype == to {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use rand::SeedableRng;
 
+use super::EmitError;
 use crate::ir::{Attrs, Constant, Function, FunctionBuilder, NodeId, Tensor, TensorError, TensorType, Type};
 use crate::op::{self, KernelCtx};
 
@@ -139,25 +140,31 @@ impl Emitter {
 
     /// Calls operator `op` and returns its results (one per tuple field for tuple-valued
     /// operators). Errors are messages for the node being converted.
-    pub(super) fn call_multi(&mut self, op: &str, args: &[&Val], attrs: Attrs, name: &str) -> Result<Vec<Val>, String> {
-        let id = op::lookup(op).ok_or_else(|| format!("passel has no operator `{op}`"))?;
+    pub(super) fn call_multi(
+        &mut self,
+        op: &str,
+        args: &[&Val],
+        attrs: Attrs,
+        name: &str,
+    ) -> Result<Vec<Val>, EmitError> {
+        let id = op::lookup(op).ok_or_else(|| EmitError::NoOperator(op.to_string()))?;
         let def = op::get(id);
-        def.check_attrs(&attrs)?;
+        def.check_attrs(&attrs).map_err(EmitError::Attrs)?;
         let arg_tys: Vec<Type> = args.iter().map(|a| Type::from(a.ty())).collect();
-        let out_ty = (def.type_rel)(&arg_tys, &attrs).map_err(|e| e.to_string())?;
+        let out_ty = (def.type_rel)(&arg_tys, &attrs)?;
         let result_tys: Vec<TensorType> = match (out_ty.as_tensor(), out_ty.as_tuple()) {
             (Some(t), _) => vec![t.clone()],
             (None, Some(fields)) => fields
                 .iter()
-                .map(|f| f.as_tensor().cloned().ok_or_else(|| format!("`{op}` returns a nested tuple")))
+                .map(|f| f.as_tensor().cloned().ok_or_else(|| result_error(op, "returns a nested tuple".into())))
                 .collect::<Result<_, _>>()?,
-            _ => return Err(format!("`{op}` returns a {out_ty}, not tensors")),
+            _ => return Err(result_error(op, format!("returns a {out_ty}, not tensors"))),
         };
         if self.foldable(def, args, (&arg_tys, &attrs), (&out_ty, &result_tys)) {
             let mut tensors: Vec<Tensor> = Vec::with_capacity(args.len());
             for a in args {
                 if let Val::Const(c) = a {
-                    tensors.push(c.materialize().map_err(|e| e.to_string())?);
+                    tensors.push(c.materialize()?);
                 }
             }
             match (def.kernel)(&tensors, &attrs, &mut self.kctx) {
@@ -167,18 +174,18 @@ impl Emitter {
                     {
                         return Ok(out.into_iter().map(|t| Val::Const(Arc::new(Constant::Dense(t)))).collect());
                     }
-                    return Err(format!("`{op}` kernel result does not match its type relation"));
+                    return Err(result_error(op, "kernel result does not match its type relation".into()));
                 }
                 // Too large to evaluate now is not an error of the model: the call stays.
                 Err(op::OpError::Tensor(TensorError::TooLarge { .. })) => {}
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(e.into()),
             }
         }
         let arg_ids: Vec<NodeId> = args.iter().map(|a| self.atom(a)).collect();
         let call = self.b.call(id, &arg_ids, attrs);
         self.b.set_ty(call, Some(out_ty.clone()));
         if !def.tuple_result && result_tys.len() != 1 {
-            return Err(format!("`{op}` returns no value"));
+            return Err(result_error(op, "returns no value".into()));
         }
         Ok(self.bind(call, out_ty, result_tys, def.tuple_result, name))
     }
@@ -268,10 +275,10 @@ impl Emitter {
     }
 
     /// Calls a single-result operator.
-    pub(super) fn call(&mut self, op: &str, args: &[&Val], attrs: Attrs, name: &str) -> Result<Val, String> {
+    pub(super) fn call(&mut self, op: &str, args: &[&Val], attrs: Attrs, name: &str) -> Result<Val, EmitError> {
         let mut outs = self.call_multi(op, args, attrs, name)?;
         if outs.len() != 1 {
-            return Err(format!("`{op}` returns {} values, expected one", outs.len()));
+            return Err(result_error(op, format!("returns {} values, expected one", outs.len())));
         }
         Ok(outs.remove(0))
     }
@@ -286,4 +293,8 @@ impl Emitter {
         }
         self.b.finish(params, body, Some(ret_ty), Attrs::new())
     }
+}
+
+fn result_error(op: &str, what: String) -> EmitError {
+    EmitError::Result { op: op.to_string(), what }
 }

@@ -16,7 +16,7 @@ use super::emit::{Emitter, Val};
 use super::proto::onnx as pb;
 use super::proto::shallow::{NodeHeader, NodeTensors, PackedFloats};
 use super::tensor::{self, tensor_i64s};
-use super::ExternalData;
+use super::{ExternalData, NodeError};
 use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 
 mod attention;
@@ -252,7 +252,7 @@ onnx_ops! {
 /// `If`, `Loop`, `Scan` and `FlexAttention` are converted with their subgraphs by
 /// `control.rs`, never here.
 fn control_flow(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
-    Err(format!("`{}` is converted with its subgraphs, not as a plain node", cx.node.op_type()))
+    Err(NodeError::Structure(format!("`{}` is converted with its subgraphs, not as a plain node", cx.node.op_type())))
 }
 
 /// The row of supported operator `op`.
@@ -265,7 +265,7 @@ pub(super) fn max_inputs(op: &str, opset: i64) -> Option<usize> {
     row(op)?.max_inputs.iter().rev().find(|&&(since, _)| since <= opset).map(|&(_, n)| n)
 }
 
-type R<T> = Result<T, String>;
+type R<T> = Result<T, NodeError>;
 
 /// One node being converted.
 struct Cx<'a> {
@@ -303,7 +303,7 @@ pub(super) fn convert<'a>(
     let op = node.op_type();
     let microsoft = node.domain() == "com.microsoft";
     if let Some(max) = max_inputs(op, opset).filter(|&max| !microsoft && node.n_inputs() > max) {
-        return Err(format!("has {} inputs, but `{op}` (opset {opset}) takes at most {max}", node.n_inputs()));
+        return Err(NodeError::TooManyInputs { found: node.n_inputs(), op: op.to_string(), opset, max });
     }
     let name = node.outputs().next().unwrap_or_default().to_string();
     let mut packed = packed.map(|p| p.attribute).filter(|p| p.len() == attribute.len()).map(Vec::into_iter);
@@ -318,7 +318,7 @@ pub(super) fn convert<'a>(
     let mut cx = Cx { em, node, attribute, tensors, opset, inputs, ext, read, name };
     let outs = if microsoft { microsoft::convert_op(&mut cx)? } else { convert_op(&mut cx)? };
     if let Some(i) = cx.read.iter().position(|r| !r) {
-        return Err(format!("attribute `{}` is not handled by the importer", cx.attribute[i].name()));
+        return Err(NodeError::UnhandledAttribute(cx.attribute[i].name().to_string()));
     }
     let mut outs: Vec<Option<Val>> = outs;
     outs.resize(node.n_outputs(), None);
@@ -335,7 +335,7 @@ fn norm_axis(axis: i64, rank: usize) -> R<usize> {
     if (0..r.max(1)).contains(&a) && (a < r || rank == 0) {
         Ok(a as usize)
     } else {
-        Err(format!("axis {axis} is out of range for rank {rank}"))
+        Err(format!("axis {axis} is out of range for rank {rank}").into())
     }
 }
 
@@ -362,8 +362,8 @@ impl<'a> Cx<'a> {
         Some(i)
     }
 
-    fn kind_err(key: &str, want: &str) -> String {
-        format!("attribute `{key}` must be {want}")
+    fn kind_err(key: &str, want: &'static str) -> NodeError {
+        NodeError::AttributeKind { attr: key.to_string(), want }
     }
 
     fn int_opt(&mut self, key: &str) -> R<Option<i64>> {
@@ -416,7 +416,7 @@ impl<'a> Cx<'a> {
             None => Ok(default.to_string()),
             Some(a) if matches!(a.r#type(), T::String | T::Undefined) && a.s.is_some() => {
                 let s = a.s.as_deref().unwrap_or_default();
-                String::from_utf8(s.to_vec()).map_err(|_| format!("attribute `{key}` is not UTF-8"))
+                String::from_utf8(s.to_vec()).map_err(|_| NodeError::AttributeNotUtf8(key.to_string()))
             }
             Some(_) => Err(Self::kind_err(key, "a string")),
         }
@@ -430,9 +430,9 @@ impl<'a> Cx<'a> {
             return Err(Self::kind_err(key, "a tensor"));
         }
         match self.tensors.get_mut(i).and_then(Option::take) {
-            Some((t, packed)) => {
-                tensor::constant(t, packed, self.ext).map(Some).map_err(|e| format!("attribute `{key}`: {e}"))
-            }
+            Some((t, packed)) => tensor::constant(t, packed, self.ext)
+                .map(Some)
+                .map_err(|error| NodeError::AttributeTensor { attr: key.to_string(), error }),
             None => Err(Self::kind_err(key, "a tensor")),
         }
     }
@@ -441,7 +441,9 @@ impl<'a> Cx<'a> {
     /// matters for an output passel does not compute).
     fn int_must(&mut self, key: &str, ok: impl Fn(i64) -> bool, why: &str) -> R<()> {
         match self.int_opt(key)? {
-            Some(v) if !ok(v) => Err(format!("attribute `{key}` = {v} is not supported ({why})")),
+            Some(v) if !ok(v) => {
+                Err(NodeError::UnsupportedValue { attr: key.to_string(), value: v.to_string(), why: why.to_string() })
+            }
             _ => Ok(()),
         }
     }
@@ -453,7 +455,7 @@ impl<'a> Cx<'a> {
     }
 
     fn input(&self, i: usize) -> R<Val> {
-        self.opt(i).ok_or_else(|| format!("input {i} is missing"))
+        self.opt(i).ok_or(NodeError::MissingInput(i))
     }
 
     fn n_inputs(&self) -> usize {
@@ -463,33 +465,39 @@ impl<'a> Cx<'a> {
     /// Input `i` as exact integers; it must be known at import. `None` when absent.
     fn const_ints(&self, i: usize, what: &str) -> R<Option<Vec<i64>>> {
         let Some(v) = self.opt(i) else { return Ok(None) };
-        let c = v.as_const().ok_or_else(|| {
-            format!("input {i} ({what}) must be known at import (a constant or foldable shape expression)")
+        let c = v.as_const().ok_or_else(|| NodeError::NotConstant {
+            index: i,
+            what: what.to_string(),
+            kind: "shape expression",
         })?;
-        let t = c.materialize().map_err(|e| e.to_string())?;
-        tensor_i64s(&t).map(Some).ok_or_else(|| format!("input {i} ({what}) must be int64 or int32, got {}", t.dtype()))
+        let t = c.materialize()?;
+        tensor_i64s(&t)
+            .map(Some)
+            .ok_or_else(|| NodeError::from(format!("input {i} ({what}) must be int64 or int32, got {}", t.dtype())))
     }
 
     /// Input `i` as floats; it must be known at import. `None` when absent.
     fn const_floats(&self, i: usize, what: &str) -> R<Option<Vec<f64>>> {
         let Some(v) = self.opt(i) else { return Ok(None) };
-        let c = v
-            .as_const()
-            .ok_or_else(|| format!("input {i} ({what}) must be known at import (a constant or foldable expression)"))?;
-        Ok(Some(c.materialize().map_err(|e| e.to_string())?.to_f64s()))
+        let c = v.as_const().ok_or_else(|| NodeError::NotConstant {
+            index: i,
+            what: what.to_string(),
+            kind: "expression",
+        })?;
+        Ok(Some(c.materialize()?.to_f64s()))
     }
 
     // ---- emission ---------------------------------------------------------------------
 
     fn call(&mut self, op: &str, args: &[&Val], attrs: Attrs) -> R<Val> {
         let name = self.name.clone();
-        self.em.call(op, args, attrs, &name)
+        Ok(self.em.call(op, args, attrs, &name)?)
     }
 
     /// An intermediate call (its variable is named after the output plus the operator).
     fn call_tmp(&mut self, op: &str, args: &[&Val], attrs: Attrs) -> R<Val> {
         let name = format!("{}_{op}", self.name);
-        self.em.call(op, args, attrs, &name)
+        Ok(self.em.call(op, args, attrs, &name)?)
     }
 
     fn reshape(&mut self, x: &Val, shape: &[u64], tmp: bool) -> R<Val> {
@@ -510,13 +518,15 @@ impl<'a> Cx<'a> {
 }
 
 fn product(dims: &[u64]) -> R<u64> {
-    dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| format!("dimensions {dims:?} overflow"))
+    dims.iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| NodeError::from(format!("dimensions {dims:?} overflow")))
 }
 
 fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     match row(cx.node.op_type()) {
         Some(r) => (r.convert)(cx),
-        None => Err(format!("operator `{}` is not supported", cx.node.op_type())),
+        None => Err(format!("operator `{}` is not supported", cx.node.op_type()).into()),
     }
 }
 
@@ -540,7 +550,7 @@ fn gelu(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let approx = cx.string("approximate", "none")?;
     if approx != "none" && approx != "tanh" {
-        return Err(format!("attribute `approximate` = {approx:?} is not supported (none, tanh)"));
+        return Err(format!("attribute `approximate` = {approx:?} is not supported (none, tanh)").into());
     }
     one(cx.call("gelu", &[&x], Attrs::new().with("approximate", AttrValue::Str(approx.into())))?)
 }
@@ -564,7 +574,7 @@ fn global_pool(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let shape = x.shape();
     if shape.len() < 3 {
-        return Err(format!("needs an input of rank 3 or more (N, C, spatial…), got rank {}", shape.len()));
+        return Err(format!("needs an input of rank 3 or more (N, C, spatial…), got rank {}", shape.len()).into());
     }
     if shape.len() == 4 {
         return one(cx.call(op, &[&x], Attrs::new())?);
@@ -582,7 +592,7 @@ fn trilu(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let upper = cx.int("upper", 1)? != 0;
     let k = match cx.const_ints(1, "k")? {
         Some(v) if v.len() == 1 => v[0],
-        Some(v) => return Err(format!("input 1 (k) must be a scalar, got {} values", v.len())),
+        Some(v) => return Err(format!("input 1 (k) must be a scalar, got {} values", v.len()).into()),
         None => 0,
     };
     let attrs = Attrs::new().with("upper", AttrValue::Bool(upper)).with("k", AttrValue::Int(k));
@@ -602,7 +612,7 @@ fn modulo(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let fmod = match cx.int("fmod", 0)? {
         0 => false,
         1 => true,
-        v => return Err(format!("attribute `fmod` must be 0 or 1, got {v}")),
+        v => return Err(format!("attribute `fmod` must be 0 or 1, got {v}").into()),
     };
     one(cx.call("mod", &[&a, &b], Attrs::new().with("fmod", AttrValue::Bool(fmod)))?)
 }
@@ -614,7 +624,7 @@ fn bit_shift(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         "LEFT" => "left_shift",
         "RIGHT" => "right_shift",
         "" => return Err("attribute `direction` is required (LEFT or RIGHT)".into()),
-        other => return Err(format!("attribute `direction` must be LEFT or RIGHT, got {other:?}")),
+        other => return Err(format!("attribute `direction` must be LEFT or RIGHT, got {other:?}").into()),
     };
     one(cx.call(op, &[&a, &b], Attrs::new())?)
 }
@@ -623,7 +633,7 @@ fn bit_shift(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 fn bitcast(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let to = cx.int_opt("to")?.ok_or("attribute `to` is required")?;
-    let dtype = tensor::dtype_of(to as i32).map_err(|e| format!("bitcast target: {e}"))?;
+    let dtype = tensor::dtype_of(to as i32).map_err(|e| NodeError::from(format!("bitcast target: {e}")))?;
     if x.ty().dtype == dtype {
         return one(x);
     }
@@ -645,7 +655,8 @@ fn cast_like(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 fn size(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let n = product(&x.shape())?;
-    let n = i64::try_from(n).map_err(|_| format!("the input has {n} elements, more than int64 holds"))?;
+    let n =
+        i64::try_from(n).map_err(|_| NodeError::from(format!("the input has {n} elements, more than int64 holds")))?;
     one(Val::Const(Arc::new(Constant::Dense(Tensor(crate::ir::TensorData::I64(ndarray::ArcArray::from_elem(
         ndarray::IxDyn(&[]),
         n,
@@ -661,7 +672,9 @@ fn prelu(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let neg = cx.call_tmp("less", &[&x, &zero], Attrs::new())?;
     let scaled = cx.call_tmp("multiply", &[&x, &slope], Attrs::new())?;
     if broadcast_shapes(&x.shape(), &slope.shape())? != x.shape() {
-        return Err(format!("slope of shape {:?} does not broadcast to the input {:?}", slope.shape(), x.shape()));
+        return Err(
+            format!("slope of shape {:?} does not broadcast to the input {:?}", slope.shape(), x.shape()).into()
+        );
     }
     one(cx.call("where", &[&neg, &scaled, &x], Attrs::new())?)
 }
@@ -719,7 +732,7 @@ fn cast(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let to = cx.int_opt("to")?.ok_or("attribute `to` is required")?;
     // `saturate` only matters for float8 targets, which passel rejects anyway.
     cx.int_opt("saturate")?;
-    let dtype = tensor::dtype_of(to as i32).map_err(|e| format!("cast target: {e}"))?;
+    let dtype = tensor::dtype_of(to as i32).map_err(|e| NodeError::from(format!("cast target: {e}")))?;
     if x.ty().dtype == dtype {
         return one(x);
     }
@@ -729,7 +742,7 @@ fn cast(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 fn constant(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     for key in ["sparse_value", "value_string", "value_strings"] {
         if cx.attr(key).is_some() {
-            return Err(format!("attribute `{key}` is not supported"));
+            return Err(format!("attribute `{key}` is not supported").into());
         }
     }
     let c = if let Some(t) = cx.tensor_attr("value")? {
@@ -773,14 +786,16 @@ fn shape(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 
 fn constant_of_shape(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let dims = cx.const_ints(0, "shape")?.ok_or("input 0 (shape) is missing")?;
-    let shape: Vec<u64> =
-        dims.iter().map(|&d| u64::try_from(d).map_err(|_| format!("negative dimension {d}"))).collect::<R<_>>()?;
+    let shape: Vec<u64> = dims
+        .iter()
+        .map(|&d| u64::try_from(d).map_err(|_| NodeError::from(format!("negative dimension {d}"))))
+        .collect::<R<_>>()?;
     product(&shape)?;
     let (dtype, value) = match cx.tensor_attr("value")? {
         Some(c) => {
             let t = c.materialize().map_err(|e| e.to_string())?;
             if t.len() != 1 {
-                return Err(format!("attribute `value` must have one element, got {}", t.len()));
+                return Err(format!("attribute `value` must have one element, got {}", t.len()).into());
             }
             (t.dtype(), t.to_f64s()[0])
         }
@@ -797,8 +812,8 @@ fn range(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let scalar = |cx: &Cx<'_>, i: usize, what: &str| -> R<f64> {
         match cx.const_floats(i, what)? {
             Some(v) if v.len() == 1 => Ok(v[0]),
-            Some(v) => Err(format!("input {i} ({what}) must be a scalar, got {} values", v.len())),
-            None => Err(format!("input {i} ({what}) is missing")),
+            Some(v) => Err(format!("input {i} ({what}) must be a scalar, got {} values", v.len()).into()),
+            None => Err(format!("input {i} ({what}) is missing").into()),
         }
     };
     let (start, limit, delta) = (scalar(cx, 0, "start")?, scalar(cx, 1, "limit")?, scalar(cx, 2, "delta")?);
@@ -808,7 +823,7 @@ fn range(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let n = ((limit - start) / delta).ceil().max(0.0);
     // `n` is NaN when the bounds are (then the comparison is false too).
     if n.is_nan() || n > cx.em_fold_limit() as f64 {
-        return Err(format!("Range of {n} elements is too large to compute at import"));
+        return Err(format!("Range of {n} elements is too large to compute at import").into());
     }
     let n = n as usize;
     let t = match dtype {
@@ -847,29 +862,27 @@ fn reshape(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let mut infer = None;
     for (i, &d) in target.iter().enumerate() {
         match d {
-            0 if !allowzero => out.push(
-                *in_shape
-                    .get(i)
-                    .ok_or_else(|| format!("shape entry {i} is 0 but the input has rank {}", in_shape.len()))?,
-            ),
+            0 if !allowzero => out.push(*in_shape.get(i).ok_or_else(|| {
+                NodeError::from(format!("shape entry {i} is 0 but the input has rank {}", in_shape.len()))
+            })?),
             -1 if infer.is_none() => {
                 infer = Some(i);
                 out.push(1);
             }
             -1 => return Err("shape has more than one -1".into()),
-            d if d < 0 => return Err(format!("shape entry {i} is {d}")),
+            d if d < 0 => return Err(format!("shape entry {i} is {d}").into()),
             d => out.push(d as u64),
         }
     }
     let known = product(&out)?;
     if let Some(i) = infer {
         if known == 0 || total % known != 0 {
-            return Err(format!("cannot reshape {in_shape:?} to {target:?}"));
+            return Err(format!("cannot reshape {in_shape:?} to {target:?}").into());
         }
         out[i] = total / known;
     }
     if product(&out)? != total {
-        return Err(format!("cannot reshape {in_shape:?} ({total} elements) to {out:?}"));
+        return Err(format!("cannot reshape {in_shape:?} ({total} elements) to {out:?}").into());
     }
     one(cx.reshape(&x, &out, false)?)
 }
@@ -881,7 +894,7 @@ fn flatten(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let r = shape.len() as i64;
     let a = if axis < 0 { axis + r } else { axis };
     if !(0..=r).contains(&a) {
-        return Err(format!("axis {axis} is out of range for rank {r}"));
+        return Err(format!("axis {axis} is out of range for rank {r}").into());
     }
     let (outer, inner) = (product(&shape[..a as usize])?, product(&shape[a as usize..])?);
     one(cx.reshape(&x, &[outer, inner], false)?)
@@ -905,7 +918,7 @@ fn squeeze(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     };
     for &a in &drop {
         if shape[a] != 1 {
-            return Err(format!("cannot squeeze axis {a} of size {}", shape[a]));
+            return Err(format!("cannot squeeze axis {a} of size {}", shape[a]).into());
         }
     }
     let out: Vec<u64> = shape.iter().enumerate().filter(|(i, _)| !drop.contains(i)).map(|(_, &d)| d).collect();
@@ -920,7 +933,7 @@ fn unsqueeze(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let mut ones: Vec<usize> = axes.iter().map(|&a| norm_axis(a, rank)).collect::<R<_>>()?;
     ones.sort_unstable();
     if ones.windows(2).any(|w| w[0] == w[1]) {
-        return Err(format!("axes {axes:?} repeat an axis"));
+        return Err(format!("axes {axes:?} repeat an axis").into());
     }
     let mut rest = shape.iter();
     let out: Vec<u64> =
@@ -958,26 +971,27 @@ fn split(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let sizes: Option<Vec<i64>> = if cx.opset >= 13 { cx.const_ints(1, "split")? } else { cx.ints_opt("split")? };
     let num_outputs = cx.int_opt("num_outputs")?;
     let sizes: Vec<u64> = match sizes {
-        Some(s) => {
-            s.iter().map(|&v| u64::try_from(v).map_err(|_| format!("negative split size {v}"))).collect::<R<_>>()?
-        }
+        Some(s) => s
+            .iter()
+            .map(|&v| u64::try_from(v).map_err(|_| NodeError::from(format!("negative split size {v}"))))
+            .collect::<R<_>>()?,
         None => {
             let n = num_outputs.map(|n| n as u64).unwrap_or(n_out as u64);
             if n == 0 || n != n_out as u64 {
-                return Err(format!("splits into {n} parts but has {n_out} outputs"));
+                return Err(format!("splits into {n} parts but has {n_out} outputs").into());
             }
             let chunk = dim.div_ceil(n);
             if num_outputs.is_none() && dim % n != 0 {
-                return Err(format!("cannot split {dim} into {n} equal parts"));
+                return Err(format!("cannot split {dim} into {n} equal parts").into());
             }
             (0..n).map(|i| chunk.min(dim.saturating_sub(i * chunk))).collect()
         }
     };
     if sizes.len() != n_out {
-        return Err(format!("{} split sizes for {n_out} outputs", sizes.len()));
+        return Err(format!("{} split sizes for {n_out} outputs", sizes.len()).into());
     }
     if sizes.iter().try_fold(0u64, |a, &s| a.checked_add(s)) != Some(dim) {
-        return Err(format!("split sizes {sizes:?} do not add up to {dim}"));
+        return Err(format!("split sizes {sizes:?} do not add up to {dim}").into());
     }
     if n_out == 1 {
         return one(x);
@@ -1018,7 +1032,7 @@ fn slice(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         )
     };
     if starts.len() != ends.len() {
-        return Err(format!("{} starts but {} ends", starts.len(), ends.len()));
+        return Err(format!("{} starts but {} ends", starts.len(), ends.len()).into());
     }
     let axes: Vec<i64> = match axes {
         Some(a) => a.iter().map(|&a| norm_axis(a, rank).map(|a| a as i64)).collect::<R<_>>()?,
@@ -1054,7 +1068,7 @@ fn broadcast_shapes(a: &[u64], b: &[u64]) -> R<Vec<u64>> {
             (x, y) if x == y => Ok(x),
             (1, y) => Ok(y),
             (x, 1) => Ok(x),
-            (x, y) => Err(format!("shapes {a:?} and {b:?} do not broadcast (dimension {x} vs {y})")),
+            (x, y) => Err(format!("shapes {a:?} and {b:?} do not broadcast (dimension {x} vs {y})").into()),
         })
         .collect()
 }
@@ -1062,8 +1076,10 @@ fn broadcast_shapes(a: &[u64], b: &[u64]) -> R<Vec<u64>> {
 fn expand(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let target = cx.const_ints(1, "shape")?.ok_or("input 1 (shape) is missing")?;
-    let target: Vec<u64> =
-        target.iter().map(|&d| u64::try_from(d).map_err(|_| format!("negative dimension {d}"))).collect::<R<_>>()?;
+    let target: Vec<u64> = target
+        .iter()
+        .map(|&d| u64::try_from(d).map_err(|_| NodeError::from(format!("negative dimension {d}"))))
+        .collect::<R<_>>()?;
     let out = broadcast_shapes(&x.shape(), &target)?;
     product(&out)?;
     if out == x.shape() {
@@ -1079,7 +1095,7 @@ fn gemm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let trans_a = cx.int("transA", 0)? != 0;
     let trans_b = cx.int("transB", 0)? != 0;
     if a.rank() != 2 || b.rank() != 2 {
-        return Err(format!("Gemm needs 2-D operands, got ranks {} and {}", a.rank(), b.rank()));
+        return Err(format!("Gemm needs 2-D operands, got ranks {} and {}", a.rank(), b.rank()).into());
     }
     let dtype = a.ty().dtype;
     let last = alpha == 1.0 && c.is_none();
@@ -1123,7 +1139,7 @@ fn same_pads(input: &[u64], kernel: &[u64], strides: &[u64], dilations: &[u64], 
         let out = input[i].div_ceil(strides[i].max(1));
         let total = extent(kernel[i], dilations[i])
             .and_then(|eff| out.saturating_sub(1).checked_mul(strides[i])?.checked_add(eff))
-            .ok_or_else(|| format!("the window {kernel:?} (dilations {dilations:?}) is too large"))?
+            .ok_or_else(|| NodeError::from(format!("the window {kernel:?} (dilations {dilations:?}) is too large")))?
             .saturating_sub(input[i]);
         let small = total / 2;
         let (b, e) = if upper { (small, total - small) } else { (total - small, small) };
@@ -1149,7 +1165,7 @@ struct Window {
 }
 
 fn pos(v: Vec<i64>, what: &str) -> R<Vec<u64>> {
-    v.iter().map(|&d| u64::try_from(d).map_err(|_| format!("negative {what} {d}"))).collect()
+    v.iter().map(|&d| u64::try_from(d).map_err(|_| NodeError::from(format!("negative {what} {d}")))).collect()
 }
 
 /// `v` of a 1-D window lifted to the 2-D window `[1, L]`: `[x]` becomes `[lead, x]`, and
@@ -1177,14 +1193,14 @@ fn window(
         None => kernel_default.ok_or("attribute `kernel_shape` is required")?,
     };
     if kernel.len() != 2 {
-        return Err(format!("only 1-D and 2-D windows are supported, got kernel_shape {kernel:?}"));
+        return Err(format!("only 1-D and 2-D windows are supported, got kernel_shape {kernel:?}").into());
     }
     let strides = pos(lift(cx.ints_opt("strides")?, 1, false).unwrap_or(vec![1, 1]), "stride")?;
     let dilations = pos(lift(cx.ints_opt("dilations")?, 1, false).unwrap_or(vec![1, 1]), "dilation")?;
     let auto_pad = cx.string("auto_pad", "NOTSET")?;
     let pads = lift(cx.ints_opt("pads")?, 0, true);
     if strides.len() != 2 || dilations.len() != 2 || strides.contains(&0) || dilations.contains(&0) {
-        return Err(format!("strides {strides:?} and dilations {dilations:?} must be two positive values"));
+        return Err(format!("strides {strides:?} and dilations {dilations:?} must be two positive values").into());
     }
     let pads = match auto_pad.as_str() {
         "NOTSET" => pos(pads.unwrap_or(vec![0; 4]), "pad")?,
@@ -1193,10 +1209,10 @@ fn window(
             same_pads(spatial, &kernel, &strides, &dilations, auto_pad == "SAME_UPPER")?
         }
         "SAME_UPPER" | "SAME_LOWER" => vec![0; 4],
-        other => return Err(format!("auto_pad {other:?} is not supported")),
+        other => return Err(format!("auto_pad {other:?} is not supported").into()),
     };
     if pads.len() != 4 {
-        return Err(format!("pads {pads:?} must have 4 values for a 2-D window"));
+        return Err(format!("pads {pads:?} must have 4 values for a 2-D window").into());
     }
     Ok(Window { kernel, strides, dilations, pads, auto_pad })
 }
@@ -1212,7 +1228,7 @@ fn lift_data_weight(cx: &mut Cx<'_>, x: Val, w: Val, what: &str) -> R<(Val, Val,
             let w4 = cx.reshape(&w, &[ws[0], ws[1], 1, ws[2]], true)?;
             Ok((x4, w4, true))
         }
-        (r, _) => Err(format!("only 1-D and 2-D {what} (rank-3 or rank-4 input) are supported, got rank {r}")),
+        (r, _) => Err(format!("only 1-D and 2-D {what} (rank-3 or rank-4 input) are supported, got rank {r}").into()),
     }
 }
 
@@ -1243,7 +1259,7 @@ fn conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let ws = w.shape();
     let win = window(cx, &x.shape()[2..], Some(ws[2..].to_vec()), true, one_d)?;
     if win.kernel != ws[2..] {
-        return Err(format!("kernel_shape {:?} does not match the weight shape {ws:?}", win.kernel));
+        return Err(format!("kernel_shape {:?} does not match the weight shape {ws:?}", win.kernel).into());
     }
     let groups = cx.int("group", 1)?;
     let attrs = Attrs::new()
@@ -1261,7 +1277,7 @@ fn conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 fn conv_transpose_3d(cx: &mut Cx<'_>, x: Val, w: Val, b: Option<Val>) -> R<Vec<Option<Val>>> {
     let (xs, ws) = (x.shape(), w.shape());
     if ws.len() != 5 {
-        return Err(format!("a 3-D transposed convolution needs a rank-5 weight, got {ws:?}"));
+        return Err(format!("a 3-D transposed convolution needs a rank-5 weight, got {ws:?}").into());
     }
     let three = |v: Option<Vec<i64>>, default: u64, what: &str| -> R<Vec<u64>> {
         let v = match v {
@@ -1269,7 +1285,7 @@ fn conv_transpose_3d(cx: &mut Cx<'_>, x: Val, w: Val, b: Option<Val>) -> R<Vec<O
             None => vec![default; 3],
         };
         if v.len() != 3 {
-            return Err(format!("{what}s {v:?} must have 3 values for a 3-D window"));
+            return Err(format!("{what}s {v:?} must have 3 values for a 3-D window").into());
         }
         Ok(v)
     };
@@ -1279,7 +1295,7 @@ fn conv_transpose_3d(cx: &mut Cx<'_>, x: Val, w: Val, b: Option<Val>) -> R<Vec<O
         "kernel size",
     )?;
     if kernel != ws[2..] {
-        return Err(format!("kernel_shape {kernel:?} does not match the weight shape {ws:?}"));
+        return Err(format!("kernel_shape {kernel:?} does not match the weight shape {ws:?}").into());
     }
     let strides = three(cx.ints_opt("strides")?, 1, "stride")?;
     let dilations = three(cx.ints_opt("dilations")?, 1, "dilation")?;
@@ -1288,7 +1304,8 @@ fn conv_transpose_3d(cx: &mut Cx<'_>, x: Val, w: Val, b: Option<Val>) -> R<Vec<O
     if strides.contains(&0) || dilations.contains(&0) || pads.len() != 6 {
         return Err(format!(
             "strides {strides:?} and dilations {dilations:?} must be positive, pads {pads:?} 6 values"
-        ));
+        )
+        .into());
     }
     let auto_pad = cx.string("auto_pad", "NOTSET")?;
     if !matches!(auto_pad.as_str(), "NOTSET" | "VALID") || cx.ints_opt("output_shape")?.is_some() {
@@ -1305,7 +1322,7 @@ fn conv_transpose_3d(cx: &mut Cx<'_>, x: Val, w: Val, b: Option<Val>) -> R<Vec<O
     let d_out = full
         .and_then(|f| f.checked_sub(pads[0] + pads[3]))
         .filter(|&d| d > 0)
-        .ok_or_else(|| format!("pads {pads:?} leave no output depth"))?;
+        .ok_or_else(|| NodeError::from(format!("pads {pads:?} leave no output depth")))?;
     let attrs = Attrs::new()
         .with("strides", ints(&strides[1..]))
         .with("padding", ints(&[pads[1], pads[2], pads[4], pads[5]]))
@@ -1374,7 +1391,7 @@ fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let output_padding = pos(lift(cx.ints_opt("output_padding")?, 0).unwrap_or(vec![0, 0]), "output padding")?;
     let output_shape = lift(cx.ints_opt("output_shape")?, 1);
     if output_padding.len() != 2 {
-        return Err(format!("output_padding {output_padding:?} must have 2 values"));
+        return Err(format!("output_padding {output_padding:?} must have 2 values").into());
     }
     let same = win.auto_pad.starts_with("SAME");
     let pads = if output_shape.is_some() || same {
@@ -1387,7 +1404,7 @@ fn conv_transpose(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             None => (0..2)
                 .map(|i| xs[2 + i].checked_mul(win.strides[i]))
                 .collect::<Option<_>>()
-                .ok_or_else(|| format!("strides {:?} make the output too large", win.strides))?,
+                .ok_or_else(|| NodeError::from(format!("strides {:?} make the output too large", win.strides)))?,
         };
         if out.len() != 2 {
             return Err("output_shape must give the 2 spatial sizes".into());
@@ -1455,7 +1472,7 @@ fn pool(cx: &mut Cx<'_>, kind: PoolKind) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let p = if kind == PoolKind::Lp { cx.int("p", 2)? } else { 1 };
     if p < 1 {
-        return Err(format!("attribute `p` must be positive, got {p}"));
+        return Err(format!("attribute `p` must be positive, got {p}").into());
     }
     let (x, dtype) = (x.clone(), x.ty().dtype);
     let xin = if kind == PoolKind::Lp {
@@ -1496,7 +1513,8 @@ fn pool_attrs(win: &Window, kind: PoolKind, ceil_mode: bool) -> R<(&'static str,
     if (0..2).any(|i| p[i] >= k[i] || p[i + 2] >= k[i]) {
         return Err(format!(
             "pads {p:?} must each be smaller than the kernel {k:?} (a window of only padding has no value)"
-        ));
+        )
+        .into());
     }
     let mut attrs = Attrs::new()
         .with("pool_size", ints(&win.kernel))
@@ -1521,7 +1539,7 @@ fn pool_kind_attrs(cx: &mut Cx<'_>, kind: PoolKind) -> R<bool> {
     match cx.int("storage_order", 0)? {
         0 => Ok(false),
         1 => Ok(true),
-        v => Err(format!("attribute `storage_order` must be 0 or 1, got {v}")),
+        v => Err(format!("attribute `storage_order` must be 0 or 1, got {v}").into()),
     }
 }
 
@@ -1540,7 +1558,7 @@ fn max_pool_indices(cx: &mut Cx<'_>, x: &Val, win: &Window, (oh, ow): (u64, u64)
     let taps = kh * kw;
     let count = oh.checked_mul(ow).and_then(|v| v.checked_mul(taps)).ok_or("the window count overflows")?;
     if count > cx.em_fold_limit() || n.saturating_mul(c).saturating_mul(hw) > cx.em_fold_limit() {
-        return Err(format!("{count} window taps are too many to index at import"));
+        return Err(format!("{count} window taps are too many to index at import").into());
     }
     let mut slot = Vec::with_capacity(count as usize);
     let mut stored = Vec::with_capacity(count as usize);
@@ -1620,7 +1638,7 @@ fn include_pad_ceil(
         let ext = extent(kernel[i], dilations[i]).ok_or("the dilated kernel is too large")?;
         let limit = size + pb + pe;
         if limit < ext {
-            return Err(format!("the window {ext} is larger than the padded input {limit}"));
+            return Err(format!("the window {ext} is larger than the padded input {limit}").into());
         }
         let mut out = (limit - ext).div_ceil(strides[i]) + 1;
         if (out - 1) * strides[i] >= size + pb {
@@ -1671,7 +1689,11 @@ fn pool_2d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>, Option
     let one_d = match x.rank() {
         4 => false,
         3 => true,
-        r => return Err(format!("only 1-D, 2-D and 3-D pooling (rank-3 to rank-5 input) are supported, got rank {r}")),
+        r => {
+            return Err(
+                format!("only 1-D, 2-D and 3-D pooling (rank-3 to rank-5 input) are supported, got rank {r}").into()
+            )
+        }
     };
     let x = if one_d {
         let xs = x.shape();
@@ -1736,17 +1758,17 @@ fn pool_3d(cx: &mut Cx<'_>, x: &Val, kind: PoolKind) -> R<(Val, Vec<u64>)> {
     {
         return Err(format!(
             "a 3-D pool needs 3 kernel sizes, strides and dilations (positive), got {kernel:?}, {strides:?} and {dilations:?}"
-        ));
+        ).into());
     }
     let auto_pad = cx.string("auto_pad", "NOTSET")?;
     let pads = match auto_pad.as_str() {
         "NOTSET" => pos(cx.ints_opt("pads")?.unwrap_or(vec![0; 6]), "pad")?,
         "VALID" => vec![0; 6],
         "SAME_UPPER" | "SAME_LOWER" => same_pads(&xs[2..], &kernel, &strides, &dilations, auto_pad == "SAME_UPPER")?,
-        other => return Err(format!("auto_pad {other:?} is not supported")),
+        other => return Err(format!("auto_pad {other:?} is not supported").into()),
     };
     if pads.len() != 6 {
-        return Err(format!("pads {pads:?} must have 6 values for a 3-D window"));
+        return Err(format!("pads {pads:?} must have 6 values for a 3-D window").into());
     }
     let ceil_mode = cx.int("ceil_mode", 0)? != 0;
     pool_kind_attrs(cx, kind)?;
@@ -1834,7 +1856,7 @@ fn batch_norm_training(cx: &mut Cx<'_>, args: &[Val], eps: f64, momentum: f64) -
     };
     let rank = x.rank();
     if rank < 2 {
-        return Err(format!("needs an input of rank 2 or more (N, C, …), got rank {rank}"));
+        return Err(format!("needs an input of rank 2 or more (N, C, …), got rank {rank}").into());
     }
     let dtype = x.ty().dtype;
     let c = x.shape()[1];
@@ -1884,7 +1906,8 @@ fn layer_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             scale.shape(),
             bias.shape(),
             &shape[axis..]
-        ));
+        )
+        .into());
     }
     let scale = cx.reshape(&scale, &[norm], true)?;
     let bias = cx.reshape(&bias, &[norm], true)?;
@@ -1950,7 +1973,9 @@ fn rms_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let rank = x.rank();
     let axis = norm_axis(cx.int("axis", -1)?, rank)?;
     if broadcast_shapes(&x.shape(), &scale.shape())? != x.shape() {
-        return Err(format!("scale of shape {:?} does not broadcast to the input {:?}", scale.shape(), x.shape()));
+        return Err(
+            format!("scale of shape {:?} does not broadcast to the input {:?}", scale.shape(), x.shape()).into()
+        );
     }
     let axes: Vec<i64> = (axis as i64..rank as i64).collect();
     let n = rms_scaled(cx, &x, &axes, eps)?;
@@ -1964,7 +1989,7 @@ fn instance_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let eps = cx.float("epsilon", 1e-5)?;
     let shape = x.shape();
     if shape.len() < 3 {
-        return Err(format!("needs an input of rank 3 or more (N, C, spatial…), got rank {}", shape.len()));
+        return Err(format!("needs an input of rank 3 or more (N, C, spatial…), got rank {}", shape.len()).into());
     }
     let c = shape[1];
     if scale.shape() != [c] || bias.shape() != [c] {
@@ -1972,7 +1997,8 @@ fn instance_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             "scale {:?} and bias {:?} must both have shape [{c}] (the channels)",
             scale.shape(),
             bias.shape()
-        ));
+        )
+        .into());
     }
     let axes: Vec<i64> = (2..shape.len() as i64).collect();
     let attrs = Attrs::new().with("keepdims", AttrValue::Bool(true)).with("axis", ints_i(&axes));
@@ -2013,7 +2039,7 @@ fn clip(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         let get = |cx: &Cx<'_>, i: usize, what: &str| -> R<Option<f64>> {
             match cx.const_floats(i, what)? {
                 Some(v) if v.len() == 1 => Ok(Some(v[0])),
-                Some(v) => Err(format!("input {i} ({what}) must be a scalar, got {} values", v.len())),
+                Some(v) => Err(format!("input {i} ({what}) must be a scalar, got {} values", v.len()).into()),
                 None => Ok(None),
             }
         };
@@ -2202,13 +2228,13 @@ fn pad(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let rank = x.rank();
     let mode = cx.string("mode", "constant")?;
     if !matches!(mode.as_str(), "constant" | "reflect" | "edge" | "wrap") {
-        return Err(format!("mode {mode:?} is not supported (constant, reflect, edge, wrap)"));
+        return Err(format!("mode {mode:?} is not supported (constant, reflect, edge, wrap)").into());
     }
     let (pads, value, axes) = if cx.opset >= 11 {
         let pads = cx.const_ints(1, "pads")?.ok_or("input 1 (pads) is missing")?;
         let value = match cx.const_floats(2, "constant_value")? {
             Some(v) if v.len() == 1 => v[0],
-            Some(v) => return Err(format!("input 2 (constant_value) must be a scalar, got {} values", v.len())),
+            Some(v) => return Err(format!("input 2 (constant_value) must be a scalar, got {} values", v.len()).into()),
             None => 0.0,
         };
         (pads, value, cx.const_ints(3, "axes")?)
@@ -2219,7 +2245,7 @@ fn pad(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         None => pads,
         Some(axes) => {
             if pads.len() != 2 * axes.len() {
-                return Err(format!("{} pads for {} axes", pads.len(), axes.len()));
+                return Err(format!("{} pads for {} axes", pads.len(), axes.len()).into());
             }
             let mut full = vec![0i64; 2 * rank];
             for (j, &a) in axes.iter().enumerate() {
@@ -2231,7 +2257,7 @@ fn pad(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         }
     };
     if pads.len() != 2 * rank {
-        return Err(format!("{} pads for rank {rank}", pads.len()));
+        return Err(format!("{} pads for rank {rank}", pads.len()).into());
     }
     if pads.iter().all(|&p| p == 0) {
         return one(x);
@@ -2262,7 +2288,8 @@ fn wrap_pad(cx: &mut Cx<'_>, x: Val, pads: &[i64]) -> R<Val> {
         if kept < 0 || begin > kept || end > kept {
             return Err(format!(
                 "wrap pads ({begin}, {end}) on axis {axis} of length {len} crop past it or wrap around more than once"
-            ));
+            )
+            .into());
         }
         let slice = |cx: &mut Cx<'_>, v: &Val, b: i64, e: i64| {
             let attrs =

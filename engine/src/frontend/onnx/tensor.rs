@@ -14,7 +14,7 @@ use ndarray::{ArcArray, IxDyn};
 
 use super::proto::onnx as pb;
 use super::proto::shallow::PackedFloats;
-use super::ExternalData;
+use super::{ExternalData, TensorProtoError as E};
 use crate::ir::{Constant, DType, Tensor, TensorData, TensorType, MAX_MATERIALIZED_ELEMENTS, MAX_RANK};
 
 /// Raw tensors with fewer elements than this are decoded to dense tensors at import.
@@ -30,7 +30,7 @@ pub(super) fn onnx_dtype_name(t: i32) -> String {
 }
 
 /// The passel dtype of ONNX element type `t`.
-pub(super) fn dtype_of(t: i32) -> Result<DType, String> {
+pub(super) fn dtype_of(t: i32) -> Result<DType, E> {
     use pb::tensor_proto::DataType;
     match DataType::try_from(t) {
         Ok(DataType::Float) => Ok(DType::F32),
@@ -45,57 +45,47 @@ pub(super) fn dtype_of(t: i32) -> Result<DType, String> {
         Ok(DataType::Uint16) => Ok(DType::U16),
         Ok(DataType::Uint8) => Ok(DType::U8),
         Ok(DataType::Bool) => Ok(DType::Bool),
-        _ => Err(format!(
-            "element type {} is not supported (passel has float32, float16, float64, int8 to int64, \
-             uint8 to uint64 and bool)",
-            onnx_dtype_name(t)
-        )),
+        _ => Err(E::Dtype(onnx_dtype_name(t))),
     }
 }
 
 /// The shape of `t`: at most [`MAX_RANK`] non-negative dims whose element count fits the
 /// materialization limit (a weight bigger than 2^28 elements is rejected, not silently
 /// truncated).
-fn shape_of(t: &pb::TensorProto) -> Result<Vec<u64>, String> {
+fn shape_of(t: &pb::TensorProto) -> Result<Vec<u64>, E> {
     if t.dims.len() > MAX_RANK {
-        return Err(format!("has rank {}, more than passel's limit of {MAX_RANK}", t.dims.len()));
+        return Err(E::Rank(t.dims.len()));
     }
     let mut n: u64 = 1;
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
-        let d = u64::try_from(d).map_err(|_| format!("has negative dimension {d}"))?;
-        n = n.checked_mul(d).ok_or_else(|| format!("dimensions {:?} overflow", t.dims))?;
+        let d = u64::try_from(d).map_err(|_| E::NegativeDim(d))?;
+        n = n.checked_mul(d).ok_or_else(|| E::Overflow(t.dims.clone()))?;
         shape.push(d);
     }
     if n > MAX_MATERIALIZED_ELEMENTS {
-        return Err(format!("has {n} elements, more than passel's limit of {MAX_MATERIALIZED_ELEMENTS}"));
+        return Err(E::TooLarge(n));
     }
     Ok(shape)
 }
 
 /// The bytes of an external-data tensor, through `ext`.
-fn external_bytes(t: &pb::TensorProto, ext: Option<&dyn ExternalData>) -> Result<Bytes, String> {
+fn external_bytes(t: &pb::TensorProto, ext: Option<&dyn ExternalData>) -> Result<Bytes, E> {
     let mut location = None;
     let mut offset = 0u64;
     let mut length = None;
     for entry in &t.external_data {
         match entry.key() {
             "location" => location = Some(entry.value()),
-            "offset" => {
-                offset = entry.value().parse().map_err(|_| format!("bad external offset `{}`", entry.value()))?
-            }
-            "length" => {
-                length =
-                    Some(entry.value().parse::<u64>().map_err(|_| format!("bad external length `{}`", entry.value()))?)
-            }
+            "offset" => offset = entry.value().parse().map_err(|_| bad_field("offset", entry.value()))?,
+            "length" => length = Some(entry.value().parse::<u64>().map_err(|_| bad_field("length", entry.value()))?),
             "checksum" => {}
-            k => return Err(format!("unknown external-data key `{k}`")),
+            k => return Err(E::ExternalKey(k.to_string())),
         }
     }
-    let location = location.ok_or("external data has no location")?;
-    let ext =
-        ext.ok_or_else(|| format!("is stored in external file `{location}` but no external-data reader was given"))?;
-    let file = ext.load(location).map_err(|e| format!("external data `{location}`: {e}"))?;
+    let location = location.ok_or(E::NoLocation)?;
+    let ext = ext.ok_or_else(|| E::NoReader(location.to_string()))?;
+    let file = ext.load(location).map_err(|error| E::External { location: location.to_string(), error })?;
     let len = file.len() as u64;
     let end = match length {
         Some(l) => offset.checked_add(l),
@@ -103,22 +93,30 @@ fn external_bytes(t: &pb::TensorProto, ext: Option<&dyn ExternalData>) -> Result
     };
     match end {
         Some(end) if offset <= end && end <= len => Ok(file.slice(offset as usize..end as usize)),
-        _ => Err(format!("external data `{location}`: range {offset}+{length:?} is outside the file ({len} bytes)")),
+        _ => Err(E::Range { location: location.to_string(), offset, length, len }),
     }
 }
 
-fn dense<T>(shape: &[u64], values: Vec<T>, wrap: fn(ArcArray<T, IxDyn>) -> TensorData) -> Result<Constant, String> {
-    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
-    let n = values.len();
-    ArcArray::from_shape_vec(IxDyn(&dims), values)
-        .map(|a| Constant::Dense(Tensor(wrap(a))))
-        .map_err(|_| format!("shape {shape:?} does not match its {n} values"))
+fn bad_field(key: &'static str, value: &str) -> E {
+    E::ExternalField { key, value: value.to_string() }
 }
 
-fn check_count(shape: &[u64], found: usize, field: &str) -> Result<(), String> {
-    let n: u64 = shape.iter().product();
-    if n != found as u64 {
-        return Err(format!("shape {shape:?} needs {n} values, `{field}` has {found}"));
+/// The dense constant of `values` in `shape` (their count was checked by [`check_count`]).
+fn dense<T>(shape: &[u64], values: Vec<T>, wrap: fn(ArcArray<T, IxDyn>) -> TensorData) -> Result<Constant, E> {
+    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    let found = values.len();
+    ArcArray::from_shape_vec(IxDyn(&dims), values).map(|a| Constant::Dense(Tensor(wrap(a)))).map_err(|_| E::Count {
+        shape: shape.to_vec(),
+        needed: shape.iter().product(),
+        field: "values",
+        found,
+    })
+}
+
+fn check_count(shape: &[u64], found: usize, field: &'static str) -> Result<(), E> {
+    let needed: u64 = shape.iter().product();
+    if needed != found as u64 {
+        return Err(E::Count { shape: shape.to_vec(), needed, field, found });
     }
     Ok(())
 }
@@ -130,10 +128,10 @@ pub(super) fn constant(
     t: pb::TensorProto,
     packed: Option<PackedFloats>,
     ext: Option<&dyn ExternalData>,
-) -> Result<Constant, String> {
+) -> Result<Constant, E> {
     let dtype = dtype_of(t.data_type())?;
     if t.segment.is_some() {
-        return Err("segmented tensors are not supported".into());
+        return Err(E::Segmented);
     }
     let shape = shape_of(&t)?;
     let n: u64 = shape.iter().product();
@@ -149,11 +147,11 @@ pub(super) fn constant(
     if let Some(raw) = raw.or(packed) {
         if dtype == DType::Bool {
             // Raw constants hold no booleans: decode at once, by the one byte decoder.
-            return Tensor::from_le_bytes(&shape, dtype, &raw).map(Constant::Dense).map_err(|e| e.to_string());
+            return Ok(Tensor::from_le_bytes(&shape, dtype, &raw).map(Constant::Dense)?);
         }
         let ty = TensorType { shape: shape.into(), dtype };
-        let c = Constant::raw(ty, raw).map_err(|e| e.to_string())?;
-        return if n < DENSE_BELOW { c.materialize().map(Constant::Dense).map_err(|e| e.to_string()) } else { Ok(c) };
+        let c = Constant::raw(ty, raw)?;
+        return if n < DENSE_BELOW { Ok(c.materialize().map(Constant::Dense)?) } else { Ok(c) };
     }
     match dtype {
         DType::F32 => {
@@ -252,9 +250,9 @@ mod tests {
             (D::Bool, DType::Bool),
         ];
         for (onnx, dtype) in pairs {
-            assert_eq!(dtype_of(onnx as i32), Ok(dtype));
+            assert_eq!(dtype_of(onnx as i32).ok(), Some(dtype));
         }
-        let err = dtype_of(D::Complex64 as i32).unwrap_err();
+        let err = dtype_of(D::Complex64 as i32).unwrap_err().to_string();
         assert!(err.starts_with("element type complex64 is not supported"), "{err}");
         assert!(dtype_of(D::String as i32).is_err());
     }

@@ -47,7 +47,7 @@ fn index_const(rows: u64, cols: u64, f: impl Fn(i64, i64) -> i64) -> R<Val> {
 fn heads(cx: &mut Cx<'_>, t: &Val, h: u64, what: &str) -> R<Val> {
     let s = t.shape();
     if h == 0 || !s[2].is_multiple_of(h) {
-        return Err(format!("{what}'s hidden size {} is not a multiple of its {h} heads", s[2]));
+        return Err(format!("{what}'s hidden size {} is not a multiple of its {h} heads", s[2]).into());
     }
     let r = cx.reshape(t, &[s[0], s[1], h, s[2] / h], true)?;
     cx.call_tmp("transpose", &[&r], Attrs::new().with("axes", ints_i(&[0, 2, 1, 3])))
@@ -71,7 +71,8 @@ pub(super) fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             outer.name(),
             k.ty().dtype.name(),
             v.ty().dtype.name()
-        ));
+        )
+        .into());
     }
     // f16 attention computes in f32 and rounds its outputs once (onnx's reference rounds
     // fewer intermediates than a chain of f16 operators would).
@@ -92,7 +93,7 @@ pub(super) fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let kv_heads = cx.int_opt("kv_num_heads")?;
     let mode = cx.int("qk_matmul_output_mode", 0)?;
     if !(0..=3).contains(&mode) {
-        return Err(format!("attribute `qk_matmul_output_mode` must be 0 to 3, got {mode}"));
+        return Err(format!("attribute `qk_matmul_output_mode` must be 0 to 3, got {mode}").into());
     }
     let scale = cx.float_opt("scale")?;
     let softcap = cx.float("softcap", 0.0)?;
@@ -100,7 +101,7 @@ pub(super) fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let left = cx.int("left_window_size", -1)?;
     let right = cx.int("right_window_size", -1)?;
     if left < -1 || right < -1 {
-        return Err(format!("window sizes must be -1 or nonnegative, got {left} and {right}"));
+        return Err(format!("window sizes must be -1 or nonnegative, got {left} and {right}").into());
     }
     if past_k.is_some() != past_v.is_some() {
         return Err("past_key and past_value must be given together".into());
@@ -111,7 +112,7 @@ pub(super) fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let three_d = match (q.rank(), k.rank(), v.rank()) {
         (3, 3, 3) => true,
         (4, 4, 4) => false,
-        (a, b, c) => return Err(format!("Q, K and V must all be 3-D or all 4-D, got ranks {a}, {b} and {c}")),
+        (a, b, c) => return Err(format!("Q, K and V must all be 3-D or all 4-D, got ranks {a}, {b} and {c}").into()),
     };
     let (q, k, v) = if three_d {
         let (hq, hkv) = match (q_heads, kv_heads) {
@@ -124,7 +125,7 @@ pub(super) fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     };
     let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
     if ks[0] != qs[0] || vs[0] != qs[0] || ks[3] != qs[3] || vs[1] != ks[1] || vs[2] != ks[2] {
-        return Err(format!("Q {qs:?}, K {ks:?} and V {vs:?} (as [B, H, S, D]) do not fit together"));
+        return Err(format!("Q {qs:?}, K {ks:?} and V {vs:?} (as [B, H, S, D]) do not fit together").into());
     }
     let join = |cx: &mut Cx<'_>, past: Option<Val>, now: Val| -> R<Val> {
         match past {
@@ -139,7 +140,7 @@ pub(super) fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let skv = present_k.shape()[2];
     let past_len = past_k.as_ref().map_or(0, |p| p.shape().get(2).copied().unwrap_or(0)) as i64;
     if sq.saturating_mul(skv) > cx.em_fold_limit() {
-        return Err(format!("a {sq}x{skv} attention bias is too large to build at import"));
+        return Err(format!("a {sq}x{skv} attention bias is too large to build at import").into());
     }
     let zero = Cx::scalar(dtype, 0.0);
     let neg_inf = Cx::scalar(dtype, f64::NEG_INFINITY);
@@ -179,7 +180,8 @@ pub(super) fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
                 return Err(format!(
                     "nonpad_kv_seqlen must hold one length per batch ({b}), got shape {:?}",
                     n.shape()
-                ));
+                )
+                .into());
             }
             Some(cx.reshape(&n, &[b, 1, 1, 1], true)?)
         }
@@ -258,7 +260,7 @@ pub(super) fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let kr = repeat(cx, &present_k)?;
     let vr = repeat(cx, &present_v)?;
     if kr.shape()[1] != hq {
-        return Err(format!("{hq} query heads cannot attend to {hkv} key/value heads"));
+        return Err(format!("{hq} query heads cannot attend to {hkv} key/value heads").into());
     }
     let scale = scale.unwrap_or(1.0 / (d as f64).sqrt());
     let s = Cx::scalar(dtype, scale.sqrt());
@@ -327,21 +329,23 @@ pub(super) fn rotary_embedding(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let rd = cx.int("rotary_embedding_dim", 0)?;
     let heads = cx.int("num_heads", 0)?;
     let shape = x.shape();
-    let x4 = match shape.len() {
-        4 => cx.call_tmp("transpose", &[&x], Attrs::new().with("axes", ints_i(&[0, 2, 1, 3])))?,
-        3 => {
-            let h = u64::try_from(heads).ok().filter(|&h| h > 0 && shape[2].is_multiple_of(h)).ok_or_else(|| {
-                format!("a 3-D input needs `num_heads` dividing its hidden size {}, got {heads}", shape[2])
-            })?;
-            cx.reshape(&x, &[shape[0], shape[1], h, shape[2] / h], true)?
-        }
-        r => return Err(format!("the input must be 3-D or 4-D, got rank {r}")),
+    let heads = match shape.len() {
+        3 => u64::try_from(heads).ok().filter(|&h| h > 0 && shape[2].is_multiple_of(h)).ok_or_else(|| {
+            NodeError::from(format!("a 3-D input needs `num_heads` dividing its hidden size {}, got {heads}", shape[2]))
+        })?,
+        4 => shape[1],
+        r => return Err(format!("the input must be 3-D or 4-D, got rank {r}").into()),
     };
+    let x4 = to_bsnh(cx, &x, heads)?;
     let s4 = x4.shape();
-    let (b, s, h, d) = (s4[0], s4[1], s4[2], s4[3]);
-    let rd = if rd == 0 { d } else { u64::try_from(rd).map_err(|_| format!("negative rotary_embedding_dim {rd}"))? };
+    let (b, s, d) = (s4[0], s4[1], s4[3]);
+    let rd = if rd == 0 {
+        d
+    } else {
+        u64::try_from(rd).map_err(|_| NodeError::from(format!("negative rotary_embedding_dim {rd}")))?
+    };
     if rd > d || !rd.is_multiple_of(2) {
-        return Err(format!("rotary_embedding_dim {rd} must be even and at most the head size {d}"));
+        return Err(format!("rotary_embedding_dim {rd} must be even and at most the head size {d}").into());
     }
     let half = rd / 2;
     let lookup = |cx: &mut Cx<'_>, c: Val| -> R<Val> {
@@ -350,12 +354,47 @@ pub(super) fn rotary_embedding(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             None => c,
         };
         if c.shape() != [b, s, half] {
-            return Err(format!("the caches give shape {:?}, not [{b}, {s}, {half}]", c.shape()));
+            return Err(format!("the caches give shape {:?}, not [{b}, {s}, {half}]", c.shape()).into());
         }
-        cx.reshape(&c, &[b, s, 1, half], true)
+        Ok(c)
     };
     let cos = lookup(cx, cos)?;
     let sin = lookup(cx, sin)?;
+    let y = rotate(cx, &x4, (cos, sin), rd, interleaved)?;
+    one(from_bsnh(cx, &y, &shape)?)
+}
+
+/// `x` (3-D `[B, S, N·H]` of `heads` heads, or 4-D `[B, N, S, H]`) as `[B, S, N, H]`.
+pub(super) fn to_bsnh(cx: &mut Cx<'_>, x: &Val, heads: u64) -> R<Val> {
+    let shape = x.shape();
+    if shape.len() == 4 {
+        cx.call_tmp("transpose", &[x], Attrs::new().with("axes", ints_i(&[0, 2, 1, 3])))
+    } else {
+        cx.reshape(x, &[shape[0], shape[1], heads, shape[2] / heads], true)
+    }
+}
+
+/// `y` (`[B, S, N, H]`) back in the layout of the input of shape `shape` ([`to_bsnh`]).
+pub(super) fn from_bsnh(cx: &mut Cx<'_>, y: &Val, shape: &[u64]) -> R<Val> {
+    if shape.len() == 3 {
+        cx.reshape(y, shape, false)
+    } else {
+        cx.call("transpose", &[y], Attrs::new().with("axes", ints_i(&[0, 2, 1, 3])))
+    }
+}
+
+/// The rotation of ONNX's `RotaryEmbedding` and onnxruntime's `com.microsoft` one: `x4` is
+/// `[B, S, N, H]` and `cos` / `sin` are `[B or 1, S, rd / 2]` (the caches at each position).
+/// The first `rd` features of each head are rotated as pairs `(2i, 2i + 1)` when
+/// `interleaved`, else `(i, i + rd / 2)`: `x1·cos − x2·sin`, `x1·sin + x2·cos`; the rest pass
+/// through.
+pub(super) fn rotate(cx: &mut Cx<'_>, x4: &Val, (cos, sin): (Val, Val), rd: u64, interleaved: bool) -> R<Val> {
+    let s4 = x4.shape();
+    let (b, s, h, d) = (s4[0], s4[1], s4[2], s4[3]);
+    let half = rd / 2;
+    let cs = cos.shape();
+    let cos = cx.reshape(&cos, &[cs[0], s, 1, half], true)?;
+    let sin = cx.reshape(&sin, &[cs[0], s, 1, half], true)?;
     let slice = |cx: &mut Cx<'_>, v: &Val, begin: u64, end: u64, step: i64| -> R<Val> {
         let attrs = Attrs::new()
             .with("begin", ints_i(&[begin as i64]))
@@ -364,7 +403,7 @@ pub(super) fn rotary_embedding(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             .with("axes", ints_i(&[3]));
         cx.call_tmp("strided_slice", &[v], attrs)
     };
-    let rot = if rd == d { x4.clone() } else { slice(cx, &x4, 0, rd, 1)? };
+    let rot = if rd == d { x4.clone() } else { slice(cx, x4, 0, rd, 1)? };
     let (x1, x2) = if interleaved {
         (slice(cx, &rot, 0, rd, 2)?, slice(cx, &rot, 1, rd, 2)?)
     } else {
@@ -386,15 +425,10 @@ pub(super) fn rotary_embedding(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     } else {
         cat(cx, &real, &imag)?
     };
-    let y = if rd == d {
-        rotated
+    if rd == d {
+        Ok(rotated)
     } else {
-        let pass = slice(cx, &x4, rd, d, 1)?;
-        cat(cx, &rotated, &pass)?
-    };
-    if shape.len() == 3 {
-        one(cx.reshape(&y, &shape, false)?)
-    } else {
-        one(cx.call("transpose", &[&y], Attrs::new().with("axes", ints_i(&[0, 2, 1, 3])))?)
+        let pass = slice(cx, x4, rd, d, 1)?;
+        cat(cx, &rotated, &pass)
     }
 }

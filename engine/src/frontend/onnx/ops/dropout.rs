@@ -29,17 +29,19 @@ pub(super) fn dropout(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     if !(0.0..1.0).contains(&ratio) || !dtype.is_float() {
         return Err(format!(
             "training-mode dropout needs a float input and a ratio in [0, 1), got {dtype} and {ratio}"
-        ));
+        )
+        .into());
     }
     let seed = seed.ok_or(
         "training_mode = true with a nonzero ratio and no `seed`: its mask is fresh randomness on every run, which \
          passel does not model",
     )?;
-    let seed = u32::try_from(seed).map_err(|_| format!("attribute `seed` = {seed} must be between 0 and 2^32 - 1"))?;
+    let seed = u32::try_from(seed)
+        .map_err(|_| NodeError::from(format!("attribute `seed` = {seed} must be between 0 and 2^32 - 1")))?;
     let shape = x.shape();
     let count = product(&shape)?;
     if count > cx.em_fold_limit() {
-        return Err(format!("a mask of {count} elements is too large to draw at import"));
+        return Err(format!("a mask of {count} elements is too large to draw at import").into());
     }
     let mut rng = Mt19937::new(seed);
     let keep: Vec<bool> = (0..count).map(|_| rng.next_f64() >= ratio).collect();

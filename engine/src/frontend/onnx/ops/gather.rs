@@ -36,7 +36,7 @@ pub(super) fn scatter_nd(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 fn reduction(cx: &mut Cx<'_>) -> R<String> {
     let r = cx.string("reduction", "none")?;
     if !matches!(r.as_str(), "none" | "add" | "mul" | "max" | "min") {
-        return Err(format!("attribute `reduction` = {r:?} is not supported (none, add, mul, max, min)"));
+        return Err(format!("attribute `reduction` = {r:?} is not supported (none, add, mul, max, min)").into());
     }
     Ok(r)
 }
@@ -48,19 +48,20 @@ pub(super) fn gather_nd(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     if b < 0 || b as usize >= is.len() || b as usize >= ds.len() || ds[..b as usize] != is[..b as usize] {
         return Err(format!(
             "attribute `batch_dims` = {b} must be below both ranks, and the data {ds:?} and indices {is:?} must agree on those leading axes"
-        ));
+        ).into());
     }
     let b = b as usize;
     let it = indices.ty().dtype;
     if it != DType::I64 && it != DType::I32 {
-        return Err(format!("the indices are {}; they must be int64 or int32", it.name()));
+        return Err(format!("the indices are {}; they must be int64 or int32", it.name()).into());
     }
     let k = *is.last().ok_or("the indices are a scalar; they need at least one axis")? as usize;
     if k == 0 || b + k > ds.len() {
         return Err(format!(
             "the indices' last dimension is {k}; it must be between 1 and the data's rank {} less batch_dims {b}",
             ds.len()
-        ));
+        )
+        .into());
     }
     // Data flattened over its first b + k axes; strides of the k indexed axes; each batch
     // element spans `block` rows of the flattened data.
@@ -77,7 +78,7 @@ pub(super) fn gather_nd(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let per_batch = product(&lead[b..])?.max(1);
     let n_rows = product(lead)?;
     if n_rows > cx.em_fold_limit() {
-        return Err(format!("{n_rows} index rows are too many to convert at import"));
+        return Err(format!("{n_rows} index rows are too many to convert at import").into());
     }
     let lin = match indices.as_const() {
         Some(c) => {
@@ -90,7 +91,9 @@ pub(super) fn gather_nd(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
                     let d = ds[b + a] as i64;
                     let j = if i < 0 { i + d } else { i };
                     if !(0..d).contains(&j) {
-                        return Err(format!("index {i} (row {n}, axis {}) is out of range for dimension {d}", b + a));
+                        return Err(
+                            format!("index {i} (row {n}, axis {}) is out of range for dimension {d}", b + a).into()
+                        );
                     }
                     at += j * strides[a] as i64;
                 }
@@ -146,12 +149,12 @@ pub(super) fn tensor_scatter(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let circular = match cx.string("mode", "linear")?.as_str() {
         "linear" => false,
         "circular" => true,
-        other => return Err(format!("attribute `mode` = {other:?} is not supported (linear, circular)")),
+        other => return Err(format!("attribute `mode` = {other:?} is not supported (linear, circular)").into()),
     };
     let (ps, us) = (past.shape(), update.shape());
     let rank = ps.len();
     if rank < 2 {
-        return Err(format!("past_cache must have rank 2 or more (batch, …, sequence, …), got {ps:?}"));
+        return Err(format!("past_cache must have rank 2 or more (batch, …, sequence, …), got {ps:?}").into());
     }
     let axis = norm_axis(cx.int("axis", -2)?, rank)?;
     if axis == 0 {
@@ -163,7 +166,8 @@ pub(super) fn tensor_scatter(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             "update {} {us:?} must match past_cache {} {ps:?} except along axis {axis}, where it may be shorter",
             update.ty().dtype,
             past.ty().dtype
-        ));
+        )
+        .into());
     }
     let batch = ps[0];
     let write = match write {
@@ -173,7 +177,8 @@ pub(super) fn tensor_scatter(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
                     "write_indices must be int64 of shape [{batch}], got {} {:?}",
                     w.ty().dtype,
                     w.shape()
-                ));
+                )
+                .into());
             }
             if w.ty().dtype == DType::I64 {
                 w

@@ -11,7 +11,7 @@ pub(super) fn tile(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let reps = cx.const_ints(1, "repeats")?.ok_or("input 1 (repeats) is missing")?;
     let shape = x.shape();
     if reps.len() != shape.len() {
-        return Err(format!("{} repeats for an input of rank {}", reps.len(), shape.len()));
+        return Err(format!("{} repeats for an input of rank {}", reps.len(), shape.len()).into());
     }
     let reps = pos(reps, "repeat count")?;
     if reps.iter().all(|&r| r == 1) {
@@ -34,7 +34,10 @@ pub(super) fn tile(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 /// The `blocksize` attribute, positive.
 fn blocksize(cx: &mut Cx<'_>) -> R<u64> {
     let b = cx.int_opt("blocksize")?.ok_or("attribute `blocksize` is required")?;
-    u64::try_from(b).ok().filter(|&b| b > 0).ok_or_else(|| format!("attribute `blocksize` must be positive, got {b}"))
+    u64::try_from(b)
+        .ok()
+        .filter(|&b| b > 0)
+        .ok_or_else(|| NodeError::from(format!("attribute `blocksize` must be positive, got {b}")))
 }
 
 /// `x` reshaped to `split`, transposed by `perm` and reshaped to `out`.
@@ -47,7 +50,7 @@ fn rearrange(cx: &mut Cx<'_>, x: &Val, split: &[u64], perm: &[i64], out: &[u64])
 fn nchw(x: &Val) -> R<[u64; 4]> {
     match x.shape()[..] {
         [n, c, h, w] => Ok([n, c, h, w]),
-        _ => Err(format!("needs a rank-4 NCHW input, got shape {:?}", x.shape())),
+        _ => Err(format!("needs a rank-4 NCHW input, got shape {:?}", x.shape()).into()),
     }
 }
 
@@ -59,11 +62,11 @@ pub(super) fn space_to_depth(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let perm: [i64; 6] = match cx.string("mode", "DCR")?.as_str() {
         "DCR" => [0, 3, 5, 1, 2, 4],
         "CRD" => [0, 1, 3, 5, 2, 4],
-        other => return Err(format!("attribute `mode` must be DCR or CRD, got {other:?}")),
+        other => return Err(format!("attribute `mode` must be DCR or CRD, got {other:?}").into()),
     };
     let [n, c, h, w] = nchw(&x)?;
     if !h.is_multiple_of(b) || !w.is_multiple_of(b) {
-        return Err(format!("height {h} and width {w} must be multiples of the blocksize {b}"));
+        return Err(format!("height {h} and width {w} must be multiples of the blocksize {b}").into());
     }
     let cb = c.checked_mul(b.checked_mul(b).ok_or("the blocksize overflows")?).ok_or("the channel count overflows")?;
     rearrange(cx, &x, &[n, c, h / b, b, w / b, b], &perm, &[n, cb, h / b, w / b])
@@ -76,14 +79,14 @@ pub(super) fn depth_to_space(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let [n, c, h, w] = nchw(&x)?;
     let bb = b.checked_mul(b).ok_or("the blocksize overflows")?;
     if !c.is_multiple_of(bb) {
-        return Err(format!("the channels {c} must be a multiple of blocksize² {bb}"));
+        return Err(format!("the channels {c} must be a multiple of blocksize² {bb}").into());
     }
     let out =
         [n, c / bb, h.checked_mul(b).ok_or("the height overflows")?, w.checked_mul(b).ok_or("the width overflows")?];
     match mode.as_str() {
         "DCR" => rearrange(cx, &x, &[n, b, b, c / bb, h, w], &[0, 3, 4, 1, 5, 2], &out),
         "CRD" => rearrange(cx, &x, &[n, c / bb, b, b, h, w], &[0, 1, 4, 2, 5, 3], &out),
-        other => Err(format!("attribute `mode` must be DCR or CRD, got {other:?}")),
+        other => Err(format!("attribute `mode` must be DCR or CRD, got {other:?}").into()),
     }
 }
 
@@ -93,8 +96,8 @@ pub(super) fn one_hot(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (indices, values) = (cx.input(0)?, cx.input(2)?);
     let depth = match cx.const_floats(1, "depth")?.as_deref() {
         Some([d]) if d.is_finite() && *d >= 1.0 && *d <= i64::MAX as f64 => *d as i64,
-        Some([d]) => return Err(format!("input 1 (depth) must be a positive count, got {d}")),
-        Some(v) => return Err(format!("input 1 (depth) must hold one value, got {}", v.len())),
+        Some([d]) => return Err(format!("input 1 (depth) must be a positive count, got {d}").into()),
+        Some(v) => return Err(format!("input 1 (depth) must hold one value, got {}", v.len()).into()),
         None => return Err("input 1 (depth) is missing".into()),
     };
     let axis = cx.int("axis", -1)?;
@@ -108,16 +111,16 @@ pub(super) fn one_hot(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 pub(super) fn eye_like(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let dtype = match cx.int_opt("dtype")? {
-        Some(d) => tensor::dtype_of(d as i32).map_err(|e| format!("attribute `dtype`: {e}"))?,
+        Some(d) => tensor::dtype_of(d as i32).map_err(|e| NodeError::from(format!("attribute `dtype`: {e}")))?,
         None => x.ty().dtype,
     };
     let k = cx.int("k", 0)?;
     let [rows, cols] = x.shape()[..] else {
-        return Err(format!("needs a 2-D input, got shape {:?}", x.shape()));
+        return Err(format!("needs a 2-D input, got shape {:?}", x.shape()).into());
     };
     let n = product(&[rows, cols])?;
     if n > cx.em_fold_limit() {
-        return Err(format!("a {rows}x{cols} identity is too large to make at import"));
+        return Err(format!("a {rows}x{cols} identity is too large to make at import").into());
     }
     let mut v = vec![0.0; n as usize];
     for i in 0..rows as i64 {
@@ -142,12 +145,12 @@ pub(super) fn center_crop_pad(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         None => (0..rank).collect(),
     };
     if axes.len() != target.len() {
-        return Err(format!("{} target lengths for {} axes", target.len(), axes.len()));
+        return Err(format!("{} target lengths for {} axes", target.len(), axes.len()).into());
     }
     let (mut begin, mut end, mut crop_axes) = (Vec::new(), Vec::new(), Vec::new());
     let mut pads = vec![0i64; 2 * rank];
     for (&a, &t) in axes.iter().zip(&target) {
-        let t = u64::try_from(t).map_err(|_| format!("negative target length {t}"))?;
+        let t = u64::try_from(t).map_err(|_| NodeError::from(format!("negative target length {t}")))?;
         let dim = shape[a];
         if t < dim {
             let start = (dim - t) / 2;
@@ -180,15 +183,15 @@ pub(super) fn reverse_sequence(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let time = cx.int("time_axis", 0)?;
     let batch = cx.int("batch_axis", 1)?;
     if !matches!((time, batch), (0, 1) | (1, 0)) {
-        return Err(format!("time_axis {time} and batch_axis {batch} must be 0 and 1 (in either order)"));
+        return Err(format!("time_axis {time} and batch_axis {batch} must be 0 and 1 (in either order)").into());
     }
     let shape = x.shape();
     if shape.len() < 2 {
-        return Err(format!("needs an input of rank 2 or more, got shape {shape:?}"));
+        return Err(format!("needs an input of rank 2 or more, got shape {shape:?}").into());
     }
     let (t_len, b_len) = (shape[time as usize], shape[batch as usize]);
     if lens.shape() != [b_len] {
-        return Err(format!("sequence_lens must have shape [{b_len}], got {:?}", lens.shape()));
+        return Err(format!("sequence_lens must have shape [{b_len}], got {:?}", lens.shape()).into());
     }
     let lens = if lens.ty().dtype == DType::I64 {
         lens

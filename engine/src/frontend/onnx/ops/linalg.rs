@@ -33,10 +33,10 @@ pub(super) fn det(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let rank = shape.len();
     let dtype = x.ty().dtype;
     if rank < 2 || shape[rank - 1] != shape[rank - 2] {
-        return Err(format!("X must be [..., M, M] (square matrices), got shape {shape:?}"));
+        return Err(format!("X must be [..., M, M] (square matrices), got shape {shape:?}").into());
     }
     if !dtype.is_float() {
-        return Err(format!("X must be a float tensor, got {dtype}"));
+        return Err(format!("X must be a float tensor, got {dtype}").into());
     }
     let m = shape[rank - 1];
     let batch = shape[..rank - 2].to_vec();

@@ -18,7 +18,7 @@ pub(super) fn nll_loss(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 pub(super) fn softmax_cross_entropy_loss(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     if x.rank() < 2 {
-        return Err(format!("the scores need shape [N, C, …], got {:?}", x.shape()));
+        return Err(format!("the scores need shape [N, C, …], got {:?}", x.shape()).into());
     }
     let attrs = Attrs::new().with("keepdims", AttrValue::Bool(true)).with("axis", ints_i(&[1]));
     let m = cx.call_tmp("max", &[&x], attrs.clone())?;
@@ -36,17 +36,19 @@ fn loss(cx: &mut Cx<'_>, x: Val, extra: Option<Val>) -> R<Vec<Option<Val>>> {
     let (target, weight) = (cx.input(1)?, cx.opt(2));
     let reduction = cx.string("reduction", "mean")?;
     if !matches!(reduction.as_str(), "none" | "sum" | "mean") {
-        return Err(format!("attribute `reduction` must be none, sum or mean, got {reduction:?}"));
+        return Err(format!("attribute `reduction` must be none, sum or mean, got {reduction:?}").into());
     }
     let ignore = cx.int_opt("ignore_index")?;
     let (xs, ts) = (x.shape(), target.shape());
     let dtype = x.ty().dtype;
     let tt = target.ty().dtype;
     if !dtype.is_float() || !matches!(tt, DType::I32 | DType::I64) {
-        return Err(format!("needs float scores and int32 / int64 targets, got {} and {}", dtype.name(), tt.name()));
+        return Err(
+            format!("needs float scores and int32 / int64 targets, got {} and {}", dtype.name(), tt.name()).into()
+        );
     }
     if xs.len() < 2 || ts.len() + 1 != xs.len() || ts[0] != xs[0] || ts[1..] != xs[2..] {
-        return Err(format!("scores {xs:?} need shape [N, C, d…] and targets {ts:?} shape [N, d…]"));
+        return Err(format!("scores {xs:?} need shape [N, C, d…] and targets {ts:?} shape [N, d…]").into());
     }
     let (n, c) = (xs[0], xs[1]);
     if c == 0 {
@@ -73,7 +75,7 @@ fn loss(cx: &mut Cx<'_>, x: Val, extra: Option<Val>) -> R<Vec<Option<Val>>> {
     let w = match (weight, &valid) {
         (Some(w), _) => {
             if w.shape() != [c] {
-                return Err(format!("the weights need shape [{c}], got {:?}", w.shape()));
+                return Err(format!("the weights need shape [{c}], got {:?}", w.shape()).into());
             }
             let bounds =
                 Attrs::new().with("a_min", AttrValue::Float(0.0)).with("a_max", AttrValue::Float((c - 1) as f64));

@@ -16,6 +16,9 @@
 //!   mask, `attention_bias`, `unidirectional`; no past state);
 //! - `QLinearAdd`, `QLinearMul`, `QLinearSigmoid`, `QLinearConcat` (the QOperator format of
 //!   onnxruntime's static quantizer: dequantize, the float op, requantize; `quant.rs`);
+//! - `RotaryEmbedding` (rotary position embedding with `[max_sequence, rotary_dim / 2]` cos /
+//!   sin caches, looked up at `position_ids` or at a start position plus the sequence index;
+//!   the rotation is ONNX's `RotaryEmbedding`'s, `attention.rs`);
 //! - `DynamicQuantizeMatMul` (the matmul of onnxruntime's dynamic quantizer: `quant.rs`);
 //! - `DynamicQuantizeLSTM` (an LSTM with int8 / uint8 weights whose GEMMs quantize their float
 //!   operand dynamically, as onnxruntime's kernel does; `rnn.rs`).
@@ -40,6 +43,7 @@ pub const MICROSOFT_OPS: &[&str] = &[
     "QLinearMul",
     "QLinearSigmoid",
     "QuickGelu",
+    "RotaryEmbedding",
     "SkipLayerNormalization",
     "SkipSimplifiedLayerNormalization",
 ];
@@ -80,9 +84,123 @@ pub(super) fn convert_op(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         "DynamicQuantizeMatMul" => super::quant::dynamic_quantize_matmul(cx),
         "Attention" => attention(cx),
         "MultiHeadAttention" => multi_head_attention(cx),
+        "RotaryEmbedding" => rotary_embedding(cx),
         "QLinearAdd" | "QLinearMul" | "QLinearSigmoid" | "QLinearConcat" => super::quant::qlinear_contrib(cx, &op),
-        _ => Err(format!("passel has no converter for com.microsoft operator `{op}`")),
+        _ => Err(format!("passel has no converter for com.microsoft operator `{op}`").into()),
     }
+}
+
+/// `com.microsoft::RotaryEmbedding` as onnxruntime's contrib-op documentation and CPU kernel
+/// define it. Inputs: `input` (3-D `[B, S, hidden]` or 4-D `[B, N, S, H]`), `position_ids`
+/// (int64; one element: the position of the first token, the others following, or `[B, S]`),
+/// `cos_cache` and `sin_cache` (`[max_sequence, rotary_dim / 2]`). Attributes: `interleaved`
+/// (0 or 1), `rotary_embedding_dim` (0: the whole head; otherwise `num_heads` must be given),
+/// `num_heads` (0: derived from the caches for a 3-D input), `scale` and `is_packed_batching`.
+///
+/// `scale` only scales the caches onnxruntime would rebuild for a sequence longer than
+/// `max_sequence`, which its kernel refuses, so it changes no output: it is read and checked to
+/// be a float, nothing more. Packed batching (`is_packed_batching` = 1) is refused.
+fn rotary_embedding(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
+    let (x, pos, cos, sin) = (cx.input(0)?, cx.input(1)?, cx.input(2)?, cx.input(3)?);
+    let interleaved = match cx.int("interleaved", 0)? {
+        0 => false,
+        1 => true,
+        v => {
+            return Err(NodeError::UnsupportedValue {
+                attr: "interleaved".into(),
+                value: v.to_string(),
+                why: "it is 0 or 1".into(),
+            })
+        }
+    };
+    let non_negative = |cx: &mut Cx<'_>, key: &str| -> R<u64> {
+        let v = cx.int(key, 0)?;
+        u64::try_from(v).map_err(|_| NodeError::from(format!("attribute `{key}` = {v} must not be negative")))
+    };
+    let rd = non_negative(cx, "rotary_embedding_dim")?;
+    let heads = non_negative(cx, "num_heads")?;
+    cx.float("scale", 1.0)?;
+    cx.int_must("is_packed_batching", |v| v == 0, "packed batching is not supported")?;
+    if rd > 0 && heads == 0 {
+        return Err("attribute `num_heads` must be given when `rotary_embedding_dim` is".into());
+    }
+    let (shape, dtype) = (x.shape(), x.ty().dtype);
+    if !dtype.is_float() {
+        return Err(format!("the input must be a float tensor, got {dtype}").into());
+    }
+    let (cs, ss) = (cos.shape(), sin.shape());
+    if cs.len() != 2 || cs != ss || cos.ty().dtype != dtype || sin.ty().dtype != dtype {
+        return Err(format!(
+            "cos_cache {:?} and sin_cache {:?} must be [max_sequence, rotary_dim / 2] tensors of the input's {dtype}",
+            cos.ty(),
+            sin.ty()
+        )
+        .into());
+    }
+    let (b, s, hidden) = match shape[..] {
+        [b, s, hidden] => (b, s, hidden),
+        [b, n, s, h] => (b, s, n * h),
+        _ => return Err(format!("the input must be 3-D or 4-D, got shape {shape:?}").into()),
+    };
+    // onnxruntime's head size: twice the cache width when the whole head rotates, else the
+    // hidden size over `num_heads`.
+    let head = if rd == 0 { 2 * cs[1] } else { hidden / heads };
+    let heads = match shape[..] {
+        [_, n, _, h] if h == head => n,
+        [_, _, _, h] => {
+            return Err(format!("the input's head size is {h}, but the caches and attributes give {head}").into())
+        }
+        _ if head > 0 && hidden.is_multiple_of(head) && (heads == 0 || heads * head == hidden) => hidden / head,
+        _ => {
+            return Err(format!(
+                "the hidden size {hidden} is not num_heads = {heads} heads of size {head} (twice the caches' {} \
+                 columns when rotary_embedding_dim is 0)",
+                cs[1]
+            )
+            .into())
+        }
+    };
+    let rd = if rd == 0 { head } else { rd };
+    if rd == 0 || rd > head || !rd.is_multiple_of(2) || cs[1] != rd / 2 {
+        return Err(format!(
+            "rotary_embedding_dim {rd} must be even, at most the head size {head}, and twice the caches' {} columns",
+            cs[1]
+        )
+        .into());
+    }
+    if s > cs[0] {
+        // onnxruntime would have to extend the caches (with `scale`), which it does not do.
+        return Err(format!("the sequence of {s} is longer than the caches' {} rows", cs[0]).into());
+    }
+    if pos.ty().dtype != DType::I64 {
+        return Err(format!("position_ids must be int64, got {}", pos.ty().dtype).into());
+    }
+    // The positions as indices into the caches' rows: `[S]` (one start position plus the
+    // sequence index, the same for every batch) or `[B, S]`.
+    let positions = match pos.shape()[..] {
+        [] | [1] => {
+            let start = cx.reshape(&pos, &[1], true)?;
+            let steps = i64_const((0..s as i64).collect())?;
+            cx.call_tmp("add", &[&start, &steps], Attrs::new())?
+        }
+        [pb, ps] if pb == b && ps == s => pos,
+        _ => return Err(format!("position_ids has shape {:?}; expected one element or [{b}, {s}]", pos.shape()).into()),
+    };
+    if let Some(c) = positions.as_const() {
+        let rows = cs[0] as i64;
+        if let Some(p) = tensor_i64s(&c.materialize()?).and_then(|v| v.into_iter().find(|&p| p < 0 || p >= rows)) {
+            return Err(format!("position {p} is outside the caches' {rows} rows").into());
+        }
+    }
+    let lookup = |cx: &mut Cx<'_>, c: &Val| -> R<Val> {
+        let rows = cx.call_tmp("take", &[c, &positions], Attrs::new().with("axis", AttrValue::Int(0)))?;
+        let lead = if positions.rank() == 1 { 1 } else { b };
+        cx.reshape(&rows, &[lead, s, rd / 2], true)
+    };
+    let (cos, sin) = (lookup(cx, &cos)?, lookup(cx, &sin)?);
+    let x4 = super::attention::to_bsnh(cx, &x, heads)?;
+    let y = super::attention::rotate(cx, &x4, (cos, sin), rd, interleaved)?;
+    one(super::attention::from_bsnh(cx, &y, &shape)?)
 }
 
 /// onnxruntime's `SimplifiedLayerNormalization` (RMSNorm over the last axis; output 1, the
@@ -93,7 +211,7 @@ pub(super) fn simplified_layer_norm(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     cx.int_must("stash_type", |v| v == 1, "only float32 statistics")?;
     let axis = norm_axis(cx.int("axis", -1)?, x.rank())?;
     if axis + 1 != x.rank() {
-        return Err(format!("normalizes from axis {axis}; passel normalizes the last axis only"));
+        return Err(format!("normalizes from axis {axis}; passel normalizes the last axis only").into());
     }
     one(rms_norm(cx, &x, &scale, eps, false)?)
 }
@@ -105,7 +223,7 @@ fn gelu(cx: &mut Cx<'_>, x: &Val, approximate: &str) -> R<Val> {
 /// Checks that `v` is a vector covering the last dimension `n` of the normalized input.
 fn check_vector(v: &Val, n: u64, what: &str) -> R<()> {
     if v.shape() != [n] {
-        return Err(format!("{what} has shape {:?}, expected [{n}] (the last dimension)", v.shape()));
+        return Err(format!("{what} has shape {:?}, expected [{n}] (the last dimension)", v.shape()).into());
     }
     Ok(())
 }
@@ -137,12 +255,14 @@ fn skip_norm(cx: &mut Cx<'_>, simplified: bool) -> R<Vec<Option<Val>>> {
     let shape = x.shape();
     let n = *shape.last().ok_or_else(|| "input 0 is a scalar".to_string())?;
     if x.rank() < 2 {
-        return Err(format!("input 0 has shape {shape:?}; it must have rank 2 or 3"));
+        return Err(format!("input 0 has shape {shape:?}; it must have rank 2 or 3").into());
     }
     check_vector(&gamma, n, "gamma")?;
     let mut sum = cx.call_tmp("add", &[&x, &skip], Attrs::new())?;
     if sum.shape() != shape {
-        return Err(format!("skip has shape {:?}, which does not broadcast to the input {shape:?}", skip.shape()));
+        return Err(
+            format!("skip has shape {:?}, which does not broadcast to the input {shape:?}", skip.shape()).into()
+        );
     }
     if let Some(b) = &bias {
         check_vector(b, n, "bias")?;
@@ -183,7 +303,7 @@ fn fused_matmul(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     cx.int_must("transBatchB", |v| v == 0, "batch transposes are not supported")?;
     for (v, what, t) in [(&a, "A", ta), (&b, "B", tb)] {
         if t && v.rank() < 2 {
-            return Err(format!("trans{what} needs {what} of rank 2 or more, got rank {}", v.rank()));
+            return Err(format!("trans{what} needs {what} of rank 2 or more, got rank {}", v.rank()).into());
         }
     }
     let a = if ta { swap_last(cx, &a)? } else { a };
@@ -207,7 +327,7 @@ struct AttnOptions {
 fn attn_options(cx: &mut Cx<'_>) -> R<AttnOptions> {
     let heads = cx.int_opt("num_heads")?.ok_or_else(|| "attribute `num_heads` is required".to_string())?;
     if heads < 1 {
-        return Err(format!("attribute `num_heads` = {heads} must be positive"));
+        return Err(format!("attribute `num_heads` = {heads} must be positive").into());
     }
     let unidirectional = cx.int("unidirectional", 0)? != 0;
     let mask_filter_value = cx.float("mask_filter_value", -10000.0)?;
@@ -221,7 +341,8 @@ fn split_heads(cx: &mut Cx<'_>, t: &Val, heads: u64, keys: bool, what: &str) -> 
     if s.len() != 3 || !s[2].is_multiple_of(heads) {
         return Err(format!(
             "{what} has shape {s:?}: expected [batch, sequence, hidden] with hidden divisible by num_heads = {heads}"
-        ));
+        )
+        .into());
     }
     let r = cx.reshape(t, &[s[0], s[1], heads, s[2] / heads], true)?;
     let axes: &[i64] = if keys { &[0, 2, 3, 1] } else { &[0, 2, 1, 3] };
@@ -264,7 +385,8 @@ fn padding_mask(cx: &mut Cx<'_>, mask: &Val, (b, s, t): (u64, u64, u64), filter:
         _ => {
             return Err(format!(
             "the mask has shape {ms:?}; passel takes valid lengths [{b}], or 0/1 masks [{b}, {t}] or [{b}, {s}, {t}]"
-        ))
+        )
+            .into())
         }
     };
     cx.call_tmp("where", &[&keep, &Cx::scalar(dtype, 0.0), &Cx::scalar(dtype, filter)], Attrs::new())
@@ -298,7 +420,7 @@ fn attend(cx: &mut Cx<'_>, (q, kt, v): (&Val, &Val, &Val), masks: &[Val], o: &At
 
 fn check_f32(v: &Val, what: &str) -> R<()> {
     if v.ty().dtype != DType::F32 {
-        return Err(format!("{what} is {}; passel's attention takes float32", v.ty().dtype.name()));
+        return Err(format!("{what} is {}; passel's attention takes float32", v.ty().dtype.name()).into());
     }
     Ok(())
 }
@@ -307,7 +429,7 @@ fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (x, w, bias, mask) = (cx.input(0)?, cx.input(1)?, cx.opt(2), cx.opt(3));
     for (i, what) in [(4, "past"), (6, "past_sequence_length")] {
         if cx.opt(i).is_some() {
-            return Err(format!("input {i} ({what}) is given; passel's Attention takes no past state"));
+            return Err(format!("input {i} ({what}) is given; passel's Attention takes no past state").into());
         }
     }
     let attn_bias = cx.opt(5);
@@ -320,19 +442,21 @@ fn attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     if xs.len() != 3 || ws.len() != 2 || ws[0] != xs[2] {
         return Err(format!(
             "input {xs:?} and weights {ws:?}: expected [batch, sequence, hidden] and [hidden, 3 · hidden]"
-        ));
+        )
+        .into());
     }
     let sizes: Vec<u64> = match cx.ints_opt("qkv_hidden_sizes")? {
         Some(v) if v.len() == 3 && v.iter().all(|&d| d > 0) => v.iter().map(|&d| d as u64).collect(),
-        Some(v) => return Err(format!("attribute `qkv_hidden_sizes` = {v:?} must be three positive sizes")),
+        Some(v) => return Err(format!("attribute `qkv_hidden_sizes` = {v:?} must be three positive sizes").into()),
         None if ws[1].is_multiple_of(3) => vec![ws[1] / 3; 3],
-        None => return Err(format!("weights {ws:?}: the packed width is not divisible by 3")),
+        None => return Err(format!("weights {ws:?}: the packed width is not divisible by 3").into()),
     };
     if sizes.iter().sum::<u64>() != ws[1] || sizes[0] != sizes[1] {
         return Err(format!(
             "qkv hidden sizes {sizes:?} must add up to the weights' width {} with Q and K equal",
             ws[1]
-        ));
+        )
+        .into());
     }
     let mut proj = cx.call_tmp("matmul", &[&x, &w], Attrs::new())?;
     if let Some(b) = &bias {
@@ -366,7 +490,7 @@ fn multi_head_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (bias, kpm, attn_bias) = (cx.opt(3), cx.opt(4), cx.opt(5));
     for (i, what) in [(6, "past_key"), (7, "past_value"), (8, "past_sequence_length"), (9, "cache_indirection")] {
         if cx.opt(i).is_some() {
-            return Err(format!("input {i} ({what}) is given; passel's MultiHeadAttention takes no past state"));
+            return Err(format!("input {i} ({what}) is given; passel's MultiHeadAttention takes no past state").into());
         }
     }
     let o = attn_options(cx)?;
@@ -376,12 +500,13 @@ fn multi_head_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             return Err(format!(
                 "{what} has shape {:?}; passel takes 3-D [batch, sequence, hidden] query, key and value",
                 t.shape()
-            ));
+            )
+            .into());
         }
     }
     let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
     if qs[0] != ks[0] || ks[0] != vs[0] || ks[1] != vs[1] || qs[2] != ks[2] {
-        return Err(format!("query {qs:?}, key {ks:?} and value {vs:?} do not agree"));
+        return Err(format!("query {qs:?}, key {ks:?} and value {vs:?} do not agree").into());
     }
     let (q, k, v) = match &bias {
         None => (q, k, v),

@@ -27,11 +27,13 @@ pub(super) fn grid_sample(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         "linear" | "bilinear" => "linear",
         "nearest" => "nearest",
         "cubic" | "bicubic" => "cubic",
-        other => return Err(format!("attribute `mode` = {other:?} is not supported (linear, nearest, cubic)")),
+        other => return Err(format!("attribute `mode` = {other:?} is not supported (linear, nearest, cubic)").into()),
     };
     let padding = cx.string("padding_mode", "zeros")?;
     if !matches!(padding.as_str(), "zeros" | "border" | "reflection") {
-        return Err(format!("attribute `padding_mode` = {padding:?} is not supported (zeros, border, reflection)"));
+        return Err(
+            format!("attribute `padding_mode` = {padding:?} is not supported (zeros, border, reflection)").into()
+        );
     }
     let align = cx.int("align_corners", 0)? != 0;
     let attrs = Attrs::new()
@@ -62,7 +64,8 @@ pub(super) fn swiglu(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             a.ty().dtype.name(),
             b.shape(),
             b.ty().dtype.name()
-        ));
+        )
+        .into());
     }
     let alpha = cx.float("alpha", 1.0)?;
     let dtype = a.ty().dtype;
@@ -90,7 +93,7 @@ pub(super) fn lp_normalization(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             let s = cx.call_tmp("sum", &[&sq], attrs)?;
             cx.call_tmp("sqrt", &[&s], Attrs::new())?
         }
-        other => return Err(format!("attribute `p` must be 1 or 2, got {other}")),
+        other => return Err(format!("attribute `p` must be 1 or 2, got {other}").into()),
     };
     let zero = Cx::scalar(x.ty().dtype, 0.0);
     let is_zero = cx.call_tmp("equal", &[&norm, &zero], Attrs::new())?;
@@ -129,16 +132,15 @@ pub(super) fn group_normalization(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let groups = cx.int_opt("num_groups")?.ok_or("attribute `num_groups` is required")?;
     let shape = x.shape();
     if shape.len() < 3 {
-        return Err(format!("needs an input of rank 3 or more (N, C, spatial…), got rank {}", shape.len()));
+        return Err(format!("needs an input of rank 3 or more (N, C, spatial…), got rank {}", shape.len()).into());
     }
     let (n, c) = (shape[0], shape[1]);
-    let g = u64::try_from(groups)
-        .ok()
-        .filter(|&g| g > 0 && c.is_multiple_of(g))
-        .ok_or_else(|| format!("attribute `num_groups` = {groups} must be positive and divide the {c} channels"))?;
+    let g = u64::try_from(groups).ok().filter(|&g| g > 0 && c.is_multiple_of(g)).ok_or_else(|| {
+        NodeError::from(format!("attribute `num_groups` = {groups} must be positive and divide the {c} channels"))
+    })?;
     let per = if cx.opset >= 21 { c } else { g };
     if scale.shape() != [per] || bias.shape() != [per] {
-        return Err(format!("scale {:?} and bias {:?} must have shape [{per}]", scale.shape(), bias.shape()));
+        return Err(format!("scale {:?} and bias {:?} must have shape [{per}]", scale.shape(), bias.shape()).into());
     }
     let rest = product(&shape[1..])? / g;
     let xg = cx.reshape(&x, &[n, g, rest], true)?;
@@ -177,12 +179,12 @@ pub(super) fn affine_grid(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let r = size.len().saturating_sub(2);
     let ts = theta.shape();
     if !(2..=3).contains(&r) || ts.len() != 3 || ts[0] != size[0] || ts[1] != r as u64 || ts[2] != r as u64 + 1 {
-        return Err(format!("theta {ts:?} must be [N, r, r+1] for size {size:?} [N, C, spatial…] with r 2 or 3"));
+        return Err(format!("theta {ts:?} must be [N, r, r+1] for size {size:?} [N, C, spatial…] with r 2 or 3").into());
     }
     let spatial = &size[2..];
     let points = product(spatial)?;
     if points.saturating_mul(r as u64 + 1) > cx.em_fold_limit() {
-        return Err(format!("a grid of {points} points is too large to build at import"));
+        return Err(format!("a grid of {points} points is too large to build at import").into());
     }
     let coord = |i: u64, n: u64| -> f64 {
         if align {
@@ -231,7 +233,9 @@ pub(super) fn col2im(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let image = cx.const_ints(1, "image_shape")?.ok_or("input 1 (image_shape) is required")?;
     let block = cx.const_ints(2, "block_shape")?.ok_or("input 2 (block_shape) is required")?;
     if image.len() != block.len() || image.is_empty() {
-        return Err(format!("image_shape {image:?} and block_shape {block:?} must have one value per image axis"));
+        return Err(
+            format!("image_shape {image:?} and block_shape {block:?} must have one value per image axis").into()
+        );
     }
     let (image, block) = (pos(image, "image size")?, pos(block, "block size")?);
     if image.len() != 2 {
@@ -243,12 +247,13 @@ pub(super) fn col2im(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     if strides.len() != 2 || dilations.len() != 2 || pads.len() != 4 || strides.contains(&0) || dilations.contains(&0) {
         return Err(format!(
             "strides {strides:?} and dilations {dilations:?} must be two positive values, pads {pads:?} four"
-        ));
+        )
+        .into());
     }
     let shape = x.shape();
     let k = block[0].checked_mul(block[1]).filter(|&k| k > 0).ok_or("block_shape must be positive")?;
     if shape.len() != 3 || !shape[1].is_multiple_of(k) {
-        return Err(format!("input must be [N, C·{k}, L] (C·block elements per column), got {shape:?}"));
+        return Err(format!("input must be [N, C·{k}, L] (C·block elements per column), got {shape:?}").into());
     }
     let (n, c) = (shape[0], shape[1] / k);
     // Blocks along each axis: (size + pads - extent) / stride + 1.
@@ -258,7 +263,7 @@ pub(super) fn col2im(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         let ext = extent(block[i], dilations[i]).ok_or("the dilated block is too large")?;
         let padded = image[i] + pads[i] + pads[i + 2];
         if padded < ext {
-            return Err(format!("the block {block:?} (dilations {dilations:?}) does not fit the padded image"));
+            return Err(format!("the block {block:?} (dilations {dilations:?}) does not fit the padded image").into());
         }
         grid[i] = (padded - ext) / strides[i] + 1;
         // What the transposed convolution leaves uncovered at the end.
@@ -269,10 +274,11 @@ pub(super) fn col2im(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             "the input has {} blocks, but image_shape {image:?}, block_shape {block:?} and the window attributes \
              give {} x {}",
             shape[2], grid[0], grid[1]
-        ));
+        )
+        .into());
     }
     if (c * k).saturating_mul(k) > cx.em_fold_limit() {
-        return Err(format!("a {c}x{k} block kernel is too large to make at import"));
+        return Err(format!("a {c}x{k} block kernel is too large to make at import").into());
     }
     let xs = cx.reshape(&x, &[n, c * k, grid[0], grid[1]], true)?;
     let weight: Vec<f64> = (0..c * k).flat_map(|ck| (0..k).map(move |e| f64::from(u8::from(ck % k == e)))).collect();
@@ -305,12 +311,13 @@ fn col2im_scatter(cx: &mut Cx<'_>, x: Val, image: &[u64], block: &[u64]) -> R<Ve
         return Err(format!(
             "strides {strides:?} and dilations {dilations:?} must be {d} positive values, pads {pads:?} {}",
             2 * d
-        ));
+        )
+        .into());
     }
     let shape = x.shape();
     let k = product(block)?;
     if k == 0 || shape.len() != 3 || !shape[1].is_multiple_of(k) {
-        return Err(format!("input must be [N, C·{k}, L] (C·block elements per column), got {shape:?}"));
+        return Err(format!("input must be [N, C·{k}, L] (C·block elements per column), got {shape:?}").into());
     }
     let (n, c, l) = (shape[0], shape[1] / k, shape[2]);
     let mut grid = Vec::with_capacity(d);
@@ -318,7 +325,7 @@ fn col2im_scatter(cx: &mut Cx<'_>, x: Val, image: &[u64], block: &[u64]) -> R<Ve
         let ext = extent(block[i], dilations[i]).ok_or("the dilated block is too large")?;
         let padded = image[i] + pads[i] + pads[i + d];
         if padded < ext {
-            return Err(format!("the block {block:?} (dilations {dilations:?}) does not fit the padded image"));
+            return Err(format!("the block {block:?} (dilations {dilations:?}) does not fit the padded image").into());
         }
         grid.push((padded - ext) / strides[i] + 1);
     }
@@ -326,12 +333,13 @@ fn col2im_scatter(cx: &mut Cx<'_>, x: Val, image: &[u64], block: &[u64]) -> R<Ve
         return Err(format!(
             "the input has {l} blocks, but image_shape {image:?}, block_shape {block:?} and the window attributes \
              give {grid:?}"
-        ));
+        )
+        .into());
     }
     let size = product(image)?;
     let elems = n.checked_mul(c).and_then(|v| v.checked_mul(k)).and_then(|v| v.checked_mul(l));
     if elems.is_none_or(|e| e > cx.em_fold_limit()) {
-        return Err(format!("{n}x{c}x{k}x{l} column indices are too many to make at import"));
+        return Err(format!("{n}x{c}x{k}x{l} column indices are too many to make at import").into());
     }
     // Column element (block offset e, block b) lands at image position
     // b_i·stride_i + e_i·dilation_i - pad_begin_i on each axis.
@@ -379,7 +387,7 @@ pub(super) fn max_unpool(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let shape = x.shape();
     let rank = shape.len();
     if rank < 3 {
-        return Err(format!("X must be [N, C, spatial…], got {shape:?}"));
+        return Err(format!("X must be [N, C, spatial…], got {shape:?}").into());
     }
     let spatial = rank - 2;
     let kernel = pos(cx.ints_opt("kernel_shape")?.ok_or("attribute `kernel_shape` is required")?, "kernel size")?;
@@ -389,10 +397,12 @@ pub(super) fn max_unpool(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         return Err(format!(
             "kernel_shape {kernel:?} and strides {strides:?} need {spatial} values (strides positive), pads {pads:?} {}",
             2 * spatial
-        ));
+        ).into());
     }
     if idx.shape() != shape || !matches!(idx.ty().dtype, DType::I64 | DType::I32) {
-        return Err(format!("I must be integers of X's shape {shape:?}, got {} {:?}", idx.ty().dtype, idx.shape()));
+        return Err(
+            format!("I must be integers of X's shape {shape:?}, got {} {:?}", idx.ty().dtype, idx.shape()).into()
+        );
     }
     // onnx's reference scatters X into the unpooled size inferred from the window, then
     // places that block at the origin of a larger `output_shape` (zeros after it).
@@ -407,7 +417,8 @@ pub(super) fn max_unpool(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             if s.len() != rank || s.iter().zip(&inferred).any(|(o, i)| o < i) {
                 return Err(format!(
                     "output_shape {s:?} must be [N, C, spatial…] and at least the unpooled size {inferred:?}"
-                ));
+                )
+                .into());
             }
             s
         }
@@ -451,20 +462,22 @@ pub(super) fn deform_conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     if xs.len() != 4 || ws.len() != 4 || os.len() != 4 {
         return Err(format!(
             "only 2-D deformable convolutions are supported: X {xs:?}, W {ws:?} and offset {os:?} must have rank 4"
-        ));
+        )
+        .into());
     }
     if !dtype.is_float() || w.ty().dtype != dtype || offset.ty().dtype != dtype {
         return Err(format!(
             "X, W and offset must be of one float dtype, got {dtype}, {} and {}",
             w.ty().dtype,
             offset.ty().dtype
-        ));
+        )
+        .into());
     }
     let (n, c, ih, iw) = (xs[0], xs[1], xs[2], xs[3]);
     let (m, cg, kh, kw) = (ws[0], ws[1], ws[2], ws[3]);
     if let Some(k) = cx.ints_opt("kernel_shape")? {
         if k != [kh as i64, kw as i64] {
-            return Err(format!("kernel_shape {k:?} does not match the weight shape {ws:?}"));
+            return Err(format!("kernel_shape {k:?} does not match the weight shape {ws:?}").into());
         }
     }
     let two = |v: Option<Vec<i64>>, default: u64, len: usize, what: &str| -> R<Vec<u64>> {
@@ -473,7 +486,7 @@ pub(super) fn deform_conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             None => vec![default; len],
         };
         if v.len() != len {
-            return Err(format!("{what}s {v:?} must have {len} values"));
+            return Err(format!("{what}s {v:?} must have {len} values").into());
         }
         Ok(v)
     };
@@ -481,24 +494,26 @@ pub(super) fn deform_conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let dilations = two(cx.ints_opt("dilations")?, 1, 2, "dilation")?;
     let pads = two(cx.ints_opt("pads")?, 0, 4, "pad")?;
     if strides.contains(&0) || dilations.contains(&0) {
-        return Err(format!("strides {strides:?} and dilations {dilations:?} must be positive"));
+        return Err(format!("strides {strides:?} and dilations {dilations:?} must be positive").into());
     }
     let group = cx.int("group", 1)?;
     let offset_group = cx.int("offset_group", 1)?;
     if group < 1 || offset_group < 1 {
-        return Err(format!("group {group} and offset_group {offset_group} must be positive"));
+        return Err(format!("group {group} and offset_group {offset_group} must be positive").into());
     }
     let (group, og) = (group as u64, offset_group as u64);
     if c != cg * group || !m.is_multiple_of(group) || !c.is_multiple_of(og) {
         return Err(format!(
             "X's {c} channels must be W's {cg} per group × group {group} and divide by offset_group {og}; W's {m} \
              output channels must divide by group"
-        ));
+        )
+        .into());
     }
     if ih < 2 || iw < 2 {
         return Err(format!(
             "the input image {ih}x{iw} must be at least 2x2 (onnx normalises sample positions by size - 1)"
-        ));
+        )
+        .into());
     }
     let (oh, ow) = (os[2], os[3]);
     for (i, (size, o)) in [(ih, oh), (iw, ow)].into_iter().enumerate() {
@@ -508,12 +523,13 @@ pub(super) fn deform_conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         if padded < ext || (padded - ext) / strides[i] + 1 != o {
             return Err(format!(
                 "offset's output size {oh}x{ow} does not match the input, kernel and window attributes"
-            ));
+            )
+            .into());
         }
     }
     let taps = kh * kw;
     if os[0] != n || os[1] != og * taps * 2 {
-        return Err(format!("offset {os:?} must be [{n}, {}, oH, oW] (offset_group·kH·kW·2)", og * taps * 2));
+        return Err(format!("offset {os:?} must be [{n}, {}, oH, oW] (offset_group·kH·kW·2)", og * taps * 2).into());
     }
     if let Some(mk) = &mask {
         if mk.shape() != [n, og * taps, oh, ow] || mk.ty().dtype != dtype {
@@ -522,7 +538,8 @@ pub(super) fn deform_conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
                 og * taps,
                 mk.ty().dtype,
                 mk.shape()
-            ));
+            )
+            .into());
         }
     }
     if n * og * oh * kh * ow * kw * 2 > cx.em_fold_limit() {
@@ -606,14 +623,14 @@ pub(super) fn roi_align(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (xs, rs, bs) = (x.shape(), rois.shape(), batch.shape());
     let dtype = x.ty().dtype;
     if xs.len() != 4 || !dtype.is_float() {
-        return Err(format!("X must be a float [N, C, H, W], got {dtype} {xs:?}"));
+        return Err(format!("X must be a float [N, C, H, W], got {dtype} {xs:?}").into());
     }
     let r = rs.first().copied().unwrap_or(0);
     if rs.len() != 2 || rs[1] != 4 || rois.ty().dtype != dtype {
-        return Err(format!("rois must be {dtype} [num_rois, 4], got {} {rs:?}", rois.ty().dtype));
+        return Err(format!("rois must be {dtype} [num_rois, 4], got {} {rs:?}", rois.ty().dtype).into());
     }
     if bs != [r] || !matches!(batch.ty().dtype, DType::I64 | DType::I32) {
-        return Err(format!("batch_indices must be int64 [{r}], got {} {bs:?}", batch.ty().dtype));
+        return Err(format!("batch_indices must be int64 [{r}], got {} {bs:?}", batch.ty().dtype).into());
     }
     let half = if cx.opset >= 16 {
         match cx.string("coordinate_transformation_mode", "half_pixel")?.as_str() {
@@ -622,7 +639,8 @@ pub(super) fn roi_align(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             other => {
                 return Err(format!(
                     "coordinate_transformation_mode {other:?} is not supported (half_pixel, output_half_pixel)"
-                ))
+                )
+                .into())
             }
         }
     } else {
@@ -631,19 +649,20 @@ pub(super) fn roi_align(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let max = match cx.string("mode", "avg")?.as_str() {
         "avg" => false,
         "max" => true,
-        other => return Err(format!("mode {other:?} is not supported (avg, max)")),
+        other => return Err(format!("mode {other:?} is not supported (avg, max)").into()),
     };
     let (oh, ow) = (cx.int("output_height", 1)?, cx.int("output_width", 1)?);
     let sr = cx.int("sampling_ratio", 0)?;
     let scale = cx.float("spatial_scale", 1.0)?;
     if oh < 1 || ow < 1 {
-        return Err(format!("output_height {oh} and output_width {ow} must be positive"));
+        return Err(format!("output_height {oh} and output_width {ow} must be positive").into());
     }
     if sr < 1 {
         return Err(format!(
             "sampling_ratio {sr} (adaptive: samples per bin from each region's size at run time) is not supported; \
              give a positive sampling_ratio"
-        ));
+        )
+        .into());
     }
     let (oh, ow, sr) = (oh as u64, ow as u64, sr as u64);
     let (n, c, h, w) = (xs[0], xs[1], xs[2], xs[3]);

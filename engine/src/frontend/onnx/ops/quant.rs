@@ -24,7 +24,9 @@ fn qrange(d: DType) -> R<(f64, f64)> {
         DType::I16 => (-32768.0, 32767.0),
         DType::I32 => (-2147483648.0, 2147483647.0),
         other => {
-            return Err(format!("{} is not a quantized integer type (int8, uint8, int16, uint16, int32)", other.name()))
+            return Err(
+                format!("{} is not a quantized integer type (int8, uint8, int16, uint16, int32)", other.name()).into()
+            )
         }
     })
 }
@@ -50,21 +52,22 @@ fn broadcast_param(cx: &mut Cx<'_>, p: &Val, x: &Val, axis: i64, block: i64, wha
             return Err(format!(
                 "{what} has shape {ps:?}; per-axis quantization along axis {a} of {xs:?} needs [{}]",
                 xs[a]
-            ));
+            )
+            .into());
         }
         let mut shape = vec![1; xs.len()];
         shape[a] = xs[a];
         return cx.reshape(p, &shape, true);
     }
     if block < 0 {
-        return Err(format!("attribute `block_size` = {block} must not be negative"));
+        return Err(format!("attribute `block_size` = {block} must not be negative").into());
     }
     let block = block as u64;
     let blocks = xs[a].div_ceil(block);
     let mut want = xs.clone();
     want[a] = blocks;
     if ps != want {
-        return Err(format!("{what} has shape {ps:?}; blocks of {block} along axis {a} of {xs:?} need {want:?}"));
+        return Err(format!("{what} has shape {ps:?}; blocks of {block} along axis {a} of {xs:?} need {want:?}").into());
     }
     // [.., B, ..] -> [.., B, 1, ..] -> broadcast [.., B, block, ..] -> [.., B·block, ..] -> slice to D.
     let mut split = want.clone();
@@ -87,7 +90,7 @@ fn broadcast_param(cx: &mut Cx<'_>, p: &Val, x: &Val, axis: i64, block: i64, wha
 fn check_scale(scale: &Val) -> R<DType> {
     let d = scale.ty().dtype;
     if !matches!(d, DType::F32 | DType::F16 | DType::F64) {
-        return Err(format!("the scale is {}; it must be a float tensor", d.name()));
+        return Err(format!("the scale is {}; it must be a float tensor", d.name()).into());
     }
     if let Some(c) = scale.as_const() {
         let t = c.materialize().map_err(|e| e.to_string())?;
@@ -106,13 +109,15 @@ pub(super) fn dequantize_linear(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     if let Some(d) = cx.int_opt("output_dtype")? {
         let want = tensor::dtype_of(d as i32)?;
         if want != out {
-            return Err(format!("output_dtype {} differs from the scale's {}", want.name(), out.name()));
+            return Err(format!("output_dtype {} differs from the scale's {}", want.name(), out.name()).into());
         }
     }
     qrange(x.ty().dtype)?;
     if let Some(z) = &zp {
         if z.ty().dtype != x.ty().dtype {
-            return Err(format!("the zero point is {} but the input is {}", z.ty().dtype.name(), x.ty().dtype.name()));
+            return Err(
+                format!("the zero point is {} but the input is {}", z.ty().dtype.name(), x.ty().dtype.name()).into()
+            );
         }
     }
     let s = broadcast_param(cx, &scale, &x, axis, block, "the scale")?;
@@ -161,7 +166,7 @@ pub(super) fn quantize_linear(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     };
     if let Some(z) = &zp {
         if z.ty().dtype != to {
-            return Err(format!("the zero point is {} but the output is {}", z.ty().dtype.name(), to.name()));
+            return Err(format!("the zero point is {} but the output is {}", z.ty().dtype.name(), to.name()).into());
         }
     }
     let xd = x.ty().dtype;
@@ -197,7 +202,7 @@ pub(super) struct DynamicQuant {
 /// includes 0), as `DynamicQuantizeLinear` specifies.
 pub(super) fn dynamic_quantize(cx: &mut Cx<'_>, x: &Val) -> R<DynamicQuant> {
     if x.ty().dtype != DType::F32 {
-        return Err(format!("input 0 is {}; DynamicQuantizeLinear takes float32", x.ty().dtype.name()));
+        return Err(format!("input 0 is {}; DynamicQuantizeLinear takes float32", x.ty().dtype.name()).into());
     }
     let f = |v: f64| Cx::scalar(DType::F32, v);
     let all = Attrs::new().with("keepdims", AttrValue::Bool(false));
@@ -240,7 +245,7 @@ pub(super) fn quantized_gemm(cx: &mut Cx<'_>, a: &Val, (b, b_scale, b_zp): (&Val
 
 /// `v - zp` in f64, with `zp` shaped by `shape_zp` (already broadcastable).
 fn shifted_f64(cx: &mut Cx<'_>, v: &Val, zp: Option<Val>, what: &str) -> R<Val> {
-    qrange(v.ty().dtype).map_err(|e| format!("{what}: {e}"))?;
+    qrange(v.ty().dtype).map_err(|e| NodeError::from(format!("{what}: {e}")))?;
     let vf = cast(cx, v, DType::F64)?;
     match zp {
         None => Ok(vf),
@@ -250,7 +255,8 @@ fn shifted_f64(cx: &mut Cx<'_>, v: &Val, zp: Option<Val>, what: &str) -> R<Val> 
                     "{what}'s zero point is {} but {what} is {}",
                     z.ty().dtype.name(),
                     v.ty().dtype.name()
-                ));
+                )
+                .into());
             }
             let zf = cast(cx, &z, DType::F64)?;
             cx.call_tmp("subtract", &[&vf, &zf], Attrs::new())
@@ -267,7 +273,7 @@ fn row_zero_point(cx: &mut Cx<'_>, z: Option<Val>, a: &Val) -> R<Option<Val>> {
     }
     let m = as_.get(as_.len().wrapping_sub(2)).copied().unwrap_or(0);
     if zs != [m] {
-        return Err(format!("A's zero point has shape {zs:?}; it must be a scalar or one per row ([{m}])"));
+        return Err(format!("A's zero point has shape {zs:?}; it must be a scalar or one per row ([{m}])").into());
     }
     Ok(Some(cx.reshape(&z, &[m, 1], true)?))
 }
@@ -281,7 +287,7 @@ fn col_zero_point(cx: &mut Cx<'_>, z: Option<Val>, b: &Val) -> R<Option<Val>> {
     }
     let n = bs.last().copied().unwrap_or(0);
     if zs != [n] {
-        return Err(format!("B's zero point has shape {zs:?}; it must be a scalar or one per column ([{n}])"));
+        return Err(format!("B's zero point has shape {zs:?}; it must be a scalar or one per column ([{n}])").into());
     }
     Ok(Some(cx.reshape(&z, &[n], true)?))
 }
@@ -319,7 +325,9 @@ fn integer_conv(cx: &mut Cx<'_>, x: Val, w: Val, x_zp: Option<Val>, w_zp: Option
         Some(z) => {
             let (zs, ws) = (z.shape(), w.shape());
             if ws.is_empty() || zs != [ws[0]] {
-                return Err(format!("w's zero point has shape {zs:?}; it must be a scalar or one per output channel"));
+                return Err(
+                    format!("w's zero point has shape {zs:?}; it must be a scalar or one per output channel").into()
+                );
             }
             let mut shape = vec![1; ws.len()];
             shape[0] = ws[0];
@@ -356,13 +364,14 @@ pub(super) fn qlinear_conv(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
                 "{what} has shape {:?}; it must be a scalar{}",
                 s.shape(),
                 if per_channel_ok { format!(" or [{channels}] (one per output channel)") } else { String::new() }
-            ));
+            )
+            .into());
         }
         check_scale(s)?;
     }
     if let Some(b) = &bias {
         if b.ty().dtype != DType::I32 || b.shape() != [channels] {
-            return Err(format!("B must be int32 of shape [{channels}], got {} {:?}", b.ty().dtype, b.shape()));
+            return Err(format!("B must be int32 of shape [{channels}], got {} {:?}", b.ty().dtype, b.shape()).into());
         }
     }
     let to = y_zp.as_ref().map_or(x.ty().dtype, |z| z.ty().dtype);
@@ -433,9 +442,9 @@ pub(super) fn qlinear_matmul(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
 /// QOperator contrib ops (the zero point defaults to 0; onnxruntime's kernels compute exactly
 /// this before requantizing).
 fn dequantize_scalar(cx: &mut Cx<'_>, x: &Val, scale: &Val, zp: Option<&Val>, what: &str) -> R<Val> {
-    qrange(x.ty().dtype).map_err(|e| format!("{what}: {e}"))?;
+    qrange(x.ty().dtype).map_err(|e| NodeError::from(format!("{what}: {e}")))?;
     per_tensor(scale, &format!("{what}'s scale"))?;
-    check_scale(scale).map_err(|e| format!("{what}: {e}"))?;
+    check_scale(scale).map_err(|e| NodeError::from(format!("{what}: {e}")))?;
     let xf = cast(cx, x, DType::F32)?;
     let shifted = match zp {
         Some(z) => {
@@ -445,7 +454,8 @@ fn dequantize_scalar(cx: &mut Cx<'_>, x: &Val, scale: &Val, zp: Option<&Val>, wh
                     "{what}'s zero point is {} but {what} is {}",
                     z.ty().dtype.name(),
                     x.ty().dtype.name()
-                ));
+                )
+                .into());
             }
             let z = cx.reshape(z, &[], true)?;
             let zf = cast(cx, &z, DType::F32)?;
@@ -462,14 +472,16 @@ fn dequantize_scalar(cx: &mut Cx<'_>, x: &Val, scale: &Val, zp: Option<&Val>, wh
 /// point; the zero point's dtype must be `to`).
 fn requantize_scalar(cx: &mut Cx<'_>, v: &Val, scale: &Val, zp: Option<&Val>, to: DType, what: &str) -> R<Val> {
     per_tensor(scale, &format!("{what}'s scale"))?;
-    check_scale(scale).map_err(|e| format!("{what}: {e}"))?;
+    check_scale(scale).map_err(|e| NodeError::from(format!("{what}: {e}")))?;
     let s = cx.reshape(scale, &[], true)?;
     let s = cast(cx, &s, DType::F32)?;
     let z = match zp {
         Some(z) => {
             per_tensor(z, &format!("{what}'s zero point"))?;
             if z.ty().dtype != to {
-                return Err(format!("{what}'s zero point is {} but the output is {}", z.ty().dtype.name(), to.name()));
+                return Err(
+                    format!("{what}'s zero point is {} but the output is {}", z.ty().dtype.name(), to.name()).into()
+                );
             }
             Some(cx.reshape(z, &[], true)?)
         }
@@ -480,7 +492,9 @@ fn requantize_scalar(cx: &mut Cx<'_>, v: &Val, scale: &Val, zp: Option<&Val>, to
 
 fn per_tensor(p: &Val, what: &str) -> R<()> {
     if p.shape().iter().product::<u64>() != 1 {
-        return Err(format!("{what} has shape {:?}; this operator takes a per-tensor (one-element) value", p.shape()));
+        return Err(
+            format!("{what} has shape {:?}; this operator takes a per-tensor (one-element) value", p.shape()).into()
+        );
     }
     Ok(())
 }
@@ -505,7 +519,9 @@ pub(super) fn qlinear_contrib(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> 
             let (a, b) = (cx.input(0)?, cx.input(3)?);
             let to = a.ty().dtype;
             if b.ty().dtype != to {
-                return Err(format!("A is {} but B is {}; they must have one dtype", to.name(), b.ty().dtype.name()));
+                return Err(
+                    format!("A is {} but B is {}; they must have one dtype", to.name(), b.ty().dtype.name()).into()
+                );
             }
             let (a_s, a_zp, b_s, b_zp) = (cx.input(1)?, cx.opt(2), cx.input(4)?, cx.opt(5));
             let (c_s, c_zp) = (cx.input(6)?, cx.opt(7));
@@ -528,7 +544,7 @@ pub(super) fn qlinear_contrib(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> 
             if n < 5 || !(n - 2).is_multiple_of(3) {
                 return Err(format!(
                     "has {n} inputs; it takes Y_scale, Y_zero_point and then a (tensor, scale, zero point) triple per input"
-                ));
+                ).into());
             }
             let (y_s, y_zp) = (cx.input(0)?, cx.input(1)?);
             let to = y_zp.ty().dtype;
@@ -537,7 +553,9 @@ pub(super) fn qlinear_contrib(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> 
                 let at = 2 + 3 * k;
                 let x = cx.input(at)?;
                 if x.ty().dtype != to {
-                    return Err(format!("input {at} is {} but Y_zero_point is {}", x.ty().dtype.name(), to.name()));
+                    return Err(
+                        format!("input {at} is {} but Y_zero_point is {}", x.ty().dtype.name(), to.name()).into()
+                    );
                 }
                 let what = format!("input {at}");
                 let (x_s, x_zp) = (cx.input(at + 1)?, cx.opt(at + 2));
@@ -552,7 +570,7 @@ pub(super) fn qlinear_contrib(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> 
             let refs: Vec<&Val> = parts.iter().collect();
             one(cx.call("concatenate", &refs, Attrs::new().with("axis", AttrValue::Int(axis as i64)))?)
         }
-        _ => Err(format!("passel has no converter for com.microsoft operator `{op}`")),
+        _ => Err(format!("passel has no converter for com.microsoft operator `{op}`").into()),
     }
 }
 
@@ -563,17 +581,19 @@ pub(super) fn qlinear_contrib(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> 
 pub(super) fn dynamic_quantize_matmul(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let (a, b, b_scale, b_zp, bias) = (cx.input(0)?, cx.input(1)?, cx.input(2)?, cx.opt(3), cx.opt(4));
     if a.ty().dtype != DType::F32 {
-        return Err(format!("A is {}; DynamicQuantizeMatMul takes float32", a.ty().dtype.name()));
+        return Err(format!("A is {}; DynamicQuantizeMatMul takes float32", a.ty().dtype.name()).into());
     }
     if b.rank() != 2 {
-        return Err(format!("B has shape {:?}; it must be [K, N]", b.shape()));
+        return Err(format!("B has shape {:?}; it must be [K, N]", b.shape()).into());
     }
     let n = b.shape()[1];
     let per_column = |v: &Val| v.shape().iter().product::<u64>() == 1 || v.shape() == [n];
     if !per_column(&b_scale) {
-        return Err(format!("b_scale has shape {:?}; it must be a scalar or [{n}] (one per column)", b_scale.shape()));
+        return Err(
+            format!("b_scale has shape {:?}; it must be a scalar or [{n}] (one per column)", b_scale.shape()).into()
+        );
     }
-    check_scale(&b_scale).map_err(|e| format!("b_scale: {e}"))?;
+    check_scale(&b_scale).map_err(|e| NodeError::from(format!("b_scale: {e}")))?;
     let scale_shape: &[u64] = if b_scale.shape().iter().product::<u64>() == 1 { &[] } else { &[n] };
     let b_scale = cx.reshape(&b_scale, scale_shape, true)?;
     let b_scale = cast(cx, &b_scale, DType::F32)?;
@@ -585,7 +605,9 @@ pub(super) fn dynamic_quantize_matmul(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     match bias {
         Some(bias) => {
             if bias.ty().dtype != DType::F32 || bias.shape() != [n] {
-                return Err(format!("bias must be float32 of shape [{n}], got {} {:?}", bias.ty().dtype, bias.shape()));
+                return Err(
+                    format!("bias must be float32 of shape [{n}], got {} {:?}", bias.ty().dtype, bias.shape()).into()
+                );
             }
             one(cx.call("add", &[&y, &bias], Attrs::new())?)
         }

@@ -41,7 +41,7 @@ impl Kernel<'_> {
                         "round_prefer_ceil" => ratio >= 0.5,
                         "floor" => false,
                         "ceil" => true,
-                        other => return Err(format!("nearest_mode {other:?} is not supported")),
+                        other => return Err(format!("nearest_mode {other:?} is not supported").into()),
                     }
                 };
                 vec![f64::from(u8::from(!up)), f64::from(u8::from(up))]
@@ -120,7 +120,7 @@ fn axis_matrix(ax: &Axis1d<'_>, k: &Kernel<'_>) -> R<(Vec<f64>, Vec<bool>)> {
                 let offset = inw / 2.0 * (1.0 - ax.output as f64 / out_w);
                 offset + (yf + 0.5) / ax.scale - 0.5
             }
-            other => return Err(format!("coordinate_transformation_mode {other:?} is not supported")),
+            other => return Err(format!("coordinate_transformation_mode {other:?} is not supported").into()),
         };
         let floor = x.floor();
         let ratio = if x == floor { 1.0 } else { x - floor };
@@ -176,7 +176,8 @@ fn separable(
     if !dtype.is_float() {
         return Err(format!(
             "antialias, tf_crop_and_resize and resizes other than 2-D need a float input, got {dtype}"
-        ));
+        )
+        .into());
     }
     let rank = out.len();
     let mut y = x;
@@ -187,13 +188,16 @@ fn separable(
             continue;
         }
         if input == 0 || out[a] == 0 {
-            return Err(format!("axis {a} resizes {input} elements to {}: empty resizes are not supported", out[a]));
+            return Err(
+                format!("axis {a} resizes {input} elements to {}: empty resizes are not supported", out[a]).into()
+            );
         }
         if out[a].saturating_mul(input) > cx.em_fold_limit() {
             return Err(format!(
                 "the {}x{input} interpolation matrix of axis {a} is too large to make at import",
                 out[a]
-            ));
+            )
+            .into());
         }
         let ax = Axis1d { input, output: out[a], scale: scale[a], coord, roi: roi[a] };
         let (m, extrapolated) = axis_matrix(&ax, k)?;
@@ -243,7 +247,7 @@ pub(super) fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         "nearest" => "nearest",
         "linear" | "bilinear" => "linear",
         "cubic" | "bicubic" => "cubic",
-        other => return Err(format!("mode {other:?} is not supported")),
+        other => return Err(format!("mode {other:?} is not supported").into()),
     };
     let (scales, sizes, coord, rounding, roi, extrapolation) = if cx.opset < 11 {
         // Opset 10: (X, scales), asymmetric coordinates, nearest rounds down.
@@ -264,18 +268,20 @@ pub(super) fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         0 => false,
         1 if method != "nearest" => true,
         1 => return Err("attribute `antialias` = 1 needs mode linear or cubic, not nearest".into()),
-        v => return Err(format!("attribute `antialias` must be 0 or 1, got {v}")),
+        v => return Err(format!("attribute `antialias` must be 0 or 1, got {v}").into()),
     };
     let policy = cx.string("keep_aspect_ratio_policy", "stretch")?;
     if !matches!(policy.as_str(), "stretch" | "not_larger" | "not_smaller") {
-        return Err(format!("keep_aspect_ratio_policy {policy:?} is not supported (stretch, not_larger, not_smaller)"));
+        return Err(
+            format!("keep_aspect_ratio_policy {policy:?} is not supported (stretch, not_larger, not_smaller)").into()
+        );
     }
     let axes: Vec<usize> = match cx.ints_opt("axes")? {
         Some(a) => a.iter().map(|&a| norm_axis(a, rank)).collect::<R<_>>()?,
         None => (0..rank).collect(),
     };
     if (1..axes.len()).any(|i| axes[..i].contains(&axes[i])) {
-        return Err(format!("axes {axes:?} repeat an axis"));
+        return Err(format!("axes {axes:?} repeat an axis").into());
     }
     let cubic_a = cx.float("cubic_coeff_a", -0.75)?;
     let exclude = cx.int("exclude_outside", 0)? != 0;
@@ -289,7 +295,7 @@ pub(super) fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         (Some(s), _) if !s.is_empty() => {
             let s = pos(s, "size")?;
             if s.len() != axes.len() {
-                return Err(format!("{} sizes for {} axes", s.len(), axes.len()));
+                return Err(format!("{} sizes for {} axes", s.len(), axes.len()).into());
             }
             let ratio = |i: usize| s[i] as f64 / shape[axes[i]] as f64;
             let common = match policy.as_str() {
@@ -314,12 +320,12 @@ pub(super) fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         }
         (_, Some(sc)) if !sc.is_empty() => {
             if sc.len() != axes.len() {
-                return Err(format!("{} scales for {} axes", sc.len(), axes.len()));
+                return Err(format!("{} scales for {} axes", sc.len(), axes.len()).into());
             }
             for (&a, &s) in axes.iter().zip(&sc) {
                 let o = (shape[a] as f64 * s as f32 as f64).floor();
                 if o.is_nan() || o < 0.0 || o >= u32::MAX as f64 || s.is_nan() || s <= 0.0 {
-                    return Err(format!("scale {s} gives an invalid size"));
+                    return Err(format!("scale {s} gives an invalid size").into());
                 }
                 out[a] = o as u64;
                 factor[a] = s as f32 as f64;
@@ -337,7 +343,8 @@ pub(super) fn resize(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
                 "input 1 (roi) has {} values, expected 2 per resized axis ({})",
                 r.len(),
                 2 * axes.len()
-            ));
+            )
+            .into());
         }
         for (i, &a) in axes.iter().enumerate() {
             rois[a] = Some((r[i], r[axes.len() + i]));

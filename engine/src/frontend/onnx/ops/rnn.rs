@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use super::pb;
 use super::Val;
-use super::{Cx, R};
+use super::{Cx, NodeError, R};
 use crate::ir::{AttrValue, Attrs, Constant, DType, Fill, Tensor, TensorType};
 
 /// The most time steps (sequence length times directions, summed over every recurrent node
@@ -110,7 +110,10 @@ fn parse_activations(names: &[String], alphas: &[f32], betas: &[f32]) -> R<Vec<A
     for name in names {
         let lower = name.to_ascii_lowercase();
         let mut alpha = |default: Option<f64>| {
-            alphas.next().or(default).ok_or_else(|| format!("activation {name} needs a value in `activation_alpha`"))
+            alphas
+                .next()
+                .or(default)
+                .ok_or_else(|| NodeError::from(format!("activation {name} needs a value in `activation_alpha`")))
         };
         let act = match lower.as_str() {
             "relu" => Act::Relu,
@@ -121,8 +124,9 @@ fn parse_activations(names: &[String], alphas: &[f32], betas: &[f32]) -> R<Vec<A
             "thresholdedrelu" => Act::ThresholdedRelu { alpha: alpha(Some(1.0))? },
             "scaledtanh" => {
                 let alpha = alpha(None)?;
-                let beta =
-                    betas.next().ok_or_else(|| format!("activation {name} needs a value in `activation_beta`"))?;
+                let beta = betas
+                    .next()
+                    .ok_or_else(|| NodeError::from(format!("activation {name} needs a value in `activation_beta`")))?;
                 Act::ScaledTanh { alpha, beta }
             }
             "hardsigmoid" => Act::HardSigmoid { alpha: alpha(Some(0.2))?, beta: betas.next().unwrap_or(0.5) },
@@ -132,7 +136,8 @@ fn parse_activations(names: &[String], alphas: &[f32], betas: &[f32]) -> R<Vec<A
             _ => {
                 return Err(format!(
                     "attribute `activations`: unknown activation function {name:?} (the spec's are {ACTIVATION_NAMES})"
-                ))
+                )
+                .into())
             }
         };
         acts.push(act);
@@ -142,7 +147,8 @@ fn parse_activations(names: &[String], alphas: &[f32], betas: &[f32]) -> R<Vec<A
         return Err(format!(
             "attributes `activation_alpha` / `activation_beta` have {extra_a} / {extra_b} values more than the \
              activations {names:?} take (each value goes to the next activation that has that parameter)"
-        ));
+        )
+        .into());
     }
     Ok(acts)
 }
@@ -155,7 +161,7 @@ fn strings_opt(cx: &mut Cx<'_>, key: &str) -> R<Option<Vec<String>>> {
         Some(a) if matches!(a.r#type(), T::Strings | T::Undefined) => a
             .strings
             .iter()
-            .map(|s| String::from_utf8(s.to_vec()).map_err(|_| format!("attribute `{key}` is not UTF-8")))
+            .map(|s| String::from_utf8(s.to_vec()).map_err(|_| NodeError::AttributeNotUtf8(key.to_string())))
             .collect::<R<Vec<_>>>()
             .map(Some),
         Some(_) => Err(Cx::kind_err(key, "a list of strings")),
@@ -243,16 +249,18 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind, quantized: bool) -> R<Layer> {
         "reverse" => vec![true],
         "bidirectional" => vec![false, true],
         other => {
-            return Err(format!("attribute `direction` = {other:?} is not one of forward, reverse, bidirectional"))
+            return Err(
+                format!("attribute `direction` = {other:?} is not one of forward, reverse, bidirectional").into()
+            )
         }
     };
     let dirs = reverse.len() as u64;
     let layout = cx.int("layout", 0)?;
     if layout != 0 && layout != 1 {
-        return Err(format!("attribute `layout` = {layout} must be 0 or 1"));
+        return Err(format!("attribute `layout` = {layout} must be 0 or 1").into());
     }
     let clip = match cx.float_opt("clip")? {
-        Some(c) if c.is_nan() || c <= 0.0 => return Err(format!("attribute `clip` = {c} must be positive")),
+        Some(c) if c.is_nan() || c <= 0.0 => return Err(format!("attribute `clip` = {c} must be positive").into()),
         c => c,
     };
     let input_forget = match kind {
@@ -288,7 +296,7 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind, quantized: bool) -> R<Layer> {
                     names.len(),
                     kind.op(),
                     per_dir * reverse.len()
-                ));
+                ).into());
             }
             acts.chunks(per_dir).map(<[Act]>::to_vec).collect()
         }
@@ -297,20 +305,20 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind, quantized: bool) -> R<Layer> {
     let x = cx.input(0)?;
     let dtype = x.ty().dtype;
     if !matches!(dtype, DType::F32 | DType::F16) {
-        return Err(format!("input 0 (X) must be a float tensor (f32 or f16), got {dtype}"));
+        return Err(format!("input 0 (X) must be a float tensor (f32 or f16), got {dtype}").into());
     }
     let xs = x.shape();
     if xs.len() != 3 {
         let order =
             if layout == 0 { "[seq_length, batch_size, input_size]" } else { "[batch_size, seq_length, input_size]" };
-        return Err(format!("input 0 (X) must have rank 3 ({order}), got shape {xs:?}"));
+        return Err(format!("input 0 (X) must have rank 3 ({order}), got shape {xs:?}").into());
     }
     let (seq, batch, input_size) = if layout == 0 { (xs[0], xs[1], xs[2]) } else { (xs[1], xs[0], xs[2]) };
     let w = cx.input(1)?;
     let r = cx.input(2)?;
     let gates = kind.gates();
     let hidden = match hidden_attr {
-        Some(h) if h <= 0 => return Err(format!("attribute `hidden_size` = {h} must be positive")),
+        Some(h) if h <= 0 => return Err(format!("attribute `hidden_size` = {h} must be positive").into()),
         Some(h) => h as u64,
         None => match r.shape().as_slice() {
             [_, h, _] if quantized => *h,
@@ -318,14 +326,15 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind, quantized: bool) -> R<Layer> {
             s => {
                 return Err(format!(
                 "input 2 (R) must have rank 3 ([num_directions, {gates}*hidden_size, hidden_size]), got shape {s:?}"
-            ))
+            )
+                .into())
             }
         },
     };
     if hidden == 0 {
         return Err("hidden_size is 0 (from R's shape)".into());
     }
-    let gh = gates.checked_mul(hidden).ok_or_else(|| format!("hidden_size {hidden} is too large"))?;
+    let gh = gates.checked_mul(hidden).ok_or_else(|| NodeError::from(format!("hidden_size {hidden} is too large")))?;
     // Y's element count bounds every product below (steps times batch, batch times hidden).
     [seq, dirs, batch, hidden, 2 * gates].iter().try_fold(1u64, |a, &d| a.checked_mul(d.max(1))).ok_or_else(|| {
         format!("the outputs of seq_length {seq}, batch {batch} and hidden_size {hidden} are too large")
@@ -333,19 +342,20 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind, quantized: bool) -> R<Layer> {
     let with_hidden = if hidden_attr.is_some() { format!(" with hidden_size {hidden}") } else { String::new() };
     let check = |v: &Val, i: usize, what: &str, want: &[u64], layout_doc: &str| -> R<()> {
         if v.ty().dtype != dtype {
-            return Err(format!("input {i} ({what}) has dtype {}, but X has {dtype}", v.ty().dtype));
+            return Err(format!("input {i} ({what}) has dtype {}, but X has {dtype}", v.ty().dtype).into());
         }
         if v.shape() != want {
             return Err(format!(
                 "input {i} ({what}) must have shape {want:?} ({layout_doc}{with_hidden}), got {:?}",
                 v.shape()
-            ));
+            )
+            .into());
         }
         Ok(())
     };
     let quant = if quantized {
         if dtype != DType::F32 {
-            return Err(format!("input 0 (X) must be float32, got {dtype}"));
+            return Err(format!("input 0 (X) must be float32, got {dtype}").into());
         }
         let mut params = Vec::with_capacity(4);
         for (i, what, v, want) in [(1, "W", &w, [dirs, input_size, gh]), (2, "R", &r, [dirs, hidden, gh])] {
@@ -355,18 +365,21 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind, quantized: bool) -> R<Layer> {
                     if i == 1 { "input_size" } else { "hidden_size" },
                     v.ty().dtype,
                     v.shape()
-                ));
+                ).into());
             }
             let at = if i == 1 { 8 } else { 10 };
-            let scale = cx.input(at).map_err(|_| format!("input {at} ({what}_scale) is required"))?;
-            let zp = cx.input(at + 1).map_err(|_| format!("input {} ({what}_zero_point) is required", at + 1))?;
+            let scale = cx.input(at).map_err(|_| NodeError::from(format!("input {at} ({what}_scale) is required")))?;
+            let zp = cx
+                .input(at + 1)
+                .map_err(|_| NodeError::from(format!("input {} ({what}_zero_point) is required", at + 1)))?;
             let per_dir = scale.shape() == [dirs];
             if scale.ty().dtype != DType::F32 || !(per_dir || scale.shape() == [dirs, gh]) {
                 return Err(format!(
                     "input {at} ({what}_scale) must be float32 [{dirs}] or [{dirs}, {gh}], got {} {:?}",
                     scale.ty().dtype,
                     scale.shape()
-                ));
+                )
+                .into());
             }
             if zp.ty().dtype != v.ty().dtype || zp.shape() != scale.shape() {
                 return Err(format!(
@@ -376,7 +389,8 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind, quantized: bool) -> R<Layer> {
                     scale.shape(),
                     zp.ty().dtype,
                     zp.shape()
-                ));
+                )
+                .into());
             }
             params.push(scale);
             params.push(zp);
@@ -394,18 +408,19 @@ fn read_layer(cx: &mut Cx<'_>, kind: Kind, quantized: bool) -> R<Layer> {
     let seq_lens = cx.opt(4);
     if let Some(s) = &seq_lens {
         if s.ty().dtype != DType::I32 {
-            return Err(format!("input 4 (sequence_lens) must be int32, got {}", s.ty().dtype));
+            return Err(format!("input 4 (sequence_lens) must be int32, got {}", s.ty().dtype).into());
         }
         if s.shape() != [batch] {
             return Err(format!(
                 "input 4 (sequence_lens) must have shape [{batch}] ([batch_size]), got {:?}",
                 s.shape()
-            ));
+            )
+            .into());
         }
         if let Some(c) = s.as_const() {
             let lens = c.materialize().map_err(|e| e.to_string())?.to_f64s();
             if let Some(bad) = lens.iter().find(|&&l| l < 0.0 || l > seq as f64) {
-                return Err(format!("input 4 (sequence_lens) holds {bad}, outside 0..={seq} (seq_length)"));
+                return Err(format!("input 4 (sequence_lens) holds {bad}, outside 0..={seq} (seq_length)").into());
             }
         }
     }
@@ -483,7 +498,7 @@ struct Unroll<'c, 'a, 'l> {
 impl Unroll<'_, '_, '_> {
     fn call(&mut self, op: &str, args: &[&Val], attrs: Attrs, what: &str) -> R<Val> {
         let name = format!("{}_{what}", self.base);
-        self.cx.em.call(op, args, attrs, &name)
+        Ok(self.cx.em.call(op, args, attrs, &name)?)
     }
 
     fn call2(&mut self, op: &str, a: &Val, b: &Val, what: &str) -> R<Val> {
@@ -532,7 +547,7 @@ impl Unroll<'_, '_, '_> {
         }
         let attrs = Attrs::new().with("indices", ints(points)).with("axis", AttrValue::Int(axis));
         let name = format!("{}_{what}", self.base);
-        self.cx.em.call_multi("split", &[x], attrs, &name)
+        Ok(self.cx.em.call_multi("split", &[x], attrs, &name)?)
     }
 
     /// Slice `d` of a `[num_directions, …]` tensor, without its first axis.
@@ -955,7 +970,7 @@ impl Unroll<'_, '_, '_> {
 
 /// Mask `i` of [`Unroll::masks`].
 fn mask_at(masks: &[Option<Val>], i: u64) -> R<Option<Val>> {
-    masks.get(i as usize).cloned().ok_or_else(|| format!("no sequence mask for time step {i}"))
+    masks.get(i as usize).cloned().ok_or_else(|| NodeError::from(format!("no sequence mask for time step {i}")))
 }
 
 fn ints(v: &[u64]) -> AttrValue {
@@ -1003,14 +1018,14 @@ mod tests {
     #[test]
     fn scaled_tanh_without_parameters_and_left_over_parameters_are_errors() {
         let e = parse_activations(&names(&["ScaledTanh"]), &[1.0], &[]).unwrap_err();
-        assert!(e.contains("ScaledTanh needs a value in `activation_beta`"), "{e}");
+        assert!(e.to_string().contains("ScaledTanh needs a value in `activation_beta`"), "{e}");
         let e = parse_activations(&names(&["Tanh", "LeakyRelu"]), &[0.0, 0.1], &[]).unwrap_err();
-        assert!(e.contains("1 / 0 values more than the activations"), "{e}");
+        assert!(e.to_string().contains("1 / 0 values more than the activations"), "{e}");
     }
 
     #[test]
     fn an_unknown_activation_is_named() {
         let e = parse_activations(&names(&["Swish"]), &[], &[]).unwrap_err();
-        assert!(e.contains("unknown activation function \"Swish\""), "{e}");
+        assert!(e.to_string().contains("unknown activation function \"Swish\""), "{e}");
     }
 }

@@ -23,15 +23,16 @@ pub(super) enum SignalWindow {
 pub(super) fn window(cx: &mut Cx<'_>, kind: SignalWindow) -> R<Vec<Option<Val>>> {
     let size = match cx.const_ints(0, "size")?.as_deref() {
         Some([n]) => *n,
-        Some(v) => return Err(format!("input 0 (size) must hold one value, got {}", v.len())),
+        Some(v) => return Err(format!("input 0 (size) must hold one value, got {}", v.len()).into()),
         None => return Err("input 0 (size) is missing".into()),
     };
     let periodic = cx.int("periodic", 1)? != 0;
     let dtype = tensor::dtype_of(cx.int("output_datatype", 1)? as i32)
-        .map_err(|e| format!("attribute `output_datatype`: {e}"))?;
-    let n = u64::try_from(size).map_err(|_| format!("input 0 (size) must not be negative, got {size}"))?;
+        .map_err(|e| NodeError::from(format!("attribute `output_datatype`: {e}")))?;
+    let n =
+        u64::try_from(size).map_err(|_| NodeError::from(format!("input 0 (size) must not be negative, got {size}")))?;
     if n > cx.em_fold_limit() {
-        return Err(format!("a window of {n} elements is too large to make at import"));
+        return Err(format!("a window of {n} elements is too large to make at import").into());
     }
     let big_n = if periodic { size } else { size - 1 } as f64;
     let pi = std::f64::consts::PI;
@@ -97,10 +98,11 @@ fn transform(cx: &mut Cx<'_>, x: &Val, axis: usize, tf: Transform) -> R<Val> {
         return Err(format!(
             "the input must be [..., signal, 1] (real) or [..., signal, 2] (complex) with the transform axis before \
              the last, got shape {shape:?} and axis {axis}"
-        ));
+        )
+        .into());
     }
     if !dtype.is_float() {
-        return Err(format!("the input must be a float tensor, got {dtype}"));
+        return Err(format!("the input must be a float tensor, got {dtype}").into());
     }
     let complex = shape[rank - 1] == 2;
     let Transform { n, inverse, onesided } = tf;
@@ -118,7 +120,9 @@ fn transform(cx: &mut Cx<'_>, x: &Val, axis: usize, tf: Transform) -> R<Val> {
         (false, _) => (len.min(n), n),
     };
     if rows.saturating_mul(cols) > cx.em_fold_limit() {
-        return Err(format!("a transform of length {n} needs a {rows}x{cols} matrix, too large to make at import"));
+        return Err(
+            format!("a transform of length {n} needs a {rows}x{cols} matrix, too large to make at import").into()
+        );
     }
     let x64 = if dtype == DType::F64 {
         x.clone()
@@ -207,7 +211,7 @@ fn const_scalar(cx: &Cx<'_>, i: usize, what: &str) -> R<Option<i64>> {
     match cx.const_ints(i, what)?.as_deref() {
         None => Ok(None),
         Some([v]) => Ok(Some(*v)),
-        Some(v) => Err(format!("input {i} ({what}) must hold one value, got {}", v.len())),
+        Some(v) => Err(format!("input {i} ({what}) must hold one value, got {}", v.len()).into()),
     }
 }
 
@@ -222,11 +226,13 @@ pub(super) fn dft(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let axis = if cx.opset >= 20 { const_scalar(cx, 2, "axis")?.unwrap_or(-2) } else { cx.int("axis", 1)? };
     let a = if axis < 0 { axis + rank } else { axis };
     if !(0..rank - 1).contains(&a) {
-        return Err(format!("axis {axis} is out of range for an input of rank {rank} (the last axis holds re / im)"));
+        return Err(
+            format!("axis {axis} is out of range for an input of rank {rank} (the last axis holds re / im)").into()
+        );
     }
     let len = x.shape()[a as usize];
     let n = match const_scalar(cx, 1, "dft_length")? {
-        Some(n) => u64::try_from(n).map_err(|_| format!("dft_length must be positive, got {n}"))?,
+        Some(n) => u64::try_from(n).map_err(|_| NodeError::from(format!("dft_length must be positive, got {n}")))?,
         None if onesided && inverse => 2 * len.saturating_sub(1),
         None => len,
     };
@@ -242,16 +248,16 @@ pub(super) fn stft(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let step = const_scalar(cx, 1, "frame_step")?.ok_or("input 1 (frame_step) is required")?;
     let frame = match (const_scalar(cx, 3, "frame_length")?, &window) {
         (Some(l), Some(w)) if w.shape() != [l as u64] => {
-            return Err(format!("window of shape {:?} does not match frame_length {l}", w.shape()))
+            return Err(format!("window of shape {:?} does not match frame_length {l}", w.shape()).into())
         }
         (Some(l), _) => l,
         (None, Some(w)) if w.rank() == 1 => w.shape()[0] as i64,
-        (None, Some(w)) => return Err(format!("window must be 1-D, got shape {:?}", w.shape())),
+        (None, Some(w)) => return Err(format!("window must be 1-D, got shape {:?}", w.shape()).into()),
         (None, None) => return Err("either the window or frame_length is required".into()),
     };
     let shape = x.shape();
     if shape.len() != 3 {
-        return Err(format!("signal must be [batch, length, 1 or 2], got shape {shape:?}"));
+        return Err(format!("signal must be [batch, length, 1 or 2], got shape {shape:?}").into());
     }
     let (step, frame) = match (u64::try_from(step), u64::try_from(frame)) {
         (Ok(s), Ok(f)) if s > 0 && f > 0 && f <= shape[1] => (s, f),
@@ -259,12 +265,13 @@ pub(super) fn stft(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             return Err(format!(
                 "frame_step {step} and frame_length {frame} must be positive, the frame at most the signal length {}",
                 shape[1]
-            ))
+            )
+            .into())
         }
     };
     let frames = (shape[1] - frame) / step + 1;
     if frames.saturating_mul(frame) > cx.em_fold_limit() {
-        return Err(format!("{frames} frames of {frame} samples are too many to index at import"));
+        return Err(format!("{frames} frames of {frame} samples are too many to index at import").into());
     }
     let idx: Vec<f64> = (0..frames).flat_map(|f| (0..frame).map(move |j| (f * step + j) as f64)).collect();
     let idx = Tensor::from_f64s(&[frames, frame], DType::I64, &idx).map_err(|e| e.to_string())?;
@@ -291,22 +298,23 @@ pub(super) fn mel_weight_matrix(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let edge = |cx: &Cx<'_>, i: usize, what: &str| -> R<f64> {
         match cx.const_floats(i, what)?.as_deref() {
             Some([v]) => Ok(*v),
-            Some(v) => Err(format!("input {i} ({what}) must hold one value, got {}", v.len())),
-            None => Err(format!("input {i} ({what}) is required")),
+            Some(v) => Err(format!("input {i} ({what}) must hold one value, got {}", v.len()).into()),
+            None => Err(format!("input {i} ({what}) is required").into()),
         }
     };
     let (lower, upper) = (edge(cx, 3, "lower_edge_hertz")?, edge(cx, 4, "upper_edge_hertz")?);
     let dtype = tensor::dtype_of(cx.int("output_datatype", 1)? as i32)
-        .map_err(|e| format!("attribute `output_datatype`: {e}"))?;
+        .map_err(|e| NodeError::from(format!("attribute `output_datatype`: {e}")))?;
     if bins <= 0 || dft_length <= 0 || rate <= 0 || !(0.0..=upper).contains(&lower) {
         return Err(format!(
             "num_mel_bins {bins}, dft_length {dft_length} and sample_rate {rate} must be positive and \
              0 <= lower_edge_hertz {lower} <= upper_edge_hertz {upper}"
-        ));
+        )
+        .into());
     }
     let (bins, spectrum) = (bins as u64, dft_length as u64 / 2 + 1);
     if bins.saturating_mul(spectrum) > cx.em_fold_limit() {
-        return Err(format!("a {spectrum}x{bins} mel matrix is too large to make at import"));
+        return Err(format!("a {spectrum}x{bins} mel matrix is too large to make at import").into());
     }
     let mel = |hz: f64| 2595.0 * (hz / 700.0).ln_1p() / 10f64.ln();
     let (lo, hi) = (mel(lower), mel(upper));

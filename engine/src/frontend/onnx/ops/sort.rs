@@ -24,7 +24,7 @@ pub(super) fn topk(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let k = if cx.opset >= 10 {
         match cx.const_ints(1, "K")?.as_deref() {
             Some([k]) => *k,
-            Some(v) => return Err(format!("input 1 (K) must hold one value, got {}", v.len())),
+            Some(v) => return Err(format!("input 1 (K) must hold one value, got {}", v.len()).into()),
             None => return Err("input 1 (K) is missing".into()),
         }
     } else {
@@ -48,7 +48,7 @@ pub(super) fn cum(cx: &mut Cx<'_>, op: &str) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let axis = match cx.const_ints(1, "axis")?.as_deref() {
         Some([a]) => norm_axis(*a, x.rank())?,
-        Some(v) => return Err(format!("input 1 (axis) must hold one value, got {}", v.len())),
+        Some(v) => return Err(format!("input 1 (axis) must hold one value, got {}", v.len()).into()),
         None => return Err("input 1 (axis) is missing".into()),
     };
     let attrs = Attrs::new()

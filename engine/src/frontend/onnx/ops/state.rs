@@ -44,24 +44,24 @@ pub(super) fn causal_conv_with_state(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let silu = match activation.as_str() {
         "none" => false,
         "silu" | "swish" => true,
-        other => return Err(format!("attribute `activation` = {other:?} is not supported (none, silu, swish)")),
+        other => return Err(format!("attribute `activation` = {other:?} is not supported (none, silu, swish)").into()),
     };
     let (xs, ws) = (x.shape(), w.shape());
     let dtype = x.ty().dtype;
     if xs.len() != 3 {
-        return Err(format!("input must have rank 3 [N, C, L], got shape {xs:?}"));
+        return Err(format!("input must have rank 3 [N, C, L], got shape {xs:?}").into());
     }
     let (n, c, l) = (xs[0], xs[1], xs[2]);
     if ws.len() != 3 || ws[0] != c || ws[1] != 1 || ws[2] == 0 {
-        return Err(format!("weight must have shape [{c}, 1, K] (depthwise, K >= 1), got {ws:?}"));
+        return Err(format!("weight must have shape [{c}, 1, K] (depthwise, K >= 1), got {ws:?}").into());
     }
     if w.ty().dtype != dtype {
-        return Err(format!("weight is {} but input is {dtype}", w.ty().dtype));
+        return Err(format!("weight is {} but input is {dtype}", w.ty().dtype).into());
     }
     let km1 = ws[2] - 1;
     if let Some(b) = &bias {
         if b.shape() != [c] || b.ty().dtype != dtype {
-            return Err(format!("bias must be {dtype} of shape [{c}], got {} {:?}", b.ty().dtype, b.shape()));
+            return Err(format!("bias must be {dtype} of shape [{c}], got {} {:?}", b.ty().dtype, b.shape()).into());
         }
     }
     let past = match past {
@@ -71,7 +71,8 @@ pub(super) fn causal_conv_with_state(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
                     "past_state must be {dtype} of shape [{n}, {c}, {km1}], got {} {:?}",
                     p.ty().dtype,
                     p.shape()
-                ));
+                )
+                .into());
             }
             p
         }
@@ -143,18 +144,19 @@ pub(super) fn linear_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         other => {
             return Err(format!(
                 "attribute `update_rule` = {other:?} is not supported (linear, gated, delta, gated_delta)"
-            ))
+            )
+            .into())
         }
     };
     let scale = cx.float_opt("scale")?;
     if hq <= 0 || hkv <= 0 || hq % hkv != 0 {
-        return Err(format!("q_num_heads {hq} must be a positive multiple of kv_num_heads {hkv}"));
+        return Err(format!("q_num_heads {hq} must be a positive multiple of kv_num_heads {hkv}").into());
     }
     let (hq, hkv) = (hq as u64, hkv as u64);
     let dtype = q.ty().dtype;
     let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
     if qs.len() != 3 || ks.len() != 3 || vs.len() != 3 || ks[..2] != qs[..2] || vs[..2] != qs[..2] {
-        return Err(format!("query {qs:?}, key {ks:?} and value {vs:?} must be [B, T, hidden] of one B and T"));
+        return Err(format!("query {qs:?}, key {ks:?} and value {vs:?} must be [B, T, hidden] of one B and T").into());
     }
     let (b, t) = (qs[0], qs[1]);
     if t == 0 {
@@ -169,7 +171,8 @@ pub(super) fn linear_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
             "query hidden {} / {hq} heads and key hidden {} / {hkv} heads must give one head size, value hidden {} \
              must divide by {hkv}",
             qs[2], ks[2], vs[2]
-        ));
+        )
+        .into());
     }
     let (dk, dv) = (qs[2] / hq, vs[2] / hkv);
     let gated = matches!(rule, Rule::Gated | Rule::GatedDelta);
@@ -196,7 +199,7 @@ pub(super) fn linear_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let heads = |cx: &mut Cx<'_>, x: &Val, h: u64, what: &str| -> R<Val> {
         let s = x.shape();
         if s.len() != 3 || s[..2] != [b, t] || !s[2].is_multiple_of(h) {
-            return Err(format!("{what} must be [{b}, {t}, multiple of {h}], got {s:?}"));
+            return Err(format!("{what} must be [{b}, {t}, multiple of {h}], got {s:?}").into());
         }
         let xf = cast_to(cx, x, DType::F32)?;
         let x4 = cx.reshape(&xf, &[b, t, h, s[2] / h], true)?;
@@ -213,7 +216,8 @@ pub(super) fn linear_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
                     "decay must be [{b}, {t}, {}] or per head [{b}, {t}, {hkv}], got {:?}",
                     hkv * dk,
                     d.shape()
-                ));
+                )
+                .into());
             }
             Some(heads(cx, d, hkv, "decay")?)
         }
@@ -223,7 +227,7 @@ pub(super) fn linear_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         Some(bt) => {
             let last = bt.shape().get(2).copied().unwrap_or(0);
             if last != hkv && last != 1 {
-                return Err(format!("beta must be [{b}, {t}, {hkv}] or [{b}, {t}, 1], got {:?}", bt.shape()));
+                return Err(format!("beta must be [{b}, {t}, {hkv}] or [{b}, {t}, 1], got {:?}", bt.shape()).into());
             }
             Some(heads(cx, bt, last, "beta")?)
         }
@@ -232,7 +236,7 @@ pub(super) fn linear_attention(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let mut state = match past {
         Some(p) => {
             if p.shape() != [b, hkv, dk, dv] {
-                return Err(format!("past_state must be [{b}, {hkv}, {dk}, {dv}], got {:?}", p.shape()));
+                return Err(format!("past_state must be [{b}, {hkv}, {dk}, {dv}], got {:?}", p.shape()).into());
             }
             cast_to(cx, &p, DType::F32)?
         }

@@ -14,14 +14,14 @@ pub(super) fn tfidf_vectorizer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let x = cx.input(0)?;
     let dtype = x.ty().dtype;
     if !matches!(dtype, DType::I32 | DType::I64) {
-        return Err(format!("X must be int32 or int64 tokens, got {dtype} (string tokens are not supported)"));
+        return Err(format!("X must be int32 or int64 tokens, got {dtype} (string tokens are not supported)").into());
     }
     let shape = x.shape();
     let (rows, len, batched) = match shape.as_slice() {
         [] => (1, 1, false),
         &[l] => (1, l, false),
         &[b, l] if b > 0 => (b, l, true),
-        s => return Err(format!("X must be [C] or [B, C] with B > 0, got {s:?}")),
+        s => return Err(format!("X must be [C] or [B, C] with B > 0, got {s:?}").into()),
     };
     let min_n = cx.int_opt("min_gram_length")?.ok_or("attribute `min_gram_length` is required")?;
     let max_n = cx.int_opt("max_gram_length")?.ok_or("attribute `max_gram_length` is required")?;
@@ -30,11 +30,12 @@ pub(super) fn tfidf_vectorizer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         return Err(format!(
             "min_gram_length {min_n}, max_gram_length {max_n} and max_skip_count {max_skip} must satisfy \
              1 <= min <= max, skip >= 0"
-        ));
+        )
+        .into());
     }
     let mode = cx.string("mode", "")?;
     if !matches!(mode.as_str(), "TF" | "IDF" | "TFIDF") {
-        return Err(format!("attribute `mode` = {mode:?} is not supported (TF, IDF, TFIDF)"));
+        return Err(format!("attribute `mode` = {mode:?} is not supported (TF, IDF, TFIDF)").into());
     }
     let counts = cx.ints_opt("ngram_counts")?.ok_or("attribute `ngram_counts` is required")?;
     let indexes = cx.ints_opt("ngram_indexes")?.ok_or("attribute `ngram_indexes` is required")?;
@@ -45,11 +46,11 @@ pub(super) fn tfidf_vectorizer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
     let weights = cx.floats_opt("weights")?.unwrap_or_default();
     let out_size = indexes.iter().copied().max().map_or(0, |m| m + 1);
     if out_size < 1 || indexes.iter().any(|&i| i < 0) {
-        return Err(format!("ngram_indexes {indexes:?} must be non-negative and not empty"));
+        return Err(format!("ngram_indexes {indexes:?} must be non-negative and not empty").into());
     }
     let out_size = out_size as u64;
     if !weights.is_empty() && weights.len() as u64 != out_size {
-        return Err(format!("{} weights for an output of {out_size}", weights.len()));
+        return Err(format!("{} weights for an output of {out_size}", weights.len()).into());
     }
     // The pool's n-grams by size, each with its output slot; a repeated n-gram keeps the later
     // id (as the reference's trie does).
@@ -59,7 +60,7 @@ pub(super) fn tfidf_vectorizer(cx: &mut Cx<'_>) -> R<Vec<Option<Val>>> {
         let n = i + 1;
         let end = counts.get(i + 1).copied().unwrap_or(pool.len() as i64);
         if start < 0 || end < start || end as usize > pool.len() {
-            return Err(format!("ngram_counts {counts:?} do not split the pool of {} tokens", pool.len()));
+            return Err(format!("ngram_counts {counts:?} do not split the pool of {} tokens", pool.len()).into());
         }
         let grams = (end - start) as usize / n;
         let mut these: Vec<(Vec<i64>, u64)> = Vec::new();
