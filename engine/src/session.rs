@@ -20,7 +20,9 @@
 //! does not recompute its callers. After edits that only changed function bodies, a run
 //! takes the edit path instead (`session/edit.rs`, over the memory mode's store): it starts
 //! from what the previous run kept and recomputes only what the edits reach, without asking
-//! salsa to verify every memo. What the session keeps changes only in `session/kept.rs`.
+//! salsa to verify every memo. In lean mode a cold run uses no queries: the stage loop of
+//! `session/drive.rs` runs the plan on the whole module, asking a persistent store for a
+//! stage's results in batches. What the session keeps changes only in `session/kept.rs`.
 //!
 //! What it deliberately does not do: run instruments (a context with instruments is
 //! rejected: cached stages would skip their callbacks), or let a function pass depend on
