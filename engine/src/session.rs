@@ -20,7 +20,9 @@
 //! does not recompute its callers. After edits that only changed function bodies, a run
 //! takes the edit path instead (`session/edit.rs`, over the memory mode's store): it starts
 //! from what the previous run kept and recomputes only what the edits reach, without asking
-//! salsa to verify every memo. What the session keeps changes only in `session/kept.rs`.
+//! salsa to verify every memo. In lean mode a cold run uses no queries: the stage loop of
+//! `session/drive.rs` runs the plan on the whole module, asking a persistent store for a
+//! stage's results in batches. What the session keeps changes only in `session/kept.rs`.
 //!
 //! What it deliberately does not do: run instruments (a context with instruments is
 //! rejected: cached stages would skip their callbacks), or let a function pass depend on
@@ -31,6 +33,7 @@
 
 mod codec;
 mod db;
+mod drive;
 mod edit;
 mod fast;
 mod kept;
@@ -48,10 +51,11 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use salsa::Setter;
 
 use self::db::{run_stages, FnVal, FuncList, Prims, Ran, SessionDb, Source, UNFUSED};
+use self::drive::drive;
 use self::edit::{run_edit, EditRun};
 use self::fast::Cache;
 use self::kept::{Event, Kept, Store};
-use self::lean::LeanEdit;
+use self::lean::{LeanEdit, LeanRecord};
 use self::plan::{plan, PassIds, Plan};
 use self::prims::prims_of;
 use self::same::{same_function, same_prim, same_prims, span_base};
@@ -361,7 +365,7 @@ impl Session {
     /// executable): results of another build are never used. Only stages whose passes are
     /// all registered are stored. `None` stops using a store.
     pub fn set_store(&mut self, store: Option<(Arc<dyn StageStore>, String)>) -> Result<(), SessionError> {
-        self.store = store.map(|(store, build)| StoreConfig { store, build });
+        self.store = store.map(|(store, build)| StoreConfig::new(store, build));
         let plan = plan(&self.pipeline, &self.ctx, &mut self.ids, &self.splits, &self.firewalls, self.store.as_ref())?;
         self.set_plan(plan);
         Ok(())
@@ -630,16 +634,21 @@ impl Session {
         // The function list salsa's input holds (the same names in the same order).
         let names = self.roots().funcs(&self.db).names.clone();
         let sources: Vec<Arc<Function>> = names.iter().map(|n| self.entries[n].stored.clone()).collect();
+        let cold = |unfused: bool| {
+            let (mut record, module) = LeanRecord::new(names.clone(), sources.clone(), self.prims.clone(), threads);
+            Ok::<_, PassError>(drive(plan.variant(unfused), module, threads, &mut record)?.map(|run| (record, run)))
+        };
         let mut ran = None;
         if !unfused {
-            ran = lean::run_cold(plan.variant(false), names.clone(), sources.clone(), self.prims.clone(), threads)?;
+            ran = cold(false)?;
         }
         if ran.is_none() {
             // The unfused variant has no run-time check, so it always gives a result.
             unfused = plan.unfused.is_some();
-            ran = lean::run_cold(plan.variant(true), names, sources, self.prims.clone(), threads)?;
+            ran = cold(true)?;
         }
-        let (lean, run) = ran.ok_or_else(|| PassError::msg("internal error: unfused stage plan not runnable"))?;
+        let (record, run) = ran.ok_or_else(|| PassError::msg("internal error: unfused stage plan not runnable"))?;
+        let lean = record.finish(&run);
         Ok((self.output_of(run, plan.variant(unfused), start), Some(Store::Lean(lean)), unfused))
     }
 

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, print_module, AttrValue, ExprKind, Module};
-use passel_engine::transform::{get_pass, Diagnostic, Pass, PassContext, Sequential};
-use passel_engine::{sequential, MemoryStore, Session, SessionOutput, StageKey, StageStore};
+use passel_engine::transform::{get_pass, module_pass, Diagnostic, Pass, PassContext, Sequential};
+use passel_engine::{sequential, MemoryMode, MemoryStore, Session, SessionOutput, StageKey, StageStore};
 
 passel_engine::register_pass!("StoreTouch", || Box::new(passel_engine::transform::function_pass(
     "StoreTouch",
@@ -78,14 +78,22 @@ def @top(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] {
 ";
 
 /// A store that counts what it is asked and rejects, in front of a shared memory store.
+#[derive(Default)]
 struct Counting {
     inner: Arc<MemoryStore>,
     rejected: AtomicUsize,
+    gets: AtomicUsize,
+    batches: AtomicUsize,
 }
 
 impl StageStore for Counting {
     fn get(&self, key: &StageKey) -> Option<Vec<u8>> {
+        self.gets.fetch_add(1, Ordering::Relaxed);
         self.inner.get(key)
+    }
+    fn get_many(&self, keys: &[StageKey]) -> Vec<Option<Vec<u8>>> {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.inner.get_many(keys)
     }
     fn put(&self, key: &StageKey, entry: &[u8]) {
         self.inner.put(key, entry)
@@ -98,21 +106,74 @@ impl StageStore for Counting {
 
 /// A fresh session (a "process") over `store`, run on `text`.
 fn run_process(store: &Arc<MemoryStore>, text: &str) -> (SessionOutput, usize) {
-    let counting = Arc::new(Counting { inner: store.clone(), rejected: AtomicUsize::new(0) });
-    let mut s = Session::new(pipeline(), &ctx()).expect("session");
-    s.set_store(Some((counting.clone(), "test-build".to_string()))).expect("store set");
-    s.load(&parse(text));
-    let out = s.run().expect("run succeeds");
-    let (cold_text, cold_diags) = cold(text);
-    assert_eq!(print_module(&out.module), cold_text);
-    assert_eq!(out.diagnostics, cold_diags);
+    let (out, counting) = run_with(store, text, pipeline(), MemoryMode::Full);
     (out, counting.rejected.load(Ordering::Relaxed))
 }
 
-fn cold(text: &str) -> (String, Vec<Diagnostic>) {
+/// A fresh session in memory mode `mode` running `pipeline` over `store`, run on `text`; its
+/// output is checked against a cold serial run.
+fn run_with(
+    store: &Arc<MemoryStore>,
+    text: &str,
+    pipeline: Sequential,
+    mode: MemoryMode,
+) -> (SessionOutput, Arc<Counting>) {
+    let counting = Arc::new(Counting { inner: store.clone(), ..Counting::default() });
+    let mut s = Session::new(pipeline.clone(), &ctx()).expect("session");
+    s.set_memory_mode(mode);
+    s.set_store(Some((counting.clone(), "test-build".to_string()))).expect("store set");
+    s.load(&parse(text));
+    let out = s.run().expect("run succeeds");
+    let (cold_text, cold_diags) = cold(text, &pipeline);
+    assert_eq!(print_module(&out.module), cold_text);
+    assert_eq!(out.diagnostics, cold_diags);
+    (out, counting)
+}
+
+fn cold(text: &str, pipeline: &Sequential) -> (String, Vec<Diagnostic>) {
     let ctx = PassContext::builder().opt_level(2).num_threads(1).build().expect("valid context");
-    let out = ctx.scope(|| pipeline().run(parse(text), &ctx)).expect("scope").expect("cold run");
+    let out = ctx.scope(|| pipeline.run(parse(text), &ctx)).expect("scope").expect("cold run");
     (print_module(&out), ctx.diagnostics().take())
+}
+
+/// Two function stages with a module pass between them that changes nothing: the second
+/// stage's keys are chained from the first's.
+fn two_stage_pipeline() -> Sequential {
+    let pass = |name: &str| get_pass(name).expect("registered test pass");
+    let barrier = module_pass("StoreBarrier", 0, |m, _| Ok(m)).shared();
+    sequential("store2", vec![pass("StoreTouch"), barrier, pass("StoreReport")])
+}
+
+#[test]
+fn default_and_lean_sessions_share_chained_keys_and_recompute_the_same_functions() {
+    for (first, second) in [(MemoryMode::Full, MemoryMode::Lean), (MemoryMode::Lean, MemoryMode::Full)] {
+        let store = Arc::new(MemoryStore::new());
+        let (out, _) = run_with(&store, MODULE, two_stage_pipeline(), first);
+        assert_eq!(recomputed(&out), ["leaf", "mid", "top"]);
+        assert_eq!(store.len(), 6, "two function stages of three functions");
+        let (out, counting) = run_with(&store, MODULE, two_stage_pipeline(), second);
+        assert_eq!(recomputed(&out), Vec::<String>::new(), "{second:?} after {first:?}");
+        assert_eq!(counting.rejected.load(Ordering::Relaxed), 0);
+        let body = MODULE.replace("add(%x, %x)", "multiply(%x, %x)");
+        let (out, _) = run_with(&store, &body, two_stage_pipeline(), first);
+        assert_eq!(recomputed(&out), ["leaf"]);
+        for stage in out.stats.stages.iter().filter(|s| !s.is_module_pass) {
+            assert_eq!(stage.recomputed.iter().map(|n| n.to_string()).collect::<Vec<_>>(), ["leaf"]);
+        }
+        let (out, _) = run_with(&store, &body, two_stage_pipeline(), second);
+        assert_eq!(recomputed(&out), Vec::<String>::new());
+    }
+}
+
+#[test]
+fn a_lean_cold_run_asks_the_store_for_a_stage_in_batches() {
+    let store = Arc::new(MemoryStore::new());
+    run_with(&store, MODULE, two_stage_pipeline(), MemoryMode::Lean);
+    let (out, counting) = run_with(&store, MODULE, two_stage_pipeline(), MemoryMode::Lean);
+    assert_eq!(recomputed(&out), Vec::<String>::new());
+    // One batch per function stage (three keys fit one), no single lookups.
+    assert_eq!(counting.batches.load(Ordering::Relaxed), 2);
+    assert_eq!(counting.gets.load(Ordering::Relaxed), 0);
 }
 
 fn recomputed(out: &SessionOutput) -> Vec<String> {

@@ -595,6 +595,9 @@ pub fn run_cached(
     parsed: Option<SourceCounts>,
 ) -> Result<CachedRun, String> {
     let mut session = standard_session(pipeline.clone(), ctx).map_err(|e| e.to_string())?;
+    // One run: salsa's memos would serve no later run, so the run goes through the one stage
+    // loop without them (lean mode), which asks the store a stage's keys in batches.
+    session.set_memory_mode(passel_engine::MemoryMode::Lean);
     session.set_store(Some((cache.store.clone(), cache.build.clone()))).map_err(|e| e.to_string())?;
     session.load(module);
     let (result, diagnostics, recomputed, per_stage) = match session.run() {

@@ -397,34 +397,35 @@ pub(crate) fn run_function_stage(
     cancel: &dyn Fn(),
     computing: &dyn Fn(),
 ) -> Result<StageOut, StageErr> {
-    let Some(passes) = stage.planned.function_passes() else {
-        return Err((0, PassError::msg(format!("stage {} is not a function stage", stage.label))));
-    };
     if let Some(out) = stage.edited.get(name, &input, view) {
         return Ok(out);
     }
     let Some(persist) = &stage.persist else {
         computing();
-        return compute_function_stage(stage, passes, name, input, view, cancel);
+        return compute_function_stage(stage, name, input, view, cancel);
     };
     let key = persist.key(name, &input, view);
     if let Some(out) = persist.lookup(&key, &input) {
         return Ok(out);
     }
     computing();
-    let out = compute_function_stage(stage, passes, name, input.clone(), view, cancel)?;
+    let out = compute_function_stage(stage, name, input.clone(), view, cancel)?;
     persist.save(&key, &input, &out);
     Ok(out)
 }
 
-fn compute_function_stage(
+/// Runs function stage `stage`'s passes on `func` (named `name`) with the module view `view`
+/// (see [`run_function_stage`]), with no store: what the store is asked for on a miss.
+pub(crate) fn compute_function_stage(
     stage: &Stage,
-    passes: &[crate::transform::FunctionPass],
     name: &Arc<str>,
     input: Arc<Function>,
     view: &Module,
     cancel: &dyn Fn(),
 ) -> Result<StageOut, StageErr> {
+    let Some(passes) = stage.planned.function_passes() else {
+        return Err((0, PassError::msg(format!("stage {} is not a function stage", stage.label))));
+    };
     let checks = StageChecks { verify_each: stage.ctx.get_config(VERIFY_EACH, false), cancel };
     let run = run_stage_checked(passes, name, &input, view, &stage.ctx, &checks);
     for stats in &run.statistics {

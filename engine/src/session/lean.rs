@@ -25,20 +25,18 @@
 
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::time::Instant;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::db::{
-    callees, extend_pass_major, first_error, run_function_stage, run_module_stage, view_with, FnVal, StageOut,
-};
-use super::edit::{Changed, EditRun, EditStage, EditStore, GiveUp, Names, Positions, Referrers};
+use super::db::{callees, extend_pass_major, run_function_stage, view_with, FnVal, StageOut};
+use super::drive::Record;
+use super::edit::{Changed, EditRun, EditStore, GiveUp, Names, Positions, Referrers};
 use super::plan::Stage;
-use super::prims::prims_of;
+use super::prims::{prims_of, ModuleRun};
 use super::same::{same_function, same_signature};
 use crate::ir::{ExprKind, Function, IdRange, Module, NodeId};
 use crate::transform::fanout::map_items;
-use crate::transform::{Diagnostic, PassError};
+use crate::transform::Diagnostic;
 
 /// Replayed stage inputs: (stage, function) → the function entering it, if it does.
 type Replayed = FxHashMap<(usize, Arc<str>), Option<Arc<Function>>>;
@@ -138,130 +136,130 @@ fn add_extra(extra_callees: &mut FxHashMap<Arc<str>, Vec<Arc<str>>>, name: &Arc<
     recorded.dedup();
 }
 
-/// Runs `stages` on `sources` (one per name of `names`) from scratch. `Ok(None)` when a function
-/// failed the run-time check of a fused stage (run the plan's unfused variant instead).
-pub(crate) fn run_cold(
-    stages: &[Arc<Stage>],
+/// What a lean cold run keeps, recorded stage by stage as the one stage loop (`drive.rs`)
+/// runs the plan on the whole module.
+pub(crate) struct LeanRecord {
     names: Names,
+    names_index: Positions,
     sources: Vec<Arc<Function>>,
     prims: Module,
     threads: usize,
-) -> Result<Option<(Lean, EditRun)>, PassError> {
-    let mut current = Module::with_capacity(names.len());
-    current.set_prims_from(&prims);
-    for (name, f) in names.iter().zip(&sources) {
-        // The names are distinct, so adding cannot fail.
-        let _ = current.add_shared(name, f.clone());
+    kept: Vec<LeanStage>,
+    extra_callees: FxHashMap<Arc<str>, Vec<Arc<str>>>,
+    /// The last function stage's list, index and stubs, to share the index while the list
+    /// stays and stubs while signatures stay.
+    prev: Option<(Names, Positions, Vec<Arc<Function>>)>,
+    /// The current function list (shared while a stage leaves it as it is).
+    list: Names,
+}
+
+impl LeanRecord {
+    /// A record of a cold run on `sources` (one per name of `names`) and the PrimFuncs
+    /// `prims`, on `threads` workers; also the module the run starts from.
+    pub(crate) fn new(
+        names: Names,
+        sources: Vec<Arc<Function>>,
+        prims: Module,
+        threads: usize,
+    ) -> (LeanRecord, Module) {
+        let mut module = Module::with_capacity(names.len());
+        module.set_prims_from(&prims);
+        for (name, f) in names.iter().zip(&sources) {
+            // The names are distinct, so adding cannot fail.
+            let _ = module.add_shared(name, f.clone());
+        }
+        let names_index: Positions = Arc::new(names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect());
+        let record = LeanRecord {
+            list: names.clone(),
+            names,
+            names_index,
+            sources,
+            prims,
+            threads,
+            kept: Vec::new(),
+            extra_callees: FxHashMap::default(),
+            prev: None,
+        };
+        (record, module)
     }
-    let names_index: Positions = Arc::new(names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect());
-    let source_of = |name: &str| names_index.get(name).map(|&i| &sources[i]);
-    let mut kept = Vec::with_capacity(stages.len());
-    let mut runs = Vec::with_capacity(stages.len());
-    let mut diagnostics = Vec::new();
-    let mut extra_callees: FxHashMap<Arc<str>, Vec<Arc<str>>> = FxHashMap::default();
-    // The last function stage's list, index and stubs, to share the index while the list
-    // stays and stubs while signatures stay.
-    let mut prev: Option<(Names, Positions, Vec<Arc<Function>>)> = None;
-    let mut list: Names = names.clone();
-    for stage in stages {
-        let start = Instant::now();
-        let entered: Vec<Arc<str>> = current.entries().iter().map(|(n, _)| n.clone()).collect();
-        match stage.planned.function_passes() {
-            Some(passes) => {
-                let entries = current.entries();
-                let results = map_items(stage.threads(threads), entries, |(name, input)| {
-                    let view = view_with(name, input, |c| current.get(c).cloned());
-                    let out = run_function_stage(stage, name, input.clone(), &view, &|| {}, &|| {});
-                    let source = source_of(name);
-                    let before = prev.as_ref().and_then(|(_, index, sigs)| index.get(name).map(|&i| &sigs[i]));
-                    let sig = sig_for(input, before, source);
-                    let extra = match &out {
-                        Ok(out) => extra_of(name, &out.func.0, source),
-                        Err(_) => Vec::new(),
-                    };
-                    (out, sig, extra)
-                });
-                let mut outs = Vec::with_capacity(results.len());
-                let mut sigs = Vec::with_capacity(results.len());
-                for ((name, _), (out, sig, extra)) in entries.iter().zip(results) {
-                    outs.push(out);
-                    sigs.push(sig);
-                    add_extra(&mut extra_callees, name, extra);
-                }
-                if outs.iter().any(|out| out.as_ref().is_ok_and(|o| o.unfusable)) {
-                    return Ok(None);
-                }
-                let outs = first_error(outs)?;
-                extend_pass_major(&mut diagnostics, passes.len(), outs.iter().map(|out| &*out.diags));
-                if *list != entered {
-                    list = Arc::new(entered.clone());
-                }
-                let index: Positions = match &prev {
-                    Some((names, index, _)) if Arc::ptr_eq(names, &list) => index.clone(),
-                    _ if Arc::ptr_eq(&names, &list) => names_index.clone(),
-                    _ => Arc::new(list.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect()),
-                };
-                let mut next = Module::with_capacity(list.len());
-                next.set_prims_from(&current);
-                for (name, out) in list.iter().zip(&outs) {
-                    let _ = next.add_shared(name, out.func.0.clone());
-                }
-                let diags = outs
-                    .into_iter()
-                    .enumerate()
-                    .filter(|(_, o)| o.diags.iter().any(|d| !d.is_empty()))
-                    .map(|(i, o)| (i as u32, o.diags))
-                    .collect();
-                prev = Some((list.clone(), index.clone(), sigs.clone()));
-                kept.push(LeanStage::Function { names: list.clone(), index, sigs, diags });
-                current = next;
-            }
-            None => {
-                let prims_entered = current.num_prims();
-                let run = run_module_stage(stage, current.clone())?;
-                let (out, diags) = (run.module, run.diags);
-                diagnostics.extend(diags.iter().cloned());
-                let dropped: FxHashSet<Arc<str>> = entered.iter().filter(|n| !out.contains(n)).cloned().collect();
-                let mut modified = FxHashMap::default();
-                for (name, f) in out.entries() {
-                    if current.get(name).is_none_or(|input| !same_function(input, f)) {
-                        modified.insert(name.clone(), f.clone());
-                        add_extra(&mut extra_callees, name, extra_of(name, f, source_of(name)));
-                    }
-                }
-                let out_names: Vec<Arc<str>> = out.entries().iter().map(|(n, _)| n.clone()).collect();
-                if *list != out_names {
-                    list = Arc::new(out_names);
-                }
-                kept.push(LeanStage::Module {
-                    out_names: list.clone(),
-                    dropped,
-                    modified,
-                    prims: prims_of(&out),
-                    diags,
-                });
-                current = out;
-                if let Some(prims_run) = run.prims_run {
-                    // A PrimFunc stage's statistics count PrimFuncs.
-                    runs.push(EditStage { recomputed: prims_run, entered: prims_entered, time: start.elapsed() });
-                    continue;
-                }
+
+    fn source_of(&self, name: &str) -> Option<&Arc<Function>> {
+        self.names_index.get(name).map(|&i| &self.sources[i])
+    }
+
+    /// What lean mode keeps of the run that ended with `run`.
+    pub(crate) fn finish(self, run: &EditRun) -> Lean {
+        Lean {
+            names: self.names,
+            index: self.names_index,
+            sources: self.sources,
+            prims: self.prims,
+            stages: self.kept,
+            output: run.module.clone(),
+            diagnostics: run.diagnostics.clone(),
+            extra_callees: self.extra_callees,
+            referrers: None,
+        }
+    }
+}
+
+impl Record for LeanRecord {
+    fn function_stage(&mut self, _k: usize, input: &Module, outs: &[StageOut]) {
+        let entries = input.entries();
+        let items: Vec<usize> = (0..entries.len()).collect();
+        let this = &*self;
+        let results = map_items(self.threads, &items, |&i| {
+            let (name, input) = &entries[i];
+            let source = this.source_of(name);
+            let before = this.prev.as_ref().and_then(|(_, index, sigs)| index.get(name).map(|&j| &sigs[j]));
+            (sig_for(input, before, source), extra_of(name, &outs[i].func.0, source))
+        });
+        let mut sigs = Vec::with_capacity(results.len());
+        for ((name, _), (sig, extra)) in entries.iter().zip(results) {
+            sigs.push(sig);
+            add_extra(&mut self.extra_callees, name, extra);
+        }
+        if self.list.len() != entries.len() || self.list.iter().zip(entries).any(|(a, (b, _))| a != b) {
+            self.list = Arc::new(entries.iter().map(|(n, _)| n.clone()).collect());
+        }
+        let index: Positions = match &self.prev {
+            Some((names, index, _)) if Arc::ptr_eq(names, &self.list) => index.clone(),
+            _ if Arc::ptr_eq(&self.names, &self.list) => self.names_index.clone(),
+            _ => Arc::new(self.list.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect()),
+        };
+        let diags = outs
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.diags.iter().any(|d| !d.is_empty()))
+            .map(|(i, o)| (i as u32, o.diags.clone()))
+            .collect();
+        self.prev = Some((self.list.clone(), index.clone(), sigs.clone()));
+        self.kept.push(LeanStage::Function { names: self.list.clone(), index, sigs, diags });
+    }
+
+    fn module_stage(&mut self, _k: usize, input: &Module, run: &ModuleRun) {
+        let out = &run.module;
+        let dropped: FxHashSet<Arc<str>> =
+            input.entries().iter().filter(|(n, _)| !out.contains(n)).map(|(n, _)| n.clone()).collect();
+        let mut modified = FxHashMap::default();
+        for (name, f) in out.entries() {
+            if input.get(name).is_none_or(|input| !same_function(input, f)) {
+                modified.insert(name.clone(), f.clone());
+                let extra = extra_of(name, f, self.source_of(name));
+                add_extra(&mut self.extra_callees, name, extra);
             }
         }
-        runs.push(EditStage { recomputed: entered.clone(), entered: entered.len(), time: start.elapsed() });
+        if self.list.len() != out.len() || self.list.iter().zip(out.entries()).any(|(a, (b, _))| a != b) {
+            self.list = Arc::new(out.entries().iter().map(|(n, _)| n.clone()).collect());
+        }
+        self.kept.push(LeanStage::Module {
+            out_names: self.list.clone(),
+            dropped,
+            modified,
+            prims: prims_of(out),
+            diags: run.diags.clone(),
+        });
     }
-    let lean = Lean {
-        names,
-        index: names_index,
-        sources,
-        prims,
-        stages: kept,
-        output: current.clone(),
-        diagnostics: diagnostics.clone(),
-        extra_callees,
-        referrers: None,
-    };
-    Ok(Some((lean, EditRun { module: current, diagnostics, stages: runs })))
 }
 
 /// The PrimFuncs leaving `stages` (a prefix of a lean run's stages) when `loaded` entered them.

@@ -27,7 +27,7 @@
 //! hit gives exactly what the computation gave, and reading one costs no parse.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use dashmap::DashMap;
 
@@ -39,7 +39,7 @@ use crate::transform::{Diagnostic, Severity};
 
 /// The version of the entry format and of the key derivation; bumping it starts a new key
 /// space.
-pub const STORE_FORMAT: u32 = 3;
+pub const STORE_FORMAT: u32 = 4;
 
 const MAGIC: &[u8; 4] = b"PSLS";
 
@@ -66,6 +66,12 @@ impl std::fmt::Display for StageKey {
 pub trait StageStore: Send + Sync {
     /// The entry stored under `key`, if any.
     fn get(&self, key: &StageKey) -> Option<Vec<u8>>;
+    /// The entries stored under `keys`, in order: one request for a batch where the store
+    /// can (a remote store's round trip is paid once per batch, not per key). By default,
+    /// [`StageStore::get`] for each.
+    fn get_many(&self, keys: &[StageKey]) -> Vec<Option<Vec<u8>>> {
+        keys.iter().map(|key| self.get(key)).collect()
+    }
     /// Stores `entry` under `key` (replacing any entry there).
     fn put(&self, key: &StageKey, entry: &[u8]);
     /// The entry under `key` failed a check (`reason`) and was recomputed; a store may warn
@@ -128,6 +134,23 @@ impl StageStore for MemoryStore {
         Some(entry)
     }
 
+    fn get_many(&self, keys: &[StageKey]) -> Vec<Option<Vec<u8>>> {
+        let mut found: Vec<Option<Vec<u8>>> = keys.iter().map(|key| self.map.get(key).map(|e| e.to_vec())).collect();
+        let Some(behind) = &self.behind else { return found };
+        let missing: Vec<usize> = (0..keys.len()).filter(|&i| found[i].is_none()).collect();
+        if missing.is_empty() {
+            return found;
+        }
+        let asked: Vec<StageKey> = missing.iter().map(|&i| keys[i]).collect();
+        for (i, entry) in missing.into_iter().zip(behind.get_many(&asked)) {
+            if let Some(entry) = entry {
+                self.map.insert(keys[i], entry.as_slice().into());
+                found[i] = Some(entry);
+            }
+        }
+        found
+    }
+
     fn put(&self, key: &StageKey, entry: &[u8]) {
         self.map.insert(*key, entry.into());
         if let Some(behind) = &self.behind {
@@ -179,6 +202,8 @@ impl Hasher for StableHasher {
 pub(crate) struct Persist {
     fingerprint: [u8; 16],
     pub(crate) store: Arc<dyn StageStore>,
+    /// Shared by every stage of the session's plans.
+    contents: Arc<ContentKeys>,
 }
 
 /// What a session was given with [`super::Session::set_store`].
@@ -186,6 +211,56 @@ pub(crate) struct Persist {
 pub(crate) struct StoreConfig {
     pub(crate) store: Arc<dyn StageStore>,
     pub(crate) build: String,
+    pub(crate) contents: Arc<ContentKeys>,
+}
+
+impl StoreConfig {
+    /// The store `store` for the code named `build`.
+    pub(crate) fn new(store: Arc<dyn StageStore>, build: String) -> StoreConfig {
+        StoreConfig { store, build, contents: Arc::default() }
+    }
+}
+
+/// The content key of each function the session's stages have seen as an input or output:
+/// a 128-bit name of the function's content (up to where it sits in its file).
+///
+/// A function loaded into the session gets the hash of its content (`hash_content`, every
+/// node); a function a stage produced gets the hash of that stage's key, which determines it
+/// (the output of a stage is a pure function of what the key covers, and an entry is the
+/// output to the last byte). So a function costs one hash over its nodes, at the first stage,
+/// and each later stage hashes a key and its callees' signatures: the key chain of issue #30.
+/// Two different chains that give equal functions give different keys; that costs a miss,
+/// never a wrong result.
+///
+/// Entries are by address, holding a `Weak` so the address is not reused while the entry
+/// exists.
+#[derive(Default)]
+pub(crate) struct ContentKeys(DashMap<usize, (Weak<Function>, [u8; 16])>);
+
+impl ContentKeys {
+    /// The content key of `func`, hashing it when no stage gave one.
+    fn of(&self, func: &Arc<Function>) -> [u8; 16] {
+        let addr = Arc::as_ptr(func) as usize;
+        if let Some(known) = self.0.get(&addr) {
+            return known.1;
+        }
+        let mut h = StableHasher::new();
+        hash_content(func, &mut h);
+        let key = h.finish128();
+        self.0.insert(addr, (Arc::downgrade(func), key));
+        key
+    }
+
+    /// Notes that `out`, the result of the stage whose key is `key` for `input`, is named by
+    /// that key (unless it is `input` itself, which keeps its name).
+    fn produced(&self, key: &StageKey, input: &Arc<Function>, out: &Arc<Function>) {
+        if Arc::ptr_eq(input, out) {
+            return;
+        }
+        let mut h = StableHasher::new();
+        (b"output of", key.0).hash(&mut h);
+        self.0.insert(Arc::as_ptr(out) as usize, (Arc::downgrade(out), h.finish128()));
+    }
 }
 
 impl Persist {
@@ -196,16 +271,17 @@ impl Persist {
         let mut h = StableHasher::new();
         (STORE_FORMAT, env!("CARGO_PKG_VERSION"), cfg.build.as_str(), settings).hash(&mut h);
         passes.hash(&mut h);
-        Persist { fingerprint: h.finish128(), store: cfg.store.clone() }
+        Persist { fingerprint: h.finish128(), store: cfg.store.clone(), contents: cfg.contents.clone() }
     }
 
-    /// The key of this stage's result for `input` (the function `name`) with module view
-    /// `view`.
-    pub(crate) fn key(&self, name: &str, input: &Function, view: &Module) -> StageKey {
+    /// The key of this stage's result for `input` (the function `name`) with a module view in
+    /// which `view` gives the callees: the stage, the input's content key ([`ContentKeys`])
+    /// and each callee's signature.
+    pub(crate) fn key(&self, name: &str, input: &Arc<Function>, view: &Module) -> StageKey {
         let mut h = StableHasher::new();
         self.fingerprint.hash(&mut h);
         name.hash(&mut h);
-        hash_content(input, &mut h);
+        self.contents.of(input).hash(&mut h);
         for callee in callees(name, input) {
             callee.hash(&mut h);
             match view.get(callee) {
@@ -223,8 +299,17 @@ impl Persist {
     /// it passes every check; a failing entry is reported to the store.
     pub(crate) fn lookup(&self, key: &StageKey, input: &Arc<Function>) -> Option<StageOut> {
         let entry = self.store.get(key)?;
-        match decode(&entry, key, input) {
-            Ok(out) => Some(out),
+        self.open(&entry, key, input)
+    }
+
+    /// The result in `entry` (the store's entry under `key`) for `input`, when it passes every
+    /// check; a failing entry is reported to the store.
+    pub(crate) fn open(&self, entry: &[u8], key: &StageKey, input: &Arc<Function>) -> Option<StageOut> {
+        match decode(entry, key, input) {
+            Ok(out) => {
+                self.contents.produced(key, input, &out.func.0);
+                Some(out)
+            }
             Err(reason) => {
                 self.store.rejected(key, reason);
                 None
@@ -234,6 +319,7 @@ impl Persist {
 
     /// Stores `out`, the stage's result for `input`, under `key`.
     pub(crate) fn save(&self, key: &StageKey, input: &Arc<Function>, out: &StageOut) {
+        self.contents.produced(key, input, &out.func.0);
         if let Some(entry) = encode(key, input, out) {
             self.store.put(key, &entry);
         }

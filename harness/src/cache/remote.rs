@@ -8,7 +8,7 @@
 //! (`rediss://`, when built with a TLS feature). OpenDAL serves many back ends through one
 //! interface, but its operators are async (its blocking layer runs a tokio runtime underneath)
 //! and it brings a much larger dependency tree for back ends the project does not use yet; an
-//! S3 or GCS tier can implement the same four-method [`StageStore`] later.
+//! S3 or GCS tier can implement the same [`StageStore`] (get, get_many, put, rejected) later.
 //!
 //! Failure model: any error (connection refused, a timeout, a server that went away, a reply
 //! of the wrong kind) makes the tier *down* for the rest of the process: one warning, and from
@@ -138,6 +138,29 @@ impl StageStore for RedisStore {
         entry
     }
 
+    /// One `MGET` for the whole batch.
+    fn get_many(&self, keys: &[StageKey]) -> Vec<Option<Vec<u8>>> {
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        let mut cmd = ::redis::cmd("MGET");
+        for key in keys {
+            cmd.arg(Self::key_name(key));
+        }
+        let found: Vec<Option<Vec<u8>>> = match self.query::<Vec<Option<Vec<u8>>>>(&cmd) {
+            Some(found) if found.len() == keys.len() => found,
+            Some(_) => {
+                self.fail("MGET answered with the wrong number of values");
+                vec![None; keys.len()]
+            }
+            None => vec![None; keys.len()],
+        };
+        let hits = found.iter().filter(|e| e.is_some()).count();
+        self.hits.fetch_add(hits, Ordering::Relaxed);
+        self.misses.fetch_add(keys.len() - hits, Ordering::Relaxed);
+        found
+    }
+
     fn put(&self, key: &StageKey, entry: &[u8]) {
         // SET replaces the value atomically: a reader sees a whole old entry or a whole new one.
         let _: Option<()> = self.query(::redis::cmd("SET").arg(Self::key_name(key)).arg(entry));
@@ -181,6 +204,23 @@ impl StageStore for Tiered {
         let entry = self.far.get(key)?;
         self.near.put(key, &entry);
         Some(entry)
+    }
+
+    /// The directory's entries, then one request to the remote for the rest.
+    fn get_many(&self, keys: &[StageKey]) -> Vec<Option<Vec<u8>>> {
+        let mut found = self.near.get_many(keys);
+        let missing: Vec<usize> = (0..keys.len()).filter(|&i| found[i].is_none()).collect();
+        if missing.is_empty() {
+            return found;
+        }
+        let asked: Vec<StageKey> = missing.iter().map(|&i| keys[i]).collect();
+        for (i, entry) in missing.into_iter().zip(self.far.get_many(&asked)) {
+            if let Some(entry) = entry {
+                self.near.put(&keys[i], &entry);
+                found[i] = Some(entry);
+            }
+        }
+        found
     }
 
     fn put(&self, key: &StageKey, entry: &[u8]) {

@@ -1,7 +1,8 @@
 //! Parsing through the stage cache: a `.pir` file is cut into the texts of its functions
 //! without parsing it, each text is hashed, and a function whose text the cache has seen is
 //! read from its entry (a binary arena, `passel_engine::encode_source`) instead of being
-//! parsed. Only the functions whose text is new are parsed, each on its own.
+//! parsed (the entries asked for in batches, `StageStore::get_many`). Only the functions whose
+//! text is new are parsed, each on its own.
 //!
 //! This shortcuts `parse_module` and must give the same module: it is used only when every
 //! piece parses as exactly one graph function, the names are distinct and the text has no
@@ -14,7 +15,7 @@
 use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, Function, Module};
-use passel_engine::{decode_source, encode_source, source_key, StageStore};
+use passel_engine::{decode_source, encode_source, source_key, StageKey, StageStore};
 
 /// Where each function's text starts, by the cut [`function_texts`] makes: at a line starting
 /// with `def `, moved back over the `#[…]` attribute lines right before it. The first piece
@@ -79,7 +80,23 @@ pub fn parse_cached(text: &str, store: &dyn StageStore, build: &str, threads: us
     let results: Vec<Option<Vec<(String, Function, bool)>>> = std::thread::scope(|s| {
         let handles: Vec<_> = pieces
             .chunks(per)
-            .map(|chunk| s.spawn(move || chunk.iter().map(|&(at, piece)| one(piece, at, store, build)).collect()))
+            .map(|chunk| {
+                s.spawn(move || {
+                    // The chunk's entries asked for in batches: one round trip each to a remote
+                    // store.
+                    let keys: Vec<StageKey> = chunk.iter().map(|&(_, piece)| source_key(build, piece)).collect();
+                    let mut found = Vec::with_capacity(keys.len());
+                    for batch in keys.chunks(BATCH) {
+                        found.extend(store.get_many(batch));
+                    }
+                    chunk
+                        .iter()
+                        .zip(keys)
+                        .zip(found)
+                        .map(|((&(at, piece), key), entry)| one(piece, at, key, entry, store))
+                        .collect()
+                })
+            })
             .collect();
         handles.into_iter().map(|h| h.join().ok().flatten()).collect()
     });
@@ -98,13 +115,21 @@ pub fn parse_cached(text: &str, store: &dyn StageStore, build: &str, threads: us
     Some((module, counts))
 }
 
+/// How many source entries one store request asks for.
+const BATCH: usize = 512;
+
 /// The function of one piece of text starting at byte `at` of its file, and whether it came
-/// from the cache.
-fn one(piece: &str, at: usize, store: &dyn StageStore, build: &str) -> Option<(String, Function, bool)> {
+/// from the cache; `key` is the piece's source key and `entry` the store's entry under it.
+fn one(
+    piece: &str,
+    at: usize,
+    key: StageKey,
+    entry: Option<Vec<u8>>,
+    store: &dyn StageStore,
+) -> Option<(String, Function, bool)> {
     let offset = u32::try_from(at).ok()?;
     u32::try_from(at + piece.len()).ok()?;
-    let key = source_key(build, piece);
-    if let Some(entry) = store.get(&key) {
+    if let Some(entry) = entry {
         match decode_source(&entry, &key, offset) {
             Ok((name, func)) => return Some((name, func, true)),
             Err(reason) => store.rejected(&key, reason),
