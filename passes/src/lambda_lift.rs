@@ -32,8 +32,8 @@
 //! Phases, per global function in module order (linear in the function plus its output):
 //! 1. Plan ([`plan`]): one evaluation-order walk (the IR's [`Walker`], the planner its
 //!    hooks) finds every liftable nested function in the order they finish (innermost
-//!    first), their free variables ([`Function::free_vars`], adjusted for the lifts before
-//!    them) and how each value is used (use counts gathered once, [`Uses`]), and names them.
+//!    first), their free variables ([`Function::free_vars_with`], as the lifts before
+//!    them leave the function) and how each value is used (use counts gathered once, [`Uses`]), and names them.
 //! 2. Lift ([`lift_all`]): copy each lifted function's body into its global, then the outer
 //!    function, with [`passel_engine::ir::rewrite::Copier`] hooks that put every site in place; each node
 //!    is copied once, and the copiers walk with explicit stacks.
@@ -259,12 +259,11 @@ struct Planner<'f, 'n> {
 /// at the site — in place for a wrapper, after the arguments at each application
 /// otherwise.
 ///
-/// Each lift's free variables are [`Function::free_vars`] of its nested function in the
-/// original function, with every variable bound to an earlier lifted function that is only
-/// called replaced by that function's free variables: in the sequence, such a variable's
-/// binding is gone and each call of it passes the lifted function's free variables
-/// instead (the reference lifter in the tests calls `free_vars` on each copy; a property
-/// test pins the two lifters equal). `free_vars` walks the nested function's subtree, so
+/// Each lift's free variables are [`Function::free_vars_with`] of its nested function in the
+/// original function, as the earlier lifts leave it: a nested function lifted whose variable
+/// is only called is gone with its binding, and each use of that variable (a call) passes
+/// the lifted function's free variables instead (the reference lifter in the tests calls
+/// `free_vars` on each copy; a property test pins the two lifters equal). `free_vars_with` walks the nested function's subtree, so
 /// planning costs the function's size times the nesting depth of its nested functions,
 /// which the parser bounds ([`passel_engine::ir::MAX_NESTING`]).
 fn plan(func: &Function, name: &str, taken: &mut FxHashSet<String>) -> Vec<(NodeId, Lift)> {
@@ -361,18 +360,14 @@ impl Planner<'_, '_> {
     }
 
     /// The free variables of nested function `id` once the functions lifted before it are
-    /// (see [`plan`]), in no particular order.
+    /// (see [`plan`]).
     fn free_vars(&self, id: NodeId) -> Vec<NodeId> {
-        let mut free = FxHashSet::default();
-        for v in self.func.free_vars(id) {
-            match self.calls_var.get(&v).and_then(|closure| self.lifts.get(closure)) {
-                Some(lift) => free.extend(lift.free.iter().copied()),
-                None => {
-                    free.insert(v);
-                }
-            }
-        }
-        free.into_iter().collect()
+        let gone = |f: NodeId| self.lifts.get(&f).is_some_and(|l| matches!(l.site, Site::Calls(_)));
+        let uses = |v: NodeId, refs: &mut Vec<NodeId>| match self.calls_var.get(&v).and_then(|f| self.lifts.get(f)) {
+            Some(lift) => refs.extend_from_slice(&lift.free),
+            None => refs.push(v),
+        };
+        self.func.free_vars_with(id, gone, uses)
     }
 
     fn exit_func(&mut self, id: NodeId) {

@@ -378,7 +378,21 @@ impl Function {
     /// LambdaLift's lifted parameters.) A [`Walker`] client, so any nesting depth works and
     /// out-of-range references are skipped.
     pub fn free_vars(&self, node: NodeId) -> Vec<NodeId> {
-        let mut fv = FreeVars { func: self, referenced: Vec::new(), bound: rustc_hash::FxHashSet::default() };
+        self.free_vars_with(node, |_| false, |v, refs| refs.push(v))
+    }
+
+    /// [`Function::free_vars`] of the subtree as a transformation would leave it: nested
+    /// functions for which `gone` holds are left out, and a use of variable `v` references
+    /// what `uses(v, refs)` pushes instead of `v` (LambdaLift: a variable bound to a lifted
+    /// function becomes that function's free variables at each call).
+    pub fn free_vars_with(
+        &self,
+        node: NodeId,
+        gone: impl FnMut(NodeId) -> bool,
+        uses: impl FnMut(NodeId, &mut Vec<NodeId>),
+    ) -> Vec<NodeId> {
+        let mut fv =
+            FreeVars { func: self, referenced: Vec::new(), bound: rustc_hash::FxHashSet::default(), gone, uses };
         let ControlFlow::Continue(()) = Walker::new().walk(self, node, &mut fv);
         let FreeVars { mut referenced, bound, .. } = fv;
         referenced.retain(|v| !bound.contains(v));
@@ -388,25 +402,30 @@ impl Function {
     }
 }
 
-/// [`Function::free_vars`]'s hooks: variable uses, and what the subtree binds.
-struct FreeVars<'f> {
+/// [`Function::free_vars_with`]'s hooks: variable uses, and what the subtree binds.
+struct FreeVars<'f, G, U> {
     func: &'f Function,
     referenced: Vec<NodeId>,
     bound: rustc_hash::FxHashSet<NodeId>,
+    gone: G,
+    uses: U,
 }
 
-impl WalkHooks for FreeVars<'_> {
+impl<G: FnMut(NodeId) -> bool, U: FnMut(NodeId, &mut Vec<NodeId>)> WalkHooks for FreeVars<'_, G, U> {
     type Break = std::convert::Infallible;
 
     fn atom(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Self::Break> {
         if matches!(kind, ExprKind::Var { .. }) {
-            self.referenced.push(id);
+            (self.uses)(id, &mut self.referenced);
         }
         ControlFlow::Continue(())
     }
 
-    fn enter(&mut self, _: NodeId, kind: &ExprKind) -> ControlFlow<Self::Break, Enter> {
+    fn enter(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Self::Break, Enter> {
         if let ExprKind::Func { idx } = *kind {
+            if (self.gone)(id) {
+                return ControlFlow::Continue(Enter::Skip);
+            }
             if let Some(c) = self.func.try_closure(idx) {
                 self.bound.extend(self.func.try_ids(c.params).unwrap_or(&[]).iter().copied());
             }
