@@ -521,7 +521,7 @@ fn eval_call<'c>(
         consts.push(c);
     }
     let args: Vec<op::Known<'_>> =
-        consts.iter().zip(&tys).map(|(&constant, ty)| op::Known { constant: &**constant, ty }).collect();
+        consts.iter().zip(&tys).map(|(&constant, ty)| op::Known { constant, ty }).collect();
     let limits = op::EvalLimits {
         max_result_bytes: budget.left,
         ..op::EvalLimits::fold(FOLD_ELEMENT_BUDGET, budget.max_cost)

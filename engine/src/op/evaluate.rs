@@ -317,7 +317,7 @@ mod tests {
         assert_eq!(err.to_string(), "operator `relu` takes 1 arguments, got 2");
         let mut attrs = Attrs::new();
         attrs.set("bogus", crate::ir::AttrValue::Int(1));
-        let err = evaluate(op("relu"), &attrs, &[a.clone()], EvalLimits::RUN, &mut ctx()).unwrap_err();
+        let err = evaluate(op("relu"), &attrs, std::slice::from_ref(&a), EvalLimits::RUN, &mut ctx()).unwrap_err();
         assert!(err.to_string().contains("`bogus`"), "{err}");
         // Folding refuses types the relation rejects; a run lets the kernel say why.
         let b = f32s(&[3], 3);
