@@ -1,6 +1,7 @@
 //! The reference interpreter: evaluates functions of the IR on concrete values with the
-//! operators' reference kernels. FoldConstant uses it to fold calls of constants, and tests use
-//! it to show that a pass kept a function's meaning.
+//! operators' reference kernels, each call through [`op::evaluate`] (the path FoldConstant
+//! and the ONNX importer's folding take too). Tests use it to show that a pass kept a
+//! function's meaning.
 //!
 //! Semantics: block bindings are evaluated in order (strictly); `if` evaluates only the taken
 //! branch (its condition is a one-element tensor, true when nonzero); `Apply` calls a global,
@@ -383,54 +384,9 @@ pub fn eval_call(op: OpId, attrs: &Attrs, args: &[Tensor]) -> Result<Vec<Tensor>
     run_kernel(op, attrs, args, &mut ctx).map_err(|message| EvalError { function: "<op>".into(), node: None, message })
 }
 
+/// One call, through the operators' one evaluation path ([`op::evaluate`]) with a run's limits.
 fn run_kernel(op: OpId, attrs: &Attrs, args: &[Tensor], ctx: &mut KernelCtx) -> Result<Vec<Tensor>, String> {
-    if op.0 as usize >= op::all().len() {
-        return Err(format!("unknown operator id {}", op.0));
-    }
-    let def = op::get(op);
-    if !def.arity.accepts(args.len()) {
-        return Err(format!("operator `{}` takes {} arguments, got {}", def.name, def.arity, args.len()));
-    }
-    def.check_attrs(attrs)?;
-    // A relation that fails is the kernel's to report, with its own message.
-    if let Ok(ty) = (def.type_rel)(&args.iter().map(Tensor::ty).collect::<Vec<_>>(), attrs) {
-        reserve_result(&ty)
-            .map_err(|bytes| format!("cannot allocate {bytes} bytes for the result of `{}` ({ty})", def.name))?;
-    }
-    let out = (def.kernel)(args, attrs, ctx).map_err(|e| e.to_string())?;
-    if !def.tuple_result && out.len() != 1 {
-        return Err(format!("operator `{}` returned {} results", def.name, out.len()));
-    }
-    Ok(out)
-}
-
-/// Checks that memory for a call's result of type `ty` can be had right now, so that a result
-/// larger than the memory left (under `ulimit -v`, a cgroup) is an error naming the call and
-/// its size instead of an abort inside the kernel's allocation, which cannot report. The
-/// reservation is released at once: a probe, not a guarantee (a kernel's scratch is not
-/// counted), but the result dominates every kernel's memory. Returns the bytes asked for.
-fn reserve_result(ty: &Type) -> Result<(), u64> {
-    // A tensor above the materialization cap is the kernel's to refuse, with its own message.
-    let Some(bytes) = result_bytes(ty) else { return Ok(()) };
-    let Ok(n) = usize::try_from(bytes) else { return Err(bytes) };
-    // Small results are not worth a probe.
-    if n < (64 << 20) {
-        return Ok(());
-    }
-    Vec::<u8>::new().try_reserve_exact(n).map_err(|_| bytes)
-}
-
-/// Bytes of the tensors in a value of type `ty` (0 for function types); `None` when a tensor
-/// has more than [`MAX_MATERIALIZED_ELEMENTS`](crate::ir::MAX_MATERIALIZED_ELEMENTS) elements.
-fn result_bytes(ty: &Type) -> Option<u64> {
-    if let Some(t) = ty.as_tensor() {
-        let n = t.num_elements().filter(|&n| n <= crate::ir::MAX_MATERIALIZED_ELEMENTS)?;
-        Some(n * t.dtype.size_bytes() as u64)
-    } else if let Some(fields) = ty.as_tuple() {
-        fields.iter().try_fold(0u64, |acc, f| Some(acc.saturating_add(result_bytes(f)?)))
-    } else {
-        Some(0)
-    }
+    op::evaluate(op, attrs, args, op::EvalLimits::RUN, ctx).map(|e| e.results).map_err(|e| e.to_string())
 }
 
 /// The evaluation state of one top-level call: explicit value and frame stacks; each frame

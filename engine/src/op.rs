@@ -3,12 +3,15 @@
 //! means the same operator in every module, thread and run.
 
 mod defs;
+mod evaluate;
 pub mod kernels;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::ir::{AttrValue, Attrs, OpId, Tensor, TensorError, Type};
+
+pub use evaluate::{evaluate, CallError, EvalLimits, Evaluated, Known, Limit, Operand};
 
 /// How an operator may be fused (TVM's `TOpPattern`, ordered from most to least fusable).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]

@@ -14,7 +14,7 @@
 //! What it deliberately does not do:
 //! - fold stateful operators (`OpDef::stateful`) or zero-argument calls (`zeros()` stays a
 //!   call: folding it would only trade a call for a large constant);
-//! - fold when any input or the declared output has more than [`FOLD_ELEMENT_BUDGET`]
+//! - fold when any input or result tensor has more than [`FOLD_ELEMENT_BUDGET`]
 //!   elements, or when the operator's cost estimate of the call ([`OpDef::cost`]: output
 //!   elements times the window, reduction or inner-product length) is over
 //!   `relay.FoldConstant.max_cost`, so compile time and memory stay bounded — except an
@@ -35,13 +35,18 @@
 //!    A call is evaluated only once all its arguments are known to be constants (nothing is
 //!    allocated for the others). Calls on rank-0 `f32` constants of an operator with a scalar
 //!    kernel ([`passel_engine::op::OpDef::scalar_f32`]: unary float ops and arithmetic) are
-//!    evaluated directly, bit-identical to the tensor kernel; everything else goes through
-//!    the reference kernel.
+//!    evaluated directly, bit-identical to the tensor kernel (a fast path that shortcuts
+//!    [`passel_engine::op::evaluate`], pinned equal to it by
+//!    `fold_constant_scalar_fast_path_gives_the_kernel_results`); everything else goes
+//!    through `op::evaluate`, the one evaluation path the interpreter and the ONNX importer
+//!    take too, with the folding limits: [`FOLD_ELEMENT_BUDGET`] per tensor,
+//!    `relay.FoldConstant.max_cost` per call, and the bytes left of
+//!    `relay.FoldConstant.max_bytes` for the results (charged only for calls that fold).
 
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use passel_engine::ir::{Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, Tensor, TensorData, Type, TypeKind};
+use passel_engine::ir::{Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, OpId, Tensor, TensorData, Type};
 use passel_engine::op::{self, KernelCtx, OpDef};
 use passel_engine::transform::ConfigType;
 use rand_chacha::rand_core::SeedableRng;
@@ -372,7 +377,7 @@ fn patch(func: &Function, s: &mut Scratch, budget: &mut Budget) -> Patch {
                         }
                     }
                 };
-                match eval_call(def, attrs, args.len(), arg, budget) {
+                match eval_call(op, def, attrs, args.len(), arg, budget) {
                     None => {}
                     Some(Folded::Single(c)) => {
                         s.folds.push((id, c));
@@ -447,16 +452,17 @@ enum Folded {
     Tuple(Vec<Constant>, Type),
 }
 
-/// Evaluates a call of `def` (not stateful, arity and attributes checked) on `n` constant
-/// arguments; `arg(k)` gives argument `k`'s constant and, when known, its node's type.
-/// `None` when the call must stay: over the budget, a kernel error, or a result whose type
-/// is not the one the type relation promises.
+/// Evaluates a call of `op` (`def`; not stateful, arity and attributes checked) on `n`
+/// constant arguments; `arg(k)` gives argument `k`'s constant and, when known, its node's
+/// type. `None` when the call must stay: over a limit, a kernel error, or a result whose type
+/// is not the one the type relation promises ([`op::evaluate`] decides all three).
 ///
 /// Calls on rank-0 `f32` constants of an operator with a scalar kernel
 /// ([`passel_engine::op::OpDef::scalar_f32`]) are evaluated directly, with the kernel's own
 /// arithmetic, so the result is bit-identical to the general path without the tensor and
 /// interpreter machinery.
 fn eval_call<'c>(
+    op: OpId,
     def: &OpDef,
     attrs: &Attrs,
     n: usize,
@@ -508,57 +514,35 @@ fn eval_call<'c>(
     for k in 0..n {
         let (c, ty) = arg(k)?;
         // Constant nodes carry their type, so reusing it avoids building a new one.
-        let ty = match ty {
+        tys.push(match ty {
             Some(t) if t.as_tensor().is_some_and(|tt| c.has_type(tt)) => t.clone(),
             _ => c.ty(),
-        };
-        if ty.as_tensor().and_then(|t| t.num_elements()).is_none_or(|n| n > FOLD_ELEMENT_BUDGET) {
+        });
+        consts.push(c);
+    }
+    let args: Vec<op::Known<'_>> =
+        consts.iter().zip(&tys).map(|(&constant, ty)| op::Known { constant, ty }).collect();
+    let limits = op::EvalLimits {
+        max_result_bytes: budget.left,
+        ..op::EvalLimits::fold(FOLD_ELEMENT_BUDGET, budget.max_cost)
+    };
+    let mut ctx = KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) };
+    let out = match op::evaluate(op, attrs, &args, limits, &mut ctx) {
+        Ok(out) => out,
+        Err(op::CallError::OverLimit(op::Limit::Cost)) => {
+            budget.hit.cost = true;
             return None;
         }
-        consts.push(c);
-        tys.push(ty);
-    }
-    let out_ty = (def.type_rel)(&tys, attrs).ok()?;
-    let out_tys: Vec<Type> = match (out_ty.kind(), def.tuple_result) {
-        (TypeKind::Tensor(_), false) => vec![out_ty.clone()],
-        (TypeKind::Tuple(fields), true) => fields.to_vec(),
-        _ => return None,
+        Err(op::CallError::OverLimit(op::Limit::Bytes)) => {
+            budget.hit.bytes = true;
+            return None;
+        }
+        Err(_) => return None,
     };
-    let mut total = 0u64;
-    for t in &out_tys {
-        total = total.checked_add(t.as_tensor()?.num_elements()?)?;
-    }
-    if total > FOLD_ELEMENT_BUDGET {
-        return None;
-    }
-    // Sizes do not bound compute (a max_pool2d window as large as its input is quartic).
-    if (def.cost)(&tys, attrs, &out_ty) > budget.max_cost {
-        budget.hit.cost = true;
-        return None;
-    }
-    let mut bytes = 0u64;
-    for t in &out_tys {
-        let t = t.as_tensor()?;
-        bytes = bytes.checked_add(t.num_elements()?.checked_mul(t.dtype.size_bytes() as u64)?)?;
-    }
-    if bytes > budget.left {
-        budget.hit.bytes = true;
-        return None;
-    }
-    budget.left -= bytes;
-    let mut tensors = Vec::with_capacity(consts.len());
-    for c in &consts {
-        tensors.push(c.materialize().ok()?);
-    }
-    let mut ctx = KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) };
-    let results = (def.kernel)(&tensors, attrs, &mut ctx).ok()?;
-    let mut results: Vec<Constant> = results.into_iter().map(Constant::Dense).collect();
-    let same = |(r, t): (&Constant, &Type)| t.as_tensor().is_some_and(|t| r.has_type(t));
-    if results.len() != out_tys.len() || !results.iter().zip(&out_tys).all(same) {
-        return None;
-    }
+    budget.left -= out.bytes;
+    let mut results: Vec<Constant> = out.results.into_iter().map(Constant::Dense).collect();
     if def.tuple_result {
-        Some(Folded::Tuple(results, out_ty))
+        Some(Folded::Tuple(results, out.ty?))
     } else {
         results.pop().map(|c| Folded::Single(Arc::new(c)))
     }
@@ -596,7 +580,7 @@ fn fold_node(
                     ExprKind::Const { idx } => Some((f.constant(idx), f.ty(args[k]))),
                     _ => Some((rw.new_const(mapped[k])?, rw.b.ty(mapped[k]))),
                 };
-                eval_call(def, attrs, args.len(), arg, budget)?
+                eval_call(op, def, attrs, args.len(), arg, budget)?
             };
             match folded {
                 Folded::Single(c) => Some(rw.constant(c)),

@@ -30,9 +30,10 @@
 //! at the end of the module in the order they are made, which makes a second run a no-op.
 //!
 //! Phases, per global function in module order (linear in the function plus its output):
-//! 1. Plan ([`plan`]): one evaluation-order walk finds every liftable nested function in the
-//!    order they finish (innermost first), their free variables and how each value is used
-//!    (use counts gathered once, [`Uses`]), and names them.
+//! 1. Plan ([`plan`]): one evaluation-order walk (the IR's [`Walker`], the planner its
+//!    hooks) finds every liftable nested function in the order they finish (innermost
+//!    first), their free variables ([`Function::free_vars_with`], as the lifts before
+//!    them leave the function) and how each value is used (use counts gathered once, [`Uses`]), and names them.
 //! 2. Lift ([`lift_all`]): copy each lifted function's body into its global, then the outer
 //!    function, with [`passel_engine::ir::rewrite::Copier`] hooks that put every site in place; each node
 //!    is copied once, and the copiers walk with explicit stacks.
@@ -43,9 +44,13 @@
 //! [`plan`] explains how the walk reproduces it, and a test compares the two on generated
 //! programs.
 
+use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use passel_engine::ir::{fn_attr, AttrValue, Attrs, ExprKind, Function, FunctionBuilder, Module, NodeId};
+use passel_engine::ir::{
+    fn_attr, AttrValue, Attrs, Enter, ExprKind, Function, FunctionBuilder, Module, NodeId, WalkHooks, Walker,
+};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -216,30 +221,23 @@ struct Frame {
     start: u32,
     /// Nothing inside it is lifted, nor it (a kept function or inside one).
     frozen: bool,
-    /// Variables it reads that are bound outside it, including those its lifted nested
-    /// functions need.
-    free: FxHashSet<NodeId>,
 }
 
-/// Work items of [`plan`]'s walk.
-enum Work {
-    Visit(NodeId),
-    /// A binding variable's slot, right after its value.
-    Def(NodeId),
-    Exit(NodeId),
-}
-
-/// The walk state of [`plan`].
-struct Planner<'f> {
+/// The walk state of [`plan`]: hooks of the IR's [`Walker`].
+struct Planner<'f, 'n> {
     func: &'f Function,
+    name: &'n str,
+    taken: &'n mut FxHashSet<String>,
+    /// The next lifted function's number (`@<name>_lifted<k>`).
+    k: usize,
     uses: Uses,
-    /// Variable → nesting depth of its binder (0: the global function's scope).
-    depth_of: Vec<u32>,
     /// Variable → when the function being lifted next would first meet it in evaluation
     /// order (`u32::MAX`: not met); see [`plan`].
     pos: Vec<u32>,
     counter: u32,
     frames: Vec<Frame>,
+    /// Compound nodes walked (a node met twice, in an arena that is not a tree, is walked once).
+    visited: Vec<bool>,
     /// Nested function → its lift, in lifting order.
     lifts: FxHashMap<NodeId, Lift>,
     order: Vec<NodeId>,
@@ -259,18 +257,27 @@ struct Planner<'f> {
 /// first met them. The walk here simulates those encounter positions (`pos`): a lifted
 /// function's site replaces the variables first met inside it by its free variables, met
 /// at the site — in place for a wrapper, after the arguments at each application
-/// otherwise. Each lift's free variables are what [`Function::free_vars`] gives for its
-/// nested function in that sequence (the reference lifter in the tests calls it once per
-/// lift; a property test pins the two lifters equal), gathered here in the same walk.
+/// otherwise.
+///
+/// Each lift's free variables are [`Function::free_vars_with`] of its nested function in the
+/// original function, as the earlier lifts leave it: a nested function lifted whose variable
+/// is only called is gone with its binding, and each use of that variable (a call) passes
+/// the lifted function's free variables instead (the reference lifter in the tests calls
+/// `free_vars` on each copy; a property test pins the two lifters equal). `free_vars_with` walks the nested function's subtree, so
+/// planning costs the function's size times the nesting depth of its nested functions,
+/// which the parser bounds ([`passel_engine::ir::MAX_NESTING`]).
 fn plan(func: &Function, name: &str, taken: &mut FxHashSet<String>) -> Vec<(NodeId, Lift)> {
     let n = func.num_nodes();
     let mut p = Planner {
         func,
+        name,
+        taken,
+        k: 0,
         uses: Uses::of(func),
-        depth_of: vec![0; n],
         pos: vec![u32::MAX; n],
         counter: 0,
         frames: Vec::new(),
+        visited: vec![false; n],
         lifts: FxHashMap::default(),
         order: Vec::new(),
         calls_var: FxHashMap::default(),
@@ -278,73 +285,55 @@ fn plan(func: &Function, name: &str, taken: &mut FxHashSet<String>) -> Vec<(Node
     for &param in func.params() {
         p.meet(param);
     }
-    let mut k = 0usize;
-    let mut stack = vec![Work::Visit(func.body())];
-    let mut visited = vec![false; n];
-    while let Some(work) = stack.pop() {
-        match work {
-            Work::Def(var) => {
-                if !p.calls_var.contains_key(&var) {
-                    p.depth_of[var.index()] = p.frames.len() as u32;
-                    p.meet(var);
-                }
-            }
-            Work::Exit(id) => {
-                visited[id.index()] = true;
-                match *func.kind(id) {
-                    ExprKind::Func { .. } => p.exit_func(id, name, &mut k, taken),
-                    ExprKind::Apply { callee, .. } => p.exit_apply(callee),
-                    _ => {}
-                }
-            }
-            Work::Visit(id) => {
-                if visited[id.index()] {
-                    continue;
-                }
-                match *func.kind(id) {
-                    ExprKind::Var { .. } => {
-                        if !p.calls_var.contains_key(&id) {
-                            p.refer(id);
-                            p.meet(id);
-                        }
-                    }
-                    ExprKind::Global { .. } | ExprKind::Const { .. } => {}
-                    ExprKind::Func { idx } => {
-                        let frozen = p.frames.last().is_some_and(|f| f.frozen) || is_kept(func, id);
-                        p.frames.push(Frame { start: p.counter, frozen, free: FxHashSet::default() });
-                        let c = func.closure(idx);
-                        let depth = p.frames.len() as u32;
-                        for &param in func.ids(c.params) {
-                            p.depth_of[param.index()] = depth;
-                            p.meet(param);
-                        }
-                        stack.push(Work::Exit(id));
-                        stack.push(Work::Visit(c.body));
-                    }
-                    ExprKind::Block { bindings, result } => {
-                        stack.push(Work::Exit(id));
-                        stack.push(Work::Visit(result));
-                        let pairs: Vec<(NodeId, NodeId)> = func.bindings(bindings).collect();
-                        for &(var, value) in pairs.iter().rev() {
-                            stack.push(Work::Def(var));
-                            stack.push(Work::Visit(value));
-                        }
-                    }
-                    _ => {
-                        stack.push(Work::Exit(id));
-                        let mut ops = Vec::new();
-                        func.for_each_operand(id, |o| ops.push(o));
-                        stack.extend(ops.iter().rev().map(|&o| Work::Visit(o)));
-                    }
-                }
-            }
-        }
-    }
+    let ControlFlow::Continue(()) = Walker::new().walk(func, func.body(), &mut p);
     let mut lifts = p.lifts;
     p.order.iter().filter_map(|id| lifts.remove(id).map(|l| (*id, l))).collect()
 }
 
-impl Planner<'_> {
+impl WalkHooks for Planner<'_, '_> {
+    type Break = Infallible;
+
+    fn atom(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible> {
+        if matches!(kind, ExprKind::Var { .. }) && !self.calls_var.contains_key(&id) {
+            self.meet(id);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn enter(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible, Enter> {
+        if self.visited[id.index()] {
+            return ControlFlow::Continue(Enter::Skip);
+        }
+        if let ExprKind::Func { idx } = *kind {
+            let func = self.func;
+            let frozen = self.frames.last().is_some_and(|f| f.frozen) || is_kept(func, id);
+            self.frames.push(Frame { start: self.counter, frozen });
+            for &param in func.ids(func.closure(idx).params) {
+                self.meet(param);
+            }
+        }
+        ControlFlow::Continue(Enter::Descend)
+    }
+
+    fn exit(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible> {
+        self.visited[id.index()] = true;
+        match *kind {
+            ExprKind::Func { .. } => self.exit_func(id),
+            ExprKind::Apply { callee, .. } => self.exit_apply(callee),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn bind(&mut self, var: NodeId, _: NodeId) -> ControlFlow<Infallible> {
+        if !self.calls_var.contains_key(&var) {
+            self.meet(var);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Planner<'_, '_> {
     /// The walk meets variable `v`: its first encounter numbers it.
     fn meet(&mut self, v: NodeId) {
         if self.pos[v.index()] == u32::MAX {
@@ -353,32 +342,35 @@ impl Planner<'_> {
         }
     }
 
-    /// Variable `v` is read at the current depth.
-    fn refer(&mut self, v: NodeId) {
-        let depth = self.frames.len() as u32;
-        if self.depth_of[v.index()] < depth {
-            if let Some(top) = self.frames.last_mut() {
-                top.free.insert(v);
-            }
-        }
+    /// The lift an application with callee `callee` calls, if any.
+    fn applied(&self, callee: NodeId) -> Option<&Lift> {
+        applied(&self.lifts, &self.calls_var, callee)
     }
 
     /// An application whose callee was a lifted function now passes its free variables
     /// after the arguments.
     fn exit_apply(&mut self, callee: NodeId) {
-        let lifted = match self.calls_var.get(&callee) {
-            Some(&closure) => Some(closure),
-            None => self.lifts.get(&callee).filter(|l| matches!(l.site, Site::Direct)).map(|_| callee),
+        let free = match self.applied(callee) {
+            Some(lift) => lift.free.clone(),
+            None => return,
         };
-        let Some(closure) = lifted else { return };
-        let free = self.lifts.get(&closure).map(|l| l.free.clone()).unwrap_or_default();
         for v in free {
-            self.refer(v);
             self.meet(v);
         }
     }
 
-    fn exit_func(&mut self, id: NodeId, name: &str, k: &mut usize, taken: &mut FxHashSet<String>) {
+    /// The free variables of nested function `id` once the functions lifted before it are
+    /// (see [`plan`]).
+    fn free_vars(&self, id: NodeId) -> Vec<NodeId> {
+        let gone = |f: NodeId| self.lifts.get(&f).is_some_and(|l| matches!(l.site, Site::Calls(_)));
+        let uses = |v: NodeId, refs: &mut Vec<NodeId>| match self.calls_var.get(&v).and_then(|f| self.lifts.get(f)) {
+            Some(lift) => refs.extend_from_slice(&lift.free),
+            None => refs.push(v),
+        };
+        self.func.free_vars_with(id, gone, uses)
+    }
+
+    fn exit_func(&mut self, id: NodeId) {
         let Some(frame) = self.frames.pop() else { return };
         let func = self.func;
         let ExprKind::Func { idx } = *func.kind(id) else { return };
@@ -386,18 +378,12 @@ impl Planner<'_> {
         // A `Closure`-marked function whose body now applies a global (a nested function
         // lifted there) is a wrapper: kept.
         let becomes_wrapper = c.attrs.flag(CLOSURE_ATTR)
-            && matches!(*func.kind(c.body), ExprKind::Apply { callee, .. }
-                if self.calls_var.contains_key(&callee)
-                    || self.lifts.get(&callee).is_some_and(|l| matches!(l.site, Site::Direct)));
+            && matches!(*func.kind(c.body), ExprKind::Apply { callee, .. } if self.applied(callee).is_some());
         if frame.frozen || becomes_wrapper {
-            // It stays in place: what it reads, its parent reads.
-            for v in frame.free {
-                self.refer(v);
-            }
             return;
         }
         let first = self.order.is_empty();
-        let mut free: Vec<NodeId> = frame.free.into_iter().collect();
+        let mut free = self.free_vars(id);
         if first {
             free.sort_unstable();
         } else {
@@ -433,20 +419,13 @@ impl Planner<'_> {
             }
             Site::Global => {}
         }
-        match site {
-            Site::Calls(var) => {
-                self.calls_var.insert(var, id);
-            }
-            Site::Wrapper | Site::Direct | Site::Global => {
-                for &v in &free {
-                    self.refer(v);
-                }
-            }
+        if let Site::Calls(var) = site {
+            self.calls_var.insert(var, id);
         }
         let global = loop {
-            let candidate = format!("{name}_lifted{k}");
-            *k += 1;
-            if taken.insert(candidate.clone()) {
+            let candidate = format!("{}_lifted{}", self.name, self.k);
+            self.k += 1;
+            if self.taken.insert(candidate.clone()) {
                 break candidate;
             }
         };
@@ -465,10 +444,20 @@ struct SiteHooks<'p> {
 impl SiteHooks<'_> {
     /// The lift applied by an application with callee `callee`, if any.
     fn applied(&self, callee: NodeId) -> Option<&Lift> {
-        match self.calls_var.get(&callee) {
-            Some(closure) => self.lifts.get(closure),
-            None => self.lifts.get(&callee).filter(|l| matches!(l.site, Site::Direct)),
-        }
+        applied(self.lifts, &self.calls_var, callee)
+    }
+}
+
+/// The lift an application with callee `callee` calls: a lifted function applied directly,
+/// or through a variable bound to it (`calls_var`).
+fn applied<'l>(
+    lifts: &'l FxHashMap<NodeId, Lift>,
+    calls_var: &FxHashMap<NodeId, NodeId>,
+    callee: NodeId,
+) -> Option<&'l Lift> {
+    match calls_var.get(&callee) {
+        Some(closure) => lifts.get(closure),
+        None => lifts.get(&callee).filter(|l| matches!(l.site, Site::Direct)),
     }
 }
 

@@ -28,13 +28,15 @@
 //! Phases, per function:
 //! 1. Analysis over the live nodes: use counts of variables, purity of every subtree (a loop
 //!    over the post-order arena), and the region of every binding and every variable use
-//!    (one top-down walk with an explicit stack).
+//!    (one walk in evaluation order: the IR's [`Walker`] with [`Regions`] as its hooks).
 //! 2. If some binding can be inlined: one copy in evaluation order ([`passel_engine::ir::rewrite::Copier`])
 //!    that maps each inlined variable to the copy of its value and drops its binding.
 
+use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use passel_engine::ir::{ExprKind, Function, FunctionBuilder, Module, NodeId};
+use passel_engine::ir::{Branch, Enter, ExprKind, Function, FunctionBuilder, Module, NodeId, WalkHooks, Walker};
 use passel_engine::op;
 
 use crate::census::{fewer, Counter};
@@ -144,38 +146,15 @@ fn inlinable_bindings(func: &Function) -> (Vec<NodeId>, Vec<NodeId>) {
             }
         }
     }
-    // Regions: 0 is the function body; each `if` branch and closure body opens a new one.
-    let mut bind_region = vec![u32::MAX; n];
-    let mut use_region = vec![u32::MAX; n];
-    let mut bound_to = vec![NONE; n];
-    let mut n_regions = 1u32;
-    let mut stack = vec![(func.body(), 0u32)];
-    while let Some((id, region)) = stack.pop() {
-        match *func.kind(id) {
-            ExprKind::Var { .. } => use_region[id.index()] = region,
-            ExprKind::Global { .. } | ExprKind::Const { .. } => {}
-            ExprKind::Block { bindings, result } => {
-                for (var, value) in func.bindings(bindings) {
-                    // A variable bound twice (malformed) is never inlined.
-                    bind_region[var.index()] = if bound_to[var.index()] == NONE { region } else { u32::MAX - 1 };
-                    bound_to[var.index()] = value;
-                    stack.push((value, region));
-                }
-                stack.push((result, region));
-            }
-            ExprKind::If { cond, then_, else_ } => {
-                stack.push((cond, region));
-                stack.push((then_, n_regions));
-                stack.push((else_, n_regions + 1));
-                n_regions += 2;
-            }
-            ExprKind::Func { idx } => {
-                stack.push((func.closure(idx).body, n_regions));
-                n_regions += 1;
-            }
-            _ => func.for_each_operand(id, |o| stack.push((o, region))),
-        }
-    }
+    let mut regions = Regions {
+        bind_region: vec![u32::MAX; n],
+        use_region: vec![u32::MAX; n],
+        bound_to: vec![NONE; n],
+        open: vec![0],
+        n_regions: 1,
+    };
+    let ControlFlow::Continue(()) = Walker::new().walk(func, func.body(), &mut regions);
+    let Regions { bind_region, use_region, bound_to, .. } = regions;
     let mut inline = vec![NONE; n];
     let mut atom_of = vec![NONE; n];
     for i in 0..n {
@@ -191,6 +170,72 @@ fn inlinable_bindings(func: &Function) -> (Vec<NodeId>, Vec<NodeId>) {
         }
     }
     (inline, atom_of)
+}
+
+/// The region of every binding and every variable use, as hooks of the IR's [`Walker`]:
+/// 0 is the function body; each `if` branch and nested function body opens a new one.
+struct Regions {
+    bind_region: Vec<u32>,
+    use_region: Vec<u32>,
+    /// Variable → the value it is bound to (`NONE`: not bound).
+    bound_to: Vec<NodeId>,
+    /// The regions open at this point of the walk, innermost last.
+    open: Vec<u32>,
+    n_regions: u32,
+}
+
+impl Regions {
+    fn region(&self) -> u32 {
+        self.open.last().copied().unwrap_or(0)
+    }
+
+    fn open_region(&mut self) {
+        self.open.push(self.n_regions);
+        self.n_regions += 1;
+    }
+}
+
+impl WalkHooks for Regions {
+    type Break = Infallible;
+
+    fn atom(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible> {
+        if matches!(kind, ExprKind::Var { .. }) {
+            self.use_region[id.index()] = self.region();
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn enter(&mut self, _: NodeId, kind: &ExprKind) -> ControlFlow<Infallible, Enter> {
+        if matches!(kind, ExprKind::Func { .. }) {
+            self.open_region();
+        }
+        ControlFlow::Continue(Enter::Descend)
+    }
+
+    fn exit(&mut self, _: NodeId, kind: &ExprKind) -> ControlFlow<Infallible> {
+        if matches!(kind, ExprKind::Func { .. }) {
+            self.open.pop();
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn bind(&mut self, var: NodeId, value: NodeId) -> ControlFlow<Infallible> {
+        // A variable bound twice (malformed) is never inlined.
+        let twice = self.bound_to[var.index()] != NONE;
+        self.bind_region[var.index()] = if twice { u32::MAX - 1 } else { self.region() };
+        self.bound_to[var.index()] = value;
+        ControlFlow::Continue(())
+    }
+
+    fn enter_branch(&mut self, _: NodeId, _: Branch) -> ControlFlow<Infallible, Enter> {
+        self.open_region();
+        ControlFlow::Continue(Enter::Descend)
+    }
+
+    fn leave_branch(&mut self, _: NodeId, _: Branch) -> ControlFlow<Infallible> {
+        self.open.pop();
+        ControlFlow::Continue(())
+    }
 }
 
 struct Inliner {

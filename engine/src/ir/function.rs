@@ -225,38 +225,6 @@ impl Function {
         live
     }
 
-    /// Variables referenced inside the subtree of `node` but bound outside it, sorted by id,
-    /// each once. Binding variables of blocks and parameters of nested functions inside the
-    /// subtree count as bound. (A closure's captures; the interpreter and LambdaLift's
-    /// reference lifter use it.)
-    pub fn free_vars(&self, node: NodeId) -> Vec<NodeId> {
-        let mut referenced = Vec::new();
-        let mut defined = rustc_hash::FxHashSet::default();
-        let mut stack = vec![node];
-        while let Some(id) = stack.pop() {
-            match *self.kind(id) {
-                ExprKind::Var { .. } => referenced.push(id),
-                ExprKind::Func { idx } => {
-                    let c = self.closure(idx);
-                    defined.extend(self.ids(c.params).iter().copied());
-                    stack.push(c.body);
-                }
-                ExprKind::Block { bindings, result } => {
-                    for (var, value) in self.bindings(bindings) {
-                        defined.insert(var);
-                        stack.push(value);
-                    }
-                    stack.push(result);
-                }
-                _ => self.for_each_operand(id, |c| stack.push(c)),
-            }
-        }
-        referenced.retain(|v| !defined.contains(v));
-        referenced.sort_unstable();
-        referenced.dedup();
-        referenced
-    }
-
     /// The globals the live nodes reference (the function itself included when it recurses),
     /// sorted, each once.
     pub fn live_globals(&self) -> Vec<&str> {

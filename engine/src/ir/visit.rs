@@ -6,15 +6,20 @@
 //!   once, with its operands' results already computed and kept in a [`Memo`] indexed by node
 //!   id (the seed's `memo_`).
 //! - [`ExprVisitor`] + [`visit`]: per-kind hooks called once per live node in post-order,
-//!   plus enter/exit hooks around scopes (blocks, closures, `if` branches), driven by an
-//!   explicit stack.
+//!   plus enter/exit hooks around scopes (blocks, closures, `if` branches): hooks of the IR's
+//!   one scoped walker ([`Walker`], `walk.rs`), as the verifier's, the interpreter's and the
+//!   Python package's visitors are.
 //!
 //! All drivers expect a function that passes the verifier; their cost is linear in the
 //! arena and their stack use is constant.
 
+use std::convert::Infallible;
+use std::ops::ControlFlow;
+
 use super::expr::ExprKind;
 use super::function::{Closure, Function};
 use super::ids::{NodeId, OpId};
+use super::walk::{Branch, Enter, WalkHooks, Walker};
 
 /// Results of a fold so far, indexed by node id. Operands of the node being folded always have
 /// a result.
@@ -227,74 +232,114 @@ pub trait ExprVisitor {
     fn visit_block(&mut self, func: &Function, id: NodeId) {}
 }
 
-enum Walk {
-    /// Expand a node: schedule its operands, then its `Post`.
-    Pre(NodeId),
-    /// All operands are done: call the node's hook (and close its scope).
-    Post(NodeId),
-    Enter(NodeId, Scope),
-    Exit(NodeId, Scope),
+/// The [`ExprVisitor`] driver's hooks on the IR's one walker ([`Walker`]): each node's hook
+/// after its operands, atoms at their first use, and the scope events.
+struct VisitHooks<'f, V> {
+    func: &'f Function,
+    visitor: &'f mut V,
+    /// Nodes already visited (atoms are shared; parameters are visited first).
+    seen: Vec<bool>,
 }
 
-/// Runs `visitor` over the live nodes of `func` (see [`ExprVisitor`]).
-pub fn visit(func: &Function, visitor: &mut impl ExprVisitor) {
-    let mut seen = vec![false; func.num_nodes()];
-    let mut stack: Vec<Walk> = Vec::new();
-    stack.push(Walk::Pre(func.body()));
-    stack.extend(func.params().iter().rev().map(|&p| Walk::Pre(p)));
-    let mut ops = Vec::new();
-    while let Some(step) = stack.pop() {
-        match step {
-            Walk::Pre(id) => {
-                if std::mem::replace(&mut seen[id.index()], true) {
-                    continue;
-                }
-                let kind = *func.kind(id);
-                let scope = match kind {
-                    ExprKind::Block { .. } => Some(Scope::Block),
-                    ExprKind::Func { .. } => Some(Scope::Closure),
-                    _ => None,
-                };
-                if let Some(s) = scope {
-                    stack.push(Walk::Exit(id, s));
-                }
-                stack.push(Walk::Post(id));
-                if let ExprKind::If { cond, then_, else_ } = kind {
-                    // Branches get their own scopes, entered in evaluation order.
-                    stack.extend([
-                        Walk::Exit(id, Scope::Else),
-                        Walk::Pre(else_),
-                        Walk::Enter(id, Scope::Else),
-                        Walk::Exit(id, Scope::Then),
-                        Walk::Pre(then_),
-                        Walk::Enter(id, Scope::Then),
-                        Walk::Pre(cond),
-                    ]);
-                } else {
-                    ops.clear();
-                    func.for_each_operand(id, |o| ops.push(o));
-                    stack.extend(ops.iter().rev().map(|&o| Walk::Pre(o)));
-                }
-                if let Some(s) = scope {
-                    stack.push(Walk::Enter(id, s));
-                }
-            }
-            Walk::Post(id) => match func.kind(id) {
-                ExprKind::Var { .. } => visitor.visit_var(func, id),
-                ExprKind::Global { .. } => visitor.visit_global(func, id),
-                ExprKind::Const { .. } => visitor.visit_const(func, id),
-                ExprKind::Call { .. } => visitor.visit_call(func, id),
-                ExprKind::Apply { .. } => visitor.visit_apply(func, id),
-                ExprKind::Tuple { .. } => visitor.visit_tuple(func, id),
-                ExprKind::Proj { .. } => visitor.visit_proj(func, id),
-                ExprKind::If { .. } => visitor.visit_if(func, id),
-                ExprKind::Func { .. } => visitor.visit_func(func, id),
-                ExprKind::Block { .. } => visitor.visit_block(func, id),
-            },
-            Walk::Enter(id, s) => visitor.enter_scope(func, id, s),
-            Walk::Exit(id, s) => visitor.exit_scope(func, id, s),
+impl<V: ExprVisitor> VisitHooks<'_, V> {
+    /// Calls the hook of node `id` unless it was visited before.
+    fn post(&mut self, id: NodeId, kind: &ExprKind) {
+        let func = self.func;
+        if std::mem::replace(&mut self.seen[id.index()], true) {
+            return;
+        }
+        let v = &mut *self.visitor;
+        match kind {
+            ExprKind::Var { .. } => v.visit_var(func, id),
+            ExprKind::Global { .. } => v.visit_global(func, id),
+            ExprKind::Const { .. } => v.visit_const(func, id),
+            ExprKind::Call { .. } => v.visit_call(func, id),
+            ExprKind::Apply { .. } => v.visit_apply(func, id),
+            ExprKind::Tuple { .. } => v.visit_tuple(func, id),
+            ExprKind::Proj { .. } => v.visit_proj(func, id),
+            ExprKind::If { .. } => v.visit_if(func, id),
+            ExprKind::Func { .. } => v.visit_func(func, id),
+            ExprKind::Block { .. } => v.visit_block(func, id),
         }
     }
+}
+
+fn scope_of(kind: &ExprKind) -> Option<Scope> {
+    match kind {
+        ExprKind::Block { .. } => Some(Scope::Block),
+        ExprKind::Func { .. } => Some(Scope::Closure),
+        _ => None,
+    }
+}
+
+fn scope_of_branch(branch: Branch) -> Scope {
+    match branch {
+        Branch::Then => Scope::Then,
+        Branch::Else => Scope::Else,
+    }
+}
+
+impl<V: ExprVisitor> WalkHooks for VisitHooks<'_, V> {
+    type Break = Infallible;
+
+    fn atom(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible> {
+        self.post(id, kind);
+        ControlFlow::Continue(())
+    }
+
+    fn enter(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible, Enter> {
+        if self.seen[id.index()] {
+            return ControlFlow::Continue(Enter::Skip);
+        }
+        if let Some(scope) = scope_of(kind) {
+            self.visitor.enter_scope(self.func, id, scope);
+        }
+        // A closure's parameters are visited as it opens (the walk does not report binders).
+        if let ExprKind::Func { idx } = *kind {
+            if let Some(c) = self.func.try_closure(idx) {
+                for &p in self.func.ids(c.params) {
+                    let pk = *self.func.kind(p);
+                    self.post(p, &pk);
+                }
+            }
+        }
+        ControlFlow::Continue(Enter::Descend)
+    }
+
+    fn exit(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible> {
+        self.post(id, kind);
+        if let Some(scope) = scope_of(kind) {
+            self.visitor.exit_scope(self.func, id, scope);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn bind(&mut self, var: NodeId, _value: NodeId) -> ControlFlow<Infallible> {
+        let kind = *self.func.kind(var);
+        self.post(var, &kind);
+        ControlFlow::Continue(())
+    }
+
+    fn enter_branch(&mut self, if_: NodeId, branch: Branch) -> ControlFlow<Infallible, Enter> {
+        self.visitor.enter_scope(self.func, if_, scope_of_branch(branch));
+        ControlFlow::Continue(Enter::Descend)
+    }
+
+    fn leave_branch(&mut self, if_: NodeId, branch: Branch) -> ControlFlow<Infallible> {
+        self.visitor.exit_scope(self.func, if_, scope_of_branch(branch));
+        ControlFlow::Continue(())
+    }
+}
+
+/// Runs `visitor` over the live nodes of `func` (see [`ExprVisitor`]): the parameters, then
+/// the body through the IR's one walker ([`Walker`]).
+pub fn visit(func: &Function, visitor: &mut impl ExprVisitor) {
+    let mut hooks = VisitHooks { func, visitor, seen: vec![false; func.num_nodes()] };
+    for &p in func.params() {
+        let kind = *func.kind(p);
+        hooks.post(p, &kind);
+    }
+    let ControlFlow::Continue(()) = Walker::new().walk(func, func.body(), &mut hooks);
 }
 
 #[cfg(test)]

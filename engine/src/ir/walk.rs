@@ -2,8 +2,10 @@
 //! reporting what it meets to a [`WalkHooks`] visitor.
 //!
 //! This is the one walker behind every evaluation-order pass over a function: the verifier's
-//! scope check, the interpreter, InferType, EliminateCommonSubexpr and ToANormalForm are each
-//! "[`Walker`] + their hooks", with their own state only.
+//! scope check, the interpreter, [`Function::free_vars`] (below), the visitor API
+//! (`visit.rs`'s [`super::visit`], the Python package's visitor), InferType,
+//! EliminateCommonSubexpr, ToANormalForm, ToGraphNormalForm's regions and LambdaLift's plan
+//! are each "[`Walker`] + their hooks", with their own state only.
 //!
 //! Order: operands in the order of [`Function::for_each_operand`], without the binders (a
 //! block's variables and a closure's parameters are not uses). For a node `id`:
@@ -366,6 +368,74 @@ fn operands<'f>(func: &'f Function, kind: &ExprKind) -> Option<(Option<NodeId>, 
         ExprKind::Apply { callee, args } => Some((Some(callee), func.try_ids(args)?)),
         ExprKind::Proj { tuple, .. } => Some((Some(tuple), &[])),
         _ => Some((None, &[])),
+    }
+}
+
+impl Function {
+    /// Variables referenced inside the subtree of `node` but bound outside it, sorted by id,
+    /// each once. Binding variables of blocks and parameters of nested functions inside the
+    /// subtree count as bound. (A closure's captures: the interpreter's closures and
+    /// LambdaLift's lifted parameters.) A [`Walker`] client, so any nesting depth works and
+    /// out-of-range references are skipped.
+    pub fn free_vars(&self, node: NodeId) -> Vec<NodeId> {
+        self.free_vars_with(node, |_| false, |v, refs| refs.push(v))
+    }
+
+    /// [`Function::free_vars`] of the subtree as a transformation would leave it: nested
+    /// functions for which `gone` holds are left out, and a use of variable `v` references
+    /// what `uses(v, refs)` pushes instead of `v` (LambdaLift: a variable bound to a lifted
+    /// function becomes that function's free variables at each call).
+    pub fn free_vars_with(
+        &self,
+        node: NodeId,
+        gone: impl FnMut(NodeId) -> bool,
+        uses: impl FnMut(NodeId, &mut Vec<NodeId>),
+    ) -> Vec<NodeId> {
+        let mut fv =
+            FreeVars { func: self, referenced: Vec::new(), bound: rustc_hash::FxHashSet::default(), gone, uses };
+        let ControlFlow::Continue(()) = Walker::new().walk(self, node, &mut fv);
+        let FreeVars { mut referenced, bound, .. } = fv;
+        referenced.retain(|v| !bound.contains(v));
+        referenced.sort_unstable();
+        referenced.dedup();
+        referenced
+    }
+}
+
+/// [`Function::free_vars_with`]'s hooks: variable uses, and what the subtree binds.
+struct FreeVars<'f, G, U> {
+    func: &'f Function,
+    referenced: Vec<NodeId>,
+    bound: rustc_hash::FxHashSet<NodeId>,
+    gone: G,
+    uses: U,
+}
+
+impl<G: FnMut(NodeId) -> bool, U: FnMut(NodeId, &mut Vec<NodeId>)> WalkHooks for FreeVars<'_, G, U> {
+    type Break = std::convert::Infallible;
+
+    fn atom(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Self::Break> {
+        if matches!(kind, ExprKind::Var { .. }) {
+            (self.uses)(id, &mut self.referenced);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn enter(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Self::Break, Enter> {
+        if let ExprKind::Func { idx } = *kind {
+            if (self.gone)(id) {
+                return ControlFlow::Continue(Enter::Skip);
+            }
+            if let Some(c) = self.func.try_closure(idx) {
+                self.bound.extend(self.func.try_ids(c.params).unwrap_or(&[]).iter().copied());
+            }
+        }
+        ControlFlow::Continue(Enter::Descend)
+    }
+
+    fn bind(&mut self, var: NodeId, _: NodeId) -> ControlFlow<Self::Break> {
+        self.bound.insert(var);
+        ControlFlow::Continue(())
     }
 }
 

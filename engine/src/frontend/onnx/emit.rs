@@ -1,17 +1,18 @@
 //! The importer's builder: emits passel operator calls as let-bindings of `@main`, typing each
 //! call with its operator's type relation, and evaluates calls whose arguments are all small
-//! constants with the operator's reference kernel instead (import-time constant folding).
-//! A call is folded only if its arguments and results are within the fold limit (elements)
-//! and its estimated cost ([`op::OpDef::cost`]) within [`op::DEFAULT_MAX_FOLD_COST`], the
-//! budget FoldConstant uses by default, so a hostile model cannot make import compute for
-//! long; a fold the kernel refuses as too large stays a call.
+//! constants with the operator's reference kernel instead (import-time constant folding),
+//! through the operators' one evaluation path ([`op::evaluate`]): a call is folded only if
+//! its arguments and results are within the fold limit (elements) and its estimated cost
+//! ([`op::OpDef::cost`]) within [`op::DEFAULT_MAX_FOLD_COST`], the budget FoldConstant uses by
+//! default, so a hostile model cannot make import compute for long; a fold the kernel refuses
+//! as too large stays a call.
 
 use std::sync::Arc;
 
 use rand::SeedableRng;
 
 use super::EmitError;
-use crate::ir::{Attrs, Constant, Function, FunctionBuilder, NodeId, Tensor, TensorError, TensorType, Type};
+use crate::ir::{Attrs, Constant, Function, FunctionBuilder, NodeId, OpId, TensorError, TensorType, Type};
 use crate::op::{self, KernelCtx};
 
 /// An ONNX value during import: a constant known at import, or a variable of `@main`.
@@ -67,10 +68,6 @@ pub(super) fn fields_type(fields: &[TensorType]) -> Type {
     }
 }
 
-fn elements(ty: &TensorType) -> u64 {
-    ty.num_elements().unwrap_or(u64::MAX)
-}
-
 /// Builds `@main`.
 pub(super) struct Emitter {
     b: FunctionBuilder,
@@ -122,20 +119,26 @@ impl Emitter {
         }
     }
 
-    /// Whether a call of `def` on `args` (of types `arg_tys`) with result type `out_ty` (fields
-    /// `results`) is folded at import: small constants in and out, and a cost within the
-    /// folding budget.
-    fn foldable(
-        &self,
-        def: &op::OpDef,
-        args: &[&Val],
-        (arg_tys, attrs): (&[Type], &Attrs),
-        (out_ty, results): (&Type, &[TensorType]),
-    ) -> bool {
-        !def.stateful
-            && args.iter().all(|a| matches!(a, Val::Const(c) if elements(&c.tensor_type()) <= self.fold_limit))
-            && results.iter().all(|t| elements(t) <= self.fold_limit)
-            && (def.cost)(arg_tys, attrs, out_ty) <= op::DEFAULT_MAX_FOLD_COST
+    /// Evaluates a call of `op` whose arguments are all constants ([`op::evaluate`], within the
+    /// fold limit and the folding cost budget); `None` when the call stays a call (an argument
+    /// is not a constant, a limit refuses it, or its kernel finds it too large now).
+    fn fold(&mut self, op: OpId, args: &[&Val], attrs: &Attrs) -> Result<Option<Vec<Val>>, EmitError> {
+        let tys: Vec<Type> = args.iter().map(|a| Type::from(a.ty())).collect();
+        let mut known = Vec::with_capacity(args.len());
+        for (a, ty) in args.iter().zip(&tys) {
+            let Val::Const(c) = a else { return Ok(None) };
+            known.push(op::Known { constant: c, ty });
+        }
+        let limits = op::EvalLimits::fold(self.fold_limit, op::DEFAULT_MAX_FOLD_COST);
+        match op::evaluate(op, attrs, &known, limits, &mut self.kctx) {
+            Ok(out) => Ok(Some(out.results.into_iter().map(|t| Val::Const(Arc::new(Constant::Dense(t)))).collect())),
+            // Over a limit, or too large to evaluate now, is not an error of the model.
+            Err(
+                op::CallError::OverLimit(_) | op::CallError::Kernel(op::OpError::Tensor(TensorError::TooLarge { .. })),
+            ) => Ok(None),
+            Err(op::CallError::Kernel(e)) => Err(EmitError::Op(e)),
+            Err(e) => Err(EmitError::Fold(e)),
+        }
     }
 
     /// Calls operator `op` and returns its results (one per tuple field for tuple-valued
@@ -160,26 +163,8 @@ impl Emitter {
                 .collect::<Result<_, _>>()?,
             _ => return Err(result_error(op, format!("returns a {out_ty}, not tensors"))),
         };
-        if self.foldable(def, args, (&arg_tys, &attrs), (&out_ty, &result_tys)) {
-            let mut tensors: Vec<Tensor> = Vec::with_capacity(args.len());
-            for a in args {
-                if let Val::Const(c) = a {
-                    tensors.push(c.materialize()?);
-                }
-            }
-            match (def.kernel)(&tensors, &attrs, &mut self.kctx) {
-                Ok(out) => {
-                    if out.len() == result_tys.len()
-                        && out.iter().zip(&result_tys).all(|(t, ty)| t.tensor_type() == *ty)
-                    {
-                        return Ok(out.into_iter().map(|t| Val::Const(Arc::new(Constant::Dense(t)))).collect());
-                    }
-                    return Err(result_error(op, "kernel result does not match its type relation".into()));
-                }
-                // Too large to evaluate now is not an error of the model: the call stays.
-                Err(op::OpError::Tensor(TensorError::TooLarge { .. })) => {}
-                Err(e) => return Err(e.into()),
-            }
+        if let Some(folded) = self.fold(id, args, &attrs)? {
+            return Ok(folded);
         }
         let arg_ids: Vec<NodeId> = args.iter().map(|a| self.atom(a)).collect();
         let call = self.b.call(id, &arg_ids, attrs);

@@ -210,8 +210,12 @@ pub enum EmitError {
     /// A constant argument could not be read.
     #[error(transparent)]
     Constant(#[from] TensorError),
-    /// The result is not what a converter can bind: no value, several where one was wanted, a
-    /// nested tuple, or a kernel result that does not match the type relation.
+    /// Evaluating the call at import ([`crate::op::evaluate`]) found it wrong: its results are
+    /// not what the type relation promised, or they do not fit in memory.
+    #[error(transparent)]
+    Fold(crate::op::CallError),
+    /// The result is not what a converter can bind: no value, several where one was wanted, or
+    /// a nested tuple.
     #[error("`{op}` {what}")]
     Result {
         /// The operator.

@@ -1,8 +1,8 @@
 //! The evaluation-order copier: a subtree of one function copied into a builder, with hooks.
 //!
 //! [`Copier`] walks an expression of a source function depth-first in evaluation order (the
-//! order of [`Function::for_each_operand`]) with an explicit stack, so any nesting depth
-//! works, and pushes the copy into a [`FunctionBuilder`] that may belong to a different
+//! order of [`Function::for_each_operand`]) with the IR's one walker ([`Walker`], an explicit
+//! stack), so any nesting depth works, and pushes the copy into a [`FunctionBuilder`] that may belong to a different
 //! function (Inline copies a callee into its caller, LambdaLift a closure into a new global).
 //! Atoms are copied on first use; a node whose memo entry is already set is not descended
 //! into (this is how a pass substitutes one node for another before the copy).
@@ -16,10 +16,12 @@
 //! than arena order, so a pass may rely on a binding's value having been copied before any
 //! use of its variable, whatever the arena layout.
 
+use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::NONE;
-use crate::ir::{ExprKind, Function, FunctionBuilder, NodeId};
+use crate::ir::{Enter, ExprKind, Function, FunctionBuilder, NodeId, WalkHooks, Walker};
 
 /// Hooks called by [`Copier::copy`] on compound nodes.
 pub trait CopyHooks<'s> {
@@ -52,6 +54,8 @@ pub struct Copier<'s> {
     /// [`Copier::reset_written`] can clear them in time proportional to the copy (LambdaLift
     /// copies many small bodies out of one large function with one copier).
     written: Option<Vec<NodeId>>,
+    /// The walker [`Copier::copy`] reuses.
+    walker: Walker,
 }
 
 /// The longest name [`Copier::fresh_var`] makes by prefixing (bytes).
@@ -60,7 +64,13 @@ pub const MAX_PREFIXED_NAME: usize = 32;
 impl<'s> Copier<'s> {
     /// A copier from `src` with an empty memo.
     pub fn new(src: &'s Function) -> Copier<'s> {
-        Copier { src, memo: vec![NONE; src.num_nodes()], var_prefix: String::new(), written: None }
+        Copier {
+            src,
+            memo: vec![NONE; src.num_nodes()],
+            var_prefix: String::new(),
+            written: None,
+            walker: Walker::new(),
+        }
     }
 
     /// Records from now on which memo entries are set (see [`Copier::reset_written`]).
@@ -131,42 +141,31 @@ impl<'s> Copier<'s> {
     }
 
     /// Copies the subtree of `root` (operands in evaluation order before their users) and
-    /// returns the new id of `root`.
+    /// returns the new id of `root`. The walk is the IR's one walker ([`Walker`]) with
+    /// [`CopyWalk`] as its hooks.
     pub fn copy(&mut self, b: &mut FunctionBuilder, root: NodeId, hooks: &mut dyn CopyHooks<'s>) -> NodeId {
         let src = self.src;
-        let mut stack = vec![(root, false)];
-        let mut ops = Vec::new();
-        while let Some((id, expanded)) = stack.pop() {
-            if self.memo[id.index()] != NONE {
-                continue;
-            }
-            if src.kind(id).is_atom() {
-                match hooks.enter(self, b, id) {
-                    Some(new) => self.set_memo(id, new),
-                    None => {
-                        self.copy_atom(b, id);
-                    }
-                }
-                continue;
-            }
-            if expanded {
-                let new = match hooks.exit(self, b, id) {
-                    Some(new) => new,
-                    None => self.build_default(b, id),
-                };
-                self.set_memo(id, new);
-                continue;
-            }
-            if let Some(new) = hooks.enter(self, b, id) {
-                self.set_memo(id, new);
-                continue;
-            }
-            stack.push((id, true));
-            ops.clear();
-            src.for_each_operand(id, |o| ops.push(o));
-            stack.extend(ops.iter().rev().map(|&o| (o, false)));
-        }
+        // A hook may copy again (`map` of a compound node not copied yet): that copy takes a
+        // fresh walker, this one keeps its stack.
+        let mut walker = std::mem::take(&mut self.walker);
+        let mut walk = CopyWalk { cp: self, b, hooks };
+        let ControlFlow::Continue(()) = walker.walk(src, root, &mut walk);
+        self.walker = walker;
         self.map(b, root)
+    }
+
+    /// The walk meets atom `old` (an operand, a binding's variable or a closure's parameter):
+    /// copies it unless it has a copy already.
+    fn meet_atom(&mut self, b: &mut FunctionBuilder, old: NodeId, hooks: &mut dyn CopyHooks<'s>) {
+        if self.memo[old.index()] != NONE {
+            return;
+        }
+        match hooks.enter(self, b, old) {
+            Some(new) => self.set_memo(old, new),
+            None => {
+                self.copy_atom(b, old);
+            }
+        }
     }
 
     /// Builds the plain copy of compound node `old` from its (already copied) operands, with
@@ -213,6 +212,59 @@ impl<'s> Copier<'s> {
             b.set_ty_ref(new, Some(ty));
         }
         new
+    }
+}
+
+/// [`Copier::copy`]'s hooks on the [`Walker`]: atoms are copied when met, a compound node
+/// with a copy already (a substitution) or replaced by `enter` is skipped, and the others are
+/// built at their exit from their copied operands.
+struct CopyWalk<'c, 's, 'h> {
+    cp: &'c mut Copier<'s>,
+    b: &'c mut FunctionBuilder,
+    hooks: &'h mut dyn CopyHooks<'s>,
+}
+
+impl WalkHooks for CopyWalk<'_, '_, '_> {
+    type Break = Infallible;
+
+    fn atom(&mut self, id: NodeId, _: &ExprKind) -> ControlFlow<Infallible> {
+        self.cp.meet_atom(self.b, id, self.hooks);
+        ControlFlow::Continue(())
+    }
+
+    fn enter(&mut self, id: NodeId, kind: &ExprKind) -> ControlFlow<Infallible, Enter> {
+        if self.cp.memo[id.index()] != NONE {
+            return ControlFlow::Continue(Enter::Skip);
+        }
+        if let Some(new) = self.hooks.enter(self.cp, self.b, id) {
+            self.cp.set_memo(id, new);
+            return ControlFlow::Continue(Enter::Skip);
+        }
+        // A closure's parameters come before its body (the walk does not report binders).
+        if let ExprKind::Func { idx } = *kind {
+            let src = self.cp.src;
+            for &p in src.ids(src.closure(idx).params) {
+                self.cp.meet_atom(self.b, p, self.hooks);
+            }
+        }
+        ControlFlow::Continue(Enter::Descend)
+    }
+
+    fn exit(&mut self, id: NodeId, _: &ExprKind) -> ControlFlow<Infallible> {
+        if self.cp.memo[id.index()] == NONE {
+            let new = match self.hooks.exit(self.cp, self.b, id) {
+                Some(new) => new,
+                None => self.cp.build_default(self.b, id),
+            };
+            self.cp.set_memo(id, new);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn bind(&mut self, var: NodeId, _: NodeId) -> ControlFlow<Infallible> {
+        // The binding slot: right after its value, as in evaluation order.
+        self.cp.meet_atom(self.b, var, self.hooks);
+        ControlFlow::Continue(())
     }
 }
 
