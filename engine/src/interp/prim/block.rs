@@ -532,11 +532,7 @@ impl Builder<'_> {
         // Affine forms: immediates, loop variables, `let`s of affine values, sums,
         // differences, products by a constant and integer casts that keep every value.
         match node.kind {
-            PExprKind::Int(x) => {
-                if self.set_aff(e, Aff::constant(wrap(x, d), k), d) {
-                    return Some(None);
-                }
-            }
+            PExprKind::Int(x) if self.set_aff(e, Aff::constant(wrap(x, d), k), d) => return Some(None),
             PExprKind::Var(v) => {
                 let v = v.index();
                 if let Some(pos) = self.nest_vars.iter().position(|&x| x == v) {
