@@ -11,14 +11,22 @@ the out-of-scope file, runs `passel run MODEL -O3 --lower -jN --timing --stats -
   groups → fused:  groups FuseTIR replaced (`FuseTIR groups fused`) and the distinct fused
                    PrimFuncs (`FuseTIR primfuncs made`)
   graph fns / PrimFuncs: `def` and `prim` functions of the lowered module
-  LegalizeOps, FuseTIR, tir pipeline (the sum of the passes of TIR_PIPELINE after FuseTIR):
-                   milliseconds at -j1 and -j2, and the tir pipeline's speedup
+  LegalizeOps, FuseTIR: milliseconds at -j1 and -j2 (from --timing)
+  tir stage:       the tir pipeline as it runs by default, fused into one stage (one task per
+                   PrimFunc runs all its passes; --timing attaches an instrument, which runs the
+                   passes one by one instead): from a second run with --trace, the wall time
+                   from the first tir pass's start to the last one's end, milliseconds at -j1
+                   and -j2, and its speedup
+  largest share:   the largest PrimFunc's share of the tir stage's work at -j1 (the sum of its
+                   passes' times over the sum of all): a stage cannot run faster than its
+                   largest task, so this bounds the 2-thread speedup at 1 / share
 
 Python 3 standard library only. Usage:
   python3 scripts/tir_models.py [--passel target/release/passel] [--repeats 3] [DIR]
 """
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -38,10 +46,9 @@ def run(passel, model, threads):
         if res.returncode != 0:
             return None
         text = open(out).read()
-    times = {"LegalizeOps": 0, "FuseTIR": 0, "tir": 0}
+    times = {"LegalizeOps": 0, "FuseTIR": 0}
     stats = {}
     in_lower = False
-    after_fuse = False
     for line in res.stderr.splitlines():
         m = LINE.match(line)
         if m:
@@ -52,9 +59,6 @@ def run(passel, model, threads):
             if in_lower and depth == 2:
                 if name in ("LegalizeOps", "FuseTIR"):
                     times[name] += us
-                    after_fuse = after_fuse or name == "FuseTIR"
-                elif after_fuse and name in TIR_PIPELINE:
-                    times["tir"] += us
             continue
         parts = line.split()
         if len(parts) >= 3 and parts[-1].isdigit():
@@ -71,11 +75,36 @@ def run(passel, model, threads):
     return times, counts
 
 
+def run_traced(passel, model, threads):
+    """The fused tir stage's wall time (us) and per-PrimFunc work (us), from --trace."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, trace = os.path.join(tmp, "out.pir"), os.path.join(tmp, "trace.json")
+        res = subprocess.run([passel, "run", model, "-O3", "--lower", f"-j{threads}", "--trace", trace,
+                              "-o", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if res.returncode != 0:
+            return None
+        events = [e for e in json.load(open(trace))["traceEvents"]
+                  if e.get("ph") == "X" and e["name"] in TIR_PIPELINE]
+    if not events:
+        return 0, {}
+    wall = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)
+    work = {}
+    for e in events:
+        f = e["args"]["function"]
+        work[f] = work.get(f, 0) + e["dur"]
+    return wall, work
+
+
 def best(passel, model, threads, repeats):
     runs = [run(passel, model, threads) for _ in range(repeats)]
-    if any(r is None for r in runs):
+    traced = [run_traced(passel, model, threads) for _ in range(repeats)]
+    if any(r is None for r in runs + traced):
         return None
     times = {k: min(r[0][k] for r in runs) for k in runs[0][0]}
+    best_trace = min(traced, key=lambda t: t[0])
+    times["tir"] = best_trace[0]
+    work = best_trace[1]
+    times["share"] = max(work.values()) / sum(work.values()) if work and sum(work.values()) else 0.0
     return times, runs[0][1]
 
 
@@ -93,8 +122,8 @@ def main():
                 skip.add(line.split()[0])
     ms = lambda us: f"{us / 1e3:.1f}"
     print("| model | groups | calls → kernels | groups → fused | graph fns | PrimFuncs | LegalizeOps ms -j1 / -j2 "
-          "| FuseTIR ms -j1 / -j2 | tir pipeline ms -j1 / -j2 | tir speedup |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| FuseTIR ms -j1 / -j2 | tir stage ms -j1 / -j2 | tir speedup | largest share |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in sorted(os.listdir(args.dir)):
         model = os.path.join(args.dir, name, "model.onnx")
         if name in skip or not os.path.exists(model):
@@ -102,7 +131,7 @@ def main():
         one = best(args.passel, model, 1, args.repeats)
         two = best(args.passel, model, 2, args.repeats)
         if one is None or two is None:
-            print(f"| {name} | does not lower | | | | | | | | |", flush=True)
+            print(f"| {name} | does not lower | | | | | | | | | |", flush=True)
             continue
         (t1, c), (t2, c2) = one, two
         if c != c2:
@@ -110,7 +139,8 @@ def main():
         speedup = f"{t1['tir'] / t2['tir']:.2f}x" if t2["tir"] else "-"
         print(f"| {name} | {c['groups']} | {c['calls']} → {c['kernels']} | {c['fused_groups']} → {c['fused']} "
               f"| {c['defs']} | {c['prims']} | {ms(t1['LegalizeOps'])} / {ms(t2['LegalizeOps'])} "
-              f"| {ms(t1['FuseTIR'])} / {ms(t2['FuseTIR'])} | {ms(t1['tir'])} / {ms(t2['tir'])} | {speedup} |",
+              f"| {ms(t1['FuseTIR'])} / {ms(t2['FuseTIR'])} | {ms(t1['tir'])} / {ms(t2['tir'])} | {speedup} "
+              f"| {t1['share']:.0%} |",
               flush=True)
 
 

@@ -1084,3 +1084,106 @@ prim @r(%A: Buffer[(8, 4), f32], %S: Buffer[(8,), f32], %T: Buffer[(8,), f32]) {
     assert_eq!(f32s(&out[0]), s.to_vec());
     assert_eq!(f32s(&out[1]), t.to_vec());
 }
+
+#[test]
+fn affine_indices_compute_what_the_scalar_loops_compute() {
+    // Index arithmetic affine in the loop variables (sums, differences, products by constants,
+    // casts, `let`s, extent-1 loops, row-major flat indices, a reversed axis) runs as filled
+    // ramps; the results are the scalar loops' (and the transposes are checked by hand).
+    let src = r#"
+prim @t(%A: Buffer[(6, 50), f32], %B: Buffer[(50, 6), f32], %C: Buffer[(300,), f32], %D: Buffer[(1, 6, 50), f32]) {
+  decl %B_1: Buffer[(300,), f32] = %B;
+  for %i in serial(0i32, 6i32) {
+    for %j in serial(0i32, 50i32) {
+      /*S*/ let %v = add(mul(%j, 6i32), %i);
+      %B_1[%v] = %A[%i, sub(49i32, %j)]; /*E*/
+    }
+  }
+  for %z in serial(0i32, 1i32) {
+    for %i in serial(0i32, 6i32) {
+      for %j in serial(0i32, 50i32) {
+        /*S*/ %C[cast(add(add(mul(%z, 300i32), mul(%i, 50i32)), %j), i64)] = mul(%A[%i, %j], 2.0f); /*E*/
+      }
+    }
+  }
+  for %z in serial(0, 1) {
+    for %i in serial(0, 6) {
+      for %j in serial(0, 50) {
+        /*S*/ %D[%z, %i, %j] = add(%C[add(mul(%i, 50), %j)], %B[%j, sub(5, %i)]); /*E*/
+      }
+    }
+  }
+}
+"#;
+    let a: Vec<f64> = (0..300).map(|i| ((i * 37 % 101) as f64) * 0.013 - 0.6).collect();
+    let out = block_and_scalar_agree(src, "t", vec![tensor(&[6, 50], DType::F32, &a)]).expect("runs");
+    let b = f32s(&out[0]);
+    for i in 0..6 {
+        for j in 0..50 {
+            assert_eq!(b[j * 6 + i], a[i * 50 + 49 - j] as f32);
+        }
+    }
+    let d = f32s(&out[2]);
+    for i in 0..6 {
+        for j in 0..50 {
+            assert_eq!(d[i * 50 + j], a[i * 50 + j] as f32 * 2.0 + b[j * 6 + 5 - i]);
+        }
+    }
+
+    // An index whose u8 arithmetic wraps (100 + %i past 255) is not affine: it runs on the index
+    // registers and wraps as the scalar loops do; an index that leaves its dimension (the last
+    // iteration of `add(%i, 1)`) is an error reported as the scalar loops report it.
+    let src = r#"
+prim @w(%A: Buffer[(300,), f32], %B: Buffer[(200,), f32]) {
+  for %i in serial(0u8, 200u8) {
+    /*S*/ %B[%i] = %A[add(%i, 100u8)]; /*E*/
+  }
+}
+"#;
+    let a: Vec<f64> = (0..300).map(|i| i as f64).collect();
+    let out = block_and_scalar_agree(src, "w", vec![tensor(&[300], DType::F32, &a)]).expect("runs");
+    let want: Vec<f32> = (0..200u32).map(|i| ((i + 100) % 256) as f32).collect();
+    assert_eq!(f32s(&out[0]), want);
+    let src = r#"
+prim @o(%A: Buffer[(400,), f32], %B: Buffer[(400,), f32]) {
+  for %i in serial(0i32, 400i32) {
+    /*S*/ %B[%i] = %A[add(%i, 1i32)]; /*E*/
+  }
+}
+"#;
+    let e = block_and_scalar_agree(src, "o", vec![tensor(&[400], DType::F32, &[1.0; 400])]).unwrap_err();
+    assert!(e.contains("out-of-bounds load `%A[400]` (shape (400,))"), "{e}");
+
+    // An initialised reduction whose init and accumulator offsets are affine in the outer loops
+    // (one of extent 1), filled once per outer iteration.
+    let src = r#"
+prim @m(%A: Buffer[(5, 8), f32], %W: Buffer[(8, 7), f32], %O: Buffer[(35,), f32]) {
+  for %z in serial(0i32, 1i32) {
+    for %i in serial(0i32, 5i32) {
+      for %j in serial(0i32, 7i32) {
+        %O[add(add(mul(%i, 7i32), %j), mul(%z, 35i32))] = 0.5f;
+        for %k in serial(0i32, 8i32) {
+          /*S*/ let %acc = add(mul(%i, 7i32), %j);
+          %O[%acc] = add(%O[%acc], mul(%A[%i, %k], %W[%k, %j])); /*E*/
+        }
+      }
+    }
+  }
+}
+"#;
+    let a: Vec<f64> = (0..40).map(|i| ((i * 13 % 17) as f64) * 0.1 - 0.8).collect();
+    let w: Vec<f64> = (0..56).map(|i| ((i * 5 % 11) as f64) * 0.2 - 1.0).collect();
+    let out = block_and_scalar_agree(src, "m", vec![tensor(&[5, 8], DType::F32, &a), tensor(&[8, 7], DType::F32, &w)])
+        .expect("runs");
+    assert_eq!(reduces(src, "m"), 1, "the matmul runs with its output loops");
+    let o = f32s(&out[0]);
+    for i in 0..5 {
+        for j in 0..7 {
+            let mut acc = 0.5f32;
+            for k in 0..8 {
+                acc += a[i * 8 + k] as f32 * w[k * 7 + j] as f32;
+            }
+            assert_eq!(o[i * 7 + j], acc);
+        }
+    }
+}

@@ -69,7 +69,7 @@ use super::config::{IMMUTABLE_MODULE, VERIFY_EACH};
 use super::context::PassContext;
 use super::diagnostics::{Diagnostic, Severity};
 use super::error::PassError;
-use super::fanout::{map_entries, map_items, release};
+use super::fanout::{map_entries, map_items_largest_first, release};
 use super::pass::{call_pass, run_in_worker, FunctionPass, Pass, PreludeBody};
 use super::plan::Stage;
 use super::prim_func_pass::PrimFuncPass;
@@ -156,8 +156,11 @@ pub fn run_prim_stage(passes: &[PrimFuncPass], mut module: Module, ctx: &PassCon
     }
     let view = &module;
     let threads = passes.iter().map(|p| p.threads(ctx)).min().unwrap_or(1);
-    let runs =
-        map_items(threads, module.prim_entries(), |(name, func)| run_prim_stage_on(passes, name, func, view, ctx));
+    // Largest PrimFuncs first, so the biggest kernel does not start last (arena sizes as the weight).
+    let weight = |(_, f): &(Arc<str>, Arc<PrimFunc>)| f.exprs().len() + f.stmts().len();
+    let runs = map_items_largest_first(threads, module.prim_entries(), weight, |(name, func)| {
+        run_prim_stage_on(passes, name, func, view, ctx)
+    });
     let failed_at = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min();
     for i in 0..passes.len() {
         for run in &runs {

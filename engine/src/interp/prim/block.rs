@@ -41,6 +41,8 @@ pub(super) struct Scratch {
     off: Vec<usize>,
     /// The init store's offsets in an initialised reduction ([`ReduceNest`]).
     off0: Vec<usize>,
+    /// The flat iteration of the block's first lane (affine registers are filled from it).
+    pos: i64,
 }
 
 /// A register: float or integer class, and its index.
@@ -57,14 +59,190 @@ struct Builder<'a> {
     f: &'a PrimFunc,
     slot: &'a [super::Slot],
     nest_vars: &'a [usize],
+    /// The nest's loop ranges (first value and extent), as `nest_vars`.
+    los: &'a [i64],
+    exts: &'a [i64],
     nf: usize,
     ni: usize,
     /// Instructions in evaluation order, with whether they vary within the nest.
     instrs: Vec<(Instr, bool)>,
-    /// Per expression: its register and whether it varies.
+    /// Per expression: its register and whether it varies (`None` for an affine expression
+    /// not materialized yet, see `aff`).
     regs: Vec<Option<(Reg, bool)>>,
-    /// Variables bound by the body's `let`s: frame slot, and the register of the value.
-    lets: Vec<(usize, (Reg, bool))>,
+    /// Per expression: its affine form in the nest's loop variables, when it has one that its
+    /// dtype holds exactly (see [`Aff`]). Such an expression gets a register only when a
+    /// non-affine user needs one ([`Builder::get`]); an access whose indices are all affine
+    /// and statically in bounds computes its flat offsets directly ([`Builder::access`]).
+    aff: Vec<Option<Aff>>,
+    /// Per variable reference bound by a body `let`: the `let`'s value expression.
+    alias: Vec<Option<PExprId>>,
+    /// Variables bound by the body's `let`s: frame slot, and the value expression.
+    lets: Vec<(usize, PExprId)>,
+}
+
+/// An integer expression that is affine in the nest's loop variables: `c + Σ a[k] * var_k`,
+/// held exactly (i128). Only kept when every value it takes over the nest's ranges (and so,
+/// since each variable ranges independently, every value of each of its subexpressions, which
+/// are affine too) lies in its dtype's range: the dtype's wrap is then the identity, so the
+/// form computes exactly what the scalar closures compute.
+#[derive(Clone, Debug)]
+struct Aff {
+    c: i128,
+    a: Vec<i128>,
+}
+
+impl Aff {
+    fn constant(c: i64, k: usize) -> Aff {
+        Aff { c: c as i128, a: vec![0; k] }
+    }
+
+    /// The least and greatest value over the nest's ranges.
+    fn interval(&self, los: &[i64], exts: &[i64]) -> (i128, i128) {
+        let (mut lo, mut hi) = (self.c, self.c);
+        for ((&a, &l), &e) in self.a.iter().zip(los).zip(exts) {
+            let (x, y) = (a * l as i128, a * (l as i128 + e as i128 - 1));
+            lo += x.min(y);
+            hi += x.max(y);
+        }
+        (lo, hi)
+    }
+
+    fn combine(&self, other: &Aff, sign: i128) -> Aff {
+        Aff { c: self.c + sign * other.c, a: self.a.iter().zip(&other.a).map(|(&x, &y)| x + sign * y).collect() }
+    }
+
+    fn scale(&self, k: i128) -> Option<Aff> {
+        Some(Aff { c: self.c.checked_mul(k)?, a: self.a.iter().map(|&x| x.checked_mul(k)).collect::<Option<_>>()? })
+    }
+
+    fn constant_value(&self) -> Option<i128> {
+        self.a.iter().all(|&x| x == 0).then_some(self.c)
+    }
+}
+
+/// The range of values an integer dtype holds, for the affine forms (`None`: not tracked;
+/// u64 compares and divides unsigned, `bool` wraps to one bit).
+fn int_range(d: DType) -> Option<(i128, i128)> {
+    Some(match d {
+        DType::I8 => (i8::MIN as i128, i8::MAX as i128),
+        DType::I16 => (i16::MIN as i128, i16::MAX as i128),
+        DType::I32 => (i32::MIN as i128, i32::MAX as i128),
+        DType::I64 => (i64::MIN as i128, i64::MAX as i128),
+        DType::U8 => (0, u8::MAX as i128),
+        DType::U16 => (0, u16::MAX as i128),
+        DType::U32 => (0, u32::MAX as i128),
+        _ => return None,
+    })
+}
+
+/// How to fill a block's lanes with the values of an affine form: the nest's loops with
+/// extent 1 dropped (their value is folded into `c0`) and adjacent loops merged where the form
+/// steps through them as one (`a` of the outer equal to `a * extent` of the inner: a row-major
+/// index over both), so the innermost dimension is as long a ramp as the form allows.
+struct AffPlan {
+    /// The value at the nest's first iteration.
+    c0: i64,
+    /// Per dimension, outermost first: extent, coefficient, and the step from the last
+    /// iteration of every inner dimension to the next value of this one
+    /// (`a - Σ inner a * (extent - 1)`).
+    dims: Box<[(i64, i64, i64)]>,
+}
+
+impl AffPlan {
+    /// The plan of `form` over loops of first values `los` and extents `exts`, or `None` when a
+    /// value, coefficient or step does not fit i64 (the caller checked the form's interval).
+    fn new(form: &Aff, los: &[i64], exts: &[i64]) -> Option<AffPlan> {
+        let mut c0 = form.c;
+        let mut dims: Vec<(i128, i128)> = Vec::new();
+        for ((&a, &l), &e) in form.a.iter().zip(los).zip(exts) {
+            c0 += a * l as i128;
+            if e == 1 {
+                continue;
+            }
+            match dims.last_mut() {
+                Some(last) if last.1 == a * e as i128 => *last = (last.0 * e as i128, a),
+                _ => dims.push((e as i128, a)),
+            }
+        }
+        let mut out = Vec::with_capacity(dims.len());
+        for (k, &(e, a)) in dims.iter().enumerate() {
+            let inner: i128 = dims[k + 1..].iter().map(|&(e2, a2)| a2 * (e2 - 1)).sum();
+            out.push((i64::try_from(e).ok()?, i64::try_from(a).ok()?, i64::try_from(a - inner).ok()?));
+        }
+        Some(AffPlan { c0: i64::try_from(c0).ok()?, dims: out.into() })
+    }
+
+    /// Whether the value changes within the nest.
+    fn varies(&self) -> bool {
+        self.dims.iter().any(|&(_, a, _)| a != 0)
+    }
+
+    /// `out[j]` = the value at flat iteration `pos + j`: a ramp along the innermost dimension,
+    /// then a step to the next value of the outer ones (an odometer over the dimensions).
+    #[inline]
+    fn fill<T>(&self, pos: i64, out: &mut [T], conv: impl Fn(i64) -> T) {
+        let n = out.len();
+        let Some(last) = self.dims.len().checked_sub(1) else {
+            out.fill_with(|| conv(self.c0));
+            return;
+        };
+        let mut ctr = [0i64; MAX_VARS];
+        let (mut p, mut v) = (pos, self.c0);
+        for d in (0..=last).rev() {
+            let (e, a, _) = self.dims[d];
+            ctr[d] = p % e;
+            p /= e;
+            v += a * ctr[d];
+        }
+        let (el, al, _) = self.dims[last];
+        let mut j = 0;
+        loop {
+            let run = ((el - ctr[last]) as usize).min(n - j);
+            for (t, o) in out[j..j + run].iter_mut().enumerate() {
+                *o = conv(v + al * t as i64);
+            }
+            j += run;
+            if j == n {
+                return;
+            }
+            // The innermost dimension ended: from its last value, step the next outer one.
+            v += al * (el - 1 - ctr[last]);
+            ctr[last] = 0;
+            let mut d = last;
+            loop {
+                let Some(up) = d.checked_sub(1) else { return };
+                d = up;
+                let (e, _, step) = self.dims[d];
+                if ctr[d] + 1 < e {
+                    ctr[d] += 1;
+                    v += step;
+                    break;
+                }
+                ctr[d] = 0;
+            }
+        }
+    }
+}
+
+/// Where a block access's flat offsets come from.
+enum Offs {
+    /// Index registers (each checked against its dimension per lane) and the element offset.
+    Regs(Dims, i64),
+    /// An affine offset whose every index is in its dimension over the whole nest.
+    Affine(AffPlan),
+}
+
+/// `sc.off[..n]`: the flat offsets of an access at the block's lanes, or `false` when an
+/// index leaves its dimension.
+#[inline]
+fn offs(sc: &mut Scratch, o: &Offs, n: usize) -> bool {
+    match o {
+        Offs::Regs(dims, base) => offsets(sc, dims, *base, n),
+        Offs::Affine(plan) => {
+            plan.fill(sc.pos, &mut sc.off[..n], |v| v as usize);
+            true
+        }
+    }
 }
 
 /// Takes register `d` out of its list, so an instruction can write it while reading others.
@@ -228,13 +406,99 @@ impl Builder<'_> {
         self.ni - 1
     }
 
-    fn get(&self, e: PExprId) -> Option<(Reg, bool)> {
-        self.regs[e.index()]
+    /// The expression a `let`-bound variable reference stands for (else `e` itself).
+    fn resolve(&self, e: PExprId) -> PExprId {
+        self.alias[e.index()].unwrap_or(e)
     }
 
-    /// Compiles the tree under `root` (post-order: operands have smaller ids), or `None` when
-    /// some node has no block form.
+    fn aff_of(&self, e: PExprId) -> Option<&Aff> {
+        self.aff[self.resolve(e).index()].as_ref()
+    }
+
+    /// The register of `e` (compiled), materializing an affine expression's register (a fill
+    /// from its [`AffPlan`]) the first time a user needs it.
+    fn get(&mut self, e: PExprId) -> Option<(Reg, bool)> {
+        let e = self.resolve(e);
+        if let Some(r) = self.regs[e.index()] {
+            return Some(r);
+        }
+        let plan = AffPlan::new(self.aff[e.index()].as_ref()?, self.los, self.exts)?;
+        let var = plan.varies();
+        let r = self.ireg();
+        self.push(
+            Box::new(move |s, _, n| {
+                let pos = s.pos;
+                plan.fill(pos, &mut s.i[r][..n], |v| v);
+                true
+            }),
+            var,
+        );
+        self.regs[e.index()] = Some((Reg::I(r), var));
+        Some((Reg::I(r), var))
+    }
+
+    /// Records `e`'s affine form when its every value fits `d` (else it stays unrecorded and
+    /// `e` compiles to instructions); whether it was recorded.
+    fn set_aff(&mut self, e: PExprId, form: Aff, d: DType) -> bool {
+        let Some((lo, hi)) = int_range(d) else { return false };
+        let (min, max) = form.interval(self.los, self.exts);
+        if min < lo || max > hi {
+            return false;
+        }
+        self.aff[e.index()] = Some(form);
+        true
+    }
+
+    /// The flat offsets of an access to `buf` at indices `idx` (compiled): affine when every
+    /// index is affine and within its dimension at every iteration, else from the index
+    /// registers.
+    fn access(&mut self, buf: BufId, idx: &[PExprId]) -> Option<Offs> {
+        let b = self.f.buf(buf);
+        if let Some(form) = self.affine_offset(b, idx) {
+            if let Some(plan) = AffPlan::new(&form, self.los, self.exts) {
+                return Some(Offs::Affine(plan));
+            }
+        }
+        let regs = idx
+            .iter()
+            .map(|&i| match self.get(i) {
+                Some((Reg::I(x), _)) => Some(x),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Offs::Regs(access_dims(b, &regs), b.elem_offset))
+    }
+
+    /// `elem_offset + Σ idx[k] * stride[k]` as an affine form, when every index is affine and
+    /// in `0..shape[k]` over the nest, and every offset in `0..=i64::MAX`.
+    fn affine_offset(&self, b: &crate::tir::Buffer, idx: &[PExprId]) -> Option<Aff> {
+        if idx.len() != b.shape.len() {
+            return None;
+        }
+        let strides = b.effective_strides();
+        let mut off = Aff::constant(b.elem_offset, self.nest_vars.len());
+        for ((&i, &extent), &stride) in idx.iter().zip(b.shape.iter()).zip(&strides) {
+            let form = self.aff_of(i)?;
+            let (lo, hi) = form.interval(self.los, self.exts);
+            if lo < 0 || hi >= extent as i128 {
+                return None;
+            }
+            off = off.combine(&form.scale(stride as i128)?, 1);
+        }
+        let (lo, hi) = off.interval(self.los, self.exts);
+        (lo >= 0 && hi <= i64::MAX as i128).then_some(off)
+    }
+
+    /// Compiles the tree under `root` and returns its register, or `None` when some node has
+    /// no block form.
     fn tree(&mut self, root: PExprId) -> Option<(Reg, bool)> {
+        self.compile_tree(root)?;
+        self.get(root)
+    }
+
+    /// Compiles the tree under `root` (post-order: operands have smaller ids), leaving affine
+    /// nodes unmaterialized, or `None` when some node has no block form.
+    fn compile_tree(&mut self, root: PExprId) -> Option<()> {
         let f = self.f;
         let mut nodes = Vec::new();
         let mut stack = vec![root];
@@ -246,21 +510,72 @@ impl Builder<'_> {
             stack.extend_from_slice(&ops);
         }
         nodes.sort_unstable();
+        nodes.dedup();
         for e in nodes {
-            let r = self.node(e)?;
-            self.regs[e.index()] = Some(r);
+            if let Some(r) = self.node(e)? {
+                self.regs[e.index()] = Some(r);
+            }
         }
-        self.get(root)
+        Some(())
     }
 
-    fn node(&mut self, e: PExprId) -> Option<(Reg, bool)> {
+    /// Compiles one node whose operands are compiled: its register, or `None` inside when it
+    /// is affine and left to [`Builder::get`] (or a reference to a body `let`).
+    fn node(&mut self, e: PExprId) -> Option<Option<(Reg, bool)>> {
         let f = self.f;
         let node = f.expr(e);
         if node.ty.lanes != 1 {
             return None;
         }
         let d = node.ty.dtype;
-        Some(match node.kind {
+        let k = self.nest_vars.len();
+        // Affine forms: immediates, loop variables, `let`s of affine values, sums,
+        // differences, products by a constant and integer casts that keep every value.
+        match node.kind {
+            PExprKind::Int(x) if self.set_aff(e, Aff::constant(wrap(x, d), k), d) => return Some(None),
+            PExprKind::Var(v) => {
+                let v = v.index();
+                if let Some(pos) = self.nest_vars.iter().position(|&x| x == v) {
+                    // The loops' ranges fit their variables' types (`loops`).
+                    let mut form = Aff::constant(0, k);
+                    form.a[pos] = 1;
+                    self.aff[e.index()] = Some(form);
+                    return Some(None);
+                }
+                if let Some(&(_, value)) = self.lets.iter().rev().find(|&&(x, _)| x == v) {
+                    self.alias[e.index()] = Some(self.resolve(value));
+                    return Some(None);
+                }
+            }
+            PExprKind::Bin(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), a, b) => {
+                let form = match (self.aff_of(a), self.aff_of(b)) {
+                    (Some(x), Some(y)) => match op {
+                        BinOp::Add => Some(x.combine(y, 1)),
+                        BinOp::Sub => Some(x.combine(y, -1)),
+                        _ => match (x.constant_value(), y.constant_value()) {
+                            (_, Some(m)) => x.scale(m),
+                            (Some(m), _) => y.scale(m),
+                            _ => None,
+                        },
+                    },
+                    _ => None,
+                };
+                if let Some(form) = form {
+                    if self.set_aff(e, form, d) {
+                        return Some(None);
+                    }
+                }
+            }
+            PExprKind::Cast(a) if int_range(f.expr(a).ty.dtype).is_some() => {
+                if let Some(form) = self.aff_of(a).cloned() {
+                    if self.set_aff(e, form, d) {
+                        return Some(None);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Some(Some(match node.kind {
             PExprKind::Int(k) => {
                 let r = self.ireg();
                 let k = wrap(k, d);
@@ -285,14 +600,9 @@ impl Builder<'_> {
                 (Reg::F(r), false)
             }
             PExprKind::Var(v) => {
+                // Not a loop variable nor a body `let` (above): invariant in the nest.
                 let v = v.index();
-                if let Some(k) = self.nest_vars.iter().position(|&x| x == v) {
-                    // Filled by the driver: nest variable k lives in integer register k.
-                    (Reg::I(k), true)
-                } else if let Some(&(_, r)) = self.lets.iter().rev().find(|&&(x, _)| x == v) {
-                    // Bound by a `let` of the body: its value's register.
-                    r
-                } else if d.is_float() {
+                if d.is_float() {
                     let r = self.freg();
                     self.push(
                         Box::new(move |s, c, n| {
@@ -442,21 +752,18 @@ impl Builder<'_> {
                 }
             }
             PExprKind::Load(buf, r) => {
-                let idx: Vec<(usize, bool)> = f
-                    .operands(r)
-                    .iter()
-                    .map(|&i| match self.get(i) {
-                        Some((Reg::I(x), v)) => Some((x, v)),
-                        _ => None,
-                    })
-                    .collect::<Option<_>>()?;
-                let var = idx.iter().any(|&(_, v)| v);
-                let (ins, reg) = self.load(buf, idx.iter().map(|&(x, _)| x).collect())?;
+                let idx = f.operands(r);
+                let offs = self.access(buf, idx)?;
+                let var = match &offs {
+                    Offs::Affine(plan) => plan.varies(),
+                    Offs::Regs(..) => idx.iter().any(|&i| self.get(i).is_some_and(|(_, v)| v)),
+                };
+                let (ins, reg) = self.load(buf, offs);
                 self.push(ins, var);
                 (reg, var)
             }
             _ => return None,
-        })
+        }))
     }
 
     /// For a unary function from dtype `from` (operand in `ra`) to dtype `to`: the operand's
@@ -483,17 +790,14 @@ impl Builder<'_> {
 
     /// A load: offsets from the index registers (each checked against its dimension), then
     /// the elements (checked against the storage).
-    fn load(&mut self, buf: BufId, idx: Vec<usize>) -> Option<(Instr, Reg)> {
-        let b = self.f.buf(buf);
-        let dims = access_dims(b, &idx);
-        let base = b.elem_offset;
+    fn load(&mut self, buf: BufId, o: Offs) -> (Instr, Reg) {
         let slot = self.slot[buf.index()];
         let s = slot.index;
-        Some(match slot.class {
+        match slot.class {
             Class::F32 => {
                 let r = self.freg();
                 let ins: Instr = Box::new(move |sc, c, n| {
-                    offsets(sc, &dims, base, n) && {
+                    offs(sc, &o, n) && {
                         let st = &c.f32s[s];
                         let dst = &mut sc.f[r];
                         gather(&sc.off[..n], st, &mut dst[..n], |v| v as f64)
@@ -504,7 +808,7 @@ impl Builder<'_> {
             Class::F64 => {
                 let r = self.freg();
                 let ins: Instr = Box::new(move |sc, c, n| {
-                    offsets(sc, &dims, base, n) && {
+                    offs(sc, &o, n) && {
                         let st = &c.f64s[s];
                         let dst = &mut sc.f[r];
                         gather(&sc.off[..n], st, &mut dst[..n], |v| v)
@@ -515,7 +819,7 @@ impl Builder<'_> {
             Class::I64 => {
                 let r = self.ireg();
                 let ins: Instr = Box::new(move |sc, c, n| {
-                    offsets(sc, &dims, base, n) && {
+                    offs(sc, &o, n) && {
                         let st = &c.i64s[s];
                         let dst = &mut sc.i[r];
                         gather(&sc.off[..n], st, &mut dst[..n], |v| v)
@@ -523,7 +827,7 @@ impl Builder<'_> {
                 });
                 (ins, Reg::I(r))
             }
-        })
+        }
     }
 }
 
@@ -735,27 +1039,39 @@ fn reduction(c: &Compiler<'_>, buf: BufId, idx: &[PExprId], value: PExprId, vary
 }
 
 impl<'a> Builder<'a> {
-    fn new(c: &'a Compiler<'_>, nest_vars: &'a [usize]) -> Builder<'a> {
+    fn new(c: &'a Compiler<'_>, nest: &'a Loops) -> Builder<'a> {
+        let n = c.f.exprs().len();
         Builder {
             f: c.f,
             slot: &c.slot,
-            nest_vars,
+            nest_vars: &nest.vars,
+            los: &nest.los,
+            exts: &nest.exts,
             nf: 0,
-            ni: nest_vars.len(),
+            ni: 0,
             instrs: Vec::new(),
-            regs: vec![None; c.f.exprs().len()],
+            regs: vec![None; n],
+            aff: vec![None; n],
+            alias: vec![None; n],
             lets: Vec::new(),
         }
     }
 
-    /// The integer registers of index expressions, or `None`.
-    fn indices(&mut self, idx: &[PExprId]) -> Option<Vec<usize>> {
-        idx.iter()
-            .map(|&i| match self.tree(i) {
-                Some((Reg::I(r), _)) => Some(r),
-                _ => None,
-            })
-            .collect()
+    /// The offsets of a store to `buf` at index expressions `idx` (compiled here), or `None`.
+    fn store_access(&mut self, buf: BufId, idx: &[PExprId]) -> Option<Offs> {
+        for &i in idx {
+            self.compile_tree(i)?;
+        }
+        self.access(buf, idx)
+    }
+
+    /// Compiles the body's `let`s, in order.
+    fn bind_lets(&mut self, lets: &[(usize, PExprId)]) -> Option<()> {
+        for &(v, value) in lets {
+            self.compile_tree(value)?;
+            self.lets.push((v, value));
+        }
+        Some(())
     }
 }
 
@@ -768,8 +1084,8 @@ fn fits(r: Reg, class: Class) -> bool {
 /// have the shape the block path handles (see the module docs).
 pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize) -> Option<SFn> {
     let f = c.f;
-    let Loops { vars, los, exts, body: body_stmt } = loops(f, chain)?;
-    let (lets, store_stmt) = lets_then_store(f, body_stmt)?;
+    let nest_loops = loops(f, chain)?;
+    let (lets, store_stmt) = lets_then_store(f, nest_loops.body)?;
     let StmtKind::Store { buf, indices, value } = f.stmt(store_stmt).kind else { return None };
     // A `let` value that reads the stored buffer's storage would see earlier iterations'
     // stores in the scalar order; such nests stay scalar.
@@ -777,16 +1093,17 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
         return None;
     }
     // Variables that vary within the nest: the loop variables and the `let`s computed from them.
-    let varying = varying_with(f, &vars, &lets);
+    let varying = varying_with(f, &nest_loops.vars, &lets);
     let idx: Vec<PExprId> = f.operands(indices).to_vec();
-    let total = exts.iter().try_fold(1i64, |acc, &e| acc.checked_mul(e))?;
+    let total = nest_loops.exts.iter().try_fold(1i64, |acc, &e| acc.checked_mul(e))?;
     if f.expr(value).ty.lanes != 1 || idx.iter().any(|&i| f.expr(i).ty.lanes != 1) {
         return None;
     }
     let mode = match reduction(c, buf, &idx, value, &varying) {
         Some(m) => m,
         None => {
-            let covers = vars
+            let covers = nest_loops
+                .vars
                 .iter()
                 .all(|&v| idx.iter().any(|&i| matches!(f.expr(i).kind, PExprKind::Var(x) if x.index() == v)));
             let self_reads = reads_slot(c, value, buf, &[]) || idx.iter().any(|&i| reads_slot(c, i, buf, &[]));
@@ -800,34 +1117,30 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
             Mode::Map
         }
     };
-    let mut bld = Builder::new(c, &vars);
-    for &(v, value) in &lets {
-        let r = bld.tree(value)?;
-        bld.lets.push((v, r));
-    }
+    let mut bld = Builder::new(c, &nest_loops);
+    bld.bind_lets(&lets)?;
     let value_reg = match &mode {
         Mode::Map => bld.tree(value)?.0,
         Mode::Reduce { term, .. } => bld.tree(*term)?.0,
     };
-    let idx_regs = bld.indices(&idx)?;
+    let store_offs = bld.store_access(buf, &idx)?;
     if !fits(value_reg, c.slot[buf.index()].class) {
         return None;
     }
     let Builder { instrs, nf, ni, .. } = bld;
+    let Loops { vars, los, exts, body: body_stmt } = nest_loops;
     // Matched: the scalar body (its `let`s and the store closure) becomes the fallback.
     let store_op = if lets.is_empty() {
         c.leaves.get_mut(store_stmt.index()).and_then(Option::take)?
     } else {
         super::block(c.flatten(body_stmt).ok()?)
     };
-    let dims = access_dims(f.buf(buf), &idx_regs);
-    let base = f.buf(buf).elem_offset;
     let slot = c.slot[buf.index()];
     let nest = Nest { vars, los, exts, total, instrs, nf, ni, nest_id };
     Some(match mode {
         Mode::Map => Box::new(move |cx: &mut Ctx| {
             nest.run(cx, &store_op, |sc, cx, n| {
-                if !offsets(sc, &dims, base, n) {
+                if !offs(sc, &store_offs, n) {
                     return false;
                 }
                 let off = &sc.off[..n];
@@ -839,7 +1152,7 @@ pub(super) fn try_compile(c: &mut Compiler<'_>, chain: &[StmtId], nest_id: usize
             })
         }),
         Mode::Reduce { ffold, ifold, .. } => Box::new(move |cx: &mut Ctx| {
-            nest.run_reduce(cx, &store_op, &dims, base, slot, value_reg, ffold.as_deref(), ifold.as_deref())
+            nest.run_reduce(cx, &store_op, &store_offs, slot, value_reg, ffold.as_deref(), ifold.as_deref())
         }),
     })
 }
@@ -879,8 +1192,8 @@ pub(super) fn try_compile_reduce_nest(c: &mut Compiler<'_>, outer: &[StmtId], ne
         }
         chain.push(body);
     }
-    let Loops { vars, los, exts, body } = loops(f, &chain)?;
-    let (lets, store_stmt) = lets_then_store(f, body)?;
+    let nest_loops = loops(f, &chain)?;
+    let (lets, store_stmt) = lets_then_store(f, nest_loops.body)?;
     let StmtKind::Store { buf, indices, value } = f.stmt(store_stmt).kind else { return None };
     let idx: Vec<PExprId> = f.operands(indices).to_vec();
     let init_idx: Vec<PExprId> = f.operands(iidx).to_vec();
@@ -890,18 +1203,19 @@ pub(super) fn try_compile_reduce_nest(c: &mut Compiler<'_>, outer: &[StmtId], ne
     {
         return None;
     }
-    let inner = exts[n_outer..].iter().try_fold(1i64, |acc, &e| acc.checked_mul(e))?;
-    let outer_total = exts[..n_outer].iter().try_fold(1i64, |acc, &e| acc.checked_mul(e))?;
+    let inner = nest_loops.exts[n_outer..].iter().try_fold(1i64, |acc, &e| acc.checked_mul(e))?;
+    let outer_total = nest_loops.exts[..n_outer].iter().try_fold(1i64, |acc, &e| acc.checked_mul(e))?;
     let total = outer_total.checked_mul(inner)?;
     if inner > BLOCK as i64 {
         return None;
     }
     // The reduction's own variables: its loops and the `let`s computed from them.
-    let varying = varying_with(f, &vars[n_outer..], &lets);
+    let varying = varying_with(f, &nest_loops.vars[n_outer..], &lets);
     let Mode::Reduce { term, ffold, ifold } = reduction(c, buf, &idx, value, &varying)? else { return None };
     // The init store runs outside the reduction's scope: it cannot name its variables or `let`s
     // (the verifier's scoping; checked here since the block computes it on every lane).
-    let inner_names: Vec<usize> = vars[n_outer..].iter().copied().chain(lets.iter().map(|&(v, _)| v)).collect();
+    let inner_names: Vec<usize> =
+        nest_loops.vars[n_outer..].iter().copied().chain(lets.iter().map(|&(v, _)| v)).collect();
     if mentions(f, ival, &inner_names) || init_idx.iter().any(|&i| mentions(f, i, &inner_names)) {
         return None;
     }
@@ -913,20 +1227,31 @@ pub(super) fn try_compile_reduce_nest(c: &mut Compiler<'_>, outer: &[StmtId], ne
             return None;
         }
     }
-    let mut bld = Builder::new(c, &vars);
+    let mut bld = Builder::new(c, &nest_loops);
     let init_reg = bld.tree(ival)?.0;
-    let init_regs = bld.indices(&init_idx)?;
-    for &(v, value) in &lets {
-        let r = bld.tree(value)?;
-        bld.lets.push((v, r));
-    }
+    let init_offs = bld.store_access(ibuf, &init_idx)?;
+    bld.bind_lets(&lets)?;
     let term_reg = bld.tree(term)?.0;
-    let idx_regs = bld.indices(&idx)?;
+    let acc_offs = bld.store_access(buf, &idx)?;
+    // Both stores' offsets depend on the outer loops only: with affine offsets, fill one lane
+    // per outer iteration instead of one per iteration of the nest.
+    let outer_plan = |form: Aff| {
+        if form.a[n_outer..].iter().any(|&x| x != 0) {
+            return None;
+        }
+        let outer = Aff { c: form.c, a: form.a[..n_outer].to_vec() };
+        AffPlan::new(&outer, &nest_loops.los[..n_outer], &nest_loops.exts[..n_outer])
+    };
+    let outer_offs = match (bld.affine_offset(f.buf(ibuf), &init_idx), bld.affine_offset(f.buf(buf), &idx)) {
+        (Some(a), Some(b)) => outer_plan(a).zip(outer_plan(b)),
+        _ => None,
+    };
     let (islot, slot) = (c.slot[ibuf.index()], c.slot[buf.index()]);
     if !fits(init_reg, islot.class) || !fits(term_reg, slot.class) {
         return None;
     }
     let Builder { instrs, nf, ni, .. } = bld;
+    let Loops { vars, los, exts, .. } = nest_loops;
     // Matched: the scalar init store and the reduction nest as compiled on its own become the
     // fallback.
     let has = |c: &Compiler<'_>, s: StmtId| c.leaves.get(s.index()).is_some_and(Option::is_some);
@@ -946,8 +1271,9 @@ pub(super) fn try_compile_reduce_nest(c: &mut Compiler<'_>, outer: &[StmtId], ne
         outer_total,
         init_op,
         inner_op,
-        init: (access_dims(f.buf(ibuf), &init_regs), f.buf(ibuf).elem_offset, islot, init_reg),
-        acc: (access_dims(f.buf(buf), &idx_regs), f.buf(buf).elem_offset, slot, term_reg),
+        init: (init_offs, islot, init_reg),
+        acc: (acc_offs, slot, term_reg),
+        outer_offs,
         ffold,
         ifold,
     };
@@ -1012,45 +1338,6 @@ impl Nest {
         sc
     }
 
-    /// Fills the loop-variable registers for iterations `pos..pos + n`: loop `d` holds
-    /// `lo + (p / stride) % extent` at iteration `p`, where `stride` is the product of the inner
-    /// extents, so each register is runs of one value (a ramp for the innermost loop that
-    /// is longer than 1), filled a run at a time. Loops of extent 1 (a 1×1 convolution's
-    /// kernel loops) are one fill.
-    fn fill_vars(&self, sc: &mut Scratch, pos: i64, n: usize) {
-        let mut stride = 1i64;
-        for d in (0..self.vars.len()).rev() {
-            let (lo, ext) = (self.los[d], self.exts[d]);
-            let reg = &mut sc.i[d][..n];
-            if ext == 1 {
-                reg.fill(lo);
-            } else if stride == 1 {
-                let mut c = pos % ext;
-                for o in reg.iter_mut() {
-                    *o = lo + c;
-                    c += 1;
-                    if c == ext {
-                        c = 0;
-                    }
-                }
-            } else {
-                let mut c = (pos / stride) % ext;
-                let mut run = ((stride - pos % stride) as usize).min(n);
-                let mut j = 0;
-                while j < n {
-                    reg[j..j + run].fill(lo + c);
-                    j += run;
-                    c += 1;
-                    if c == ext {
-                        c = 0;
-                    }
-                    run = (stride as usize).min(n - j);
-                }
-            }
-            stride = stride.saturating_mul(ext);
-        }
-    }
-
     fn run_instrs(&self, sc: &mut Scratch, c: &mut Ctx, n: usize, first: bool) -> bool {
         self.instrs.iter().all(|(ins, var)| (!first && !*var) || ins(sc, c, n))
     }
@@ -1090,7 +1377,7 @@ impl Nest {
         let mut first = true;
         while pos < self.total {
             let n = ((self.total - pos) as usize).min(w);
-            self.fill_vars(&mut sc, pos, n);
+            sc.pos = pos;
             if !(self.run_instrs(&mut sc, c, n, first) && store(&mut sc, c, n)) {
                 c.nests[self.nest_id] = sc;
                 return self.fallback(c, store_op, pos);
@@ -1108,8 +1395,7 @@ impl Nest {
         &self,
         c: &mut Ctx,
         store_op: &SFn,
-        dims: &[(usize, i64, i64)],
-        base: i64,
+        acc: &Offs,
         slot: super::Slot,
         term: Reg,
         ffold: Option<&FFoldFn>,
@@ -1120,8 +1406,8 @@ impl Nest {
         // The first block computes the invariant index registers; the accumulator's offset
         // is their first lane.
         let n0 = (self.total as usize).min(w);
-        self.fill_vars(&mut sc, 0, n0);
-        let ok = self.run_instrs(&mut sc, c, n0, true) && offsets(&mut sc, dims, base, 1);
+        sc.pos = 0;
+        let ok = self.run_instrs(&mut sc, c, n0, true) && offs(&mut sc, acc, 1);
         let at = sc.off[0];
         let len = c.storage_len(slot);
         if !ok || at >= len {
@@ -1137,9 +1423,7 @@ impl Nest {
         };
         while pos < self.total {
             let n = ((self.total - pos) as usize).min(w);
-            if !first {
-                self.fill_vars(&mut sc, pos, n);
-            }
+            sc.pos = pos;
             let ok = (first || self.run_instrs(&mut sc, c, n, false))
                 && match (term, ffold, ifold) {
                     (Reg::F(r), Some(fold), _) => {
@@ -1192,7 +1476,7 @@ fn get(c: &Ctx, slot: super::Slot, at: usize) -> (f64, i64) {
 
 /// A store's access in a block: index dimensions, element offset, storage slot, and the
 /// register of the stored value (or term).
-type BlockAccess = (Dims, i64, super::Slot, Reg);
+type BlockAccess = (Offs, super::Slot, Reg);
 
 /// A compiled initialised reduction ([`try_compile_reduce_nest`]).
 struct ReduceNest {
@@ -1207,6 +1491,8 @@ struct ReduceNest {
     inner_op: SFn,
     init: BlockAccess,
     acc: BlockAccess,
+    /// The init and accumulator offsets as affine forms over the outer loops, when both are.
+    outer_offs: Option<(AffPlan, AffPlan)>,
     ffold: Option<FFold>,
     ifold: Option<IFold>,
 }
@@ -1217,22 +1503,32 @@ impl ReduceNest {
         let m = self.inner;
         let per_block = (BLOCK / m).max(1) as i64;
         let mut sc = nest.scratch(c, (per_block as usize * m).min(nest.total as usize));
-        let (init_dims, init_base, islot, init_reg) = &self.init;
-        let (dims, base, slot, term) = &self.acc;
+        let (init_offs, islot, init_reg) = &self.init;
+        let (acc_offs, slot, term) = &self.acc;
         let (ilen, len) = (c.storage_len(*islot), c.storage_len(*slot));
+        let step = if self.outer_offs.is_some() { 1 } else { m };
         let mut o = 0i64;
         let mut first = true;
         while o < self.outer_total {
             let nb = per_block.min(self.outer_total - o);
             let n = nb as usize * m;
-            nest.fill_vars(&mut sc, o * m as i64, n);
+            sc.pos = o * m as i64;
+            // Outer iteration `t`'s offsets are at lane `t * step` of `off0` (init) and `off`.
             let ok = nest.run_instrs(&mut sc, c, n, first)
-                && offsets(&mut sc, init_dims, *init_base, n)
-                && {
-                    std::mem::swap(&mut sc.off, &mut sc.off0);
-                    offsets(&mut sc, dims, *base, n)
+                && match &self.outer_offs {
+                    Some((init_plan, acc_plan)) => {
+                        init_plan.fill(o, &mut sc.off0[..nb as usize], |v| v as usize);
+                        acc_plan.fill(o, &mut sc.off[..nb as usize], |v| v as usize);
+                        true
+                    }
+                    None => {
+                        offs(&mut sc, init_offs, n) && {
+                            std::mem::swap(&mut sc.off, &mut sc.off0);
+                            offs(&mut sc, acc_offs, n)
+                        }
+                    }
                 }
-                && (0..n).step_by(m).all(|j| sc.off0[j] < ilen && sc.off[j] < len);
+                && (0..nb as usize).all(|t| sc.off0[t * step] < ilen && sc.off[t * step] < len);
             if !ok {
                 c.nests[nest.nest_id] = sc;
                 return self.fallback(c, o);
@@ -1243,8 +1539,8 @@ impl ReduceNest {
                     Reg::F(r) => (sc.f[r][j], 0),
                     Reg::I(r) => (0.0, sc.i[r][j]),
                 };
-                put(c, *islot, sc.off0[j], fv, iv);
-                let at = sc.off[j];
+                put(c, *islot, sc.off0[t * step], fv, iv);
+                let at = sc.off[t * step];
                 let (facc, iacc) = get(c, *slot, at);
                 match (*term, self.ffold.as_deref(), self.ifold.as_deref()) {
                     (Reg::F(r), Some(fold), _) => put(c, *slot, at, fold(facc, &sc.f[r][j..j + m]), 0),
@@ -1287,6 +1583,58 @@ impl ReduceNest {
                 return;
             }
             advance(&mut ctr, exts);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Aff, AffPlan};
+
+    /// A small deterministic generator (xorshift), so the test needs no dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    #[test]
+    fn affine_plans_fill_what_the_form_evaluates_to_at_every_iteration() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..20_000 {
+            let k = 1 + rng.below(5) as usize;
+            let exts: Vec<i64> = (0..k).map(|_| 1 + rng.below(5) as i64).collect();
+            let los: Vec<i64> = (0..k).map(|_| rng.below(7) as i64 - 3).collect();
+            // Coefficients that often make adjacent loops one row-major index (mergeable).
+            let mut a = vec![0i128; k];
+            for d in (0..k).rev() {
+                a[d] = match rng.below(4) {
+                    0 => 0,
+                    1 if d + 1 < k => a[d + 1] * exts[d + 1] as i128,
+                    _ => rng.below(9) as i128 - 4,
+                };
+            }
+            let form = Aff { c: rng.below(21) as i128 - 10, a };
+            let plan = AffPlan::new(&form, &los, &exts).expect("fits");
+            let total: i64 = exts.iter().product();
+            let pos = rng.below(total as u64) as i64;
+            let n = 1 + rng.below((total - pos) as u64) as usize;
+            let mut got = vec![0i64; n];
+            plan.fill(pos, &mut got, |v| v);
+            for (j, &g) in got.iter().enumerate() {
+                // The form at flat iteration pos + j (the odometer, innermost loop fastest).
+                let mut p = pos + j as i64;
+                let mut want = form.c;
+                for d in (0..k).rev() {
+                    want += form.a[d] * (los[d] + p % exts[d]) as i128;
+                    p /= exts[d];
+                }
+                assert_eq!(g as i128, want, "form {form:?} over {los:?} / {exts:?}, lane {j} from {pos}");
+            }
         }
     }
 }
