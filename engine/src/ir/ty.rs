@@ -106,6 +106,21 @@ impl DType {
         self.is_int() || self.is_uint()
     }
 
+    /// The smallest and largest value of an integer type (`None` for floats and `bool`).
+    pub fn int_range(self) -> Option<(i128, i128)> {
+        Some(match self {
+            DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+            DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+            DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+            DType::I64 => (i64::MIN.into(), i64::MAX.into()),
+            DType::U8 => (0, u8::MAX.into()),
+            DType::U16 => (0, u16::MAX.into()),
+            DType::U32 => (0, u32::MAX.into()),
+            DType::U64 => (0, u64::MAX.into()),
+            DType::F32 | DType::F16 | DType::F64 | DType::Bool => return None,
+        })
+    }
+
     /// Size of one element in bytes.
     pub fn size_bytes(self) -> usize {
         match self {

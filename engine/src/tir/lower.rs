@@ -801,23 +801,13 @@ fn lower_reduce(
 }
 
 fn int_min(d: DType) -> f64 {
-    match d {
-        DType::I8 => i8::MIN as f64,
-        DType::I16 => i16::MIN as f64,
-        DType::I32 => i32::MIN as f64,
-        DType::I64 => i64::MIN as f64,
-        _ => 0.0,
-    }
+    d.int_range().map_or(0.0, |(lo, _)| lo as f64)
 }
 
+/// The largest value of `d` (`i64::MAX` for `u64` and the float types, as before).
 fn int_max(d: DType) -> f64 {
-    match d {
-        DType::I8 => i8::MAX as f64,
-        DType::I16 => i16::MAX as f64,
-        DType::I32 => i32::MAX as f64,
-        DType::U8 => u8::MAX as f64,
-        DType::U16 => u16::MAX as f64,
-        DType::U32 => u32::MAX as f64,
+    match d.int_range() {
+        Some((_, hi)) if d != DType::U64 => hi as f64,
         _ => i64::MAX as f64,
     }
 }

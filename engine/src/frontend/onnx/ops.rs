@@ -2165,16 +2165,9 @@ fn filled(shape: &[u64], dtype: DType, v: f64) -> Val {
 /// The identity element of reduction `op` over `dtype`: what ONNX's reductions give over an
 /// empty set (`None` for `mean`, which has none).
 fn reduce_identity(op: &str, dtype: DType) -> Option<f64> {
-    let (lowest, highest) = match dtype {
-        DType::Bool => (0.0, 1.0),
-        DType::I8 => (i8::MIN as f64, i8::MAX as f64),
-        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
-        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
-        DType::I64 => (i64::MIN as f64, i64::MAX as f64),
-        DType::U8 => (0.0, u8::MAX as f64),
-        DType::U16 => (0.0, u16::MAX as f64),
-        DType::U32 => (0.0, u32::MAX as f64),
-        DType::U64 => (0.0, u64::MAX as f64),
+    let (lowest, highest) = match (dtype, dtype.int_range()) {
+        (DType::Bool, _) => (0.0, 1.0),
+        (_, Some((lo, hi))) => (lo as f64, hi as f64),
         _ => (f64::NEG_INFINITY, f64::INFINITY),
     };
     match op {

@@ -123,16 +123,7 @@ impl Aff {
 /// The range of values an integer dtype holds, for the affine forms (`None`: not tracked;
 /// u64 compares and divides unsigned, `bool` wraps to one bit).
 fn int_range(d: DType) -> Option<(i128, i128)> {
-    Some(match d {
-        DType::I8 => (i8::MIN as i128, i8::MAX as i128),
-        DType::I16 => (i16::MIN as i128, i16::MAX as i128),
-        DType::I32 => (i32::MIN as i128, i32::MAX as i128),
-        DType::I64 => (i64::MIN as i128, i64::MAX as i128),
-        DType::U8 => (0, u8::MAX as i128),
-        DType::U16 => (0, u16::MAX as i128),
-        DType::U32 => (0, u32::MAX as i128),
-        _ => return None,
-    })
+    d.int_range().filter(|_| d != DType::U64)
 }
 
 /// How to fill a block's lanes with the values of an affine form: the nest's loops with

@@ -243,7 +243,7 @@ impl<'s> Parser<'s> {
                 DType::F16 => !v.is_finite() || f16::from_f64(v).is_finite(),
                 DType::F64 => true,
                 other => {
-                    let (lo, hi) = int_range(other);
+                    let (lo, hi) = other.int_range().unwrap_or((0, -1));
                     v.fract() == 0.0 && v >= lo as f64 && v <= hi as f64 && (v as i128) <= hi
                 }
             };
@@ -412,25 +412,10 @@ fn unescape(s: &str) -> Option<String> {
     Some(out)
 }
 
-/// The range of an integer dtype, as `i128`.
-fn int_range(dtype: DType) -> (i128, i128) {
-    match dtype {
-        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
-        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
-        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
-        DType::I64 => (i64::MIN.into(), i64::MAX.into()),
-        DType::U8 => (0, u8::MAX.into()),
-        DType::U16 => (0, u16::MAX.into()),
-        DType::U32 => (0, u32::MAX.into()),
-        DType::U64 => (0, u64::MAX.into()),
-        DType::F32 | DType::F16 | DType::F64 | DType::Bool => (0, -1),
-    }
-}
-
 /// An integer literal of `dtype` (i8, i16, u8 … u64), if it is one and in range.
 fn int_in_range(text: &str, dtype: DType) -> Option<i128> {
     let v = text.parse::<i128>().ok()?;
-    let (lo, hi) = int_range(dtype);
+    let (lo, hi) = dtype.int_range()?;
     (lo..=hi).contains(&v).then_some(v)
 }
 
