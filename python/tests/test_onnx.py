@@ -48,3 +48,18 @@ def test_from_onnx_errors_name_the_file_and_every_unsupported_operator():
         ir.Module.from_onnx(CORPUS / "bad_cycle.onnx")
     with pytest.raises(OSError, match="cannot read"):
         ir.Module.from_onnx(CORPUS / "no_such_model.onnx")
+
+
+DATA = Path(__file__).resolve().parents[2] / "engine" / "tests" / "data" / "onnx"
+
+
+def test_from_onnx_reads_external_data_from_the_models_folder_and_only_there():
+    # The weights live in `constant_external_value.bin` beside the model (ONNX external data),
+    # read by the engine's loader, the same code as `passel import`.
+    mod = ir.Module.from_onnx(DATA / "constant_external_value.onnx")
+    x = np.zeros(8, dtype=np.float32)
+    np.testing.assert_array_equal(passel.eval(mod, x), np.arange(8, dtype=np.float32) * 0.25)
+    with pytest.raises(passel.OnnxError, match=r"`\.\./outside\.bin`.*inside the model's folder"):
+        ir.Module.from_onnx(DATA / "bad_external_outside.onnx")
+    with pytest.raises(passel.OnnxError, match=r"tensor `w`: external data `missing_weights\.bin`: cannot open"):
+        ir.Module.from_onnx(DATA / "bad_external_missing.onnx")
