@@ -9,11 +9,61 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser};
 use passel_engine::transform::{
-    get_pass, parse_config_assignment, parse_pipeline, PassContext, PassContextBuilder, Sequential, DEFAULT_OPT_LEVEL,
-    MAX_THREADS,
+    get_pass, parse_config_assignment, parse_pipeline, ConfigError, PassContext, PassContextBuilder, PassError,
+    Sequential, DEFAULT_OPT_LEVEL, MAX_THREADS,
 };
 
-use crate::onnx::InputShapeArgs;
+use crate::onnx::{InputShapeArgs, OnnxError};
+
+/// Why command-line options (or a reproducer header's words) do not make a pipeline and
+/// context.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    /// `--passes` does not parse, or a pass name is unknown (with suggestions).
+    #[error(transparent)]
+    Pass(#[from] PassError),
+    /// A `--config KEY=VALUE` that does not parse or names an unknown key.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A word that is no pipeline option, in a reproducer header (`what`).
+    #[error("unknown option `{word}` in {what} (expected --passes=, -O, --require=, --disable=, --config=, --lower)")]
+    UnknownWord {
+        /// The word.
+        word: String,
+        /// Where the words come from.
+        what: String,
+    },
+    /// A pipeline option with a bad value, in a reproducer header (`what`).
+    #[error("{msg} in {what}")]
+    BadWord {
+        /// clap's one-line reason.
+        msg: String,
+        /// Where the words come from.
+        what: String,
+    },
+    /// Two output options name one file.
+    #[error("{first} and {second} both name {}: each output needs its own file", path.display())]
+    SameOutput {
+        /// The first option.
+        first: String,
+        /// The second option.
+        second: String,
+        /// The file both name.
+        path: PathBuf,
+    },
+    /// A malformed `--input-shape`.
+    #[error(transparent)]
+    InputShape(#[from] OnnxError),
+    /// `--input-shape` gives one input twice.
+    #[error("--input-shape gives input `{0}` twice")]
+    InputShapeTwice(String),
+}
+
+impl From<OptionsError> for String {
+    fn from(e: OptionsError) -> String {
+        e.to_string()
+    }
+}
 
 /// The pipeline and the options of its pass context: what a crash reproducer's header records
 /// (every option that changes what a run does; the thread count does not).
@@ -57,11 +107,11 @@ impl PipelineArgs {
 
     /// The pipeline: `--passes`, or the standard pipeline of the opt level; with `--lower`,
     /// followed by the lowering pipeline.
-    pub fn pipeline(&self) -> Result<Sequential, String> {
+    pub fn pipeline(&self) -> Result<Sequential, OptionsError> {
         match (&self.passes, self.lower) {
-            (Some(text), false) => parse_pipeline(text).map_err(|e| e.to_string()),
+            (Some(text), false) => Ok(parse_pipeline(text)?),
             (Some(text), true) => {
-                let given = parse_pipeline(text).map_err(|e| e.to_string())?;
+                let given = parse_pipeline(text)?;
                 Ok(Sequential::new(
                     "build",
                     vec![std::sync::Arc::new(given), std::sync::Arc::new(passel_passes::lower_pipeline())],
@@ -73,7 +123,7 @@ impl PipelineArgs {
     }
 
     /// A context builder with every option applied (no instruments, the default thread count).
-    pub fn context(&self) -> Result<PassContextBuilder, String> {
+    pub fn context(&self) -> Result<PassContextBuilder, OptionsError> {
         let mut builder = PassContext::builder().opt_level(self.opt_level());
         for name in &self.disable {
             builder = builder.disable(&resolve_pass_name(name)?);
@@ -82,14 +132,14 @@ impl PipelineArgs {
             builder = builder.require(&resolve_pass_name(name)?);
         }
         for entry in &self.config {
-            let (key, value) = parse_config_assignment(entry).map_err(|e| e.to_string())?;
+            let (key, value) = parse_config_assignment(entry)?;
             builder = builder.config(&key, value);
         }
         Ok(builder)
     }
 
     /// The pipeline and its context builder.
-    pub fn pipeline_and_context(&self) -> Result<(Sequential, PassContextBuilder), String> {
+    pub fn pipeline_and_context(&self) -> Result<(Sequential, PassContextBuilder), OptionsError> {
         Ok((self.pipeline()?, self.context()?))
     }
 
@@ -101,7 +151,7 @@ impl PipelineArgs {
 
     /// The same options with pass names in their registry spelling and config entries trimmed,
     /// as a reproducer header records them.
-    pub fn canonical(&self) -> Result<PipelineArgs, String> {
+    pub fn canonical(&self) -> Result<PipelineArgs, OptionsError> {
         let resolve = |names: &[String]| names.iter().map(|n| resolve_pass_name(n)).collect::<Result<Vec<_>, _>>();
         Ok(PipelineArgs {
             passes: self.passes.clone(),
@@ -129,17 +179,18 @@ impl PipelineArgs {
 
     /// Parses words as the command line does ([`PipelineArgs::to_words`] writes them); `what`
     /// names their source in errors.
-    pub fn from_words(words: &[String], what: &str) -> Result<PipelineArgs, String> {
+    pub fn from_words(words: &[String], what: &str) -> Result<PipelineArgs, OptionsError> {
         HeaderWords::try_parse_from(words).map(|h| h.pipeline).map_err(|e| {
             use clap::error::{ContextKind, ContextValue, ErrorKind};
+            let what = what.to_string();
             match (e.kind(), e.get(ContextKind::InvalidArg)) {
-                (ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) => format!(
-                    "unknown option `{arg}` in {what} (expected --passes=, -O, --require=, --disable=, --config=, --lower)"
-                ),
+                (ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) => {
+                    OptionsError::UnknownWord { word: arg.clone(), what }
+                }
                 _ => {
                     let rendered = e.render().to_string();
                     let line = rendered.lines().next().unwrap_or_default();
-                    format!("{} in {what}", line.trim_start_matches("error: "))
+                    OptionsError::BadWord { msg: line.trim_start_matches("error: ").to_string(), what }
                 }
             }
         })
@@ -180,18 +231,19 @@ impl ThreadArgs {
 }
 
 /// Resolves a pass name in either spelling to its registry name, with suggestions on error.
-pub fn resolve_pass_name(name: &str) -> Result<String, String> {
-    get_pass(name).map(|p| p.info().name.clone()).map_err(|e| e.to_string())
+pub fn resolve_pass_name(name: &str) -> Result<String, OptionsError> {
+    Ok(get_pass(name)?.info().name.clone())
 }
 
 /// Fails when two of the output options name the same file (one write would destroy the
 /// other's output).
-pub fn check_distinct_outputs(outputs: &[(&str, &Option<PathBuf>)]) -> Result<(), String> {
+pub fn check_distinct_outputs(outputs: &[(&str, &Option<PathBuf>)]) -> Result<(), OptionsError> {
     let given: Vec<(&str, &PathBuf)> = outputs.iter().filter_map(|(flag, p)| p.as_ref().map(|p| (*flag, p))).collect();
     for (i, (a, pa)) in given.iter().enumerate() {
         for (b, pb) in &given[i + 1..] {
             if crate::files::same_file(pa, pb) {
-                return Err(format!("{a} and {b} both name {}: each output needs its own file", pb.display()));
+                let (first, second, path) = (a.to_string(), b.to_string(), pb.to_path_buf());
+                return Err(OptionsError::SameOutput { first, second, path });
             }
         }
     }
@@ -199,11 +251,11 @@ pub fn check_distinct_outputs(outputs: &[(&str, &Option<PathBuf>)]) -> Result<()
 }
 
 /// Fails when `--input-shape` gives one input twice (the import would silently use one).
-pub fn check_input_shapes(shapes: &InputShapeArgs) -> Result<(), String> {
-    let opts = shapes.options().map_err(|e| e.to_string())?;
+pub fn check_input_shapes(shapes: &InputShapeArgs) -> Result<(), OptionsError> {
+    let opts = shapes.options()?;
     for (i, (name, _)) in opts.input_shapes.iter().enumerate() {
         if opts.input_shapes[..i].iter().any(|(n, _)| n == name) {
-            return Err(format!("--input-shape gives input `{name}` twice"));
+            return Err(OptionsError::InputShapeTwice(name.clone()));
         }
     }
     Ok(())
@@ -223,16 +275,18 @@ mod tests {
             config: vec!["a.b=two words".into(), "q=-x".into()],
             lower: true,
         };
-        assert_eq!(PipelineArgs::from_words(&args.to_words(), "the header"), Ok(args));
+        assert_eq!(PipelineArgs::from_words(&args.to_words(), "the header").unwrap(), args);
     }
 
     #[test]
     fn bad_words_say_which_and_where() {
         let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let e = PipelineArgs::from_words(&words(&["--frobnicate"]), "the header").unwrap_err();
-        assert!(e.starts_with("unknown option `--frobnicate` in the header"), "{e}");
+        assert!(matches!(&e, OptionsError::UnknownWord { word, .. } if word == "--frobnicate"), "{e:?}");
+        assert!(e.to_string().starts_with("unknown option `--frobnicate` in the header"), "{e}");
         let e = PipelineArgs::from_words(&words(&["-O7"]), "the header").unwrap_err();
-        assert!(e.contains("7") && e.ends_with("in the header"), "{e}");
-        assert_eq!(PipelineArgs::from_words(&[], "the header"), Ok(PipelineArgs::default()));
+        assert!(matches!(&e, OptionsError::BadWord { what, .. } if what == "the header"), "{e:?}");
+        assert!(e.to_string().contains('7') && e.to_string().ends_with("in the header"), "{e}");
+        assert_eq!(PipelineArgs::from_words(&[], "the header").unwrap(), PipelineArgs::default());
     }
 }

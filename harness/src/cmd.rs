@@ -17,38 +17,38 @@ use passel_engine::ir::{parse_module, verify_module, Module};
 
 use crate::args::check_input_shapes;
 use crate::console::Console;
-use crate::files::ModuleSource;
+use crate::files::{FileError, ModuleSource};
 use crate::{diag, onnx};
 
 /// Reads the text of `path` ("-" for stdin); a binary module is an error here (see
 /// [`read_module_source`] for the commands that take either).
-pub fn read_source(path: &PathBuf) -> Result<String, String> {
+pub fn read_source(path: &PathBuf) -> Result<String, FileError> {
     match read_module_source(path)? {
         ModuleSource::Text(src) => Ok(src),
-        ModuleSource::Binary(_) => Err(format!("{}: a binary module, not text", path.display())),
+        ModuleSource::Binary(_) => Err(FileError::BinaryNotText { path: path.clone() }),
     }
 }
 
 /// Reads `path` ("-" for stdin): `.pir` text, or a `.pirb` binary module, told apart by the
 /// binary form's magic number.
-pub fn read_module_source(path: &PathBuf) -> Result<ModuleSource, String> {
+pub fn read_module_source(path: &PathBuf) -> Result<ModuleSource, FileError> {
     let (name, bytes) = if path.as_os_str() == "-" {
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| format!("cannot read stdin: {e}"))?;
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(FileError::Stdin)?;
         ("<stdin>".to_string(), bytes)
     } else {
         crate::files::source_file(path)?;
-        let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let bytes = std::fs::read(path).map_err(|source| FileError::Read { path: path.clone(), source })?;
         (path.display().to_string(), bytes)
     };
-    Ok(crate::files::module_from_bytes(&name, bytes)?)
+    crate::files::module_from_bytes(&name, bytes)
 }
 
 /// Parses and verifies `path` (or imports it when it is a `.onnx` model, or reads it when it
 /// is a binary module), printing rendered errors to stderr; returns the module and its source
 /// text (empty for an imported or binary module).
 pub fn load(console: &Console, path: &PathBuf, shapes: &onnx::InputShapeArgs) -> Result<(Module, String), ExitCode> {
-    check_input_shapes(shapes).map_err(|e| console.error(&e))?;
+    check_input_shapes(shapes).map_err(|e| console.error(&e.to_string()))?;
     if onnx::is_onnx(path) {
         return shapes
             .options()
@@ -57,7 +57,7 @@ pub fn load(console: &Console, path: &PathBuf, shapes: &onnx::InputShapeArgs) ->
             .map_err(|e| console.error(&e.to_string()));
     }
     let name = path.display().to_string();
-    let src = match read_module_source(path).map_err(|e| console.error(&e))? {
+    let src = match read_module_source(path).map_err(|e| console.error(&e.to_string()))? {
         ModuleSource::Text(src) => src,
         ModuleSource::Binary(module) => {
             verify_module(&module).map_err(|errors| {

@@ -15,12 +15,78 @@ use std::time::Instant;
 
 use crate::bench::model::count_ops;
 use passel_engine::frontend::onnx::{ImportOptions, SUPPORTED_OPS};
-use passel_engine::interp::Value;
-use passel_engine::ir::{parse_module, print_module, verify_module, Module, Tensor};
-use passel_engine::transform::{Pass, PassContext};
+use passel_engine::interp::{EvalError, Value};
+use passel_engine::ir::{parse_module, print_module, verify_module, Module, ParseErrors, Tensor, VerifyError};
+use passel_engine::transform::{Pass, PassContext, PassError};
 
 use crate::eval::{compare, run};
-use crate::{npy, onnx};
+use crate::files::FileError;
+use crate::npy::{self, NpyError};
+use crate::onnx::{self, OnnxError};
+
+/// Why a case (or one step of a model case) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    /// An input or expected output cannot be read.
+    #[error(transparent)]
+    Data(#[from] NpyError),
+    /// The model does not import.
+    #[error("import: {0}")]
+    Import(#[from] OnnxError),
+    /// The interpreter failed.
+    #[error("eval: {0}")]
+    Eval(#[from] EvalError),
+    /// The module returns a different number of outputs.
+    #[error("{found} outputs, expected {expected}")]
+    OutputCount {
+        /// Outputs the module returned.
+        found: usize,
+        /// Expected outputs.
+        expected: usize,
+    },
+    /// An output is not close to its expected value.
+    #[error("output {index}: {first} (max abs error {max_abs_err:.3e}, {mismatches} mismatches)")]
+    Mismatch {
+        /// The output's position.
+        index: usize,
+        /// The first mismatch, described.
+        first: String,
+        /// The largest absolute error.
+        max_abs_err: f64,
+        /// Elements outside the tolerance.
+        mismatches: usize,
+    },
+    /// The module does not verify (`after_parse`: after printing and parsing it back).
+    #[error("verify{}: {}", if *after_parse { " after parse" } else { "" }, first_error(.errors))]
+    Verify {
+        /// Whether this is the parsed-back module.
+        after_parse: bool,
+        /// The verifier's errors.
+        errors: Vec<VerifyError>,
+    },
+    /// The printed module does not parse.
+    #[error("parse: {0}")]
+    Parse(ParseErrors),
+    /// Printing the parsed-back module gives different text.
+    #[error("fmt is not a fixed point")]
+    NotFixedPoint,
+    /// `-O3` failed (or its context could not be built).
+    #[error("-O3: {0}")]
+    Pipeline(PassError),
+    /// A step after `-O3`, which failed.
+    #[error("-O3 failed")]
+    AfterFailedPipeline,
+    /// Lowering was not asked for.
+    #[error("not lowered (run with --lower)")]
+    NotLowered,
+    /// Lowering failed.
+    #[error("lowering: {0}")]
+    Lowering(String),
+}
+
+fn first_error(errors: &[VerifyError]) -> String {
+    errors.first().map(|e| e.to_string()).unwrap_or_default()
+}
 
 /// The per-case data of one folder.
 struct Case {
@@ -32,7 +98,7 @@ struct Case {
 /// How one case ended.
 enum Outcome {
     Pass(f64),
-    Fail(String),
+    Fail(CaseError),
     Unsupported(String),
 }
 
@@ -43,14 +109,14 @@ pub struct ModelRow {
     pipeline_ms: f64,
     ops_before: usize,
     ops_after: usize,
-    err_before: Result<f64, String>,
-    err_after: Result<f64, String>,
-    round_trip: Result<(), String>,
+    err_before: Result<f64, CaseError>,
+    err_after: Result<f64, CaseError>,
+    round_trip: Result<(), CaseError>,
     /// PrimFuncs after lowering the `-O3` module (lower_pass_names), and how long lowering took.
     prims: usize,
     lower_ms: f64,
     /// Error of the lowered module (graph calls left unlowered still run as graph calls).
-    err_lowered: Result<f64, String>,
+    err_lowered: Result<f64, CaseError>,
 }
 
 fn read_cases(dir: &Path) -> Vec<Case> {
@@ -72,14 +138,14 @@ fn strs(v: &serde_json::Value) -> Vec<String> {
     v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()).unwrap_or_default()
 }
 
-fn npys(dir: &Path, prefix: &str) -> Result<Vec<Tensor>, String> {
+fn npys(dir: &Path, prefix: &str) -> Result<Vec<Tensor>, NpyError> {
     let mut out = Vec::new();
     for k in 0.. {
         let p = dir.join(format!("{prefix}_{k}.npy"));
         if !p.exists() {
             break;
         }
-        out.push(npy::read(&p).map_err(|e| e.to_string())?);
+        out.push(npy::read(&p)?);
     }
     Ok(out)
 }
@@ -101,20 +167,16 @@ fn tol(case: &Case) -> (f64, f64) {
 }
 
 /// Compares every output; the largest error, or the first failure.
-fn check_outputs(got: &[Tensor], want: &[Tensor], rtol: f64, atol: f64) -> Result<f64, String> {
+fn check_outputs(got: &[Tensor], want: &[Tensor], rtol: f64, atol: f64) -> Result<f64, CaseError> {
     if got.len() != want.len() {
-        return Err(format!("{} outputs, expected {}", got.len(), want.len()));
+        return Err(CaseError::OutputCount { found: got.len(), expected: want.len() });
     }
     let mut max = 0.0f64;
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
         let c = compare(g, w, rtol, atol);
         if !c.ok() {
-            return Err(format!(
-                "output {k}: {} (max abs error {:.3e}, {} mismatches)",
-                c.first.unwrap_or_default(),
-                c.max_abs_err,
-                c.mismatches
-            ));
+            let first = c.first.unwrap_or_default();
+            return Err(CaseError::Mismatch { index: k, first, max_abs_err: c.max_abs_err, mismatches: c.mismatches });
         }
         max = max.max(c.max_abs_err);
     }
@@ -136,15 +198,20 @@ fn node_case(case: &Case) -> Outcome {
     }
     let (inputs, outputs) = match (npys(&case.dir, "input"), npys(&case.dir, "output")) {
         (Ok(i), Ok(o)) => (i, o),
-        (Err(e), _) | (_, Err(e)) => return Outcome::Unsupported(e.rsplit(": ").next().unwrap_or(&e).to_string()),
+        // A dtype passel does not have, say: the reason without the file's path, so cases
+        // with the same reason count together.
+        (Err(NpyError::Format { problem, .. }), _) | (_, Err(NpyError::Format { problem, .. })) => {
+            return Outcome::Unsupported(problem.to_string())
+        }
+        (Err(e), _) | (_, Err(e)) => return Outcome::Fail(e.into()),
     };
     let module = match onnx::import_onnx(&case.dir.join("model.onnx"), &options(case)) {
         Ok(m) => m,
-        Err(e) => return Outcome::Fail(format!("import: {e}")),
+        Err(e) => return Outcome::Fail(e.into()),
     };
     let got = match run(&module, "main", &tensors(inputs), 0) {
         Ok(g) => g,
-        Err(e) => return Outcome::Fail(format!("eval: {e}")),
+        Err(e) => return Outcome::Fail(e.into()),
     };
     let (rtol, atol) = tol(case);
     match check_outputs(&got, &outputs, rtol, atol) {
@@ -153,43 +220,47 @@ fn node_case(case: &Case) -> Outcome {
     }
 }
 
-fn model_case(case: &Case, lower: bool) -> Result<ModelRow, String> {
+fn model_case(case: &Case, lower: bool) -> Result<ModelRow, CaseError> {
     let (rtol, atol) = tol(case);
     let inputs = npys(&case.dir, "input")?;
     let want = npys(&case.dir, "output")?;
     let t = Instant::now();
-    let module = onnx::import_onnx(&case.dir.join("model.onnx"), &options(case)).map_err(|e| e.to_string())?;
+    let module = onnx::import_onnx(&case.dir.join("model.onnx"), &options(case))?;
     let import_ms = t.elapsed().as_secs_f64() * 1e3;
     let ops_before = count_ops(&module);
-    let err_before =
-        run(&module, "main", &tensors(inputs.clone()), 0).and_then(|g| check_outputs(&g, &want, rtol, atol));
-    let ctx = PassContext::builder().opt_level(3).build().map_err(|e| e.to_string())?;
+    let check = |m: &Module, inputs: Vec<Tensor>| {
+        run(m, "main", &tensors(inputs), 0).map_err(CaseError::from).and_then(|g| check_outputs(&g, &want, rtol, atol))
+    };
+    let err_before = check(&module, inputs.clone());
+    let ctx = PassContext::builder().opt_level(3).build().map_err(CaseError::Pipeline)?;
     let pipeline = passel_passes::default_pipeline(3);
     let t = Instant::now();
-    let optimised = ctx.scope(|| pipeline.run(module.clone(), &ctx)).map_err(|e| e.to_string())?;
+    let optimised = ctx.scope(|| pipeline.run(module.clone(), &ctx)).map_err(CaseError::Pipeline)?;
     let pipeline_ms = t.elapsed().as_secs_f64() * 1e3;
     let (ops_after, err_after, round_trip, lowered) = match optimised {
         Ok(opt) => {
-            let err = run(&opt, "main", &tensors(inputs.clone()), 0).and_then(|g| check_outputs(&g, &want, rtol, atol));
+            let err = check(&opt, inputs.clone());
             let t = Instant::now();
-            let lowered = if lower {
-                passel_passes::run_pipeline_text(&passel_passes::lower_pass_names().join(","), opt.clone())
-            } else {
-                Err("not lowered (run with --lower)".to_string())
-            };
+            let lowered = lower
+                .then(|| passel_passes::run_pipeline_text(&passel_passes::lower_pass_names().join(","), opt.clone()));
             let lower_ms = t.elapsed().as_secs_f64() * 1e3;
             let lowered = match lowered {
-                Err(e) if !lower => (0, 0.0, Err(e)),
-                Ok(low) => {
-                    let err = run(&low, "main", &tensors(inputs), 0).and_then(|g| check_outputs(&g, &want, rtol, atol));
+                None => (0, 0.0, Err(CaseError::NotLowered)),
+                Some(Ok(low)) => {
+                    let err = check(&low, inputs);
                     let rt = round_trip(&low);
                     (low.num_prims(), lower_ms, err.and_then(|e| rt.map(|()| e)))
                 }
-                Err(e) => (0, lower_ms, Err(format!("lowering: {e}"))),
+                Some(Err(e)) => (0, lower_ms, Err(CaseError::Lowering(e))),
             };
             (count_ops(&opt), err, round_trip(&module).and_then(|_| round_trip(&opt)), lowered)
         }
-        Err(e) => (0, Err(format!("-O3: {e}")), Err("-O3 failed".into()), (0, 0.0, Err("-O3 failed".into()))),
+        Err(e) => (
+            0,
+            Err(CaseError::Pipeline(e)),
+            Err(CaseError::AfterFailedPipeline),
+            (0, 0.0, Err(CaseError::AfterFailedPipeline)),
+        ),
     };
     let (prims, lower_ms, err_lowered) = lowered;
     Ok(ModelRow {
@@ -208,22 +279,21 @@ fn model_case(case: &Case, lower: bool) -> Result<ModelRow, String> {
 }
 
 /// `check` and `fmt`: the module verifies, and its text parses back and prints the same.
-fn round_trip(m: &Module) -> Result<(), String> {
-    verify_module(m).map_err(|e| format!("verify: {}", e.first().map(|e| e.to_string()).unwrap_or_default()))?;
+fn round_trip(m: &Module) -> Result<(), CaseError> {
+    verify_module(m).map_err(|errors| CaseError::Verify { after_parse: false, errors })?;
     let text = print_module(m);
-    let back = parse_module(&text).map_err(|e| format!("parse: {e}"))?;
-    verify_module(&back)
-        .map_err(|e| format!("verify after parse: {}", e.first().map(|e| e.to_string()).unwrap_or_default()))?;
+    let back = parse_module(&text).map_err(CaseError::Parse)?;
+    verify_module(&back).map_err(|errors| CaseError::Verify { after_parse: true, errors })?;
     if print_module(&back) != text {
-        return Err("fmt is not a fixed point".into());
+        return Err(CaseError::NotFixedPoint);
     }
     Ok(())
 }
 
 /// Reads the out-of-scope list: case name to reason.
-pub fn read_out_of_scope(path: &Path) -> Result<BTreeMap<String, String>, String> {
+pub fn read_out_of_scope(path: &Path) -> Result<BTreeMap<String, String>, FileError> {
     crate::files::regular_file(path)?;
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|source| FileError::Read { path: path.to_path_buf(), source })?;
     Ok(text
         .lines()
         .map(str::trim)
@@ -330,7 +400,7 @@ pub fn run_all(
             "| model | import ms | -O3 ms | ops before | ops after | max abs err | max abs err after -O3 | round trip | PrimFuncs | lower ms | max abs err lowered |\n\
              |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
         );
-        let fmt_err = |e: &Result<f64, String>| match e {
+        let fmt_err = |e: &Result<f64, CaseError>| match e {
             Ok(v) => format!("{v:.2e}"),
             Err(_) => "FAIL".into(),
         };
@@ -353,8 +423,10 @@ pub fn run_all(
                         if lower { fmt_err(&r.err_lowered) } else { "-".into() },
                     );
                     let lowered = r.err_lowered.err().filter(|_| lower).map(|e| format!("lowered: {e}"));
-                    let problems = [r.err_before.err(), r.err_after.err(), r.round_trip.err(), lowered];
-                    for p in problems.into_iter().flatten() {
+                    let problems =
+                        [r.err_before.err(), r.err_after.err(), r.round_trip.err()].map(|e| e.map(|e| e.to_string()));
+                    let problems = problems.into_iter().chain([lowered]);
+                    for p in problems.flatten() {
                         if out_of_scope.contains_key(&r.name) {
                             excused.push(format!("{}: {p}", r.name));
                         } else {

@@ -31,22 +31,40 @@ pub struct SourceError {
 
 /// Renders `errors` against `src` (named `path`) as miette reports, one after another; past
 /// [`MAX_RENDERED`] errors, one line says how many more there were.
+/// A file that is not UTF-8 text, and where: `x.pir:2:3: not UTF-8 text: byte 0xff at offset 21
+/// is invalid`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}:{line}:{col}: not UTF-8 text: {what}")]
+pub struct NotUtf8 {
+    /// The file.
+    pub path: String,
+    /// Line of the first invalid byte (1-based).
+    pub line: usize,
+    /// Column, in characters (1-based).
+    pub col: usize,
+    /// The invalid byte and its offset, or that the file ends inside a character.
+    pub what: String,
+}
+
 /// `bytes` (the contents of `path`) as text, or an error naming where the first invalid UTF-8
-/// byte is: `x.pir:2:3: not UTF-8 text: byte 0xff at offset 21 is invalid`.
-pub fn utf8<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a str, String> {
-    std::str::from_utf8(bytes).map_err(|e| {
-        let at = e.valid_up_to();
-        let before = &bytes[..at];
-        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-        let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        // Columns count characters, as everywhere else; the prefix is valid UTF-8.
-        let col = std::str::from_utf8(&before[line_start..]).map_or(0, |s| s.chars().count()) + 1;
-        let what = match e.error_len() {
-            Some(_) => format!("byte 0x{:02x} at offset {at} is invalid", bytes[at]),
-            None => format!("the file ends inside a character at offset {at}"),
-        };
-        format!("{path}:{line}:{col}: not UTF-8 text: {what}")
-    })
+/// byte is.
+pub fn utf8<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a str, NotUtf8> {
+    std::str::from_utf8(bytes).map_err(|e| not_utf8(path, bytes, e))
+}
+
+/// The error for `bytes`, which `e` says are not UTF-8.
+pub fn not_utf8(path: &str, bytes: &[u8], e: std::str::Utf8Error) -> NotUtf8 {
+    let at = e.valid_up_to();
+    let before = &bytes[..at];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    // Columns count characters, as everywhere else; the prefix is valid UTF-8.
+    let col = std::str::from_utf8(&before[line_start..]).map_or(0, |s| s.chars().count()) + 1;
+    let what = match e.error_len() {
+        Some(_) => format!("byte 0x{:02x} at offset {at} is invalid", bytes[at]),
+        None => format!("the file ends inside a character at offset {at}"),
+    };
+    NotUtf8 { path: path.to_string(), line, col, what }
 }
 
 pub fn render(path: &str, src: &str, errors: &[SourceError]) -> String {

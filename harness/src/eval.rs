@@ -5,10 +5,89 @@
 
 use std::path::{Path, PathBuf};
 
-use passel_engine::interp::{random_args, Interpreter, Value};
+use passel_engine::interp::{random_args, EvalError, Interpreter, Value};
 use passel_engine::ir::{Module, Tensor, TensorData, TypeKind};
 
-use crate::npy;
+use crate::npy::{self, NpyError};
+
+/// Why `passel eval` could not evaluate a module (a mismatch with expected outputs is a
+/// result, not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum EvalCmdError {
+    /// The entry function does not exist.
+    #[error("no function `@{0}` in the module")]
+    NoFunction(String),
+    /// `--input NAME=…` names no parameter.
+    #[error("--input {input}=…: `@{function}` has no parameter `{input}` (it has {params})")]
+    UnknownInput {
+        /// The name given.
+        input: String,
+        /// The entry function.
+        function: String,
+        /// Its parameters, listed.
+        params: String,
+    },
+    /// More positional inputs than parameters.
+    #[error("--input {}: `@{function}` has only {params} parameters", path.display())]
+    TooManyInputs {
+        /// The file beyond the last parameter.
+        path: PathBuf,
+        /// The entry function.
+        function: String,
+        /// How many parameters it has.
+        params: usize,
+    },
+    /// Two inputs for one parameter.
+    #[error("--input {}: parameter `%{param}` is given twice", path.display())]
+    InputTwice {
+        /// The second file.
+        path: PathBuf,
+        /// The parameter.
+        param: String,
+    },
+    /// An input file cannot be read.
+    #[error("input `%{param}`: {source}")]
+    Input {
+        /// The parameter.
+        param: String,
+        /// Why.
+        source: NpyError,
+    },
+    /// An input's type is not its parameter's.
+    #[error("{}: {found} does not fit parameter `%{param}: {expected}`", path.display())]
+    InputType {
+        /// The file.
+        path: PathBuf,
+        /// The file's tensor type.
+        found: String,
+        /// The parameter.
+        param: String,
+        /// The parameter's type.
+        expected: String,
+    },
+    /// The interpreter failed (or random inputs could not be made).
+    #[error(transparent)]
+    Interp(#[from] EvalError),
+    /// The output folder cannot be created.
+    #[error("cannot create {}: {source}", dir.display())]
+    OutputDir {
+        /// The folder.
+        dir: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An expected output cannot be read.
+    #[error("expected output_{index}: {source}")]
+    Expected {
+        /// The output's position.
+        index: usize,
+        /// Why.
+        source: NpyError,
+    },
+    /// An output cannot be written.
+    #[error(transparent)]
+    Write(NpyError),
+}
 
 /// What to evaluate and where results go.
 #[derive(Clone, Debug, Default)]
@@ -96,8 +175,8 @@ pub fn flatten(v: &Value) -> Vec<Tensor> {
 /// The arguments for `function`: files where given, seeded random values elsewhere. A file
 /// must be a regular `.npy` file matching its parameter's annotated type, and each parameter
 /// takes at most one file.
-pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, String> {
-    let func = module.get(&opts.function).ok_or_else(|| format!("no function `@{}` in the module", opts.function))?;
+pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, EvalCmdError> {
+    let func = module.get(&opts.function).ok_or_else(|| EvalCmdError::NoFunction(opts.function.clone()))?;
     let params = func.params();
     // Files first, so that a file that cannot be read fails before any random tensor is made.
     let mut files: Vec<Option<Tensor>> = vec![None; params.len()];
@@ -112,7 +191,8 @@ pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, Stri
                 .or_else(|| (0..params.len()).find(|&i| passel_engine::ir::text_name(&name_of(i)) == n.as_str()))
                 .ok_or_else(|| {
                     let names: Vec<String> = (0..params.len()).map(|i| format!("`{}`", name_of(i))).collect();
-                    format!("--input {n}=…: `@{}` has no parameter `{n}` (it has {})", opts.function, names.join(", "))
+                    let (input, function, params) = (n.clone(), opts.function.clone(), names.join(", "));
+                    EvalCmdError::UnknownInput { input, function, params }
                 })?,
             None => {
                 next += 1;
@@ -120,17 +200,13 @@ pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, Stri
             }
         };
         if i >= params.len() {
-            return Err(format!(
-                "--input {}: `@{}` has only {} parameters",
-                path.display(),
-                opts.function,
-                params.len()
-            ));
+            let (path, function, params) = (path.clone(), opts.function.clone(), params.len());
+            return Err(EvalCmdError::TooManyInputs { path, function, params });
         }
         if files[i].is_some() {
-            return Err(format!("--input {}: parameter `%{}` is given twice", path.display(), name_of(i)));
+            return Err(EvalCmdError::InputTwice { path: path.clone(), param: name_of(i) });
         }
-        let t = npy::read(path).map_err(|e| format!("input `%{}`: {e}", name_of(i)))?;
+        let t = npy::read(path).map_err(|source| EvalCmdError::Input { param: name_of(i), source })?;
         if let Some(ty) = func.ty(params[i]) {
             let fits = match ty.kind() {
                 TypeKind::Tensor(tt) => {
@@ -139,7 +215,8 @@ pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, Stri
                 _ => false,
             };
             if !fits {
-                return Err(format!("{}: {} does not fit parameter `%{}: {ty}`", path.display(), t.ty(), name_of(i)));
+                let (found, expected) = (t.ty().to_string(), ty.to_string());
+                return Err(EvalCmdError::InputType { path: path.clone(), found, param: name_of(i), expected });
             }
         }
         files[i] = Some(t);
@@ -150,7 +227,7 @@ pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, Stri
     if files.iter().all(Option::is_some) {
         return Ok(files.into_iter().flatten().map(Value::Tensor).collect());
     }
-    let mut args = random_args(func, opts.seed).map_err(|e| e.to_string())?;
+    let mut args = random_args(func, opts.seed)?;
     for (arg, file) in args.iter_mut().zip(files) {
         if let Some(t) = file {
             *arg = Value::Tensor(t);
@@ -160,8 +237,8 @@ pub fn arguments(module: &Module, opts: &EvalOptions) -> Result<Vec<Value>, Stri
 }
 
 /// Runs `function` of `module` on `args`.
-pub fn run(module: &Module, function: &str, args: &[Value], seed: u64) -> Result<Vec<Tensor>, String> {
-    let v = Interpreter::new(module).with_seed(seed).call(function, args).map_err(|e| e.to_string())?;
+pub fn run(module: &Module, function: &str, args: &[Value], seed: u64) -> Result<Vec<Tensor>, EvalError> {
+    let v = Interpreter::new(module).with_seed(seed).call(function, args)?;
     Ok(flatten(&v))
 }
 
@@ -215,21 +292,21 @@ pub fn summary(t: &Tensor) -> String {
 
 /// Runs `passel eval` on a loaded module: the report text, and whether every compared output
 /// matched.
-pub fn eval(module: &Module, opts: &EvalOptions) -> Result<(String, bool), String> {
+pub fn eval(module: &Module, opts: &EvalOptions) -> Result<(String, bool), EvalCmdError> {
     let args = arguments(module, opts)?;
     let outputs = run(module, &opts.function, &args, opts.seed)?;
     let mut report = String::new();
     let mut all_ok = true;
     if let Some(dir) = &opts.output_dir {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| EvalCmdError::OutputDir { dir: dir.clone(), source })?;
     }
     for (k, t) in outputs.iter().enumerate() {
         report.push_str(&format!("output_{k}: {}\n", summary(t)));
         // Compare before writing: `--compare` and `--output-dir` may name the same folder,
         // and the expected file must be read before this run's output replaces it.
         if let Some(dir) = &opts.compare {
-            let expected =
-                npy::read(&dir.join(format!("output_{k}.npy"))).map_err(|e| format!("expected output_{k}: {e}"))?;
+            let expected = npy::read(&dir.join(format!("output_{k}.npy")))
+                .map_err(|source| EvalCmdError::Expected { index: k, source })?;
             let c = compare(t, &expected, opts.rtol, opts.atol);
             let verdict = if c.ok() {
                 "ok".to_string()
@@ -240,7 +317,7 @@ pub fn eval(module: &Module, opts: &EvalOptions) -> Result<(String, bool), Strin
             all_ok &= c.ok();
         }
         if let Some(dir) = &opts.output_dir {
-            npy::write(&dir.join(format!("output_{k}.npy")), t).map_err(|e| e.to_string())?;
+            npy::write(&dir.join(format!("output_{k}.npy")), t).map_err(EvalCmdError::Write)?;
         }
     }
     if let Some(dir) = &opts.compare {
@@ -305,10 +382,14 @@ mod tests {
         assert!(!ok && report.contains("MISMATCH (1 elements; element 1: got 4, expected 2)"), "{report}");
         // Wrong names and wrong shapes are errors.
         let bad = EvalOptions { inputs: vec![(Some("z".into()), dir.join("x.npy"))], ..opts.clone() };
-        assert!(eval(&m, &bad).unwrap_err().contains("has no parameter `z` (it has `x`, `y`)"));
+        let err = eval(&m, &bad).unwrap_err();
+        assert!(matches!(&err, EvalCmdError::UnknownInput { input, .. } if input == "z"), "{err:?}");
+        assert!(err.to_string().contains("has no parameter `z` (it has `x`, `y`)"), "{err}");
         npy::write(&dir.join("s.npy"), &Tensor::scalar_f32(1.0)).unwrap();
         let bad = EvalOptions { inputs: vec![(None, dir.join("s.npy"))], ..opts };
-        assert!(eval(&m, &bad).unwrap_err().contains("does not fit parameter `%x: Tensor[(2,), f32]`"));
+        let err = eval(&m, &bad).unwrap_err();
+        assert!(matches!(&err, EvalCmdError::InputType { param, .. } if param == "x"), "{err:?}");
+        assert!(err.to_string().contains("does not fit parameter `%x: Tensor[(2,), f32]`"), "{err}");
         drop(tmp);
     }
 }

@@ -71,10 +71,26 @@ pub enum FileError {
         /// The encoder's error.
         msg: String,
     },
-    /// A source that is neither a binary module nor UTF-8 text (`name:line:col: …`), or a
-    /// binary module that does not decode.
-    #[error("{0}")]
-    Source(String),
+    /// Standard input cannot be read.
+    #[error("cannot read stdin: {0}")]
+    Stdin(std::io::Error),
+    /// A source that is neither a binary module nor UTF-8 text (`name:line:col: …`).
+    #[error(transparent)]
+    NotUtf8(#[from] crate::diag::NotUtf8),
+    /// A binary module that does not decode.
+    #[error("{name}: {source}")]
+    Binary {
+        /// The file.
+        name: String,
+        /// The decoder's error.
+        source: passel_engine::ir::BinaryError,
+    },
+    /// A binary module where the command reads only text.
+    #[error("{}: a binary module, not text", path.display())]
+    BinaryNotText {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// The CLI's commands still report errors as text; a file error becomes its message there.
@@ -144,13 +160,13 @@ pub enum ModuleSource {
 /// number, else UTF-8 text. `name` names the file in errors.
 pub fn module_from_bytes(name: &str, bytes: Vec<u8>) -> Result<ModuleSource, FileError> {
     if is_binary_module(&bytes) {
-        let module =
-            read_module_binary(&bytes::Bytes::from(bytes)).map_err(|e| FileError::Source(format!("{name}: {e}")))?;
+        let module = read_module_binary(&bytes::Bytes::from(bytes))
+            .map_err(|source| FileError::Binary { name: name.to_string(), source })?;
         return Ok(ModuleSource::Binary(module));
     }
-    crate::diag::utf8(name, &bytes).map_err(FileError::Source)?;
-    // Checked just above: the bytes are UTF-8, so this takes them without a copy.
-    String::from_utf8(bytes).map(ModuleSource::Text).map_err(|e| FileError::Source(e.to_string()))
+    String::from_utf8(bytes)
+        .map(ModuleSource::Text)
+        .map_err(|e| crate::diag::not_utf8(name, e.as_bytes(), e.utf8_error()).into())
 }
 
 /// Whether an output named `path` gets the binary form (its name ends in `.pirb`).

@@ -36,12 +36,39 @@ pub(crate) fn op(name: &str) -> OpId {
     passel_engine::op::lookup(name).unwrap_or_else(|| panic!("operator `{name}` is not registered"))
 }
 
+/// Why a workload cannot be generated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GenError {
+    /// A workload kind that does not exist (`hint` suggests the nearest one).
+    #[error("unknown workload `{name}`{hint}; expected one of: {}", KINDS.join(", "))]
+    UnknownWorkload {
+        /// The kind asked for.
+        name: String,
+        /// ` (did you mean `…`?)`, or empty.
+        hint: String,
+    },
+    /// The workload would need more memory than the limit ([`cli::check_size`]).
+    #[error("this workload needs about {need} of memory, more than the limit of {limit} (half the physical or cgroup memory): ask for fewer functions or ops")]
+    TooLarge {
+        /// The estimate, human-readable.
+        need: String,
+        /// The limit, human-readable.
+        limit: String,
+    },
+}
+
+impl From<GenError> for String {
+    fn from(e: GenError) -> String {
+        e.to_string()
+    }
+}
+
 /// The workload kinds, by their CLI names.
 pub const KINDS: &[&str] = &["chain", "mlp", "cnn", "transformer", "random"];
 
 /// Builds workload `kind` with its default options except for the function count (about
 /// `functions` functions) and the seed. This is what `passel bench --workload` uses.
-pub fn workload(kind: &str, functions: usize, seed: u64) -> Result<Module, String> {
+pub fn workload(kind: &str, functions: usize, seed: u64) -> Result<Module, GenError> {
     Ok(match kind {
         "chain" => chain(&ChainOptions { functions, seed, ..Default::default() }),
         "mlp" => mlp(&MlpOptions { layers: functions.saturating_sub(1).max(1), seed, ..Default::default() }),
@@ -58,7 +85,7 @@ pub fn workload(kind: &str, functions: usize, seed: u64) -> Result<Module, Strin
                 .first()
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
-            return Err(format!("unknown workload `{other}`{hint}; expected one of: {}", KINDS.join(", ")));
+            return Err(GenError::UnknownWorkload { name: other.to_string(), hint });
         }
     })
 }

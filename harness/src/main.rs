@@ -87,14 +87,20 @@ fn main() -> ExitCode {
         Command::Fmt { file, shapes } => cmd::check::fmt(console, &file, &shapes),
         Command::Eval(args) => cmd::eval::eval_cmd(console, args),
         Command::Conformance(args) => cmd::conformance::conformance(console, args),
-        Command::Import(args) => match check_input_shapes(&args.shapes).and_then(|()| onnx::run_import(&args)) {
-            Ok(Some(text)) => write_stdout(console, &text),
-            Ok(None) => console.exit_code(ExitCode::SUCCESS),
-            Err(e) => console.error(&e.to_string()),
-        },
+        Command::Import(args) => {
+            let imported = match check_input_shapes(&args.shapes) {
+                Ok(()) => onnx::run_import(&args).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match imported {
+                Ok(Some(text)) => write_stdout(console, &text),
+                Ok(None) => console.exit_code(ExitCode::SUCCESS),
+                Err(e) => console.error(&e),
+            }
+        }
         Command::Gen(cmd) => match gen::cli::check_size(&cmd, gen::cli::memory_limit()) {
             Ok(()) => write_stdout(console, &print_module(&gen::cli::generate(&cmd))),
-            Err(e) => console.error(&e),
+            Err(e) => console.error(&e.to_string()),
         },
         Command::Run(args) => cmd::run::run(console, *args),
         Command::Bench(args) => match bench::run_cli(&args, Some(&HEAP), console) {

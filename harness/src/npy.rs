@@ -25,14 +25,107 @@ pub enum NpyError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The file is not a regular file (a FIFO, a device, a directory).
+    #[error("{path}: {reason}")]
+    NotRegular {
+        /// The file.
+        path: String,
+        /// What it is instead.
+        reason: String,
+    },
     /// The bytes are not a supported `.npy` array.
-    #[error("{path}: {msg}")]
+    #[error("{path}: {problem}")]
     Format {
-        /// The file (or `<bytes>`).
+        /// The file.
         path: String,
         /// What is wrong.
-        msg: String,
+        problem: NpyFormatError,
     },
+}
+
+/// What is wrong with bytes that should be a `.npy` array ([`decode`], [`read_from`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NpyFormatError {
+    /// The first six bytes are not `\x93NUMPY`.
+    #[error("not a .npy file (bad magic string)")]
+    BadMagic,
+    /// A format version other than 1.0, 2.0 or 3.0.
+    #[error("unsupported .npy format version {major}.{minor}")]
+    Version {
+        /// Major version byte.
+        major: u8,
+        /// Minor version byte.
+        minor: u8,
+    },
+    /// The header announces more than [`MAX_HEADER_LEN`] bytes.
+    #[error("header of {0} bytes is longer than {MAX_HEADER_LEN} bytes")]
+    HeaderTooLong(usize),
+    /// The bytes end inside the header.
+    #[error("truncated header")]
+    TruncatedHeader,
+    /// The header is not UTF-8.
+    #[error("header is not text")]
+    HeaderNotText,
+    /// The header is not the dict NumPy writes.
+    #[error("malformed header ({what}): {header}")]
+    MalformedHeader {
+        /// What the parser expected.
+        what: String,
+        /// The header text (control characters shown escaped, long text cut).
+        header: String,
+    },
+    /// The shape has more than 64 dimensions.
+    #[error("rank {0} is above 64")]
+    Rank(usize),
+    /// `fortran_order: True`.
+    #[error("Fortran-order arrays are not supported (save with np.ascontiguousarray)")]
+    Fortran,
+    /// A dtype passel's tensors do not have (or a big-endian one, or objects).
+    #[error("{0}")]
+    DType(String),
+    /// The element count overflows or exceeds what passel materializes.
+    #[error("shape {shape:?} has too many elements (limit {MAX_MATERIALIZED_ELEMENTS})")]
+    TooManyElements {
+        /// The header's shape.
+        shape: Vec<u64>,
+    },
+    /// Fewer data bytes than the shape needs.
+    #[error("truncated data: shape {shape:?} of {dtype} needs {need} bytes, found {found}")]
+    TruncatedData {
+        /// The header's shape.
+        shape: Vec<u64>,
+        /// The element type.
+        dtype: DType,
+        /// Bytes the shape needs.
+        need: u64,
+        /// Bytes there are.
+        found: u64,
+    },
+    /// More data bytes than the shape needs (`extra` is `None` when the stream did not say
+    /// how many).
+    #[error("{} after the array's {need} bytes of data", match extra { Some(n) => format!("{n} bytes"), None => "more bytes".to_string() })]
+    TrailingData {
+        /// Bytes beyond the data, when known.
+        extra: Option<u64>,
+        /// Bytes the shape needs.
+        need: u64,
+    },
+    /// The data's buffer cannot be allocated.
+    #[error("cannot allocate {need} bytes for the data of shape {shape:?} of {dtype}")]
+    Alloc {
+        /// The header's shape.
+        shape: Vec<u64>,
+        /// The element type.
+        dtype: DType,
+        /// Bytes the shape needs.
+        need: u64,
+    },
+    /// The tensor cannot be built from the data.
+    #[error(transparent)]
+    Tensor(#[from] TensorError),
+    /// The reader failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
 }
 
 const MAGIC: &[u8] = b"\x93NUMPY";
@@ -58,9 +151,12 @@ struct Layout {
 
 /// The header length and where the header starts, from the first 10 bytes (`prefix`); `more`
 /// gives the two extra length bytes of versions 2.0 and 3.0.
-fn header_len(prefix: &[u8], more: impl FnOnce() -> Result<[u8; 2], String>) -> Result<(usize, usize), String> {
+fn header_len(
+    prefix: &[u8],
+    more: impl FnOnce() -> Result<[u8; 2], NpyFormatError>,
+) -> Result<(usize, usize), NpyFormatError> {
     if prefix.len() < 10 || &prefix[..6] != MAGIC {
-        return Err("not a .npy file (bad magic string)".into());
+        return Err(NpyFormatError::BadMagic);
     }
     let (major, minor) = (prefix[6], prefix[7]);
     let (len, start) = match major {
@@ -69,20 +165,20 @@ fn header_len(prefix: &[u8], more: impl FnOnce() -> Result<[u8; 2], String>) -> 
             let [a, b] = more()?;
             (u32::from_le_bytes([prefix[8], prefix[9], a, b]) as usize, 12)
         }
-        _ => return Err(format!("unsupported .npy format version {major}.{minor}")),
+        _ => return Err(NpyFormatError::Version { major, minor }),
     };
     if len > MAX_HEADER_LEN {
-        return Err(format!("header of {len} bytes is longer than {MAX_HEADER_LEN} bytes"));
+        return Err(NpyFormatError::HeaderTooLong(len));
     }
     Ok((len, start))
 }
 
 /// The layout a header's text describes.
-fn layout(header: &[u8]) -> Result<Layout, String> {
-    let text = std::str::from_utf8(header).map_err(|_| "header is not text")?;
+fn layout(header: &[u8]) -> Result<Layout, NpyFormatError> {
+    let text = std::str::from_utf8(header).map_err(|_| NpyFormatError::HeaderNotText)?;
     let h = parse_header(text)?;
     if h.fortran {
-        return Err("Fortran-order arrays are not supported (save with np.ascontiguousarray)".into());
+        return Err(NpyFormatError::Fortran);
     }
     let dtype = match h.descr.as_str() {
         "<f4" => DType::F32,
@@ -97,44 +193,54 @@ fn layout(header: &[u8]) -> Result<Layout, String> {
         "<u2" => DType::U16,
         "<u4" => DType::U32,
         "<u8" => DType::U64,
-        d if d.starts_with('>') => return Err(format!("big-endian dtype `{}` is not supported", shown_name(d))),
-        d if d.contains('O') => return Err("object arrays are not supported".into()),
+        d if d.starts_with('>') => {
+            return Err(NpyFormatError::DType(format!("big-endian dtype `{}` is not supported", shown_name(d))))
+        }
+        d if d.contains('O') => return Err(NpyFormatError::DType("object arrays are not supported".into())),
         d => {
-            return Err(format!(
+            return Err(NpyFormatError::DType(format!(
                 "dtype `{}` is not supported (f32, f16, f64, i8, i16, i32, i64, u8, u16, u32, u64 and bool are)",
                 shown_name(d)
-            ))
+            )))
         }
     };
     let n = h.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
     let n = match n {
         Some(n) if n <= MAX_MATERIALIZED_ELEMENTS => n,
-        _ => return Err(format!("shape {:?} has too many elements (limit {MAX_MATERIALIZED_ELEMENTS})", h.shape)),
+        _ => return Err(NpyFormatError::TooManyElements { shape: h.shape }),
     };
     Ok(Layout { dtype, shape: h.shape, n: n as usize, need: n * dtype.size_bytes() as u64 })
 }
 
 /// Decodes a `.npy` file's bytes into a tensor.
-pub fn decode(bytes: &[u8]) -> Result<Tensor, String> {
-    let more = || bytes.get(10..12).map(|b| [b[0], b[1]]).ok_or_else(|| "truncated header".to_string());
+pub fn decode(bytes: &[u8]) -> Result<Tensor, NpyFormatError> {
+    let more = || bytes.get(10..12).map(|b| [b[0], b[1]]).ok_or(NpyFormatError::TruncatedHeader);
     let (len, start) = header_len(bytes, more)?;
-    let end = start.checked_add(len).filter(|&e| e <= bytes.len()).ok_or("truncated header")?;
+    let end = start.checked_add(len).filter(|&e| e <= bytes.len()).ok_or(NpyFormatError::TruncatedHeader)?;
     let l = layout(&bytes[start..end])?;
     let data = &bytes[end..];
-    if (data.len() as u64) < l.need {
-        let (shape, dtype, need) = (&l.shape, l.dtype, l.need);
-        return Err(format!("truncated data: shape {shape:?} of {dtype} needs {need} bytes, found {}", data.len()));
+    check_data_len(&l, data.len() as u64)?;
+    Ok(Tensor::from_le_bytes(&l.shape, l.dtype, data)?)
+}
+
+/// Checks that `found` data bytes are exactly what `l` needs.
+fn check_data_len(l: &Layout, found: u64) -> Result<(), NpyFormatError> {
+    if found < l.need {
+        return Err(NpyFormatError::TruncatedData { shape: l.shape.clone(), dtype: l.dtype, need: l.need, found });
     }
-    if data.len() as u64 > l.need {
-        return Err(format!("{} bytes after the array's {} bytes of data", data.len() as u64 - l.need, l.need));
+    if found > l.need {
+        return Err(NpyFormatError::TrailingData { extra: Some(found - l.need), need: l.need });
     }
-    Tensor::from_le_bytes(&l.shape, l.dtype, data).map_err(|e: TensorError| e.to_string())
+    Ok(())
 }
 
 /// Parses `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }` (any key order).
 /// One linear scan; unknown keys are an error.
-fn parse_header(text: &str) -> Result<Header, String> {
-    let bad = |what: &str| format!("malformed header ({what}): {}", shown_name(text.trim_end()));
+fn parse_header(text: &str) -> Result<Header, NpyFormatError> {
+    let bad = |what: &str| NpyFormatError::MalformedHeader {
+        what: what.to_string(),
+        header: shown_name(text.trim_end()).to_string(),
+    };
     let body = text.trim().strip_prefix('{').and_then(|t| t.strip_suffix('}')).ok_or_else(|| bad("not a dict"))?;
     let (mut descr, mut fortran, mut shape) = (None, None, None);
     let mut rest = body.trim_start();
@@ -167,9 +273,9 @@ fn parse_header(text: &str) -> Result<Header, String> {
                     .map(str::trim)
                     .filter(|d| !d.is_empty())
                     .map(|d| d.trim_end_matches('L').parse::<u64>().map_err(|_| bad("shape dims must be integers")))
-                    .collect::<Result<Vec<u64>, String>>()?;
+                    .collect::<Result<Vec<u64>, NpyFormatError>>()?;
                 if dims.len() > 64 {
-                    return Err(format!("rank {} is above 64", dims.len()));
+                    return Err(NpyFormatError::Rank(dims.len()));
                 }
                 shape = Some(dims);
                 &after[close + 1..]
@@ -287,41 +393,33 @@ pub fn write_to(w: &mut impl Write, t: &Tensor) -> std::io::Result<()> {
 /// there. The element buffer is reserved fallibly: a shape whose data cannot be allocated is
 /// an error naming its size, not an abort. `len` is the whole file's length when known, to
 /// check it before allocating.
-pub fn read_from(r: &mut impl Read, len: Option<u64>) -> Result<Tensor, String> {
-    let io = |e: std::io::Error| e.to_string();
+pub fn read_from(r: &mut impl Read, len: Option<u64>) -> Result<Tensor, NpyFormatError> {
     let mut prefix = [0u8; 10];
-    let got = read_full(r, &mut prefix).map_err(io)?;
+    let got = read_full(r, &mut prefix)?;
     if got < 10 {
         return Err(if got >= 6 && prefix[..6] == *MAGIC {
-            "truncated header"
+            NpyFormatError::TruncatedHeader
         } else {
-            "not a .npy file (bad magic string)"
-        }
-        .to_string());
+            NpyFormatError::BadMagic
+        });
     }
     let more = || {
         let mut b = [0u8; 2];
-        match read_full(r, &mut b) {
-            Ok(2) => Ok(b),
-            Ok(_) => Err("truncated header".to_string()),
-            Err(e) => Err(e.to_string()),
+        match read_full(r, &mut b)? {
+            2 => Ok(b),
+            _ => Err(NpyFormatError::TruncatedHeader),
         }
     };
     let (header_len, start) = header_len(&prefix, more)?;
     let mut header = vec![0u8; header_len];
-    if read_full(r, &mut header).map_err(io)? < header_len {
-        return Err("truncated header".into());
+    if read_full(r, &mut header)? < header_len {
+        return Err(NpyFormatError::TruncatedHeader);
     }
     let l = layout(&header)?;
-    let (shape, dtype, need) = (&l.shape, l.dtype, l.need);
     if let Some(data_len) = len.map(|len| len.saturating_sub((start + header_len) as u64)) {
-        if data_len < need {
-            return Err(format!("truncated data: shape {shape:?} of {dtype} needs {need} bytes, found {data_len}"));
-        }
-        if data_len > need {
-            return Err(format!("{} bytes after the array's {need} bytes of data", data_len - need));
-        }
+        check_data_len(&l, data_len)?;
     }
+    let (dtype, need) = (l.dtype, l.need);
     let data = match dtype {
         DType::F32 => TensorData::F32(read_elems(r, &l, |b| f32::from_bits(u32::from_le_bytes(b)))?),
         DType::F16 => TensorData::F16(read_elems(r, &l, |b| half::f16::from_bits(u16::from_le_bytes(b)))?),
@@ -337,8 +435,8 @@ pub fn read_from(r: &mut impl Read, len: Option<u64>) -> Result<Tensor, String> 
         DType::U64 => TensorData::U64(read_elems(r, &l, u64::from_le_bytes)?),
     };
     let mut one = [0u8; 1];
-    if read_full(r, &mut one).map_err(io)? > 0 {
-        return Err(format!("more bytes after the array's {need} bytes of data"));
+    if read_full(r, &mut one)? > 0 {
+        return Err(NpyFormatError::TrailingData { extra: None, need });
     }
     Ok(Tensor(data))
 }
@@ -364,19 +462,18 @@ fn read_elems<T, const W: usize>(
     r: &mut impl Read,
     l: &Layout,
     f: impl Fn([u8; W]) -> T,
-) -> Result<ndarray::ArcArray<T, ndarray::IxDyn>, String> {
+) -> Result<ndarray::ArcArray<T, ndarray::IxDyn>, NpyFormatError> {
     let (shape, dtype, need) = (&l.shape, l.dtype, l.need);
     let mut out: Vec<T> = Vec::new();
-    out.try_reserve_exact(l.n)
-        .map_err(|_| format!("cannot allocate {need} bytes for the data of shape {shape:?} of {dtype}"))?;
+    out.try_reserve_exact(l.n).map_err(|_| NpyFormatError::Alloc { shape: shape.clone(), dtype, need })?;
     let mut buf = vec![0u8; CHUNK / W * W];
     let mut done = 0u64;
     while done < need {
         let want = (need - done).min(buf.len() as u64) as usize;
-        let got = read_full(r, &mut buf[..want]).map_err(|e| e.to_string())?;
+        let got = read_full(r, &mut buf[..want])?;
         done += got as u64;
         if got < want {
-            return Err(format!("truncated data: shape {shape:?} of {dtype} needs {need} bytes, found {done}"));
+            return Err(NpyFormatError::TruncatedData { shape: shape.clone(), dtype, need, found: done });
         }
         for c in buf[..want].chunks_exact(W) {
             let mut b = [0u8; W];
@@ -385,7 +482,10 @@ fn read_elems<T, const W: usize>(
         }
     }
     let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
-    ndarray::ArcArray::from_shape_vec(ndarray::IxDyn(&dims), out).map_err(|e| e.to_string())
+    // `out` holds `l.n` elements, the product of these dims: only a shape ndarray cannot
+    // index (over `isize::MAX` elements, which `layout` already refuses) could fail here.
+    ndarray::ArcArray::from_shape_vec(ndarray::IxDyn(&dims), out)
+        .map_err(|_| NpyFormatError::TooManyElements { shape: shape.clone() })
 }
 
 /// Reads a `.npy` file, which must be a regular file (a FIFO or a device is refused before it
@@ -396,11 +496,12 @@ pub fn read(path: &Path) -> Result<Tensor, NpyError> {
         Ok(meta) => meta,
         Err(source) => return Err(NpyError::Io { path: name, source }),
     };
-    if let Some(msg) = crate::files::not_regular(&meta) {
-        return Err(NpyError::Format { path: name, msg });
+    if let Some(reason) = crate::files::not_regular(&meta) {
+        return Err(NpyError::NotRegular { path: name, reason });
     }
     let file = std::fs::File::open(path).map_err(|source| NpyError::Io { path: name.clone(), source })?;
-    read_from(&mut std::io::BufReader::new(file), Some(meta.len())).map_err(|msg| NpyError::Format { path: name, msg })
+    read_from(&mut std::io::BufReader::new(file), Some(meta.len()))
+        .map_err(|problem| NpyError::Format { path: name, problem })
 }
 
 /// Writes a `.npy` file, streaming the data.
@@ -500,7 +601,7 @@ mod tests {
             (b"\x93NUMPY\x09\x00\x00\x00".to_vec(), "version 9.0"),
         ];
         for (bytes, want) in cases {
-            let err = decode(&bytes).unwrap_err();
+            let err = decode(&bytes).unwrap_err().to_string();
             assert!(err.contains(want), "{want:?} not in {err:?}");
         }
         // Names from the header are escaped and cut in messages (issue #26 item 14).
@@ -509,7 +610,7 @@ mod tests {
             (header(&"x".repeat(5000), "False", "(1,)", &four), "… (5000 characters in all)".to_string()),
         ];
         for (bytes, want) in named {
-            let err = decode(&bytes).unwrap_err();
+            let err = decode(&bytes).unwrap_err().to_string();
             assert!(err.contains(&want), "{want:?} not in {err:?}");
             assert!(!err.contains('\0') && !err.contains('\n') && err.len() < 400, "{err:?}");
         }

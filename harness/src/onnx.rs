@@ -19,6 +19,9 @@ pub enum OnnxError {
     /// A malformed `--input-shape`.
     #[error("--input-shape {0:?}: expected NAME=d0,d1,… with non-negative integer dimensions")]
     InputShape(String),
+    /// `passel import -o FILE` could not write the imported module.
+    #[error(transparent)]
+    Write(#[from] crate::files::FileError),
 }
 
 /// Whether `path` names an ONNX model (by its `.onnx` extension).
@@ -82,9 +85,9 @@ pub struct ImportArgs {
 }
 
 /// Runs `passel import`: the module's text (or `None` when it was written to `-o`).
-pub fn run_import(args: &ImportArgs) -> Result<Option<String>, String> {
-    let options = args.shapes.options().map_err(|e| e.to_string())?;
-    let module = import_onnx(&args.model, &options).map_err(|e| e.to_string())?;
+pub fn run_import(args: &ImportArgs) -> Result<Option<String>, OnnxError> {
+    let options = args.shapes.options()?;
+    let module = import_onnx(&args.model, &options)?;
     match &args.output {
         Some(path) => {
             crate::files::write_module(path, &module, None)?;

@@ -52,7 +52,7 @@ proptest! {
     fn generated_modules_round_trip_through_binary_byte_exactly(
         kind in 0usize..KINDS.len(), functions in 1usize..8, seed in any::<u64>(),
     ) {
-        let m = workload(KINDS[kind], functions, seed).map_err(TestCaseError::fail)?;
+        let m = workload(KINDS[kind], functions, seed).map_err(|e| TestCaseError::fail(e.to_string()))?;
         // Through the text first, as `passel run x.pir -o x.pirb` does.
         text_round_trip(&print_module(&m)).map_err(TestCaseError::fail)?;
         round_trip(&m).map_err(TestCaseError::fail)?;

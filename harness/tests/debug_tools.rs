@@ -66,7 +66,7 @@ fn bisect_finds_the_planted_miscompile_exactly() {
             let run = run_with_limit(&module, &pipeline, builder(threads), limit)?;
             Ok(run.output?.contains("Planted"))
         });
-        assert_eq!(found, Ok(Some(expected)), "{threads} threads");
+        assert_eq!(found.ok(), Some(Some(expected)), "{threads} threads");
     }
     assert_eq!(
         execution_line(&full.log, expected),

@@ -51,7 +51,8 @@ fn npy_reading_an_endless_reader_stops_after_the_announced_bytes() {
     // `/dev/zero` after a valid file: reading to the end would never finish.
     let mut endless = bytes.as_slice().chain(std::io::repeat(0));
     let err = npy::read_from(&mut endless, None).unwrap_err();
-    assert_eq!(err, "more bytes after the array's 12 bytes of data");
+    assert!(matches!(err, npy::NpyFormatError::TrailingData { extra: None, need: 12 }), "{err:?}");
+    assert_eq!(err.to_string(), "more bytes after the array's 12 bytes of data");
     // A header alone, then endless zeros: the data is read from the reader up to the size the
     // header announces, never more.
     let mut header = npy::encode(&Tensor::from_f64s(&[0], DType::F32, &[]).unwrap());
@@ -59,7 +60,7 @@ fn npy_reading_an_endless_reader_stops_after_the_announced_bytes() {
     header[at] = b'2';
     let mut endless = header.as_slice().chain(std::io::repeat(0));
     let err = npy::read_from(&mut endless, None).unwrap_err();
-    assert!(err.contains("more bytes after the array's 8 bytes"), "{err}");
+    assert!(matches!(err, npy::NpyFormatError::TrailingData { extra: None, need: 8 }), "{err:?}");
     // The exact bytes read back.
     let back = npy::read_from(&mut bytes.as_slice(), Some(bytes.len() as u64)).unwrap();
     assert!(back.bit_eq(&t));

@@ -4,8 +4,8 @@
 
 use passel_engine::ir::{parse_module, print_module, verify_module, Module};
 use passel_harness::gen::{
-    chain, cnn, mlp, random, transformer, workload, Activation, ChainOptions, CnnOptions, MlpOptions, RandomOptions,
-    TransformerOptions, KINDS,
+    chain, cnn, mlp, random, transformer, workload, Activation, ChainOptions, CnnOptions, GenError, MlpOptions,
+    RandomOptions, TransformerOptions, KINDS,
 };
 use proptest::prelude::*;
 
@@ -75,8 +75,8 @@ proptest! {
 
     #[test]
     fn same_seed_gives_same_text(kind in 0usize..KINDS.len(), functions in 1usize..12, seed in any::<u64>()) {
-        let a = workload(KINDS[kind], functions, seed).map_err(TestCaseError::fail)?;
-        let b = workload(KINDS[kind], functions, seed).map_err(TestCaseError::fail)?;
+        let a = workload(KINDS[kind], functions, seed).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let b = workload(KINDS[kind], functions, seed).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(print_module(&a), print_module(&b));
     }
 }
@@ -117,6 +117,8 @@ fn workload_function_counts_follow_the_request() {
 #[test]
 fn unknown_workload_is_an_error_with_a_suggestion() {
     let err = workload("mpl", 10, 0).map(|_| ()).unwrap_err();
+    assert!(matches!(&err, GenError::UnknownWorkload { name, .. } if name == "mpl"), "{err:?}");
+    let err = err.to_string();
     assert!(err.contains("unknown workload `mpl`") && err.contains("did you mean `mlp`"), "{err}");
 }
 

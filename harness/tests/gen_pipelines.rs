@@ -36,7 +36,7 @@ proptest! {
         seed in any::<u64>(),
         picks in proptest::collection::vec(0..passes().len(), 1..7),
     ) {
-        let module = workload(KINDS[kind], functions, seed).map_err(TestCaseError::fail)?;
+        let module = workload(KINDS[kind], functions, seed).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let pipeline = picks.iter().map(|&i| passes()[i]).collect::<Vec<_>>().join(",");
         let (serial, serial_diags) = run(module.clone(), &pipeline, 1);
         let out = serial.map_err(|e| TestCaseError::fail(format!("{pipeline} failed: {e}")))?;

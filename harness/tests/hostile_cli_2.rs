@@ -318,6 +318,6 @@ fn gen_refuses_sizes_that_cannot_fit_in_memory() {
             varied_widths: false,
         })
     };
-    assert!(check_size(&mlp(1_000_000), 1 << 30).unwrap_err().contains("more than the limit of 1.0 GiB"));
+    assert!(check_size(&mlp(1_000_000), 1 << 30).unwrap_err().to_string().contains("more than the limit of 1.0 GiB"));
     assert_eq!(check_size(&mlp(8), 1 << 30), Ok(()));
 }

@@ -158,8 +158,11 @@ fn reproducer_text(
         PassContext::builder().opt_level(3).num_threads(threads).instrument(inst.clone()).build().expect("context");
     let res = ctx.scope(|| seq.run(module, &ctx)).expect("context enters");
     let options = PipelineArgs { opt_level: Some(3), ..PipelineArgs::default() };
-    inst.failure()
-        .map(|f| reproducer(&f, res.as_ref().err(), &seq, &ctx, &options, local).map(|r| (r.text, r.reproduces)))
+    inst.failure().map(|f| {
+        reproducer(&f, res.as_ref().err(), &seq, &ctx, &options, local)
+            .map(|r| (r.text, r.reproduces))
+            .map_err(|e| e.to_string())
+    })
 }
 
 proptest! {

@@ -9,6 +9,7 @@ use clap::Args;
 use super::{load, write_stdout};
 use crate::args::{PipelineArgs, ThreadArgs};
 use crate::console::Console;
+use crate::debug::bisect::BisectError;
 use crate::{debug, onnx};
 
 #[derive(Args)]
@@ -36,39 +37,39 @@ pub fn bisect(console: &Console, args: BisectArgs) -> ExitCode {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
-    let res = (|| -> Result<String, String> {
+    let res = (|| -> Result<String, BisectError> {
         // Checked once here; the closure builds the same context for every run.
         let (pipeline, _) = args.pipeline.pipeline_and_context()?;
         let builder = || args.threads.apply(args.pipeline.context().unwrap_or_default());
         let full = debug::bisect::run_with_limit(&module, &pipeline, builder, u64::MAX)?;
-        if let Err(e) = &full.output {
+        if let Err(error) = &full.output {
             // A failure is not a bad output for the check to find: it names its pass already.
-            return Err(format!("the pipeline fails with all {} executions: {e}", full.executions));
+            return Err(BisectError::PipelineFails { executions: full.executions, error: error.clone() });
         }
         // Outputs go to a fresh private directory (mode 0700, random name, removed on drop),
         // and each is created anew there: nobody else can plant a file or symlink in it.
         let dir = tempfile::Builder::new()
             .prefix("passel-bisect-")
             .tempdir()
-            .map_err(|e| format!("cannot create a temporary directory in {}: {e}", std::env::temp_dir().display()))?;
+            .map_err(|source| BisectError::TempDir { dir: std::env::temp_dir(), source })?;
         let out_path = dir.path().join("output.pir");
-        let mut fails = |limit: u64| -> Result<bool, String> {
+        let mut fails = |limit: u64| -> Result<bool, BisectError> {
             let run = debug::bisect::run_with_limit(&module, &pipeline, builder, limit)?;
             let text = run.output.unwrap_or_else(|e| format!("// pipeline failed: {e}\n"));
             debug::bisect::write_new(&out_path, &text)
-                .map_err(|e| format!("cannot write {}: {e}", out_path.display()))?;
+                .map_err(|source| BisectError::Write { path: out_path.clone(), source })?;
             let status = std::process::Command::new("sh")
                 .arg("-c")
                 .arg(format!("{} \"$1\"", args.check))
                 .arg("sh")
                 .arg(&out_path)
                 .status()
-                .map_err(|e| format!("cannot run the check: {e}"))?;
+                .map_err(BisectError::Check)?;
             let _ = console.err(&format!("limit {limit}: {}\n", if status.success() { "good" } else { "bad" }));
             Ok(!status.success())
         };
         let found = debug::bisect::first_failing(full.executions, &mut fails);
-        dir.close().map_err(|e| format!("cannot remove the temporary directory: {e}"))?;
+        dir.close().map_err(BisectError::RemoveTempDir)?;
         Ok(match found? {
             None => format!("the check passes with all {} executions: nothing to bisect\n", full.executions),
             Some(k) => format!(
@@ -80,6 +81,6 @@ pub fn bisect(console: &Console, args: BisectArgs) -> ExitCode {
     })();
     match res {
         Ok(text) => write_stdout(console, &text),
-        Err(e) => console.error(&e),
+        Err(e) => console.error(&e.to_string()),
     }
 }

@@ -183,7 +183,8 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     }
     if let Some(words) = debug::reproducer::header_args(&src) {
         let bad = |e: String| format!("{}: {e}", args.file.display());
-        let header = debug::reproducer::parse_header(&words.map_err(bad)?).map_err(bad)?;
+        let words = words.map_err(|e| bad(e.to_string()))?;
+        let header = debug::reproducer::parse_header(&words).map_err(|e| bad(e.to_string()))?;
         args.pipeline.fill_from(header);
         let note = format!(
             "note: {} is a crash reproducer: running it with its header's options (options given here win)\n",

@@ -10,13 +10,59 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use passel_engine::ir::{print_module, Module};
-use passel_engine::transform::{OptBisect, Pass, PassContextBuilder, Sequential, Sink};
+use passel_engine::transform::{OptBisect, Pass, PassContextBuilder, PassError, Sequential, Sink};
+
+use crate::args::OptionsError;
+
+/// Why a bisection could not run to its answer.
+#[derive(Debug, thiserror::Error)]
+pub enum BisectError {
+    /// The pipeline options are not valid.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// The context cannot be built, or the run failed outside the pipeline.
+    #[error(transparent)]
+    Context(#[from] PassError),
+    /// The pipeline fails even with every execution: nothing for the check to find.
+    #[error("the pipeline fails with all {executions} executions: {error}")]
+    PipelineFails {
+        /// Executions numbered.
+        executions: u64,
+        /// The pipeline's error.
+        error: PassError,
+    },
+    /// The check fails with limit 0.
+    #[error("the check fails even with no optional pass execution (limit 0)")]
+    FailsWithNone,
+    /// The private output directory cannot be created.
+    #[error("cannot create a temporary directory in {}: {source}", dir.display())]
+    TempDir {
+        /// Where it was to be made.
+        dir: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The private output directory cannot be removed.
+    #[error("cannot remove the temporary directory: {0}")]
+    RemoveTempDir(std::io::Error),
+    /// An output cannot be written for the check.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The check command cannot be started.
+    #[error("cannot run the check: {0}")]
+    Check(std::io::Error),
+}
 
 /// One run under a limit.
 #[derive(Debug)]
 pub struct LimitRun {
     /// The printed output module, or the pipeline's error.
-    pub output: Result<String, String>,
+    pub output: Result<String, PassError>,
     /// The `BISECT:` lines, one per numbered execution.
     pub log: String,
     /// How many executions were numbered (run or not).
@@ -30,28 +76,27 @@ pub fn run_with_limit(
     pipeline: &Sequential,
     builder: impl FnOnce() -> PassContextBuilder,
     limit: u64,
-) -> Result<LimitRun, String> {
+) -> Result<LimitRun, BisectError> {
     let buf = Arc::new(Mutex::new(Vec::new()));
     let sink: Sink = buf.clone();
     let bisect = Arc::new(OptBisect::new(limit, sink));
-    let ctx = builder().opt_bisect(bisect.clone()).build().map_err(|e| e.to_string())?;
-    let res = ctx.scope(|| pipeline.run(module.clone(), &ctx)).map_err(|e| e.to_string())?;
+    let ctx = builder().opt_bisect(bisect.clone()).build()?;
+    let res = ctx.scope(|| pipeline.run(module.clone(), &ctx))?;
     let log = String::from_utf8_lossy(&buf.lock().unwrap_or_else(PoisonError::into_inner)).into_owned();
-    Ok(LimitRun {
-        output: res.map(|m| print_module(&m)).map_err(|e| e.to_string()),
-        log,
-        executions: bisect.executions(),
-    })
+    Ok(LimitRun { output: res.map(|m| print_module(&m)), log, executions: bisect.executions() })
 }
 
 /// The smallest limit in 1 ..= `total` at which `fails` says yes: `None` when it passes with
 /// every execution, an error when it fails even with none (limit 0).
-pub fn first_failing(total: u64, mut fails: impl FnMut(u64) -> Result<bool, String>) -> Result<Option<u64>, String> {
+pub fn first_failing(
+    total: u64,
+    mut fails: impl FnMut(u64) -> Result<bool, BisectError>,
+) -> Result<Option<u64>, BisectError> {
     if !fails(total)? {
         return Ok(None);
     }
     if fails(0)? {
-        return Err("the check fails even with no optional pass execution (limit 0)".to_string());
+        return Err(BisectError::FailsWithNone);
     }
     // Invariant: the check passes at `lo` and fails at `hi`.
     let (mut lo, mut hi) = (0, total);
@@ -97,11 +142,11 @@ mod tests {
                 calls += 1;
                 Ok(n >= culprit)
             });
-            assert_eq!(found, Ok(Some(culprit)));
+            assert_eq!(found.ok(), Some(Some(culprit)));
             assert!(calls <= 2 + 6, "{calls} checks for 40 executions");
         }
-        assert_eq!(first_failing(40, |_| Ok(false)), Ok(None));
-        assert!(first_failing(40, |_| Ok(true)).is_err());
+        assert_eq!(first_failing(40, |_| Ok(false)).ok(), Some(None));
+        assert!(matches!(first_failing(40, |_| Ok(true)), Err(BisectError::FailsWithNone)));
     }
 
     #[test]

@@ -16,13 +16,68 @@
 use std::panic;
 use std::sync::Arc;
 
-use passel_engine::ir::{parse_module, print_module, verify_module, Module};
+use passel_engine::ir::{parse_module, print_module, verify_module, Module, ParseErrors, VerifyError};
 use passel_engine::transform::{
-    get_pass, reproducer_pipeline, Pass, PassContext, PassError, PassFailure, PassKind, ReproducerInstrument,
-    Sequential,
+    get_pass, reproducer_pipeline, ContextError, Pass, PassContext, PassError, PassFailure, PassKind, ReproducerError,
+    ReproducerInstrument, Sequential,
 };
 
-use crate::args::PipelineArgs;
+use crate::args::{OptionsError, PipelineArgs};
+
+/// A reproducer header whose quoting is broken ([`header_args`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// A `"` with no closing `"` on the line.
+    #[error("unclosed `\"` in the reproducer header")]
+    UnclosedQuote,
+    /// A backslash before something other than `n`, `"` or `\\` (`found` shows it).
+    #[error("unknown escape {found} in the reproducer header")]
+    UnknownEscape {
+        /// The escape as written, or "`\` at the end".
+        found: String,
+    },
+}
+
+/// Why a reproducer's text cannot be replayed ([`replay`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The first line is no reproducer header.
+    #[error("no reproducer header")]
+    NoHeader,
+    /// The header's quoting is broken.
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    /// The header's options are not valid options.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// The header names no pipeline.
+    #[error("the reproducer header has no --passes")]
+    NoPasses,
+    /// The module text does not parse.
+    #[error("the reproducer does not parse: {0:?}")]
+    Parse(ParseErrors),
+    /// The module does not verify.
+    #[error("the reproducer does not verify: {0:?}")]
+    Verify(Vec<VerifyError>),
+    /// The options do not make a pass context.
+    #[error(transparent)]
+    Context(#[from] ContextError),
+    /// The pipeline failed outside any pass call the instrument records.
+    #[error(transparent)]
+    Run(#[from] PassError),
+}
+
+/// Why no reproducer could be built ([`reproducer`]): the failing call cannot be named as a
+/// pipeline.
+#[derive(Debug, thiserror::Error)]
+#[error("no reproducer: {0}")]
+pub struct NoReproducer(#[from] pub ReproducerError);
+
+impl From<NoReproducer> for String {
+    fn from(e: NoReproducer) -> String {
+        e.to_string()
+    }
+}
 
 /// The first line of a reproducer starts with this.
 pub const HEADER: &str = "// passel-reproducer:";
@@ -53,14 +108,14 @@ fn quote(word: &str) -> String {
 
 /// The options of `src`'s reproducer header, split into words: `None` when its first line is
 /// not a header, an error when the header's quoting is broken.
-pub fn header_args(src: &str) -> Option<Result<Vec<String>, String>> {
+pub fn header_args(src: &str) -> Option<Result<Vec<String>, HeaderError>> {
     // The parser skips a leading byte-order mark; so does the header.
     let first = src.strip_prefix('\u{feff}').unwrap_or(src).lines().next()?;
     let rest = first.strip_prefix(HEADER)?;
     Some(split_words(rest))
 }
 
-fn split_words(text: &str) -> Result<Vec<String>, String> {
+fn split_words(text: &str) -> Result<Vec<String>, HeaderError> {
     let mut words = Vec::new();
     let mut chars = text.chars().peekable();
     loop {
@@ -75,14 +130,14 @@ fn split_words(text: &str) -> Result<Vec<String>, String> {
             chars.next();
             loop {
                 match chars.next() {
-                    None => return Err("unclosed `\"` in the reproducer header".to_string()),
+                    None => return Err(HeaderError::UnclosedQuote),
                     Some('"') => break,
                     Some('\\') => match chars.next() {
                         Some('n') => word.push('\n'),
                         Some(e @ ('"' | '\\')) => word.push(e),
                         other => {
                             let found = other.map(|c| format!("`\\{c}`")).unwrap_or_else(|| "`\\` at the end".into());
-                            return Err(format!("unknown escape {found} in the reproducer header"));
+                            return Err(HeaderError::UnknownEscape { found });
                         }
                     },
                     Some(c) => word.push(c),
@@ -126,8 +181,8 @@ pub fn reproducer(
     ctx: &PassContext,
     options: &PipelineArgs,
     local: bool,
-) -> Result<Reproducer, String> {
-    let passes = reproducer_pipeline(pipeline, ctx, failure, local).map_err(|e| format!("no reproducer: {e}"))?;
+) -> Result<Reproducer, NoReproducer> {
+    let passes = reproducer_pipeline(pipeline, ctx, failure, local)?;
     let expected = failure.message(run_error);
     let function = failure.function(run_error);
     let function_pass = get_pass(&failure.pass).is_ok_and(|p| p.kind() == PassKind::Function);
@@ -182,7 +237,7 @@ fn file_text(
 
 /// The options of a reproducer header's words ([`header_args`]), parsed as `passel run` parses
 /// its command line.
-pub fn parse_header(words: &[String]) -> Result<PipelineArgs, String> {
+pub fn parse_header(words: &[String]) -> Result<PipelineArgs, OptionsError> {
     PipelineArgs::from_words(words, "the reproducer header")
 }
 
@@ -191,23 +246,23 @@ pub fn parse_header(words: &[String]) -> Result<PipelineArgs, String> {
 /// (its error, or its first error diagnostic as `PASS @FUNC: MESSAGE`), `Ok(None)` when no
 /// pass fails, an error when the text or its header is broken. Panic messages are not printed
 /// while it runs.
-pub fn replay(text: &str) -> Result<Option<String>, String> {
-    let words = header_args(text).ok_or("no reproducer header")??;
+pub fn replay(text: &str) -> Result<Option<String>, ReplayError> {
+    let words = header_args(text).ok_or(ReplayError::NoHeader)??;
     let options = parse_header(&words)?;
     if options.passes.is_none() {
-        return Err("the reproducer header has no --passes".to_string());
+        return Err(ReplayError::NoPasses);
     }
     let (pipeline, builder) = options.pipeline_and_context()?;
-    let module = parse_module(text).map_err(|e| format!("the reproducer does not parse: {e:?}"))?;
-    verify_module(&module).map_err(|e| format!("the reproducer does not verify: {e:?}"))?;
+    let module = parse_module(text).map_err(ReplayError::Parse)?;
+    verify_module(&module).map_err(ReplayError::Verify)?;
     // The failure is found as the run found it: by the same instrument.
     let inst = Arc::new(ReproducerInstrument::new().stop_at_failure());
-    let ctx = builder.instrument(inst.clone()).build().map_err(|e| e.to_string())?;
+    let ctx = builder.instrument(inst.clone()).build()?;
     let hook = panic::take_hook();
     panic::set_hook(Box::new(|_| {}));
     let res = ctx.scope(|| pipeline.run(module, &ctx));
     panic::set_hook(hook);
-    let res = res.map_err(|e| e.to_string())?;
+    let res = res?;
     Ok(inst.failure().and_then(|f| f.message(res.as_ref().err())))
 }
 
@@ -248,7 +303,10 @@ mod tests {
         assert_eq!(header_args("def @f() { 1.0f }\n// passel-reproducer: -O3\n"), None);
         assert_eq!(header_args(""), None);
         assert_eq!(header_args("\u{feff}// passel-reproducer: -O3\n"), Some(Ok(vec!["-O3".to_string()])));
-        assert!(header_args("// passel-reproducer: \"--passes=A\n").expect("a header").is_err());
-        assert!(header_args("// passel-reproducer: \"\\x\"\n").expect("a header").is_err());
+        assert_eq!(header_args("// passel-reproducer: \"--passes=A\n"), Some(Err(HeaderError::UnclosedQuote)));
+        assert_eq!(
+            header_args("// passel-reproducer: \"\\x\"\n"),
+            Some(Err(HeaderError::UnknownEscape { found: "`\\x`".into() }))
+        );
     }
 }

@@ -201,14 +201,10 @@ pub fn memory_limit() -> u64 {
 
 /// Refuses a workload whose estimated memory ([`estimate_bytes`]) exceeds `limit` bytes: it
 /// would otherwise build for a while and then abort when an allocation fails.
-pub fn check_size(cmd: &GenCommand, limit: u64) -> Result<(), String> {
+pub fn check_size(cmd: &GenCommand, limit: u64) -> Result<(), super::GenError> {
     let need = estimate_bytes(cmd);
     if need > limit as f64 {
-        return Err(format!(
-            "this workload needs about {} of memory, more than the limit of {} (half the physical or cgroup memory): ask for fewer functions or ops",
-            human_bytes(need),
-            human_bytes(limit as f64)
-        ));
+        return Err(super::GenError::TooLarge { need: human_bytes(need), limit: human_bytes(limit as f64) });
     }
     Ok(())
 }
