@@ -133,7 +133,7 @@ mod linux {
     }
 
     /// The file systems whose leases are broken by every local writer.
-    fn lease_safe_fs(kind: i64) -> bool {
+    fn lease_safe_fs(kind: libc::c_long) -> bool {
         [
             libc::EXT4_SUPER_MAGIC,
             libc::XFS_SUPER_MAGIC,
@@ -141,8 +141,7 @@ mod linux {
             libc::F2FS_SUPER_MAGIC,
             libc::TMPFS_MAGIC,
         ]
-        .iter()
-        .any(|&m| m as i64 == kind)
+        .contains(&kind)
     }
 
     /// One live mapping: `fd` holds its lease (`-1` once the keeper has copied it).
@@ -332,7 +331,9 @@ mod linux {
         if unsafe { libc::fstatfs(file.as_raw_fd(), &mut fs) } != 0 {
             return Err(NotMapped::Map(errno()));
         }
-        if !lease_safe_fs(fs.f_type as i64) {
+        if !lease_safe_fs(fs.f_type) {
+            // `f_type` is a `c_long`: 32 bits on 32-bit targets.
+            #[allow(clippy::unnecessary_cast)]
             return Err(NotMapped::FileSystem(fs.f_type as i64));
         }
         keeper()?;
