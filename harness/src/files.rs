@@ -3,8 +3,9 @@
 //!
 //! - Data files (`--input` and `--compare` `.npy` files, the conformance out-of-scope list)
 //!   must be regular files ([`regular_file`]).
-//! - A model and its external-data files are read whole, and must be regular files
-//!   ([`read_regular_file`]; opened non-blocking, so even the open of a FIFO cannot hang).
+//! - A model and its external-data files are mapped under a read lease or read whole (the
+//!   engine's `load_regular_file`; `passel watch` always reads, [`read_regular_file`]), and
+//!   must be regular files (opened non-blocking, so even the open of a FIFO cannot hang).
 //! - A `.pir` source may also be a pipe ([`source_file`]): `passel run <(passel gen chain)`
 //!   hands passel a `/dev/fd/N` pipe, which is read to its end like stdin (`-`).
 //!
@@ -12,8 +13,9 @@
 //!
 //! A module source is text (`.pir`) or the binary form (`.pirb`), told apart by the binary
 //! form's magic number, not by the name ([`module_from_bytes`]). The binary form is read
-//! into memory like a model, not memory-mapped (the reason is in the engine's `frontend/onnx/load.rs`: a mapped file
-//! that another process truncates kills the reader with SIGBUS); its raw constants stay
+//! into memory, not memory-mapped (a plain mapped file that another process truncates kills
+//! the reader with SIGBUS; only ONNX models go through the lease-protected mapping of the
+//! engine's `frontend/onnx/mapped.rs`); its raw constants stay
 //! slices of that one buffer. An output is written in binary form when its name ends in
 //! `.pirb` ([`write_module`]).
 

@@ -1,6 +1,6 @@
 //! ONNX models on the command line: `passel import`, and `.onnx` files wherever the CLI takes
-//! a `.pir` file. Loading (the file read into memory, external data from the model's folder,
-//! verification) is the engine's `frontend::onnx::load_onnx`, which the Python package calls
+//! a `.pir` file. Loading (the file mapped under a read lease or read into memory, external
+//! data from the model's folder, verification) is the engine's `frontend::onnx::load_onnx`, which the Python package calls
 //! too; this file adds the `--input-shape` flag and the `import` command.
 
 use std::path::{Path, PathBuf};

@@ -63,3 +63,30 @@ def test_from_onnx_reads_external_data_from_the_models_folder_and_only_there():
         ir.Module.from_onnx(DATA / "bad_external_outside.onnx")
     with pytest.raises(passel.OnnxError, match=r"tensor `w`: external data `missing_weights\.bin`: cannot open"):
         ir.Module.from_onnx(DATA / "bad_external_missing.onnx")
+
+
+def test_from_onnx_module_survives_its_file_truncated_and_rewritten(tmp_path):
+    # A model of 1 MiB or more is mapped under a read lease (engine/src/frontend/onnx/mapped.rs):
+    # rewriting the file in place waits until passel has copied the mapping, so the module keeps
+    # the original weights instead of dying with SIGBUS. `conv_relu` behind an unknown 1 MiB
+    # field (field 1000, length-delimited; decoders skip it) puts its weights past the first MiB.
+    import signal
+
+    pad = 1 << 20
+    model = tmp_path / "m.onnx"
+    model.write_bytes(bytes([0xC2, 0x3E, 0x80, 0x80, 0x40]) + bytes(pad) + (CORPUS / "conv_relu.onnx").read_bytes())
+    mod = ir.Module.from_onnx(model)
+    x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    text, before = mod.script(), passel.eval(mod, x)
+    with open(model, "wb") as f:  # truncates, then writes another model into the same inode
+        f.write((CORPUS / "symbolic_batch.onnx").read_bytes())
+    assert mod.script() == text
+    np.testing.assert_array_equal(passel.eval(mod, x), before)
+    # Python's own signal handling is untouched by the loader's lease signal.
+    got = []
+    old = signal.signal(signal.SIGUSR1, lambda *_: got.append(1))
+    try:
+        signal.raise_signal(signal.SIGUSR1)
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    assert got == [1]

@@ -32,8 +32,10 @@
 //! What it deliberately does not do: training-mode outputs, sequences, sparse tensors, dtypes passel has no type for (strings, bfloat16, float8, int4, …): each is a
 //! clear error naming the node or tensor, never a different model. External-data tensors are
 //! resolved through [`ExternalData`], which the caller gives; [`load_onnx`] (`onnx/load.rs`,
-//! the loader the CLI and the Python package share) reads the model file and resolves external
-//! data from the model's folder with [`FolderExternalData`], refusing locations outside it.
+//! the loader the CLI and the Python package share) maps the model file under a read lease
+//! (`onnx/mapped.rs`: a mapping that survives another process truncating the file) or reads
+//! it, and resolves external data from the model's folder with [`FolderExternalData`],
+//! refusing locations outside it.
 //!
 //! Opsets 9–21 of the default domain are handled with their per-version differences
 //! (attributes that became inputs, Softmax's pre-13 2-D coercion, Reshape `allowzero`, …).
@@ -44,6 +46,7 @@ mod control;
 mod emit;
 mod error;
 mod load;
+pub mod mapped;
 mod ops;
 mod proto;
 mod tensor;
@@ -61,7 +64,10 @@ use tensor::DENSE_BELOW;
 pub use error::{
     EmitError, ExternalDataError, ImportError, NodeError, TensorProtoError, Unrepresentable, UnsupportedOp,
 };
-pub use load::{file_kind, load_onnx, load_onnx_bytes, not_regular, read_regular_file, FolderExternalData, LoadError};
+pub use load::{
+    file_kind, load_onnx, load_onnx_bytes, load_regular_file, not_regular, read_regular_file, FolderExternalData,
+    LoadError,
+};
 pub use ops::{MICROSOFT_OPS, SUPPORTED_OPS};
 
 use emit::{Emitter, Val};

@@ -6,12 +6,13 @@
 //!
 //! Memory is measured two ways, both over import + the serial pipeline run (the peak a
 //! `passel run MODEL.onnx -O3 -j1` reaches before printing):
-//! - peak heap, from the counting allocator (`alloc.rs`): bytes passel allocated, the model
-//!   file's bytes included (it is read into the heap, never mapped: weights stay
-//!   `Constant::Raw` slices of that buffer until a pass copies them);
+//! - peak heap, from the counting allocator (`alloc.rs`): bytes passel allocated. A model file
+//!   under 1 MiB is read into the heap and counts; a larger one is mapped (the engine's
+//!   `frontend/onnx/mapped.rs`) and does not. Weights stay `Constant::Raw` slices of the file's
+//!   bytes until a pass copies them;
 //! - peak RSS, the kernel's high-water mark of resident memory (`VmHWM` in
 //!   `/proc/self/status`, reset through `/proc/self/clear_refs` before the import; Linux only):
-//!   heap, code and thread stacks.
+//!   heap, the touched pages of a mapped model file, code and thread stacks.
 //!
 //! Both are reported next to the model's weight bytes: the bytes of the imported module's
 //! constants at their dtype's size (initializers, `Constant` nodes and `ConstantOfShape` fills

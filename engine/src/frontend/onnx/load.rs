@@ -1,25 +1,30 @@
 //! Loading an ONNX model from a file: the one loader under `passel import` (and every CLI
 //! command that takes an `.onnx` file) and Python's `Module.from_onnx`. The model file is
-//! read into memory and handed to [`import_onnx_bytes`] as a shared [`Bytes`] (initializer
-//! weights stay slices of that buffer); external-data files are read on request from the
-//! model's folder only, each file once; the imported module is verified.
+//! mapped or read ([`load_regular_file`]) and handed to [`import_onnx_bytes`] as a shared
+//! [`Bytes`] (initializer weights stay slices of it); external-data files are loaded the same
+//! way on request from the model's folder only, each file once; the imported module is
+//! verified.
 //!
-//! Files are read, not memory-mapped: a mapped file that another process truncates (a model
+//! A plain mapping would be unsafe: a mapped file that another process truncates (a model
 //! re-exported in place, the case `passel watch` exists for) kills the reader with SIGBUS
-//! when it touches a page past the new end. An owned copy cannot change under the importer;
-//! a file rewritten during the read at worst decodes to an error. Only regular files are
-//! read: a FIFO or device would block or never end.
+//! when it touches a page past the new end. `onnx/mapped.rs` maps a file only under a read
+//! lease, which makes every writer wait until the mapping has been replaced by a private
+//! copy; where it cannot (small files, other file systems, a file open for writing, not
+//! Linux), the file is read into memory, and a file rewritten during the read at worst
+//! decodes to an error. Only regular files are loaded: a FIFO or device would block or never
+//! end.
 //!
 //! This is the importer's only IO; `import_onnx_bytes` itself decodes a buffer.
 
 use std::collections::HashMap;
-use std::fs::{FileType, Metadata};
+use std::fs::{File, FileType, Metadata};
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
+use super::mapped;
 use super::{import_onnx_bytes, ExternalData, ExternalDataError, ImportError, ImportOptions};
 use crate::ir::{verify_module, Module};
 
@@ -86,28 +91,48 @@ pub fn not_regular(meta: &Metadata) -> Option<String> {
     (!meta.is_file()).then(|| format!("it is {}, not a regular file", file_kind(meta.file_type())))
 }
 
-/// Reads the regular file at `path` whole. Anything else (a FIFO, socket, device or
+/// Opens the regular file at `path` for reading. Anything else (a FIFO, socket, device or
 /// directory) is refused without reading from it: opening is non-blocking, so a FIFO without
 /// a writer does not hang the open either.
-pub fn read_regular_file(path: &Path) -> Result<Vec<u8>, io::Error> {
+fn open_regular_file(path: &Path) -> Result<(File, u64), io::Error> {
     let mut open = std::fs::OpenOptions::new();
     open.read(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK);
-    let mut file = open.open(path)?;
+    let file = open.open(path)?;
     let meta = file.metadata()?;
     if let Some(reason) = not_regular(&meta) {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, reason));
     }
-    // The size is a hint: the file may change while it is read, and `read_to_end` reads
-    // whatever is there.
+    Ok((file, meta.len()))
+}
+
+/// Reads `file` whole; `len` (its size when opened) is a hint: the file may change while it is
+/// read, and `read_to_end` reads whatever is there.
+fn read_whole(mut file: File, len: u64) -> Result<Vec<u8>, io::Error> {
     let mut bytes = Vec::new();
-    let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
     bytes
         .try_reserve_exact(len)
         .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, format!("its {len} bytes do not fit in memory")))?;
     file.read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// Reads the regular file at `path` whole into memory (never a mapping: `passel watch`
+/// keeps its own copy to compare with the next run's). Anything but a regular file is refused
+/// without reading from it.
+pub fn read_regular_file(path: &Path) -> Result<Vec<u8>, io::Error> {
+    let (file, len) = open_regular_file(path)?;
+    read_whole(file, len)
+}
+
+/// The content of the regular file at `path`: a lease-protected mapping where
+/// [`mapped::map_file`] can make one (large files on local file systems, nobody writing),
+/// else a copy read into memory. Either way the bytes never change while they are shared.
+pub fn load_regular_file(path: &Path) -> Result<Bytes, io::Error> {
+    let (file, len) = open_regular_file(path)?;
+    mapped::map_or_read(file, len, |file| read_whole(file, len))
 }
 
 /// External data read from files inside one folder (the model's): locations that are
@@ -142,8 +167,8 @@ impl ExternalData for FolderExternalData {
         if let Some(bytes) = files.get(&real) {
             return Ok(bytes.clone());
         }
-        let bytes = match read_regular_file(&real) {
-            Ok(bytes) => Bytes::from(bytes),
+        let bytes = match load_regular_file(&real) {
+            Ok(bytes) => bytes,
             Err(source) => return Err(ExternalDataError::Read { path: real, source }),
         };
         files.insert(real, bytes.clone());
@@ -151,11 +176,11 @@ impl ExternalData for FolderExternalData {
     }
 }
 
-/// Imports the ONNX model at `path`: reads the file, resolves external data from the model's
+/// Imports the ONNX model at `path`: maps or reads the file ([`load_regular_file`]), resolves external data from the model's
 /// folder (unless `options` brings its own reader) and verifies the result.
 pub fn load_onnx(path: &Path, options: &ImportOptions) -> Result<Module, LoadError> {
-    let bytes = read_regular_file(path).map_err(|source| LoadError::Io { path: path.display().to_string(), source })?;
-    load_onnx_bytes(path, Bytes::from(bytes), options)
+    let bytes = load_regular_file(path).map_err(|source| LoadError::Io { path: path.display().to_string(), source })?;
+    load_onnx_bytes(path, bytes, options)
 }
 
 /// [`load_onnx`] on `bytes`, the content already read from `path` (`passel watch` compares
