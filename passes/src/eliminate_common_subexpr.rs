@@ -835,7 +835,7 @@ mod tests {
         let body = b.block(&[(a, av), (bb, bv), (c, cv), (d, dv)], tup);
         let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
         let mut scratch = Scratch::default();
-        find_merges(&func, &mut scratch);
+        find_merges(&func, &mut scratch, FxHashMap::default());
         let aliases = scratch.aliases.clone();
         assert_eq!(aliases, vec![(bb, a), (d, c)]);
         let n = func.num_nodes();
@@ -908,7 +908,7 @@ mod tests {
         let body = b.block(&bindings, tup);
         let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
         let mut scratch = Scratch::default();
-        find_merges(&func, &mut scratch);
+        find_merges(&func, &mut scratch, FxHashMap::default());
         let expected: Vec<(NodeId, NodeId)> = (0..10).map(|i| (bindings[2 * i + 1].0, firsts[i])).collect();
         assert_eq!(scratch.aliases, expected);
     }
