@@ -306,12 +306,7 @@ pub struct Interpreter<'m> {
 impl<'m> Interpreter<'m> {
     /// An interpreter of `module`, with random seed 0.
     pub fn new(module: &'m Module) -> Interpreter<'m> {
-        Interpreter {
-            module,
-            ctx: KernelCtx { rng: ChaCha8Rng::seed_from_u64(0) },
-            max_call_depth: DEFAULT_MAX_CALL_DEPTH,
-            infos: HashMap::new(),
-        }
+        Interpreter { module, ctx: KernelCtx::seeded(0), max_call_depth: DEFAULT_MAX_CALL_DEPTH, infos: HashMap::new() }
     }
 
     /// Seeds the random stream of stateful operators.
@@ -380,7 +375,7 @@ pub fn eval_closed(func: &Function, node: NodeId) -> Result<Value, EvalError> {
 /// Runs operator `op`'s kernel on `args` after checking arity and attributes (random seed 0).
 /// Returns one tensor per result field.
 pub fn eval_call(op: OpId, attrs: &Attrs, args: &[Tensor]) -> Result<Vec<Tensor>, EvalError> {
-    let mut ctx = KernelCtx { rng: ChaCha8Rng::seed_from_u64(0) };
+    let mut ctx = KernelCtx::seeded(0);
     run_kernel(op, attrs, args, &mut ctx).map_err(|message| EvalError { function: "<op>".into(), node: None, message })
 }
 

@@ -169,10 +169,37 @@ pub type CostFn = fn(args: &[Type], attrs: &Attrs, out: &Type) -> u64;
 /// where the max_pool2d took an hour.
 pub const DEFAULT_MAX_FOLD_COST: u64 = 1 << 30;
 
-/// State a kernel may use: the random stream of stateful operators.
+/// State a kernel may use: the random stream of stateful operators, and the workers a large
+/// call may spread its output over (`kernels/par.rs`: every output element is computed by the
+/// same operations whatever the split, so results do not depend on them).
 pub struct KernelCtx {
     /// Random stream for stateful operators, seeded by the interpreter.
     pub rng: rand_chacha::ChaCha8Rng,
+    /// Worker pool for the output tiles of large calls; `None` runs every kernel on the
+    /// calling thread.
+    pub workers: Option<std::sync::Arc<rayon::ThreadPool>>,
+    /// Element operations from which a call spreads over `workers` (default
+    /// [`kernels::par::DEFAULT_MIN_PARALLEL_WORK`]).
+    pub min_parallel_work: usize,
+}
+
+impl KernelCtx {
+    /// A context with its random stream seeded by `seed`, running kernels on the calling
+    /// thread.
+    pub fn seeded(seed: u64) -> KernelCtx {
+        use rand_chacha::rand_core::SeedableRng;
+        KernelCtx {
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+            workers: None,
+            min_parallel_work: kernels::par::DEFAULT_MIN_PARALLEL_WORK,
+        }
+    }
+
+    /// This context with calls of at least `min_work` element operations spread over
+    /// `workers` (`None`: every call on the calling thread).
+    pub fn with_workers(self, workers: Option<std::sync::Arc<rayon::ThreadPool>>, min_work: usize) -> KernelCtx {
+        KernelCtx { workers, min_parallel_work: min_work, ..self }
+    }
 }
 
 /// The definition of an operator.

@@ -235,3 +235,48 @@ fn shaped_runs_often_fail_and_their_reproducers_replay() {
     assert!(failed >= 50, "only {failed} of 100 runs failed");
     assert!(reduced >= 30, "only {reduced} of {failed} reproducers were reduced");
 }
+
+/// The real models (`engine/tests/data/real_models`, written by torch.onnx and onnxruntime's
+/// tools), imported and run through the `-O3` pipeline: serially, and on two threads with
+/// every folded call's kernel and every comparison of large constants spread over the
+/// workers however small (`relay.FoldConstant.min_parallel_work=1`,
+/// `relay.EliminateCommonSubexpr.min_parallel_bytes=0`), which a model (one function) reaches
+/// only through the parallelism inside passes. Output and diagnostics are identical.
+#[test]
+fn real_models_optimise_the_same_at_any_thread_count() {
+    passel_passes::link();
+    let dir: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "..", "engine", "tests", "data", "real_models"].iter().collect();
+    let mut models: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .expect("the real-model corpus is committed")
+        .filter_map(|e| Some(e.ok()?.path().join("model.onnx")))
+        .filter(|p| p.is_file())
+        .collect();
+    models.sort();
+    let options = passel_engine::frontend::onnx::ImportOptions::default();
+    let mut done = 0;
+    for path in &models {
+        let Ok(module) = passel_harness::onnx::import_onnx(path, &options) else { continue };
+        let run = |threads: usize, spread: bool| {
+            let mut builder = PassContext::builder().opt_level(3).num_threads(threads).statistics(true);
+            if spread {
+                builder = builder
+                    .config("relay.FoldConstant.min_parallel_work", 1i64)
+                    .config("relay.EliminateCommonSubexpr.min_parallel_bytes", 0i64);
+            }
+            let ctx = builder.build().expect("valid context");
+            let pipeline = passel_passes::default_pipeline(3);
+            let res = ctx.scope(|| pipeline.run(module.clone(), &ctx)).expect("context enters");
+            let out = match res {
+                Ok(m) => print_module(&m),
+                Err(e) => format!("error: {e}"),
+            };
+            (out, diags_and_statistics(&ctx))
+        };
+        let serial = run(1, false);
+        assert_eq!(run(2, true), serial, "{}: two threads, work spread inside passes", path.display());
+        assert_eq!(run(3, true), serial, "{}: three threads", path.display());
+        done += 1;
+    }
+    assert!(done >= 20, "only {done} of {} real models imported", models.len());
+}

@@ -22,6 +22,13 @@
 //! 1. Number values in evaluation order (the IR's [`Walker`]), keeping a scoped table from
 //!    value number to the variable that holds it; each block's entries are removed when the
 //!    block ends.
+//!
+//!    With the pass context's workers (`-j2` and up) and at least
+//!    `relay.EliminateCommonSubexpr.min_parallel_bytes` of large constants that share a
+//!    fingerprint, the element-by-element comparisons of those constants run first, on the
+//!    workers ([`const_classes`]); numbering then reads each constant's equality class. The
+//!    classes are exactly the equalities the serial numbering finds, so value numbers — and
+//!    the output — do not depend on the thread count.
 //! 2. Remove the merged bindings and replace their variables ([`rewrite::substitute`]: a
 //!    patched copy of the arena, or, when the patch is refused, a copy of the live nodes with
 //!    the variables aliased); nothing merged → the same `Arc`.
@@ -34,6 +41,8 @@ use std::sync::Arc;
 
 use passel_engine::ir::{Attrs, Constant, Enter, ExprKind, Function, NodeId, OpId, TensorData, WalkHooks, Walker};
 use passel_engine::op;
+use passel_engine::transform::ConfigType;
+use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::scratch::{self, with_scratch};
@@ -52,7 +61,9 @@ passel_engine::register_pass!(NAME, || Box::new(pass()));
 /// its per-function forms and session firewall.
 pub fn pass() -> passel_engine::transform::FunctionPass {
     passel_engine::transform::function_pass(NAME, 1, |func, _module, ctx| {
-        Ok(crate::census::counted(ctx, &func, eliminate_common_subexpr(&func), STATISTICS))
+        let min_bytes = ctx.get_config::<i64>(MIN_PARALLEL_BYTES_KEY, DEFAULT_MIN_PARALLEL_BYTES as i64);
+        let workers = ctx.workers().map(|pool| (pool, u64::try_from(min_bytes).unwrap_or(0)));
+        Ok(crate::census::counted(ctx, &func, eliminate_common_subexpr_with_workers(&func, workers), STATISTICS))
     })
     .with_required(&["InferType"])
 }
@@ -60,6 +71,21 @@ pub fn pass() -> passel_engine::transform::FunctionPass {
 pub(crate) static STATISTICS: &[Counter] = &[(&BINDINGS_MERGED, |b, a| fewer(b.bindings, a.bindings))];
 static BINDINGS_MERGED: Statistic =
     Statistic::new("EliminateCommonSubexpr", "bindings merged", "bindings replaced by an equal earlier one");
+
+/// Config key: the bytes of large constants sharing a fingerprint from which their
+/// comparisons run on the pass context's workers before numbering ([`const_classes`]).
+pub const MIN_PARALLEL_BYTES_KEY: &str = "relay.EliminateCommonSubexpr.min_parallel_bytes";
+
+/// Default of [`MIN_PARALLEL_BYTES_KEY`]: 1 MiB (below it a fork-join costs about what it
+/// saves).
+pub const DEFAULT_MIN_PARALLEL_BYTES: u64 = 1 << 20;
+
+passel_engine::register_config!(
+    MIN_PARALLEL_BYTES_KEY,
+    ConfigType::Int,
+    "with more than one thread, EliminateCommonSubexpr compares a function's large constants on the workers before numbering when those sharing a fingerprint take at least this many bytes (default 1048576); the output is the same either way",
+    min = 0
+);
 
 const NO_VN: u32 = u32::MAX;
 
@@ -127,16 +153,27 @@ thread_local! {
 
 /// Runs EliminateCommonSubexpr on `func`; returns `func` itself when nothing merges.
 pub fn eliminate_common_subexpr(func: &Arc<Function>) -> Arc<Function> {
+    eliminate_common_subexpr_with_workers(func, None)
+}
+
+/// [`eliminate_common_subexpr`] comparing large constants on `workers` first when those
+/// that share a fingerprint take at least the given bytes ([`const_classes`]); the output
+/// is the same with any pool or none.
+pub fn eliminate_common_subexpr_with_workers(
+    func: &Arc<Function>,
+    workers: Option<(Arc<rayon::ThreadPool>, u64)>,
+) -> Arc<Function> {
     if !func.nodes().iter().any(|n| matches!(n.kind, ExprKind::Block { bindings, .. } if bindings.len >= 4))
         || !func.is_well_formed()
     {
         return Arc::clone(func);
     }
-    with_scratch(&SCRATCH, |s| merge(func, s))
+    let classes = workers.map(|(pool, min_bytes)| const_classes(func, &pool, min_bytes)).unwrap_or_default();
+    with_scratch(&SCRATCH, |s| merge(func, s, classes))
 }
 
-fn merge(func: &Arc<Function>, s: &mut Scratch) -> Arc<Function> {
-    find_merges(func, s);
+fn merge(func: &Arc<Function>, s: &mut Scratch, classes: FxHashMap<u32, u32>) -> Arc<Function> {
+    find_merges(func, s, classes);
     if s.aliases.is_empty() {
         return Arc::clone(func);
     }
@@ -312,7 +349,7 @@ impl Numbering<'_, '_> {
                 let c = &**func.constant(idx);
                 let v = match scalar_key(c) {
                     Some((tag, bits)) => self.s.table.get_or_insert(bits, 1 + tag as u32, next),
-                    None => self.consts.number(c, next),
+                    None => self.consts.number(idx.0, c, next),
                 };
                 if v == next {
                     self.s.reps.push(id);
@@ -502,6 +539,11 @@ fn attrs_hash(attrs: &Attrs) -> u64 {
 /// moves to a table keyed by the full hash, so no input makes numbering quadratic.
 #[derive(Default)]
 struct ConstNumbers<'f> {
+    /// Constant index → the least index of an equal constant, for the constants
+    /// [`const_classes`] compared on the workers (empty otherwise).
+    classes: FxHashMap<u32, u32>,
+    /// Such a least index → its value number.
+    class_vn: FxHashMap<u32, u32>,
     buckets: FxHashMap<u64, Bucket<'f>>,
     /// The constants of the buckets that grew too big, by full value.
     by_value: FxHashMap<&'f Constant, u32>,
@@ -519,8 +561,12 @@ enum Bucket<'f> {
 const MAX_BUCKET_CLASSES: usize = 4;
 
 impl<'f> ConstNumbers<'f> {
-    /// The value number of `c`: that of an equal constant numbered before, else `fresh`.
-    fn number(&mut self, c: &'f Constant, fresh: u32) -> u32 {
+    /// The value number of `c` (at index `idx` of the constant table): that of an equal
+    /// constant numbered before, else `fresh`.
+    fn number(&mut self, idx: u32, c: &'f Constant, fresh: u32) -> u32 {
+        if let Some(&class) = self.classes.get(&idx) {
+            return *self.class_vn.entry(class).or_insert(fresh);
+        }
         let bucket = self.buckets.entry(c.fingerprint()).or_insert_with(|| Bucket::Few(Vec::new()));
         match bucket {
             Bucket::Few(classes) => {
@@ -548,6 +594,101 @@ impl<'f> Bucket<'f> {
             Bucket::Many => Vec::new(),
         }
     }
+}
+
+/// The equality classes of `func`'s non-scalar constants that share a fingerprint with
+/// another one, compared on `pool`: constant index → the least index of an equal constant.
+/// Empty when those constants take fewer than `min_bytes` bytes (numbering then compares them
+/// itself, on the calling thread).
+///
+/// Per fingerprint bucket, in rounds: the first unclassified member is a class's
+/// representative and every other unclassified member is compared with it (all buckets'
+/// comparisons of a round at once, spread over the workers). These are the comparisons
+/// [`ConstNumbers::number`] makes, in another order; a bucket still unclassified after
+/// [`MAX_BUCKET_CLASSES`] rounds is left to the numbering (which hashes such buckets in
+/// full), so no input makes this quadratic. Equality is the numbering's (`==` on
+/// [`Constant`], bitwise), so the classes, and the value numbers, are the serial ones.
+fn const_classes(func: &Function, pool: &rayon::ThreadPool, min_bytes: u64) -> FxHashMap<u32, u32> {
+    let mut classes = FxHashMap::default();
+    let bytes = |c: &Constant| {
+        let ty = c.tensor_type();
+        ty.num_elements().unwrap_or(0).saturating_mul(ty.dtype.size_bytes() as u64)
+    };
+    // An upper bound first (a constant read twice counts twice), so that a function of
+    // scalars costs one scan of its nodes and no allocation.
+    let bound = func.nodes().iter().fold(0u64, |acc, node| match node.kind {
+        ExprKind::Const { idx } => acc.saturating_add(bytes(func.constant(idx))),
+        _ => acc,
+    });
+    if bound < min_bytes.max(1) {
+        return classes;
+    }
+    // Non-scalar constants in arena order, each table index once, by fingerprint.
+    let mut seen = rustc_hash::FxHashSet::default();
+    let mut bucket_of: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut buckets: Vec<Vec<u32>> = Vec::new();
+    for node in func.nodes() {
+        let ExprKind::Const { idx } = node.kind else { continue };
+        let c = &**func.constant(idx);
+        if !seen.insert(idx.0) || scalar_key(c).is_some() {
+            continue;
+        }
+        let b = *bucket_of.entry(c.fingerprint()).or_insert_with(|| {
+            buckets.push(Vec::new());
+            buckets.len() - 1
+        });
+        buckets[b].push(idx.0);
+    }
+    let constant = |i: u32| &**func.constant(passel_engine::ir::ConstIdx(i));
+    buckets.retain(|b| b.len() > 1);
+    let total = buckets.iter().flatten().fold(0u64, |acc, &i| acc.saturating_add(bytes(constant(i))));
+    if total < min_bytes.max(1) {
+        return classes;
+    }
+    let mut pending: Vec<(usize, Vec<u32>)> = buckets.iter().cloned().enumerate().collect();
+    for _round in 0..MAX_BUCKET_CLASSES {
+        let pairs: Vec<(u32, u32)> = pending.iter().flat_map(|(_, b)| b[1..].iter().map(|&o| (b[0], o))).collect();
+        if pairs.is_empty() {
+            break;
+        }
+        let equal: Vec<bool> = pool.install(|| {
+            pairs
+                .par_iter()
+                .with_max_len(1)
+                .map(|&(r, o)| {
+                    let (a, b) = (constant(r), constant(o));
+                    std::ptr::eq(a, b) || a == b
+                })
+                .collect()
+        });
+        let mut verdicts = equal.into_iter();
+        for (_, b) in &mut pending {
+            let rep = b[0];
+            classes.insert(rep, rep);
+            let mut rest = Vec::new();
+            for &o in &b[1..] {
+                if verdicts.next() == Some(true) {
+                    classes.insert(o, rep);
+                } else {
+                    rest.push(o);
+                }
+            }
+            // A member left alone is its own class.
+            if let [only] = rest[..] {
+                classes.insert(only, only);
+                rest.clear();
+            }
+            *b = rest;
+        }
+        pending.retain(|(_, b)| !b.is_empty());
+    }
+    // A bucket with more classes than the rounds found goes to the numbering, whole.
+    for (bi, _) in &pending {
+        for i in &buckets[*bi] {
+            classes.remove(i);
+        }
+    }
+    classes
 }
 
 /// Identity of a rank-0 dense constant: its dtype and element bits (so `-0.0` and `0.0`
@@ -621,11 +762,13 @@ impl WalkHooks for Numbering<'_, '_> {
     }
 }
 
-/// Finds `(var, earlier var)` pairs to merge, into `s.aliases`.
-fn find_merges(func: &Function, s: &mut Scratch) {
+/// Finds `(var, earlier var)` pairs to merge, into `s.aliases`; `classes` are the equality
+/// classes [`const_classes`] found, if it ran.
+fn find_merges(func: &Function, s: &mut Scratch, classes: FxHashMap<u32, u32>) {
     s.reset(func.num_nodes());
     let mut walker = std::mem::take(&mut s.walker);
-    let mut num = Numbering { func, s, consts: ConstNumbers::default(), globals: FxHashMap::default() };
+    let consts = ConstNumbers { classes, ..ConstNumbers::default() };
+    let mut num = Numbering { func, s, consts, globals: FxHashMap::default() };
     let ControlFlow::Continue(()) = walker.walk(func, func.body(), &mut num);
     num.s.walker = walker;
 }
@@ -692,7 +835,7 @@ mod tests {
         let body = b.block(&[(a, av), (bb, bv), (c, cv), (d, dv)], tup);
         let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
         let mut scratch = Scratch::default();
-        find_merges(&func, &mut scratch);
+        find_merges(&func, &mut scratch, FxHashMap::default());
         let aliases = scratch.aliases.clone();
         assert_eq!(aliases, vec![(bb, a), (d, c)]);
         let n = func.num_nodes();
@@ -765,7 +908,7 @@ mod tests {
         let body = b.block(&bindings, tup);
         let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
         let mut scratch = Scratch::default();
-        find_merges(&func, &mut scratch);
+        find_merges(&func, &mut scratch, FxHashMap::default());
         let expected: Vec<(NodeId, NodeId)> = (0..10).map(|i| (bindings[2 * i + 1].0, firsts[i])).collect();
         assert_eq!(scratch.aliases, expected);
     }
@@ -846,5 +989,45 @@ mod tests {
         let out = eliminate_common_subexpr(&func);
         assert_eq!(crate::test_util::live_bindings(&out), 500_000);
         assert!(Arc::ptr_eq(&eliminate_common_subexpr(&out), &out));
+    }
+
+    /// Comparing large constants on workers before numbering gives the serial numbering:
+    /// equal constants in one bucket, unequal ones sharing a fingerprint (they differ only at
+    /// an element the fingerprint does not sample), and a bucket with more classes than the
+    /// rounds resolve, which is left to the numbering whole.
+    #[test]
+    fn eliminate_common_subexpr_merges_the_same_constants_when_comparing_them_on_workers() {
+        use passel_engine::ir::{DType, Tensor};
+        let big = |k: usize, base: f64| -> Constant {
+            let mut v: Vec<f64> = (0..4096).map(|i| base + i as f64 * 0.5).collect();
+            // Element 1 is never one of the fingerprint's samples.
+            v[1] += k as f64;
+            Constant::Dense(Tensor::from_f64s(&[4096], DType::F32, &v).unwrap())
+        };
+        // (variant, base): base 1.0 has six classes, base 2.0 one, base 3.0 two.
+        let kinds = [(0, 1.0), (0, 2.0), (1, 1.0), (0, 3.0), (0, 2.0), (2, 1.0), (1, 3.0), (3, 1.0)];
+        let kinds = kinds.iter().chain(&[(4, 1.0), (5, 1.0), (0, 3.0), (5, 1.0), (0, 2.0), (1, 3.0)]);
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let mut bindings = Vec::new();
+        for (i, &(k, base)) in kinds.enumerate() {
+            let c = b.constant(big(k, base));
+            let value = b.call(add(), &[x, c], Attrs::new());
+            let var = b.var(&format!("v{i}"), None);
+            bindings.push((var, value));
+        }
+        let vars: Vec<NodeId> = bindings.iter().map(|&(v, _)| v).collect();
+        let tup = b.tuple(&vars);
+        let body = b.block(&bindings, tup);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let serial = eliminate_common_subexpr(&func);
+        assert_eq!(serial.num_bindings(), 9, "five merges: two of base 2.0, two of 3.0, one of 1.0");
+        let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
+        let classes = const_classes(&func, &pool, 0);
+        assert_eq!(classes.len(), 7, "buckets 2.0 (3) and 3.0 (4) resolved, 1.0 left to the numbering: {classes:?}");
+        for min_bytes in [0, 1, u64::MAX] {
+            let par = eliminate_common_subexpr_with_workers(&func, Some((pool.clone(), min_bytes)));
+            assert!(structural_eq(&par, &serial), "min_bytes {min_bytes}");
+        }
     }
 }

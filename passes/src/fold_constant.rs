@@ -49,7 +49,6 @@ use std::sync::Arc;
 use passel_engine::ir::{Attrs, Constant, DType, ExprKind, Fill, Function, NodeId, OpId, Tensor, TensorData, Type};
 use passel_engine::op::{self, KernelCtx, OpDef};
 use passel_engine::transform::ConfigType;
-use rand_chacha::rand_core::SeedableRng;
 use rustc_hash::FxHashMap;
 
 use crate::scratch::{self, with_scratch};
@@ -75,7 +74,9 @@ pub fn pass() -> passel_engine::transform::FunctionPass {
             max_bytes: config(MAX_BYTES_KEY, DEFAULT_MAX_BYTES),
             max_cost: config(MAX_COST_KEY, DEFAULT_MAX_COST),
         };
-        let (out, hit) = fold_constant_within(&func, limits);
+        let min_work = config(MIN_PARALLEL_WORK_KEY, op::kernels::par::DEFAULT_MIN_PARALLEL_WORK as u64);
+        let workers = ctx.workers().map(|pool| (pool, usize::try_from(min_work).unwrap_or(usize::MAX)));
+        let (out, hit) = fold_constant_with_workers(&func, limits, workers);
         if hit.bytes {
             let message = format!(
                 "constant folding stopped at {} bytes of folded constants ({MAX_BYTES_KEY}); later calls were kept",
@@ -137,6 +138,17 @@ passel_engine::register_config!(
     min = 0
 );
 
+/// Config key: the element operations from which a folded call's kernel spreads its output
+/// over the pass context's workers (with more than one thread).
+pub const MIN_PARALLEL_WORK_KEY: &str = "relay.FoldConstant.min_parallel_work";
+
+passel_engine::register_config!(
+    MIN_PARALLEL_WORK_KEY,
+    ConfigType::Int,
+    "with more than one thread, a folded call of at least this many element operations spreads its output over the workers (default 65536); the output is the same either way",
+    min = 1
+);
+
 /// FoldConstant's limits: [`MAX_BYTES_KEY`] per function, [`MAX_COST_KEY`] per call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FoldLimits {
@@ -167,10 +179,22 @@ pub struct LimitsHit {
 /// unfolded are the same on every run and thread count. Returns which limits left a call
 /// unfolded. (A second run has a fresh byte budget and may fold further.)
 pub fn fold_constant_within(func: &Arc<Function>, limits: FoldLimits) -> (Arc<Function>, LimitsHit) {
+    fold_constant_with_workers(func, limits, None)
+}
+
+/// [`fold_constant_within`] with the kernels of calls of at least the given element
+/// operations spreading their output over the pool (the pass context's,
+/// [`passel_engine::transform::PassContext::workers`]); the output is the same with any pool
+/// or none.
+pub fn fold_constant_with_workers(
+    func: &Arc<Function>,
+    limits: FoldLimits,
+    workers: Option<(Arc<rayon::ThreadPool>, usize)>,
+) -> (Arc<Function>, LimitsHit) {
     if !has_candidate(func) || !func.is_well_formed() {
         return (Arc::clone(func), LimitsHit::default());
     }
-    let mut budget = Budget::new(limits);
+    let mut budget = Budget::new(limits, workers.clone());
     let patched = with_scratch(&SCRATCH, |s| patch(func, s, &mut budget));
     match patched {
         Patch::Same => return (Arc::clone(func), budget.hit),
@@ -178,22 +202,23 @@ pub fn fold_constant_within(func: &Arc<Function>, limits: FoldLimits) -> (Arc<Fu
         Patch::Fallback => {}
     }
     // The rewriter evaluates the same calls again, from the full budget.
-    let mut budget = Budget::new(limits);
+    let mut budget = Budget::new(limits, workers);
     let out = fold_with_rewriter(func, &mut budget);
     (out, budget.hit)
 }
 
-/// Bytes of dense results FoldConstant may still materialize in one function, and the cost
-/// limit of one call.
+/// Bytes of dense results FoldConstant may still materialize in one function, the cost
+/// limit of one call, and the workers the kernels may use.
 struct Budget {
     left: u64,
     max_cost: u64,
     hit: LimitsHit,
+    workers: Option<(Arc<rayon::ThreadPool>, usize)>,
 }
 
 impl Budget {
-    fn new(limits: FoldLimits) -> Budget {
-        Budget { left: limits.max_bytes, max_cost: limits.max_cost, hit: LimitsHit::default() }
+    fn new(limits: FoldLimits, workers: Option<(Arc<rayon::ThreadPool>, usize)>) -> Budget {
+        Budget { left: limits.max_bytes, max_cost: limits.max_cost, hit: LimitsHit::default(), workers }
     }
 }
 
@@ -526,7 +551,10 @@ fn eval_call<'c>(
         max_result_bytes: budget.left,
         ..op::EvalLimits::fold(FOLD_ELEMENT_BUDGET, budget.max_cost)
     };
-    let mut ctx = KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) };
+    let mut ctx = KernelCtx::seeded(0);
+    if let Some((pool, min_work)) = &budget.workers {
+        ctx = ctx.with_workers(Some(Arc::clone(pool)), *min_work);
+    }
     let out = match op::evaluate(op, attrs, &args, limits, &mut ctx) {
         Ok(out) => out,
         Err(op::CallError::OverLimit(op::Limit::Cost)) => {
@@ -767,7 +795,7 @@ def @h() -> Tensor[(), f32] {
     /// The per-function byte budget (`relay.FoldConstant.max_bytes`) stops materializing
     /// dense results; the calls are taken in arena order, so which stay is deterministic.
     fn full_budget() -> Budget {
-        Budget::new(FoldLimits::default())
+        Budget::new(FoldLimits::default(), None)
     }
 
     #[test]
@@ -860,7 +888,7 @@ def @h() -> Tensor[(), f32] {
         for (name, dtype, a, b) in cases {
             let op = op::lookup(name).unwrap();
             let (ta, tb) = (Tensor::scalar(dtype, a), Tensor::scalar(dtype, b));
-            let mut ctx = KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) };
+            let mut ctx = KernelCtx::seeded(0);
             let expected = (op::get(op).kernel)(&[ta.clone(), tb.clone()], &Attrs::new(), &mut ctx).unwrap().remove(0);
             let mut fb = FunctionBuilder::new();
             let c1 = fb.constant(Constant::Dense(ta));
@@ -872,6 +900,49 @@ def @h() -> Tensor[(), f32] {
             let Constant::Dense(got) = &**out.constant(idx) else { panic!("{name}: not dense") };
             assert!(got.bit_eq(&expected), "{name} {dtype}: folded {got}, kernel {expected}");
             assert_eq!(out.ty(out.body()), Some(&Type::scalar(dtype)));
+        }
+    }
+
+    /// Large folded calls (broadcast arithmetic, unary maps, comparisons) give the same
+    /// constants with their kernels spread over two workers, at any task size.
+    #[test]
+    fn fold_constant_folds_the_same_on_workers() {
+        let dense = |shape: &[u64], seed: u64| {
+            let n: u64 = shape.iter().product();
+            let v: Vec<f64> = (0..n).map(|i| ((i * 7919 + seed * 31) % 1013) as f64 / 17.0 - 29.0).collect();
+            Constant::Dense(Tensor::from_f64s(shape, DType::F32, &v).unwrap())
+        };
+        let op = |name: &str| op::lookup(name).unwrap();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let c1 = b.constant(dense(&[64, 1024], 1));
+        let c2 = b.constant(dense(&[1, 1024], 2));
+        let c3 = b.constant(dense(&[64, 1], 3));
+        let mut bindings = Vec::new();
+        let mut bind = |b: &mut FunctionBuilder, name: &str, value: NodeId| {
+            let v = b.var(name, None);
+            bindings.push((v, value));
+            v
+        };
+        let m = b.call(op("multiply"), &[c1, c2], Attrs::new());
+        let m = bind(&mut b, "m", m);
+        let s = b.call(op("sigmoid"), &[m], Attrs::new());
+        let s = bind(&mut b, "s", s);
+        let d = b.call(op("subtract"), &[s, c3], Attrs::new());
+        let d = bind(&mut b, "d", d);
+        let l = b.call(op("less"), &[d, c1], Attrs::new());
+        let l = bind(&mut b, "l", l);
+        let r = b.call(op("add"), &[x, d], Attrs::new());
+        let r = bind(&mut b, "r", r);
+        let tup = b.tuple(&[r, l]);
+        let body = b.block(&bindings, tup);
+        let func = Arc::new(b.finish(&[x], body, None, Attrs::new()));
+        let serial = fold_constant_within(&func, FoldLimits::default()).0;
+        assert!(!Arc::ptr_eq(&serial, &func), "the calls fold");
+        let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
+        for min_work in [1, 7, 65536, usize::MAX] {
+            let par = fold_constant_with_workers(&func, FoldLimits::default(), Some((pool.clone(), min_work))).0;
+            assert!(structural_eq(&par, &serial), "tasks from {min_work} elements");
         }
     }
 }

@@ -350,7 +350,6 @@ mod tests {
     use crate::ir::rewrite::{mutate, ExprMutator, RewriteCx};
     use crate::ir::{structural_eq, verify_function, Attrs, Constant, DType, FunctionBuilder, Span, Tensor, Type};
     use crate::op::{self, KernelCtx};
-    use rand::SeedableRng;
 
     fn ops() -> (OpId, OpId) {
         (op::lookup("add").unwrap(), op::lookup("relu").unwrap())
@@ -502,7 +501,7 @@ mod tests {
             let def = op::get(op);
             let values: Option<Vec<Tensor>> =
                 cx.ids(args).iter().map(|&a| cx.constant(a)?.materialize().ok()).collect();
-            let mut ctx = KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) };
+            let mut ctx = KernelCtx::seeded(0);
             let mut out = (def.kernel)(&values?, cx.call_attrs(attrs), &mut ctx).ok()?;
             (out.len() == 1 && !def.stateful).then(|| cx.constant_node(Constant::Dense(out.remove(0))))
         }

@@ -259,13 +259,12 @@ fn result_bytes(ty: &Type) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use rand::SeedableRng;
 
     use super::*;
     use crate::ir::DType;
 
     fn ctx() -> KernelCtx {
-        KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) }
+        KernelCtx::seeded(0)
     }
 
     fn op(name: &str) -> OpId {

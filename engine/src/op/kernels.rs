@@ -24,6 +24,7 @@ pub(crate) mod grid_sample;
 pub(crate) mod index;
 
 pub(crate) mod nn;
+pub mod par;
 pub(crate) mod pool;
 
 pub(crate) mod reduce;
@@ -322,7 +323,7 @@ pub(crate) fn check_dims(dims: &[usize]) -> Result<(), OpError> {
 }
 
 /// An element type of a tensor variant, so kernels can be written once generically.
-pub(crate) trait Elem: Copy + PartialOrd + Send + Sync + std::fmt::Debug + 'static {
+pub(crate) trait Elem: Copy + Default + PartialOrd + Send + Sync + std::fmt::Debug + 'static {
     /// The array inside `t` if it has this element type.
     fn array(t: &Tensor) -> Option<&ArcArray<Self, IxDyn>>;
     /// Wraps an array as a tensor.
@@ -508,109 +509,171 @@ pub(crate) fn from_f32(op: &str, a: ArrayD<f32>, dtype: DType) -> Result<Tensor,
     }
 }
 
-/// Applies `f` elementwise to `a` and `b` broadcast to `shape`.
+/// Applies `f` elementwise to `a` and `b` broadcast to `shape`, spreading the output over
+/// `ctx`'s workers when it is large (`par.rs`; each element is `f` of its pair whatever the
+/// split).
 ///
 /// When both inputs are row-major (nearly always: kernels produce row-major arrays), the
-/// broadcast is planned by [`zip2_contiguous`] over slices; otherwise ndarray's general
-/// `Zip` runs. Both apply `f` to the same pairs in the same order, so results are identical.
-pub(crate) fn zip2<A: Copy, B: Copy, C>(
+/// broadcast is planned by [`Zip2Plan`] over slices; otherwise ndarray's general `Zip` runs.
+/// Both apply `f` to the same pairs in the same order, so results are identical.
+pub(crate) fn zip2<A: Copy + Sync, B: Copy + Sync, C: Copy + Default + Send>(
     op: &str,
+    ctx: &KernelCtx,
     a: &ArcArray<A, IxDyn>,
     b: &ArcArray<B, IxDyn>,
     shape: &[usize],
-    f: impl Fn(A, B) -> C,
+    f: impl Fn(A, B) -> C + Sync + Send,
 ) -> Result<ArrayD<C>, OpError> {
     check_dims(shape)?;
     let bad = || invalid(op, format_args!("cannot broadcast to {}", shape_str(shape)));
     let av = a.broadcast(IxDyn(shape)).ok_or_else(bad)?;
     let bv = b.broadcast(IxDyn(shape)).ok_or_else(bad)?;
     if let (Some(xa), Some(xb)) = (a.as_slice(), b.as_slice()) {
-        let out = zip2_contiguous((xa, a.shape()), (xb, b.shape()), shape, &f);
+        let total: usize = shape.iter().product();
+        let plan = Zip2Plan::new(a.shape(), b.shape(), shape);
+        let out = match par::workers(ctx, total) {
+            None => {
+                let mut out = Vec::with_capacity(total);
+                plan.span(xa, xb, 0, total, &f, &mut out);
+                out
+            }
+            pool => {
+                let mut out = vec![C::default(); total];
+                par::fill_chunks(pool, par::min_chunk(ctx), &mut out, |start, chunk| {
+                    plan.span(xa, xb, start, chunk.len(), &f, &mut SliceSink { out: chunk, pos: 0 })
+                });
+                out
+            }
+        };
         return ArrayD::from_shape_vec(IxDyn(shape), out).map_err(|_| bad());
     }
     Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
 }
 
-/// The broadcast of two row-major inputs (data and shape; the shapes broadcast to `shape`,
-/// which [`zip2`] checked) through `f`, row-major.
+/// The broadcast of two row-major inputs of shapes `sa` and `sb` to `shape` (which [`zip2`]
+/// checked), as loops over slices.
 ///
 /// Each input gets a stride per output axis (0 where it is broadcast); output axes of size 1
 /// are dropped and neighbours whose strides line up in both inputs are merged, so a
 /// `[256, 64, 3, 3] * [256, 1, 1, 1]` becomes a 256 × 576 loop. The innermost merged axis has
 /// stride 1 or 0 in each input, so it runs as a loop over slices (or a slice and a scalar),
 /// instead of ndarray's `IxDyn` index arithmetic per element.
-fn zip2_contiguous<A: Copy, B: Copy, C>(
-    (xa, sa): (&[A], &[usize]),
-    (xb, sb): (&[B], &[usize]),
-    shape: &[usize],
-    f: &impl Fn(A, B) -> C,
-) -> Vec<C> {
-    let total: usize = shape.iter().product();
-    let mut out = Vec::with_capacity(total);
-    if total == 0 {
-        return out;
+struct Zip2Plan {
+    /// (length, stride in a, stride in b) of the outer axes, outermost first.
+    axes: Vec<(usize, usize, usize)>,
+    /// Length and strides of the innermost merged axis.
+    inner: (usize, usize, usize),
+}
+
+impl Zip2Plan {
+    fn new(sa: &[usize], sb: &[usize], shape: &[usize]) -> Zip2Plan {
+        // Row-major strides of an input, aligned to the output's axes (0 where broadcast).
+        let strides = |s: &[usize]| -> Vec<usize> {
+            let mut st = vec![0; shape.len()];
+            let mut acc = 1;
+            for (k, &d) in s.iter().enumerate().rev() {
+                let axis = shape.len() - s.len() + k;
+                st[axis] = if d == 1 { 0 } else { acc };
+                acc *= d;
+            }
+            st
+        };
+        let (ta, tb) = (strides(sa), strides(sb));
+        let mut axes: Vec<(usize, usize, usize)> = Vec::with_capacity(shape.len());
+        for (i, &n) in shape.iter().enumerate() {
+            if n == 1 {
+                continue;
+            }
+            match axes.last_mut() {
+                Some(last) if last.1 == ta[i] * n && last.2 == tb[i] * n => {
+                    last.0 *= n;
+                    last.1 = ta[i];
+                    last.2 = tb[i];
+                }
+                _ => axes.push((n, ta[i], tb[i])),
+            }
+        }
+        let inner = axes.pop().unwrap_or((1, 0, 0));
+        Zip2Plan { axes, inner }
     }
-    // Row-major strides of an input, aligned to the output's axes (0 where broadcast).
-    let strides = |s: &[usize]| -> Vec<usize> {
-        let mut st = vec![0; shape.len()];
-        let mut acc = 1;
-        for (k, &d) in s.iter().enumerate().rev() {
-            let axis = shape.len() - s.len() + k;
-            st[axis] = if d == 1 { 0 } else { acc };
-            acc *= d;
+
+    /// Appends `f` of the pairs of output elements `start..start + len` (row-major) to `out`.
+    fn span<A: Copy, B: Copy, C>(
+        &self,
+        xa: &[A],
+        xb: &[B],
+        start: usize,
+        len: usize,
+        f: &impl Fn(A, B) -> C,
+        out: &mut impl Extend<C>,
+    ) {
+        let (inner, ia, ib) = self.inner;
+        if len == 0 || inner == 0 {
+            return;
         }
-        st
-    };
-    let (ta, tb) = (strides(sa), strides(sb));
-    // (length, stride in a, stride in b), outermost first, size-1 axes dropped, merged.
-    let mut axes: Vec<(usize, usize, usize)> = Vec::with_capacity(shape.len());
-    for (i, &n) in shape.iter().enumerate() {
-        if n == 1 {
-            continue;
+        // The odometer over the outer axes at `start`'s row, with each input's offset.
+        let (mut row, mut col) = (start / inner, start % inner);
+        let mut index = vec![0usize; self.axes.len()];
+        let (mut oa, mut ob) = (0usize, 0usize);
+        for (k, &(n, da, db)) in self.axes.iter().enumerate().rev() {
+            index[k] = row % n;
+            row /= n;
+            oa += index[k] * da;
+            ob += index[k] * db;
         }
-        match axes.last_mut() {
-            Some(last) if last.1 == ta[i] * n && last.2 == tb[i] * n => {
-                last.0 *= n;
-                last.1 = ta[i];
-                last.2 = tb[i];
-            }
-            _ => axes.push((n, ta[i], tb[i])),
-        }
-    }
-    let (inner, ia, ib) = axes.pop().unwrap_or((1, 0, 0));
-    // Odometer over the outer axes, keeping each input's offset.
-    let mut index = vec![0usize; axes.len()];
-    let (mut oa, mut ob) = (0usize, 0usize);
-    loop {
-        match (ia, ib) {
-            (1, 1) => out.extend(xa[oa..oa + inner].iter().zip(&xb[ob..ob + inner]).map(|(&x, &y)| f(x, y))),
-            (1, 0) => {
-                let y = xb[ob];
-                out.extend(xa[oa..oa + inner].iter().map(|&x| f(x, y)));
-            }
-            (0, 1) => {
-                let x = xa[oa];
-                out.extend(xb[ob..ob + inner].iter().map(|&y| f(x, y)));
-            }
-            _ => out.extend((0..inner).map(|k| f(xa[oa + k * ia], xb[ob + k * ib]))),
-        }
-        // Advance the odometer; done when every outer axis wrapped.
-        let mut k = axes.len();
+        let mut left = len;
         loop {
-            if k == 0 {
-                return out;
+            let take = (inner - col).min(left);
+            let (a0, b0) = (oa + col * ia, ob + col * ib);
+            match (ia, ib) {
+                (1, 1) => out.extend(xa[a0..a0 + take].iter().zip(&xb[b0..b0 + take]).map(|(&x, &y)| f(x, y))),
+                (1, 0) => {
+                    let y = xb[ob];
+                    out.extend(xa[a0..a0 + take].iter().map(|&x| f(x, y)));
+                }
+                (0, 1) => {
+                    let x = xa[oa];
+                    out.extend(xb[b0..b0 + take].iter().map(|&y| f(x, y)));
+                }
+                _ => out.extend((0..take).map(|k| f(xa[a0 + k * ia], xb[b0 + k * ib]))),
             }
-            k -= 1;
-            let (n, da, db) = axes[k];
-            index[k] += 1;
-            oa += da;
-            ob += db;
-            if index[k] < n {
-                break;
+            left -= take;
+            col = 0;
+            // Advance the odometer; done when every outer axis wrapped or the span is full.
+            let mut k = self.axes.len();
+            loop {
+                if k == 0 || left == 0 {
+                    return;
+                }
+                k -= 1;
+                let (n, da, db) = self.axes[k];
+                index[k] += 1;
+                oa += da;
+                ob += db;
+                if index[k] < n {
+                    break;
+                }
+                index[k] = 0;
+                oa -= da * n;
+                ob -= db * n;
             }
-            index[k] = 0;
-            oa -= da * n;
-            ob -= db * n;
         }
+    }
+}
+
+/// Writes what it is extended with into a slice, in order (a chunk of [`zip2`]'s output).
+struct SliceSink<'a, C> {
+    out: &'a mut [C],
+    pos: usize,
+}
+
+impl<C> Extend<C> for SliceSink<'_, C> {
+    fn extend<I: IntoIterator<Item = C>>(&mut self, items: I) {
+        let mut n = 0;
+        for (slot, v) in self.out[self.pos..].iter_mut().zip(items) {
+            *slot = v;
+            n += 1;
+        }
+        self.pos += n;
     }
 }

@@ -344,6 +344,19 @@ impl PassContext {
         map_items(self.num_threads(), items, f)
     }
 
+    /// The cached worker pool of this context's thread count (`None` with one thread), for a
+    /// function pass that spreads work inside one function (FoldConstant's kernels, CSE's
+    /// constant comparisons): a model is one function, so the fan-out over functions leaves
+    /// its workers idle. Inside a fan-out task the pool is the one running the task, so the
+    /// inner work joins the outer work stealing. The pass must give the same output whatever
+    /// the pool.
+    pub fn workers(&self) -> Option<Arc<rayon::ThreadPool>> {
+        match self.num_threads() {
+            0 | 1 => None,
+            n => super::fanout::pool(n),
+        }
+    }
+
     /// `module` with every function replaced by `new[i]` (names and order kept), as a function
     /// pass writes its results back. The replaced functions that nothing else holds are freed
     /// on the workers rather than one by one on this thread: with thousands of functions per

@@ -9,8 +9,6 @@
 
 use std::sync::Arc;
 
-use rand::SeedableRng;
-
 use super::EmitError;
 use crate::ir::{Attrs, Constant, Function, FunctionBuilder, NodeId, OpId, TensorError, TensorType, Type};
 use crate::op::{self, KernelCtx};
@@ -83,7 +81,7 @@ impl Emitter {
         Emitter {
             b: FunctionBuilder::new(),
             bindings: Vec::new(),
-            kctx: KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) },
+            kctx: KernelCtx::seeded(0),
             fold_limit,
             unrolled_steps: 0,
         }

@@ -336,13 +336,13 @@ pub(crate) fn param_unary_rel(op: &str, f: Param, args: &[Type], attrs: &Attrs) 
 
 /// Kernel of the unary operators with attributes. `clip` on integers compares in f64 and
 /// leaves in-range values untouched, so large i64 values survive exactly.
-pub(crate) fn param_unary(op: &str, f: Param, args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+pub(crate) fn param_unary(op: &str, f: Param, args: &[Tensor], attrs: &Attrs, ctx: &mut KernelCtx) -> KResult {
     let ty = param_unary_rel(op, f, &types_of(args), attrs)?;
     let (_, dtype) = out_dims(&ty)?;
     let g = param_fn(op, f, attrs)?;
     let x = &args[0];
     let out = match (dtype, g) {
-        (d, _) if d.is_float() => super::from_f32(op, to_f32(op, x)?.mapv(|v| g.apply_f32(v)), dtype)?,
+        (d, _) if d.is_float() => super::from_f32(op, map_f32(ctx, &to_f32(op, x)?, |v| g.apply_f32(v)), dtype)?,
         (d, ParamFn::Clip(lo, hi)) if d.is_integer() => {
             with_int!(d, T => T::wrap(int_clip(arr::<T>(op, x)?, lo, hi).into_shared()))
         }
@@ -406,16 +406,33 @@ pub(crate) fn unary_rel(op: &str, f: Unary, args: &[Type]) -> Result<Type, OpErr
 }
 
 /// Kernel of the unary operators.
-pub(crate) fn unary(op: &str, f: Unary, args: &[Tensor], _attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+pub(crate) fn unary(op: &str, f: Unary, args: &[Tensor], _attrs: &Attrs, ctx: &mut KernelCtx) -> KResult {
     let ty = unary_rel(op, f, &types_of(args))?;
     let (_, dtype) = out_dims(&ty)?;
     let x = &args[0];
     let out = match dtype {
-        d if d.is_float() => super::from_f32(op, to_f32(op, x)?.mapv(|v| f.apply_f32(v)), dtype)?,
+        d if d.is_float() => super::from_f32(op, map_f32(ctx, &to_f32(op, x)?, |v| f.apply_f32(v)), dtype)?,
         d if d.is_integer() => with_int!(d, T => T::wrap(int_unary(f, arr::<T>(op, x)?).into_shared())),
         _ => return Err(type_err(op, "expected a numeric tensor, got dtype bool")),
     };
     Ok(vec![out])
+}
+
+/// `f` over every element of `a`, spread over `ctx`'s workers when `a` is large and row-major
+/// (`par.rs`); ndarray's `mapv` otherwise.
+fn map_f32(
+    ctx: &KernelCtx,
+    a: &ndarray::ArcArray<f32, IxDyn>,
+    f: impl Fn(f32) -> f32 + Sync + Send,
+) -> ndarray::ArrayD<f32> {
+    match (super::par::workers(ctx, a.len()), a.as_slice()) {
+        (Some(pool), Some(xs)) => {
+            let out = super::par::map_slice(Some(pool), super::par::min_chunk(ctx), xs, &f);
+            // A row-major slice has the array's shape, so this does not fail.
+            ndarray::ArrayD::from_shape_vec(a.raw_dim(), out).unwrap_or_else(|_| a.mapv(&f))
+        }
+        _ => a.mapv(f),
+    }
 }
 
 fn int_unary<T: IntElem>(f: Unary, a: &ndarray::ArcArray<T, IxDyn>) -> ndarray::ArrayD<T> {
@@ -645,7 +662,7 @@ pub(crate) fn arith_rel(op: &str, args: &[Type]) -> Result<Type, OpError> {
 }
 
 /// Kernel of the arithmetic operators.
-pub(crate) fn arith(op: &str, f: Arith, args: &[Tensor], _attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+pub(crate) fn arith(op: &str, f: Arith, args: &[Tensor], _attrs: &Attrs, ctx: &mut KernelCtx) -> KResult {
     let ty = arith_rel(op, &types_of(args))?;
     let (shape, dtype) = out_dims(&ty)?;
     let (x, y) = (&args[0], &args[1]);
@@ -654,20 +671,20 @@ pub(crate) fn arith(op: &str, f: Arith, args: &[Tensor], _attrs: &Attrs, _ctx: &
             let (x, y) = (&to_f32(op, x)?, &to_f32(op, y)?);
             // One closure per operator, so the operator's match is not in the element loop.
             let r = match f {
-                Arith::Add => zip2(op, x, y, &shape, |a, b| Arith::Add.apply_f32(a, b)),
-                Arith::Sub => zip2(op, x, y, &shape, |a, b| Arith::Sub.apply_f32(a, b)),
-                Arith::Mul => zip2(op, x, y, &shape, |a, b| Arith::Mul.apply_f32(a, b)),
-                Arith::Div => zip2(op, x, y, &shape, |a, b| Arith::Div.apply_f32(a, b)),
-                Arith::Pow => zip2(op, x, y, &shape, |a, b| Arith::Pow.apply_f32(a, b)),
-                Arith::Max => zip2(op, x, y, &shape, |a, b| Arith::Max.apply_f32(a, b)),
-                Arith::Min => zip2(op, x, y, &shape, |a, b| Arith::Min.apply_f32(a, b)),
+                Arith::Add => zip2(op, ctx, x, y, &shape, |a, b| Arith::Add.apply_f32(a, b)),
+                Arith::Sub => zip2(op, ctx, x, y, &shape, |a, b| Arith::Sub.apply_f32(a, b)),
+                Arith::Mul => zip2(op, ctx, x, y, &shape, |a, b| Arith::Mul.apply_f32(a, b)),
+                Arith::Div => zip2(op, ctx, x, y, &shape, |a, b| Arith::Div.apply_f32(a, b)),
+                Arith::Pow => zip2(op, ctx, x, y, &shape, |a, b| Arith::Pow.apply_f32(a, b)),
+                Arith::Max => zip2(op, ctx, x, y, &shape, |a, b| Arith::Max.apply_f32(a, b)),
+                Arith::Min => zip2(op, ctx, x, y, &shape, |a, b| Arith::Min.apply_f32(a, b)),
             }?;
             super::from_f32(op, r, dtype)?
         }
-        DType::F64 => {
-            f64::wrap(zip2(op, arr::<f64>(op, x)?, arr::<f64>(op, y)?, &shape, |a, b| f.apply_f64(a, b))?.into_shared())
-        }
-        d if d.is_integer() => with_int!(d, T => T::wrap(int_arith::<T>(op, f, x, y, &shape)?.into_shared())),
+        DType::F64 => f64::wrap(
+            zip2(op, ctx, arr::<f64>(op, x)?, arr::<f64>(op, y)?, &shape, |a, b| f.apply_f64(a, b))?.into_shared(),
+        ),
+        d if d.is_integer() => with_int!(d, T => T::wrap(int_arith::<T>(op, ctx, f, x, y, &shape)?.into_shared())),
         _ => return Err(type_err(op, "expected a numeric tensor, got dtype bool")),
     };
     Ok(vec![out])
@@ -675,6 +692,7 @@ pub(crate) fn arith(op: &str, f: Arith, args: &[Tensor], _attrs: &Attrs, _ctx: &
 
 fn int_arith<T: IntElem>(
     op: &str,
+    ctx: &KernelCtx,
     f: Arith,
     x: &Tensor,
     y: &Tensor,
@@ -684,7 +702,7 @@ fn int_arith<T: IntElem>(
     if f == Arith::Div && b.iter().any(|&v| v == T::ZERO) {
         return Err(super::invalid(op, "integer division by zero"));
     }
-    zip2(op, a, b, shape, |p, q| f.apply_int(p, q))
+    zip2(op, ctx, a, b, shape, |p, q| f.apply_int(p, q))
 }
 
 // ---- comparisons ----
@@ -724,10 +742,10 @@ pub(crate) fn compare_rel(op: &str, args: &[Type]) -> Result<Type, OpError> {
 
 /// Kernel of comparisons; compares in the element type itself (IEEE semantics for floats:
 /// NaN is unequal to everything).
-pub(crate) fn compare(op: &str, f: Cmp, args: &[Tensor], _attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+pub(crate) fn compare(op: &str, f: Cmp, args: &[Tensor], _attrs: &Attrs, ctx: &mut KernelCtx) -> KResult {
     let ty = compare_rel(op, &types_of(args))?;
     let (shape, _) = out_dims(&ty)?;
-    let r = with_elem!(args[0].dtype(), T => zip2(op, arr::<T>(op, &args[0])?, arr::<T>(op, &args[1])?, &shape, |a, b| f.apply(a, b))?);
+    let r = with_elem!(args[0].dtype(), T => zip2(op, ctx, arr::<T>(op, &args[0])?, arr::<T>(op, &args[1])?, &shape, |a, b| f.apply(a, b))?);
     Ok(vec![bool::wrap(r.into_shared())])
 }
 
@@ -852,7 +870,7 @@ pub(crate) fn mod_rel(args: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
 /// C's `fmod`), otherwise of floored division (sign of the divisor, numpy's `mod`: a zero
 /// remainder takes the divisor's sign, `-3 mod inf` is `inf`). An integer divisor of zero is an
 /// error.
-pub(crate) fn mod_(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+pub(crate) fn mod_(args: &[Tensor], attrs: &Attrs, ctx: &mut KernelCtx) -> KResult {
     let op = "mod";
     let ty = mod_rel(&types_of(args), attrs)?;
     let fmod = super::attr_bool(op, attrs, "fmod", false)?;
@@ -860,12 +878,13 @@ pub(crate) fn mod_(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KRes
     let (x, y) = (&args[0], &args[1]);
     let out = match dtype {
         DType::F64 => {
-            let r = zip2(op, arr::<f64>(op, x)?, arr::<f64>(op, y)?, &shape, |a, b| float_mod(a, b, fmod))?;
+            let r = zip2(op, ctx, arr::<f64>(op, x)?, arr::<f64>(op, y)?, &shape, |a, b| float_mod(a, b, fmod))?;
             f64::wrap(r.into_shared())
         }
         d if d.is_float() => {
-            let r =
-                zip2(op, &to_f32(op, x)?, &to_f32(op, y)?, &shape, |a, b| float_mod(a as f64, b as f64, fmod) as f32)?;
+            let r = zip2(op, ctx, &to_f32(op, x)?, &to_f32(op, y)?, &shape, |a, b| {
+                float_mod(a as f64, b as f64, fmod) as f32
+            })?;
             super::from_f32(op, r, dtype)?
         }
         d if d.is_integer() => with_int!(d, T => {
@@ -873,7 +892,7 @@ pub(crate) fn mod_(args: &[Tensor], attrs: &Attrs, _ctx: &mut KernelCtx) -> KRes
             if b.iter().any(|&v| v == T::ZERO) {
                 return Err(super::invalid(op, "integer modulo by zero"));
             }
-            T::wrap(zip2(op, a, b, &shape, |p, q| int_mod(p, q, fmod))?.into_shared())
+            T::wrap(zip2(op, ctx, a, b, &shape, |p, q| int_mod(p, q, fmod))?.into_shared())
         }),
         _ => return Err(type_err(op, "expected a numeric tensor, got dtype bool")),
     };
@@ -944,7 +963,7 @@ pub(crate) fn bits2_rel(op: &str, f: Bits2, args: &[Type]) -> Result<Type, OpErr
 }
 
 /// Kernel of the logical / bitwise binary operators.
-pub(crate) fn bits2(op: &str, f: Bits2, args: &[Tensor], _attrs: &Attrs, _ctx: &mut KernelCtx) -> KResult {
+pub(crate) fn bits2(op: &str, f: Bits2, args: &[Tensor], _attrs: &Attrs, ctx: &mut KernelCtx) -> KResult {
     let ty = bits2_rel(op, f, &types_of(args))?;
     let (shape, dtype) = out_dims(&ty)?;
     let (x, y) = (&args[0], &args[1]);
@@ -954,7 +973,7 @@ pub(crate) fn bits2(op: &str, f: Bits2, args: &[Tensor], _attrs: &Attrs, _ctx: &
             Bits2::Or => a | b,
             _ => a ^ b,
         };
-        bool::wrap(zip2(op, arr::<bool>(op, x)?, arr::<bool>(op, y)?, &shape, g)?.into_shared())
+        bool::wrap(zip2(op, ctx, arr::<bool>(op, x)?, arr::<bool>(op, y)?, &shape, g)?.into_shared())
     } else {
         with_int!(dtype, T => {
             let g = move |a: T, b: T| -> T {
@@ -972,7 +991,7 @@ pub(crate) fn bits2(op: &str, f: Bits2, args: &[Tensor], _attrs: &Attrs, _ctx: &
                     Bits2::Shr => T::from_i128(if a.to_i128() < 0 { -1 } else { 0 }),
                 }
             };
-            T::wrap(zip2(op, arr::<T>(op, x)?, arr::<T>(op, y)?, &shape, g)?.into_shared())
+            T::wrap(zip2(op, ctx, arr::<T>(op, x)?, arr::<T>(op, y)?, &shape, g)?.into_shared())
         })
     };
     Ok(vec![out])

@@ -3,8 +3,6 @@
 // `&[x.clone()]` reads better than `std::slice::from_ref(&x)` in a table of cases.
 #![allow(clippy::cloned_ref_to_slice_refs)]
 
-use rand::SeedableRng;
-
 use crate::ir::{AttrValue, Attrs, DType, Tensor, TensorError, Type};
 use crate::op::{self, KernelCtx, OpError};
 
@@ -14,7 +12,7 @@ mod indexing;
 mod onnx;
 
 pub(super) fn ctx() -> KernelCtx {
-    KernelCtx { rng: rand_chacha::ChaCha8Rng::seed_from_u64(0) }
+    KernelCtx::seeded(0)
 }
 
 pub(super) fn tt(shape: &[u64], dtype: DType, vals: &[f64]) -> Tensor {
@@ -184,7 +182,7 @@ fn contiguous_broadcast_matches_ndarray_zip() {
         let dim = |s: &[usize], i: usize| if i + s.len() >= rank { s[i + s.len() - rank] } else { 1 };
         let out_dim = |i| if dim(sa, i) == 0 || dim(sb, i) == 0 { 0 } else { dim(sa, i).max(dim(sb, i)) };
         let shape: Vec<usize> = (0..rank).map(out_dim).collect();
-        let got = super::zip2("test", &a, &b, &shape, |x, y| x * 10.0 - y).unwrap();
+        let got = super::zip2("test", &ctx(), &a, &b, &shape, |x, y| x * 10.0 - y).unwrap();
         let want = ndarray::Zip::from(&a.broadcast(ndarray::IxDyn(&shape)).unwrap())
             .and(&b.broadcast(ndarray::IxDyn(&shape)).unwrap())
             .map_collect(|&x, &y| x * 10.0 - y);
@@ -194,7 +192,7 @@ fn contiguous_broadcast_matches_ndarray_zip() {
         let bt = b.broadcast(ndarray::IxDyn(&shape)).unwrap().to_owned().reversed_axes().into_shared();
         let tshape: Vec<usize> = shape.iter().rev().copied().collect();
         if at.shape().iter().zip(&tshape).all(|(&d, &t)| d == t || d == 1) {
-            let got_t = super::zip2("test", &at, &bt, &tshape, |x, y| x * 10.0 - y).unwrap();
+            let got_t = super::zip2("test", &ctx(), &at, &bt, &tshape, |x, y| x * 10.0 - y).unwrap();
             assert_eq!(got_t, want.clone().reversed_axes(), "{sa:?} with {sb:?}, transposed");
         }
     }
@@ -750,4 +748,50 @@ fn dense_of_transposed_data_and_weight_is_gemm_with_both_transposes() {
     // The weight transposed as well (a view with swapped strides).
     let bt = run1("transpose", &[run1("transpose", &[b], Attrs::new())], Attrs::new());
     check(&run1("dense", &[at, bt], Attrs::new()), DType::F32, &[2, 4], &[1.0, 3.0, 5.0, 9.0, 2.0, 4.0, 6.0, 12.0]);
+}
+
+/// The heavy kernels give the same bits with their output spread over two workers, at any
+/// task size (tasks of 1, 3, 64 elements start mid-row of every broadcast), as on the
+/// calling thread: NaN, signed zeros and infinities included.
+#[test]
+fn kernels_give_the_same_bits_on_workers_at_any_task_size() {
+    let pool = std::sync::Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
+    let specials = [f64::NAN, -0.0, 0.0, f64::INFINITY, f64::NEG_INFINITY, 1e-40];
+    let vals = |shape: &[u64], seed: u64| -> Tensor {
+        let n: u64 = shape.iter().product();
+        let v: Vec<f64> = (0..n)
+            .map(|i| {
+                let k = i.wrapping_mul(2654435761).wrapping_add(seed * 97) % 1009;
+                if k % 37 == 0 {
+                    specials[(k as usize / 37) % specials.len()]
+                } else {
+                    (k as f64 - 500.0) / 37.0
+                }
+            })
+            .collect();
+        f(shape, &v)
+    };
+    let shapes: &[(&[u64], &[u64])] =
+        &[(&[3, 257, 5], &[257, 1]), (&[1000], &[1]), (&[4, 1, 33], &[1, 7, 33]), (&[2, 3], &[2, 3]), (&[1], &[129])];
+    let binary = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "less", "equal"];
+    let unary = ["sigmoid", "exp", "relu", "tanh", "negative", "abs", "sqrt", "erf"];
+    for &(sa, sb) in shapes {
+        let (a, b) = (vals(sa, 1), vals(sb, 2));
+        let cases = binary
+            .iter()
+            .map(|&name| (name, vec![a.clone(), b.clone()]))
+            .chain(unary.iter().map(|&name| (name, vec![a.clone()])));
+        for (name, args) in cases {
+            let def = op::get(op::lookup(name).unwrap());
+            let want = (def.kernel)(&args, &Attrs::new(), &mut ctx()).unwrap();
+            for min_work in [1, 3, 64, 1 << 20] {
+                let mut par = ctx().with_workers(Some(pool.clone()), min_work);
+                let got = (def.kernel)(&args, &Attrs::new(), &mut par).unwrap();
+                assert_eq!(got.len(), want.len());
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(g.bit_eq(w), "{name} on {sa:?} and {sb:?}, tasks from {min_work} elements");
+                }
+            }
+        }
+    }
 }
