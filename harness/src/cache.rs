@@ -69,6 +69,8 @@ pub struct DiskStore {
     misses: AtomicUsize,
     rejected: AtomicUsize,
     written: AtomicU64,
+    /// How much of `written` the usage ledger was told of.
+    ledgered: AtomicU64,
     /// Whether a warning about an unusable directory was printed already (once per run).
     warned: AtomicBool,
 }
@@ -91,6 +93,7 @@ impl DiskStore {
             misses: AtomicUsize::new(0),
             rejected: AtomicUsize::new(0),
             written: AtomicU64::new(0),
+            ledgered: AtomicU64::new(0),
             warned: AtomicBool::new(false),
         }
     }
@@ -510,8 +513,10 @@ impl Cache {
     /// Trims the directory to its cap when this process wrote to it; returns the entries
     /// removed.
     pub fn trim(&self) -> usize {
+        // Only what was written since the last call goes to the ledger.
         let written = self.disk.counts().3;
-        if written > 0 && !self.disk.fits_after(written, self.max_size) {
+        let new = written.saturating_sub(self.disk.ledgered.swap(written, Ordering::Relaxed));
+        if new > 0 && !self.disk.fits_after(new, self.max_size) {
             self.disk.gc(self.max_size)
         } else {
             0

@@ -301,6 +301,7 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     if let (Some(key), Some(c), Some(lineage)) = (&run_key, &cache, &lineage) {
         if let Some(hit) = crate::cache::run_from_record(&pipeline, &ctx, c, lineage) {
             c.put_run(key, &hit.output);
+            c.trim();
             let report = crate::cache::report(&hit.recomputed);
             return write_cached_output(console, &args, &hit.note, &report, &hit.output);
         }
@@ -381,6 +382,7 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         if let (Some(lineage), Some(record)) = (&lineage, &record) {
             c.keep_record(lineage, record, &module, &text);
         }
+        c.trim();
     }
     match &args.output {
         Some(path) => crate::files::write_module(path, &module, Some(text.as_str()).filter(|_| !binary_output))?,
