@@ -194,6 +194,9 @@ impl RunRecord {
     }
 }
 
+/// Decoded stage inputs: (stage, function) → the function entering it, if it does.
+type Decoded = FxHashMap<(usize, u32), Option<Arc<Function>>>;
+
 /// The edit path's store over a record and the persistent store (see the module docs). It
 /// updates the record as the propagation goes, so that afterwards it is the new run's record.
 pub(crate) struct RecordEdit<'a> {
@@ -203,8 +206,7 @@ pub(crate) struct RecordEdit<'a> {
     stages: &'a [Arc<Stage>],
     store: Arc<dyn StageStore>,
     index: FxHashMap<Arc<str>, u32>,
-    /// Decoded stage inputs: (stage, function) → the function entering it, if it does.
-    memo: RefCell<FxHashMap<(usize, u32), Option<Arc<Function>>>>,
+    memo: RefCell<Decoded>,
     /// An entry the record names was missing or damaged: the run's result is not used.
     failed: Cell<bool>,
     /// The functions entering a stage no module stage before dropped any function from.
