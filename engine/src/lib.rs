@@ -41,8 +41,9 @@ pub mod transform;
 mod util;
 
 pub use session::{
-    decode_source, encode_source, source_key, FirewallCheck, MemoryMode, MemoryStore, ModuleFirewall, ModuleSplit,
-    PendingRun, RunStats, Session, SessionError, SessionOutput, StageKey, StageStats, StageStore, STORE_FORMAT,
+    decode_source, encode_source, prints_alone, source_key, FirewallCheck, MemoryMode, MemoryStore, ModuleFirewall,
+    ModuleSplit, PendingRun, RecordRun, RunRecord, RunStats, Session, SessionError, SessionOutput, StageKey,
+    StageStats, StageStore, STORE_FORMAT,
 };
 pub use transform::{
     function_pass, get_pass, module_pass, sequential, Instrument, Pass, PassContext, PassError, PassInfo, Sequential,

@@ -40,6 +40,7 @@ mod kept;
 mod lean;
 mod plan;
 mod prims;
+mod record;
 mod same;
 mod store;
 
@@ -58,6 +59,8 @@ use self::kept::{Event, Kept, Store};
 use self::lean::{LeanEdit, LeanRecord};
 use self::plan::{plan, PassIds, Plan};
 use self::prims::prims_of;
+use self::record::RecordEdit;
+pub use self::record::{prints_alone, RunRecord};
 use self::same::{same_function, same_prim, same_prims, span_base};
 use self::store::StoreConfig;
 pub use self::store::{decode_source, encode_source, source_key, MemoryStore, StageKey, StageStore, STORE_FORMAT};
@@ -683,6 +686,58 @@ impl Session {
             .collect()
     }
 
+    /// The record of the last run for a new process (`session/record.rs`): `None` unless the
+    /// last run was a lean run over a persistent store (`set_store`) whose every function
+    /// stage is stored, without a diagnostic, PrimFuncs or functions a pass added. `sources`
+    /// names each loaded function's source entry (its key and the byte its text starts at),
+    /// in module order.
+    pub fn run_record(&self, sources: Vec<(StageKey, u32)>) -> Option<RunRecord> {
+        let Some(Store::Lean(lean)) = self.kept.store() else { return None };
+        let cfg = self.store.as_ref()?;
+        let plan = self.roots().plan(&self.db);
+        let unfused = self.kept.unfused();
+        lean.record(plan.variant(unfused), unfused, sources, &*cfg.store)
+    }
+
+    /// Runs the pipeline from `record`, the record of an earlier run of this session's plan
+    /// (in another process, say), on the module whose sources are now `sources` (one per
+    /// function of the record, in its order) of which `edited` changed: only what the edits
+    /// reach is recomputed, the rest is neither decoded nor run. The session's own module is
+    /// not used or changed. `None` when the path does not apply (see `session/record.rs`):
+    /// the caller runs the whole module.
+    pub fn run_from_record(
+        &mut self,
+        record: RunRecord,
+        sources: Vec<(StageKey, u32)>,
+        edited: Vec<(Arc<str>, Arc<Function>)>,
+    ) -> Result<Option<RecordRun>, SessionError> {
+        let start = Instant::now();
+        let Some(cfg) = &self.store else { return Ok(None) };
+        let plan = self.roots().plan(&self.db);
+        if record.unfused && plan.unfused.is_none() {
+            return Ok(None);
+        }
+        let variant = plan.variant(record.unfused);
+        let same_plan = variant.len() == record.labels.len()
+            && variant.iter().zip(&record.labels).all(|(s, l)| s.label == *l)
+            && variant.iter().all(|s| !s.is_function() || s.persist.is_some());
+        if !same_plan || sources.len() != record.names.len() {
+            return Ok(None);
+        }
+        let mut store = RecordEdit::new(record, sources, variant, cfg.store.clone());
+        if !store.takes(&edited) {
+            return Ok(None);
+        }
+        let edited: FxHashMap<Arc<str>, Arc<Function>> = edited.into_iter().collect();
+        // A pass error: the whole-module run reports the error a serial run reports.
+        let Ok(Some(run)) = run_edit(variant, &mut store, &edited, false) else { return Ok(None) };
+        if store.failed() {
+            return Ok(None);
+        }
+        let stats = self.output_of(run, variant, start).stats;
+        Ok(Some(RecordRun { changed: store.finals, stats, record: store.rec }))
+    }
+
     /// A run that can go to another thread. An edit made on the session while it is in
     /// flight cancels it (it returns [`SessionError::Cancelled`]); the edit waits until the
     /// run has stopped.
@@ -690,6 +745,17 @@ impl Session {
         let shifts = self.shifts();
         PendingRun { db: self.db.clone(), threads: self.ctx.num_threads().max(1), shifts, unfused: self.kept.unfused() }
     }
+}
+
+/// What [`Session::run_from_record`] gives.
+pub struct RecordRun {
+    /// The functions whose output changed, with the new output (the others' output is the
+    /// record's).
+    pub changed: Vec<(Arc<str>, Arc<Function>)>,
+    /// What each stage recomputed.
+    pub stats: RunStats,
+    /// The record of this run.
+    pub record: RunRecord,
 }
 
 fn salsa_roots(db: &SessionDb) -> db::Roots {

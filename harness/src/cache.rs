@@ -45,11 +45,13 @@ use passel_passes::standard_session;
 
 use crate::console::Console;
 
+mod record;
 mod remote;
 mod source;
 
+pub use record::{run_from_record, Lineage, RecordHit, RECORD_MAGIC};
 pub use remote::{RedisStore, Tiered, CONNECT_TIMEOUT, IO_TIMEOUT};
-pub use source::{function_texts, parse_cached, SourceCounts};
+pub use source::{function_texts, parse_cached, parse_piece, SourceCounts};
 
 /// The environment variable naming the cache directory when `--cache` is not given.
 pub const CACHE_DIR_ENV: &str = "PASSEL_CACHE_DIR";
@@ -67,6 +69,8 @@ pub struct DiskStore {
     misses: AtomicUsize,
     rejected: AtomicUsize,
     written: AtomicU64,
+    /// How much of `written` the usage ledger was told of.
+    ledgered: AtomicU64,
     /// Whether a warning about an unusable directory was printed already (once per run).
     warned: AtomicBool,
 }
@@ -89,6 +93,7 @@ impl DiskStore {
             misses: AtomicUsize::new(0),
             rejected: AtomicUsize::new(0),
             written: AtomicU64::new(0),
+            ledgered: AtomicU64::new(0),
             warned: AtomicBool::new(false),
         }
     }
@@ -154,6 +159,31 @@ impl DiskStore {
         }
     }
 
+    /// The usage ledger: lines of byte counts whose sum bounds the directory's size from
+    /// above (each process appends what it wrote; [`DiskStore::gc`] rewrites it with the
+    /// size it found), so that a run need not list every entry to know the cache fits.
+    fn ledger(&self) -> PathBuf {
+        self.dir.join("v1").join("usage")
+    }
+
+    /// Adds `written` bytes to the ledger; whether the ledger says the cache still fits in
+    /// `max_size` (false without a ledger: a scan must tell). Overwriting an entry counts its
+    /// bytes again, so the bound only errs high; an append that races a `gc` rewriting the
+    /// ledger may be lost, and the next scan corrects it.
+    fn fits_after(&self, written: u64, max_size: u64) -> bool {
+        use std::io::Write;
+        let path = self.ledger();
+        let Ok(text) = std::fs::read_to_string(&path) else { return false };
+        let Some(total) = text.lines().map(|l| l.trim().parse::<u64>().ok()).sum::<Option<u64>>() else {
+            return false;
+        };
+        let appended = std::fs::File::options()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{written}\n").as_bytes()));
+        appended.is_ok() && total.saturating_add(written) <= max_size
+    }
+
     /// Removes the least recently used entries until the cache holds at most `max_size`
     /// bytes (and writes abandoned over an hour ago); returns how many entries it removed.
     /// Another process may be using the cache meanwhile: an entry it reads as this removes it
@@ -166,11 +196,21 @@ impl DiskStore {
             }
         }
         let mut total = 0u64;
+        let mut kept = 0u64;
         let mut removed = 0;
         for (path, size, _) in self.entries() {
             total += size;
             if total > max_size && std::fs::remove_file(&path).is_ok() {
                 removed += 1;
+            } else {
+                kept += size;
+            }
+        }
+        // The ledger restarts from the size found (atomically: a reader sees the old or new).
+        let tmp_dir = self.dir.join("v1").join("tmp");
+        if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(&tmp_dir) {
+            if std::io::Write::write_all(&mut tmp, format!("{kept}\n").as_bytes()).is_ok() {
+                let _ = tmp.persist(self.ledger());
             }
         }
         removed
@@ -473,7 +513,10 @@ impl Cache {
     /// Trims the directory to its cap when this process wrote to it; returns the entries
     /// removed.
     pub fn trim(&self) -> usize {
-        if self.disk.counts().3 > 0 {
+        // Only what was written since the last call goes to the ledger.
+        let written = self.disk.counts().3;
+        let new = written.saturating_sub(self.disk.ledgered.swap(written, Ordering::Relaxed));
+        if new > 0 && !self.disk.fits_after(new, self.max_size) {
             self.disk.gc(self.max_size)
         } else {
             0
@@ -571,28 +614,31 @@ pub struct CachedRun {
     pub recomputed: Vec<(String, Vec<Arc<str>>)>,
     /// The session that ran (a process about to exit may leave it unfreed).
     pub session: passel_engine::Session,
+    /// The run's record for the next process (`record.rs`), when it can have one.
+    pub record: Option<passel_engine::RunRecord>,
 }
 
-impl CachedRun {
-    /// The `--cache-report` text: one line per function stage, `STAGE<TAB>@f @g …`.
-    pub fn report(&self) -> String {
-        let mut out = String::new();
-        for (label, names) in &self.recomputed {
-            let names: Vec<String> = names.iter().map(|n| format!("@{n}")).collect();
-            out.push_str(&format!("{label}\t{}\n", names.join(" ")));
-        }
-        out
+/// The `--cache-report` text of a run whose function stages recomputed `recomputed` (label,
+/// functions): one line per function stage, `STAGE<TAB>@f @g …`.
+pub fn report(recomputed: &[(String, Vec<Arc<str>>)]) -> String {
+    let mut out = String::new();
+    for (label, names) in recomputed {
+        let names: Vec<String> = names.iter().map(|n| format!("@{n}")).collect();
+        out.push_str(&format!("{label}\t{}\n", names.join(" ")));
     }
+    out
 }
 
 /// Runs `pipeline` on `module` under `ctx` through a session backed by `cache`; `parsed`
-/// says how the module was read (when it went through the cache).
+/// says how the module was read (when it went through the cache), `lineage` the pieces of its
+/// text (when the run may leave a record of itself).
 pub fn run_cached(
     pipeline: &Sequential,
     ctx: &PassContext,
     module: &Module,
     cache: &Cache,
     parsed: Option<SourceCounts>,
+    lineage: Option<&Lineage<'_>>,
 ) -> Result<CachedRun, String> {
     let mut session = standard_session(pipeline.clone(), ctx).map_err(|e| e.to_string())?;
     // One run: salsa's memos would serve no later run, so the run goes through the one stage
@@ -614,6 +660,22 @@ pub fn run_cached(
         Err(SessionError::Pass(e)) => (Err(e), Vec::new(), Vec::new(), Vec::new()),
         Err(e) => return Err(e.to_string()),
     };
+    // The record, when the module was read through the cache (its pieces are its functions).
+    let record = match (lineage, parsed) {
+        (Some(lineage), Some(_)) if result.is_ok() && diagnostics.is_empty() => {
+            session.run_record(lineage.sources().to_vec())
+        }
+        _ => None,
+    };
+    let parsed = parsed.map(|c| (c.parsed, c.reused));
+    let note = run_note(cache, &recomputed, module.len(), parsed);
+    Ok(CachedRun { result, diagnostics, note, recomputed: per_stage, session, record })
+}
+
+/// The line a run through `cache` prints on stderr: the functions recomputed (of `total`),
+/// the functions parsed and reused (when the text went through the cache), the store's counts.
+/// Trims the directory to its cap.
+pub(crate) fn run_note(cache: &Cache, recomputed: &[Arc<str>], total: usize, parsed: Option<(usize, usize)>) -> String {
     let (hits, misses, rejected, written) = cache.disk.counts();
     // With a remote tier, a local miss that the server answered is a reuse, not a computation.
     let remote_hits = cache.remote.as_ref().map_or(0, |r| r.counts().0);
@@ -625,7 +687,7 @@ pub fn run_cached(
     }
     let list = if names.is_empty() { String::new() } else { format!(" ({})", names.join(", ")) };
     let parse = match parsed {
-        Some(c) => format!("; {} of {} functions parsed", c.parsed, c.parsed + c.reused),
+        Some((parsed, reused)) => format!("; {parsed} of {} functions parsed", parsed + reused),
         None => String::new(),
     };
     let remote = match &cache.remote {
@@ -633,13 +695,11 @@ pub fn run_cached(
         Some(r) => format!("; remote {} hits, {} misses", r.counts().0, r.counts().1),
         None => String::new(),
     };
-    let note = format!(
-        "cache {}: {} of {} functions recomputed{list}{parse}; {hits} results reused, {misses} computed, {rejected} rejected, {written} bytes written, {evicted} evicted{remote}\n",
+    format!(
+        "cache {}: {} of {total} functions recomputed{list}{parse}; {hits} results reused, {misses} computed, {rejected} rejected, {written} bytes written, {evicted} evicted{remote}\n",
         cache.label,
         recomputed.len(),
-        module.len(),
-    );
-    Ok(CachedRun { result, diagnostics, note, recomputed: per_stage, session })
+    )
 }
 
 /// `passel cache`: inspect or trim a cache directory.

@@ -13,6 +13,11 @@
 //! settings. The model keeps that dependency tuple per function and a set of every tuple an
 //! earlier process saw.
 //!
+//! A body edit of a function that is not inlined and calls nothing inlined is taken by the edit
+//! path over the cache (`cache/record.rs`: the process starts from the record of the last run
+//! on the same functions and decodes nothing the edit does not reach); the test checks that
+//! such a step says so, besides the above.
+//!
 //! `PASSEL_CACHE_CASES=50 cargo test -p passel-harness --test cache_steps` runs more cases
 //! (`PROPTEST_CASES` is honoured too when the specific variable is unset); each case starts
 //! two processes per step.
@@ -223,8 +228,14 @@ impl Model {
 }
 
 /// Runs `passel run file` with `settings` on `threads` threads, with the cache `cache` (and
-/// its report) or without; returns (stdout, stderr without the cache note, recomputed names).
-fn run(file: &Path, settings: &Settings, threads: u8, cache: Option<&Path>) -> (Vec<u8>, String, BTreeSet<String>) {
+/// its report) or without; returns (stdout, stderr without the cache note, recomputed names,
+/// the cache note).
+fn run(
+    file: &Path,
+    settings: &Settings,
+    threads: u8,
+    cache: Option<&Path>,
+) -> (Vec<u8>, String, BTreeSet<String>, String) {
     let f = file.to_str().expect("utf-8 path");
     let mut args = vec!["run".to_string(), f.to_string(), "-j".to_string(), threads.to_string()];
     args.extend(settings.args());
@@ -237,6 +248,7 @@ fn run(file: &Path, settings: &Settings, threads: u8, cache: Option<&Path>) -> (
     let out = passel(&args);
     assert!(out.status.success(), "passel {args:?} failed: {}", stderr(&out));
     let err = stderr(&out);
+    let note: String = err.lines().filter(|l| l.starts_with("cache ")).collect();
     let err: String = err.lines().filter(|l| !l.starts_with("cache ")).map(|l| format!("{l}\n")).collect();
     let mut recomputed = BTreeSet::new();
     if cache.is_some() {
@@ -246,7 +258,7 @@ fn run(file: &Path, settings: &Settings, threads: u8, cache: Option<&Path>) -> (
             recomputed.extend(names.split_whitespace().map(|n| n.trim_start_matches('@').to_string()));
         }
     }
-    (out.stdout, err, recomputed)
+    (out.stdout, err, recomputed, note)
 }
 
 fn cases() -> u32 {
@@ -272,13 +284,20 @@ proptest! {
         for (step, (e, threads)) in std::iter::once((Edit::Restart, 2)).chain(steps).enumerate() {
             model.apply(&e);
             let file = write(&dir, &format!("m{step}.pir"), &model.text());
-            let (cold_out, cold_err, _) = run(&file, &model.settings, 1, None);
-            let (out, err, recomputed) = run(&file, &model.settings, threads, Some(&cache));
+            let (cold_out, cold_err, _, _) = run(&file, &model.settings, 1, None);
+            let (out, err, recomputed, note) = run(&file, &model.settings, threads, Some(&cache));
             prop_assert_eq!(&out, &cold_out, "step {} ({:?}): output differs from a cold run", step, e);
             prop_assert_eq!(&err, &cold_err, "step {} ({:?}): diagnostics differ", step, e);
             let expected: BTreeSet<String> =
                 model.funcs.iter().filter(|f| !seen.contains(&model.deps(f))).map(|f| f.name.clone()).collect();
             prop_assert_eq!(&recomputed, &expected, "step {} ({:?}) of\n{}", step, e, model.text());
+            if let (Edit::Body(i), false) = (&e, model.funcs.is_empty()) {
+                let f = &model.funcs[model.pick(*i)];
+                let inlined = f.inline || f.callee.as_deref().is_some_and(|c| model.get(c).inline);
+                if !inlined {
+                    prop_assert!(note.contains("from the record"), "step {} ({:?}): not from the record: {}", step, e, note);
+                }
+            }
             seen.extend(model.funcs.iter().map(|f| model.deps(f)));
         }
         let _ = std::fs::remove_dir_all(&dir);

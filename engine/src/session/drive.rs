@@ -33,15 +33,16 @@ use crate::transform::PassError;
 /// What a caller keeps of a driven run, told stage by stage.
 pub(crate) trait Record {
     /// Function stage `k` ran on `input` (every function entering it), giving `outs` (one per
-    /// function, in module order).
-    fn function_stage(&mut self, k: usize, input: &Module, outs: &[StageOut]);
+    /// function, in module order), under `keys` in the stage's persistent store (when it has
+    /// one).
+    fn function_stage(&mut self, k: usize, input: &Module, outs: &[StageOut], keys: Option<&[StageKey]>);
     /// Barrier `k` ran on `input`, giving `run`.
     fn module_stage(&mut self, k: usize, input: &Module, run: &ModuleRun);
 }
 
 /// Records nothing.
 impl Record for () {
-    fn function_stage(&mut self, _k: usize, _input: &Module, _outs: &[StageOut]) {}
+    fn function_stage(&mut self, _k: usize, _input: &Module, _outs: &[StageOut], _keys: Option<&[StageKey]>) {}
     fn module_stage(&mut self, _k: usize, _input: &Module, _run: &ModuleRun) {}
 }
 
@@ -65,13 +66,13 @@ pub(crate) fn drive(
         let start = Instant::now();
         match stage.planned.function_passes() {
             Some(passes) => {
-                let (outs, computed) = function_stage(stage, &current, stage.threads(threads));
+                let (outs, computed, keys) = function_stage(stage, &current, stage.threads(threads));
                 if outs.iter().any(|out| out.as_ref().is_ok_and(|o| o.unfusable)) {
                     return Ok(None);
                 }
                 let outs = first_error(outs)?;
                 extend_pass_major(&mut diagnostics, passes.len(), outs.iter().map(|out| &*out.diags));
-                record.function_stage(k, &current, &outs);
+                record.function_stage(k, &current, &outs, keys.as_deref());
                 let recomputed =
                     current.entries().iter().zip(&computed).filter(|(_, c)| **c).map(|((n, _), _)| n.clone()).collect();
                 runs.push(EditStage { recomputed, entered: current.len(), time: start.elapsed() });
@@ -103,9 +104,9 @@ pub(crate) fn drive(
 /// One function's result of a function stage.
 type Out = Result<StageOut, super::db::StageErr>;
 
-/// Function stage `stage` on every function of `input`: the results in module order, and
-/// whether each was computed (rather than read from the store).
-fn function_stage(stage: &Stage, input: &Module, threads: usize) -> (Vec<Out>, Vec<bool>) {
+/// Function stage `stage` on every function of `input`: the results in module order, whether
+/// each was computed (rather than read from the store), and their keys in the stage's store.
+fn function_stage(stage: &Stage, input: &Module, threads: usize) -> (Vec<Out>, Vec<bool>, Option<Vec<StageKey>>) {
     let entries = input.entries();
     let run = |name: &Arc<str>, func: &Arc<crate::ir::Function>| {
         let view = view_with(name, func, |c| input.get(c).cloned());
@@ -114,7 +115,7 @@ fn function_stage(stage: &Stage, input: &Module, threads: usize) -> (Vec<Out>, V
     let Some(persist) = &stage.persist else {
         let outs = map_items(threads, entries, |(name, func)| run(name, func));
         let n = outs.len();
-        return (outs, vec![true; n]);
+        return (outs, vec![true; n], None);
     };
     // Every function's key (its callees' signatures as they enter the stage: `input` holds them),
     // then the store's entries for a batch of keys at a time.
@@ -135,5 +136,6 @@ fn function_stage(stage: &Stage, input: &Module, threads: usize) -> (Vec<Out>, V
         }
         (out, true)
     });
-    results.into_iter().unzip()
+    let (outs, computed) = results.into_iter().unzip();
+    (outs, computed, Some(keys))
 }

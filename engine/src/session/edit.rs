@@ -33,6 +33,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::db::{callees, replace_outputs, run_function_stage, run_module_stage, view_with, FnVal, StageOut};
 use super::plan::Stage;
 use super::same::{same_function, same_prims, same_signature};
+use super::store::StageKey;
 use super::FirewallCheck;
 use crate::ir::{Function, Module};
 use crate::transform::{Diagnostic, PassError};
@@ -90,9 +91,17 @@ pub(crate) trait EditStore {
         old_in: Arc<Function>,
         last: bool,
     ) -> Result<Option<FnVal>, GiveUp>;
-    /// Records function stage `k`'s new output for `name` (at position `at`); returns
-    /// whether its diagnostics changed.
-    fn record_output(&mut self, k: usize, at: usize, name: &Arc<str>, out: StageOut) -> Result<bool, GiveUp>;
+    /// Records function stage `k`'s new output for `name` (at position `at`), whose key in
+    /// the stage's persistent store is `key` (when the stage has one); returns whether its
+    /// diagnostics changed.
+    fn record_output(
+        &mut self,
+        k: usize,
+        at: usize,
+        name: &Arc<str>,
+        out: StageOut,
+        key: Option<StageKey>,
+    ) -> Result<bool, GiveUp>;
     /// After function stage `k`: `changed` are the functions whose input to it changed.
     fn function_stage_done(&mut self, k: usize, changed: &Changed);
     /// Whether module stage `k`'s pass left `name` as it came in the last run (or dropped
@@ -127,6 +136,11 @@ pub(crate) trait EditStore {
         out: Module,
         diags: Vec<Diagnostic>,
     ) -> Result<bool, GiveUp>;
+    /// After the last stage: `changed` are the functions whose final output changed (a store
+    /// that keeps no output module takes them here).
+    fn final_changes(&mut self, changed: &Changed) {
+        let _ = changed;
+    }
     /// The last run's output module, to update.
     fn output_mut(&mut self) -> &mut Module;
     /// The last run's diagnostics (before moving them with their functions' spans), to read
@@ -223,6 +237,7 @@ fn propagate(
     }
     // The functions whose final output changed are replaced in the previous output; the
     // function list is the same (a changed list gave up above).
+    store.final_changes(&changed);
     replace_outputs(store.output_mut(), &changed);
     if prims_changed {
         let prims = store.prims_at(stages_in.len()).clone();
@@ -284,8 +299,12 @@ fn function_stage(
             Some((_, new)) => Some(new.clone()),
             None => store.callee(k, c),
         });
-        // A failing pass: the cold run reports the error a serial run reports.
-        let out = run_function_stage(stage, &name, new_in.clone(), &view, &|| {}, &|| {}).map_err(|_| GiveUp)?;
+        // A failing pass: the cold run reports the error a serial run reports. A result the
+        // persistent store gives is not counted as recomputed (as in `drive`).
+        let computed = std::cell::Cell::new(false);
+        let out = run_function_stage(stage, &name, new_in.clone(), &view, &|| {}, &|| computed.set(true))
+            .map_err(|_| GiveUp)?;
+        let key = stage.persist.as_ref().map(|p| p.key(&name, &new_in, &view));
         if out.unfusable {
             return Err(Stop::GiveUp);
         }
@@ -302,8 +321,10 @@ fn function_stage(
                 next.insert(name.clone(), (out.func.0.clone(), out.func.0.clone()));
             }
         }
-        *diags_changed |= store.record_output(k, i, &name, out)?;
-        recomputed.push(name);
+        *diags_changed |= store.record_output(k, i, &name, out, key)?;
+        if computed.get() || stage.persist.is_none() {
+            recomputed.push(name);
+        }
     }
     store.function_stage_done(k, changed);
     for (name, (_, new)) in &next {

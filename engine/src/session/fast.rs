@@ -12,6 +12,7 @@ use super::db::{callees, extend_pass_major, FnVal, StageCache, StageOut};
 use super::edit::{Changed, EditStore, GiveUp, Names, Positions, Referrers};
 use super::plan::Stage;
 use super::same::same_function;
+use super::store::StageKey;
 use crate::ir::{Function, Module};
 use crate::transform::Diagnostic;
 
@@ -195,7 +196,14 @@ impl EditStore for Cache {
         }
     }
 
-    fn record_output(&mut self, k: usize, at: usize, _name: &Arc<str>, out: StageOut) -> Result<bool, GiveUp> {
+    fn record_output(
+        &mut self,
+        k: usize,
+        at: usize,
+        _name: &Arc<str>,
+        out: StageOut,
+        _key: Option<StageKey>,
+    ) -> Result<bool, GiveUp> {
         let StageCache::Function { outs, .. } = &mut self.stages[k] else { return Err(GiveUp) };
         let slot = outs.get_mut(at).ok_or(GiveUp)?;
         let diags_changed = slot.diags != out.diags;

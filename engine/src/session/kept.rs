@@ -92,6 +92,11 @@ impl Kept {
         self.store.take()
     }
 
+    /// The store of the last run, if the session has one.
+    pub(crate) fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
+    }
+
     /// The bodies set since the store was made.
     pub(crate) fn edited(&self) -> &FxHashMap<Arc<str>, Arc<Function>> {
         &self.edited

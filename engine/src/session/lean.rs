@@ -33,7 +33,10 @@ use super::drive::Record;
 use super::edit::{Changed, EditRun, EditStore, GiveUp, Names, Positions, Referrers};
 use super::plan::Stage;
 use super::prims::{prims_of, ModuleRun};
+use super::record::{RecStage, RunRecord, NO_KEY};
+use super::same::span_base;
 use super::same::{same_function, same_signature};
+use super::store::{encode_function, StageKey, StageStore};
 use crate::ir::{ExprKind, Function, IdRange, Module, NodeId};
 use crate::transform::fanout::map_items;
 use crate::transform::Diagnostic;
@@ -52,6 +55,9 @@ enum LeanStage {
         sigs: Vec<Arc<Function>>,
         /// By position, the functions that reported diagnostics: per pass of the stage.
         diags: FxHashMap<u32, Arc<Vec<Vec<Diagnostic>>>>,
+        /// By position, each result's key in the stage's persistent store (when it has one):
+        /// what a run record (`record.rs`) names the results by.
+        keys: Option<Vec<StageKey>>,
     },
     Module {
         /// The functions leaving the stage, in order.
@@ -204,7 +210,7 @@ impl LeanRecord {
 }
 
 impl Record for LeanRecord {
-    fn function_stage(&mut self, _k: usize, input: &Module, outs: &[StageOut]) {
+    fn function_stage(&mut self, _k: usize, input: &Module, outs: &[StageOut], keys: Option<&[StageKey]>) {
         let entries = input.entries();
         let items: Vec<usize> = (0..entries.len()).collect();
         let this = &*self;
@@ -234,7 +240,8 @@ impl Record for LeanRecord {
             .map(|(i, o)| (i as u32, o.diags.clone()))
             .collect();
         self.prev = Some((self.list.clone(), index.clone(), sigs.clone()));
-        self.kept.push(LeanStage::Function { names: self.list.clone(), index, sigs, diags });
+        let keys = keys.map(<[StageKey]>::to_vec);
+        self.kept.push(LeanStage::Function { names: self.list.clone(), index, sigs, diags, keys });
     }
 
     fn module_stage(&mut self, _k: usize, input: &Module, run: &ModuleRun) {
@@ -329,6 +336,110 @@ impl Lean {
         }
         self.referrers = Some(referrers);
         self.extra_callees = FxHashMap::default();
+    }
+}
+
+impl Lean {
+    /// The record of this run for a new process (`record.rs`), made with `stages` (the plan
+    /// variant, `unfused` whether it is the unfused one) on sources whose entries are
+    /// `sources`; the module passes' changed outputs are written to `store` as entries of
+    /// their own. `None` when the run is not one a record can hold.
+    pub(crate) fn record(
+        &self,
+        stages: &[Arc<Stage>],
+        unfused: bool,
+        sources: Vec<(StageKey, u32)>,
+        store: &dyn StageStore,
+    ) -> Option<RunRecord> {
+        let n = self.names.len();
+        if !self.diagnostics.is_empty() || self.prims.num_prims() > 0 || self.output.num_prims() > 0 {
+            return None;
+        }
+        if sources.len() != n || stages.len() != self.stages.len() || n > u32::MAX as usize {
+            return None;
+        }
+        let at = |name: &str| self.index.get(name).map(|&i| i as u32);
+        // Who references whom: the sources' globals and those a stage's input added (or, once
+        // built, the referrer index, which holds both).
+        let mut refs: Vec<Vec<u32>> = vec![Vec::new(); n];
+        match &self.referrers {
+            Some(referrers) => {
+                for (callee, users) in referrers {
+                    if let Some(c) = at(callee) {
+                        for user in users {
+                            refs[at(user)? as usize].push(c);
+                        }
+                    }
+                }
+            }
+            None => {
+                for (i, (name, source)) in self.names.iter().zip(&self.sources).enumerate() {
+                    refs[i].extend(callees(name, source).into_iter().filter_map(at));
+                }
+                for (name, extra) in &self.extra_callees {
+                    let i = at(name)? as usize;
+                    refs[i].extend(extra.iter().filter_map(|c| at(c)));
+                }
+            }
+        }
+        for r in &mut refs {
+            r.sort_unstable();
+            r.dedup();
+        }
+        let mut kept = Vec::with_capacity(stages.len());
+        let mut list: Vec<u32> = (0..n as u32).collect();
+        for (stage, this) in stages.iter().zip(&self.stages) {
+            match this {
+                LeanStage::Function { names, diags, keys, .. } => {
+                    let keys = keys.as_ref()?;
+                    stage.persist.as_ref()?;
+                    // The stage's list must be the loaded one less what module stages dropped.
+                    if !diags.is_empty() || names.len() != list.len() || keys.len() != list.len() {
+                        return None;
+                    }
+                    let mut by_name = vec![NO_KEY; n];
+                    for ((name, key), &i) in names.iter().zip(keys).zip(&list) {
+                        if at(name)? != i {
+                            return None;
+                        }
+                        by_name[i as usize] = *key;
+                    }
+                    kept.push(RecStage::Function { keys: by_name });
+                }
+                LeanStage::Module { out_names, dropped, modified, prims, diags } => {
+                    if !diags.is_empty() || prims.num_prims() > 0 {
+                        return None;
+                    }
+                    let mut dropped: Vec<u32> = dropped.iter().map(|d| at(d)).collect::<Option<_>>()?;
+                    dropped.sort_unstable();
+                    let mut changed = Vec::with_capacity(modified.len());
+                    for (name, f) in modified {
+                        let i = at(name)?;
+                        let (key, entry) = encode_function(f, span_base(&self.sources[i as usize]))?;
+                        store.put(&key, &entry);
+                        changed.push((i, key));
+                    }
+                    changed.sort_unstable_by_key(|(i, _)| *i);
+                    list.retain(|i| dropped.binary_search(i).is_err());
+                    let same_list = out_names.len() == list.len()
+                        && out_names.iter().zip(&list).all(|(name, &i)| at(name) == Some(i));
+                    if !same_list {
+                        return None;
+                    }
+                    kept.push(RecStage::Module { dropped, modified: changed });
+                }
+            }
+        }
+        let outputs = self.output.entries().iter().map(|(name, _)| at(name)).collect::<Option<_>>()?;
+        Some(RunRecord {
+            unfused,
+            labels: stages.iter().map(|s| s.label.clone()).collect(),
+            names: self.names.to_vec(),
+            sources,
+            callees: refs,
+            stages: kept,
+            outputs,
+        })
     }
 }
 
@@ -452,9 +563,20 @@ impl EditStore for LeanEdit<'_> {
         Ok(Some(old_out.func))
     }
 
-    /// Keeps only the diagnostics (the output is replayed when needed).
-    fn record_output(&mut self, k: usize, at: usize, _name: &Arc<str>, out: StageOut) -> Result<bool, GiveUp> {
-        let LeanStage::Function { diags, .. } = &mut self.lean.stages[k] else { return Err(GiveUp) };
+    /// Keeps only the diagnostics (the output is replayed when needed) and the key.
+    fn record_output(
+        &mut self,
+        k: usize,
+        at: usize,
+        _name: &Arc<str>,
+        out: StageOut,
+        key: Option<StageKey>,
+    ) -> Result<bool, GiveUp> {
+        let LeanStage::Function { diags, keys, .. } = &mut self.lean.stages[k] else { return Err(GiveUp) };
+        match (keys.as_mut(), key) {
+            (Some(keys), Some(key)) if at < keys.len() => keys[at] = key,
+            _ => *keys = None,
+        }
         let reported = out.diags.iter().any(|d| !d.is_empty());
         let before = if reported { diags.insert(at as u32, out.diags.clone()) } else { diags.remove(&(at as u32)) };
         Ok(before.is_some() != reported || before.is_some_and(|b| b != out.diags))

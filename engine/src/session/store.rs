@@ -546,3 +546,29 @@ fn decode(entry: &[u8], key: &StageKey, input: &Arc<Function>) -> Result<StageOu
     }
     Ok(StageOut { func: FnVal(func), diags: Arc::new(diags), unfusable })
 }
+
+/// An entry holding `func` alone, its spans relative to `base`, keyed by its own content (a
+/// hash of the encoding): what a run record (`record.rs`) names a module pass's output by. Two
+/// processes writing one key write the same bytes. `None` for a function the encoding cannot
+/// hold (not well formed).
+pub(crate) fn encode_function(func: &Function, base: u32) -> Option<(StageKey, Vec<u8>)> {
+    let mut p = Writer(Vec::new());
+    write_function(&mut p, func, base)?;
+    let mut h = StableHasher::new();
+    (STORE_FORMAT, env!("CARGO_PKG_VERSION"), "function").hash(&mut h);
+    p.0.hash(&mut h);
+    let key = StageKey(h.finish128());
+    let entry = seal(&key, &p.0);
+    Some((key, entry))
+}
+
+/// The function in an entry made by [`encode_function`] under `key`, its spans placed
+/// relative to `base`; any damage is an error.
+pub(crate) fn decode_function(entry: &[u8], key: &StageKey, base: u32) -> Result<Function, &'static str> {
+    let mut p = Reader(unseal(entry, key)?);
+    let func = read_function(&mut p, base)?;
+    if !p.0.is_empty() {
+        return Err("trailing bytes in the payload");
+    }
+    Ok(func)
+}

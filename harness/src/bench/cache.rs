@@ -47,7 +47,9 @@ fn whole_run(cfg: &BenchConfig<'_>, ctx: &PassContext, text: &str, cache: Option
         None => (parse_module(text).map_err(|e| e.to_string())?, None),
     };
     let out = match cache {
-        Some(cache) => run_cached(cfg.pipeline, ctx, &module, cache, counts)?.result.map_err(|e| e.to_string())?,
+        Some(cache) => {
+            run_cached(cfg.pipeline, ctx, &module, cache, counts, None)?.result.map_err(|e| e.to_string())?
+        }
         None => {
             let res = ctx.scope(|| cfg.pipeline.run(module, ctx)).map_err(|e| e.to_string())?;
             drop(ctx.diagnostics().take());

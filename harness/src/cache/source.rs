@@ -115,6 +115,13 @@ pub fn parse_cached(text: &str, store: &dyn StageStore, build: &str, threads: us
     Some((module, counts))
 }
 
+/// The function of one piece of text starting at byte `at` of its file, whose source key is
+/// `key`, parsed (and its source entry stored); `None` when the piece is not exactly one graph
+/// function that parses.
+pub fn parse_piece(piece: &str, at: usize, key: StageKey, store: &dyn StageStore) -> Option<(String, Function)> {
+    one(piece, at, key, None, store).map(|(name, func, _)| (name, func))
+}
+
 /// How many source entries one store request asks for.
 const BATCH: usize = 512;
 

@@ -275,13 +275,36 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     let stats_wanted = args.debug.stats || args.debug.stats_json.is_some();
     // Nor when the output is a binary module: an entry holds the printed text.
     let binary_output = args.output.as_deref().is_some_and(crate::files::wants_binary);
-    let run_key = match (&cache, use_cache && !stats_wanted && !binary_output, &loaded) {
-        (Some(c), true, None) => Some(c.run_key(&args.pipeline.canonical()?.to_words().join("\n"), &src)),
+    let settings = match (&cache, use_cache && !stats_wanted && !binary_output, &loaded) {
+        (Some(_), true, None) => Some(args.pipeline.canonical()?.to_words().join("\n")),
+        _ => None,
+    };
+    let run_key = match (&cache, &settings) {
+        (Some(c), Some(settings)) => Some(c.run_key(settings, &src)),
         _ => None,
     };
     if let (Some(key), Some(c)) = (&run_key, &cache) {
         if let Some(output) = c.get_run(key) {
-            return write_run_entry_hit(console, &args, c, &src, &output);
+            let n = crate::cache::function_texts(&src).map_or(0, |t| t.len());
+            let note = format!(
+                "cache {}: 0 of {n} functions recomputed; the output of an earlier run of the same text and options reused\n",
+                c.label
+            );
+            return write_cached_output(console, &args, &note, "", &output);
+        }
+    }
+    // The record of the last run on this text's lineage (the same functions under the same
+    // options): only what the edits since reach is recomputed (`cache/record.rs`).
+    let lineage = match (&settings, &cache) {
+        (Some(settings), Some(c)) => c.lineage(settings, &src),
+        _ => None,
+    };
+    if let (Some(key), Some(c), Some(lineage)) = (&run_key, &cache, &lineage) {
+        if let Some(hit) = crate::cache::run_from_record(&pipeline, &ctx, c, lineage) {
+            c.put_run(key, &hit.output);
+            c.trim();
+            let report = crate::cache::report(&hit.recomputed);
+            return write_cached_output(console, &args, &hit.note, &report, &hit.output);
         }
     }
     let (module, parsed) = match loaded {
@@ -291,13 +314,15 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
             Err(code) => return Ok(code),
         },
     };
+    let mut record = None;
     let (res, report, cached_diags) = if let (true, Some(cache)) = (use_cache, &cache) {
-        let run = crate::cache::run_cached(&pipeline, &ctx, &module, cache, parsed)?;
+        let mut run = crate::cache::run_cached(&pipeline, &ctx, &module, cache, parsed, lineage.as_ref())?;
+        record = run.record.take();
         if console.err(&run.note).is_err() {
             return Ok(console.exit_code(ExitCode::FAILURE));
         }
         if let Some(path) = &args.cache_report {
-            std::fs::write(path, run.report())
+            std::fs::write(path, crate::cache::report(&run.recomputed))
                 .map_err(|e| format!("cannot write cache report {}: {e}", path.display()))?;
         }
         // The process exits after the output is written: freeing the session's memos one by
@@ -355,6 +380,10 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     let text = if binary_output { String::new() } else { print_module(&module) };
     if let (Some(key), Some(c), true) = (&run_key, &cache, diags.is_empty()) {
         c.put_run(key, &text);
+        if let (Some(lineage), Some(record)) = (&lineage, &record) {
+            c.keep_record(lineage, record, &module, &text);
+        }
+        c.trim();
     }
     match &args.output {
         Some(path) => crate::files::write_module(path, &module, Some(text.as_str()).filter(|_| !binary_output))?,
@@ -370,25 +399,20 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// Finishes a run that a run entry answered: the note, an empty `--cache-report` (no stage
-/// ran) and the output.
-fn write_run_entry_hit(
+/// Finishes a run that the cache answered without running the whole module (a run entry, or
+/// a run from a record): the note, the `--cache-report` and the output.
+fn write_cached_output(
     console: &Console,
     args: &RunArgs,
-    cache: &crate::cache::Cache,
-    src: &str,
+    note: &str,
+    report: &str,
     output: &str,
 ) -> Result<ExitCode, String> {
-    let n = crate::cache::function_texts(src).map_or(0, |t| t.len());
-    let note = format!(
-        "cache {}: 0 of {n} functions recomputed; the output of an earlier run of the same text and options reused\n",
-        cache.label
-    );
-    if console.err(&note).is_err() {
+    if console.err(note).is_err() {
         return Ok(console.exit_code(ExitCode::FAILURE));
     }
     if let Some(path) = &args.cache_report {
-        std::fs::write(path, "").map_err(|e| format!("cannot write cache report {}: {e}", path.display()))?;
+        std::fs::write(path, report).map_err(|e| format!("cannot write cache report {}: {e}", path.display()))?;
     }
     match &args.output {
         Some(path) => std::fs::write(path, output).map_err(|e| format!("cannot write {}: {e}", path.display()))?,
