@@ -170,7 +170,9 @@ impl FunctionBuilder {
         self.nodes.push(Node { kind, ty });
         if self.span != Span::default() || !self.spans.is_empty() {
             let spans = self.spans.vec_mut();
-            spans.resize(self.nodes.len() - 1, Span::default());
+            if spans.len() + 1 != self.nodes.len() {
+                spans.resize(self.nodes.len() - 1, Span::default());
+            }
             spans.push(self.span);
         }
         id

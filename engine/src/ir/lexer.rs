@@ -150,6 +150,61 @@ static NAME_BYTE: [bool; 256] = {
     t
 };
 
+/// What a token starting with byte `b` is, as far as its first byte tells: `CLASS[b]` is one
+/// of the `C_*` classes, and for punctuation `PUNCT[b]` is its kind. One table load replaces a
+/// chain of comparisons on every token and every byte of whitespace.
+const C_OTHER: u8 = 0;
+const C_SPACE: u8 = 1;
+const C_PUNCT: u8 = 2;
+const C_SLASH: u8 = 3;
+const C_DIGIT: u8 = 4;
+const C_MINUS: u8 = 5;
+const C_SIGIL: u8 = 6;
+const C_QUOTE: u8 = 7;
+const C_IDENT: u8 = 8;
+const C_DOT: u8 = 9;
+
+static CLASS: [u8; 256] = {
+    let mut t = [C_OTHER; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = match c {
+            b' ' | b'\t' | b'\r' | b'\n' => C_SPACE,
+            b'(' | b')' | b'[' | b']' | b'{' | b'}' | b'<' | b'>' | b',' | b';' | b':' | b'=' | b'#' => C_PUNCT,
+            b'/' => C_SLASH,
+            b'0'..=b'9' => C_DIGIT,
+            b'-' => C_MINUS,
+            b'%' | b'@' => C_SIGIL,
+            b'"' => C_QUOTE,
+            b'.' => C_DOT,
+            _ if c.is_ascii_alphabetic() || c == b'_' => C_IDENT,
+            _ => C_OTHER,
+        };
+        b += 1;
+    }
+    t
+};
+
+/// The kind of each punctuation byte (`Tok::Bad` for the others).
+static PUNCT: [Tok; 256] = {
+    let mut t = [Tok::Bad; 256];
+    t[b'(' as usize] = Tok::LParen;
+    t[b')' as usize] = Tok::RParen;
+    t[b'[' as usize] = Tok::LBrack;
+    t[b']' as usize] = Tok::RBrack;
+    t[b'{' as usize] = Tok::LBrace;
+    t[b'}' as usize] = Tok::RBrace;
+    t[b'<' as usize] = Tok::Lt;
+    t[b'>' as usize] = Tok::Gt;
+    t[b',' as usize] = Tok::Comma;
+    t[b';' as usize] = Tok::Semi;
+    t[b':' as usize] = Tok::Colon;
+    t[b'=' as usize] = Tok::Eq;
+    t[b'#' as usize] = Tok::Hash;
+    t
+};
+
 fn is_ident_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_'
 }
@@ -180,21 +235,6 @@ impl<'s> Lexer<'s> {
         self.src.get(i).copied().unwrap_or(0)
     }
 
-    fn skip_trivia(&mut self) {
-        let src = self.src;
-        let mut pos = self.pos;
-        while let Some(&b) = src.get(pos) {
-            match b {
-                b' ' | b'\t' | b'\r' | b'\n' => pos += 1,
-                b'/' if src.get(pos + 1) == Some(&b'/') => {
-                    pos += src[pos..].iter().position(|&b| b == b'\n').unwrap_or(src.len() - pos);
-                }
-                _ => break,
-            }
-        }
-        self.pos = pos;
-    }
-
     /// The end of the name that continues at `i` (see [`continues_name`]).
     #[inline(always)]
     fn name_end(&self, mut i: usize) -> usize {
@@ -210,84 +250,85 @@ impl<'s> Lexer<'s> {
     }
 
     /// The next token.
+    #[inline]
     pub fn next_token(&mut self) -> Token {
-        self.skip_trivia();
-        let start = self.pos;
+        let src = self.src;
+        let mut pos = self.pos;
         let after_dot = std::mem::replace(&mut self.after_dot, false);
-        let tok =
-            |kind, end: usize| Token { kind, kw: Kw::None, start: start as u32, end: end as u32, aux: end as u32 };
-        if start >= self.src.len() {
-            return tok(Tok::Eof, start);
-        }
-        let b = self.src[start];
-        // The hot kinds (punctuation, `%name`, `@name`, identifiers) return at once; the rest
-        // share the tail below.
-        let punct = match b {
-            b'(' => Tok::LParen,
-            b')' => Tok::RParen,
-            b'[' => Tok::LBrack,
-            b']' => Tok::RBrack,
-            b'{' => Tok::LBrace,
-            b'}' => Tok::RBrace,
-            b'<' => Tok::Lt,
-            b'>' => Tok::Gt,
-            b',' => Tok::Comma,
-            b';' => Tok::Semi,
-            b':' => Tok::Colon,
-            b'=' => Tok::Eq,
-            b'#' => Tok::Hash,
-            b'.' => {
-                self.after_dot = true;
-                Tok::Dot
-            }
-            _ => Tok::Eof,
+        let tok = |kind, start: usize, end: usize| Token {
+            kind,
+            kw: Kw::None,
+            start: start as u32,
+            end: end as u32,
+            aux: end as u32,
         };
-        if punct != Tok::Eof {
-            self.pos = start + 1;
-            return tok(punct, start + 1);
-        }
-        let (kind, end) = match b {
-            b'-' if self.at(start + 1) == b'>' => (Tok::Arrow, start + 2),
-            b'0'..=b'9' if after_dot => {
+        // Whitespace and comments, then the token's first byte decides its kind. The hot kinds
+        // (punctuation, `%name`, `@name`, identifiers) return at once.
+        let (start, class) = loop {
+            let Some(&b) = src.get(pos) else {
+                self.pos = pos;
+                return tok(Tok::Eof, pos, pos);
+            };
+            match CLASS[b as usize] {
+                C_SPACE => pos += 1,
+                C_SLASH if src.get(pos + 1) == Some(&b'/') => {
+                    pos += src[pos..].iter().position(|&b| b == b'\n').unwrap_or(src.len() - pos);
+                }
+                C_PUNCT => {
+                    self.pos = pos + 1;
+                    return tok(PUNCT[b as usize], pos, pos + 1);
+                }
+                C_IDENT => {
+                    let end = self.name_end(pos + 1);
+                    self.pos = end;
+                    let kw = keyword(&src[pos..end]);
+                    return Token { kind: Tok::Ident, kw, start: pos as u32, end: end as u32, aux: end as u32 };
+                }
+                C_SIGIL => {
+                    let end = self.name_end(pos + 1);
+                    // Ends after an ASCII byte, so on a character boundary.
+                    self.pos = end;
+                    let kind = match (end == pos + 1, b == b'%') {
+                        (true, _) => Tok::Bad,
+                        (false, true) => Tok::Local,
+                        (false, false) => Tok::Global,
+                    };
+                    return tok(kind, pos, end);
+                }
+                class => break (pos, class),
+            }
+        };
+        self.pos = start;
+        let (kind, end) = match class {
+            C_DOT => {
+                self.after_dot = true;
+                (Tok::Dot, start + 1)
+            }
+            C_MINUS if self.at(start + 1) == b'>' => (Tok::Arrow, start + 2),
+            C_DIGIT if after_dot => {
                 let mut i = start;
                 while self.at(i).is_ascii_digit() {
                     i += 1;
                 }
                 (Tok::Number, i)
             }
-            b'0'..=b'9' | b'-' => return self.number(start),
-            b'%' | b'@' => {
-                let i = self.name_end(start + 1);
-                // Ends after an ASCII byte, so on a character boundary.
-                self.pos = i;
-                let kind = match (i == start + 1, b == b'%') {
-                    (true, _) => Tok::Bad,
-                    (false, true) => Tok::Local,
-                    (false, false) => Tok::Global,
-                };
-                return tok(kind, i);
-            }
-            b'"' => {
+            C_DIGIT | C_MINUS => return self.number(start),
+            C_QUOTE => {
                 let mut i = start + 1;
                 loop {
                     match self.at(i) {
                         b'"' => break (Tok::Str, i + 1),
-                        b'\\' if i + 1 < self.src.len() => i += 2,
-                        _ if i >= self.src.len() => break (Tok::UnterminatedStr, self.src.len()),
+                        b'\\' if i + 1 < src.len() => i += 2,
+                        _ if i >= src.len() => break (Tok::UnterminatedStr, src.len()),
                         _ => i += 1,
                     }
                 }
             }
-            _ if is_ident_start(b) => {
-                let end = self.name_end(start + 1);
-                self.pos = end;
-                let kw = keyword(&self.src[start..end]);
-                return Token { kind: Tok::Ident, kw, start: start as u32, end: end as u32, aux: end as u32 };
-            }
             _ => {
-                // Take the whole UTF-8 character so the token text stays a valid `str`.
+                // A lone `/` or a byte that starts no token. Take the whole UTF-8 character so
+                // the token text stays a valid `str`.
                 let mut i = start + 1;
-                while i < self.src.len() && (self.src[i] & 0xC0) == 0x80 {
+                while i < src.len() && (src[i] & 0xC0) == 0x80 {
                     i += 1;
                 }
                 (Tok::Bad, i)
@@ -295,14 +336,14 @@ impl<'s> Lexer<'s> {
         };
         // A string may end inside a multi-byte character only if escapes split one; keep ends
         // on character boundaries. Other tokens end after an ASCII byte.
-        let mut end = end.min(self.src.len());
+        let mut end = end.min(src.len());
         if matches!(kind, Tok::Str | Tok::UnterminatedStr | Tok::Bad) {
-            while end < self.src.len() && (self.src[end] & 0xC0) == 0x80 {
+            while end < src.len() && (src[end] & 0xC0) == 0x80 {
                 end += 1;
             }
         }
         self.pos = end;
-        tok(kind, end)
+        tok(kind, start, end)
     }
 
     fn number(&mut self, start: usize) -> Token {

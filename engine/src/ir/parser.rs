@@ -506,7 +506,9 @@ impl<'s> Parser<'s> {
             return;
         }
         if self.in_scope.len() <= var.index() {
-            self.in_scope.resize(var.index() + 1, false);
+            // Variables come in increasing id order: grow geometrically, not once per variable.
+            let len = (var.index() + 1).max(2 * self.in_scope.len());
+            self.in_scope.resize(len, false);
         }
         self.in_scope[var.index()] = true;
         self.scope_vars.push(var);
@@ -658,6 +660,9 @@ impl<'s> Parser<'s> {
             }
         }
         self.expect(Tok::RParen, "`,` or `)`")?;
+        if entries.is_empty() {
+            return Ok((mark, Attrs::new()));
+        }
         let (attrs, repeats) = Attrs::from_entries(entries);
         for i in repeats {
             self.duplicate_attr("call", keys[i]);

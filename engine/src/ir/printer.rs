@@ -145,6 +145,11 @@ struct Printer<'a> {
     resources: Resources<'a>,
     /// Content hashes of mid-size constants the text shows more than once ([`REPEATED_INLINE_LIMIT`]).
     repeated: rustc_hash::FxHashSet<u64>,
+    /// The text of each scalar constant printed so far, by the constant's address (a module
+    /// shares one `Arc` per literal between its uses and its functions), as a range of
+    /// `scalar_text`: a float is formatted once, not at each of its thousands of uses.
+    scalars: rustc_hash::FxHashMap<*const Constant, (u32, u32)>,
+    scalar_text: String,
 }
 
 /// The distinct byte strings of the large constants printed so far, named `r<index>`.
@@ -208,14 +213,18 @@ fn large_constant(c: &Constant) -> Option<(Cow<'_, [u8]>, TensorType)> {
 /// The type and little-endian bytes of a dense or raw constant with more than
 /// [`REPEATED_INLINE_LIMIT`] and at most [`INLINE_ELEMENTS_LIMIT`] elements.
 fn mid_size_constant(c: &Constant) -> Option<(Cow<'_, [u8]>, TensorType)> {
-    let ty = c.tensor_type();
-    let n = ty.num_elements()?;
+    // The element count first: most constants are scalars, whose type is not worth building.
+    let n = match c {
+        Constant::Dense(t) => t.len() as u64,
+        Constant::Raw { ty, .. } => ty.num_elements()?,
+        Constant::Fill { .. } => return None,
+    };
     if n <= REPEATED_INLINE_LIMIT as u64 || n > INLINE_ELEMENTS_LIMIT as u64 {
         return None;
     }
     match c {
-        Constant::Dense(t) => Some((Cow::Owned(t.to_le_bytes()), ty)),
-        Constant::Raw { data, .. } => Some((Cow::Borrowed(&data[..]), ty)),
+        Constant::Dense(t) => Some((Cow::Owned(t.to_le_bytes()), t.tensor_type())),
+        Constant::Raw { ty, data } => Some((Cow::Borrowed(&data[..]), ty.clone())),
         Constant::Fill { .. } => None,
     }
 }
@@ -311,6 +320,8 @@ impl<'a> Printer<'a> {
             hoisted: Vec::new(),
             resources: Resources::default(),
             repeated: rustc_hash::FxHashSet::default(),
+            scalars: rustc_hash::FxHashMap::default(),
+            scalar_text: String::new(),
         }
     }
 
@@ -465,14 +476,7 @@ impl<'a> Printer<'a> {
                     let _ = write!(self.out, ".{i}");
                 }
                 Work::Def(var) => self.def(var),
-                Work::CallAttrs(idx, has_args) => {
-                    for (i, (key, value)) in f.call_attrs(idx).iter().enumerate() {
-                        if i > 0 || has_args {
-                            self.out.push_str(", ");
-                        }
-                        let _ = write!(self.out, "{key}={value}");
-                    }
-                }
+                Work::CallAttrs(idx, has_args) => self.call_attrs(idx, has_args),
                 Work::Body(id, depth) => {
                     let (pairs, result) = match *f.kind(id) {
                         ExprKind::Block { bindings, result } => (f.ids(bindings), result),
@@ -505,6 +509,16 @@ impl<'a> Printer<'a> {
                 },
                 Work::Hoisted(id, depth) => self.expr(id, depth),
             }
+        }
+    }
+
+    /// `, key=value, …` of a call (without the first comma when it has no arguments).
+    fn call_attrs(&mut self, idx: super::ids::AttrsIdx, has_args: bool) {
+        for (i, (key, value)) in self.func().call_attrs(idx).iter().enumerate() {
+            if i > 0 || has_args {
+                self.out.push_str(", ");
+            }
+            let _ = write!(self.out, "{key}={value}");
         }
     }
 
@@ -558,6 +572,21 @@ impl<'a> Printer<'a> {
         }
     }
 
+    /// An inline constant; scalars through the cache of their text (the constant outlives the
+    /// printer, so its address names it for the whole print).
+    fn constant(&mut self, c: &'a Constant) {
+        if !matches!(c, Constant::Dense(t) if t.shape().is_empty()) {
+            write_constant(&mut self.out, c);
+            return;
+        }
+        let (start, end) = *self.scalars.entry(c as *const Constant).or_insert_with(|| {
+            let start = self.scalar_text.len() as u32;
+            write_constant(&mut self.scalar_text, c);
+            (start, self.scalar_text.len() as u32)
+        });
+        self.out.push_str(&self.scalar_text[start as usize..end as usize]);
+    }
+
     fn expr(&mut self, id: NodeId, depth: u32) {
         let f = self.func();
         match *f.kind(id) {
@@ -577,12 +606,27 @@ impl<'a> Printer<'a> {
                         write_shape(&mut self.out, ty.shape.iter().copied());
                         let _ = write!(self.out, ", {}>(r{i})", ty.dtype);
                     }
-                    None => write_constant(&mut self.out, c),
+                    None => self.constant(c),
                 }
             }
             ExprKind::Call { op, attrs, args } => {
                 self.out.push_str(op::get(op).name);
                 self.out.push('(');
+                let ids = f.ids(args);
+                if ids.iter().all(|&a| f.kind(a).is_atom()) {
+                    // The usual call of variables and literals prints at once, in the order the
+                    // work items below would print it (atoms push no work and are never
+                    // hoisted).
+                    for (i, &a) in ids.iter().enumerate() {
+                        if i > 0 {
+                            self.out.push_str(", ");
+                        }
+                        self.expr(a, depth + 1);
+                    }
+                    self.call_attrs(attrs, args.len > 0);
+                    self.out.push(')');
+                    return;
+                }
                 self.stack.push(Work::Str(")"));
                 self.stack.push(Work::CallAttrs(attrs, args.len > 0));
                 self.push_list(f.ids(args), depth + 1);

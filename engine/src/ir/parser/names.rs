@@ -14,18 +14,24 @@ use super::FxMap;
 #[inline]
 fn pack(s: &str) -> Option<u64> {
     let b = s.as_bytes();
-    if b.len() > 8 {
-        return None;
-    }
-    // A byte loop: a variable-length `copy_from_slice` would be a `memcpy` call.
-    let mut w = 0u64;
-    for (i, &c) in b.iter().enumerate() {
-        if c == 0 {
-            return None;
+    let n = b.len();
+    // Two overlapping loads instead of a byte loop (a variable-length `copy_from_slice`
+    // would be a `memcpy` call): bytes 0..4 and n-4..n, or 0, n/2 and n-1 for short texts.
+    let w = match n {
+        0 => 0,
+        1..=3 => u64::from(b[0]) | u64::from(b[n / 2]) << (8 * (n / 2)) | u64::from(b[n - 1]) << (8 * (n - 1)),
+        4..=8 => {
+            let lo = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            let hi = u32::from_le_bytes([b[n - 4], b[n - 3], b[n - 2], b[n - 1]]);
+            u64::from(lo) | u64::from(hi) << (8 * (n - 4))
         }
-        w |= u64::from(c) << (8 * i);
-    }
-    Some(w)
+        _ => return None,
+    };
+    // A NUL byte among the first `n`: the padding is set to 0xff so that only a NUL in the
+    // text has a zero byte (the classic "has a zero byte" test).
+    let padded = if n == 8 { w } else { w | (u64::MAX << (8 * n)) };
+    let has_nul = padded.wrapping_sub(0x0101_0101_0101_0101) & !padded & 0x8080_8080_8080_8080 != 0;
+    (!has_nul).then_some(w)
 }
 
 /// A map from token text to `V`.
@@ -96,7 +102,26 @@ mod tests {
 
     #[test]
     fn name_map_tells_short_long_and_prefix_keys_apart() {
-        let keys = ["", "a", "a0", "v1", "v10", "multiply", "multiply2", "abcdefgh", "abcdefghi", "0.5f", "0.5"];
+        let keys = [
+            "",
+            "a",
+            "a0",
+            "v1",
+            "v10",
+            "v100",
+            "v1000",
+            "multiply",
+            "multiply2",
+            "abcdefgh",
+            "abcdefghi",
+            "abcdefg",
+            "0.5f",
+            "0.5",
+            "ab",
+            "ba",
+            "abc",
+            "acb",
+        ];
         let mut m = NameMap::default();
         for (i, k) in keys.iter().enumerate() {
             assert!(m.insert_new(k, i).is_none(), "{k} is new");
@@ -105,7 +130,8 @@ mod tests {
             assert_eq!(m.get(k), Some(&i), "{k}");
             assert_eq!(m.insert_new(k, 99), Some(&i), "{k} is present");
         }
-        assert_eq!(m.get("v100"), None);
+        assert_eq!(m.get("v10000"), None);
+        assert_eq!(m.get("bc"), None);
         assert_eq!(m.get("abcdefghij"), None);
         m.insert("v1", 7);
         assert_eq!(m.get("v1"), Some(&7));
@@ -119,7 +145,13 @@ mod tests {
         let mut m = NameMap::default();
         m.insert("a", 1);
         m.insert("a\0", 2);
+        m.insert("\0a", 3);
+        m.insert("abcd\0fg", 4);
+        m.insert("abcd", 5);
         assert_eq!(m.get("a"), Some(&1));
         assert_eq!(m.get("a\0"), Some(&2));
+        assert_eq!(m.get("\0a"), Some(&3));
+        assert_eq!(m.get("abcd\0fg"), Some(&4));
+        assert_eq!(m.get("abcd"), Some(&5));
     }
 }
