@@ -489,9 +489,19 @@ impl Cache {
     /// The printed output of an earlier run whose key is `key`, when the cache has it and it
     /// checks (see [`RUN_MAGIC`]); a damaged entry is reported and dropped.
     pub fn get_run(&self, key: &StageKey) -> Option<String> {
+        self.get_checked(key, open_run_entry)
+    }
+
+    /// The entry under `key` as `open` reads it, when the cache has one and it checks; a
+    /// damaged entry is reported and dropped.
+    pub(crate) fn get_checked<T>(
+        &self,
+        key: &StageKey,
+        open: impl FnOnce(&[u8], &StageKey) -> Result<T, &'static str>,
+    ) -> Option<T> {
         let entry = self.store.get(key)?;
-        match open_run_entry(&entry, key) {
-            Ok(text) => Some(text),
+        match open(&entry, key) {
+            Ok(found) => Some(found),
             Err(reason) => {
                 self.store.rejected(key, reason);
                 None

@@ -77,14 +77,7 @@ impl Cache {
 
     /// The record entry under `key` with its texts, when the cache has one that checks.
     fn get_record(&self, key: &StageKey) -> Option<(RunRecord, Vec<String>)> {
-        let entry = self.store.get(key)?;
-        match open_record(&entry, key) {
-            Ok(found) => Some(found),
-            Err(reason) => {
-                self.store.rejected(key, reason);
-                None
-            }
-        }
+        self.get_checked(key, open_record)
     }
 
     /// Keeps `record` and the texts of its output functions under `key`.
