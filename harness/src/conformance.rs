@@ -19,7 +19,7 @@ use passel_engine::interp::{EvalError, Value};
 use passel_engine::ir::{parse_module, print_module, verify_module, Module, ParseErrors, Tensor, VerifyError};
 use passel_engine::transform::{Pass, PassContext, PassError};
 
-use crate::eval::{compare, run};
+use crate::eval::{compare, run, values};
 use crate::files::FileError;
 use crate::npy::{self, NpyError};
 use crate::onnx::{self, OnnxError};
@@ -109,14 +109,14 @@ pub struct ModelRow {
     pipeline_ms: f64,
     ops_before: usize,
     ops_after: usize,
-    err_before: Result<f64, CaseError>,
-    err_after: Result<f64, CaseError>,
+    err_before: Result<Errors, CaseError>,
+    err_after: Result<Errors, CaseError>,
     round_trip: Result<(), CaseError>,
     /// PrimFuncs after lowering the `-O3` module (lower_pass_names), and how long lowering took.
     prims: usize,
     lower_ms: f64,
     /// Error of the lowered module (graph calls left unlowered still run as graph calls).
-    err_lowered: Result<f64, CaseError>,
+    err_lowered: Result<Errors, CaseError>,
 }
 
 fn read_cases(dir: &Path) -> Vec<Case> {
@@ -166,19 +166,29 @@ fn tol(case: &Case) -> (f64, f64) {
     (get("rtol", 1e-3), get("atol", 1e-7))
 }
 
-/// Compares every output; the largest error, or the first failure.
-fn check_outputs(got: &[Tensor], want: &[Tensor], rtol: f64, atol: f64) -> Result<f64, CaseError> {
+/// The largest errors of a run's outputs: absolute, and relative to each output's largest
+/// finite |expected| value (the measure issue #27's table asks for).
+#[derive(Clone, Copy, Debug)]
+struct Errors {
+    abs: f64,
+    rel: f64,
+}
+
+/// Compares every output; the largest errors, or the first failure.
+fn check_outputs(got: &[Tensor], want: &[Tensor], rtol: f64, atol: f64) -> Result<Errors, CaseError> {
     if got.len() != want.len() {
         return Err(CaseError::OutputCount { found: got.len(), expected: want.len() });
     }
-    let mut max = 0.0f64;
+    let mut max = Errors { abs: 0.0, rel: 0.0 };
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
         let c = compare(g, w, rtol, atol);
         if !c.ok() {
             let first = c.first.unwrap_or_default();
             return Err(CaseError::Mismatch { index: k, first, max_abs_err: c.max_abs_err, mismatches: c.mismatches });
         }
-        max = max.max(c.max_abs_err);
+        let scale = values(w).filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
+        let rel = if scale > 0.0 { c.max_abs_err / scale } else { c.max_abs_err };
+        max = Errors { abs: max.abs.max(c.max_abs_err), rel: max.rel.max(rel) };
     }
     Ok(max)
 }
@@ -215,7 +225,7 @@ fn node_case(case: &Case) -> Outcome {
     };
     let (rtol, atol) = tol(case);
     match check_outputs(&got, &outputs, rtol, atol) {
-        Ok(e) => Outcome::Pass(e),
+        Ok(e) => Outcome::Pass(e.abs),
         Err(e) => Outcome::Fail(e),
     }
 }
@@ -397,11 +407,11 @@ pub fn run_all(
              lowering (LegalizeOps, FuseTIR, tir passes: PrimFuncs) and eval of the lowered module\n\n",
         );
         report.push_str(
-            "| model | import ms | -O3 ms | ops before | ops after | max abs err | max abs err after -O3 | round trip | PrimFuncs | lower ms | max abs err lowered |\n\
+            "| model | import ms | -O3 ms | ops before | ops after | max abs err (rel) | after -O3 (rel) | round trip | PrimFuncs | lower ms | lowered (rel) |\n\
              |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
         );
-        let fmt_err = |e: &Result<f64, CaseError>| match e {
-            Ok(v) => format!("{v:.2e}"),
+        let fmt_err = |e: &Result<Errors, CaseError>| match e {
+            Ok(v) => format!("{:.2e} ({:.1e})", v.abs, v.rel),
             Err(_) => "FAIL".into(),
         };
         for case in &models {
