@@ -5,11 +5,22 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 use passel_engine::frontend::onnx::mapped::{map_file, NotMapped, MIN_MAP_BYTES};
 use passel_engine::frontend::onnx::{load_onnx, load_regular_file, ImportOptions};
 use passel_engine::interp::{eval_function, Value};
 use passel_engine::ir::{print_module, Module, Tensor};
+
+/// The tests run one at a time. A test that spawns a process forks this one, and the child
+/// holds copies of every descriptor open at that moment until it calls `exec`: a file another
+/// test has just written is then briefly open for writing, and the kernel rightly refuses its
+/// lease (the loader would read the file instead; these tests want the mapping).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/onnx").join(format!("{name}.onnx"))
@@ -67,6 +78,7 @@ fn maps_here(dir: &Path) -> bool {
 /// weights past the new end of the file and dies with SIGBUS.
 #[test]
 fn a_module_from_a_mapping_survives_its_file_truncated_and_rewritten() {
+    let _serial = serial();
     let tmp = tempfile::Builder::new().prefix("passel-mapped").tempdir().unwrap();
     if !maps_here(tmp.path()) {
         return;
@@ -96,6 +108,7 @@ fn a_module_from_a_mapping_survives_its_file_truncated_and_rewritten() {
 /// open blocks in the kernel until the keeper thread has copied the mapping.
 #[test]
 fn a_mapping_survives_a_thread_truncating_its_file() {
+    let _serial = serial();
     let tmp = tempfile::Builder::new().prefix("passel-mapped").tempdir().unwrap();
     if !maps_here(tmp.path()) {
         return;
@@ -126,6 +139,7 @@ fn a_mapping_survives_a_thread_truncating_its_file() {
 /// lease) and that loading it reads the file instead, with the same bytes.
 #[test]
 fn a_file_open_for_writing_is_read_not_mapped() {
+    let _serial = serial();
     let tmp = tempfile::Builder::new().prefix("passel-mapped").tempdir().unwrap();
     if !maps_here(tmp.path()) {
         return;
