@@ -131,13 +131,24 @@ pub struct RunStats {
 }
 
 impl RunStats {
+    /// The function stages' statistics, in order (module passes left out).
+    pub fn function_stages(&self) -> impl Iterator<Item = &StageStats> {
+        self.stages.iter().filter(|s| !s.is_module_pass)
+    }
+
+    /// Per function stage, its label and the functions it recomputed (what `--cache-report`
+    /// lists).
+    pub fn recomputed_per_stage(&self) -> Vec<(String, Vec<Arc<str>>)> {
+        self.function_stages().map(|s| (s.label.clone(), s.recomputed.clone())).collect()
+    }
+
     /// Functions recomputed by any function stage, in first-seen order, without repeats.
     /// Linear in the total length of the stages' lists: a hash set remembers what was seen,
     /// the returned `Vec` keeps the order.
     pub fn recomputed_functions(&self) -> Vec<Arc<str>> {
         let mut seen: FxHashSet<Arc<str>> = FxHashSet::default();
         let mut order = Vec::new();
-        for stage in self.stages.iter().filter(|s| !s.is_module_pass) {
+        for stage in self.function_stages() {
             for name in &stage.recomputed {
                 if seen.insert(name.clone()) {
                     order.push(name.clone());

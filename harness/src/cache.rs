@@ -658,13 +658,7 @@ pub fn run_cached(
     session.load(module);
     let (result, diagnostics, recomputed, per_stage) = match session.run() {
         Ok(out) => {
-            let per_stage = out
-                .stats
-                .stages
-                .iter()
-                .filter(|s| !s.is_module_pass)
-                .map(|s| (s.label.clone(), s.recomputed.clone()))
-                .collect();
+            let per_stage = out.stats.recomputed_per_stage();
             (Ok(out.module.clone()), out.diagnostics.clone(), out.stats.recomputed_functions(), per_stage)
         }
         Err(SessionError::Pass(e)) => (Err(e), Vec::new(), Vec::new(), Vec::new()),

@@ -78,8 +78,7 @@ pub fn measure_incremental(
             let took = start.elapsed();
             if i == 0 && took < best.one_edit {
                 best.one_edit = took;
-                best.edit_recomputed =
-                    out.stats.stages.iter().filter(|s| !s.is_module_pass).map(|s| s.recomputed.len()).sum();
+                best.edit_recomputed = out.stats.function_stages().map(|s| s.recomputed.len()).sum();
             }
         }
     }

@@ -216,13 +216,7 @@ pub fn run_from_record(
     }
     let output = texts.join("\n");
     cache.put_record(&lineage.key, &run.record, &texts);
-    let recomputed: Vec<(String, Vec<Arc<str>>)> = run
-        .stats
-        .stages
-        .iter()
-        .filter(|s| !s.is_module_pass)
-        .map(|s| (s.label.clone(), s.recomputed.clone()))
-        .collect();
+    let recomputed = run.stats.recomputed_per_stage();
     let note = run_note(cache, &run.stats.recomputed_functions(), names.len(), Some((parsed, names.len() - parsed)));
     let note = format!("{}; from the record of the last run on these functions\n", note.trim_end());
     // The process exits next: the session is not freed node by node.
