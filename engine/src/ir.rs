@@ -1,7 +1,7 @@
 //! The IR: types, tensors and constants, expression arenas, functions and modules.
 
 mod attrs;
-mod binary;
+pub(crate) mod binary;
 mod builder;
 mod expr;
 mod function;

@@ -36,12 +36,119 @@ pub use report::{BenchReport, Machine};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use passel_engine::ir::{parse_module, print_module, Function, Module};
-use passel_engine::transform::{Pass, Sequential, Severity};
-use passel_engine::{MemoryMode, Session};
+use passel_engine::ir::{parse_module, print_module, Function, Module, ParseErrors};
+use passel_engine::transform::{Pass, PassError, Sequential, Severity};
+use passel_engine::{MemoryMode, Session, SessionError};
 
-use crate::args::PipelineArgs;
+use crate::args::{OptionsError, PipelineArgs};
+use crate::files::FileError;
 use passel_passes::standard_session;
+
+/// Why `passel bench` stops: bad options, a run that fails, or a run whose output differs from
+/// the reference run's (numbers are never reported for a wrong result).
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Pipeline options that do not make a pipeline and context.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// `--threads` that is no list of thread counts.
+    #[error(transparent)]
+    Threads(#[from] ThreadListError),
+    /// `--ops` with a workload other than `chain`.
+    #[error("--ops applies only to --workload chain, not `{0}`")]
+    OpsWithoutChain(String),
+    /// `--input-shape` without `--model`.
+    #[error("--input-shape applies only to --model")]
+    InputShapeWithoutModel,
+    /// `--model` naming something other than an ONNX file.
+    #[error("--model {}: expected an ONNX model (a .onnx file)", .0.display())]
+    NotOnnx(std::path::PathBuf),
+    /// An unknown `--workload` or too large a generated one.
+    #[error(transparent)]
+    Gen(#[from] crate::gen::GenError),
+    /// The model cannot be read or imported, or an `--input-shape` is malformed.
+    #[error(transparent)]
+    Onnx(#[from] crate::onnx::OnnxError),
+    /// A file cannot be read or written (the model, `--json`, `--svg`).
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// A pipeline run failed, or its context could not be made.
+    #[error(transparent)]
+    Pass(#[from] PassError),
+    /// A session run failed.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The cache of the `cache-…` rows could not be opened or cleared.
+    #[error(transparent)]
+    Cache(#[from] passel_cache::CacheError),
+    /// The temporary directory of the `cache-…` rows could not be made.
+    #[error("cannot make a temporary cache directory: {0}")]
+    TempDir(std::io::Error),
+    /// A pass reported an error diagnostic on the workload.
+    #[error("pass {pass} reported an error{} on the workload: {message}", in_function(function))]
+    Reported {
+        /// The pass.
+        pass: String,
+        /// The function it reported on, if any.
+        function: Option<String>,
+        /// The diagnostic's message.
+        message: String,
+    },
+    /// A run printed another module than the run it is checked against (never expected).
+    #[error("{run} printed a different module than {reference}")]
+    Differs {
+        /// The run: `the cache-fill run`, `parallel run with 2 threads`, ….
+        run: String,
+        /// What it was checked against.
+        reference: &'static str,
+    },
+    /// The function the edit rows edit has no `def` line in the printed module.
+    #[error("cannot find the definition of @{0} to edit")]
+    NoDefinition(String),
+    /// The printed module, or its edited form, does not parse back.
+    #[error("{what} does not parse: {errors}")]
+    Reparse {
+        /// `the printed workload`, `edited @f`.
+        what: String,
+        /// The parser's errors.
+        errors: ParseErrors,
+    },
+    /// The edited module does not hold the edited function.
+    #[error("edited module lost @{0}")]
+    EditLost(String),
+    /// A row measured no run (its repetitions or thread counts were empty).
+    #[error("no run was measured for {0}")]
+    NothingMeasured(String),
+    /// Standard error is gone (a note could not be written).
+    #[error("cannot write to stderr")]
+    Stderr,
+}
+
+fn in_function(function: &Option<String>) -> String {
+    function.as_deref().map(|f| format!(" in @{f}")).unwrap_or_default()
+}
+
+/// A `--threads` list that is not one ([`parse_threads`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ThreadListError {
+    /// Two commas with nothing between them.
+    #[error("empty entry in thread list `{list}` (expected e.g. `1,2,4`)")]
+    Empty {
+        /// The whole list.
+        list: String,
+    },
+    /// An entry that is not a number.
+    #[error("`{entry}` in thread list `{list}` is not a number")]
+    NotANumber {
+        /// The entry.
+        entry: String,
+        /// The whole list.
+        list: String,
+    },
+    /// A count outside `1..=1024`.
+    #[error("thread count {0} is out of range 1..=1024")]
+    OutOfRange(usize),
+}
 
 /// One measured configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -99,8 +206,8 @@ pub fn measure<T>(
     repeats: usize,
     heap: Option<&CountingAlloc>,
     progress: &mut dyn FnMut(),
-    mut run: impl FnMut() -> Result<T, String>,
-) -> Result<(BenchRow, T), String> {
+    mut run: impl FnMut() -> Result<T, BenchError>,
+) -> Result<(BenchRow, T), BenchError> {
     let base = heap.map(|h| h.reset_peak());
     let mut best = Duration::MAX;
     let mut last = None;
@@ -125,14 +232,14 @@ pub fn measure<T>(
     };
     match last {
         Some(out) => Ok((row, out)),
-        None => Err("no repetition ran".to_string()),
+        None => Err(BenchError::NothingMeasured(mode.to_string())),
     }
 }
 
 /// Runs the serial row and one parallel row per thread count; `progress` is called after
 /// each run. Errors if the context options are wrong, a run fails, or a parallel run's output
 /// differs from the serial one (it never should).
-pub fn run_bench(cfg: &BenchConfig<'_>, progress: &mut dyn FnMut()) -> Result<Vec<BenchRow>, String> {
+pub fn run_bench(cfg: &BenchConfig<'_>, progress: &mut dyn FnMut()) -> Result<Vec<BenchRow>, BenchError> {
     let mut rows = Vec::new();
     let mut after_serial = || {};
     let runs = pipeline_rows(cfg, &mut after_serial, progress)?;
@@ -162,20 +269,21 @@ pub fn pipeline_rows(
     cfg: &BenchConfig<'_>,
     after_serial: &mut dyn FnMut(),
     progress: &mut dyn FnMut(),
-) -> Result<PipelineRuns, String> {
+) -> Result<PipelineRuns, BenchError> {
     let size = (cfg.module.len(), count_bindings(cfg.module));
-    let context = |threads: usize| cfg.options.context()?.num_threads(threads).build().map_err(|e| e.to_string());
+    let context =
+        |threads: usize| -> Result<_, BenchError> { Ok(cfg.options.context()?.num_threads(threads).build()?) };
     let pipeline = cfg.pipeline;
     // One untimed run pays one-time costs (registries, thread pool start-up, page faults).
     let warm = context(1)?;
-    let warm_out = warm
-        .scope(|| pipeline.run(cfg.module.clone(), &warm))
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+    let warm_out = warm.scope(|| pipeline.run(cfg.module.clone(), &warm))??;
     drop(warm_out);
     if let Some(d) = warm.diagnostics().take().into_iter().find(|d| d.severity == Severity::Error) {
-        let func = d.function.as_deref().map(|f| format!(" in @{f}")).unwrap_or_default();
-        return Err(format!("pass {} reported an error{func} on the workload: {}", d.pass, d.message));
+        return Err(BenchError::Reported {
+            pass: d.pass.to_string(),
+            function: d.function.as_deref().map(str::to_string),
+            message: d.message.to_string(),
+        });
     }
     let mut rows = Vec::new();
     let mut reference: Option<u64> = None;
@@ -185,10 +293,10 @@ pub fn pipeline_rows(
         let ctx = context(threads)?;
         let (row, output) = measure(mode, threads, size, cfg.repeats, cfg.heap, progress, || {
             let input = cfg.module.clone();
-            let out = ctx.scope(|| pipeline.run(input, &ctx)).map_err(|e| e.to_string())?.map_err(|e| e.to_string());
+            let out = ctx.scope(|| pipeline.run(input, &ctx))?;
             // Diagnostics would pile up over repetitions; the serial/parallel check is on text.
             drop(ctx.diagnostics().take());
-            out
+            Ok(out?)
         })?;
         if mode == "serial" {
             after_serial();
@@ -204,7 +312,10 @@ pub fn pipeline_rows(
         match &reference {
             None => reference = Some(text),
             Some(r) if *r != text => {
-                return Err(format!("{mode} run with {threads} threads printed a different module than the serial run"))
+                return Err(BenchError::Differs {
+                    run: format!("{mode} run with {threads} threads"),
+                    reference: "the serial run",
+                })
             }
             Some(_) => {}
         }
@@ -219,7 +330,7 @@ pub fn pipeline_rows(
             let text = print_module(&output);
             Ok(PipelineRuns { rows, output, text })
         }
-        _ => Err("no pipeline run".to_string()),
+        _ => Err(BenchError::NothingMeasured("the pipeline rows".to_string())),
     }
 }
 
@@ -229,7 +340,7 @@ fn incremental_rows(
     threads: usize,
     reference: &str,
     progress: &mut dyn FnMut(),
-) -> Result<Vec<BenchRow>, String> {
+) -> Result<Vec<BenchRow>, BenchError> {
     let mut rows = session_rows(cfg, threads, reference, MemoryMode::Full, progress)?;
     rows.extend(session_rows(cfg, threads, reference, MemoryMode::Lean, progress)?);
     Ok(rows)
@@ -242,43 +353,45 @@ fn session_rows(
     reference: &str,
     mode: MemoryMode,
     progress: &mut dyn FnMut(),
-) -> Result<Vec<BenchRow>, String> {
+) -> Result<Vec<BenchRow>, BenchError> {
     let labels = match mode {
         MemoryMode::Full => ["session-cold", "session-nochange", "session-edit"],
         MemoryMode::Lean => ["lean-cold", "lean-nochange", "lean-edit"],
     };
     let size = (cfg.module.len(), count_bindings(cfg.module));
-    let ctx = cfg.options.context()?.num_threads(threads).build().map_err(|e| e.to_string())?;
+    let ctx = cfg.options.context()?.num_threads(threads).build()?;
     let Some((name, original)) = cfg.module.entries().get(cfg.module.len() / 2).cloned() else {
         return Ok(Vec::new());
     };
     let edited = with_dead_binding(cfg.module, &name)?;
-    let new_session = || -> Result<Session, String> {
-        let mut session = standard_session(cfg.pipeline.clone(), &ctx).map_err(|e| e.to_string())?;
+    let new_session = || -> Result<Session, BenchError> {
+        let mut session = standard_session(cfg.pipeline.clone(), &ctx)?;
         session.set_memory_mode(mode);
         session.load(cfg.module);
         Ok(session)
     };
     let (cold, mut session) = measure(labels[0], threads, size, cfg.repeats, cfg.heap, progress, || {
         let mut session = new_session()?;
-        session.run().map_err(|e| e.to_string())?;
+        session.run()?;
         Ok(session)
     })?;
-    let out = session.run().map_err(|e| e.to_string())?;
+    let out = session.run()?;
     if print_module(&out.module) != reference {
-        return Err(format!("the incremental session ({mode:?} mode) printed a different module than the serial run"));
+        return Err(BenchError::Differs {
+            run: format!("the incremental session ({mode:?} mode)"),
+            reference: "the serial run",
+        });
     }
     drop(out);
-    let (no_change, ()) = measure(labels[1], threads, size, cfg.repeats, cfg.heap, progress, || {
-        session.run().map(drop).map_err(|e| e.to_string())
-    })?;
+    let (no_change, ()) =
+        measure(labels[1], threads, size, cfg.repeats, cfg.heap, progress, || Ok(session.run().map(drop)?))?;
     // Alternate between the edited and the original body, so every timed run has an edit to
     // process; only the run itself is timed, not the setter.
     let mut flip = false;
     let (mut edit, recomputed) = measure(labels[2], threads, size, cfg.repeats, cfg.heap, progress, || {
         flip = !flip;
         session.set_function(&name, if flip { edited.clone() } else { original.clone() });
-        session.run().map(|out| out.stats.recomputed_functions()).map_err(|e| e.to_string())
+        Ok(session.run().map(|out| out.stats.recomputed_functions())?)
     })?;
     // The row counts what the edit run recomputed, not the whole module.
     let module = session.module();
@@ -289,8 +402,9 @@ fn session_rows(
 
 /// `name`'s function from `module` with one more, dead, binding at the start of its body: a
 /// body edit that keeps the signature. Done on the text, so it works for any workload.
-fn with_dead_binding(module: &Module, name: &str) -> Result<Arc<Function>, String> {
+fn with_dead_binding(module: &Module, name: &str) -> Result<Arc<Function>, BenchError> {
     let edited = cache::edited_text(&print_module(module), name, 1)?;
-    let module = parse_module(&edited).map_err(|e| format!("edited @{name} does not parse: {e}"))?;
-    module.get(name).cloned().ok_or_else(|| format!("edited module lost @{name}"))
+    let module =
+        parse_module(&edited).map_err(|errors| BenchError::Reparse { what: format!("edited @{name}"), errors })?;
+    module.get(name).cloned().ok_or_else(|| BenchError::EditLost(name.to_string()))
 }

@@ -1,341 +1,43 @@
-//! The persistent stage cache on disk (`passel run --cache DIR`, `PASSEL_CACHE_DIR`,
-//! `passel cache stats | clear | gc`): the engine's [`StageStore`] over a directory
-//! of entry files.
-//!
-//! Layout: `DIR/v1/entries/ab/cdef…` holds the entry of key `abcdef…` (32 hex digits), its
-//! modification time the time of its last use; `DIR/v1/tmp/` the writes in progress;
-//! `DIR/builds/` the memoised build ids ([`build_id`]). A write goes to a temporary file that is
-//! renamed over the entry, so a reader sees a whole old entry, a whole new one or none, and any
-//! number of processes may read and write one directory at once without a lock (two writers of
-//! one key write the same bytes). Entries are the engine's own, checksummed, versioned and
-//! keyed (`passel_engine::session`'s store module), so this layer needs no hashing of its own.
-//!
-//! Why no crate for it: `cacache` 13.1 (a content-addressed directory cache) does not compile
-//! without one of its async runtimes (`default-features = false` leaves `content::write::State`
-//! undefined), and with one it brings tokio or async-std into a synchronous CLI for what is a
-//! rename; `redb` 4 (an embedded database) holds an exclusive lock on its file while open, so a
-//! second `passel` process could not use the cache at the same time. `tempfile` (already a
-//! dependency) gives the atomic write.
-//!
-//! Besides the engine's entries (function-stage results, parsed functions) the directory holds
-//! *run entries* ([`RUN_MAGIC`]): the printed output of a clean run of one whole text under one
-//! set of pipeline options, which answers a `passel run` that changed nothing without parsing
-//! or running anything (`cmd/run.rs`).
-//!
-//! The size cap is least-recently-used: a hit on an entry last used more than
-//! [`TOUCH_AFTER_MS`] ago sets its modification time to now, and [`DiskStore::gc`] removes the
-//! entries used longest ago until the cache fits. Anything that goes wrong on disk is a miss or
-//! a dropped write with a warning, never an error of the run.
+//! The CLI around the persistent stage cache (passel-cache): the `--cache` options of `passel
+//! run`, `passel watch` and `passel bench`, `passel cache stats | clear | gc`, and loading a
+//! `.pir` file through the cache with the CLI's error reporting.
 
-use std::hash::{DefaultHasher, Hasher};
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
+use std::process::ExitCode;
 use std::sync::Arc;
 
-use std::process::ExitCode;
-
+use passel_cache::{dir_from_env, Cache, CacheError, CacheLocation, DiskStore, SourceCounts, DEFAULT_MAX_SIZE};
 use passel_engine::ir::{verify_module, Module};
-use passel_engine::transform::{Diagnostic, PassContext, PassError, Sequential};
-use passel_engine::{source_key, SessionError, StageKey, StageStore};
-
-use passel_passes::standard_session;
+use passel_engine::transform::PassContext;
 
 use crate::console::Console;
 
-mod record;
-mod remote;
-mod source;
-
-pub use record::{run_from_record, Lineage, RecordHit, RECORD_MAGIC};
-pub use remote::{RedisStore, Tiered, CONNECT_TIMEOUT, IO_TIMEOUT};
-pub use source::{function_texts, parse_cached, parse_piece, SourceCounts};
-
-/// The environment variable naming the cache directory when `--cache` is not given.
-pub const CACHE_DIR_ENV: &str = "PASSEL_CACHE_DIR";
-
-/// The default size cap: 1 GiB.
-pub const DEFAULT_MAX_SIZE: u64 = 1 << 30;
-
-/// A hit on an entry whose last use is older than this (milliseconds) records the new use.
-pub const TOUCH_AFTER_MS: u128 = 60_000;
-
-/// A stage cache directory.
-pub struct DiskStore {
-    dir: PathBuf,
-    hits: AtomicUsize,
-    misses: AtomicUsize,
-    rejected: AtomicUsize,
-    written: AtomicU64,
-    /// How much of `written` the usage ledger was told of.
-    ledgered: AtomicU64,
-    /// Whether a warning about an unusable directory was printed already (once per run).
-    warned: AtomicBool,
+/// Why the cache options do not name a usable cache.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheOptionsError {
+    /// `--cache` with a run the cache cannot serve.
+    #[error("--cache cannot be combined with instruments (--timing, --print-ir-*, --dump-ir, --reproducer), --trace or --opt-bisect-limit")]
+    Uncachable,
+    /// `passel cache` with neither `--cache` nor `PASSEL_CACHE_DIR`.
+    #[error("no cache directory: give --cache DIR or set {}", passel_cache::CACHE_DIR_ENV)]
+    NoDirectory,
+    /// A bad `--cache-max-size` or `--max-size`.
+    #[error(transparent)]
+    Size(#[from] SizeError),
+    /// The cache cannot be opened or cleared.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
 }
 
-/// What `passel cache stats` reports.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CacheStats {
-    /// Entries in the index.
-    pub entries: usize,
-    /// Their total size in bytes.
-    pub bytes: u64,
-}
-
-impl DiskStore {
-    /// The cache in `dir` (created on first write).
-    pub fn new(dir: impl Into<PathBuf>) -> DiskStore {
-        DiskStore {
-            dir: dir.into(),
-            hits: AtomicUsize::new(0),
-            misses: AtomicUsize::new(0),
-            rejected: AtomicUsize::new(0),
-            written: AtomicU64::new(0),
-            ledgered: AtomicU64::new(0),
-            warned: AtomicBool::new(false),
-        }
-    }
-
-    /// The directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// (hits, misses, rejected entries, bytes written) since the store was made.
-    pub fn counts(&self) -> (usize, usize, usize, u64) {
-        (
-            self.hits.load(Ordering::Relaxed),
-            self.misses.load(Ordering::Relaxed),
-            self.rejected.load(Ordering::Relaxed),
-            self.written.load(Ordering::Relaxed),
-        )
-    }
-
-    fn warn(&self, what: &str) {
-        if !self.warned.swap(true, Ordering::Relaxed) {
-            eprintln!("warning: cache {}: {what}; recomputing", self.dir.display());
-        }
-    }
-
-    fn entries_dir(&self) -> PathBuf {
-        self.dir.join("v1").join("entries")
-    }
-
-    fn path_of(&self, key: &StageKey) -> PathBuf {
-        let hex = key.to_hex();
-        self.entries_dir().join(&hex[..2]).join(&hex[2..])
-    }
-
-    /// The entries (path, size, last use), most recently used first.
-    fn entries(&self) -> Vec<(PathBuf, u64, SystemTime)> {
-        let mut out = Vec::new();
-        for shard in std::fs::read_dir(self.entries_dir()).into_iter().flatten().flatten() {
-            for entry in std::fs::read_dir(shard.path()).into_iter().flatten().flatten() {
-                if let Ok(meta) = entry.metadata() {
-                    if meta.is_file() {
-                        out.push((entry.path(), meta.len(), meta.modified().unwrap_or(UNIX_EPOCH)));
-                    }
-                }
-            }
-        }
-        out.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
-        out
-    }
-
-    /// How many entries the cache holds and their size.
-    pub fn stats(&self) -> CacheStats {
-        let entries = self.entries();
-        CacheStats { entries: entries.len(), bytes: entries.iter().map(|e| e.1).sum() }
-    }
-
-    /// Removes every entry.
-    pub fn clear(&self) -> Result<(), String> {
-        match std::fs::remove_dir_all(self.dir.join("v1")) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(format!("cannot clear cache {}: {e}", self.dir.display())),
-        }
-    }
-
-    /// The usage ledger: lines of byte counts whose sum bounds the directory's size from
-    /// above (each process appends what it wrote; [`DiskStore::gc`] rewrites it with the
-    /// size it found), so that a run need not list every entry to know the cache fits.
-    fn ledger(&self) -> PathBuf {
-        self.dir.join("v1").join("usage")
-    }
-
-    /// Adds `written` bytes to the ledger; whether the ledger says the cache still fits in
-    /// `max_size` (false without a ledger: a scan must tell). Overwriting an entry counts its
-    /// bytes again, so the bound only errs high; an append that races a `gc` rewriting the
-    /// ledger may be lost, and the next scan corrects it.
-    fn fits_after(&self, written: u64, max_size: u64) -> bool {
-        use std::io::Write;
-        let path = self.ledger();
-        let Ok(text) = std::fs::read_to_string(&path) else { return false };
-        let Some(total) = text.lines().map(|l| l.trim().parse::<u64>().ok()).sum::<Option<u64>>() else {
-            return false;
-        };
-        let appended = std::fs::File::options()
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(format!("{written}\n").as_bytes()));
-        appended.is_ok() && total.saturating_add(written) <= max_size
-    }
-
-    /// Removes the least recently used entries until the cache holds at most `max_size`
-    /// bytes (and writes abandoned over an hour ago); returns how many entries it removed.
-    /// Another process may be using the cache meanwhile: an entry it reads as this removes it
-    /// is a miss there.
-    pub fn gc(&self, max_size: u64) -> usize {
-        let hour_ago = SystemTime::now() - std::time::Duration::from_secs(3600);
-        for tmp in std::fs::read_dir(self.dir.join("v1").join("tmp")).into_iter().flatten().flatten() {
-            if tmp.metadata().and_then(|m| m.modified()).is_ok_and(|t| t < hour_ago) {
-                let _ = std::fs::remove_file(tmp.path());
-            }
-        }
-        let mut total = 0u64;
-        let mut kept = 0u64;
-        let mut removed = 0;
-        for (path, size, _) in self.entries() {
-            total += size;
-            if total > max_size && std::fs::remove_file(&path).is_ok() {
-                removed += 1;
-            } else {
-                kept += size;
-            }
-        }
-        // The ledger restarts from the size found (atomically: a reader sees the old or new).
-        let tmp_dir = self.dir.join("v1").join("tmp");
-        if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(&tmp_dir) {
-            if std::io::Write::write_all(&mut tmp, format!("{kept}\n").as_bytes()).is_ok() {
-                let _ = tmp.persist(self.ledger());
-            }
-        }
-        removed
-    }
-}
-
-impl StageStore for DiskStore {
-    fn get(&self, key: &StageKey) -> Option<Vec<u8>> {
-        let path = self.path_of(key);
-        let file = match std::fs::File::open(&path) {
-            Ok(file) => file,
-            Err(e) => {
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    self.warn(&format!("cannot read {} ({e})", path.display()));
-                }
-                return None;
-            }
-        };
-        // One fstat gives the size (one allocation, one read) and the last use.
-        let meta = file.metadata().ok();
-        let mut entry = Vec::with_capacity(meta.as_ref().map_or(0, |m| m.len() as usize));
-        if let Err(e) = (&file).read_to_end(&mut entry) {
-            self.misses.fetch_add(1, Ordering::Relaxed);
-            self.warn(&format!("cannot read {} ({e})", path.display()));
-            return None;
-        }
-        self.hits.fetch_add(1, Ordering::Relaxed);
-        let last_use = meta.and_then(|m| m.modified().ok()).unwrap_or(UNIX_EPOCH);
-        let now = SystemTime::now();
-        if now.duration_since(last_use).is_ok_and(|d| d.as_millis() > TOUCH_AFTER_MS) {
-            // Records the use for the LRU order; failing only makes eviction less exact.
-            if let Ok(f) = std::fs::File::options().append(true).open(&path) {
-                let _ = f.set_modified(now);
-            }
-        }
-        Some(entry)
-    }
-
-    fn put(&self, key: &StageKey, entry: &[u8]) {
-        let path = self.path_of(key);
-        let tmp_dir = self.dir.join("v1").join("tmp");
-        // The directories usually exist: they are made only when a create or a rename says
-        // they do not (two syscalls fewer per entry written).
-        let write = || -> std::io::Result<()> {
-            let mut tmp = match tempfile::NamedTempFile::new_in(&tmp_dir) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    std::fs::create_dir_all(&tmp_dir)?;
-                    tempfile::NamedTempFile::new_in(&tmp_dir)?
-                }
-                made => made?,
-            };
-            std::io::Write::write_all(&mut tmp, entry)?;
-            match tmp.persist(&path) {
-                Err(e) if e.error.kind() == std::io::ErrorKind::NotFound => {
-                    if let Some(parent) = path.parent() {
-                        std::fs::create_dir_all(parent)?;
-                    }
-                    e.file.persist(&path).map_err(|e| e.error)?;
-                }
-                done => {
-                    done.map_err(|e| e.error)?;
-                }
-            }
-            Ok(())
-        };
-        match write() {
-            Ok(()) => {
-                self.written.fetch_add(entry.len() as u64, Ordering::Relaxed);
-            }
-            Err(e) => self.warn(&format!("cannot write an entry ({e})")),
-        }
-    }
-
-    fn rejected(&self, key: &StageKey, reason: &str) {
-        self.rejected.fetch_add(1, Ordering::Relaxed);
-        eprintln!("warning: cache {}: entry {key} ignored: {reason}; recomputing", self.dir.display());
-        let _ = std::fs::remove_file(self.path_of(key));
-    }
-}
-
-/// A name for the code of this executable (its passes included): [`build_id_of`] the
-/// executable. Entries made by another build are never used.
-pub fn build_id(dir: &Path) -> String {
-    match std::env::current_exe() {
-        Ok(exe) => build_id_of(&exe, dir),
-        Err(_) => "unknown-build".to_string(),
-    }
-}
-
-/// A name for the code in the file `code` (an executable, or the Python extension module): a
-/// hash of its bytes, kept in `dir/builds/` under the file's size and modification time so it
-/// is computed once per build.
-pub fn build_id_of(exe: &Path, dir: &Path) -> String {
-    let Ok(meta) = std::fs::metadata(exe) else { return "unknown-build".to_string() };
-    let mtime = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
-    let memo = dir.join("builds").join(format!("{}-{mtime}", meta.len()));
-    if let Ok(id) = std::fs::read_to_string(&memo) {
-        if id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return id;
-        }
-    }
-    let Ok(mut file) = std::fs::File::open(exe) else { return "unknown-build".to_string() };
-    let mut h = DefaultHasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => h.write(&buf[..n]),
-            Err(_) => return "unknown-build".to_string(),
-        }
-    }
-    let id = format!("{:016x}", h.finish());
-    if let Some(parent) = memo.parent() {
-        if std::fs::create_dir_all(parent).is_ok() {
-            // Written whole to a temporary file and renamed, so a reader never sees half of it.
-            if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(parent) {
-                use std::io::Write;
-                if tmp.write_all(id.as_bytes()).is_ok() {
-                    let _ = tmp.persist(&memo);
-                }
-            }
-        }
-    }
-    id
+/// A size option that is not a size ([`parse_size`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// Not digits with an optional unit.
+    #[error("invalid size `{0}` (expected e.g. 512M or 2G)")]
+    Invalid(String),
+    /// More bytes than a `u64` holds.
+    #[error("size `{0}` is too large")]
+    TooLarge(String),
 }
 
 /// The cache options of `passel run`, `passel watch` and `passel bench`.
@@ -357,215 +59,52 @@ pub struct CacheArgs {
     pub cache_max_size: Option<String>,
 }
 
-/// Where a run keeps its cache.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CacheLocation {
-    /// A directory.
-    Dir(PathBuf),
-    /// A Redis server (`url`) with the directory `local` in front.
-    Redis {
-        /// `redis://…` or `rediss://…`.
-        url: String,
-        /// The local tier.
-        local: PathBuf,
-    },
-}
-
 impl CacheArgs {
     /// The cache a run with `ctx` uses: `--cache`, else `PASSEL_CACHE_DIR`. A context the
     /// session cannot run (instruments, a tracer, opt-bisect: `uncachable`) is an error with
     /// `--cache` and runs without the cache with the environment variable.
-    pub fn location_for(&self, ctx: &PassContext, uncachable: bool) -> Result<Option<CacheLocation>, String> {
+    pub fn location_for(
+        &self,
+        ctx: &PassContext,
+        uncachable: bool,
+    ) -> Result<Option<CacheLocation>, CacheOptionsError> {
         let uncachable = uncachable || ctx.has_instruments() || ctx.tracer().is_some() || ctx.opt_bisect().is_some();
         if self.cache.is_some() && uncachable {
-            return Err(
-                "--cache cannot be combined with instruments (--timing, --print-ir-*, --dump-ir, --reproducer), --trace or --opt-bisect-limit"
-                    .to_string(),
-            );
+            return Err(CacheOptionsError::Uncachable);
         }
         Ok(self.location().filter(|_| !uncachable))
     }
 
     /// The cache named by `--cache` or the environment, whatever the context.
     pub fn location(&self) -> Option<CacheLocation> {
-        let env_dir = || std::env::var_os(CACHE_DIR_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
         match &self.cache {
-            Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => {
-                let local = self.cache_local.clone().or_else(env_dir).unwrap_or_else(default_local_dir);
-                Some(CacheLocation::Redis { url: url.clone(), local })
-            }
-            Some(dir) => Some(CacheLocation::Dir(PathBuf::from(dir))),
-            None => env_dir().map(CacheLocation::Dir),
+            Some(spec) => Some(CacheLocation::from_spec(spec, self.cache_local.clone())),
+            None => dir_from_env().map(CacheLocation::Dir),
         }
     }
 
     /// The size cap.
-    pub fn max_size(&self) -> Result<u64, String> {
+    pub fn max_size(&self) -> Result<u64, SizeError> {
         self.cache_max_size.as_deref().map_or(Ok(DEFAULT_MAX_SIZE), parse_size)
     }
-}
 
-/// The local tier of a Redis cache when none is named: `$XDG_CACHE_HOME/passel`, else
-/// `~/.cache/passel`, else `.passel-cache`.
-fn default_local_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(dir).join("passel");
-    }
-    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        Some(home) => PathBuf::from(home).join(".cache").join("passel"),
-        None => PathBuf::from(".passel-cache"),
-    }
-}
-
-/// An opened cache: the store a session uses, its tiers and the build id keying it.
-pub struct Cache {
-    /// What the session reads and writes.
-    pub store: Arc<dyn StageStore>,
-    /// The local directory (the whole cache, or the tier in front of the remote one).
-    pub disk: Arc<DiskStore>,
-    /// The remote tier, if any.
-    pub remote: Option<Arc<RedisStore>>,
-    /// The build id.
-    pub build: String,
-    /// The size cap of the directory.
-    pub max_size: u64,
-    /// What the notes call it.
-    pub label: String,
-}
-
-impl Cache {
-    /// Opens the cache at `location` for the code of this executable (nothing is read or
-    /// connected yet).
-    pub fn open(location: &CacheLocation, max_size: u64) -> Result<Cache, String> {
-        Cache::open_with(location, max_size, build_id)
+    /// The cache `--cache` or `PASSEL_CACHE_DIR` names, opened for this executable; `None`
+    /// when neither names one.
+    pub fn open(&self) -> Result<Option<Cache>, CacheOptionsError> {
+        self.open_at(self.location())
     }
 
-    /// Opens the cache at `location` for the code in the file `code` (the Python extension
-    /// module: there the executable is the interpreter).
-    pub fn open_for_code(location: &CacheLocation, max_size: u64, code: &Path) -> Result<Cache, String> {
-        Cache::open_with(location, max_size, |dir| build_id_of(code, dir))
+    /// The cache a run with `ctx` uses ([`CacheArgs::location_for`]), opened.
+    pub fn open_for(&self, ctx: &PassContext, uncachable: bool) -> Result<Option<Cache>, CacheOptionsError> {
+        self.open_at(self.location_for(ctx, uncachable)?)
     }
 
-    fn open_with(location: &CacheLocation, max_size: u64, build: impl Fn(&Path) -> String) -> Result<Cache, String> {
+    fn open_at(&self, location: Option<CacheLocation>) -> Result<Option<Cache>, CacheOptionsError> {
         match location {
-            CacheLocation::Dir(dir) => {
-                let disk = Arc::new(DiskStore::new(dir));
-                Ok(Cache {
-                    store: disk.clone(),
-                    disk,
-                    remote: None,
-                    build: build(dir),
-                    max_size,
-                    label: dir.display().to_string(),
-                })
-            }
-            CacheLocation::Redis { url, local } => {
-                let far = Arc::new(RedisStore::open(url)?);
-                let tiered = Arc::new(Tiered::new(local, far.clone()));
-                Ok(Cache {
-                    disk: tiered.near.clone(),
-                    store: tiered,
-                    label: format!("{} (local {})", far.label(), local.display()),
-                    remote: Some(far),
-                    build: build(local),
-                    max_size,
-                })
-            }
+            Some(location) => Ok(Some(Cache::open(&location, self.max_size()?)?)),
+            None => Ok(None),
         }
     }
-
-    /// Parses `text` reading unchanged functions from the cache (see `source.rs`); `None`
-    /// when the caller must parse it whole.
-    pub fn parse(&self, text: &str, threads: usize) -> Option<(Module, SourceCounts)> {
-        source::parse_cached(text, &*self.store, &self.build, threads)
-    }
-
-    /// The key of the run entry of `text` run under `settings` (the pipeline options as words).
-    pub fn run_key(&self, settings: &str, text: &str) -> StageKey {
-        // A source key under a build string no source key has: a separate key space.
-        source_key(&format!("{}\0run\0{settings}", self.build), text)
-    }
-
-    /// The printed output of an earlier run whose key is `key`, when the cache has it and it
-    /// checks (see [`RUN_MAGIC`]); a damaged entry is reported and dropped.
-    pub fn get_run(&self, key: &StageKey) -> Option<String> {
-        self.get_checked(key, open_run_entry)
-    }
-
-    /// The entry under `key` as `open` reads it, when the cache has one and it checks; a
-    /// damaged entry is reported and dropped.
-    pub(crate) fn get_checked<T>(
-        &self,
-        key: &StageKey,
-        open: impl FnOnce(&[u8], &StageKey) -> Result<T, &'static str>,
-    ) -> Option<T> {
-        let entry = self.store.get(key)?;
-        match open(&entry, key) {
-            Ok(found) => Some(found),
-            Err(reason) => {
-                self.store.rejected(key, reason);
-                None
-            }
-        }
-    }
-
-    /// Keeps `output`, the printed output of the run whose key is `key`.
-    pub fn put_run(&self, key: &StageKey, output: &str) {
-        let mut entry = Vec::with_capacity(output.len() + 36);
-        entry.extend_from_slice(RUN_MAGIC);
-        entry.extend_from_slice(&key.0);
-        entry.extend_from_slice(&run_checksum(output.as_bytes()).to_le_bytes());
-        entry.extend_from_slice(&(output.len() as u64).to_le_bytes());
-        entry.extend_from_slice(output.as_bytes());
-        self.store.put(key, &entry);
-    }
-
-    /// Trims the directory to its cap when this process wrote to it; returns the entries
-    /// removed.
-    pub fn trim(&self) -> usize {
-        // Only what was written since the last call goes to the ledger.
-        let written = self.disk.counts().3;
-        let new = written.saturating_sub(self.disk.ledgered.swap(written, Ordering::Relaxed));
-        if new > 0 && !self.disk.fits_after(new, self.max_size) {
-            self.disk.gc(self.max_size)
-        } else {
-            0
-        }
-    }
-}
-
-/// The first bytes of a run entry: what `passel run --cache` printed for a whole module text
-/// under given settings, kept only for runs that succeeded without a diagnostic. Layout: this
-/// magic, the key (16 bytes), a checksum of the output (8), its length (8), the output. The
-/// key is [`Cache::run_key`]: the build, the entry format and engine version, the pipeline
-/// options and the whole text, so any change to the text or the options misses it.
-pub const RUN_MAGIC: &[u8; 4] = b"PSLR";
-
-fn run_checksum(bytes: &[u8]) -> u64 {
-    let mut h = DefaultHasher::new();
-    h.write(bytes);
-    h.finish()
-}
-
-/// The output in the run entry `entry` for `key`, or why it is refused.
-fn open_run_entry(entry: &[u8], key: &StageKey) -> Result<String, &'static str> {
-    let header = entry.get(..36).ok_or("truncated run entry")?;
-    if &header[..4] != RUN_MAGIC {
-        return Err("not a run entry");
-    }
-    if header[4..20] != key.0 {
-        return Err("run entry for another key");
-    }
-    let sum = u64::from_le_bytes(header[20..28].try_into().map_err(|_| "truncated run entry")?);
-    let len = u64::from_le_bytes(header[28..36].try_into().map_err(|_| "truncated run entry")?);
-    let body = &entry[36..];
-    if body.len() as u64 != len {
-        return Err("run entry of the wrong length");
-    }
-    if run_checksum(body) != sum {
-        return Err("checksum mismatch");
-    }
-    String::from_utf8(body.to_vec()).map_err(|_| "run entry is not UTF-8")
 }
 
 /// Loads `path` as `crate::cmd::load` does, parsing a `.pir` file through `cache` when there
@@ -612,22 +151,6 @@ pub fn parse_text(
     crate::cmd::parse_source(console, path, src).map(|(m, src)| (m, src, None))
 }
 
-/// What a cached run gives.
-pub struct CachedRun {
-    /// The pipeline's result.
-    pub result: Result<Module, PassError>,
-    /// Its diagnostics, in serial order.
-    pub diagnostics: Vec<Diagnostic>,
-    /// A line for stderr: what was recomputed and reused.
-    pub note: String,
-    /// Per function stage, its label and the functions it recomputed (`--cache-report`).
-    pub recomputed: Vec<(String, Vec<Arc<str>>)>,
-    /// The session that ran (a process about to exit may leave it unfreed).
-    pub session: passel_engine::Session,
-    /// The run's record for the next process (`record.rs`), when it can have one.
-    pub record: Option<passel_engine::RunRecord>,
-}
-
 /// The `--cache-report` text of a run whose function stages recomputed `recomputed` (label,
 /// functions): one line per function stage, `STAGE<TAB>@f @g …`.
 pub fn report(recomputed: &[(String, Vec<Arc<str>>)]) -> String {
@@ -637,73 +160,6 @@ pub fn report(recomputed: &[(String, Vec<Arc<str>>)]) -> String {
         out.push_str(&format!("{label}\t{}\n", names.join(" ")));
     }
     out
-}
-
-/// Runs `pipeline` on `module` under `ctx` through a session backed by `cache`; `parsed`
-/// says how the module was read (when it went through the cache), `lineage` the pieces of its
-/// text (when the run may leave a record of itself).
-pub fn run_cached(
-    pipeline: &Sequential,
-    ctx: &PassContext,
-    module: &Module,
-    cache: &Cache,
-    parsed: Option<SourceCounts>,
-    lineage: Option<&Lineage<'_>>,
-) -> Result<CachedRun, String> {
-    let mut session = standard_session(pipeline.clone(), ctx).map_err(|e| e.to_string())?;
-    // One run: salsa's memos would serve no later run, so the run goes through the one stage
-    // loop without them (lean mode), which asks the store a stage's keys in batches.
-    session.set_memory_mode(passel_engine::MemoryMode::Lean);
-    session.set_store(Some((cache.store.clone(), cache.build.clone()))).map_err(|e| e.to_string())?;
-    session.load(module);
-    let (result, diagnostics, recomputed, per_stage) = match session.run() {
-        Ok(out) => {
-            let per_stage = out.stats.recomputed_per_stage();
-            (Ok(out.module.clone()), out.diagnostics.clone(), out.stats.recomputed_functions(), per_stage)
-        }
-        Err(SessionError::Pass(e)) => (Err(e), Vec::new(), Vec::new(), Vec::new()),
-        Err(e) => return Err(e.to_string()),
-    };
-    // The record, when the module was read through the cache (its pieces are its functions).
-    let record = match (lineage, parsed) {
-        (Some(lineage), Some(_)) if result.is_ok() && diagnostics.is_empty() => {
-            session.run_record(lineage.sources().to_vec())
-        }
-        _ => None,
-    };
-    let parsed = parsed.map(|c| (c.parsed, c.reused));
-    let note = run_note(cache, &recomputed, module.len(), parsed);
-    Ok(CachedRun { result, diagnostics, note, recomputed: per_stage, session, record })
-}
-
-/// The line a run through `cache` prints on stderr: the functions recomputed (of `total`),
-/// the functions parsed and reused (when the text went through the cache), the store's counts.
-/// Trims the directory to its cap.
-pub(crate) fn run_note(cache: &Cache, recomputed: &[Arc<str>], total: usize, parsed: Option<(usize, usize)>) -> String {
-    let (hits, misses, rejected, written) = cache.disk.counts();
-    // With a remote tier, a local miss that the server answered is a reuse, not a computation.
-    let remote_hits = cache.remote.as_ref().map_or(0, |r| r.counts().0);
-    let (hits, misses) = (hits + remote_hits, misses.saturating_sub(remote_hits));
-    let evicted = cache.trim();
-    let mut names: Vec<String> = recomputed.iter().take(8).map(|n| format!("@{n}")).collect();
-    if recomputed.len() > 8 {
-        names.push(format!("… {} more", recomputed.len() - 8));
-    }
-    let list = if names.is_empty() { String::new() } else { format!(" ({})", names.join(", ")) };
-    let parse = match parsed {
-        Some((parsed, reused)) => format!("; {parsed} of {} functions parsed", parsed + reused),
-        None => String::new(),
-    };
-    let remote = match &cache.remote {
-        Some(r) if r.is_down() => "; remote cache unavailable".to_string(),
-        Some(r) => format!("; remote {} hits, {} misses", r.counts().0, r.counts().1),
-        None => String::new(),
-    };
-    format!(
-        "cache {}: {} of {total} functions recomputed{list}{parse}; {hits} results reused, {misses} computed, {rejected} rejected, {written} bytes written, {evicted} evicted{remote}\n",
-        cache.label,
-        recomputed.len(),
-    )
 }
 
 /// `passel cache`: inspect or trim a cache directory.
@@ -729,15 +185,11 @@ pub struct CacheDirArgs {
 }
 
 /// Runs a `passel cache` command; returns what to print.
-pub fn cache_command(cmd: &CacheCommand) -> Result<String, String> {
+pub fn cache_command(cmd: &CacheCommand) -> Result<String, CacheOptionsError> {
     let args = match cmd {
         CacheCommand::Stats(a) | CacheCommand::Clear(a) | CacheCommand::Gc(a) => a,
     };
-    let dir = args
-        .cache
-        .clone()
-        .or_else(|| std::env::var_os(CACHE_DIR_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
-        .ok_or_else(|| format!("no cache directory: give --cache DIR or set {CACHE_DIR_ENV}"))?;
+    let dir = args.cache.clone().or_else(dir_from_env).ok_or(CacheOptionsError::NoDirectory)?;
     let store = DiskStore::new(&dir);
     match cmd {
         CacheCommand::Stats(_) => {
@@ -769,22 +221,22 @@ pub fn cache_command(cmd: &CacheCommand) -> Result<String, String> {
 }
 
 /// Parses a size such as `512M`, `2G`, `1048576`.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => t.split_at(i),
         None => (t, ""),
     };
-    let n: u64 = digits.parse().map_err(|_| format!("invalid size `{text}` (expected e.g. 512M or 2G)"))?;
+    let n: u64 = digits.parse().map_err(|_| SizeError::Invalid(text.to_string()))?;
     let mult: u64 = match unit.to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
         "" => 1,
         "K" => 1 << 10,
         "M" => 1 << 20,
         "G" => 1 << 30,
         "T" => 1 << 40,
-        _ => return Err(format!("invalid size `{text}` (expected e.g. 512M or 2G)")),
+        _ => return Err(SizeError::Invalid(text.to_string())),
     };
-    n.checked_mul(mult).ok_or_else(|| format!("size `{text}` is too large"))
+    n.checked_mul(mult).ok_or_else(|| SizeError::TooLarge(text.to_string()))
 }
 
 #[cfg(test)]
@@ -796,60 +248,7 @@ mod tests {
         assert_eq!(parse_size("1048576"), Ok(1 << 20));
         assert_eq!(parse_size("512M"), Ok(512 << 20));
         assert_eq!(parse_size("2GiB"), Ok(2 << 30));
-        assert!(parse_size("lots").is_err());
-    }
-
-    #[test]
-    fn gc_keeps_the_most_recently_used_entries_under_the_cap() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = DiskStore::new(dir.path());
-        for i in 0..4u8 {
-            let key = StageKey([i; 16]);
-            store.put(&key, &vec![i; 1000]);
-            // Distinct times, oldest first.
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert_eq!(store.stats(), CacheStats { entries: 4, bytes: 4000 });
-        assert_eq!(store.gc(2500), 2);
-        assert_eq!(store.stats(), CacheStats { entries: 2, bytes: 2000 });
-        assert!(store.get(&StageKey([3; 16])).is_some());
-        assert!(store.get(&StageKey([2; 16])).is_some());
-        assert!(store.get(&StageKey([0; 16])).is_none());
-        store.clear().expect("clear");
-        assert_eq!(store.stats(), CacheStats::default());
-    }
-
-    #[test]
-    fn a_rejected_entry_is_dropped() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = DiskStore::new(dir.path());
-        let key = StageKey([7; 16]);
-        store.put(&key, b"entry bytes");
-        // Damage every content file.
-        for file in walk(&dir.path().join("v1")) {
-            std::fs::write(&file, b"damaged").expect("overwrite content");
-        }
-        // The store hands out the bytes; the engine's checks reject them and the store drops
-        // the entry.
-        assert_eq!(store.get(&key).as_deref(), Some(&b"damaged"[..]));
-        store.rejected(&key, "test");
-        assert_eq!(store.counts().2, 1);
-        assert!(store.get(&key).is_none());
-    }
-
-    fn walk(dir: &Path) -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                let p = entry.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    out.push(p);
-                }
-            }
-        }
-        out
+        assert_eq!(parse_size("lots"), Err(SizeError::Invalid("lots".to_string())));
+        assert_eq!(parse_size("99999999999T"), Err(SizeError::TooLarge("99999999999T".to_string())));
     }
 }

@@ -14,11 +14,85 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use passel_engine::ir::{parse_module, verify_module, Module};
+use passel_engine::transform::PassError;
 
-use crate::args::check_input_shapes;
+use crate::args::{check_input_shapes, OptionsError};
+use crate::cache::CacheOptionsError;
 use crate::console::Console;
+use crate::debug::reproducer::{HeaderError, NoReproducer};
 use crate::files::{FileError, ModuleSource};
+use crate::onnx::OnnxError;
+use crate::watch::WatchError;
 use crate::{diag, onnx};
+
+/// Why `passel run` or `passel watch` stops with an error (the message `error: …` says what
+/// and where; errors in the input file itself are rendered with their source instead).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// Pipeline, thread or output options that do not fit together.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// `--cache`, `--cache-local` or `--cache-max-size` that name no usable cache.
+    #[error(transparent)]
+    CacheOptions(#[from] CacheOptionsError),
+    /// The cached run's session could not be made (`passel_cache::run_cached`).
+    #[error(transparent)]
+    Cache(#[from] passel_cache::CacheError),
+    /// `--cache-report` without a cache.
+    #[error("--cache-report needs a cache (--cache DIR|URL or PASSEL_CACHE_DIR)")]
+    ReportWithoutCache,
+    /// A crash reproducer whose header line is broken.
+    #[error("{}: {source}", file.display())]
+    ReproducerHeader {
+        /// The reproducer.
+        file: PathBuf,
+        /// What is wrong with its quoting.
+        source: HeaderError,
+    },
+    /// A crash reproducer whose header's options are not valid options.
+    #[error("{}: {source}", file.display())]
+    ReproducerOptions {
+        /// The reproducer.
+        file: PathBuf,
+        /// Why the options are refused.
+        source: OptionsError,
+    },
+    /// `--verify-each` with `--config testing.verify_each=false`.
+    #[error("--verify-each contradicts --config {entry}")]
+    VerifyEachContradicts {
+        /// The `--config` entry, trimmed.
+        entry: String,
+    },
+    /// The pipeline failed, or its context could not be made or entered.
+    #[error(transparent)]
+    Pass(#[from] PassError),
+    /// No crash reproducer can name the failing pass call.
+    #[error(transparent)]
+    NoReproducer(#[from] NoReproducer),
+    /// A report file (`--trace`, `--stats-json`, `--cache-report`, `--reproducer`) cannot be
+    /// written.
+    #[error("cannot write {what} {}: {source}", path.display())]
+    Report {
+        /// Which report: `trace`, `statistics`, `cache report`, `reproducer`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The output cannot be written.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// A malformed `--input-shape`.
+    #[error(transparent)]
+    Onnx(#[from] OnnxError),
+    /// `passel watch` could not watch, run or write.
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+    /// Standard error is gone (a note could not be written).
+    #[error("cannot write to stderr")]
+    Stderr,
+}
 
 /// Reads the text of `path` ("-" for stdin); a binary module is an error here (see
 /// [`read_module_source`] for the commands that take either).

@@ -105,13 +105,13 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(console, *args),
         Command::Bench(args) => match bench::run_cli(&args, Some(&HEAP), console) {
             Ok(table) => write_stdout(console, &table),
-            Err(e) => console.error(&e),
+            Err(e) => console.error(&e.to_string()),
         },
         Command::Watch(args) => cmd::watch::watch(console, args),
         Command::Bisect(args) => cmd::bisect::bisect(console, *args),
         Command::Cache(c) => match passel_harness::cache::cache_command(&c) {
             Ok(text) => write_stdout(console, &text),
-            Err(e) => console.error(&e),
+            Err(e) => console.error(&e.to_string()),
         },
         Command::Passes => write_stdout(console, &cmd::list::list_passes_text()),
         Command::Configs => write_stdout(console, &cmd::list::list_configs_text()),

@@ -47,7 +47,7 @@ pub struct WatchOptions {
     pub import: passel_engine::frontend::onnx::ImportOptions,
     /// The persistent stage cache (`--cache`): a restarted watch recomputes only what no
     /// earlier process computed.
-    pub cache: Option<std::sync::Arc<crate::cache::Cache>>,
+    pub cache: Option<std::sync::Arc<passel_cache::Cache>>,
 }
 
 /// Errors that end the watch.

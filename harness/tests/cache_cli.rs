@@ -136,7 +136,7 @@ fn standard_pipeline_outputs_are_identical_with_a_cache() {
         // The warm run's output is the first one's run entry.
         assert!(stderr(&warm).contains(RUN_ENTRY_NOTE), "{}", stderr(&warm));
         // With a comment above the first function no run entry answers: the run goes from
-        // the record of the first run (`cache/record.rs`), parses only the first function's
+        // the record of the first run (passel-cache's `record.rs`), parses only the first function's
         // text and recomputes nothing (that function is the same).
         let touched = write(&dir, "touched.pir", &format!("// touched at -O{opt}\n{text}"));
         let t = touched.to_str().expect("utf-8 path");
@@ -309,5 +309,34 @@ fn a_run_with_diagnostics_keeps_no_run_entry_and_reports_them_every_time() {
     let refused = passel(&["run", g, "--cache-report", r]);
     assert!(!refused.status.success());
     assert!(stderr(&refused).contains("--cache-report needs a cache"), "{}", stderr(&refused));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each cache option error a user can reach, and each report file that cannot be written,
+/// says what is wrong and where; the run fails without printing a module.
+#[test]
+fn cache_option_errors_say_what_is_wrong() {
+    let dir = temp_dir("cache-option-errors");
+    let cache = dir.join("cache");
+    let file = write(&dir, "m.pir", &module_text(2));
+    let (f, c) = (file.to_str().expect("utf-8 path"), cache.to_str().expect("utf-8 path"));
+    let refused = |args: &[&str], expected: &str| {
+        let out = cli::bin().args(args).env_remove("PASSEL_CACHE_DIR").output().expect("the passel binary runs");
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(out.stdout.is_empty(), "{args:?} printed output");
+        let err = stderr(&out);
+        assert!(err.contains(expected), "{args:?}: expected `{expected}` in: {err}");
+    };
+    refused(&["cache", "stats"], "no cache directory: give --cache DIR or set PASSEL_CACHE_DIR");
+    refused(&["run", f, "--cache", c, "--cache-max-size", "lots"], "invalid size `lots` (expected e.g. 512M or 2G)");
+    refused(&["cache", "gc", "--cache", c, "--max-size", "99999999999T"], "size `99999999999T` is too large");
+    refused(&["run", f, "--cache", "redis://user:secret@127.0.0.1:notaport/0"], "invalid cache URL `redis://***@");
+    refused(&["run", f, "--cache", c, "--timing"], "--cache cannot be combined with instruments");
+    // Report files that cannot be written name the report and the file.
+    let missing = dir.join("no-such-dir").join("out");
+    let m = missing.to_str().expect("utf-8 path");
+    refused(&["run", f, "--cache", c, "--cache-report", m], &format!("cannot write cache report {m}"));
+    refused(&["run", f, "--trace", m], &format!("cannot write trace {m}"));
+    refused(&["run", f, "--stats-json", m], &format!("cannot write statistics {m}"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -154,7 +154,7 @@ fn a_second_machine_reuses_what_the_first_computed() {
     assert_eq!(second.stdout, cold.stdout);
     assert!(note(&second).contains(RUN_ENTRY_NOTE), "{}", note(&second));
     // A third machine with a text no run entry answers: the run record and the entries the
-    // changed first function reaches come from the server (`cache/record.rs`).
+    // changed first function reaches come from the server (passel-cache's `record.rs`).
     let edited = touched(&file, "third");
     let third = run(&edited, Some((&url, &dir.join("machine-c"))));
     assert_eq!(third.stdout, cold.stdout);
@@ -269,7 +269,7 @@ fn a_slow_server_costs_bounded_time_and_gives_correct_output() {
     let file = write(&dir, "m.pir", &module_text(10, 6));
     let cold = run(&file, None);
     // Every reply arrives after the read timeout.
-    let port = proxy(base, passel_harness::cache::IO_TIMEOUT + Duration::from_secs(1), None);
+    let port = proxy(base, passel_cache::IO_TIMEOUT + Duration::from_secs(1), None);
     let start = Instant::now();
     let out = run(&file, Some((&format!("redis://127.0.0.1:{port}/3"), &dir.join("local"))));
     assert_eq!(out.stdout, cold.stdout);

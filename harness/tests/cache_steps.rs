@@ -14,7 +14,7 @@
 //! earlier process saw.
 //!
 //! A body edit of a function that is not inlined and calls nothing inlined is taken by the edit
-//! path over the cache (`cache/record.rs`: the process starts from the record of the last run
+//! path over the cache (passel-cache's `record.rs`: the process starts from the record of the last run
 //! on the same functions and decodes nothing the edit does not reach); the test checks that
 //! such a step says so, besides the above.
 //!

@@ -1,18 +1,16 @@
 //! Incremental sessions for Python: the engine's `Session` behind a lock, run with the GIL
 //! released. `passel/session.py` adds the Python-pass version rule on top.
 //!
-//! `Session(cache=…)` keeps stage results in the CLI's persistent cache (a directory, or a
-//! Redis server with a directory in front), through `passel_harness::cache`: the package
-//! already depends on passel-harness (for the ONNX file loader), so the store is the CLI's
-//! one, not a second one written here; it moves below the CLI with the loader.
+//! `Session(cache=…)` keeps stage results in the persistent cache (a directory, or a Redis
+//! server with a directory in front) of passel-cache, the same store as `passel run --cache`.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use passel_cache::{Cache, CacheLocation, DEFAULT_MAX_SIZE};
 use passel_engine::ir::{parse_module, verify_module};
 use passel_engine::transform::Sequential;
 use passel_engine::{RunStats, Session as RSession};
-use passel_harness::cache::{Cache, CacheArgs, DEFAULT_MAX_SIZE};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -81,10 +79,9 @@ pub struct SessionHandle {
 /// for the code of this extension module, so entries made by another build of it are never
 /// used (the executable is the Python interpreter, which says nothing about the passes).
 fn open_cache(py: Python<'_>, spec: &str, local: Option<PathBuf>) -> PyResult<Cache> {
-    let args = CacheArgs { cache: Some(spec.to_string()), cache_local: local, ..CacheArgs::default() };
-    let location = args.location().ok_or_else(|| PyValueError::new_err("empty cache location"))?;
+    let location = CacheLocation::from_spec(spec, local);
     let code: PathBuf = py.import("passel._passel")?.getattr("__file__")?.extract()?;
-    Cache::open_for_code(&location, DEFAULT_MAX_SIZE, &code).map_err(PyValueError::new_err)
+    Cache::open_for_code(&location, DEFAULT_MAX_SIZE, &code).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 impl SessionHandle {

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use passel_engine::ir::{parse_module, print_module};
 use passel_engine::transform::{Pass, PassContext};
 
-use super::{count_bindings, measure, BenchConfig, BenchRow};
-use crate::cache::{run_cached, Cache, CacheLocation, DiskStore, DEFAULT_MAX_SIZE};
+use super::{count_bindings, measure, BenchConfig, BenchError, BenchRow};
+use passel_cache::{run_cached, Cache, CacheLocation, DiskStore, DEFAULT_MAX_SIZE};
 
 /// How big the cache ended up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,21 +39,28 @@ impl CacheSize {
 }
 
 /// One whole run of `text`: parsed (through `cache`, if any), the pipeline, printed.
-fn whole_run(cfg: &BenchConfig<'_>, ctx: &PassContext, text: &str, cache: Option<&Cache>) -> Result<String, String> {
+fn whole_run(
+    cfg: &BenchConfig<'_>,
+    ctx: &PassContext,
+    text: &str,
+    cache: Option<&Cache>,
+) -> Result<String, BenchError> {
     let threads = ctx.num_threads();
     let parsed = cache.and_then(|c| c.parse(text, threads));
     let (module, counts) = match parsed {
         Some((m, counts)) => (m, Some(counts)),
-        None => (parse_module(text).map_err(|e| e.to_string())?, None),
+        None => {
+            let m = parse_module(text)
+                .map_err(|errors| BenchError::Reparse { what: "the printed workload".to_string(), errors })?;
+            (m, None)
+        }
     };
     let out = match cache {
-        Some(cache) => {
-            run_cached(cfg.pipeline, ctx, &module, cache, counts, None)?.result.map_err(|e| e.to_string())?
-        }
+        Some(cache) => run_cached(cfg.pipeline, ctx, &module, cache, counts, None)?.result?,
         None => {
-            let res = ctx.scope(|| cfg.pipeline.run(module, ctx)).map_err(|e| e.to_string())?;
+            let res = ctx.scope(|| cfg.pipeline.run(module, ctx))?;
             drop(ctx.diagnostics().take());
-            res.map_err(|e| e.to_string())?
+            res?
         }
     };
     Ok(print_module(&out))
@@ -65,11 +72,11 @@ pub fn cache_rows(
     cfg: &BenchConfig<'_>,
     threads: usize,
     progress: &mut dyn FnMut(),
-) -> Result<(Vec<BenchRow>, CacheSize), String> {
+) -> Result<(Vec<BenchRow>, CacheSize), BenchError> {
     let size = (cfg.module.len(), count_bindings(cfg.module));
-    let ctx = cfg.options.context()?.num_threads(threads).build().map_err(|e| e.to_string())?;
+    let ctx = cfg.options.context()?.num_threads(threads).build()?;
     let text = print_module(cfg.module);
-    let root = tempfile::tempdir().map_err(|e| format!("cannot make a temporary cache directory: {e}"))?;
+    let root = tempfile::tempdir().map_err(BenchError::TempDir)?;
     let dir = root.path().join("cache");
     let open = || Cache::open(&CacheLocation::Dir(dir.clone()), DEFAULT_MAX_SIZE);
     let (cold, reference) =
@@ -78,7 +85,7 @@ pub fn cache_rows(
         if out == reference {
             Ok(())
         } else {
-            Err(format!("the {label} run printed a different module than the serial run"))
+            Err(BenchError::Differs { run: format!("the {label} run"), reference: "the serial run" })
         }
     };
 
@@ -127,7 +134,7 @@ pub fn cache_rows(
     })?;
     let expected = whole_run(cfg, &ctx, &edited_reference, None)?;
     if out != expected {
-        return Err("the cache-edit run printed a different module than a run without a cache".to_string());
+        return Err(BenchError::Differs { run: "the cache-edit run".to_string(), reference: "a run without a cache" });
     }
     Ok((vec![cold, fill, no_change, edit], cache_size))
 }
@@ -135,12 +142,12 @@ pub fn cache_rows(
 /// `text` (a printed module) with a dead binding `let %passel_bench_edit = ROUND.0f;` at the
 /// start of the body of `@name`: a body edit that keeps the signature and differs in every
 /// round.
-pub(crate) fn edited_text(text: &str, name: &str, round: u32) -> Result<String, String> {
+pub(crate) fn edited_text(text: &str, name: &str, round: u32) -> Result<String, BenchError> {
     let header = format!("def @{name}(");
     let at = text
         .match_indices(&header)
         .find(|(i, _)| *i == 0 || text.as_bytes()[i - 1] == b'\n')
         .and_then(|(i, _)| text[i..].find('\n').map(|nl| i + nl + 1))
-        .ok_or_else(|| format!("cannot find the definition of @{name} to edit"))?;
+        .ok_or_else(|| BenchError::NoDefinition(name.to_string()))?;
     Ok(format!("{}  let %passel_bench_edit = {round}.0f;\n{}", &text[..at], &text[at..]))
 }

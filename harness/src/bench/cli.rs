@@ -10,10 +10,12 @@ use clap::Args;
 use super::cache::cache_rows;
 use super::model::{run_model_bench, ModelBench};
 use super::{
-    count_bindings, run_bench, BenchConfig, BenchReport, BenchRow, CacheSize, CountingAlloc, Machine, ModelInfo,
+    count_bindings, run_bench, BenchConfig, BenchError, BenchReport, BenchRow, CacheSize, CountingAlloc, Machine,
+    ModelInfo, ThreadListError,
 };
 use crate::args::PipelineArgs;
 use crate::console::Console;
+use crate::files::FileError;
 use crate::{gen, onnx};
 
 /// The default pipeline of `passel bench`.
@@ -79,16 +81,18 @@ pub struct BenchArgs {
 pub struct ThreadList(pub Vec<usize>);
 
 /// Parses a comma-separated list of thread counts, each in `1..=1024`.
-pub fn parse_threads(text: &str) -> Result<ThreadList, String> {
+pub fn parse_threads(text: &str) -> Result<ThreadList, ThreadListError> {
     let mut out = Vec::new();
     for part in text.split(',') {
         let part = part.trim();
         if part.is_empty() {
-            return Err(format!("empty entry in thread list `{text}` (expected e.g. `1,2,4`)"));
+            return Err(ThreadListError::Empty { list: text.to_string() });
         }
-        let n: usize = part.parse().map_err(|_| format!("`{part}` in thread list `{text}` is not a number"))?;
+        let n: usize = part
+            .parse()
+            .map_err(|_| ThreadListError::NotANumber { entry: part.to_string(), list: text.to_string() })?;
         if !(1..=1024).contains(&n) {
-            return Err(format!("thread count {n} is out of range 1..=1024"));
+            return Err(ThreadListError::OutOfRange(n));
         }
         out.push(n);
     }
@@ -108,24 +112,24 @@ fn default_threads(cores: usize) -> Vec<usize> {
 }
 
 /// A file opened for writing before the (possibly long) run, so a bad path fails at once.
-fn create(path: &Path) -> Result<File, String> {
-    File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+fn create(path: &Path) -> Result<File, FileError> {
+    File::create(path).map_err(|source| FileError::Write { path: path.to_path_buf(), source })
 }
 
-fn write_all(mut file: File, path: &Path, text: &str) -> Result<(), String> {
+fn write_all(mut file: File, path: &Path, text: &str) -> Result<(), FileError> {
     file.write_all(text.as_bytes())
         .and_then(|_| file.flush())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .map_err(|source| FileError::Write { path: path.to_path_buf(), source })
 }
 
 /// Runs `passel bench`: returns the table for stdout; progress and the workload summary go to
 /// stderr. `heap` is the installed counting allocator, if any (then rows report peak heap).
-pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>, console: &Console) -> Result<String, String> {
+pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>, console: &Console) -> Result<String, BenchError> {
     if args.ops.is_some() && args.workload != "chain" {
-        return Err(format!("--ops applies only to --workload chain, not `{}`", args.workload));
+        return Err(BenchError::OpsWithoutChain(args.workload.clone()));
     }
     if args.model.is_none() && !args.shapes.input_shape.is_empty() {
-        return Err("--input-shape applies only to --model".to_string());
+        return Err(BenchError::InputShapeWithoutModel);
     }
     let machine = Machine::current();
     let threads = match &args.threads {
@@ -142,13 +146,13 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>, console: &Console
     };
     let (pipeline, context) = options.pipeline_and_context()?;
     if options.names_passes() {
-        let ctx = context.build().map_err(|e| e.to_string())?;
+        let ctx = context.build()?;
         for note in crate::notes::pipeline_notes(&pipeline, &ctx, options.passes.is_some()) {
-            console.err(&format!("note: {note}\n")).map_err(|_| "cannot write to stderr".to_string())?;
+            console.err(&format!("note: {note}\n")).map_err(|_| BenchError::Stderr)?;
         }
     }
     crate::args::check_input_shapes(&args.shapes)?;
-    let import = args.shapes.options().map_err(|e| e.to_string())?;
+    let import = args.shapes.options()?;
     let json_file = args.json.as_deref().map(create).transpose()?;
     let svg_file = args.svg.as_deref().map(create).transpose()?;
     let progress_bar = |rows: usize| {
@@ -206,7 +210,7 @@ pub fn run_cli(args: &BenchArgs, heap: Option<&CountingAlloc>, console: &Console
                 "workload: {workload}, {} functions, {bindings} bindings; pipeline: {passes}\n",
                 module.len(),
             ))
-            .map_err(|_| "cannot write to stderr".to_string())?;
+            .map_err(|_| BenchError::Stderr)?;
         let bar =
             progress_bar(1 + threads.len() + if args.no_incremental { 0 } else { 6 } + if args.cache { 4 } else { 0 });
         let cfg = BenchConfig {
@@ -247,10 +251,14 @@ mod tests {
     #[test]
     fn thread_lists_parse_and_bad_entries_say_which() {
         assert_eq!(parse_threads("1, 2,4"), Ok(ThreadList(vec![1, 2, 4])));
-        assert!(parse_threads("2,x").unwrap_err().contains("`x`"));
-        assert!(parse_threads("2,,4").unwrap_err().contains("empty entry"));
-        assert!(parse_threads("0").unwrap_err().contains("out of range"));
-        assert!(parse_threads("5000").unwrap_err().contains("out of range"));
+        assert_eq!(
+            parse_threads("2,x"),
+            Err(ThreadListError::NotANumber { entry: "x".to_string(), list: "2,x".to_string() })
+        );
+        assert!(parse_threads("2,x").unwrap_err().to_string().contains("`x`"));
+        assert!(parse_threads("2,,4").unwrap_err().to_string().contains("empty entry"));
+        assert_eq!(parse_threads("0"), Err(ThreadListError::OutOfRange(0)));
+        assert!(parse_threads("5000").unwrap_err().to_string().contains("out of range"));
     }
 
     #[test]

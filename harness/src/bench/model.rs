@@ -26,8 +26,9 @@ use passel_engine::frontend::onnx::ImportOptions;
 use passel_engine::ir::{print_module, ExprKind, Module};
 use passel_engine::transform::Sequential;
 
-use super::{count_bindings, measure, pipeline_rows, BenchConfig, BenchRow, CountingAlloc};
+use super::{count_bindings, measure, pipeline_rows, BenchConfig, BenchError, BenchRow, CountingAlloc};
 use crate::args::PipelineArgs;
+use crate::files::FileError;
 use crate::onnx;
 
 /// What `passel bench --model` measured besides the rows.
@@ -69,17 +70,19 @@ pub struct ModelBench<'a> {
 }
 
 /// Runs the model rows (`import`, `serial`, `parallel` per thread count, `print`).
-pub fn run_model_bench(cfg: &ModelBench<'_>, progress: &mut dyn FnMut()) -> Result<(Vec<BenchRow>, ModelInfo), String> {
-    let path = cfg.path.display().to_string();
+pub fn run_model_bench(
+    cfg: &ModelBench<'_>,
+    progress: &mut dyn FnMut(),
+) -> Result<(Vec<BenchRow>, ModelInfo), BenchError> {
     if !onnx::is_onnx(cfg.path) {
-        return Err(format!("--model {path}: expected an ONNX model (a .onnx file)"));
+        return Err(BenchError::NotOnnx(cfg.path.to_path_buf()));
     }
-    let file_bytes = std::fs::metadata(cfg.path).map_err(|e| format!("cannot read {path}: {e}"))?.len();
+    let file_bytes =
+        std::fs::metadata(cfg.path).map_err(|source| FileError::Read { path: cfg.path.to_path_buf(), source })?.len();
     passel_passes::link();
     let rss_reset = reset_peak_rss();
-    let (mut import, module) = measure("import", 1, (0, 0), cfg.repeats, cfg.heap, progress, || {
-        onnx::import_onnx(cfg.path, cfg.import).map_err(|e| e.to_string())
-    })?;
+    let (mut import, module) =
+        measure("import", 1, (0, 0), cfg.repeats, cfg.heap, progress, || Ok(onnx::import_onnx(cfg.path, cfg.import)?))?;
     (import.functions, import.bindings) = (module.len(), count_bindings(&module));
     let bench = BenchConfig {
         module: &module,
@@ -98,7 +101,7 @@ pub fn run_model_bench(cfg: &ModelBench<'_>, progress: &mut dyn FnMut()) -> Resu
     drop(text);
     let serial_peak = runs.rows.first().and_then(|r| r.peak_heap);
     let info = ModelInfo {
-        path,
+        path: cfg.path.display().to_string(),
         file_bytes,
         weight_bytes: weight_bytes(&module),
         ops_before: count_ops(&module),

@@ -14,7 +14,9 @@ use passel_engine::transform::{
 };
 
 use crate::args::{check_distinct_outputs, resolve_pass_name, PipelineArgs, ThreadArgs};
+use crate::cmd::CommandError;
 use crate::console::Console;
+use crate::files::FileError;
 use crate::{debug, diag, onnx};
 
 #[derive(Args)]
@@ -121,11 +123,11 @@ pub struct DebugArgs {
 pub fn run(console: &Console, args: RunArgs) -> ExitCode {
     match try_run(console, args) {
         Ok(code) => console.exit_code(code),
-        Err(message) => console.error(&message),
+        Err(e) => console.error(&e.to_string()),
     }
 }
 
-pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String> {
+pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, CommandError> {
     check_distinct_outputs(&[
         ("-o", &args.output),
         ("--trace", &args.trace),
@@ -133,12 +135,9 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         ("--reproducer", &args.debug.reproducer),
         ("--cache-report", &args.cache_report),
     ])?;
-    let cache = match args.cache.location() {
-        Some(location) => Some(crate::cache::Cache::open(&location, args.cache.max_size()?)?),
-        None => None,
-    };
+    let cache = args.cache.open()?;
     if args.cache_report.is_some() && cache.is_none() {
-        return Err("--cache-report needs a cache (--cache DIR|URL or PASSEL_CACHE_DIR)".to_string());
+        return Err(CommandError::ReportWithoutCache);
     }
     let threads = args
         .threads
@@ -182,9 +181,10 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         }
     }
     if let Some(words) = debug::reproducer::header_args(&src) {
-        let bad = |e: String| format!("{}: {e}", args.file.display());
-        let words = words.map_err(|e| bad(e.to_string()))?;
-        let header = debug::reproducer::parse_header(&words).map_err(|e| bad(e.to_string()))?;
+        let file = || args.file.clone();
+        let words = words.map_err(|source| CommandError::ReproducerHeader { file: file(), source })?;
+        let header = debug::reproducer::parse_header(&words)
+            .map_err(|source| CommandError::ReproducerOptions { file: file(), source })?;
         args.pipeline.fill_from(header);
         let note = format!(
             "note: {} is a crash reproducer: running it with its header's options (options given here win)\n",
@@ -198,7 +198,7 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         for entry in &args.pipeline.config {
             if let Ok((key, ConfigValue::Bool(false))) = parse_config_assignment(entry) {
                 if key == VERIFY_EACH {
-                    return Err(format!("--verify-each contradicts --config {}", entry.trim()));
+                    return Err(CommandError::VerifyEachContradicts { entry: entry.trim().to_string() });
                 }
             }
         }
@@ -261,7 +261,7 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     if args.debug.reproducer.is_some() {
         builder = builder.instrument(reproducer.clone());
     }
-    let ctx = builder.build().map_err(|e| e.to_string())?;
+    let ctx = builder.build()?;
     if args.pipeline.names_passes() {
         for note in crate::notes::pipeline_notes(&pipeline, &ctx, args.pipeline.passes.is_some()) {
             if console.err(&format!("note: {note}\n")).is_err() {
@@ -285,7 +285,7 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     };
     if let (Some(key), Some(c)) = (&run_key, &cache) {
         if let Some(output) = c.get_run(key) {
-            let n = crate::cache::function_texts(&src).map_or(0, |t| t.len());
+            let n = passel_cache::function_texts(&src).map_or(0, |t| t.len());
             let note = format!(
                 "cache {}: 0 of {n} functions recomputed; the output of an earlier run of the same text and options reused\n",
                 c.label
@@ -294,13 +294,13 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         }
     }
     // The record of the last run on this text's lineage (the same functions under the same
-    // options): only what the edits since reach is recomputed (`cache/record.rs`).
+    // options): only what the edits since reach is recomputed (passel-cache's `record.rs`).
     let lineage = match (&settings, &cache) {
         (Some(settings), Some(c)) => c.lineage(settings, &src),
         _ => None,
     };
     if let (Some(key), Some(c), Some(lineage)) = (&run_key, &cache, &lineage) {
-        if let Some(hit) = crate::cache::run_from_record(&pipeline, &ctx, c, lineage) {
+        if let Some(hit) = passel_cache::run_from_record(&pipeline, &ctx, c, lineage) {
             c.put_run(key, &hit.output);
             c.trim();
             let report = crate::cache::report(&hit.recomputed);
@@ -316,14 +316,17 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     };
     let mut record = None;
     let (res, report, cached_diags) = if let (true, Some(cache)) = (use_cache, &cache) {
-        let mut run = crate::cache::run_cached(&pipeline, &ctx, &module, cache, parsed, lineage.as_ref())?;
+        let mut run = passel_cache::run_cached(&pipeline, &ctx, &module, cache, parsed, lineage.as_ref())?;
         record = run.record.take();
         if console.err(&run.note).is_err() {
             return Ok(console.exit_code(ExitCode::FAILURE));
         }
         if let Some(path) = &args.cache_report {
-            std::fs::write(path, crate::cache::report(&run.recomputed))
-                .map_err(|e| format!("cannot write cache report {}: {e}", path.display()))?;
+            std::fs::write(path, crate::cache::report(&run.recomputed)).map_err(|source| CommandError::Report {
+                what: "cache report",
+                path: path.clone(),
+                source,
+            })?;
         }
         // The process exits after the output is written: freeing the session's memos one by
         // one would only delay that (a tenth of a warm run on 10k functions).
@@ -331,13 +334,11 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         std::mem::forget(module);
         (run.result, None, Some(run.diagnostics))
     } else {
-        let (res, report) = ctx
-            .scope(|| {
-                let res = pipeline.run(module, &ctx);
-                let report = if args.timing { timing.render().ok() } else { None };
-                (res, report)
-            })
-            .map_err(|e| e.to_string())?;
+        let (res, report) = ctx.scope(|| {
+            let res = pipeline.run(module, &ctx);
+            let report = if args.timing { timing.render().ok() } else { None };
+            (res, report)
+        })?;
         (res, report, None)
     };
     let mut reproducer_failed = false;
@@ -352,8 +353,11 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
     if let (Some(path), Some(rx)) = (&args.trace, trace_rx) {
         // Every task has finished, so every event is already in the channel.
         let events: Vec<_> = rx.try_iter().collect();
-        std::fs::write(path, chrome_trace_json(&events))
-            .map_err(|e| format!("cannot write trace {}: {e}", path.display()))?;
+        std::fs::write(path, chrome_trace_json(&events)).map_err(|source| CommandError::Report {
+            what: "trace",
+            path: path.clone(),
+            source,
+        })?;
     }
     if let Some(report) = report {
         if console.err(&report).is_err() {
@@ -372,10 +376,13 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, String>
         return Ok(console.exit_code(ExitCode::FAILURE));
     }
     if let Some(path) = &args.debug.stats_json {
-        std::fs::write(path, debug::stats::json(&stats))
-            .map_err(|e| format!("cannot write statistics {}: {e}", path.display()))?;
+        std::fs::write(path, debug::stats::json(&stats)).map_err(|source| CommandError::Report {
+            what: "statistics",
+            path: path.clone(),
+            source,
+        })?;
     }
-    let module = res.map_err(|e| e.to_string())?;
+    let module = res?;
     // `-o OUT.pirb` writes the binary form, which needs no text.
     let text = if binary_output { String::new() } else { print_module(&module) };
     if let (Some(key), Some(c), true) = (&run_key, &cache, diags.is_empty()) {
@@ -407,15 +414,19 @@ fn write_cached_output(
     note: &str,
     report: &str,
     output: &str,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, CommandError> {
     if console.err(note).is_err() {
         return Ok(console.exit_code(ExitCode::FAILURE));
     }
     if let Some(path) = &args.cache_report {
-        std::fs::write(path, report).map_err(|e| format!("cannot write cache report {}: {e}", path.display()))?;
+        std::fs::write(path, report).map_err(|source| CommandError::Report {
+            what: "cache report",
+            path: path.clone(),
+            source,
+        })?;
     }
     match &args.output {
-        Some(path) => std::fs::write(path, output).map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+        Some(path) => std::fs::write(path, output).map_err(|source| FileError::Write { path: path.clone(), source })?,
         None => {
             if console.out(output).is_err() {
                 return Ok(console.exit_code(ExitCode::FAILURE));
@@ -434,7 +445,7 @@ pub fn write_reproducer(
     pipeline: &Sequential,
     ctx: &PassContext,
     args: &RunArgs,
-) -> Result<(), String> {
+) -> Result<(), CommandError> {
     let options = args.pipeline.canonical()?;
     let r = debug::reproducer::reproducer(
         failure,
@@ -444,7 +455,11 @@ pub fn write_reproducer(
         &options,
         args.debug.reproducer_local,
     )?;
-    std::fs::write(path, &r.text).map_err(|e| format!("cannot write reproducer {}: {e}", path.display()))?;
+    std::fs::write(path, &r.text).map_err(|source| CommandError::Report {
+        what: "reproducer",
+        path: path.clone(),
+        source,
+    })?;
     let on = r.function.as_ref().map(|f| format!(" on @{f}")).unwrap_or_default();
     let mut note = format!(
         "note: wrote crash reproducer {} (pass {}{on}; {} of {} functions; --passes={}); replay: passel run {}\n",
@@ -458,5 +473,5 @@ pub fn write_reproducer(
     if !r.reproduces {
         note.push_str("warning: replaying the reproducer does not fail the same way\n");
     }
-    console.err(&note).map_err(|_| "cannot write to stderr".to_string())
+    console.err(&note).map_err(|_| CommandError::Stderr)
 }

@@ -8,6 +8,7 @@ use clap::Args;
 use passel_engine::MemoryMode;
 
 use crate::args::{check_input_shapes, PipelineArgs, ThreadArgs};
+use crate::cmd::CommandError;
 use crate::console::{Console, Stream};
 use crate::onnx;
 
@@ -37,20 +38,17 @@ pub struct WatchArgs {
 }
 
 pub fn watch(console: &Console, args: WatchArgs) -> ExitCode {
-    let res = (|| -> Result<(), String> {
+    let res = (|| -> Result<(), CommandError> {
         check_input_shapes(&args.shapes)?;
         let (pipeline, builder) = args.pipeline.pipeline_and_context()?;
         let builder = args.threads.apply(builder);
-        let ctx = builder.build().map_err(|e| e.to_string())?;
+        let ctx = builder.build()?;
         if args.pipeline.names_passes() {
             for note in crate::notes::pipeline_notes(&pipeline, &ctx, args.pipeline.passes.is_some()) {
-                console.err(&format!("note: {note}\n")).map_err(|_| "cannot write to stderr".to_string())?;
+                console.err(&format!("note: {note}\n")).map_err(|_| CommandError::Stderr)?;
             }
         }
-        let cache = match args.cache.location_for(&ctx, false)? {
-            Some(location) => Some(std::sync::Arc::new(crate::cache::Cache::open(&location, args.cache.max_size()?)?)),
-            None => None,
-        };
+        let cache = args.cache.open_for(&ctx, false)?.map(std::sync::Arc::new);
         let opts = crate::watch::WatchOptions {
             file: args.file.clone(),
             pipeline,
@@ -58,13 +56,13 @@ pub fn watch(console: &Console, args: WatchArgs) -> ExitCode {
             max_runs: args.max_runs.map(|n| n as usize),
             output: args.output.clone(),
             memory: if args.lean { MemoryMode::Lean } else { MemoryMode::Full },
-            import: args.shapes.options().map_err(|e| e.to_string())?,
+            import: args.shapes.options()?,
             cache,
         };
-        crate::watch::watch(&opts, &mut console.writer(Stream::Stdout)).map_err(|e| e.to_string())
+        Ok(crate::watch::watch(&opts, &mut console.writer(Stream::Stdout))?)
     })();
     match res {
         Ok(()) => console.exit_code(ExitCode::SUCCESS),
-        Err(message) => console.error(&message),
+        Err(e) => console.error(&e.to_string()),
     }
 }

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use passel_engine::{StageKey, StageStore, STORE_FORMAT};
 
-use super::DiskStore;
+use super::{CacheError, DiskStore};
 
 /// How long connecting to the server may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -47,8 +47,9 @@ pub struct RedisStore {
 impl RedisStore {
     /// The server at `url` (`redis://[user:pass@]host[:port][/db]`). Nothing is connected
     /// until the first command; a malformed URL is an error.
-    pub fn open(url: &str) -> Result<RedisStore, String> {
-        let client = ::redis::Client::open(url).map_err(|e| format!("invalid cache URL `{}`: {e}", redact(url)))?;
+    pub fn open(url: &str) -> Result<RedisStore, CacheError> {
+        let client =
+            ::redis::Client::open(url).map_err(|source| CacheError::InvalidUrl { url: redact(url), source })?;
         Ok(RedisStore {
             client,
             label: redact(url),
