@@ -204,10 +204,6 @@ pub(crate) fn read_function(r: &mut Reader<'_>, base: u32) -> Result<Function, &
 }
 
 #[cfg(test)]
-#[path = "codec_old.rs"]
-mod old;
-
-#[cfg(test)]
 mod tests {
     use super::*;
     use crate::ir::parse_module;
@@ -238,49 +234,6 @@ def @f(%x: Tensor[(2,), f32], %c: Tensor[(), bool]) -> Tensor[(2,), f32] {
         for (_, f) in m.iter() {
             let back = round_trip(f);
             assert!(crate::session::same::same_function(&Arc::new(back), f), "round trip changes the function");
-        }
-    }
-
-    use super::old;
-
-    const PINNED: &str = r#"
-def @f(%x: Tensor[(2,), f32], %c: Tensor[(), bool]) -> Tensor[(2,), f32] {
-  let %k = fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] { relu(%y) };
-  let %t = (%x, 1.5f, tensor<(2,), f32>[1.0, 2.0], full<(64, 3), f32>(0.5));
-  let %p = %t.0;
-  let %s = mean(%p, axis=[0], keepdims=true);
-  let %z = if (%c) { %k(%p) } else { @f(%p, %c) };
-  add(%z, %s)
-}
-"#;
-
-    /// TEMPORARY: the new encoder writes the old encoder's bytes.
-    #[test]
-    fn the_new_encoder_writes_the_old_bytes() {
-        let texts = [
-            r#"
-def @g(%a: Tensor[(2,), f32]) -> Tensor[(2,), f32] { %a }
-def @f(%x: Tensor[(2,), f32], %c: Tensor[(), bool]) -> Tensor[(2,), f32] {
-  let %k = fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] { relu(%y) };
-  let %t = (%x, 1.5f, tensor<(2,), f32>[1.0, 2.0], tensor<(2,), bool>[true, false], full<(64, 3), f32>(0.5));
-  let %p = %t.0;
-  let %s = mean(%p, axis=[0], keepdims=true);
-  let %z = if (%c) { %k(%p) } else { @g(%p) };
-  add(%z, %s)
-}
-"#,
-            PINNED,
-        ];
-        for text in texts {
-            let m = parse_module(text).expect("parses");
-            for (_, f) in m.iter() {
-                for base in [0, 7] {
-                    let mut new = Writer(Vec::new());
-                    let mut old_w = old::Writer(Vec::new());
-                    assert_eq!(write_function(&mut new, f, base), old::write_function(&mut old_w, f, base));
-                    assert_eq!(new.0, old_w.0);
-                }
-            }
         }
     }
 
