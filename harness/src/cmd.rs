@@ -12,6 +12,7 @@ pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::SystemTime;
 
 use passel_engine::ir::{parse_module, verify_module, Module};
 use passel_engine::transform::PassError;
@@ -158,8 +159,88 @@ pub fn parse_source(console: &Console, path: &Path, src: String) -> Result<(Modu
     Ok((module, src))
 }
 
+/// What tells whether a file still holds the text read from it: its length and modification
+/// time. A command that drops a file's text once it is parsed (`run`) reads it again only to
+/// show diagnostics with their source lines.
+pub struct FileStamp {
+    len: u64,
+    modified: SystemTime,
+}
+
+impl FileStamp {
+    /// The stamp of `path`, just read as `text`; `None` for stdin, and when the file's length is
+    /// not the text's (it changed already) or its time is unknown.
+    pub fn of(path: &Path, text: &str) -> Option<FileStamp> {
+        if path.as_os_str() == "-" {
+            return None;
+        }
+        let meta = std::fs::metadata(path).ok()?;
+        let stamp = FileStamp { len: meta.len(), modified: meta.modified().ok()? };
+        (stamp.len == text.len() as u64).then_some(stamp)
+    }
+
+    /// The text of `path` again, when the file still has this stamp and that length.
+    pub fn read_again(&self, path: &Path) -> Option<String> {
+        let same = |meta: std::fs::Metadata| meta.len() == self.len && meta.modified().ok() == Some(self.modified);
+        if !std::fs::metadata(path).is_ok_and(same) {
+            return None;
+        }
+        let text = read_source(&path.to_path_buf()).ok()?;
+        (text.len() as u64 == self.len && std::fs::metadata(path).is_ok_and(same)).then_some(text)
+    }
+}
+
+/// Renders `errors` against the text of `path`: `src` itself, or, with a `stamp` (the text was
+/// dropped), the file read again. A file that changed since it was read gets its errors
+/// without source lines, after a warning saying so.
+pub fn render_again(path: &Path, src: &str, stamp: Option<&FileStamp>, mut errors: Vec<diag::SourceError>) -> String {
+    let name = path.display().to_string();
+    let Some(stamp) = stamp else { return diag::render(&name, src, &errors) };
+    if let Some(text) = stamp.read_again(path) {
+        return diag::render(&name, &text, &errors);
+    }
+    for e in &mut errors {
+        e.span = None;
+    }
+    let warning = format!("warning: {name} changed since it was read: its errors are shown without source lines\n");
+    warning + &diag::render(&name, "", &errors)
+}
+
 /// Writes `text` to stdout; the exit code says whether that worked.
 pub fn write_stdout(console: &Console, text: &str) -> ExitCode {
     let _ = console.out(text);
     console.exit_code(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{render_again, FileStamp};
+    use crate::diag::{self, SourceError};
+
+    fn errors() -> Vec<SourceError> {
+        vec![SourceError { message: "bad call".into(), span: Some((10, 14)), label: "here".into() }]
+    }
+
+    #[test]
+    fn render_again_reads_an_unchanged_file_and_refuses_a_changed_one() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("m.pir");
+        let text = "def @f() {\n  relu(%x)\n}\n";
+        std::fs::write(&path, text).expect("write");
+        let stamp = FileStamp::of(&path, text).expect("a file's stamp");
+        let name = path.display().to_string();
+        // The text read again renders exactly as the text held would.
+        assert_eq!(render_again(&path, "", Some(&stamp), errors()), diag::render(&name, text, &errors()));
+        // Without a stamp, the text given is used.
+        assert_eq!(render_again(&path, text, None, errors()), diag::render(&name, text, &errors()));
+        // A file rewritten since (another length): no source lines, and a warning says why.
+        std::fs::write(&path, "def @g() {\n  1.0f\n}\n").expect("rewrite");
+        let out = render_again(&path, "", Some(&stamp), errors());
+        let spanless = vec![SourceError { span: None, ..errors().remove(0) }];
+        let warning = format!("warning: {name} changed since it was read: its errors are shown without source lines\n");
+        assert_eq!(out, warning + &diag::render(&name, "", &spanless));
+        // A stamp is refused for a text that is not the file's.
+        assert!(FileStamp::of(&path, text).is_none());
+        assert!(FileStamp::of(std::path::Path::new("-"), text).is_none());
+    }
 }

@@ -241,6 +241,32 @@ fn visit_operands(func: &Function, kind: &ExprKind, mut f: impl FnMut(NodeId)) -
     Ok(())
 }
 
+/// Takes back what the sweep's visit of node `i` marked (its operands before it: one user
+/// each, and live), for a node found malformed. A node is live exactly when it is a parameter
+/// or has a user counted, so its liveness follows from the count left.
+#[cold]
+fn unmark_operands(
+    func: &Function,
+    kind: &ExprKind,
+    i: usize,
+    params: &[NodeId],
+    live: &mut [bool],
+    users: &mut [u32],
+) {
+    let _ = visit_operands(func, kind, |o| {
+        let j = o.index();
+        if j < i {
+            users[j] -= 1;
+        }
+    });
+    let _ = visit_operands(func, kind, |o| {
+        let j = o.index();
+        if j < i {
+            live[j] = users[j] > 0 || params.contains(&o);
+        }
+    });
+}
+
 impl Verifier<'_> {
     fn err(&mut self, node: Option<NodeId>, msg: String) {
         let span = node.and_then(|n| self.func.span(n));
@@ -324,14 +350,22 @@ impl Verifier<'_> {
             } else if matches!(kind, ExprKind::Var { .. }) && binders[i] > 1 {
                 tree_errors.push((id, format!("variable {} is bound {} times", self.var_name(id), binders[i])));
             }
-            // The first operand that does not precede the node.
+            // One visit of the operands both finds the first one that does not precede the node
+            // and marks those that do live and used, as a well-formed node's operands are (the
+            // usual case); a node found malformed has its marks taken back below.
             let mut late = None;
-            let res = visit_operands(func, kind, |o| {
-                if late.is_none() && o.index() >= i {
+            let visited = visit_operands(func, kind, |o| {
+                let j = o.index();
+                if j < i {
+                    live[j] = true;
+                    users[j] = users[j].saturating_add(1);
+                } else if late.is_none() {
                     late = Some(o);
                 }
-            })
-            .and_then(|()| self.check_tables(kind, n_ops));
+            });
+            // `visit_operands` calls nothing when it fails, so there is nothing to take back.
+            let marked = visited.is_ok();
+            let res = visited.and_then(|()| self.check_tables(kind, n_ops));
             match res {
                 Err(msg) => shape_errors.push((id, msg)),
                 Ok(()) => match late {
@@ -341,13 +375,11 @@ impl Verifier<'_> {
                 },
             }
             if !wf[i] {
+                if marked {
+                    unmark_operands(func, kind, i, params, live, users);
+                }
                 continue;
             }
-            // Cannot fail: the operands were just read.
-            let _ = visit_operands(func, kind, |o| {
-                live[o.index()] = true;
-                users[o.index()] = users[o.index()].saturating_add(1);
-            });
             let mut bind = |v: NodeId| {
                 if matches!(nodes[v.index()].kind, ExprKind::Var { .. }) {
                     binders[v.index()] = binders[v.index()].saturating_add(1);
@@ -788,6 +820,26 @@ pub(crate) mod tests {
                 @main: body %40 out of range
                 @main %1: parameter is not a variable
             "#]],
+        );
+    }
+
+    #[test]
+    fn verify_counts_no_user_and_marks_nothing_live_for_a_malformed_node() {
+        // `%3` reads `%1` and `%2` before its late operand: neither may count it as a user (`%1`
+        // would have two) nor be made live by it (`%2` is dead, so its bad operator is not checked).
+        let (_, relu) = ops();
+        let mut b = FunctionBuilder::new();
+        let x = b.var("x", None);
+        let r = b.call(relu, &[x], Attrs::new());
+        let q = b.push(ExprKind::Call { op: OpId(999), attrs: crate::ir::AttrsIdx(0), args: IdRange::default() }, None);
+        let bad = b.push_unchecked(ExprKind::If { cond: r, then_: NodeId(9), else_: q }, None);
+        let tup = b.tuple(&[r, bad]);
+        let func = b.finish(&[x], tup, None, Attrs::new());
+        check(
+            &func,
+            expect![[r#"
+            @main %3: operand %9 out of range
+        "#]],
         );
     }
 

@@ -194,6 +194,18 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, Command
             return Ok(console.exit_code(ExitCode::FAILURE));
         }
     }
+    // From here the text serves a cache (its keys and record) and the rendering of diagnostics
+    // only. Without a cache, a file's text is not held while the pipeline runs (it is a third
+    // of the parsed module's size): it is read again if a diagnostic is shown, and `src` is
+    // empty.
+    let (src, reread) = match (&cache, crate::cmd::FileStamp::of(&args.file, &src)) {
+        (None, Some(stamp)) => {
+            // Freed here: a shadowed binding would live to the end of the function.
+            drop(src);
+            (String::new(), Some(stamp))
+        }
+        _ => (src, None),
+    };
     if args.debug.verify_each {
         for entry in &args.pipeline.config {
             if let Ok((key, ConfigValue::Bool(false))) = parse_config_assignment(entry) {
@@ -366,7 +378,7 @@ pub fn try_run(console: &Console, mut args: RunArgs) -> Result<ExitCode, Command
     }
     let diags = cached_diags.unwrap_or_else(|| ctx.diagnostics().take());
     if !diags.is_empty() {
-        let rendered = diag::render(&args.file.display().to_string(), &src, &diag::pass_diagnostics(&diags));
+        let rendered = crate::cmd::render_again(&args.file, &src, reread.as_ref(), diag::pass_diagnostics(&diags));
         if console.err(&rendered).is_err() {
             return Ok(console.exit_code(ExitCode::FAILURE));
         }
