@@ -516,7 +516,7 @@ pub(crate) fn from_f32(op: &str, a: ArrayD<f32>, dtype: DType) -> Result<Tensor,
 /// When both inputs are row-major (nearly always: kernels produce row-major arrays), the
 /// broadcast is planned by [`Zip2Plan`] over slices; otherwise ndarray's general `Zip` runs.
 /// Both apply `f` to the same pairs in the same order, so results are identical.
-pub(crate) fn zip2<A: Copy + Sync, B: Copy + Sync, C: Copy + Default + Send>(
+pub(crate) fn zip2<A: Copy + Sync, B: Copy + Sync, C: Send>(
     op: &str,
     ctx: &KernelCtx,
     a: &ArcArray<A, IxDyn>,
@@ -537,13 +537,9 @@ pub(crate) fn zip2<A: Copy + Sync, B: Copy + Sync, C: Copy + Default + Send>(
                 plan.span(xa, xb, 0, total, &f, &mut out);
                 out
             }
-            pool => {
-                let mut out = vec![C::default(); total];
-                par::fill_chunks(pool, par::min_chunk(ctx), &mut out, |start, chunk| {
-                    plan.span(xa, xb, start, chunk.len(), &f, &mut SliceSink { out: chunk, pos: 0 })
-                });
-                out
-            }
+            Some(pool) => par::collect_chunks(pool, par::min_chunk(ctx), total, |range, sink| {
+                plan.span(xa, xb, range.start, range.len(), &f, sink)
+            }),
         };
         return ArrayD::from_shape_vec(IxDyn(shape), out).map_err(|_| bad());
     }
@@ -658,22 +654,5 @@ impl Zip2Plan {
                 ob -= db * n;
             }
         }
-    }
-}
-
-/// Writes what it is extended with into a slice, in order (a chunk of [`zip2`]'s output).
-struct SliceSink<'a, C> {
-    out: &'a mut [C],
-    pos: usize,
-}
-
-impl<C> Extend<C> for SliceSink<'_, C> {
-    fn extend<I: IntoIterator<Item = C>>(&mut self, items: I) {
-        let mut n = 0;
-        for (slot, v) in self.out[self.pos..].iter_mut().zip(items) {
-            *slot = v;
-            n += 1;
-        }
-        self.pos += n;
     }
 }
