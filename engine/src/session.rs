@@ -51,8 +51,8 @@ use std::time::{Duration, Instant};
 use rustc_hash::{FxHashMap, FxHashSet};
 use salsa::Setter;
 
-use self::db::{run_stages, FnVal, FuncList, Prims, Ran, SessionDb, Source, UNFUSED};
-use self::drive::drive;
+use self::db::{FnVal, FuncList, Prims, Queries, SessionDb, Source, StageCache};
+use self::drive::{drive, drive_plan, Compute, Outputs};
 use self::edit::{run_edit, EditRun};
 use self::fast::Cache;
 use self::kept::{Event, Kept, Store};
@@ -600,22 +600,19 @@ impl Session {
     fn run_salsa(&mut self) -> Result<(SessionOutput, Option<Store>, bool), SessionError> {
         let pending = self.start_run();
         let start = Instant::now();
-        let mut ran = pending.ran()?;
+        let (run, outputs, unfused) = pending.ran()?;
         // The memos now hold what the edit path computed before.
         self.roots().plan(&self.db).forget_edit_results();
-        let unfused = ran.unfused;
-        let store = ran.outputs.take().map(|stages| {
-            let sources = self.order.iter().map(|n| (n.clone(), self.entries[n].stored.clone())).collect();
-            Store::Full(Cache::new(
-                Arc::new(self.order.clone()),
-                sources,
-                prims_of(&self.prims),
-                stages,
-                ran.module.clone(),
-                ran.diagnostics.clone(),
-            ))
-        });
-        Ok((pending.output(ran, start), store, unfused))
+        let sources = self.order.iter().map(|n| (n.clone(), self.entries[n].stored.clone())).collect();
+        let store = Store::Full(Cache::new(
+            Arc::new(self.order.clone()),
+            sources,
+            prims_of(&self.prims),
+            outputs,
+            run.module.clone(),
+            run.diagnostics.clone(),
+        ));
+        Ok((pending.output(run, unfused, start), Some(store), unfused))
     }
 
     /// The edit path (`session/edit.rs`) over the default mode's store, when the session has
@@ -636,7 +633,7 @@ impl Session {
         let start = Instant::now();
         let plan = self.roots().plan(&self.db);
         let threads = self.ctx.num_threads().max(1);
-        let mut unfused = self.kept.unfused();
+        let unfused = self.kept.unfused();
         if let Some(Store::Lean(mut lean)) = self.kept.take_store() {
             let variant = plan.variant(unfused);
             // Lean mode keeps no memos for results to serve (its cold runs do not use salsa).
@@ -648,41 +645,17 @@ impl Session {
         // The function list salsa's input holds (the same names in the same order).
         let names = self.roots().funcs(&self.db).names.clone();
         let sources: Vec<Arc<Function>> = names.iter().map(|n| self.entries[n].stored.clone()).collect();
-        let cold = |unfused: bool| {
+        let ((record, run), unfused) = drive_plan(&plan, unfused, |unfused| {
             let (mut record, module) = LeanRecord::new(names.clone(), sources.clone(), self.prims.clone(), threads);
-            Ok::<_, PassError>(drive(plan.variant(unfused), module, threads, &mut record)?.map(|run| (record, run)))
-        };
-        let mut ran = None;
-        if !unfused {
-            ran = cold(false)?;
-        }
-        if ran.is_none() {
-            // The unfused variant has no run-time check, so it always gives a result.
-            unfused = plan.unfused.is_some();
-            ran = cold(true)?;
-        }
-        let (record, run) = ran.ok_or_else(|| PassError::msg("internal error: unfused stage plan not runnable"))?;
+            Ok(drive(plan.variant(unfused), module, threads, &Compute, &mut record)?.map(|run| (record, run)))
+        })?;
         let lean = record.finish(&run);
         Ok((self.output_of(run, plan.variant(unfused), start), Some(Store::Lean(lean)), unfused))
     }
 
     /// The output of an edit-path or lean run of `variant` that started at `start`.
     fn output_of(&self, run: EditRun, variant: &[Arc<plan::Stage>], start: Instant) -> SessionOutput {
-        let stages = run
-            .stages
-            .into_iter()
-            .zip(variant)
-            .map(|(run, stage)| StageStats {
-                label: stage.label.clone(),
-                is_module_pass: !stage.is_function(),
-                reused: run.entered - run.recomputed.len(),
-                recomputed: run.recomputed,
-                time: run.time,
-            })
-            .collect();
-        let mut diagnostics = run.diagnostics;
-        shift_diagnostics(&mut diagnostics, &self.shifts());
-        SessionOutput { module: run.module, diagnostics, stats: RunStats { stages, total: start.elapsed() } }
+        output_of(run, variant, start, &self.shifts())
     }
 
     /// Functions that moved in their source since their result was computed.
@@ -797,50 +770,56 @@ impl PendingRun {
     /// Runs the pipeline. Consumes the run so its database handle is released when it ends.
     pub fn run(self) -> Result<SessionOutput, SessionError> {
         let start = Instant::now();
-        let ran = self.ran()?;
-        Ok(self.output(ran, start))
+        let (run, _, unfused) = self.ran()?;
+        Ok(self.output(run, unfused, start))
     }
 
-    fn ran(&self) -> Result<Ran, SessionError> {
+    /// The run through salsa's queries (`db::Queries`) by the one stage loop: its result,
+    /// every stage's outputs and whether it ran the plan's unfused variant.
+    fn ran(&self) -> Result<(EditRun, Vec<StageCache>, bool), SessionError> {
         self.db.take_log();
-        Ok(salsa::Cancelled::catch(AssertUnwindSafe(|| run_stages(&self.db, self.threads, self.unfused)))
-            .map_err(|_| SessionError::Cancelled)??)
+        let plan = salsa_roots(&self.db).plan(&self.db);
+        let ran = salsa::Cancelled::catch(AssertUnwindSafe(|| {
+            drive_plan(&plan, self.unfused, |unfused| {
+                let queries = Queries::new(&self.db, unfused);
+                let mut outputs = Outputs::default();
+                let run = drive(plan.variant(unfused), queries.loaded(), self.threads, &queries, &mut outputs)?;
+                Ok(run.map(|run| (run, outputs.stages)))
+            })
+        }));
+        let ((run, outputs), unfused) = ran.map_err(|_| SessionError::Cancelled)??;
+        Ok((run, outputs, unfused))
     }
 
-    fn output(&self, ran: Ran, start: Instant) -> SessionOutput {
-        let log = self.db.take_log();
+    fn output(&self, run: EditRun, unfused: bool, start: Instant) -> SessionOutput {
         let plan = salsa_roots(&self.db).plan(&self.db);
-        let mut by_stage: Vec<FxHashMap<Arc<str>, ()>> = vec![FxHashMap::default(); ran.stages.len()];
-        // Only the variant that gave the result counts (a fused attempt may precede it).
-        let variant = if ran.unfused { UNFUSED } else { 0 };
-        for (k, name) in log {
-            if k & UNFUSED != variant {
-                continue;
-            }
-            if let Some(set) = by_stage.get_mut((k & !UNFUSED) as usize) {
-                set.insert(name, ());
-            }
-        }
-        let stages = ran
-            .stages
-            .iter()
-            .zip(plan.variant(ran.unfused))
-            .zip(by_stage)
-            .map(|((run, stage), done)| {
-                let recomputed: Vec<Arc<str>> = run.names.0.iter().filter(|n| done.contains_key(*n)).cloned().collect();
-                StageStats {
-                    label: stage.label.clone(),
-                    is_module_pass: !stage.is_function(),
-                    reused: run.names.0.len() - recomputed.len(),
-                    recomputed,
-                    time: run.time,
-                }
-            })
-            .collect();
-        let mut diagnostics = ran.diagnostics;
-        shift_diagnostics(&mut diagnostics, &self.shifts);
-        SessionOutput { module: ran.module, diagnostics, stats: RunStats { stages, total: start.elapsed() } }
+        output_of(run, plan.variant(unfused), start, &self.shifts)
     }
+}
+
+/// The output of a driven or edit-path run of `variant` that started at `start`, the
+/// diagnostics of the functions in `shifts` moved with them.
+fn output_of(
+    run: EditRun,
+    variant: &[Arc<plan::Stage>],
+    start: Instant,
+    shifts: &FxHashMap<Arc<str>, i64>,
+) -> SessionOutput {
+    let stages = run
+        .stages
+        .into_iter()
+        .zip(variant)
+        .map(|(run, stage)| StageStats {
+            label: stage.label.clone(),
+            is_module_pass: !stage.is_function(),
+            reused: run.entered - run.recomputed.len(),
+            recomputed: run.recomputed,
+            time: run.time,
+        })
+        .collect();
+    let mut diagnostics = run.diagnostics;
+    shift_diagnostics(&mut diagnostics, shifts);
+    SessionOutput { module: run.module, diagnostics, stats: RunStats { stages, total: start.elapsed() } }
 }
 
 /// Moves the diagnostics of functions that moved in their source along with them.

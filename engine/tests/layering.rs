@@ -213,3 +213,21 @@ fn ir_knows_nothing_of_passes_sessions_front_ends_or_the_interpreter() {
         }
     }
 }
+
+#[test]
+fn transform_knows_nothing_of_sessions() {
+    // The session is built on `transform/` (its planner, stage runners and fan-out), not the
+    // reverse: the executor's stage loop and the session's share those, and nothing of the
+    // session's vocabulary (its stages' fingerprints, stores, results) reaches the executor.
+    let mut files = module_files(&src().join("transform"));
+    files.insert("(transform.rs)".into(), std::fs::read_to_string(src().join("transform.rs")).expect("readable"));
+    assert!(files.contains_key("executor"), "found only {:?}", files.keys());
+    for (file, text) in files {
+        for line in production_code(&text).lines() {
+            assert!(
+                !line.contains("crate::session") && !line.contains("salsa"),
+                "transform/{file} uses the session: {line}"
+            );
+        }
+    }
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use passel_engine::ir::{parse_module, print_module, AttrValue, ExprKind, Module};
 use passel_engine::transform::{get_pass, module_pass, Diagnostic, Pass, PassContext, Sequential};
-use passel_engine::{sequential, MemoryMode, MemoryStore, Session, SessionOutput, StageKey, StageStore};
+use passel_engine::{sequential, MemoryMode, MemoryStore, RunRecord, Session, SessionOutput, StageKey, StageStore};
 
 passel_engine::register_pass!("StoreTouch", || Box::new(passel_engine::transform::function_pass(
     "StoreTouch",
@@ -287,4 +287,68 @@ fn an_entry_of_another_format_version_is_detected() {
         e[4] = e[4].wrapping_add(1);
         e
     });
+}
+
+/// A lean run over a store of a pipeline whose barrier drops `@top` and changes `@mid`: its
+/// record has function stages, a module stage with a dropped and a changed function, and an
+/// output order without `@top`.
+fn record_of_a_run() -> RunRecord {
+    let pass = |name: &str| get_pass(name).expect("registered test pass");
+    let barrier = module_pass("StoreDropTop", 0, |mut m, _| {
+        m.remove("top").map_err(|e| passel_engine::transform::PassError::msg(e.to_string()))?;
+        let mid = m.get("mid").expect("mid is in the module").clone();
+        let changed = mid.with_attrs(mid.attrs().clone().with("dropped_top", AttrValue::Int(1)));
+        m.insert("mid", changed).map_err(|e| passel_engine::transform::PassError::msg(e.to_string()))?;
+        Ok(m)
+    })
+    .shared();
+    let pipeline = sequential("record", vec![pass("StoreTouch"), barrier, pass("StoreTouch")]);
+    let store = Arc::new(MemoryStore::new());
+    let mut s = Session::new(pipeline, &ctx()).expect("session");
+    s.set_memory_mode(MemoryMode::Lean);
+    s.set_store(Some((store, "test-build".to_string()))).expect("store set");
+    s.load(&parse(MODULE));
+    let out = s.run().expect("run succeeds");
+    assert_eq!(out.module.len(), 2, "the barrier dropped @top");
+    let sources = (0..3u8).map(|i| (StageKey([i + 1; 16]), 100 * u32::from(i))).collect();
+    s.run_record(sources).expect("a clean lean run over a store leaves a record")
+}
+
+#[test]
+fn a_run_record_round_trips_through_its_encoding() {
+    let record = record_of_a_run();
+    assert_eq!(record.names().iter().map(|n| &**n).collect::<Vec<_>>(), ["leaf", "mid", "top"]);
+    assert_eq!(record.outputs().collect::<Vec<_>>(), [0, 1]);
+    let bytes = record.encode();
+    assert_eq!(RunRecord::decode(&bytes), Ok(record.clone()));
+    assert_eq!(RunRecord::decode(&bytes).map(|r| r.encode()), Ok(bytes));
+}
+
+#[test]
+fn a_damaged_or_truncated_run_record_is_an_error_not_a_panic() {
+    let bytes = record_of_a_run().encode();
+    for n in 0..bytes.len() {
+        assert!(RunRecord::decode(&bytes[..n]).is_err(), "a record cut to {n} of {} bytes decoded", bytes.len());
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(RunRecord::decode(&longer).is_err(), "a trailing byte is an error");
+    // Every single-bit flip either is an error or decodes to the record that encodes to exactly
+    // the damaged bytes (a flipped key byte is another key: the entry's checksum, outside the
+    // record, is what catches it), never a panic.
+    let (mut errors, mut others) = (0, 0);
+    for i in 0..bytes.len() {
+        for bit in 0..8 {
+            let mut damaged = bytes.clone();
+            damaged[i] ^= 1 << bit;
+            match RunRecord::decode(&damaged) {
+                Ok(other) => {
+                    assert_eq!(other.encode(), damaged, "byte {i} bit {bit}");
+                    others += 1;
+                }
+                Err(_) => errors += 1,
+            }
+        }
+    }
+    assert!(errors > 0 && others > 0, "{errors} errors, {others} other records");
 }

@@ -16,7 +16,10 @@
 //!   stage reuses its result;
 //! - `names_at(k)`: the function list entering stage `k` (module passes may add or remove).
 //!
-//! Invariant: queries fan out only from [`run_stages`], outside every tracked function, through
+//! A run asks them stage by stage through the session's one stage loop (`drive.rs`, with
+//! [`Queries`] as its `Results`).
+//!
+//! Invariant: queries fan out only from [`Queries`], outside every tracked function, through
 //! the executor's one fan-out (`fanout::map_items_with`), each worker with its own database
 //! handle; a tracked function never starts parallel work over the
 //! database. (A module pass run inside `barrier` may still fan out over functions with
@@ -24,15 +27,15 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::drive::{FunctionResults, Results};
 use super::plan::{Plan, Stage};
 use super::prims::{prims_of, run_prim_stage, ModuleRun};
 use super::same::{same_function, same_prims, same_signature};
 use crate::ir::{ExprKind, Function, Module};
-use crate::transform::executor::{run_stage_checked, StageChecks};
+use crate::transform::executor::{first_failure, run_stage_checked, StageChecks};
 use crate::transform::fanout::map_items_with;
 use crate::transform::{call_pass, Diagnostic, PassError, VERIFY_EACH};
 
@@ -516,23 +519,6 @@ fn barrier_fn<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<Result<FnVal, Arc<P
     }
 }
 
-/// What one stage of a run did.
-pub(crate) struct StageRun {
-    pub(crate) names: Names,
-    pub(crate) time: Duration,
-}
-
-/// The result of running every stage.
-pub(crate) struct Ran {
-    pub(crate) module: Module,
-    pub(crate) diagnostics: Vec<Diagnostic>,
-    pub(crate) stages: Vec<StageRun>,
-    /// Every stage's output, when every function of every stage had one.
-    pub(crate) outputs: Option<Vec<StageCache>>,
-    /// Whether this ran the plan's unfused variant.
-    pub(crate) unfused: bool,
-}
-
 /// What one stage produced, for every function entering it (in module order).
 #[derive(Clone)]
 pub(crate) enum StageCache {
@@ -542,86 +528,91 @@ pub(crate) enum StageCache {
     Module { out: Module, diags: Vec<Diagnostic> },
 }
 
-/// Runs every stage of the plan's fused variant in order (or of its unfused variant when
-/// `unfused`, or when a fused stage's run-time check fails), fanning function stages out over
-/// `threads` workers. May unwind with `salsa::Cancelled` when an input is set meanwhile.
-pub(crate) fn run_stages(db: &SessionDb, threads: usize, unfused: bool) -> Result<Ran, PassError> {
-    if !unfused {
-        if let Some(ran) = run_variant(db, threads, false)? {
-            return Ok(ran);
-        }
-    }
-    // The unfused variant has no run-time check, so it always gives a result.
-    run_variant(db, threads, true)?.ok_or_else(|| PassError::msg("internal error: unfused stage plan not runnable"))
+/// A stage's results as salsa's queries give them (`drive.rs` [`Results`]): `fn_stage` per
+/// function, fanned out over the functions with one database handle per worker job (cloned
+/// outside any tracked function: dependencies read on a worker inside a tracked function would
+/// be lost), and `barrier` for a barrier. What was recomputed is what the queries logged.
+pub(crate) struct Queries<'a> {
+    db: &'a SessionDb,
+    /// [`UNFUSED`] for the plan's unfused variant, else 0.
+    base: u32,
+    /// Log entries taken but not yet claimed by their stage.
+    pending: Mutex<Log>,
 }
 
-/// Runs one variant of the plan; `None` when a function failed the run-time check of a fused
-/// stage (then the variant's result would not be the serial run's).
-fn run_variant(db: &SessionDb, threads: usize, unfused: bool) -> Result<Option<Ran>, PassError> {
-    let plan = db.roots().plan(db);
-    let unfused = unfused && plan.unfused.is_some();
-    let variant = plan.variant(unfused);
-    let base = if unfused { UNFUSED } else { 0 };
-    let mut diagnostics = Vec::new();
-    let mut stages = Vec::with_capacity(variant.len());
-    let mut outputs = Some(Vec::with_capacity(variant.len()));
-    for (k, stage) in variant.iter().enumerate() {
-        let start = Instant::now();
-        let k = base | k as u32;
-        let id = StageId::new(db, k);
-        let mut names = names_at(db, id);
-        match stage.planned.function_passes() {
-            Some(passes) => {
-                let outs = map_items_with(stage.threads(threads), &names.0, db.clone(), |db, name| {
-                    fn_stage(db, Key::new(db, name.clone(), k))
-                });
-                let outs: Vec<_> = outs.into_iter().flatten().collect();
-                if outs.iter().any(|out| out.as_ref().is_ok_and(|o| o.unfusable)) {
-                    return Ok(None);
-                }
-                let ok = first_error(outs.into_iter().map(|out| out.map_err(|e| (*e).clone())))?;
-                extend_pass_major(&mut diagnostics, passes.len(), ok.iter().map(|out| &*out.diags));
-                if ok.len() != names.0.len() {
-                    outputs = None;
-                }
-                if let Some(outputs) = &mut outputs {
-                    outputs.push(StageCache::Function { names: names.0.clone(), outs: ok });
-                }
+impl<'a> Queries<'a> {
+    /// The queries of `db`'s plan variant (the unfused one when `unfused`).
+    pub(crate) fn new(db: &'a SessionDb, unfused: bool) -> Queries<'a> {
+        Queries { db, base: if unfused { UNFUSED } else { 0 }, pending: Mutex::new(Vec::new()) }
+    }
+
+    /// The module the run starts from: the loaded functions and PrimFuncs.
+    pub(crate) fn loaded(&self) -> Module {
+        let db = self.db;
+        let funcs = db.roots().funcs(db);
+        let mut module = Module::with_capacity(funcs.names.len());
+        for name in funcs.names.iter() {
+            // The names are distinct, so adding cannot fail.
+            let _ = module.add_shared(name, funcs.map[name].func(db).0);
+        }
+        module.set_prims_from(&db.roots().prims(db).0);
+        module
+    }
+
+    /// The functions the queries of stage `k` logged as computed.
+    fn logged(&self, k: u32) -> FxHashSet<Arc<str>> {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.extend(self.db.take_log());
+        let mut done = FxHashSet::default();
+        pending.retain(|(stage, name)| {
+            if *stage == k {
+                done.insert(name.clone());
             }
-            // On a handle of its own: salsa keeps a finished query's dependency set allocated
-            // for the next query on the same handle and clears all of it each time, so after a
-            // barrier (a dependency per function) every query run on `db` (a serial run's
-            // function stages) would pay for clearing a table sized for the whole module.
-            None => match &*{
-                let handle = db.clone();
-                barrier(&handle, StageId::new(&handle, k)).0
-            } {
-                Ok((out, diags)) => {
-                    if stage.planned.prim_passes().is_some() {
-                        // A PrimFunc stage's statistics count PrimFuncs.
-                        names =
-                            Names(Arc::new(prims_at(db, id).0.prim_entries().iter().map(|(n, _)| n.clone()).collect()));
-                    }
-                    diagnostics.extend(diags.iter().cloned());
-                    if let Some(outputs) = &mut outputs {
-                        outputs.push(StageCache::Module { out: out.clone(), diags: diags.clone() });
-                    }
-                }
-                Err(e) => return Err(e.clone()),
-            },
-        }
-        stages.push(StageRun { names, time: start.elapsed() });
+            *stage != k
+        });
+        done
     }
-    let n = base | variant.len() as u32;
-    let names = names_at(db, StageId::new(db, n));
-    let mut module = Module::with_capacity(names.0.len());
-    for name in names.0.iter() {
-        if let Some(res) = stage_input(db, name, n) {
-            let _ = module.add_shared(name, res?);
-        }
+}
+
+impl Results for Queries<'_> {
+    fn function_stage(&self, k: usize, _stage: &Stage, input: &Module, threads: usize) -> FunctionResults {
+        let k = self.base | k as u32;
+        let outs = map_items_with(threads, input.entries(), self.db.clone(), |db, (name, _)| {
+            match fn_stage(db, Key::new(db, name.clone(), k)) {
+                Some(out) => out.map_err(|e| (*e).clone()),
+                None => Err((0, PassError::msg(format!("internal error: {name} has no result at stage {k}")))),
+            }
+        });
+        let done = self.logged(k);
+        let computed = input.entries().iter().map(|(name, _)| done.contains(name)).collect();
+        FunctionResults { outs, computed, keys: None }
     }
-    module.set_prims_from(&prims_at(db, StageId::new(db, n)).0);
-    Ok(Some(Ran { module, diagnostics, stages, outputs, unfused }))
+
+    fn module_stage(&self, k: usize, stage: &Stage, input: &Module) -> Result<(ModuleRun, Vec<Arc<str>>), PassError> {
+        let k = self.base | k as u32;
+        // On a handle of its own: salsa keeps a finished query's dependency set allocated
+        // for the next query on the same handle and clears all of it each time, so after a
+        // barrier (a dependency per function) every query run on `db` (a serial run's
+        // function stages) would pay for clearing a table sized for the whole module.
+        let out = {
+            let handle = self.db.clone();
+            barrier(&handle, StageId::new(&handle, k)).0
+        };
+        let (module, diags) = match &*out {
+            Ok((module, diags)) => (module.clone(), diags.clone()),
+            Err(e) => return Err(e.clone()),
+        };
+        let done = self.logged(k);
+        let is_prim = stage.planned.prim_passes().is_some();
+        let entered: Vec<&Arc<str>> = if is_prim {
+            input.prim_entries().iter().map(|(n, _)| n).collect()
+        } else {
+            input.entries().iter().map(|(n, _)| n).collect()
+        };
+        let recomputed: Vec<Arc<str>> = entered.into_iter().filter(|n| done.contains(*n)).cloned().collect();
+        let prims_run = is_prim.then(|| recomputed.clone());
+        Ok((ModuleRun { module, diags, prims_run }, recomputed))
+    }
 }
 
 /// Appends a function stage's diagnostics (per function in module order, per pass) in the
@@ -658,8 +649,8 @@ pub(crate) fn first_error(
     outs: impl IntoIterator<Item = Result<StageOut, StageErr>>,
 ) -> Result<Vec<StageOut>, PassError> {
     let outs: Vec<_> = outs.into_iter().collect();
-    if let Some(i) = outs.iter().filter_map(|out| out.as_ref().err().map(|e| e.0)).min() {
-        let first = outs.into_iter().find_map(|out| out.err().filter(|e| e.0 == i));
+    if let Some((_, at)) = first_failure(outs.iter().map(|out| out.as_ref().err().map(|e| e.0))) {
+        let first = outs.into_iter().nth(at).and_then(Result::err);
         return Err(first.map_or_else(|| PassError::msg("internal error: failing function not found"), |e| e.1));
     }
     // A new vector: collecting in place would keep `outs`' allocation, sized for the larger

@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::db::{callees, replace_outputs, run_function_stage, run_module_stage, view_with, FnVal, StageOut};
+use super::db::{
+    callees, extend_pass_major, replace_outputs, run_function_stage, run_module_stage, view_with, FnVal, StageOut,
+};
 use super::plan::Stage;
 use super::same::{same_function, same_prims, same_signature};
 use super::store::StageKey;
@@ -54,9 +56,11 @@ pub(crate) type Names = Arc<Vec<Arc<str>>>;
 /// the edit path gives up and the session runs cold.
 pub(crate) struct GiveUp;
 
-/// What the last run kept, as the edit path reads and updates it. Stage numbers are positions
-/// in the plan variant the store was made with; "now" means after this run's updates of the
-/// stages before `k`.
+/// What the last run kept, as the edit path reads and updates it: what entered each stage and
+/// what it gave, what a caller saw of a callee, who references whom, and the output. Stage
+/// numbers are positions in the plan variant the store was made with; "now" means after this
+/// run's updates of the stages before `k`. The module-stage re-run methods have defaults that
+/// give up, for a store that keeps too little to re-run a module pass (`record.rs`).
 pub(crate) trait EditStore {
     /// How many stages the store has results for.
     fn num_stages(&self) -> usize;
@@ -77,8 +81,10 @@ pub(crate) trait EditStore {
     /// at `k` (a changed one's input is in the change set).
     fn input(&self, k: usize, name: &str) -> Option<Arc<Function>>;
     /// What a function pass at stage `k` sees of `callee` in its module view, for a callee
-    /// whose input did not change at `k`.
-    fn callee(&self, k: usize, callee: &str) -> Option<Arc<Function>>;
+    /// whose input did not change at `k`: by default its input.
+    fn callee(&self, k: usize, callee: &str) -> Option<Arc<Function>> {
+        self.input(k, callee)
+    }
     /// Function stage `k`'s previous output for `name` (at position `at`), whose previous
     /// input was `old_in`. `Ok(None)` when the store does not need it: after the last stage
     /// only the new output matters.
@@ -103,7 +109,9 @@ pub(crate) trait EditStore {
         key: Option<StageKey>,
     ) -> Result<bool, GiveUp>;
     /// After function stage `k`: `changed` are the functions whose input to it changed.
-    fn function_stage_done(&mut self, k: usize, changed: &Changed);
+    fn function_stage_done(&mut self, k: usize, changed: &Changed) {
+        let _ = (k, changed);
+    }
     /// Whether module stage `k`'s pass left `name` as it came in the last run (or dropped
     /// it), `old` being its input then.
     fn left_as_it_came(&self, k: usize, name: &Arc<str>, old: &Arc<Function>) -> bool;
@@ -111,21 +119,21 @@ pub(crate) trait EditStore {
     /// `name` leaves the stage.
     fn pass_through(&mut self, k: usize, name: &Arc<str>, new: &Arc<Function>) -> bool;
     /// The module entering stage `k` now (`names`), the changed functions' new inputs
-    /// included.
-    fn module_input(&self, k: usize, names: &Names, changed: &Changed) -> Result<Module, GiveUp>;
-    /// The PrimFuncs entering stage `k` now (in a module without graph functions): those
-    /// leaving the last module stage before it, else the loaded ones.
-    fn prims_at(&self, k: usize) -> &Module;
-    /// The functions leaving module stage `k` last time, in order.
-    fn out_names(&self, k: usize) -> Vec<&Arc<str>>;
-    /// Module stage `k`'s previous output for `name`; `input` is its input now.
+    /// included, for a module stage to re-run on.
+    fn module_input(&self, k: usize, names: &Names, changed: &Changed) -> Result<Module, GiveUp> {
+        let _ = (k, names, changed);
+        Err(GiveUp)
+    }
+    /// Module stage `k`'s previous output, in order; `input` is its input now.
     fn previous_module_output(
         &self,
         k: usize,
-        name: &Arc<str>,
-        input: Option<&Arc<Function>>,
+        input: &Module,
         changed: &Changed,
-    ) -> Option<Arc<Function>>;
+    ) -> Result<Vec<(Arc<str>, Arc<Function>)>, GiveUp> {
+        let _ = (k, input, changed);
+        Err(GiveUp)
+    }
     /// Records module stage `k`'s new output `out` (from `input`, the functions `names`) and
     /// diagnostics; returns whether the diagnostics changed.
     fn record_module_output(
@@ -135,19 +143,55 @@ pub(crate) trait EditStore {
         input: &Module,
         out: Module,
         diags: Vec<Diagnostic>,
-    ) -> Result<bool, GiveUp>;
-    /// After the last stage: `changed` are the functions whose final output changed (a store
-    /// that keeps no output module takes them here).
-    fn final_changes(&mut self, changed: &Changed) {
-        let _ = changed;
+    ) -> Result<bool, GiveUp> {
+        let _ = (k, names, input, out, diags);
+        Err(GiveUp)
     }
-    /// The last run's output module, to update.
-    fn output_mut(&mut self) -> &mut Module;
-    /// The last run's diagnostics (before moving them with their functions' spans), to read
-    /// or replace.
-    fn diagnostics_mut(&mut self) -> &mut Vec<Diagnostic>;
-    /// Every stage's diagnostics as stored now, in the order a serial run reports them.
-    fn collect_diagnostics(&self, stages: &[Arc<Stage>]) -> Result<Vec<Diagnostic>, GiveUp>;
+    /// The PrimFuncs entering stage `k` now (in a module without graph functions): those
+    /// leaving the last module stage before it, else the loaded ones.
+    fn prims_at(&self, k: usize) -> &Module;
+    /// Stage `k`'s diagnostics as stored now.
+    fn stage_diagnostics(&self, k: usize) -> StageDiagnostics<'_>;
+    /// The last run's output module and diagnostics (before moving them with their functions'
+    /// spans), to update after the last stage; `changed` are the functions whose final output
+    /// changed (a store that keeps no output module takes them here).
+    fn output(&mut self, changed: &Changed) -> (&mut Module, &mut Vec<Diagnostic>);
+}
+
+/// A stage's diagnostics as a store has them.
+pub(crate) enum StageDiagnostics<'a> {
+    /// A function stage's: per function in module order (those that reported nothing may be
+    /// left out), per pass.
+    Function(Vec<&'a Vec<Vec<Diagnostic>>>),
+    /// A module stage's.
+    Module(&'a [Diagnostic]),
+}
+
+/// Every stage's diagnostics as `store` has them now, in the order a serial run reports them.
+fn collect_diagnostics(stages: &[Arc<Stage>], store: &impl EditStore) -> Result<Vec<Diagnostic>, GiveUp> {
+    let mut diagnostics = Vec::new();
+    for (k, stage) in stages.iter().enumerate() {
+        match (stage.planned.function_passes(), store.stage_diagnostics(k)) {
+            (Some(passes), StageDiagnostics::Function(per_function)) => {
+                extend_pass_major(&mut diagnostics, passes.len(), per_function.into_iter());
+            }
+            (None, StageDiagnostics::Module(diags)) => diagnostics.extend(diags.iter().cloned()),
+            _ => return Err(GiveUp),
+        }
+    }
+    Ok(diagnostics)
+}
+
+/// Notes in `referrers` the globals `func` (named `name`) references.
+pub(crate) fn add_referrers(referrers: &mut Referrers, name: &Arc<str>, func: &Function) {
+    for callee in callees(name, func) {
+        referrers.entry(Arc::from(callee)).or_default().insert(name.clone());
+    }
+}
+
+/// The functions `referrers` lists for one of `callees`.
+pub(crate) fn referrers_in(referrers: &Referrers, callees: &FxHashSet<&str>) -> Vec<Arc<str>> {
+    callees.iter().flat_map(|callee| referrers.get(*callee).into_iter().flatten().cloned()).collect()
 }
 
 /// One stage of an edit run (or of a lean cold run): the functions recomputed (module order),
@@ -237,18 +281,17 @@ fn propagate(
     }
     // The functions whose final output changed are replaced in the previous output; the
     // function list is the same (a changed list gave up above).
-    store.final_changes(&changed);
-    replace_outputs(store.output_mut(), &changed);
-    if prims_changed {
-        let prims = store.prims_at(stages_in.len()).clone();
-        store.output_mut().set_prims_from(&prims);
+    let prims = prims_changed.then(|| store.prims_at(stages_in.len()).clone());
+    let diagnostics = if diags_changed { Some(collect_diagnostics(stages_in, store)?) } else { None };
+    let (output, kept_diagnostics) = store.output(&changed);
+    replace_outputs(output, &changed);
+    if let Some(prims) = prims {
+        output.set_prims_from(&prims);
     }
-    let module = store.output_mut().clone();
-    if diags_changed {
-        let diagnostics = store.collect_diagnostics(stages_in)?;
-        *store.diagnostics_mut() = diagnostics;
+    if let Some(diagnostics) = diagnostics {
+        *kept_diagnostics = diagnostics;
     }
-    Ok(EditRun { module, diagnostics: store.diagnostics_mut().clone(), stages })
+    Ok(EditRun { module: output.clone(), diagnostics: kept_diagnostics.clone(), stages })
 }
 
 /// The function `name` entering stage `k` now: its new input when it changed, else the store's.
@@ -369,15 +412,14 @@ fn module_stage(
         let run = run_module_stage(stage, input.clone()).map_err(Stop::Failed)?;
         let (out, diags) = (run.module, run.diags);
         *prims_changed = !same_prims(store.prims_at(k + 1), &out);
-        let out_names = store.out_names(k);
-        let same_names = out_names.len() == out.len() && out_names.iter().zip(out.entries()).all(|(a, (b, _))| *a == b);
+        let previous = store.previous_module_output(k, &input, changed)?;
+        let same_names = previous.len() == out.len() && previous.iter().zip(out.entries()).all(|(a, b)| a.0 == b.0);
         if !same_names {
             return Err(Stop::GiveUp);
         }
-        for (name, new) in out.entries() {
-            let old = store.previous_module_output(k, name, input.get(name), changed).ok_or(GiveUp)?;
+        for ((name, old), (_, new)) in previous.into_iter().zip(out.entries()) {
             if !same_function(&old, new) {
-                next.insert(name.clone(), (old, new.clone()));
+                next.insert(name, (old, new.clone()));
             }
         }
         *diags_changed |= store.record_module_output(k, &names, &input, out, diags)?;

@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::db::{callees, extend_pass_major, FnVal, StageCache, StageOut};
-use super::edit::{Changed, EditStore, GiveUp, Names, Positions, Referrers};
+use super::db::{FnVal, StageCache, StageOut};
+use super::edit::{
+    add_referrers, referrers_in, Changed, EditStore, GiveUp, Names, Positions, Referrers, StageDiagnostics,
+};
 use super::plan::Stage;
 use super::same::same_function;
 use super::store::StageKey;
@@ -35,15 +37,6 @@ pub(crate) struct Cache {
     /// (entries are added, never removed). Built on the first signature change rather than
     /// in the cold run, which it would slow down by a scan of every stage's functions.
     referrers: Option<Referrers>,
-}
-
-/// Notes in `referrers` (when built) the globals `func`, now stored for `name`, references.
-fn note(referrers: &mut Option<Referrers>, name: &Arc<str>, func: &Function) {
-    if let Some(referrers) = referrers {
-        for callee in callees(name, func) {
-            referrers.entry(Arc::from(callee)).or_default().insert(name.clone());
-        }
-    }
 }
 
 impl Cache {
@@ -85,30 +78,30 @@ impl Cache {
     }
 
     /// Builds the referrer index from every stage's input (once; later updates go through
-    /// [`note`]). The callers of a function whose signature changed come from it.
+    /// `note`). The callers of a function whose signature changed come from it.
     fn build_referrers(&mut self) {
         if self.referrers.is_some() {
             return;
         }
-        let mut referrers = Some(Referrers::default());
+        let mut referrers = Referrers::default();
         for (name, func) in &self.sources {
-            note(&mut referrers, name, func);
+            add_referrers(&mut referrers, name, func);
         }
         for stage in &self.stages {
             match stage {
                 StageCache::Function { names, outs } => {
                     for (name, out) in names.iter().zip(outs) {
-                        note(&mut referrers, name, &out.func.0);
+                        add_referrers(&mut referrers, name, &out.func.0);
                     }
                 }
                 StageCache::Module { out, .. } => {
                     for (name, func) in out.entries() {
-                        note(&mut referrers, name, func);
+                        add_referrers(&mut referrers, name, func);
                     }
                 }
             }
         }
-        self.referrers = referrers;
+        self.referrers = Some(referrers);
     }
 
     /// The function `name` entering stage `k` (after this run's updates of earlier stages).
@@ -148,13 +141,14 @@ impl EditStore for Cache {
     }
 
     fn note(&mut self, name: &Arc<str>, func: &Function) {
-        note(&mut self.referrers, name, func);
+        if let Some(referrers) = &mut self.referrers {
+            add_referrers(referrers, name, func);
+        }
     }
 
     fn referrers_of(&mut self, callees: &FxHashSet<&str>) -> Vec<Arc<str>> {
         self.build_referrers();
-        let Some(referrers) = &self.referrers else { return Vec::new() };
-        callees.iter().flat_map(|callee| referrers.get(*callee).into_iter().flatten().cloned()).collect()
+        self.referrers.as_ref().map_or_else(Vec::new, |referrers| referrers_in(referrers, callees))
     }
 
     fn positions(&self, k: usize) -> Option<Positions> {
@@ -173,11 +167,6 @@ impl EditStore for Cache {
 
     fn input(&self, k: usize, name: &str) -> Option<Arc<Function>> {
         Cache::input(self, k, name)
-    }
-
-    /// A function pass's view holds its callees as they enter the stage.
-    fn callee(&self, k: usize, callee: &str) -> Option<Arc<Function>> {
-        Cache::input(self, k, callee)
     }
 
     /// As stored.
@@ -210,8 +199,6 @@ impl EditStore for Cache {
         *slot = out;
         Ok(diags_changed)
     }
-
-    fn function_stage_done(&mut self, _k: usize, _changed: &Changed) {}
 
     fn left_as_it_came(&self, k: usize, name: &Arc<str>, old: &Arc<Function>) -> bool {
         match &self.stages[k] {
@@ -252,24 +239,16 @@ impl EditStore for Cache {
         last.unwrap_or(&self.prims)
     }
 
-    fn out_names(&self, k: usize) -> Vec<&Arc<str>> {
-        match &self.stages[k] {
-            StageCache::Module { out, .. } => out.entries().iter().map(|(n, _)| n).collect(),
-            StageCache::Function { .. } => Vec::new(),
-        }
-    }
-
     /// As stored.
     fn previous_module_output(
         &self,
         k: usize,
-        name: &Arc<str>,
-        _input: Option<&Arc<Function>>,
+        _input: &Module,
         _changed: &Changed,
-    ) -> Option<Arc<Function>> {
+    ) -> Result<Vec<(Arc<str>, Arc<Function>)>, GiveUp> {
         match &self.stages[k] {
-            StageCache::Module { out, .. } => out.get(name).cloned(),
-            StageCache::Function { .. } => None,
+            StageCache::Module { out, .. } => Ok(out.entries().to_vec()),
+            StageCache::Function { .. } => Err(GiveUp),
         }
     }
 
@@ -288,25 +267,16 @@ impl EditStore for Cache {
         Ok(diags_changed)
     }
 
-    fn output_mut(&mut self) -> &mut Module {
-        &mut self.output
-    }
-
-    fn diagnostics_mut(&mut self) -> &mut Vec<Diagnostic> {
-        &mut self.diagnostics
-    }
-
-    fn collect_diagnostics(&self, stages: &[Arc<Stage>]) -> Result<Vec<Diagnostic>, GiveUp> {
-        let mut diagnostics = Vec::new();
-        for (stage, out) in stages.iter().zip(&self.stages) {
-            match (stage.planned.function_passes(), out) {
-                (Some(passes), StageCache::Function { outs, .. }) => {
-                    extend_pass_major(&mut diagnostics, passes.len(), outs.iter().map(|out| &*out.diags));
-                }
-                (None, StageCache::Module { diags, .. }) => diagnostics.extend(diags.iter().cloned()),
-                _ => return Err(GiveUp),
+    fn stage_diagnostics(&self, k: usize) -> StageDiagnostics<'_> {
+        match &self.stages[k] {
+            StageCache::Function { outs, .. } => {
+                StageDiagnostics::Function(outs.iter().map(|out| &*out.diags).collect())
             }
+            StageCache::Module { diags, .. } => StageDiagnostics::Module(diags),
         }
-        Ok(diagnostics)
+    }
+
+    fn output(&mut self, _changed: &Changed) -> (&mut Module, &mut Vec<Diagnostic>) {
+        (&mut self.output, &mut self.diagnostics)
     }
 }

@@ -28,9 +28,11 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::db::{callees, extend_pass_major, run_function_stage, view_with, FnVal, StageOut};
+use super::db::{callees, run_function_stage, view_with, FnVal, StageOut};
 use super::drive::Record;
-use super::edit::{Changed, EditRun, EditStore, GiveUp, Names, Positions, Referrers};
+use super::edit::{
+    add_referrers, referrers_in, Changed, EditRun, EditStore, GiveUp, Names, Positions, Referrers, StageDiagnostics,
+};
 use super::plan::Stage;
 use super::prims::{prims_of, ModuleRun};
 use super::record::{RecStage, RunRecord, NO_KEY};
@@ -210,7 +212,7 @@ impl LeanRecord {
 }
 
 impl Record for LeanRecord {
-    fn function_stage(&mut self, _k: usize, input: &Module, outs: &[StageOut], keys: Option<&[StageKey]>) {
+    fn function_stage(&mut self, _k: usize, input: &Module, outs: Vec<StageOut>, keys: Option<&[StageKey]>) {
         let entries = input.entries();
         let items: Vec<usize> = (0..entries.len()).collect();
         let this = &*self;
@@ -306,11 +308,7 @@ impl Lean {
     /// Notes that `func`, now an input of some stage for `name`, references its globals.
     fn note(&mut self, name: &Arc<str>, func: &Function) {
         match &mut self.referrers {
-            Some(referrers) => {
-                for callee in callees(name, func) {
-                    referrers.entry(Arc::from(callee)).or_default().insert(name.clone());
-                }
-            }
+            Some(referrers) => add_referrers(referrers, name, func),
             None => {
                 let extra = extra_of(name, func, self.source(name));
                 add_extra(&mut self.extra_callees, name, extra);
@@ -325,9 +323,7 @@ impl Lean {
         }
         let mut referrers = Referrers::default();
         for (name, func) in self.names.iter().zip(&self.sources) {
-            for callee in callees(name, func) {
-                referrers.entry(Arc::from(callee)).or_default().insert(name.clone());
-            }
+            add_referrers(&mut referrers, name, func);
         }
         for (name, extra) in &self.extra_callees {
             for callee in extra {
@@ -515,8 +511,7 @@ impl EditStore for LeanEdit<'_> {
 
     fn referrers_of(&mut self, callees: &FxHashSet<&str>) -> Vec<Arc<str>> {
         self.lean.build_referrers();
-        let Some(referrers) = &self.lean.referrers else { return Vec::new() };
-        callees.iter().flat_map(|callee| referrers.get(*callee).into_iter().flatten().cloned()).collect()
+        self.lean.referrers.as_ref().map_or_else(Vec::new, |referrers| referrers_in(referrers, callees))
     }
 
     fn positions(&self, k: usize) -> Option<Positions> {
@@ -630,26 +625,19 @@ impl EditStore for LeanEdit<'_> {
         lean_prims_before(&self.lean.stages[..k], &self.lean.prims)
     }
 
-    fn out_names(&self, k: usize) -> Vec<&Arc<str>> {
-        match &self.lean.stages[k] {
-            LeanStage::Module { out_names, .. } => out_names.iter().collect(),
-            LeanStage::Function { .. } => Vec::new(),
-        }
-    }
-
     /// As stored when the pass changed the function, else its previous input.
     fn previous_module_output(
         &self,
         k: usize,
-        name: &Arc<str>,
-        input: Option<&Arc<Function>>,
+        input: &Module,
         changed: &Changed,
-    ) -> Option<Arc<Function>> {
-        let LeanStage::Module { modified, .. } = &self.lean.stages[k] else { return None };
-        match modified.get(name) {
+    ) -> Result<Vec<(Arc<str>, Arc<Function>)>, GiveUp> {
+        let LeanStage::Module { out_names, modified, .. } = &self.lean.stages[k] else { return Err(GiveUp) };
+        let previous = |name: &Arc<str>| match modified.get(name) {
             Some(f) => Some(f.clone()),
-            None => changed.get(name).map(|(old, _)| old.clone()).or_else(|| input.cloned()),
-        }
+            None => changed.get(name).map(|(old, _)| old.clone()).or_else(|| input.get(name).cloned()),
+        };
+        out_names.iter().map(|name| previous(name).map(|f| (name.clone(), f)).ok_or(GiveUp)).collect()
     }
 
     /// Keeps the functions the pass dropped or changed.
@@ -681,27 +669,18 @@ impl EditStore for LeanEdit<'_> {
         Ok(diags_changed)
     }
 
-    fn output_mut(&mut self) -> &mut Module {
-        &mut self.lean.output
-    }
-
-    fn diagnostics_mut(&mut self) -> &mut Vec<Diagnostic> {
-        &mut self.lean.diagnostics
-    }
-
-    fn collect_diagnostics(&self, stages: &[Arc<Stage>]) -> Result<Vec<Diagnostic>, GiveUp> {
-        let mut diagnostics = Vec::new();
-        for (stage, kept) in stages.iter().zip(&self.lean.stages) {
-            match (stage.planned.function_passes(), kept) {
-                (Some(passes), LeanStage::Function { diags, .. }) => {
-                    let mut reported: Vec<_> = diags.iter().collect();
-                    reported.sort_unstable_by_key(|(i, _)| **i);
-                    extend_pass_major(&mut diagnostics, passes.len(), reported.iter().map(|(_, d)| &***d));
-                }
-                (None, LeanStage::Module { diags, .. }) => diagnostics.extend(diags.iter().cloned()),
-                _ => return Err(GiveUp),
+    fn stage_diagnostics(&self, k: usize) -> StageDiagnostics<'_> {
+        match &self.lean.stages[k] {
+            LeanStage::Function { diags, .. } => {
+                let mut reported: Vec<_> = diags.iter().collect();
+                reported.sort_unstable_by_key(|(i, _)| **i);
+                StageDiagnostics::Function(reported.into_iter().map(|(_, d)| &**d).collect())
             }
+            LeanStage::Module { diags, .. } => StageDiagnostics::Module(diags),
         }
-        Ok(diagnostics)
+    }
+
+    fn output(&mut self, _changed: &Changed) -> (&mut Module, &mut Vec<Diagnostic>) {
+        (&mut self.lean.output, &mut self.lean.diagnostics)
     }
 }

@@ -23,11 +23,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rustc_hash::FxHashMap;
 
+use super::db::extend_pass_major;
 use super::plan::Stage;
 use super::same::same_prim;
 use crate::ir::Module;
 use crate::tir::PrimFunc;
-use crate::transform::executor::run_prim_stage_on;
+use crate::transform::executor::{first_failure, run_prim_stage_on};
 use crate::transform::fanout::map_items;
 use crate::transform::{call_pass, Diagnostic, PassError, PrimFuncPass, VERIFY_EACH};
 
@@ -96,20 +97,16 @@ pub(crate) fn run_prim_stage(stage: &Stage, passes: &[PrimFuncPass], module: Mod
             None => Ok((run.func, Arc::new(run.diagnostics), true)),
         }
     });
-    if let Some(i) = outs.iter().filter_map(|o| o.as_ref().err().map(|e| e.0)).min() {
+    if let Some((_, at)) = first_failure(outs.iter().map(|o| o.as_ref().err().map(|e| e.0))) {
         // What was kept is still right for its inputs.
         *results.map.lock().unwrap_or_else(PoisonError::into_inner) = kept;
-        let first = outs.into_iter().find_map(|o| o.err().filter(|e| e.0 == i)).map(|e| e.1);
+        let first = outs.into_iter().nth(at).and_then(Result::err).map(|e| e.1);
         return Err(first.unwrap_or_else(|| PassError::msg("internal error: failing PrimFunc not found")));
     }
     drop(kept);
     let outs: Vec<_> = outs.into_iter().filter_map(Result::ok).collect();
     let mut diags = Vec::new();
-    for i in 0..passes.len() {
-        for (_, d, _) in &outs {
-            diags.extend(d.get(i).into_iter().flatten().cloned());
-        }
-    }
+    extend_pass_major(&mut diags, passes.len(), outs.iter().map(|(_, d, _)| &**d));
     let mut map = FxHashMap::with_capacity_and_hasher(outs.len(), Default::default());
     let mut prims_run = Vec::new();
     let mut new = Vec::with_capacity(outs.len());

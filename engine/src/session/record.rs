@@ -28,7 +28,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::codec::{Reader, Writer};
 use super::db::{callees, view_with, FnVal, StageOut};
-use super::edit::{Changed, EditStore, GiveUp, Names, Positions};
+use super::edit::{Changed, EditStore, GiveUp, Names, Positions, StageDiagnostics};
 use super::plan::Stage;
 use super::same::{same_signature, span_base};
 use super::store::{decode_function, decode_source, StageKey, StageStore};
@@ -409,10 +409,6 @@ impl EditStore for RecordEdit<'_> {
         self.input_at(k, i)
     }
 
-    fn callee(&self, k: usize, callee: &str) -> Option<Arc<Function>> {
-        self.input(k, callee)
-    }
-
     /// The result the record names, decoded with the previous input.
     fn previous_output(
         &self,
@@ -476,57 +472,26 @@ impl EditStore for RecordEdit<'_> {
         }
     }
 
-    /// Not kept: the whole module would have to be decoded.
-    fn module_input(&self, _k: usize, _names: &Names, _changed: &Changed) -> Result<Module, GiveUp> {
-        Err(GiveUp)
-    }
+    // A module stage's re-run gives up (the defaults): its whole input would have to be
+    // decoded.
 
     /// A record is of a module without PrimFuncs.
     fn prims_at(&self, _k: usize) -> &Module {
         &self.no_prims
     }
 
-    fn out_names(&self, _k: usize) -> Vec<&Arc<str>> {
-        Vec::new()
-    }
-
-    fn previous_module_output(
-        &self,
-        _k: usize,
-        _name: &Arc<str>,
-        _input: Option<&Arc<Function>>,
-        _changed: &Changed,
-    ) -> Option<Arc<Function>> {
-        None
-    }
-
-    fn record_module_output(
-        &mut self,
-        _k: usize,
-        _names: &Names,
-        _input: &Module,
-        _out: Module,
-        _diags: Vec<Diagnostic>,
-    ) -> Result<bool, GiveUp> {
-        Err(GiveUp)
-    }
-
-    fn final_changes(&mut self, changed: &Changed) {
-        self.finals = changed.iter().map(|(name, (_, new))| (name.clone(), new.clone())).collect();
-    }
-
-    /// Empty: the embedder keeps the output (as text); the changes are in `finals`.
-    fn output_mut(&mut self) -> &mut Module {
-        &mut self.output
-    }
-
-    fn diagnostics_mut(&mut self) -> &mut Vec<Diagnostic> {
-        &mut self.diagnostics
-    }
-
     /// None: a diagnostic gave up.
-    fn collect_diagnostics(&self, _stages: &[Arc<Stage>]) -> Result<Vec<Diagnostic>, GiveUp> {
-        Ok(Vec::new())
+    fn stage_diagnostics(&self, k: usize) -> StageDiagnostics<'_> {
+        match self.rec.stages.get(k) {
+            Some(RecStage::Function { .. }) => StageDiagnostics::Function(Vec::new()),
+            _ => StageDiagnostics::Module(&[]),
+        }
+    }
+
+    /// Empty: the embedder keeps the output (as text); the changes go to `finals`.
+    fn output(&mut self, changed: &Changed) -> (&mut Module, &mut Vec<Diagnostic>) {
+        self.finals = changed.iter().map(|(name, (_, new))| (name.clone(), new.clone())).collect();
+        (&mut self.output, &mut self.diagnostics)
     }
 }
 

@@ -161,7 +161,7 @@ pub fn run_prim_stage(passes: &[PrimFuncPass], mut module: Module, ctx: &PassCon
     let runs = map_items_largest_first(threads, module.prim_entries(), weight, |(name, func)| {
         run_prim_stage_on(passes, name, func, view, ctx)
     });
-    let failed_at = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min();
+    let failed = first_failure(runs.iter().map(|r| r.error.as_ref().map(|(i, _)| *i)));
     for i in 0..passes.len() {
         for run in &runs {
             for d in run.diagnostics.get(i).into_iter().flatten() {
@@ -171,8 +171,8 @@ pub fn run_prim_stage(passes: &[PrimFuncPass], mut module: Module, ctx: &PassCon
                 ctx.merge_statistics(stats);
             }
         }
-        if failed_at == Some(i) {
-            let first = runs.into_iter().filter_map(|r| r.error).find(|(j, _)| *j == i).map(|(_, e)| e);
+        if let Some((_, at)) = failed.filter(|(pass, _)| *pass == i) {
+            let first = runs.into_iter().nth(at).and_then(|r| r.error).map(|(_, e)| e);
             return Err(first.unwrap_or_else(|| PassError::msg("internal error: failing PrimFunc not found")));
         }
     }
@@ -412,8 +412,8 @@ fn run_fused(
             None => run_unfused(passes, module, ctx),
         };
     }
-    let failed_at = runs.iter().filter_map(|r| r.error.as_ref().map(|(i, _)| *i)).min();
-    let output = match failed_at {
+    let failed = first_failure(runs.iter().map(|r| r.error.as_ref().map(|(i, _)| *i)));
+    let output = match failed {
         None => {
             let mut out = module.clone();
             out.replace_all(runs.iter().map(|r| r.func.clone()).collect());
@@ -429,8 +429,9 @@ fn run_fused(
             ctx.merge_statistics(&p.statistics);
         }
         merge_diagnostics(ctx, &runs, i);
-        if failed_at == Some(i) {
-            return Err(first_error(runs, i));
+        if let Some((_, at)) = failed.filter(|(pass, _)| *pass == i) {
+            let first = runs.into_iter().nth(at).and_then(|r| r.error).map(|(_, e)| e);
+            return Err(first.unwrap_or_else(|| PassError::msg("internal error: failing function not found")));
         }
     }
     drop(runs);
@@ -458,12 +459,13 @@ fn merge_diagnostics(ctx: &PassContext, runs: &[FunctionRun], pass_idx: usize) {
     }
 }
 
-fn first_error(runs: Vec<FunctionRun>, pass_idx: usize) -> PassError {
-    runs.into_iter()
-        .filter_map(|r| r.error)
-        .find(|(i, _)| *i == pass_idx)
-        .map(|(_, e)| e)
-        .unwrap_or_else(|| PassError::msg("internal error: failing function not found"))
+/// The failure a serial run reports among a stage's per-function (or per-PrimFunc) runs, given
+/// per run in module order the index of the pass it failed at, if any: the first failing pass,
+/// and within it the first failing function in module order. Returns (pass, run). The one
+/// rule for the executor's fused stages and every session path (`session/db.rs`
+/// `first_error`).
+pub(crate) fn first_failure(failed_at: impl IntoIterator<Item = Option<usize>>) -> Option<(usize, usize)> {
+    failed_at.into_iter().enumerate().filter_map(|(run, pass)| pass.map(|pass| (pass, run))).min()
 }
 
 /// Drops `module`, freeing its functions on the pool (see [`release`]).
