@@ -49,6 +49,9 @@ pub(crate) type Referrers = FxHashMap<Arc<str>, FxHashSet<Arc<str>>>;
 /// A function whose stage input changed: its old and new input.
 pub(crate) type Changed = FxHashMap<Arc<str>, (Arc<Function>, Arc<Function>)>;
 
+/// Functions with their names, in module order.
+pub(crate) type Named = Vec<(Arc<str>, Arc<Function>)>;
+
 /// A list of function names, in module order.
 pub(crate) type Names = Arc<Vec<Arc<str>>>;
 
@@ -125,12 +128,7 @@ pub(crate) trait EditStore {
         Err(GiveUp)
     }
     /// Module stage `k`'s previous output, in order; `input` is its input now.
-    fn previous_module_output(
-        &self,
-        k: usize,
-        input: &Module,
-        changed: &Changed,
-    ) -> Result<Vec<(Arc<str>, Arc<Function>)>, GiveUp> {
+    fn previous_module_output(&self, k: usize, input: &Module, changed: &Changed) -> Result<Named, GiveUp> {
         let _ = (k, input, changed);
         Err(GiveUp)
     }

@@ -10,7 +10,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::db::{FnVal, StageCache, StageOut};
 use super::edit::{
-    add_referrers, referrers_in, Changed, EditStore, GiveUp, Names, Positions, Referrers, StageDiagnostics,
+    add_referrers, referrers_in, Changed, EditStore, GiveUp, Named, Names, Positions, Referrers, StageDiagnostics,
 };
 use super::plan::Stage;
 use super::same::same_function;
@@ -240,12 +240,7 @@ impl EditStore for Cache {
     }
 
     /// As stored.
-    fn previous_module_output(
-        &self,
-        k: usize,
-        _input: &Module,
-        _changed: &Changed,
-    ) -> Result<Vec<(Arc<str>, Arc<Function>)>, GiveUp> {
+    fn previous_module_output(&self, k: usize, _input: &Module, _changed: &Changed) -> Result<Named, GiveUp> {
         match &self.stages[k] {
             StageCache::Module { out, .. } => Ok(out.entries().to_vec()),
             StageCache::Function { .. } => Err(GiveUp),

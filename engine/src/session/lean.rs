@@ -31,7 +31,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::db::{callees, run_function_stage, view_with, FnVal, StageOut};
 use super::drive::Record;
 use super::edit::{
-    add_referrers, referrers_in, Changed, EditRun, EditStore, GiveUp, Names, Positions, Referrers, StageDiagnostics,
+    add_referrers, referrers_in, Changed, EditRun, EditStore, GiveUp, Named, Names, Positions, Referrers,
+    StageDiagnostics,
 };
 use super::plan::Stage;
 use super::prims::{prims_of, ModuleRun};
@@ -626,12 +627,7 @@ impl EditStore for LeanEdit<'_> {
     }
 
     /// As stored when the pass changed the function, else its previous input.
-    fn previous_module_output(
-        &self,
-        k: usize,
-        input: &Module,
-        changed: &Changed,
-    ) -> Result<Vec<(Arc<str>, Arc<Function>)>, GiveUp> {
+    fn previous_module_output(&self, k: usize, input: &Module, changed: &Changed) -> Result<Named, GiveUp> {
         let LeanStage::Module { out_names, modified, .. } = &self.lean.stages[k] else { return Err(GiveUp) };
         let previous = |name: &Arc<str>| match modified.get(name) {
             Some(f) => Some(f.clone()),
