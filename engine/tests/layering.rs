@@ -1,7 +1,8 @@
 //! Boundaries the code map (`docs/architecture.md`) states, checked on the sources: the files
 //! of `transform/` import each other without a cycle (the fan-out is below the context, the
 //! planner below the executor, the executor below `Sequential`'s runner), and `ir/` knows
-//! nothing of passes, sessions, front ends or the interpreter.
+//! nothing of passes, sessions, front ends or the interpreter; library crates depend on no
+//! command-line crate.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -230,4 +231,30 @@ fn transform_knows_nothing_of_sessions() {
             );
         }
     }
+}
+
+/// The command-line crates among `krate`'s dependencies (its `[dependencies]` table).
+fn command_line_dependencies(krate: &str) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let manifest = std::fs::read_to_string(root.join(krate).join("Cargo.toml")).expect("readable manifest");
+    let deps = manifest.split("[dependencies]").nth(1).expect("a [dependencies] table");
+    let deps = deps.split("\n[").next().unwrap_or(deps);
+    deps.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .map(|l| l.split(['=', '.', ' ']).next().unwrap_or("").trim().to_string())
+        .filter(|name| ["passel-harness", "clap", "miette", "indicatif", "notify"].contains(&name.as_str()))
+        .collect()
+}
+
+#[test]
+fn library_crates_depend_on_no_command_line_crate() {
+    // Library code lives below the CLI: the Python extension and the cache store reach the
+    // engine, the passes and the store, never passel-harness or the crates only a command line
+    // needs (argument parsing, terminal reports, file watching).
+    for krate in ["engine", "passes", "cache", "python"] {
+        let found = command_line_dependencies(krate);
+        assert!(found.is_empty(), "{krate}/Cargo.toml depends on command-line crates {found:?}");
+    }
+    // The reading finds them where they are.
+    assert!(command_line_dependencies("harness").contains(&"clap".to_string()));
 }
