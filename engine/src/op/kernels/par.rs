@@ -50,12 +50,15 @@ pub(crate) struct ChunkSink<'a, T> {
 
 impl<T> Extend<T> for ChunkSink<'_, T> {
     fn extend<I: IntoIterator<Item = T>>(&mut self, items: I) {
+        let mut items = items.into_iter();
         let mut n = 0;
-        for (slot, v) in self.out[self.written..].iter_mut().zip(items) {
+        for (slot, v) in self.out[self.written..].iter_mut().zip(&mut items) {
             slot.write(v);
             n += 1;
         }
         self.written += n;
+        // More elements than the chunk has room for is a kernel bug, never dropped silently.
+        assert!(items.next().is_none(), "a parallel kernel wrote past its output chunk");
     }
 }
 
@@ -133,6 +136,15 @@ mod tests {
             let got = collect_chunks(&pool, min_chunk, len, |range, sink| sink.extend(range.map(|i| i * 3)));
             assert_eq!(got, (0..len).map(|i| i * 3).collect::<Vec<_>>(), "len {len}, min_chunk {min_chunk}");
         }
+    }
+
+    #[test]
+    fn collect_chunks_refuses_a_chunk_written_past_its_end() {
+        let pool = pool(2);
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            collect_chunks(&pool, 4, 16, |range, sink| sink.extend(range.start as u64..range.end as u64 + 1))
+        }));
+        assert!(res.is_err());
     }
 
     #[test]
