@@ -23,7 +23,7 @@ mod mlp;
 mod random;
 mod transformer;
 
-pub use chain::{chain, ChainOptions};
+pub use chain::{chain, chain_functions, ChainOptions};
 pub use cnn::{cnn, CnnOptions};
 pub use mlp::{mlp, Activation, MlpOptions};
 pub use random::{random, RandomOptions};

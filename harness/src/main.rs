@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use passel_engine::ir::print_module;
 use passel_harness::args::check_input_shapes;
 use passel_harness::cmd::{self, write_stdout};
 use passel_harness::console::Console;
@@ -99,7 +98,10 @@ fn main() -> ExitCode {
             }
         }
         Command::Gen(cmd) => match gen::cli::check_size(&cmd, gen::cli::memory_limit()) {
-            Ok(()) => write_stdout(console, &print_module(&gen::cli::generate(&cmd))),
+            Ok(()) => {
+                let _ = gen::cli::print_workload(&cmd, |text| console.out(text));
+                console.exit_code(ExitCode::SUCCESS)
+            }
             Err(e) => console.error(&e.to_string()),
         },
         Command::Run(args) => cmd::run::run(console, *args),

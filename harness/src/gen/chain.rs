@@ -32,13 +32,20 @@ impl Default for ChainOptions {
 /// Builds the chain workload: functions `@f0`, `@f1`, … each of type `fn(T) -> T`.
 pub fn chain(opts: &ChainOptions) -> Module {
     let mut module = Module::new();
-    for i in 0..opts.functions {
-        // One stream per function, so function i is the same whatever the function count.
-        let mut rng = ChaCha8Rng::seed_from_u64(opts.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i as u64);
-        let func = chain_function(opts, &mut rng);
-        module.add(&format!("f{i}"), func).expect("generated names are unique");
+    for (name, func) in chain_functions(opts) {
+        module.add(&name, func).expect("generated names are unique");
     }
     module
+}
+
+/// The functions of [`chain`], made one at a time as the iterator is advanced (how `passel gen
+/// chain` prints a workload larger than memory).
+pub fn chain_functions(opts: &ChainOptions) -> impl Iterator<Item = (String, passel_engine::ir::Function)> + '_ {
+    (0..opts.functions).map(move |i| {
+        // One stream per function, so function i is the same whatever the function count.
+        let mut rng = ChaCha8Rng::seed_from_u64(opts.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i as u64);
+        (format!("f{i}"), chain_function(opts, &mut rng))
+    })
 }
 
 fn chain_function(opts: &ChainOptions, rng: &mut ChaCha8Rng) -> passel_engine::ir::Function {

@@ -1,11 +1,11 @@
 //! `passel gen KIND [options]`: the command-line options of each generator.
 
 use clap::{Args, Subcommand};
-use passel_engine::ir::Module;
+use passel_engine::ir::{print_function, print_module, Module};
 
 use super::{
-    chain, cnn, mlp, random, transformer, Activation, ChainOptions, CnnOptions, MlpOptions, RandomOptions,
-    TransformerOptions,
+    chain, chain_functions, cnn, mlp, random, transformer, Activation, ChainOptions, CnnOptions, MlpOptions,
+    RandomOptions, TransformerOptions,
 };
 
 /// Largest count (functions, layers, blocks) the CLI accepts.
@@ -168,7 +168,8 @@ mod per_unit {
 /// (tensor dimensions cost nothing: weights are fills).
 pub fn estimate_bytes(cmd: &GenCommand) -> f64 {
     match cmd {
-        GenCommand::Chain(a) => a.functions as f64 * (a.ops as f64 * per_unit::CHAIN_OP + per_unit::CHAIN_FUNCTION),
+        // Printed one function at a time ([`print_workload`]): one function and the buffer.
+        GenCommand::Chain(a) => a.ops as f64 * per_unit::CHAIN_OP + per_unit::CHAIN_FUNCTION + STREAM_BUFFER as f64,
         GenCommand::Mlp(a) => (a.layers as f64 + 1.0) * per_unit::MLP_LAYER,
         GenCommand::Cnn(a) => (a.blocks as f64 + 1.0) * per_unit::CNN_BLOCK,
         GenCommand::Transformer(a) => (a.layers as f64 + 1.0) * per_unit::TRANSFORMER_LAYER,
@@ -222,6 +223,36 @@ fn human_bytes(b: f64) -> String {
     format!("{b:.1e} B")
 }
 
+/// Bytes of text [`print_workload`] gathers before writing them.
+const STREAM_BUFFER: usize = 1 << 20;
+
+/// Prints `cmd`'s workload through `out`, in pieces of about a megabyte, stopping at the first
+/// failed write. The chain workload is made and printed one function at a time — its functions
+/// are independent and hold only scalar constants, so the text is [`print_module`]'s while the
+/// memory is one function's, whatever `--functions` is; the other kinds print one module.
+pub fn print_workload<E>(cmd: &GenCommand, mut out: impl FnMut(&str) -> Result<(), E>) -> Result<(), E> {
+    let GenCommand::Chain(a) = cmd else {
+        return out(&print_module(&generate(cmd)));
+    };
+    let opts =
+        ChainOptions { functions: a.functions as usize, ops: a.ops as usize, seed: a.seed, ..Default::default() };
+    let mut text = String::with_capacity(STREAM_BUFFER + (STREAM_BUFFER >> 2));
+    for (i, (name, func)) in chain_functions(&opts).enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        text.push_str(&print_function(&name, &func));
+        if text.len() >= STREAM_BUFFER {
+            out(&text)?;
+            text.clear();
+        }
+    }
+    if text.is_empty() {
+        return Ok(());
+    }
+    out(&text)
+}
+
 /// Builds the module `cmd` asks for.
 pub fn generate(cmd: &GenCommand) -> Module {
     match cmd {
@@ -267,5 +298,55 @@ pub fn generate(cmd: &GenCommand) -> Module {
             max_depth: a.max_depth as usize,
             seed: a.seed,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{generate, print_workload, ChainArgs, GenCommand, MlpArgs, STREAM_BUFFER};
+    use passel_engine::ir::print_module;
+
+    fn pieces(cmd: &GenCommand) -> Vec<String> {
+        let mut out = Vec::new();
+        print_workload(cmd, |text| {
+            out.push(text.to_string());
+            Ok::<(), ()>(())
+        })
+        .expect("no write fails");
+        out
+    }
+
+    #[test]
+    fn a_printed_chain_is_the_printed_module_in_pieces() {
+        for (functions, ops, seed) in [(0, 50, 1), (1, 0, 0), (7, 3, 2), (1_500, 50, 1)] {
+            let cmd = GenCommand::Chain(ChainArgs { functions, ops, seed });
+            let pieces = pieces(&cmd);
+            assert_eq!(pieces.concat(), print_module(&generate(&cmd)), "{functions} × {ops}, seed {seed}");
+            assert!(pieces.iter().all(|p| !p.is_empty() && p.len() < 2 * STREAM_BUFFER));
+            if functions == 1_500 {
+                assert!(pieces.len() >= 3, "{} pieces for a 3 MB workload", pieces.len());
+            }
+        }
+        let mlp = GenCommand::Mlp(MlpArgs {
+            layers: 3,
+            batch: 2,
+            input: 8,
+            width: 8,
+            activation: "mixed".into(),
+            seed: 0,
+            varied_widths: false,
+        });
+        assert_eq!(pieces(&mlp), [print_module(&generate(&mlp))]);
+    }
+
+    #[test]
+    fn printing_stops_at_the_first_failed_write() {
+        let cmd = GenCommand::Chain(ChainArgs { functions: 3_000, ops: 50, seed: 1 });
+        let mut writes = 0;
+        let result = print_workload(&cmd, |_| {
+            writes += 1;
+            Err("closed")
+        });
+        assert_eq!((result, writes), (Err("closed"), 1));
     }
 }
