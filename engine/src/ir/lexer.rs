@@ -314,13 +314,14 @@ impl<'s> Lexer<'s> {
             }
             C_DIGIT | C_MINUS => return self.number(start),
             C_QUOTE => {
+                // The two bytes that matter in a string are found with `memchr2` (vectorised):
+                // a `resources` entry is a string of megabytes of hex.
                 let mut i = start + 1;
                 loop {
-                    match self.at(i) {
-                        b'"' => break (Tok::Str, i + 1),
-                        b'\\' if i + 1 < src.len() => i += 2,
-                        _ if i >= src.len() => break (Tok::UnterminatedStr, src.len()),
-                        _ => i += 1,
+                    match memchr::memchr2(b'"', b'\\', &src[i..]) {
+                        Some(k) if src[i + k] == b'"' => break (Tok::Str, i + k + 1),
+                        Some(k) if i + k + 1 < src.len() => i += k + 2,
+                        _ => break (Tok::UnterminatedStr, src.len()),
                     }
                 }
             }
@@ -437,6 +438,27 @@ mod tests {
             assert_eq!(*kw, Kw::None, "{text} is not a keyword");
         }
         assert_eq!(got.len(), keywords.len() + 11);
+    }
+
+    #[test]
+    fn strings_end_at_the_first_unescaped_quote() {
+        let cases: [(&str, &[(Tok, &str)]); 7] = [
+            (r#""abc" x"#, &[(Tok::Str, r#""abc""#), (Tok::Ident, "x")]),
+            (r#""a\"b" x"#, &[(Tok::Str, r#""a\"b""#), (Tok::Ident, "x")]),
+            (r#""a\\" x"#, &[(Tok::Str, r#""a\\""#), (Tok::Ident, "x")]),
+            ("\"\u{e9}\\\u{e9}\" x", &[(Tok::Str, "\"\u{e9}\\\u{e9}\""), (Tok::Ident, "x")]),
+            (r#""abc"#, &[(Tok::UnterminatedStr, r#""abc"#)]),
+            ("\"ab\\", &[(Tok::UnterminatedStr, "\"ab\\")]),
+            ("\"ab\\\"", &[(Tok::UnterminatedStr, "\"ab\\\"")]),
+        ];
+        for (src, expect) in cases {
+            let got: Vec<(Tok, &str)> = kinds(src).into_iter().map(|(k, _, text)| (k, text)).collect();
+            assert_eq!(got, expect, "{src:?}");
+        }
+        // A long string (a resource's hex) is one token.
+        let hex = format!("\"{}\";", "0123456789abcdef".repeat(10_000));
+        let got: Vec<(Tok, &str)> = kinds(&hex).into_iter().map(|(k, _, text)| (k, text)).collect();
+        assert_eq!(got, [(Tok::Str, &hex[..hex.len() - 1]), (Tok::Semi, ";")]);
     }
 
     #[test]
