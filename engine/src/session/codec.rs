@@ -203,62 +203,6 @@ pub(crate) fn read_function(r: &mut Reader<'_>, base: u32) -> Result<Function, &
     Ok(f)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ir::parse_module;
-
-    fn round_trip(f: &Function) -> Function {
-        let mut w = Writer(Vec::new());
-        write_function(&mut w, f, 7).expect("encodes");
-        let mut r = Reader(&w.0);
-        let back = read_function(&mut r, 7).expect("decodes");
-        assert!(r.0.is_empty(), "the whole encoding is read");
-        back
-    }
-
-    #[test]
-    fn a_function_with_every_expression_kind_reads_back_the_same() {
-        let text = r#"
-def @g(%a: Tensor[(2,), f32]) -> Tensor[(2,), f32] { %a }
-def @f(%x: Tensor[(2,), f32], %c: Tensor[(), bool]) -> Tensor[(2,), f32] {
-  let %k = fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] { relu(%y) };
-  let %t = (%x, 1.5f, tensor<(2,), f32>[1.0, 2.0]);
-  let %p = %t.0;
-  let %s = mean(%p, axis=[0], keepdims=true);
-  let %z = if (%c) { %k(%p) } else { @g(%p) };
-  add(%z, %s)
-}
-"#;
-        let m = parse_module(text).expect("parses");
-        for (_, f) in m.iter() {
-            let back = round_trip(f);
-            assert!(crate::session::same::same_function(&Arc::new(back), f), "round trip changes the function");
-        }
-    }
-
-    #[test]
-    fn damaged_encodings_are_errors_not_panics() {
-        let m = parse_module("def @f(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] { let %y = relu(%x); add(%y, 1.0f) }")
-            .expect("parses");
-        let mut w = Writer(Vec::new());
-        write_function(&mut w, m.get("f").expect("f"), 0).expect("encodes");
-        let full = w.0;
-        for cut in 0..full.len() {
-            assert!(read_function(&mut Reader(&full[..cut]), 0).is_err(), "truncated at {cut} decodes");
-        }
-        for i in 0..full.len() {
-            for bit in [0x01u8, 0x80] {
-                let mut bad = full.clone();
-                bad[i] ^= bit;
-                // A flipped byte may still decode (a different name or constant): the store's
-                // checksum catches that. It must never panic.
-                let _ = read_function(&mut Reader(&bad), 0);
-            }
-        }
-    }
-}
-
 // ---- PrimFuncs ----
 //
 // A PrimFunc in an entry is its tables as they are (`tir::PrimFunc`'s arenas, pools, string
@@ -670,4 +614,60 @@ pub(crate) fn read_prim(r: &mut Reader<'_>, name: &str) -> Result<PrimFunc, &'st
         return Err("PrimFunc does not verify");
     }
     Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::parse_module;
+
+    fn round_trip(f: &Function) -> Function {
+        let mut w = Writer(Vec::new());
+        write_function(&mut w, f, 7).expect("encodes");
+        let mut r = Reader(&w.0);
+        let back = read_function(&mut r, 7).expect("decodes");
+        assert!(r.0.is_empty(), "the whole encoding is read");
+        back
+    }
+
+    #[test]
+    fn a_function_with_every_expression_kind_reads_back_the_same() {
+        let text = r#"
+def @g(%a: Tensor[(2,), f32]) -> Tensor[(2,), f32] { %a }
+def @f(%x: Tensor[(2,), f32], %c: Tensor[(), bool]) -> Tensor[(2,), f32] {
+  let %k = fn (%y: Tensor[(2,), f32]) -> Tensor[(2,), f32] { relu(%y) };
+  let %t = (%x, 1.5f, tensor<(2,), f32>[1.0, 2.0]);
+  let %p = %t.0;
+  let %s = mean(%p, axis=[0], keepdims=true);
+  let %z = if (%c) { %k(%p) } else { @g(%p) };
+  add(%z, %s)
+}
+"#;
+        let m = parse_module(text).expect("parses");
+        for (_, f) in m.iter() {
+            let back = round_trip(f);
+            assert!(crate::session::same::same_function(&Arc::new(back), f), "round trip changes the function");
+        }
+    }
+
+    #[test]
+    fn damaged_encodings_are_errors_not_panics() {
+        let m = parse_module("def @f(%x: Tensor[(2,), f32]) -> Tensor[(2,), f32] { let %y = relu(%x); add(%y, 1.0f) }")
+            .expect("parses");
+        let mut w = Writer(Vec::new());
+        write_function(&mut w, m.get("f").expect("f"), 0).expect("encodes");
+        let full = w.0;
+        for cut in 0..full.len() {
+            assert!(read_function(&mut Reader(&full[..cut]), 0).is_err(), "truncated at {cut} decodes");
+        }
+        for i in 0..full.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut bad = full.clone();
+                bad[i] ^= bit;
+                // A flipped byte may still decode (a different name or constant): the store's
+                // checksum catches that. It must never panic.
+                let _ = read_function(&mut Reader(&bad), 0);
+            }
+        }
+    }
 }

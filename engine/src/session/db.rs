@@ -408,8 +408,7 @@ impl EditResults {
         let kept = map.get(name)?;
         let same_view = || {
             let now = callees(name, input);
-            now.len() == kept.callees.len()
-                && now.iter().zip(&kept.callees).all(|(c, was)| Seen::of(view, c).same(was))
+            now.len() == kept.callees.len() && now.iter().zip(&kept.callees).all(|(c, was)| Seen::of(view, c).same(was))
         };
         (same_function(&kept.input, input) && same_view()).then(|| kept.out.clone())
     }

@@ -297,7 +297,8 @@ fn propagate(
     // The functions whose final output changed are replaced in the previous output; the
     // function list is the same (a changed list gave up above).
     let prims = prims_changed.then(|| store.entering(stages_in.len()).prims.clone());
-    let Output { module: output, diagnostics: kept_diagnostics, stages: stored } = store.output(&changed, diags_changed);
+    let Output { module: output, diagnostics: kept_diagnostics, stages: stored } =
+        store.output(&changed, diags_changed);
     if let Some(stored) = stored {
         *kept_diagnostics = collect_diagnostics(stages_in, stored)?;
     }

@@ -630,8 +630,10 @@ impl EditStore for LeanEdit<'_> {
             Some(f) => Some(f.clone()),
             None => changed.get(name).map(|(old, _)| old.clone()).or_else(|| input.get(name).cloned()),
         };
-        let previous: Named =
-            out_names.iter().map(|name| previous(name).map(|f| (name.clone(), f)).ok_or(GiveUp)).collect::<Result<_, _>>()?;
+        let previous: Named = out_names
+            .iter()
+            .map(|name| previous(name).map(|f| (name.clone(), f)).ok_or(GiveUp))
+            .collect::<Result<_, _>>()?;
         *prims = prims_of(&out);
         *modified = out
             .entries()

@@ -695,7 +695,12 @@ prim @scale(%A: Buffer[(64,), f32]) {
         let store = Arc::new(MemoryStore::new());
         let persist = persist(&store);
         let (mean, scale) = prims();
-        let diags = vec![vec![Diagnostic::warning("tir.Test", "note").in_function("mean").at_span(crate::ir::Span { start: 3, end: 9 })], Vec::new()];
+        let diags = vec![
+            vec![Diagnostic::warning("tir.Test", "note")
+                .in_function("mean")
+                .at_span(crate::ir::Span { start: 3, end: 9 })],
+            Vec::new(),
+        ];
         let out: PrimOut = (scale.clone(), Arc::new(diags));
         let key = persist.prim_key("mean", &mean);
         persist.save_prim(&key, "mean", &mean, &out);
@@ -713,8 +718,11 @@ prim @scale(%A: Buffer[(64,), f32]) {
         // The key covers the PrimFunc's content, its name and the stage.
         assert_ne!(key, persist.prim_key("mean", &scale));
         assert_ne!(key, key2);
-        let other_stage =
-            Persist::for_prims(&StoreConfig::new(store.clone(), "test-build".into()), "settings", &["tir.Other".into()]);
+        let other_stage = Persist::for_prims(
+            &StoreConfig::new(store.clone(), "test-build".into()),
+            "settings",
+            &["tir.Other".into()],
+        );
         assert_ne!(key, other_stage.prim_key("mean", &mean));
     }
 
