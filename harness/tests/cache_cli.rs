@@ -226,24 +226,9 @@ fn damaged_cache_files_are_detected_and_recomputed() {
     let (cold, _, _) = run(&file, None);
     run(&file, Some(&cache));
     // Truncate or flip bytes in every content file, and damage the index too.
-    let mut n = 0;
-    for (i, path) in walk(&cache).into_iter().enumerate() {
-        if path.to_string_lossy().contains("builds") {
-            continue;
-        }
-        let mut bytes = std::fs::read(&path).expect("read cache file");
-        match i % 3 {
-            0 => bytes.truncate(bytes.len() / 2),
-            1 => {
-                let mid = bytes.len() / 2;
-                bytes[mid] ^= 0x20;
-            }
-            _ => bytes.extend_from_slice(b"garbage"),
-        }
-        std::fs::write(&path, bytes).expect("write cache file");
-        n += 1;
-    }
-    assert!(n > 0);
+    let files: Vec<_> = walk(&cache).into_iter().filter(|p| !p.to_string_lossy().contains("builds")).collect();
+    assert!(!files.is_empty());
+    damage(&files);
     let (out, err, _) = run(&file, Some(&cache));
     assert_eq!(out, cold);
     assert!(recomputed(&err).0 > 0, "{err}");
@@ -252,6 +237,22 @@ fn damaged_cache_files_are_detected_and_recomputed() {
     assert_eq!(out, cold);
     assert_eq!(recomputed(&err).0, 0, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Damages each of `files` in turn: truncated to half, a byte flipped, garbage appended.
+fn damage(files: &[std::path::PathBuf]) {
+    for (i, path) in files.iter().enumerate() {
+        let mut bytes = std::fs::read(path).expect("read cache file");
+        match i % 3 {
+            0 => bytes.truncate(bytes.len() / 2),
+            1 => {
+                let mid = bytes.len() / 2;
+                bytes[mid] ^= 0x20;
+            }
+            _ => bytes.extend_from_slice(b"garbage"),
+        }
+        std::fs::write(path, bytes).expect("write cache file");
+    }
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -404,18 +405,7 @@ fn a_lowered_model_reuses_its_prim_func_results_in_a_new_process() {
     assert!(err.contains(" 0 computed, 0 rejected"), "{err}");
 
     // Every entry damaged: each refused and recomputed, the output unchanged.
-    for (i, path) in walk(&cache.join("v1").join("entries")).into_iter().enumerate() {
-        let mut bytes = std::fs::read(&path).expect("read cache file");
-        match i % 3 {
-            0 => bytes.truncate(bytes.len() / 2),
-            1 => {
-                let mid = bytes.len() / 2;
-                bytes[mid] ^= 0x20;
-            }
-            _ => bytes.extend_from_slice(b"garbage"),
-        }
-        std::fs::write(&path, bytes).expect("write cache file");
-    }
+    damage(&walk(&cache.join("v1").join("entries")));
     let damaged = args(Some(c));
     check(&damaged);
     let err = stderr(&damaged);
