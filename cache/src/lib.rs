@@ -601,12 +601,17 @@ pub fn run_cached(
     session.set_memory_mode(passel_engine::MemoryMode::Lean);
     session.set_store(Some((cache.store.clone(), cache.build.clone())))?;
     session.load(module);
-    let (result, diagnostics, recomputed, per_stage) = match session.run() {
+    let (result, diagnostics, recomputed, per_stage, prims) = match session.run() {
         Ok(out) => {
             let per_stage = out.stats.recomputed_per_stage();
-            (Ok(out.module.clone()), out.diagnostics.clone(), out.stats.recomputed_functions(), per_stage)
+            // PrimFunc results: those computed and all there were, over the PrimFunc stages.
+            let prims = out.stats.prim_stages().fold(None, |acc: Option<(usize, usize)>, s| {
+                let (r, n) = acc.unwrap_or_default();
+                Some((r + s.recomputed.len(), n + s.recomputed.len() + s.reused))
+            });
+            (Ok(out.module.clone()), out.diagnostics.clone(), out.stats.recomputed_functions(), per_stage, prims)
         }
-        Err(SessionError::Pass(e)) => (Err(e), Vec::new(), Vec::new(), Vec::new()),
+        Err(SessionError::Pass(e)) => (Err(e), Vec::new(), Vec::new(), Vec::new(), None),
         Err(e) => return Err(e.into()),
     };
     // The record, when the module was read through the cache (its pieces are its functions).
@@ -617,14 +622,21 @@ pub fn run_cached(
         _ => None,
     };
     let parsed = parsed.map(|c| (c.parsed, c.reused));
-    let note = run_note(cache, &recomputed, module.len(), parsed);
+    let note = run_note(cache, &recomputed, module.len(), parsed, prims);
     Ok(CachedRun { result, diagnostics, note, recomputed: per_stage, session, record })
 }
 
 /// The line a run through `cache` prints on stderr: the functions recomputed (of `total`),
-/// the functions parsed and reused (when the text went through the cache), the store's counts.
+/// the PrimFunc results recomputed (of all, when the pipeline has PrimFunc stages), the
+/// functions parsed and reused (when the text went through the cache), the store's counts.
 /// Trims the directory to its cap.
-fn run_note(cache: &Cache, recomputed: &[Arc<str>], total: usize, parsed: Option<(usize, usize)>) -> String {
+fn run_note(
+    cache: &Cache,
+    recomputed: &[Arc<str>],
+    total: usize,
+    parsed: Option<(usize, usize)>,
+    prims: Option<(usize, usize)>,
+) -> String {
     let (hits, misses, rejected, written) = cache.disk.counts();
     // With a remote tier, a local miss that the server answered is a reuse, not a computation.
     let remote_hits = cache.remote.as_ref().map_or(0, |r| r.counts().0);
@@ -635,6 +647,10 @@ fn run_note(cache: &Cache, recomputed: &[Arc<str>], total: usize, parsed: Option
         names.push(format!("… {} more", recomputed.len() - 8));
     }
     let list = if names.is_empty() { String::new() } else { format!(" ({})", names.join(", ")) };
+    let prims = match prims {
+        Some((recomputed, all)) => format!("; {recomputed} of {all} PrimFunc results recomputed"),
+        None => String::new(),
+    };
     let parse = match parsed {
         Some((parsed, reused)) => format!("; {parsed} of {} functions parsed", parsed + reused),
         None => String::new(),
@@ -645,7 +661,7 @@ fn run_note(cache: &Cache, recomputed: &[Arc<str>], total: usize, parsed: Option
         None => String::new(),
     };
     format!(
-        "cache {}: {} of {total} functions recomputed{list}{parse}; {hits} results reused, {misses} computed, {rejected} rejected, {written} bytes written, {evicted} evicted{remote}\n",
+        "cache {}: {} of {total} functions recomputed{list}{prims}{parse}; {hits} results reused, {misses} computed, {rejected} rejected, {written} bytes written, {evicted} evicted{remote}\n",
         cache.label,
         recomputed.len(),
     )

@@ -217,7 +217,8 @@ pub fn run_from_record(
     let output = texts.join("\n");
     cache.put_record(&lineage.key, &run.record, &texts);
     let recomputed = run.stats.recomputed_per_stage();
-    let note = run_note(cache, &run.stats.recomputed_functions(), names.len(), Some((parsed, names.len() - parsed)));
+    let note =
+        run_note(cache, &run.stats.recomputed_functions(), names.len(), Some((parsed, names.len() - parsed)), None);
     let note = format!("{}; from the record of the last run on these functions\n", note.trim_end());
     // The process exits next: the session is not freed node by node.
     std::mem::forget(session);

@@ -110,8 +110,12 @@ pub struct ModuleSplit {
 pub struct StageStats {
     /// The stage's passes, comma-separated.
     pub label: String,
-    /// Whether it is a module pass (a barrier) rather than a run of function passes.
+    /// Whether it is a module pass (a barrier) rather than a run of function passes. A
+    /// PrimFunc stage is one to the graph level.
     pub is_module_pass: bool,
+    /// Whether it is a run of PrimFunc passes (the loop level's function stage): then
+    /// `recomputed` and `reused` count PrimFuncs.
+    pub is_prim_stage: bool,
     /// Functions whose stage was computed in this run, in module order. For a module pass,
     /// every function when the pass ran again, else none.
     pub recomputed: Vec<Arc<str>>,
@@ -136,10 +140,19 @@ impl RunStats {
         self.stages.iter().filter(|s| !s.is_module_pass)
     }
 
-    /// Per function stage, its label and the functions it recomputed (what `--cache-report`
-    /// lists).
+    /// Per function stage and PrimFunc stage, its label and the functions (PrimFuncs) it
+    /// recomputed (what `--cache-report` lists).
     pub fn recomputed_per_stage(&self) -> Vec<(String, Vec<Arc<str>>)> {
-        self.function_stages().map(|s| (s.label.clone(), s.recomputed.clone())).collect()
+        self.stages
+            .iter()
+            .filter(|s| !s.is_module_pass || s.is_prim_stage)
+            .map(|s| (s.label.clone(), s.recomputed.clone()))
+            .collect()
+    }
+
+    /// The PrimFunc stages' statistics, in order.
+    pub fn prim_stages(&self) -> impl Iterator<Item = &StageStats> {
+        self.stages.iter().filter(|s| s.is_prim_stage)
     }
 
     /// Functions recomputed by any function stage, in first-seen order, without repeats.
@@ -175,8 +188,9 @@ pub struct SessionOutput {
 struct Last {
     module: Module,
     diagnostics: Vec<Diagnostic>,
-    /// Per stage: label, whether a module pass, how many functions entered it.
-    stages: Vec<(String, bool, usize)>,
+    /// Per stage: label, whether a module pass, whether a PrimFunc stage, how many functions
+    /// entered it.
+    stages: Vec<(String, bool, bool, usize)>,
 }
 
 impl Last {
@@ -188,7 +202,7 @@ impl Last {
                 .stats
                 .stages
                 .iter()
-                .map(|s| (s.label.clone(), s.is_module_pass, s.reused + s.recomputed.len()))
+                .map(|s| (s.label.clone(), s.is_module_pass, s.is_prim_stage, s.reused + s.recomputed.len()))
                 .collect(),
         }
     }
@@ -197,9 +211,10 @@ impl Last {
         let stages = self
             .stages
             .iter()
-            .map(|(label, is_module_pass, entered)| StageStats {
+            .map(|(label, is_module_pass, is_prim_stage, entered)| StageStats {
                 label: label.clone(),
                 is_module_pass: *is_module_pass,
+                is_prim_stage: *is_prim_stage,
                 recomputed: Vec::new(),
                 reused: *entered,
                 time: Duration::ZERO,
@@ -812,6 +827,7 @@ fn output_of(
         .map(|(run, stage)| StageStats {
             label: stage.label.clone(),
             is_module_pass: !stage.is_function(),
+            is_prim_stage: stage.planned.prim_passes().is_some(),
             reused: run.entered - run.recomputed.len(),
             recomputed: run.recomputed,
             time: run.time,

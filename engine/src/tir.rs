@@ -37,6 +37,7 @@ mod structural;
 mod verifier;
 
 pub use builder::PrimFuncBuilder;
+pub(crate) use ir::PrimFuncParts;
 pub use ir::{
     BinOp, BufId, Buffer, ForKind, IdRange, Intrinsic, PExpr, PExprId, PExprKind, PType, Param, PrimFunc, Stmt, StmtId,
     StmtKind, Var, VarId, MAX_LANES,

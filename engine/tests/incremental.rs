@@ -1197,6 +1197,7 @@ fn recomputed_functions_keeps_first_seen_order_without_repeats() {
     let stage = |label: &str, is_module_pass: bool, names: &[&str]| StageStats {
         label: label.into(),
         is_module_pass,
+        is_prim_stage: false,
         recomputed: names.iter().map(|n| Arc::from(*n)).collect(),
         reused: 0,
         time: std::time::Duration::ZERO,

@@ -226,24 +226,9 @@ fn damaged_cache_files_are_detected_and_recomputed() {
     let (cold, _, _) = run(&file, None);
     run(&file, Some(&cache));
     // Truncate or flip bytes in every content file, and damage the index too.
-    let mut n = 0;
-    for (i, path) in walk(&cache).into_iter().enumerate() {
-        if path.to_string_lossy().contains("builds") {
-            continue;
-        }
-        let mut bytes = std::fs::read(&path).expect("read cache file");
-        match i % 3 {
-            0 => bytes.truncate(bytes.len() / 2),
-            1 => {
-                let mid = bytes.len() / 2;
-                bytes[mid] ^= 0x20;
-            }
-            _ => bytes.extend_from_slice(b"garbage"),
-        }
-        std::fs::write(&path, bytes).expect("write cache file");
-        n += 1;
-    }
-    assert!(n > 0);
+    let files: Vec<_> = walk(&cache).into_iter().filter(|p| !p.to_string_lossy().contains("builds")).collect();
+    assert!(!files.is_empty());
+    damage(&files);
     let (out, err, _) = run(&file, Some(&cache));
     assert_eq!(out, cold);
     assert!(recomputed(&err).0 > 0, "{err}");
@@ -252,6 +237,22 @@ fn damaged_cache_files_are_detected_and_recomputed() {
     assert_eq!(out, cold);
     assert_eq!(recomputed(&err).0, 0, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Damages each of `files` in turn: truncated to half, a byte flipped, garbage appended.
+fn damage(files: &[std::path::PathBuf]) {
+    for (i, path) in files.iter().enumerate() {
+        let mut bytes = std::fs::read(path).expect("read cache file");
+        match i % 3 {
+            0 => bytes.truncate(bytes.len() / 2),
+            1 => {
+                let mid = bytes.len() / 2;
+                bytes[mid] ^= 0x20;
+            }
+            _ => bytes.extend_from_slice(b"garbage"),
+        }
+        std::fs::write(path, bytes).expect("write cache file");
+    }
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -338,5 +339,81 @@ fn cache_option_errors_say_what_is_wrong() {
     refused(&["run", f, "--cache", c, "--cache-report", m], &format!("cannot write cache report {m}"));
     refused(&["run", f, "--trace", m], &format!("cannot write trace {m}"));
     refused(&["run", f, "--stats-json", m], &format!("cannot write statistics {m}"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The PrimFunc results the note says were recomputed, and how many there were.
+fn prims_recomputed(err: &str) -> (usize, usize) {
+    let line = err.lines().find(|l| l.starts_with("cache ")).expect("cache note on stderr");
+    let at = line.find(" PrimFunc results recomputed").unwrap_or_else(|| panic!("no PrimFunc count: {line}"));
+    let words: Vec<&str> = line[..at].rsplit(' ').take(3).collect();
+    // "… R of N PrimFunc results recomputed": `words` is [N, "of", R].
+    let n = words[0].parse().expect("a number");
+    let r = words[2].parse().expect("a number");
+    (r, n)
+}
+
+/// A lowered real model (ONNX import, `-O3 --lower`: the graph pipeline, LegalizeOps, FuseTIR
+/// and the tir passes) across processes: the PrimFunc stage's results are stored like the
+/// function stages', so a new process with nothing changed recomputes neither; damaged
+/// entries are refused and recomputed; every output and diagnostic is byte-identical to a run
+/// without a cache. An ONNX model has no run entry (only a `.pir` text has), so every process
+/// runs the stages. Also a regression test: function stages after LegalizeOps (InferType)
+/// saw no PrimFuncs in a session's module view and reported every `call_tir` target as an
+/// unknown global (error diagnostics and exit status 1 with `--cache`, none without).
+#[test]
+fn a_lowered_model_reuses_its_prim_func_results_in_a_new_process() {
+    let dir = temp_dir("cache-lowered");
+    let cache = dir.join("cache");
+    let c = cache.to_str().expect("utf-8 path");
+    let model: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "..", "engine", "tests", "data", "real_models", "convnext_legacy", "model.onnx"]
+            .iter()
+            .collect();
+    let m = model.to_str().expect("utf-8 path");
+    let args = |cache: Option<&str>| {
+        let mut args = vec!["run", m, "-O3", "--lower", "-j", "2"];
+        if let Some(c) = cache {
+            args.extend(["--cache", c]);
+        }
+        passel(&args)
+    };
+    let cold = args(None);
+    assert!(cold.status.success(), "{}", stderr(&cold));
+    assert!(String::from_utf8_lossy(&cold.stdout).contains("prim @"), "the model lowers to PrimFuncs");
+    // Diagnostics as the cold run's; the cache's own warnings (a refused entry) aside.
+    let diagnostics = |run: &Output| {
+        let err = non_note(&stderr(run));
+        err.lines().filter(|l| !l.starts_with("warning: cache ")).collect::<Vec<_>>().join("\n")
+    };
+    let check = |run: &Output| {
+        assert!(run.status.success(), "{}", stderr(run));
+        assert_eq!(run.stdout, cold.stdout);
+        assert_eq!(diagnostics(run), diagnostics(&cold));
+    };
+    let first = args(Some(c));
+    check(&first);
+    let (r, n) = prims_recomputed(&stderr(&first));
+    assert!(n > 0 && r == n, "{}", stderr(&first));
+
+    // A new process, nothing changed: no function and no PrimFunc recomputed, every lookup a hit.
+    let warm = args(Some(c));
+    check(&warm);
+    let err = stderr(&warm);
+    assert_eq!(recomputed(&err).0, 0, "{err}");
+    assert_eq!(prims_recomputed(&err), (0, n), "{err}");
+    assert!(err.contains(" 0 computed, 0 rejected"), "{err}");
+
+    // Every entry damaged: each refused and recomputed, the output unchanged.
+    damage(&walk(&cache.join("v1").join("entries")));
+    let damaged = args(Some(c));
+    check(&damaged);
+    let err = stderr(&damaged);
+    assert_eq!(prims_recomputed(&err), (n, n), "{err}");
+    assert!(!err.contains(" 0 rejected"), "{err}");
+    // And the cache heals.
+    let healed = args(Some(c));
+    check(&healed);
+    assert_eq!(prims_recomputed(&stderr(&healed)), (0, n), "{}", stderr(&healed));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -34,7 +34,7 @@ use super::drive::{FunctionResults, Results};
 use super::plan::{Plan, Stage};
 use super::prims::{prims_of, run_prim_stage, ModuleRun};
 use super::same::{same_function, same_prims, same_signature};
-use crate::ir::{ExprKind, Function, Module};
+use crate::ir::{ExprKind, Function, Module, Type};
 use crate::transform::executor::{first_failure, run_stage_checked, StageChecks};
 use crate::transform::fanout::map_items_with;
 use crate::transform::{call_pass, Diagnostic, PassError, VERIFY_EACH};
@@ -285,7 +285,12 @@ fn signature<'db>(db: &'db dyn Db, key: Key<'db>) -> Option<SigVal> {
 /// references, each as it enters the stage. Callers depend only on their callees'
 /// signatures, so a pass must read no more than a callee's signature from the view.
 fn module_view(db: &dyn Db, name: &Arc<str>, func: &Arc<Function>, k: u32) -> Module {
-    view_with(name, func, |callee| signature(db, Key::new(db, callee, k)).map(|sig| sig.0))
+    view_with(
+        name,
+        func,
+        |callee| signature(db, Key::new(db, callee, k)).map(|sig| sig.0),
+        || prims_at(db, StageId::new(db, k)).0,
+    )
 }
 
 /// The globals `func` references other than itself, sorted, without repeats.
@@ -304,19 +309,29 @@ pub(crate) fn callees<'f>(name: &str, func: &'f Function) -> Vec<&'f str> {
     callees
 }
 
-/// A module view of `func` with its callees as `lookup` gives them.
+/// A module view of `func` with its callees as `lookup` gives them and, when one of them is
+/// no graph function there (a PrimFunc, say, which a `call_tir` references), the PrimFuncs
+/// `prims` gives (those entering the stage).
 pub(crate) fn view_with(
     name: &Arc<str>,
     func: &Arc<Function>,
     lookup: impl Fn(&str) -> Option<Arc<Function>>,
+    prims: impl FnOnce() -> Module,
 ) -> Module {
     let mut view = Module::new();
     // The names are distinct, so adding cannot fail.
     let _ = view.add_shared(name, func.clone());
+    let mut missing = false;
     for callee in callees(name, func) {
-        if let Some(f) = lookup(callee) {
-            let _ = view.add(callee, f);
+        match lookup(callee) {
+            Some(f) => {
+                let _ = view.add(callee, f);
+            }
+            None => missing = true,
         }
+    }
+    if missing {
+        view.set_prims_from(&prims());
     }
     view
 }
@@ -341,14 +356,44 @@ pub(crate) struct EditResults {
 struct EditResult {
     input: Arc<Function>,
     /// What the module view showed of each callee, in `callees` order.
-    callees: Vec<Option<Arc<Function>>>,
+    callees: Vec<Seen>,
     out: StageOut,
+}
+
+/// What a module view shows a caller of one of its callees.
+pub(crate) enum Seen {
+    /// A graph function (a caller depends on its signature).
+    Function(Arc<Function>),
+    /// A PrimFunc, by the type the graph level sees (`call_tir` is checked against it).
+    Prim(Type),
+    /// Nothing of that name.
+    Absent,
+}
+
+impl Seen {
+    /// What `view` shows of `callee`.
+    pub(crate) fn of(view: &Module, callee: &str) -> Seen {
+        match view.get(callee) {
+            Some(f) => Seen::Function(f.clone()),
+            None => view.get_prim(callee).map_or(Seen::Absent, |p| Seen::Prim(p.graph_type())),
+        }
+    }
+
+    /// Whether a caller sees `self` and `other` alike.
+    fn same(&self, other: &Seen) -> bool {
+        match (self, other) {
+            (Seen::Function(a), Seen::Function(b)) => same_signature(a, b),
+            (Seen::Prim(a), Seen::Prim(b)) => a == b,
+            (Seen::Absent, Seen::Absent) => true,
+            _ => false,
+        }
+    }
 }
 
 impl EditResults {
     /// Keeps `out`, computed for `input` (the function `name`) with module view `view`.
     pub(crate) fn put(&self, name: &Arc<str>, input: &Arc<Function>, view: &Module, out: &StageOut) {
-        let callees = callees(name, input).into_iter().map(|c| view.get(c).cloned()).collect();
+        let callees = callees(name, input).into_iter().map(|c| Seen::of(view, c)).collect();
         let entry = EditResult { input: input.clone(), callees, out: out.clone() };
         self.map.lock().unwrap_or_else(PoisonError::into_inner).insert(name.clone(), entry);
         self.any.store(true, Ordering::Release);
@@ -363,12 +408,7 @@ impl EditResults {
         let kept = map.get(name)?;
         let same_view = || {
             let now = callees(name, input);
-            now.len() == kept.callees.len()
-                && now.iter().zip(&kept.callees).all(|(c, was)| match (view.get(c), was) {
-                    (Some(a), Some(b)) => same_signature(a, b),
-                    (None, None) => true,
-                    _ => false,
-                })
+            now.len() == kept.callees.len() && now.iter().zip(&kept.callees).all(|(c, was)| Seen::of(view, c).same(was))
         };
         (same_function(&kept.input, input) && same_view()).then(|| kept.out.clone())
     }

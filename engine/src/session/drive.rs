@@ -33,7 +33,7 @@ use super::db::{
 };
 use super::edit::{EditRun, EditStage, Names};
 use super::plan::{Plan, Stage};
-use super::prims::ModuleRun;
+use super::prims::{prims_of, ModuleRun};
 use super::store::StageKey;
 use crate::ir::Module;
 use crate::transform::fanout::map_items;
@@ -183,7 +183,7 @@ impl Results for Compute {
     fn function_stage(&self, _k: usize, stage: &Stage, input: &Module, threads: usize) -> FunctionResults {
         let entries = input.entries();
         let run = |name: &Arc<str>, func: &Arc<crate::ir::Function>| {
-            let view = view_with(name, func, |c| input.get(c).cloned());
+            let view = view_with(name, func, |c| input.get(c).cloned(), || prims_of(input));
             compute_function_stage(stage, name, func.clone(), &view, &|| {})
         };
         let Some(persist) = &stage.persist else {

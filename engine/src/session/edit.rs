@@ -1,9 +1,11 @@
 //! The session's one edit-propagation algorithm ([`run_edit`]), over a store of what the last
-//! run kept ([`EditStore`]). The memory modes are the stores: the default mode's cache keeps
-//! every stage's outputs (`fast.rs`), lean mode keeps signature stubs and replays the rest from
-//! the sources (`lean.rs`). Both answer the same questions — what enters stage `k`, what a
-//! caller sees of a callee there, what the pass produced for a function last time — and record
-//! a stage's new results in their own way; the propagation itself is written once, here.
+//! run kept ([`EditStore`]). Three stores: the default mode's cache keeps every stage's outputs
+//! (`fast.rs`), lean mode keeps signature stubs and replays the rest from the sources
+//! (`lean.rs`), a run record decodes what an edit reaches from the persistent store
+//! (`record.rs`). They answer the same questions — what enters stage `k`, what a caller sees
+//! of a callee there, what the pass produced for a function last time — and record a stage's
+//! new results in their own way; the trait holds only what they answer differently, and the
+//! propagation is written once, here.
 //!
 //! After edits that only changed function bodies (no function added, removed, renamed or
 //! reordered, same plan and settings), a run starts from the store and recomputes only what the
@@ -34,6 +36,7 @@ use super::db::{
     callees, extend_pass_major, replace_outputs, run_function_stage, run_module_stage, view_with, FnVal, StageOut,
 };
 use super::plan::Stage;
+use super::prims::prims_of;
 use super::same::{same_function, same_prims, same_signature};
 use super::store::StageKey;
 use super::FirewallCheck;
@@ -62,24 +65,19 @@ pub(crate) struct GiveUp;
 /// What the last run kept, as the edit path reads and updates it: what entered each stage and
 /// what it gave, what a caller saw of a callee, who references whom, and the output. Stage
 /// numbers are positions in the plan variant the store was made with; "now" means after this
-/// run's updates of the stages before `k`. The module-stage re-run methods have defaults that
-/// give up, for a store that keeps too little to re-run a module pass (`record.rs`).
+/// run's updates of the stages before `k`. Only what the three stores answer differently is
+/// here (docs/incremental.md, "The edit store"); the propagation, the order of the stored
+/// diagnostics and what is skipped after the last stage are `edit.rs`'s. The module re-run
+/// methods have defaults that give up, for a store that keeps too little to re-run a module
+/// pass (`record.rs`).
 pub(crate) trait EditStore {
     /// How many stages the store has results for.
     fn num_stages(&self) -> usize;
-    /// The source of `name` as last stored.
-    fn source(&self, name: &str) -> Option<Arc<Function>>;
-    /// Stores `new` as the source of `name`.
-    fn set_source(&mut self, name: &Arc<str>, new: Arc<Function>);
-    /// Notes that `func` is now an input of some stage for `name` (the referrer index is a
-    /// superset of who references what).
-    fn note(&mut self, name: &Arc<str>, func: &Function);
-    /// The functions referencing one of `callees` in some stage's input (a superset).
-    fn referrers_of(&mut self, callees: &FxHashSet<&str>) -> Vec<Arc<str>>;
-    /// Where each function entering function stage `k` is in its list.
-    fn positions(&self, k: usize) -> Option<Positions>;
-    /// The functions entering stage `k`, in order.
-    fn names_at(&self, k: usize) -> Names;
+    /// Makes `new` the source of `name`; returns the source it replaces (`None`: the store has
+    /// no function of that name, and nothing changed).
+    fn swap_source(&mut self, name: &Arc<str>, new: Arc<Function>) -> Option<Arc<Function>>;
+    /// What enters stage `k` now (`k` up to the number of stages: after the last one).
+    fn entering(&self, k: usize) -> Entering<'_>;
     /// The function `name` entering stage `k` now, for a function whose input did not change
     /// at `k` (a changed one's input is in the change set).
     fn input(&self, k: usize, name: &str) -> Option<Arc<Function>>;
@@ -88,9 +86,12 @@ pub(crate) trait EditStore {
     fn callee(&self, k: usize, callee: &str) -> Option<Arc<Function>> {
         self.input(k, callee)
     }
+    /// The referrer index (global → functions referencing it in some stage's input, a
+    /// superset): notes that each of `noted` is now an input of some stage, then returns the
+    /// functions referencing one of `callees` (nothing, and nothing built, when it is empty).
+    fn referrers(&mut self, noted: Named, callees: &FxHashSet<&str>) -> Vec<Arc<str>>;
     /// Function stage `k`'s previous output for `name` (at position `at`), whose previous
-    /// input was `old_in`. `Ok(None)` when the store does not need it: after the last stage
-    /// only the new output matters.
+    /// input was `old_in`. Asked for every function of a stage before any is recorded.
     fn previous_output(
         &self,
         stage: &Stage,
@@ -98,23 +99,20 @@ pub(crate) trait EditStore {
         at: usize,
         name: &Arc<str>,
         old_in: Arc<Function>,
-        last: bool,
-    ) -> Result<Option<FnVal>, GiveUp>;
-    /// Records function stage `k`'s new output for `name` (at position `at`), whose key in
-    /// the stage's persistent store is `key` (when the stage has one); returns whether its
-    /// diagnostics changed.
+    ) -> Result<FnVal, GiveUp>;
+    /// Records function stage `k`'s new output for `name` (at position `at`), whose input
+    /// changed to `new_in` (`None`: the input is as stored) and whose key in the stage's
+    /// persistent store is `key` (when the stage has one); returns whether its diagnostics
+    /// changed.
     fn record_output(
         &mut self,
         k: usize,
         at: usize,
         name: &Arc<str>,
+        new_in: Option<&Arc<Function>>,
         out: StageOut,
         key: Option<StageKey>,
     ) -> Result<bool, GiveUp>;
-    /// After function stage `k`: `changed` are the functions whose input to it changed.
-    fn function_stage_done(&mut self, k: usize, changed: &Changed) {
-        let _ = (k, changed);
-    }
     /// Whether module stage `k`'s pass left `name` as it came in the last run (or dropped
     /// it), `old` being its input then.
     fn left_as_it_came(&self, k: usize, name: &Arc<str>, old: &Arc<Function>) -> bool;
@@ -127,33 +125,45 @@ pub(crate) trait EditStore {
         let _ = (k, names, changed);
         Err(GiveUp)
     }
-    /// Module stage `k`'s previous output, in order; `input` is its input now.
-    fn previous_module_output(&self, k: usize, input: &Module, changed: &Changed) -> Result<Named, GiveUp> {
-        let _ = (k, input, changed);
-        Err(GiveUp)
-    }
-    /// Records module stage `k`'s new output `out` (from `input`, the functions `names`) and
-    /// diagnostics; returns whether the diagnostics changed.
+    /// Records module stage `k`'s new output `out` (from `input`, the functions `names`, of
+    /// which `changed` changed) and diagnostics; returns its previous output, in order, and
+    /// whether the diagnostics changed.
     fn record_module_output(
         &mut self,
         k: usize,
         names: &Names,
         input: &Module,
+        changed: &Changed,
         out: Module,
         diags: Vec<Diagnostic>,
-    ) -> Result<bool, GiveUp> {
-        let _ = (k, names, input, out, diags);
+    ) -> Result<(Named, bool), GiveUp> {
+        let _ = (k, names, input, changed, out, diags);
         Err(GiveUp)
     }
-    /// The PrimFuncs entering stage `k` now (in a module without graph functions): those
-    /// leaving the last module stage before it, else the loaded ones.
-    fn prims_at(&self, k: usize) -> &Module;
-    /// Stage `k`'s diagnostics as stored now.
-    fn stage_diagnostics(&self, k: usize) -> StageDiagnostics<'_>;
     /// The last run's output module and diagnostics (before moving them with their functions'
-    /// spans), to update after the last stage; `changed` are the functions whose final output
+    /// spans), to update after the last stage, and, when `diagnostics` asks for them, every
+    /// stage's diagnostics as stored now; `changed` are the functions whose final output
     /// changed (a store that keeps no output module takes them here).
-    fn output(&mut self, changed: &Changed) -> (&mut Module, &mut Vec<Diagnostic>);
+    fn output(&mut self, changed: &Changed, diagnostics: bool) -> Output<'_>;
+}
+
+/// What enters a stage, as a store has it.
+pub(crate) struct Entering<'a> {
+    /// The functions, in order.
+    pub(crate) names: Names,
+    /// Where each is among them, for a function stage (`None` for any other stage).
+    pub(crate) positions: Option<Positions>,
+    /// The PrimFuncs (in a module without graph functions): those leaving the last module
+    /// stage before it, else the loaded ones.
+    pub(crate) prims: &'a Module,
+}
+
+/// The last run's output as a store keeps it ([`EditStore::output`]).
+pub(crate) struct Output<'a> {
+    pub(crate) module: &'a mut Module,
+    pub(crate) diagnostics: &'a mut Vec<Diagnostic>,
+    /// Per stage, its diagnostics as stored now, when asked for.
+    pub(crate) stages: Option<Vec<StageDiagnostics<'a>>>,
 }
 
 /// A stage's diagnostics as a store has them.
@@ -165,11 +175,15 @@ pub(crate) enum StageDiagnostics<'a> {
     Module(&'a [Diagnostic]),
 }
 
-/// Every stage's diagnostics as `store` has them now, in the order a serial run reports them.
-fn collect_diagnostics(stages: &[Arc<Stage>], store: &impl EditStore) -> Result<Vec<Diagnostic>, GiveUp> {
+/// Every stage's diagnostics as a store has them (`per_stage`), in the order a serial run
+/// reports them.
+fn collect_diagnostics(stages: &[Arc<Stage>], per_stage: Vec<StageDiagnostics<'_>>) -> Result<Vec<Diagnostic>, GiveUp> {
+    if per_stage.len() != stages.len() {
+        return Err(GiveUp);
+    }
     let mut diagnostics = Vec::new();
-    for (k, stage) in stages.iter().enumerate() {
-        match (stage.planned.function_passes(), store.stage_diagnostics(k)) {
+    for (stage, stored) in stages.iter().zip(per_stage) {
+        match (stage.planned.function_passes(), stored) {
             (Some(passes), StageDiagnostics::Function(per_function)) => {
                 extend_pass_major(&mut diagnostics, passes.len(), per_function.into_iter());
             }
@@ -252,15 +266,16 @@ fn propagate(
     }
     let mut changed: Changed = FxHashMap::default();
     for (name, new) in edited {
-        let Some(old) = store.source(name) else { return Err(Stop::GiveUp) };
-        if !same_function(&old, new) {
+        let Some(old) = store.swap_source(name, new.clone()) else { return Err(Stop::GiveUp) };
+        if same_function(&old, new) {
+            // The same function: the stored source stays.
+            store.swap_source(name, old);
+        } else {
             changed.insert(name.clone(), (old, new.clone()));
         }
     }
-    for (name, (_, new)) in &changed {
-        store.set_source(name, new.clone());
-        store.note(name, new);
-    }
+    // New stage inputs not yet given to the referrer index (it is told in batches).
+    let mut noted: Named = changed.iter().map(|(name, (_, new))| (name.clone(), new.clone())).collect();
     let mut stages = Vec::with_capacity(stages_in.len());
     let mut diags_changed = false;
     // Whether the PrimFuncs entering the stage differ from last time (a barrier before it
@@ -270,24 +285,26 @@ fn propagate(
         let start = Instant::now();
         let (next, recomputed, entered) = if stage.is_function() {
             let last = k + 1 == stages_in.len();
-            function_stage(stage, k, last, store, &changed, &mut diags_changed, remember)?
+            function_stage(stage, k, last, store, &changed, &mut noted, &mut diags_changed, remember)?
         } else {
             module_stage(stage, k, store, &changed, &mut prims_changed, &mut diags_changed)?
         };
+        noted.extend(next.iter().map(|(name, (_, new))| (name.clone(), new.clone())));
         changed = next;
         stages.push(EditStage { recomputed, entered, time: start.elapsed() });
     }
+    store.referrers(noted, &FxHashSet::default());
     // The functions whose final output changed are replaced in the previous output; the
     // function list is the same (a changed list gave up above).
-    let prims = prims_changed.then(|| store.prims_at(stages_in.len()).clone());
-    let diagnostics = if diags_changed { Some(collect_diagnostics(stages_in, store)?) } else { None };
-    let (output, kept_diagnostics) = store.output(&changed);
+    let prims = prims_changed.then(|| store.entering(stages_in.len()).prims.clone());
+    let Output { module: output, diagnostics: kept_diagnostics, stages: stored } =
+        store.output(&changed, diags_changed);
+    if let Some(stored) = stored {
+        *kept_diagnostics = collect_diagnostics(stages_in, stored)?;
+    }
     replace_outputs(output, &changed);
     if let Some(prims) = prims {
         output.set_prims_from(&prims);
-    }
-    if let Some(diagnostics) = diagnostics {
-        *kept_diagnostics = diagnostics;
     }
     Ok(EditRun { module: output.clone(), diagnostics: kept_diagnostics.clone(), stages })
 }
@@ -300,23 +317,35 @@ fn current(store: &impl EditStore, changed: &Changed, k: usize, name: &str) -> O
     }
 }
 
+/// One recomputed function of a function stage, before the store records it.
+struct Recomputed {
+    at: usize,
+    name: Arc<str>,
+    out: StageOut,
+    key: Option<StageKey>,
+    /// The previous output; `None` after the last stage, where only the new output matters.
+    previous: Option<FnVal>,
+}
+
 /// Function stage `k`: re-runs the changed functions and the callers of those whose signature
 /// changed. Returns the functions whose output changed, those recomputed and how many entered.
+#[allow(clippy::too_many_arguments)]
 fn function_stage(
     stage: &Stage,
     k: usize,
     last: bool,
     store: &mut impl EditStore,
     changed: &Changed,
+    noted: &mut Named,
     diags_changed: &mut bool,
     remember: bool,
 ) -> Result<(Changed, Vec<Arc<str>>, usize), Stop> {
-    let positions = store.positions(k).ok_or(GiveUp)?;
+    let positions = store.entering(k).positions.ok_or(GiveUp)?;
     let sig_changed: FxHashSet<&str> =
         changed.iter().filter(|(_, (old, new))| !same_signature(old, new)).map(|(n, _)| &**n).collect();
     let mut candidates: FxHashSet<Arc<str>> = changed.keys().cloned().collect();
     if !sig_changed.is_empty() {
-        candidates.extend(store.referrers_of(&sig_changed));
+        candidates.extend(store.referrers(std::mem::take(noted), &sig_changed));
     }
     // The changed functions and the callers of those whose signature changed (candidates
     // from the referrer index, a superset, checked against the stage's input), in module
@@ -331,15 +360,22 @@ fn function_stage(
         .filter_map(|n| positions.get(&n).map(|&i| (i, n)))
         .collect();
     at.sort_unstable_by_key(|(i, _)| *i);
-    let mut next: Changed = FxHashMap::default();
+    // Every new and previous output first, then the records: a store may answer a previous
+    // output from what it keeps of this stage (lean mode's stubs), which the records update.
+    let mut done = Vec::with_capacity(at.len());
     let mut recomputed = Vec::with_capacity(at.len());
     for (i, name) in at {
         let new_in = current(store, changed, k, &name).ok_or(GiveUp)?;
         let old_in = changed.get(&name).map_or_else(|| new_in.clone(), |(old, _)| old.clone());
-        let view = view_with(&name, &new_in, |c| match changed.get(c) {
-            Some((_, new)) => Some(new.clone()),
-            None => store.callee(k, c),
-        });
+        let view = view_with(
+            &name,
+            &new_in,
+            |c| match changed.get(c) {
+                Some((_, new)) => Some(new.clone()),
+                None => store.callee(k, c),
+            },
+            || prims_of(store.entering(k).prims),
+        );
         // A failing pass: the cold run reports the error a serial run reports. A result the
         // persistent store gives is not counted as recomputed (as in `drive`).
         let computed = std::cell::Cell::new(false);
@@ -352,24 +388,25 @@ fn function_stage(
         if remember {
             stage.edited.put(&name, &new_in, &view, &out);
         }
-        match store.previous_output(stage, k, i, &name, old_in, last)? {
+        let previous = if last { None } else { Some(store.previous_output(stage, k, i, &name, old_in)?) };
+        if computed.get() || stage.persist.is_none() {
+            recomputed.push(name.clone());
+        }
+        done.push(Recomputed { at: i, name, out, key, previous });
+    }
+    let mut next: Changed = FxHashMap::default();
+    for Recomputed { at, name, out, key, previous } in done {
+        match previous {
             Some(old) if old == out.func => {}
             Some(old) => {
                 next.insert(name.clone(), (old.0, out.func.0.clone()));
             }
-            // Only the new output matters after the last stage.
             None => {
                 next.insert(name.clone(), (out.func.0.clone(), out.func.0.clone()));
             }
         }
-        *diags_changed |= store.record_output(k, i, &name, out, key)?;
-        if computed.get() || stage.persist.is_none() {
-            recomputed.push(name);
-        }
-    }
-    store.function_stage_done(k, changed);
-    for (name, (_, new)) in &next {
-        store.note(name, new);
+        let new_in = changed.get(&name).map(|(_, new)| new);
+        *diags_changed |= store.record_output(k, at, &name, new_in, out, key)?;
     }
     Ok((next, recomputed, positions.len()))
 }
@@ -387,9 +424,10 @@ fn module_stage(
     prims_changed: &mut bool,
     diags_changed: &mut bool,
 ) -> Result<(Changed, Vec<Arc<str>>, usize), Stop> {
-    let names = store.names_at(k);
+    let entering = store.entering(k);
+    let names = entering.names;
     let entered = match stage.planned.prim_passes() {
-        Some(_) => store.prims_at(k).num_prims(),
+        Some(_) => entering.prims.num_prims(),
         None => names.len(),
     };
     let mut next: Changed = FxHashMap::default();
@@ -406,11 +444,12 @@ fn module_stage(
         }
     } else {
         let mut input = store.module_input(k, &names, changed)?;
-        input.set_prims_from(store.prims_at(k));
+        input.set_prims_from(store.entering(k).prims);
         let run = run_module_stage(stage, input.clone()).map_err(Stop::Failed)?;
         let (out, diags) = (run.module, run.diags);
-        *prims_changed = !same_prims(store.prims_at(k + 1), &out);
-        let previous = store.previous_module_output(k, &input, changed)?;
+        *prims_changed = !same_prims(store.entering(k + 1).prims, &out);
+        let (previous, diags) = store.record_module_output(k, &names, &input, changed, out.clone(), diags)?;
+        *diags_changed |= diags;
         let same_names = previous.len() == out.len() && previous.iter().zip(out.entries()).all(|(a, b)| a.0 == b.0);
         if !same_names {
             return Err(Stop::GiveUp);
@@ -420,11 +459,7 @@ fn module_stage(
                 next.insert(name, (old, new.clone()));
             }
         }
-        *diags_changed |= store.record_module_output(k, &names, &input, out, diags)?;
         recomputed = run.prims_run.unwrap_or_else(|| names.to_vec());
-    }
-    for (name, (_, new)) in &next {
-        store.note(name, new);
     }
     Ok((next, recomputed, entered))
 }

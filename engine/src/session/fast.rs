@@ -10,7 +10,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::db::{FnVal, StageCache, StageOut};
 use super::edit::{
-    add_referrers, referrers_in, Changed, EditStore, GiveUp, Named, Names, Positions, Referrers, StageDiagnostics,
+    add_referrers, referrers_in, Changed, EditStore, Entering, GiveUp, Named, Names, Output, Positions, Referrers,
+    StageDiagnostics,
 };
 use super::plan::Stage;
 use super::same::same_function;
@@ -77,8 +78,8 @@ impl Cache {
         Cache { names, sources, prims, stages, index, output, diagnostics, referrers: None }
     }
 
-    /// Builds the referrer index from every stage's input (once; later updates go through
-    /// `note`). The callers of a function whose signature changed come from it.
+    /// Builds the referrer index from every stage's input (once; later inputs are noted as
+    /// they come). The callers of a function whose signature changed come from it.
     fn build_referrers(&mut self) {
         if self.referrers.is_some() {
             return;
@@ -132,41 +133,44 @@ impl EditStore for Cache {
         self.stages.len()
     }
 
-    fn source(&self, name: &str) -> Option<Arc<Function>> {
-        self.sources.get(name).cloned()
+    fn swap_source(&mut self, name: &Arc<str>, new: Arc<Function>) -> Option<Arc<Function>> {
+        self.sources.get_mut(name).map(|source| std::mem::replace(source, new))
     }
 
-    fn set_source(&mut self, name: &Arc<str>, new: Arc<Function>) {
-        self.sources.insert(name.clone(), new);
-    }
-
-    fn note(&mut self, name: &Arc<str>, func: &Function) {
-        if let Some(referrers) = &mut self.referrers {
-            add_referrers(referrers, name, func);
+    /// A function stage's list is its own (the stage's outputs are in its order); any other
+    /// stage's comes from the stage before.
+    fn entering(&self, k: usize) -> Entering<'_> {
+        let last = self.stages[..k].iter().rev().find_map(|stage| match stage {
+            StageCache::Module { out, .. } => Some(out),
+            StageCache::Function { .. } => None,
+        });
+        let prims = last.unwrap_or(&self.prims);
+        if let Some(StageCache::Function { names, .. }) = self.stages.get(k) {
+            return Entering { names: names.clone(), positions: Some(self.index[k].clone()), prims };
         }
-    }
-
-    fn referrers_of(&mut self, callees: &FxHashSet<&str>) -> Vec<Arc<str>> {
-        self.build_referrers();
-        self.referrers.as_ref().map_or_else(Vec::new, |referrers| referrers_in(referrers, callees))
-    }
-
-    fn positions(&self, k: usize) -> Option<Positions> {
-        matches!(self.stages.get(k), Some(StageCache::Function { .. })).then(|| self.index[k].clone())
-    }
-
-    fn names_at(&self, k: usize) -> Names {
-        if k == 0 {
-            return self.names.clone();
-        }
-        match &self.stages[k - 1] {
-            StageCache::Function { names, .. } => names.clone(),
-            StageCache::Module { out, .. } => Arc::new(out.entries().iter().map(|(n, _)| n.clone()).collect()),
-        }
+        let names = match k.checked_sub(1).map(|j| &self.stages[j]) {
+            None => self.names.clone(),
+            Some(StageCache::Function { names, .. }) => names.clone(),
+            Some(StageCache::Module { out, .. }) => Arc::new(out.entries().iter().map(|(n, _)| n.clone()).collect()),
+        };
+        Entering { names, positions: None, prims }
     }
 
     fn input(&self, k: usize, name: &str) -> Option<Arc<Function>> {
         Cache::input(self, k, name)
+    }
+
+    /// Built from every stage's stored input on the first lookup; until then, noting is
+    /// nothing (the stored inputs hold what is noted).
+    fn referrers(&mut self, noted: Named, callees: &FxHashSet<&str>) -> Vec<Arc<str>> {
+        if !callees.is_empty() {
+            self.build_referrers();
+        }
+        let Some(referrers) = &mut self.referrers else { return Vec::new() };
+        for (name, func) in &noted {
+            add_referrers(referrers, name, func);
+        }
+        referrers_in(referrers, callees)
     }
 
     /// As stored.
@@ -177,10 +181,9 @@ impl EditStore for Cache {
         at: usize,
         _name: &Arc<str>,
         _old_in: Arc<Function>,
-        _last: bool,
-    ) -> Result<Option<FnVal>, GiveUp> {
+    ) -> Result<FnVal, GiveUp> {
         match &self.stages[k] {
-            StageCache::Function { outs, .. } => outs.get(at).map(|out| Some(out.func.clone())).ok_or(GiveUp),
+            StageCache::Function { outs, .. } => outs.get(at).map(|out| out.func.clone()).ok_or(GiveUp),
             StageCache::Module { .. } => Err(GiveUp),
         }
     }
@@ -190,6 +193,7 @@ impl EditStore for Cache {
         k: usize,
         at: usize,
         _name: &Arc<str>,
+        _new_in: Option<&Arc<Function>>,
         out: StageOut,
         _key: Option<StageKey>,
     ) -> Result<bool, GiveUp> {
@@ -230,48 +234,35 @@ impl EditStore for Cache {
         Ok(module)
     }
 
-    /// The stored output of the last module stage before `k` holds them.
-    fn prims_at(&self, k: usize) -> &Module {
-        let last = self.stages[..k].iter().rev().find_map(|stage| match stage {
-            StageCache::Module { out, .. } => Some(out),
-            StageCache::Function { .. } => None,
-        });
-        last.unwrap_or(&self.prims)
-    }
-
-    /// As stored.
-    fn previous_module_output(&self, k: usize, _input: &Module, _changed: &Changed) -> Result<Named, GiveUp> {
-        match &self.stages[k] {
-            StageCache::Module { out, .. } => Ok(out.entries().to_vec()),
-            StageCache::Function { .. } => Err(GiveUp),
-        }
-    }
-
+    /// The previous output as stored, replaced.
     fn record_module_output(
         &mut self,
         k: usize,
         _names: &Names,
         _input: &Module,
+        _changed: &Changed,
         new_out: Module,
         new_diags: Vec<Diagnostic>,
-    ) -> Result<bool, GiveUp> {
+    ) -> Result<(Named, bool), GiveUp> {
         let StageCache::Module { out, diags } = &mut self.stages[k] else { return Err(GiveUp) };
-        *out = new_out;
+        let previous = std::mem::replace(out, new_out).entries().to_vec();
         let diags_changed = *diags != new_diags;
         *diags = new_diags;
-        Ok(diags_changed)
+        Ok((previous, diags_changed))
     }
 
-    fn stage_diagnostics(&self, k: usize) -> StageDiagnostics<'_> {
-        match &self.stages[k] {
-            StageCache::Function { outs, .. } => {
-                StageDiagnostics::Function(outs.iter().map(|out| &*out.diags).collect())
-            }
-            StageCache::Module { diags, .. } => StageDiagnostics::Module(diags),
-        }
-    }
-
-    fn output(&mut self, _changed: &Changed) -> (&mut Module, &mut Vec<Diagnostic>) {
-        (&mut self.output, &mut self.diagnostics)
+    fn output(&mut self, _changed: &Changed, diagnostics: bool) -> Output<'_> {
+        let stages = diagnostics.then(|| {
+            self.stages
+                .iter()
+                .map(|stage| match stage {
+                    StageCache::Function { outs, .. } => {
+                        StageDiagnostics::Function(outs.iter().map(|out| &*out.diags).collect())
+                    }
+                    StageCache::Module { diags, .. } => StageDiagnostics::Module(diags),
+                })
+                .collect()
+        });
+        Output { module: &mut self.output, diagnostics: &mut self.diagnostics, stages }
     }
 }

@@ -31,8 +31,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::db::{callees, run_function_stage, view_with, FnVal, StageOut};
 use super::drive::Record;
 use super::edit::{
-    add_referrers, referrers_in, Changed, EditRun, EditStore, GiveUp, Named, Names, Positions, Referrers,
-    StageDiagnostics,
+    add_referrers, referrers_in, Changed, EditRun, EditStore, Entering, GiveUp, Named, Names, Output, Positions,
+    Referrers, StageDiagnostics,
 };
 use super::plan::Stage;
 use super::prims::{prims_of, ModuleRun};
@@ -475,7 +475,8 @@ fn replayed(
     let res = match &lean.stages[k - 1] {
         LeanStage::Function { index, .. } if index.contains_key(name) => replayed(lean, stages, k - 1, name, memo)
             .and_then(|input| {
-                let view = view_with(name, &input, |c| lean.sig(k - 1, c));
+                let prims = || prims_of(lean_prims_before(&lean.stages[..k - 1], &lean.prims));
+                let view = view_with(name, &input, |c| lean.sig(k - 1, c), prims);
                 run_function_stage(&stages[k - 1], name, input, &view, &|| {}, &|| {}).ok().map(|o| o.func.0)
             }),
         LeanStage::Function { .. } => None,
@@ -496,34 +497,19 @@ impl EditStore for LeanEdit<'_> {
         self.lean.stages.len()
     }
 
-    fn source(&self, name: &str) -> Option<Arc<Function>> {
-        self.lean.source(name).cloned()
+    fn swap_source(&mut self, name: &Arc<str>, new: Arc<Function>) -> Option<Arc<Function>> {
+        let &i = self.lean.index.get(name)?;
+        Some(std::mem::replace(&mut self.lean.sources[i], new))
     }
 
-    fn set_source(&mut self, name: &Arc<str>, new: Arc<Function>) {
-        if let Some(&i) = self.lean.index.get(name) {
-            self.lean.sources[i] = new;
-        }
-    }
-
-    fn note(&mut self, name: &Arc<str>, func: &Function) {
-        self.lean.note(name, func);
-    }
-
-    fn referrers_of(&mut self, callees: &FxHashSet<&str>) -> Vec<Arc<str>> {
-        self.lean.build_referrers();
-        self.lean.referrers.as_ref().map_or_else(Vec::new, |referrers| referrers_in(referrers, callees))
-    }
-
-    fn positions(&self, k: usize) -> Option<Positions> {
+    fn entering(&self, k: usize) -> Entering<'_> {
+        let prims = lean_prims_before(&self.lean.stages[..k], &self.lean.prims);
         match self.lean.stages.get(k) {
-            Some(LeanStage::Function { index, .. }) => Some(index.clone()),
-            _ => None,
+            Some(LeanStage::Function { names, index, .. }) => {
+                Entering { names: names.clone(), positions: Some(index.clone()), prims }
+            }
+            _ => Entering { names: self.lean.names_at(k), positions: None, prims },
         }
-    }
-
-    fn names_at(&self, k: usize) -> Names {
-        self.lean.names_at(k)
     }
 
     /// Replayed from the source (remembered for the run).
@@ -539,9 +525,21 @@ impl EditStore for LeanEdit<'_> {
         self.lean.sig(k, callee)
     }
 
-    /// Recomputed from the previous input and what callers saw then. After the last stage it
-    /// would only decide whether the result gets the new output, which is harmless when they
-    /// are equal: skipped.
+    /// Built from the sources and the globals recorded beyond them on the first lookup; until
+    /// then, a noted function's globals beyond its source are recorded.
+    fn referrers(&mut self, noted: Named, callees: &FxHashSet<&str>) -> Vec<Arc<str>> {
+        for (name, func) in &noted {
+            self.lean.note(name, func);
+        }
+        if callees.is_empty() {
+            return Vec::new();
+        }
+        self.lean.build_referrers();
+        self.lean.referrers.as_ref().map_or_else(Vec::new, |referrers| referrers_in(referrers, callees))
+    }
+
+    /// Recomputed from the previous input and what callers saw then (the stage's stubs are
+    /// updated only when its outputs are recorded).
     fn previous_output(
         &self,
         stage: &Stage,
@@ -549,26 +547,30 @@ impl EditStore for LeanEdit<'_> {
         _at: usize,
         name: &Arc<str>,
         old_in: Arc<Function>,
-        last: bool,
-    ) -> Result<Option<FnVal>, GiveUp> {
-        if last {
-            return Ok(None);
-        }
-        let old_view = view_with(name, &old_in, |c| self.lean.sig(k, c));
+    ) -> Result<FnVal, GiveUp> {
+        let prims = || prims_of(lean_prims_before(&self.lean.stages[..k], &self.lean.prims));
+        let old_view = view_with(name, &old_in, |c| self.lean.sig(k, c), prims);
         let old_out = run_function_stage(stage, name, old_in, &old_view, &|| {}, &|| {}).map_err(|_| GiveUp)?;
-        Ok(Some(old_out.func))
+        Ok(old_out.func)
     }
 
-    /// Keeps only the diagnostics (the output is replayed when needed) and the key.
+    /// Keeps only the diagnostics (the output is replayed when needed), the key and, for a
+    /// changed input, what callers see of it.
     fn record_output(
         &mut self,
         k: usize,
         at: usize,
-        _name: &Arc<str>,
+        name: &Arc<str>,
+        new_in: Option<&Arc<Function>>,
         out: StageOut,
         key: Option<StageKey>,
     ) -> Result<bool, GiveUp> {
-        let LeanStage::Function { diags, keys, .. } = &mut self.lean.stages[k] else { return Err(GiveUp) };
+        let lean = &mut *self.lean;
+        let LeanStage::Function { diags, keys, sigs, .. } = &mut lean.stages[k] else { return Err(GiveUp) };
+        if let Some(new) = new_in {
+            let source = lean.index.get(name).map(|&j| &lean.sources[j]);
+            *sigs.get_mut(at).ok_or(GiveUp)? = sig_for(new, None, source);
+        }
         match (keys.as_mut(), key) {
             (Some(keys), Some(key)) if at < keys.len() => keys[at] = key,
             _ => *keys = None,
@@ -576,18 +578,6 @@ impl EditStore for LeanEdit<'_> {
         let reported = out.diags.iter().any(|d| !d.is_empty());
         let before = if reported { diags.insert(at as u32, out.diags.clone()) } else { diags.remove(&(at as u32)) };
         Ok(before.is_some() != reported || before.is_some_and(|b| b != out.diags))
-    }
-
-    /// What callers see of the functions whose input changed, for later edits and replays.
-    fn function_stage_done(&mut self, k: usize, changed: &Changed) {
-        let lean = &mut *self.lean;
-        let LeanStage::Function { index, sigs, .. } = &mut lean.stages[k] else { return };
-        for (name, (_, new)) in changed {
-            if let Some(&i) = index.get(name) {
-                let source = lean.index.get(name).map(|&j| &lean.sources[j]);
-                sigs[i] = sig_for(new, None, source);
-            }
-        }
     }
 
     /// The pass's stored changes tell.
@@ -622,32 +612,28 @@ impl EditStore for LeanEdit<'_> {
         Ok(module)
     }
 
-    fn prims_at(&self, k: usize) -> &Module {
-        lean_prims_before(&self.lean.stages[..k], &self.lean.prims)
-    }
-
-    /// As stored when the pass changed the function, else its previous input.
-    fn previous_module_output(&self, k: usize, input: &Module, changed: &Changed) -> Result<Named, GiveUp> {
-        let LeanStage::Module { out_names, modified, .. } = &self.lean.stages[k] else { return Err(GiveUp) };
-        let previous = |name: &Arc<str>| match modified.get(name) {
-            Some(f) => Some(f.clone()),
-            None => changed.get(name).map(|(old, _)| old.clone()).or_else(|| input.get(name).cloned()),
-        };
-        out_names.iter().map(|name| previous(name).map(|f| (name.clone(), f)).ok_or(GiveUp)).collect()
-    }
-
-    /// Keeps the functions the pass dropped or changed.
+    /// The previous output: as stored when the pass changed the function, else its previous
+    /// input. Keeps the functions the pass now dropped or changed.
     fn record_module_output(
         &mut self,
         k: usize,
         names: &Names,
         input: &Module,
+        changed: &Changed,
         out: Module,
         new_diags: Vec<Diagnostic>,
-    ) -> Result<bool, GiveUp> {
-        let LeanStage::Module { dropped, modified, prims, diags, .. } = &mut self.lean.stages[k] else {
+    ) -> Result<(Named, bool), GiveUp> {
+        let LeanStage::Module { out_names, dropped, modified, prims, diags } = &mut self.lean.stages[k] else {
             return Err(GiveUp);
         };
+        let previous = |name: &Arc<str>| match modified.get(name) {
+            Some(f) => Some(f.clone()),
+            None => changed.get(name).map(|(old, _)| old.clone()).or_else(|| input.get(name).cloned()),
+        };
+        let previous: Named = out_names
+            .iter()
+            .map(|name| previous(name).map(|f| (name.clone(), f)).ok_or(GiveUp))
+            .collect::<Result<_, _>>()?;
         *prims = prims_of(&out);
         *modified = out
             .entries()
@@ -662,21 +648,24 @@ impl EditStore for LeanEdit<'_> {
         for (name, f) in &noted {
             self.lean.note(name, f);
         }
-        Ok(diags_changed)
+        Ok((previous, diags_changed))
     }
 
-    fn stage_diagnostics(&self, k: usize) -> StageDiagnostics<'_> {
-        match &self.lean.stages[k] {
-            LeanStage::Function { diags, .. } => {
-                let mut reported: Vec<_> = diags.iter().collect();
-                reported.sort_unstable_by_key(|(i, _)| **i);
-                StageDiagnostics::Function(reported.into_iter().map(|(_, d)| &**d).collect())
-            }
-            LeanStage::Module { diags, .. } => StageDiagnostics::Module(diags),
-        }
-    }
-
-    fn output(&mut self, _changed: &Changed) -> (&mut Module, &mut Vec<Diagnostic>) {
-        (&mut self.lean.output, &mut self.lean.diagnostics)
+    fn output(&mut self, _changed: &Changed, diagnostics: bool) -> Output<'_> {
+        let lean = &mut *self.lean;
+        let stages = diagnostics.then(|| {
+            lean.stages
+                .iter()
+                .map(|stage| match stage {
+                    LeanStage::Function { diags, .. } => {
+                        let mut reported: Vec<_> = diags.iter().collect();
+                        reported.sort_unstable_by_key(|(i, _)| **i);
+                        StageDiagnostics::Function(reported.into_iter().map(|(_, d)| &**d).collect())
+                    }
+                    LeanStage::Module { diags, .. } => StageDiagnostics::Module(diags),
+                })
+                .collect()
+        });
+        Output { module: &mut lean.output, diagnostics: &mut lean.diagnostics, stages }
     }
 }

@@ -48,8 +48,8 @@ pub(crate) struct Stage {
     /// A module stage's shortcut on the edit path (not part of the fingerprint: it changes
     /// how the result is obtained, not the result).
     pub(crate) firewall: Option<ModuleFirewall>,
-    /// A function stage's persistent identity and store, when the session has a store and
-    /// every pass of the stage is registered (`session/store.rs`). Not part of the
+    /// A function or PrimFunc stage's persistent identity and store, when the session has a
+    /// store and every pass of the stage is registered (`session/store.rs`). Not part of the
     /// fingerprint: it changes where results may come from, not what they are.
     pub(crate) persist: Option<Persist>,
     /// The results the edit path computed since the last cold run (`db.rs`).
@@ -188,7 +188,7 @@ pub(crate) fn plan(
                                 .iter()
                                 .zip(idents.iter().zip(&origins))
                                 .map(|(pass, (ident, origin))| {
-                                    Some((persistent_name(pass, ident, origin)?, origin.part.is_form()))
+                                    Some((persistent_name(&pass.info().name, ident, origin)?, origin.part.is_form()))
                                 })
                                 .collect();
                             names.map(|names| Persist::new(cfg, settings, &names))
@@ -201,7 +201,17 @@ pub(crate) fn plan(
                         let call = origins.first().map(|o| &o.call);
                         let name = call.map(|c| c.info().name.as_str());
                         let set = firewalls.iter().find(|(n, _)| Some(n.as_str()) == name).map(|(_, f)| f.clone());
-                        (set.or_else(|| call.and_then(|c| c.firewall())), None)
+                        // A PrimFunc stage's results are stored as a function stage's are.
+                        let persist = planned.prim_passes().and_then(|passes| {
+                            let (cfg, settings) = store?;
+                            let names: Option<Vec<String>> = passes
+                                .iter()
+                                .zip(idents.iter().zip(&origins))
+                                .map(|(pass, (ident, origin))| persistent_name(&pass.info().name, ident, origin))
+                                .collect();
+                            Some(Persist::for_prims(cfg, settings, &names?))
+                        });
+                        (set.or_else(|| call.and_then(|c| c.firewall())), persist)
                     }
                 };
                 let label = planned.label();
@@ -251,15 +261,15 @@ fn ident(ids: &mut PassIds, origin: &Origin) -> Ident {
     }
 }
 
-/// The name that identifies `pass` (planned as `ident`) across processes: its registry name,
+/// The name that identifies the pass named `pass` (planned as `ident`) across processes: its registry name,
 /// with the part for a split pass's per-function form. `None` for a pass the registry does not
 /// know under its name, and for a session's own `ModuleSplit` part.
-fn persistent_name(pass: &FunctionPass, ident: &Ident, origin: &Origin) -> Option<String> {
+fn persistent_name(pass: &str, ident: &Ident, origin: &Origin) -> Option<String> {
     match (ident, &origin.part) {
         (_, Part::Given(_)) => None,
         (Ident::Registered(name), _) => Some(name.clone()),
-        (Ident::Object(_), _) => canonical_pass_name(&pass.info().name).map(str::to_string),
-        (Ident::Part(_, part), _) => canonical_pass_name(&pass.info().name).map(|name| format!("{name}/{part}")),
+        (Ident::Object(_), _) => canonical_pass_name(pass).map(str::to_string),
+        (Ident::Part(_, part), _) => canonical_pass_name(pass).map(|name| format!("{name}/{part}")),
     }
 }
 

@@ -15,9 +15,17 @@
 //! context is the stage's, which its fingerprint covers (another plan has other stages, with
 //! results of their own).
 //!
-//! What it deliberately does not do: keep PrimFunc results in the persistent store (only
-//! graph function stages are stored; a new process recomputes its PrimFunc stages), or
-//! reuse results under `testing.verify_each`, which checks whole modules pass by pass.
+//! With a persistent store (`store.rs`), a PrimFunc the stage kept no result for is looked up
+//! there first, under a key of the stage (its passes' registered names, the settings, the
+//! engine and build) and the PrimFunc's every table (`Persist::prim_key`), and a computed
+//! result is stored: so a new process (or another machine sharing the store) re-runs the tir
+//! passes only on PrimFuncs no earlier run gave them. An entry holds the output exactly
+//! (`codec.rs`, "PrimFuncs") and is checked like a function stage's (header, checksum, key,
+//! the tir verifier); a refused one is reported and recomputed. A result read from the store
+//! is not counted as recomputed.
+//!
+//! What it deliberately does not do: reuse results under `testing.verify_each`, which checks
+//! whole modules pass by pass.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -26,6 +34,7 @@ use rustc_hash::FxHashMap;
 use super::db::extend_pass_major;
 use super::plan::Stage;
 use super::same::same_prim;
+use super::store::StageKey;
 use crate::ir::Module;
 use crate::tir::PrimFunc;
 use crate::transform::executor::{first_failure, run_prim_stage_on};
@@ -83,9 +92,33 @@ pub(crate) fn run_prim_stage(stage: &Stage, passes: &[PrimFuncPass], module: Mod
     let results = &stage.prims;
     let kept = std::mem::take(&mut *results.map.lock().unwrap_or_else(PoisonError::into_inner));
     let view = &module;
-    let outs: Vec<PrimOut> = map_items(stage.planned.threads(ctx), module.prim_entries(), |(name, func)| {
-        if let Some(r) = kept.get(name).filter(|r| same_prim(&r.input, func)) {
+    let threads = stage.planned.threads(ctx);
+    let entries = module.prim_entries();
+    let reused = |i: usize| {
+        let (name, func) = &entries[i];
+        kept.get(name).filter(|r| same_prim(&r.input, func))
+    };
+    // With a persistent store, the key of each PrimFunc the last run did not leave a result
+    // for, and the store's entries for them (one request).
+    let stored = stage.persist.as_ref().map(|persist| {
+        let todo: Vec<usize> = (0..entries.len()).filter(|&i| reused(i).is_none()).collect();
+        let keys: Vec<StageKey> = map_items(threads, &todo, |&i| persist.prim_key(&entries[i].0, &entries[i].1));
+        let found = if keys.is_empty() { Vec::new() } else { persist.store.get_many(&keys) };
+        let mut by_index: FxHashMap<usize, (StageKey, Option<Vec<u8>>)> = FxHashMap::default();
+        by_index.extend(todo.into_iter().zip(keys.into_iter().zip(found)));
+        (persist, by_index)
+    });
+    let items: Vec<usize> = (0..entries.len()).collect();
+    let outs: Vec<PrimOut> = map_items(threads, &items, |&i| {
+        let (name, func) = &entries[i];
+        if let Some(r) = reused(i) {
             return Ok((r.output.clone(), r.diags.clone(), false));
+        }
+        let stored = stored.as_ref().and_then(|(persist, by_index)| Some((*persist, by_index.get(&i)?)));
+        if let Some((persist, (key, entry))) = stored {
+            if let Some((out, diags)) = entry.as_deref().and_then(|e| persist.open_prim(e, key, name, func)) {
+                return Ok((out, diags, false));
+            }
         }
         let run = run_prim_stage_on(passes, name, func, view, ctx);
         // A session counts what it computes.
@@ -94,7 +127,13 @@ pub(crate) fn run_prim_stage(stage: &Stage, passes: &[PrimFuncPass], module: Mod
         }
         match run.error {
             Some(e) => Err(e),
-            None => Ok((run.func, Arc::new(run.diagnostics), true)),
+            None => {
+                let out = (run.func, Arc::new(run.diagnostics));
+                if let Some((persist, (key, _))) = stored {
+                    persist.save_prim(key, name, func, &out);
+                }
+                Ok((out.0, out.1, true))
+            }
         }
     });
     if let Some((_, at)) = first_failure(outs.iter().map(|o| o.as_ref().err().map(|e| e.0))) {

@@ -27,8 +27,8 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::codec::{Reader, Writer};
-use super::db::{callees, view_with, FnVal, StageOut};
-use super::edit::{Changed, EditStore, GiveUp, Names, Positions, StageDiagnostics};
+use super::db::{view_with, FnVal, StageOut};
+use super::edit::{Changed, EditStore, Entering, GiveUp, Named, Names, Output, Positions, StageDiagnostics};
 use super::plan::Stage;
 use super::same::{same_signature, span_base};
 use super::store::{decode_function, decode_source, StageKey, StageStore};
@@ -248,6 +248,12 @@ impl<'a> RecordEdit<'a> {
         }
     }
 
+    /// The source of `name` as the record has it (decoded from its entry).
+    fn old_source(&self, name: &str) -> Option<Arc<Function>> {
+        let &i = self.index.get(name)?;
+        self.decode_source(i, self.old_sources[i as usize])
+    }
+
     /// Whether an entry the run needed was missing or damaged.
     pub(crate) fn failed(&self) -> bool {
         self.failed.get()
@@ -264,11 +270,12 @@ impl<'a> RecordEdit<'a> {
     /// functions verify as before).
     pub(crate) fn takes(&self, edited: &[(Arc<str>, Arc<Function>)]) -> bool {
         edited.iter().all(|(name, new)| {
-            let Some(old) = self.source(name) else { return false };
+            let Some(old) = self.old_source(name) else { return false };
             if !same_signature(&old, new) {
                 return false;
             }
-            let view = view_with(name, new, |c| self.input(0, c));
+            // A record is of a module without PrimFuncs.
+            let view = view_with(name, new, |c| self.input(0, c), Module::new);
             !self.failed() && verify_function(Some(&view), name, new).is_ok()
         })
     }
@@ -359,29 +366,42 @@ impl EditStore for RecordEdit<'_> {
         self.rec.stages.len()
     }
 
-    /// As the record has it (decoded from its entry).
-    fn source(&self, name: &str) -> Option<Arc<Function>> {
-        let &i = self.index.get(name)?;
-        self.decode_source(i, self.old_sources[i as usize])
-    }
-
-    fn set_source(&mut self, name: &Arc<str>, new: Arc<Function>) {
+    /// The old source as the record has it (decoded from its entry).
+    fn swap_source(&mut self, name: &Arc<str>, new: Arc<Function>) -> Option<Arc<Function>> {
+        let old = self.old_source(name)?;
         self.remember(0, name, &new);
+        Some(old)
     }
 
-    fn note(&mut self, name: &Arc<str>, func: &Function) {
-        let Some(&i) = self.index.get(name) else { return };
-        for callee in callees(name, func) {
-            if let Some(&c) = self.index.get(callee) {
-                let known = &mut self.rec.callees[i as usize];
-                if !known.contains(&c) {
-                    known.push(c);
+    /// A record is of a module without PrimFuncs.
+    fn entering(&self, k: usize) -> Entering<'_> {
+        let (names, positions) = self.list_at(k);
+        let positions = matches!(self.rec.stages.get(k), Some(RecStage::Function { .. })).then_some(positions);
+        Entering { names, positions, prims: &self.no_prims }
+    }
+
+    /// Decoded from the entries the record names.
+    fn input(&self, k: usize, name: &str) -> Option<Arc<Function>> {
+        let &i = self.index.get(name)?;
+        self.input_at(k, i)
+    }
+
+    /// The record's lists of who references whom.
+    fn referrers(&mut self, noted: Named, callees: &FxHashSet<&str>) -> Vec<Arc<str>> {
+        for (name, func) in &noted {
+            let Some(&i) = self.index.get(name) else { continue };
+            for callee in super::db::callees(name, func) {
+                if let Some(&c) = self.index.get(callee) {
+                    let known = &mut self.rec.callees[i as usize];
+                    if !known.contains(&c) {
+                        known.push(c);
+                    }
                 }
             }
         }
-    }
-
-    fn referrers_of(&mut self, callees: &FxHashSet<&str>) -> Vec<Arc<str>> {
+        if callees.is_empty() {
+            return Vec::new();
+        }
         let names = &self.rec.names;
         self.rec
             .callees
@@ -392,23 +412,6 @@ impl EditStore for RecordEdit<'_> {
             .collect()
     }
 
-    fn positions(&self, k: usize) -> Option<Positions> {
-        match self.rec.stages.get(k)? {
-            RecStage::Function { .. } => Some(self.list_at(k).1),
-            RecStage::Module { .. } => None,
-        }
-    }
-
-    fn names_at(&self, k: usize) -> Names {
-        self.list_at(k).0
-    }
-
-    /// Decoded from the entries the record names.
-    fn input(&self, k: usize, name: &str) -> Option<Arc<Function>> {
-        let &i = self.index.get(name)?;
-        self.input_at(k, i)
-    }
-
     /// The result the record names, decoded with the previous input.
     fn previous_output(
         &self,
@@ -417,30 +420,31 @@ impl EditStore for RecordEdit<'_> {
         _at: usize,
         name: &Arc<str>,
         old_in: Arc<Function>,
-        last: bool,
-    ) -> Result<Option<FnVal>, GiveUp> {
-        if last {
-            return Ok(None);
-        }
+    ) -> Result<FnVal, GiveUp> {
         let (Some(&i), Some(persist), Some(RecStage::Function { keys })) =
             (self.index.get(name), stage.persist.as_ref(), self.rec.stages.get(k))
         else {
             return Err(GiveUp);
         };
-        persist.lookup(&keys[i as usize], &old_in).map(|out| Some(out.func)).ok_or(GiveUp)
+        persist.lookup(&keys[i as usize], &old_in).map(|out| out.func).ok_or(GiveUp)
     }
 
-    /// The new key; a diagnostic gives up (a record is of a run without any).
+    /// The new key, and a changed input for the stages after; a diagnostic gives up (a record
+    /// is of a run without any).
     fn record_output(
         &mut self,
         k: usize,
         _at: usize,
         name: &Arc<str>,
+        new_in: Option<&Arc<Function>>,
         out: StageOut,
         key: Option<StageKey>,
     ) -> Result<bool, GiveUp> {
         if out.diags.iter().any(|d| !d.is_empty()) {
             return Err(GiveUp);
+        }
+        if let Some(new) = new_in {
+            self.remember(k, name, new);
         }
         let (Some(&i), Some(key), Some(RecStage::Function { keys })) =
             (self.index.get(name), key, self.rec.stages.get_mut(k))
@@ -449,12 +453,6 @@ impl EditStore for RecordEdit<'_> {
         };
         keys[i as usize] = key;
         Ok(false)
-    }
-
-    fn function_stage_done(&mut self, k: usize, changed: &Changed) {
-        for (name, (_, new)) in changed {
-            self.remember(k, name, new);
-        }
     }
 
     fn left_as_it_came(&self, k: usize, name: &Arc<str>, _old: &Arc<Function>) -> bool {
@@ -475,23 +473,21 @@ impl EditStore for RecordEdit<'_> {
     // A module stage's re-run gives up (the defaults): its whole input would have to be
     // decoded.
 
-    /// A record is of a module without PrimFuncs.
-    fn prims_at(&self, _k: usize) -> &Module {
-        &self.no_prims
-    }
-
-    /// None: a diagnostic gave up.
-    fn stage_diagnostics(&self, k: usize) -> StageDiagnostics<'_> {
-        match self.rec.stages.get(k) {
-            Some(RecStage::Function { .. }) => StageDiagnostics::Function(Vec::new()),
-            _ => StageDiagnostics::Module(&[]),
-        }
-    }
-
-    /// Empty: the embedder keeps the output (as text); the changes go to `finals`.
-    fn output(&mut self, changed: &Changed) -> (&mut Module, &mut Vec<Diagnostic>) {
+    /// Empty: the embedder keeps the output (as text); the changes go to `finals`. No stage
+    /// has diagnostics (a diagnostic gave up).
+    fn output(&mut self, changed: &Changed, diagnostics: bool) -> Output<'_> {
         self.finals = changed.iter().map(|(name, (_, new))| (name.clone(), new.clone())).collect();
-        (&mut self.output, &mut self.diagnostics)
+        let stages = diagnostics.then(|| {
+            self.rec
+                .stages
+                .iter()
+                .map(|stage| match stage {
+                    RecStage::Function { .. } => StageDiagnostics::Function(Vec::new()),
+                    RecStage::Module { .. } => StageDiagnostics::Module(&[]),
+                })
+                .collect()
+        });
+        Output { module: &mut self.output, diagnostics: &mut self.diagnostics, stages }
     }
 }
 

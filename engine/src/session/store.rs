@@ -31,15 +31,16 @@ use std::sync::{Arc, Weak};
 
 use dashmap::DashMap;
 
-use super::codec::{read_function, read_span, write_function, write_span, Reader, Writer};
-use super::db::{callees, FnVal, StageOut};
+use super::codec::{read_function, read_prim, read_span, write_function, write_prim, write_span, Reader, Writer};
+use super::db::{callees, FnVal, Seen, StageOut};
 use super::same::span_base;
 use crate::ir::{ExprKind, Function, Module, NodeId};
+use crate::tir::{verify_prim_func, PrimFunc};
 use crate::transform::{Diagnostic, Severity};
 
 /// The version of the entry format and of the key derivation; bumping it starts a new key
 /// space.
-pub const STORE_FORMAT: u32 = 4;
+pub const STORE_FORMAT: u32 = 5;
 
 const MAGIC: &[u8; 4] = b"PSLS";
 
@@ -276,7 +277,7 @@ impl Persist {
 
     /// The key of this stage's result for `input` (the function `name`) with a module view in
     /// which `view` gives the callees: the stage, the input's content key ([`ContentKeys`])
-    /// and each callee's signature.
+    /// and each callee's signature (a PrimFunc's: its graph-level type).
     pub(crate) fn key(&self, name: &str, input: &Arc<Function>, view: &Module) -> StageKey {
         let mut h = StableHasher::new();
         self.fingerprint.hash(&mut h);
@@ -284,12 +285,16 @@ impl Persist {
         self.contents.of(input).hash(&mut h);
         for callee in callees(name, input) {
             callee.hash(&mut h);
-            match view.get(callee) {
-                Some(f) => {
+            match Seen::of(view, callee) {
+                Seen::Function(f) => {
                     1u8.hash(&mut h);
-                    hash_signature(f, &mut h);
+                    hash_signature(&f, &mut h);
                 }
-                None => 0u8.hash(&mut h),
+                Seen::Prim(ty) => {
+                    2u8.hash(&mut h);
+                    ty.hash(&mut h);
+                }
+                Seen::Absent => 0u8.hash(&mut h),
             }
         }
         StageKey(h.finish128())
@@ -324,6 +329,76 @@ impl Persist {
             self.store.put(key, &entry);
         }
     }
+}
+
+/// One PrimFunc's result of a PrimFunc stage: its output and the diagnostics of each pass.
+pub(crate) type PrimOut = (Arc<PrimFunc>, Arc<Vec<Vec<Diagnostic>>>);
+
+impl Persist {
+    /// The identity of a PrimFunc stage whose passes have the registered names `passes`,
+    /// under the settings `settings`: a key space apart from every function stage's.
+    pub(crate) fn for_prims(cfg: &StoreConfig, settings: &str, passes: &[String]) -> Persist {
+        let names: Vec<(String, bool)> = passes.iter().map(|p| (format!("prim:{p}"), false)).collect();
+        Persist::new(cfg, settings, &names)
+    }
+
+    /// The key of this PrimFunc stage's result for the PrimFunc `name`: the stage and the
+    /// PrimFunc's every table (its exact encoding, hashed). A PrimFunc pass reads nothing but
+    /// its PrimFunc and the stage's context (`prims.rs`), so nothing else enters it.
+    pub(crate) fn prim_key(&self, name: &str, func: &PrimFunc) -> StageKey {
+        let mut w = Writer(Vec::new());
+        write_prim(&mut w, func);
+        let mut h = StableHasher::new();
+        (self.fingerprint, "prim", name).hash(&mut h);
+        w.0.hash(&mut h);
+        StageKey(h.finish128())
+    }
+
+    /// The result in `entry` (the store's entry under `key`) for the PrimFunc `name` whose
+    /// input is `input`, when it passes every check; a failing entry is reported to the store.
+    pub(crate) fn open_prim(&self, entry: &[u8], key: &StageKey, name: &str, input: &Arc<PrimFunc>) -> Option<PrimOut> {
+        match decode_prim(entry, key, name, input) {
+            Ok(out) => Some(out),
+            Err(reason) => {
+                self.store.rejected(key, reason);
+                None
+            }
+        }
+    }
+
+    /// Stores `out`, the stage's result for the PrimFunc `name` whose input is `input`, under
+    /// `key`: only an output the tir verifier accepts (what a read checks), so that a stored
+    /// entry is never refused for what it holds.
+    pub(crate) fn save_prim(&self, key: &StageKey, name: &str, input: &Arc<PrimFunc>, out: &PrimOut) {
+        if !Arc::ptr_eq(&out.0, input) && !verify_prim_func(name, &out.0).is_empty() {
+            return;
+        }
+        let mut p = Writer(Vec::new());
+        if Arc::ptr_eq(&out.0, input) {
+            p.u8(SAME_AS_INPUT);
+        } else {
+            p.u8(ARENA);
+            write_prim(&mut p, &out.0);
+        }
+        write_diags(&mut p, &out.1, 0);
+        self.store.put(key, &seal(key, &p.0));
+    }
+}
+
+/// The PrimFunc stage result in `entry` for `input` (the PrimFunc `name`) under `key`, or why
+/// it is refused.
+fn decode_prim(entry: &[u8], key: &StageKey, name: &str, input: &Arc<PrimFunc>) -> Result<PrimOut, &'static str> {
+    let mut p = Reader(unseal(entry, key)?);
+    let func = match p.u8()? {
+        SAME_AS_INPUT => input.clone(),
+        ARENA => Arc::new(read_prim(&mut p, name)?),
+        _ => return Err("bad output tag"),
+    };
+    let diags = read_diags(&mut p, 0)?;
+    if !p.0.is_empty() {
+        return Err("trailing bytes in the payload");
+    }
+    Ok((func, Arc::new(diags)))
 }
 
 /// Feeds everything of `f` that a stage's result depends on into `h`: what
@@ -472,8 +547,14 @@ fn encode(key: &StageKey, input: &Arc<Function>, out: &StageOut) -> Option<Vec<u
         p.u8(ARENA);
         write_function(&mut p, func, base)?;
     }
-    p.u32(out.diags.len() as u32);
-    for diags in out.diags.iter() {
+    write_diags(&mut p, &out.diags, base);
+    Some(seal(key, &p.0))
+}
+
+/// Writes the diagnostics of each pass of a stage, spans relative to `base`.
+fn write_diags(p: &mut Writer, per_pass: &[Vec<Diagnostic>], base: u32) {
+    p.u32(per_pass.len() as u32);
+    for diags in per_pass {
         p.u32(diags.len() as u32);
         for d in diags {
             p.u8(match d.severity {
@@ -482,7 +563,7 @@ fn encode(key: &StageKey, input: &Arc<Function>, out: &StageOut) -> Option<Vec<u
             });
             p.bytes(d.pass.as_bytes());
             p.opt_str(d.function.as_deref());
-            write_span(&mut p, d.span, base);
+            write_span(p, d.span, base);
             match d.node {
                 Some(node) => {
                     p.u8(1);
@@ -493,7 +574,35 @@ fn encode(key: &StageKey, input: &Arc<Function>, out: &StageOut) -> Option<Vec<u
             p.bytes(d.message.as_bytes());
         }
     }
-    Some(seal(key, &p.0))
+}
+
+/// Reads what [`write_diags`] wrote.
+fn read_diags(p: &mut Reader<'_>, base: u32) -> Result<Vec<Vec<Diagnostic>>, &'static str> {
+    let n_passes = p.count(4)?;
+    let mut diags = Vec::with_capacity(n_passes);
+    for _ in 0..n_passes {
+        let n = p.count(4)?;
+        let mut list = Vec::with_capacity(n);
+        for _ in 0..n {
+            let severity = match p.u8()? {
+                0 => Severity::Warning,
+                1 => Severity::Error,
+                _ => return Err("bad severity"),
+            };
+            let pass = p.str()?.to_string();
+            let function = p.opt_str()?.map(str::to_string);
+            let span = read_span(p, base)?;
+            let node = match p.u8()? {
+                0 => None,
+                1 => Some(NodeId(p.u32()?)),
+                _ => return Err("bad node tag"),
+            };
+            let message = p.str()?.to_string();
+            list.push(Diagnostic { severity, pass, function, span, node, message });
+        }
+        diags.push(list);
+    }
+    Ok(diags)
 }
 
 /// The result in `entry` for `input` (the function `name`) under `key`, or why it is refused.
@@ -511,36 +620,7 @@ fn decode(entry: &[u8], key: &StageKey, input: &Arc<Function>) -> Result<StageOu
         ARENA => Arc::new(read_function(&mut p, base)?),
         _ => return Err("bad output tag"),
     };
-    let n_passes = p.u32()? as usize;
-    if n_passes > payload.len() {
-        return Err("pass count larger than the entry");
-    }
-    let mut diags = Vec::with_capacity(n_passes);
-    for _ in 0..n_passes {
-        let n = p.u32()? as usize;
-        if n > payload.len() {
-            return Err("diagnostic count larger than the entry");
-        }
-        let mut list = Vec::with_capacity(n);
-        for _ in 0..n {
-            let severity = match p.u8()? {
-                0 => Severity::Warning,
-                1 => Severity::Error,
-                _ => return Err("bad severity"),
-            };
-            let pass = p.str()?.to_string();
-            let function = p.opt_str()?.map(str::to_string);
-            let span = read_span(&mut p, base)?;
-            let node = match p.u8()? {
-                0 => None,
-                1 => Some(NodeId(p.u32()?)),
-                _ => return Err("bad node tag"),
-            };
-            let message = p.str()?.to_string();
-            list.push(Diagnostic { severity, pass, function, span, node, message });
-        }
-        diags.push(list);
-    }
+    let diags = read_diags(&mut p, base)?;
     if !p.0.is_empty() {
         return Err("trailing bytes in the payload");
     }
@@ -571,4 +651,113 @@ pub(crate) fn decode_function(entry: &[u8], key: &StageKey, base: u32) -> Result
         return Err("trailing bytes in the payload");
     }
     Ok(func)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::parse_module;
+
+    /// A PrimFunc as the lowering pipeline prints one (a reduction with `decl`, `let` and
+    /// nested loops), parsed: its statements carry spans.
+    const MEAN: &str = "prim @mean(%A: Buffer[(1, 8, 8, 16), f32], %out: Buffer[(1, 8, 8, 1), f32]) {
+  decl %A_1: Buffer[(1024,), f32] = %A;
+  decl %out_1: Buffer[(64,), f32] = %out;
+  for %i1 in serial(0i32, 8i32) {
+    for %i2 in serial(0i32, 8i32) {
+      %out_1[add(mul(%i1, 8i32), %i2)] = 0.0f;
+      for %r4 in serial(0i32, 16i32) {
+        let %cse_v1 = add(mul(%i1, 8i32), %i2);
+        %out_1[%cse_v1] = add(%out_1[%cse_v1], %A_1[add(add(mul(%i1, 128i32), mul(%i2, 16i32)), %r4)]);
+      }
+    }
+  }
+}
+
+prim @scale(%A: Buffer[(64,), f32]) {
+  for %i in serial(0i32, 64i32) {
+    %A[%i] = mul(%A[%i], 0.0625f);
+  }
+}
+";
+
+    fn prims() -> (Arc<PrimFunc>, Arc<PrimFunc>) {
+        let module = parse_module(MEAN).expect("PrimFuncs parse");
+        (module.get_prim("mean").expect("@mean").clone(), module.get_prim("scale").expect("@scale").clone())
+    }
+
+    fn persist(store: &Arc<MemoryStore>) -> Persist {
+        Persist::for_prims(&StoreConfig::new(store.clone(), "test-build".into()), "settings", &["tir.Test".into()])
+    }
+
+    #[test]
+    fn a_prim_func_result_round_trips_exactly_through_an_entry() {
+        let store = Arc::new(MemoryStore::new());
+        let persist = persist(&store);
+        let (mean, scale) = prims();
+        let diags = vec![
+            vec![Diagnostic::warning("tir.Test", "note")
+                .in_function("mean")
+                .at_span(crate::ir::Span { start: 3, end: 9 })],
+            Vec::new(),
+        ];
+        let out: PrimOut = (scale.clone(), Arc::new(diags));
+        let key = persist.prim_key("mean", &mean);
+        persist.save_prim(&key, "mean", &mean, &out);
+        let entry = store.get(&key).expect("stored");
+        let (func, d) = persist.open_prim(&entry, &key, "mean", &mean).expect("entry opens");
+        // Every table, spans included, as computed.
+        assert!(*func == *scale);
+        assert_eq!(*d, *out.1);
+        // An output equal to its input is stored as such and read back as the input itself.
+        let same: PrimOut = (mean.clone(), Arc::new(Vec::new()));
+        let key2 = persist.prim_key("other", &mean);
+        persist.save_prim(&key2, "other", &mean, &same);
+        let entry2 = store.get(&key2).expect("stored");
+        assert!(Arc::ptr_eq(&persist.open_prim(&entry2, &key2, "other", &mean).expect("opens").0, &mean));
+        // The key covers the PrimFunc's content, its name and the stage.
+        assert_ne!(key, persist.prim_key("mean", &scale));
+        assert_ne!(key, key2);
+        let other_stage = Persist::for_prims(
+            &StoreConfig::new(store.clone(), "test-build".into()),
+            "settings",
+            &["tir.Other".into()],
+        );
+        assert_ne!(key, other_stage.prim_key("mean", &mean));
+    }
+
+    #[test]
+    fn a_damaged_or_foreign_prim_func_entry_is_refused_not_used() {
+        let store = Arc::new(MemoryStore::new());
+        let persist = persist(&store);
+        let (mean, scale) = prims();
+        let key = persist.prim_key("mean", &mean);
+        persist.save_prim(&key, "mean", &mean, &(scale.clone(), Arc::new(vec![Vec::new()])));
+        let entry = store.get(&key).expect("stored");
+        // Every truncation and every flipped byte is refused (the header, the checksum or the
+        // decoder); none panics.
+        for cut in 0..entry.len() {
+            assert!(decode_prim(&entry[..cut], &key, "mean", &mean).is_err(), "truncated at {cut}");
+        }
+        for at in 0..entry.len() {
+            let mut bad = entry.clone();
+            bad[at] ^= 0x41;
+            assert!(decode_prim(&bad, &key, "mean", &mean).is_err(), "byte {at} flipped");
+        }
+        // An entry for another key.
+        let other = persist.prim_key("scale", &scale);
+        assert_eq!(decode_prim(&entry, &other, "scale", &scale).err(), Some("entry is for another key"));
+        // A well-sealed payload whose tables do not verify (an id past its table).
+        let mut p = Writer(Vec::new());
+        p.u8(ARENA);
+        write_prim(&mut p, &scale);
+        let body_at = p.0.len() - 4 - 4 - 8 * scale.stmt_spans().len() - 4;
+        p.0[body_at..body_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        write_diags(&mut p, &[], 0);
+        let forged = seal(&key, &p.0);
+        assert!(decode_prim(&forged, &key, "mean", &mean).is_err());
+        // `open_prim` reports a refused entry to the store, which drops it.
+        assert!(persist.open_prim(&entry[..entry.len() - 1], &key, "mean", &mean).is_none());
+        assert!(store.get(&key).is_none());
+    }
 }

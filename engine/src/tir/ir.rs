@@ -744,6 +744,59 @@ impl PrimFunc {
     pub fn size(&self) -> usize {
         self.stmts.len() + self.exprs.len()
     }
+
+    /// The whole operand pool (what [`PrimFunc::operands`] takes ranges of).
+    pub(crate) fn operand_pool(&self) -> &[PExprId] {
+        &self.operands
+    }
+
+    /// The whole statement list pool (what [`PrimFunc::stmt_list`] takes ranges of).
+    pub(crate) fn stmt_list_pool(&self) -> &[StmtId] {
+        &self.stmt_lists
+    }
+
+    /// The string table.
+    pub(crate) fn strings(&self) -> &[Arc<str>] {
+        &self.strings
+    }
+
+    /// The statements' spans (empty when built in memory).
+    pub(crate) fn stmt_spans(&self) -> &[Span] {
+        &self.stmt_spans
+    }
+
+    /// The function with exactly these tables. Nothing is checked: a caller with tables it did
+    /// not take from a function runs [`super::verify_prim_func`] before using the result.
+    pub(crate) fn from_parts(p: PrimFuncParts) -> PrimFunc {
+        PrimFunc {
+            params: p.params,
+            vars: p.vars,
+            bufs: p.bufs,
+            exprs: p.exprs,
+            operands: p.operands,
+            stmts: p.stmts,
+            stmt_lists: p.stmt_lists,
+            strings: p.strings,
+            body: p.body,
+            attrs: p.attrs,
+            stmt_spans: p.stmt_spans,
+        }
+    }
+}
+
+/// A PrimFunc's tables, for [`PrimFunc::from_parts`] (an exact decoding: `session/codec.rs`).
+pub(crate) struct PrimFuncParts {
+    pub(crate) params: Vec<Param>,
+    pub(crate) vars: Vec<Var>,
+    pub(crate) bufs: Vec<Buffer>,
+    pub(crate) exprs: Vec<PExpr>,
+    pub(crate) operands: Vec<PExprId>,
+    pub(crate) stmts: Vec<Stmt>,
+    pub(crate) stmt_lists: Vec<StmtId>,
+    pub(crate) strings: Vec<Arc<str>>,
+    pub(crate) body: StmtId,
+    pub(crate) attrs: Attrs,
+    pub(crate) stmt_spans: Vec<Span>,
 }
 
 /// The children of a statement (see [`PrimFunc::children`]).

@@ -56,9 +56,9 @@ pub struct RunArgs {
     pub output: Option<PathBuf>,
     #[command(flatten)]
     pub cache: crate::cache::CacheArgs,
-    /// With a cache, write to FILE which functions each function stage recomputed (the others
-    /// came from the cache): one line per stage, `STAGE<TAB>@f @g …`, functions in module order
-    /// (empty when a run entry answered).
+    /// With a cache, write to FILE which functions each function stage (and which PrimFuncs each
+    /// PrimFunc stage) recomputed (the others came from the cache): one line per stage,
+    /// `STAGE<TAB>@f @g …`, in module order (empty when a run entry answered).
     #[arg(long = "cache-report", value_name = "FILE")]
     pub cache_report: Option<PathBuf>,
     #[command(flatten)]
