@@ -9,7 +9,7 @@ use super::attrs::Attrs;
 use super::expr::{ExprKind, Node, Span, TyIdx};
 use super::function::{Closure, Function};
 use super::ids::{AttrsIdx, ClosureIdx, ConstIdx, IdRange, NodeId, OpId, Sym};
-use super::tables::{SymTable, Table, TypeTable};
+use super::tables::{Spans, SymTable, Table, TypeTable};
 use super::tensor::Constant;
 use super::ty::{DType, Type};
 
@@ -58,7 +58,7 @@ impl Function {
 pub struct FunctionBuilder {
     nodes: Vec<Node>,
     types: TypeTable,
-    spans: Table<Span>,
+    spans: Table<Span, Spans>,
     extra: Vec<NodeId>,
     syms: Arc<SymTable>,
     // Index of names interned by this builder; a builder from `to_builder` starts without one
@@ -274,7 +274,7 @@ impl FunctionBuilder {
 
     /// The span recorded for node `id` (the default span when none was set).
     pub fn span_at(&self, id: NodeId) -> Span {
-        self.spans.get(id.index()).copied().unwrap_or_default()
+        self.spans.get(id.index())
     }
 
     /// A variable named `name` with an optional type annotation. Variable names are not
@@ -623,12 +623,70 @@ mod tests {
         assert_eq!(func.ty(x), Some(&f32s(&[2])));
     }
 
+    /// A span for the span tables' property: none, within a few kilobytes (what the parser
+    /// makes), or anywhere and of any length (what does not fit in 4 bytes).
+    fn span_strategy() -> impl proptest::strategy::Strategy<Value = Span> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Span::default()),
+            (1_000u32..5_000, 0u32..300).prop_map(|(start, len)| Span { start, end: start + len }),
+            (0u32..u32::MAX / 2, 0u32..100_000).prop_map(|(start, len)| Span { start, end: start + len }),
+        ]
+    }
+
+    #[test]
+    fn parsed_functions_keep_spans_in_four_bytes() {
+        let module = crate::ir::parse_module("def @f(%x) { let %y = relu(%x); %y }").expect("parses");
+        let func = module.get("f").expect("defined");
+        assert!(matches!(func.spans, Spans::Near { .. }), "{:?}", func.spans);
+        let long = format!("def @g() {{ tensor<({}), f32>[{}] }}", 20_000, vec!["1.0"; 20_000].join(", "));
+        let module = crate::ir::parse_module(&long).expect("parses");
+        let func = module.get("g").expect("defined");
+        assert!(matches!(func.spans, Spans::Far(_)), "a literal longer than 64 KiB");
+        // `{ e }` is `e`: the body is the literal, which ends before ` }`.
+        let body = func.span(func.body()).expect("the body has a span");
+        let literal = long.find("tensor").expect("in the text");
+        assert_eq!((body.start, body.end), (literal as u32, long.len() as u32 - 2));
+    }
+
     fn cases() -> u32 {
         std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
     }
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(cases()))]
+
+        /// Whatever spans are pushed (none, near each other, or far apart and long), every
+        /// node reads back its span from the finished function, from a copy that appends
+        /// nodes, and from a builder that finishes and clears.
+        #[test]
+        fn every_node_reads_back_its_span(
+            pushed in proptest::collection::vec(span_strategy(), 1..40),
+            appended in proptest::collection::vec(span_strategy(), 0..10),
+        ) {
+            let mut b = FunctionBuilder::new();
+            for (i, span) in pushed.iter().enumerate() {
+                b.set_span(*span);
+                b.var(&format!("v{i}"), None);
+            }
+            let n = pushed.len() as u32;
+            let func = b.finish_and_clear(&[NodeId(0)], NodeId(n - 1), None, Attrs::new());
+            let reread = |f: &Function, i: usize| f.span(NodeId(i as u32)).unwrap_or_default();
+            for (i, span) in pushed.iter().enumerate() {
+                proptest::prop_assert_eq!(reread(&func, i), *span);
+                proptest::prop_assert_eq!(b.span_at(NodeId(i as u32)), Span::default());
+            }
+            let mut copy = func.to_builder();
+            for (i, span) in appended.iter().enumerate() {
+                copy.set_span(*span);
+                copy.var(&format!("w{i}"), None);
+            }
+            let out = copy.finish(&[NodeId(0)], NodeId(n - 1), None, Attrs::new());
+            for (i, span) in pushed.iter().chain(&appended).enumerate() {
+                proptest::prop_assert_eq!(reread(&out, i), *span);
+            }
+            proptest::prop_assert_eq!(reread(&out, pushed.len() + appended.len()), Span::default());
+        }
 
         /// Whatever types are pushed, set and copied, every node reads back the type it was
         /// given, and the table holds no two equal types.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::attrs::Attrs;
 use super::expr::{ExprKind, Node, Span, TyIdx};
 use super::ids::{AttrsIdx, ClosureIdx, ConstIdx, IdRange, NodeId, Sym};
-use super::tables::{Shared, SymTable, TypeTable};
+use super::tables::{Shared, Spans, SymTable, TypeTable};
 use super::tensor::Constant;
 use super::ty::Type;
 
@@ -37,7 +37,7 @@ pub struct Function {
     pub(super) nodes: Vec<Node>,
     /// The types the nodes' [`TyIdx`] refer to.
     pub(super) types: Arc<[Type]>,
-    pub(super) spans: Shared<Span>,
+    pub(super) spans: Spans,
     pub(super) extra: Vec<NodeId>,
     // Shared with builders made by `to_builder`, which copy it only when they add a name.
     pub(super) syms: Arc<SymTable>,
@@ -112,7 +112,7 @@ impl Function {
 
     /// Source span of node `id`, when the function was parsed.
     pub fn span(&self, id: NodeId) -> Option<Span> {
-        self.spans.get(id.index()).copied().filter(|s| *s != Span::default())
+        Some(self.spans.get(id.index())).filter(|s| *s != Span::default())
     }
 
     /// The ids of an [`IdRange`] (arguments, fields, closure params).

@@ -1,10 +1,11 @@
 //! The interning tables behind a function and its builder: the symbol table, the type table
 //! (each distinct type once, looked up by address and by value), and the side tables shared
-//! copy-on-write between a function, its copies and the builders made from it.
+//! copy-on-write between a function, its copies and the builders made from it (spans among
+//! them, stored in 4 bytes each when they fit).
 
 use std::sync::Arc;
 
-use super::expr::TyIdx;
+use super::expr::{Span, TyIdx};
 use super::ids::Sym;
 use super::ty::Type;
 
@@ -192,22 +193,158 @@ impl<T: Clone> Shared<T> {
     }
 }
 
+/// A function's table as a [`Table`] shares it until its builder first adds to it.
+pub(super) trait SharedTable<T>: Default {
+    /// Number of entries.
+    fn len(&self) -> usize;
+    /// Appends the entries to `out`.
+    fn append_to(&self, out: &mut Vec<T>);
+    /// The table of the entries of `v`, which is left empty with its capacity.
+    fn take_from(v: &mut Vec<T>) -> Self;
+}
+
+impl<T: Clone> SharedTable<T> for Shared<T> {
+    fn len(&self) -> usize {
+        <[T]>::len(self)
+    }
+
+    fn append_to(&self, out: &mut Vec<T>) {
+        out.extend_from_slice(self);
+    }
+
+    fn take_from(v: &mut Vec<T>) -> Self {
+        if v.is_empty() {
+            Shared(None)
+        } else {
+            Shared(Some(v.drain(..).collect()))
+        }
+    }
+}
+
+/// A function's source spans (node `i` has span `i`; `Span::default()` is "no span"), shared
+/// like the other side tables. A parsed function's spans lie within a few kilobytes of its
+/// text, so they are stored relative to their smallest start, as a `u16` offset and a `u16`
+/// length: 4 bytes a node instead of 8. A function whose spans do not fit (one longer than
+/// 64 KiB, such as a large dense literal) keeps them whole.
+#[derive(Clone, Debug, Default)]
+pub(super) enum Spans {
+    /// No spans (a function built by a pass from nothing, or read from a binary module).
+    #[default]
+    None,
+    /// `[start - base, end - start]` per node, or [`Spans::NO_SPAN`].
+    Near { base: u32, spans: Arc<[[u16; 2]]> },
+    /// The spans as they are.
+    Far(Arc<[Span]>),
+}
+
+impl Spans {
+    /// The entry of a node without a span in [`Spans::Near`]; no span encodes to it, since
+    /// an offset of `u16::MAX` does not fit.
+    const NO_SPAN: [u16; 2] = [u16::MAX; 2];
+
+    /// The span of node `i` (`Span::default()` when it has none or is past the end).
+    #[inline]
+    pub(super) fn get(&self, i: usize) -> Span {
+        match self {
+            Spans::None => Span::default(),
+            Spans::Near { base, spans } => match spans.get(i) {
+                Some(&[offset, len]) if offset != u16::MAX => {
+                    let start = base + u32::from(offset);
+                    Span { start, end: start + u32::from(len) }
+                }
+                _ => Span::default(),
+            },
+            Spans::Far(spans) => spans.get(i).copied().unwrap_or_default(),
+        }
+    }
+
+    /// The table of `spans`, 4 bytes a span when every span fits. Two branch-light passes over
+    /// the spans (the parser encodes every function's spans when it finishes the function).
+    fn encode(spans: &[Span]) -> Spans {
+        if spans.is_empty() {
+            return Spans::None;
+        }
+        // Over the spans that are not `Span::default()`: the smallest and largest start, and
+        // whether every length fits (an end before its start wraps to a large length).
+        let (mut base, mut last_start, mut longest) = (u32::MAX, 0, 0);
+        for s in spans {
+            let some = s.start | s.end != 0;
+            base = base.min(if some { s.start } else { u32::MAX });
+            last_start = last_start.max(if some { s.start } else { 0 });
+            longest = longest.max(if some { s.end.wrapping_sub(s.start) } else { 0 });
+        }
+        let base = if base == u32::MAX { 0 } else { base };
+        if longest > u32::from(u16::MAX) || last_start - base >= u32::from(u16::MAX) {
+            return Spans::Far(spans.into());
+        }
+        let mut near = Vec::with_capacity(spans.len());
+        near.extend(spans.iter().map(|s| {
+            if s.start | s.end == 0 {
+                Spans::NO_SPAN
+            } else {
+                [(s.start - base) as u16, (s.end - s.start) as u16]
+            }
+        }));
+        Spans::Near { base, spans: near.into() }
+    }
+
+    /// Whether `a` and `b` are the same shared table (or both empty).
+    #[cfg(test)]
+    pub(super) fn same(a: &Spans, b: &Spans) -> bool {
+        match (a, b) {
+            (Spans::None, Spans::None) => true,
+            (Spans::Near { spans: a, .. }, Spans::Near { spans: b, .. }) => Arc::ptr_eq(a, b),
+            (Spans::Far(a), Spans::Far(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl From<Vec<Span>> for Spans {
+    fn from(mut v: Vec<Span>) -> Self {
+        Spans::take_from(&mut v)
+    }
+}
+
+impl SharedTable<Span> for Spans {
+    fn len(&self) -> usize {
+        match self {
+            Spans::None => 0,
+            Spans::Near { spans, .. } => spans.len(),
+            Spans::Far(spans) => spans.len(),
+        }
+    }
+
+    fn append_to(&self, out: &mut Vec<Span>) {
+        match self {
+            Spans::Far(spans) => out.extend_from_slice(spans),
+            _ => out.extend((0..self.len()).map(|i| self.get(i))),
+        }
+    }
+
+    fn take_from(v: &mut Vec<Span>) -> Self {
+        let spans = Spans::encode(v);
+        v.clear();
+        spans
+    }
+}
+
 /// A side table of a builder: the table of the function it started from, shared until the
 /// builder first adds to it (most builders from `to_builder` add no
 /// constant, attribute or closure), then a vector of its own.
 #[derive(Debug)]
-pub(super) enum Table<T> {
-    Shared(Shared<T>),
+pub(super) enum Table<T, S = Shared<T>> {
+    Shared(S),
     Owned(Vec<T>),
 }
 
-impl<T> Default for Table<T> {
+impl<T, S> Default for Table<T, S> {
     fn default() -> Self {
         Table::Owned(Vec::new())
     }
 }
 
-impl<T> std::ops::Deref for Table<T> {
+impl<T: Clone> std::ops::Deref for Table<T> {
     type Target = [T];
 
     #[inline]
@@ -219,7 +356,33 @@ impl<T> std::ops::Deref for Table<T> {
     }
 }
 
-impl<T: Clone> Table<T> {
+impl Table<Span, Spans> {
+    /// The span of node `i` (`Span::default()` when it has none or is past the end).
+    #[inline]
+    pub(super) fn get(&self, i: usize) -> Span {
+        match self {
+            Table::Shared(t) => t.get(i),
+            Table::Owned(v) => v.get(i).copied().unwrap_or_default(),
+        }
+    }
+}
+
+impl<T, S: SharedTable<T>> Table<T, S> {
+    /// Number of entries.
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Table::Shared(t) => t.len(),
+            Table::Owned(v) => v.len(),
+        }
+    }
+
+    /// Whether the table has no entry.
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The vector to add to, copying a shared table first (with room for a few more entries,
     /// since a builder that adds one usually adds several).
     #[inline(always)]
@@ -234,8 +397,11 @@ impl<T: Clone> Table<T> {
     #[cold]
     #[inline(never)]
     pub(super) fn unshare(&mut self) -> &mut Vec<T> {
-        let mut v = Vec::with_capacity(self.len() + self.len() / 4 + 4);
-        v.extend_from_slice(self);
+        let len = self.len();
+        let mut v = Vec::with_capacity(len + len / 4 + 4);
+        if let Table::Shared(t) = self {
+            t.append_to(&mut v);
+        }
         *self = Table::Owned(v);
         match self {
             Table::Owned(v) => v,
@@ -248,24 +414,23 @@ impl<T: Clone> Table<T> {
     }
 
     /// The finished table; a shared one stays shared, a vector becomes exactly sized.
-    pub(super) fn finish(self) -> Shared<T> {
+    pub(super) fn finish(self) -> S {
         match self {
             Table::Shared(t) => t,
-            Table::Owned(v) => v.into(),
+            Table::Owned(mut v) => S::take_from(&mut v),
         }
     }
 
     /// The finished table, leaving this one empty with its vector (when it has one) kept for
     /// the next function.
-    pub(super) fn finish_and_clear(&mut self) -> Shared<T> {
+    pub(super) fn finish_and_clear(&mut self) -> S {
         match self {
             Table::Shared(t) => {
                 let t = std::mem::take(t);
                 *self = Table::Owned(Vec::new());
                 t
             }
-            Table::Owned(v) if v.is_empty() => Shared(None),
-            Table::Owned(v) => Shared(Some(v.drain(..).collect())),
+            Table::Owned(v) => S::take_from(v),
         }
     }
 
