@@ -45,7 +45,8 @@ enum Command {
     Conformance(cmd::conformance::ConformanceArgs),
     /// Generate a deterministic workload as .pir text on stdout. Sizes whose estimated memory
     /// (module and text) exceeds half the physical memory, or half the cgroup's memory limit
-    /// when lower, are refused up front.
+    /// when lower, are refused up front; `chain` is made and printed one function at a time, so
+    /// only one of its functions has to fit.
     #[command(subcommand)]
     Gen(gen::cli::GenCommand),
     /// Run a pass pipeline over a .pir file and print the resulting module (a crash reproducer
