@@ -68,6 +68,10 @@ pub enum CacheError {
         /// The client's reason.
         source: ::redis::RedisError,
     },
+    /// An empty cache location (`--cache ''`, `Session(cache="")`): it would put the cache in
+    /// whatever the current directory is.
+    #[error("empty cache location: name a directory or a redis:// URL")]
+    EmptyLocation,
     /// Removing the entries failed.
     #[error("cannot clear cache {}: {source}", dir.display())]
     Clear {
@@ -384,11 +388,14 @@ pub enum CacheLocation {
 impl CacheLocation {
     /// The cache `spec` names: a Redis server for a `redis://` or `rediss://` URL, with the
     /// directory `local` in front (default: [`default_local_dir`]); else the directory `spec`.
-    pub fn from_spec(spec: &str, local: Option<PathBuf>) -> CacheLocation {
-        if spec.starts_with("redis://") || spec.starts_with("rediss://") {
-            CacheLocation::Redis { url: spec.to_string(), local: local.unwrap_or_else(default_local_dir) }
+    /// An empty `spec` is an error, not the current directory.
+    pub fn from_spec(spec: &str, local: Option<PathBuf>) -> Result<CacheLocation, CacheError> {
+        if spec.is_empty() {
+            Err(CacheError::EmptyLocation)
+        } else if spec.starts_with("redis://") || spec.starts_with("rediss://") {
+            Ok(CacheLocation::Redis { url: spec.to_string(), local: local.unwrap_or_else(default_local_dir) })
         } else {
-            CacheLocation::Dir(PathBuf::from(spec))
+            Ok(CacheLocation::Dir(PathBuf::from(spec)))
         }
     }
 }

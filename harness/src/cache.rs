@@ -72,15 +72,15 @@ impl CacheArgs {
         if self.cache.is_some() && uncachable {
             return Err(CacheOptionsError::Uncachable);
         }
-        Ok(self.location().filter(|_| !uncachable))
+        Ok(self.location()?.filter(|_| !uncachable))
     }
 
     /// The cache named by `--cache` or the environment, whatever the context.
-    pub fn location(&self) -> Option<CacheLocation> {
-        match &self.cache {
-            Some(spec) => Some(CacheLocation::from_spec(spec, self.cache_local.clone())),
+    pub fn location(&self) -> Result<Option<CacheLocation>, CacheOptionsError> {
+        Ok(match &self.cache {
+            Some(spec) => Some(CacheLocation::from_spec(spec, self.cache_local.clone())?),
             None => dir_from_env().map(CacheLocation::Dir),
-        }
+        })
     }
 
     /// The size cap.
@@ -91,7 +91,7 @@ impl CacheArgs {
     /// The cache `--cache` or `PASSEL_CACHE_DIR` names, opened for this executable; `None`
     /// when neither names one.
     pub fn open(&self) -> Result<Option<Cache>, CacheOptionsError> {
-        self.open_at(self.location())
+        self.open_at(self.location()?)
     }
 
     /// The cache a run with `ctx` uses ([`CacheArgs::location_for`]), opened.

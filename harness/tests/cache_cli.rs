@@ -333,6 +333,9 @@ fn cache_option_errors_say_what_is_wrong() {
     refused(&["cache", "gc", "--cache", c, "--max-size", "99999999999T"], "size `99999999999T` is too large");
     refused(&["run", f, "--cache", "redis://user:secret@127.0.0.1:notaport/0"], "invalid cache URL `redis://***@");
     refused(&["run", f, "--cache", c, "--timing"], "--cache cannot be combined with instruments");
+    // An empty location is refused, not taken as the current directory.
+    refused(&["run", f, "--cache", ""], "empty cache location: name a directory or a redis:// URL");
+    refused(&["cache", "stats", "--cache", ""], "a value is required for '--cache <DIR>'");
     // Report files that cannot be written name the report and the file.
     let missing = dir.join("no-such-dir").join("out");
     let m = missing.to_str().expect("utf-8 path");

@@ -79,7 +79,7 @@ pub struct SessionHandle {
 /// for the code of this extension module, so entries made by another build of it are never
 /// used (the executable is the Python interpreter, which says nothing about the passes).
 fn open_cache(py: Python<'_>, spec: &str, local: Option<PathBuf>) -> PyResult<Cache> {
-    let location = CacheLocation::from_spec(spec, local);
+    let location = CacheLocation::from_spec(spec, local).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let code: PathBuf = py.import("passel._passel")?.getattr("__file__")?.extract()?;
     Cache::open_for_code(&location, DEFAULT_MAX_SIZE, &code).map_err(|e| PyValueError::new_err(e.to_string()))
 }

@@ -100,3 +100,11 @@ def test_a_python_pass_named_like_a_registered_pass_is_refused_with_a_cache(tmp_
 
     with pytest.raises(ValueError, match="registered pass"):
         passel.Session(transform.Sequential([fake]), PassContext(opt_level=3), cache=tmp_path / "c")
+
+
+def test_an_empty_cache_location_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not taken as the current directory: nothing may be written there.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="empty cache location"):
+        passel.Session("FoldConstant", PassContext(opt_level=3), cache="")
+    assert os.listdir(tmp_path) == []
